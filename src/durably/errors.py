@@ -1,0 +1,214 @@
+"""The error hierarchy shared by every layer and backing.
+
+Every error carries ``retryable`` and the context needed to act on it (store, tenant, ids).
+The workflow control signals (`Interruption` and its subclasses) are deliberately *not*
+`Exception`s, so an ``except Exception`` around a step cannot absorb them.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+PersistenceReason = Literal["unavailable", "contended", "too_large"]
+LeaseLostReason = Literal["taken", "expired", "capped"]
+
+
+class DurablyError(Exception):
+    """Root of every error durably raises. ``retryable`` says whether trying again may help."""
+
+    retryable: bool = False
+
+    def __init__(self, message: str, *, retryable: bool | None = None) -> None:
+        super().__init__(message)
+        if retryable is not None:
+            self.retryable = retryable
+
+
+class ConfigurationError(DurablyError):
+    """The store, schema or settings are wrong; fix the deployment, do not retry."""
+
+
+class InvalidInputError(DurablyError, ValueError):
+    """An argument was refused before any I/O (empty id, NUL character, bad duration)."""
+
+
+class StateConflictError(DurablyError):
+    """A compare-and-set write found a different version than the one it was based on."""
+
+    def __init__(self, key: object, expected_version: int, actual_version: int) -> None:
+        self.key = key
+        self.expected_version = expected_version
+        self.actual_version = actual_version
+        super().__init__(
+            f"version conflict on {key}: expected version {expected_version}, "
+            f"stored version is {actual_version}; re-read and try again"
+        )
+
+
+class StateNotFoundError(DurablyError):
+    """The run or session does not exist (for this tenant)."""
+
+    def __init__(self, key: object, kind: str) -> None:
+        self.key = key
+        self.kind = kind
+        super().__init__(f"{kind} {key} not found")
+
+
+class StateInUseError(DurablyError):
+    """A session still has runs that are not terminal; finish them or delete with cascade."""
+
+    def __init__(self, key: object, live_runs: tuple[str, ...]) -> None:
+        self.key = key
+        self.live_runs = live_runs
+        super().__init__(
+            f"session {key} has {len(live_runs)} live run(s) {list(live_runs)[:5]}; "
+            "pass cascade=True to delete them too"
+        )
+
+
+class StatePersistenceError(DurablyError):
+    """The store could not persist or read state. Retryable unless the value is too large."""
+
+    def __init__(self, store: str, reason: PersistenceReason, detail: str = "") -> None:
+        self.store = store
+        self.reason = reason
+        self.detail = detail
+        suffix = f": {detail}" if detail else ""
+        super().__init__(f"{store} state store {reason}{suffix}", retryable=reason != "too_large")
+
+
+class WorkItemNotFoundError(DurablyError):
+    """No such work item for this tenant."""
+
+    def __init__(self, item_id: str, tenant: str) -> None:
+        self.item_id = item_id
+        self.tenant = tenant
+        super().__init__(f"work item {item_id!r} of tenant {tenant!r} not found")
+
+
+class LeaseLostError(DurablyError):
+    """The caller no longer holds the item's lease: another worker took it, it lapsed,
+    or it was held past ``max_lease_seconds``. Never retryable: stop working on the item."""
+
+    retryable = False
+
+    def __init__(
+        self, item_id: str, worker: str, holder: str | None, reason: LeaseLostReason
+    ) -> None:
+        self.item_id = item_id
+        self.worker = worker
+        self.holder = holder
+        self.reason = reason
+        super().__init__(
+            f"worker {worker!r} lost the lease on {item_id!r} ({reason}; holder now {holder!r})"
+        )
+
+
+class QueueUnavailableError(DurablyError):
+    """The queue's datastore did not answer within the retry budget."""
+
+    retryable = True
+
+    def __init__(self, queue: str, operation: str, detail: str = "") -> None:
+        self.queue = queue
+        self.operation = operation
+        suffix = f": {detail}" if detail else ""
+        super().__init__(f"queue {queue!r} unavailable during {operation}{suffix}")
+
+
+class PoolExhaustedError(DurablyError):
+    """Every pooled connection is busy. Raised at once, never retried internally:
+    the datastore is fine and this process is over-subscribed."""
+
+    retryable = True
+
+    def __init__(self, store: str, pool_size: int | None = None) -> None:
+        self.store = store
+        self.pool_size = pool_size
+        super().__init__(f"{store} connection pool exhausted (size {pool_size})")
+
+
+class Swallowed(DurablyError):
+    """A workflow body caught a suspension and returned anyway: a bug in the workflow."""
+
+    def __init__(self, workflow: str, suspensions: tuple[Suspended, ...]) -> None:
+        self.workflow = workflow
+        self.suspensions = suspensions
+        keys = [s.key for s in suspensions]
+        super().__init__(
+            f"workflow {workflow!r} swallowed suspension(s) at {keys}: "
+            "do not catch durably's Interruption signals"
+        )
+
+
+# --- workflow control signals -------------------------------------------------------------
+
+
+class Interruption(BaseException):
+    """A workflow pass must stop here. Not an `Exception` on purpose."""
+
+
+class Contended(Interruption):
+    """Another live pass holds the workflow."""
+
+    def __init__(self, workflow: str) -> None:
+        self.workflow = workflow
+        super().__init__(f"workflow {workflow!r} is held by another pass")
+
+
+class Fenced(Interruption):
+    """This pass was superseded: its claim token is no longer the workflow's newest."""
+
+    def __init__(self, workflow: str, token: int) -> None:
+        self.workflow = workflow
+        self.token = token
+        super().__init__(f"pass {token} of workflow {workflow!r} was superseded")
+
+
+class Suspended(Interruption):
+    """The pass cannot continue until something happens outside it."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(key)
+
+
+class InputNeeded(Suspended):
+    """``run.awaiting(key)`` has no value yet; ``Durable.arrive`` supplies it."""
+
+
+class MessageNeeded(Suspended):
+    """``run.receive(key)`` found no new message; ``Durable.deliver`` sends one."""
+
+
+class ScheduledWakeup(Suspended):
+    """``run.sleep(key, ...)`` has not reached its deadline ``due`` (the caller's clock)."""
+
+    def __init__(self, key: str, due: float) -> None:
+        self.due = due
+        super().__init__(key)
+
+
+__all__ = [
+    "ConfigurationError",
+    "Contended",
+    "DurablyError",
+    "Fenced",
+    "InputNeeded",
+    "Interruption",
+    "InvalidInputError",
+    "LeaseLostError",
+    "LeaseLostReason",
+    "MessageNeeded",
+    "PersistenceReason",
+    "PoolExhaustedError",
+    "QueueUnavailableError",
+    "ScheduledWakeup",
+    "StateConflictError",
+    "StateInUseError",
+    "StateNotFoundError",
+    "StatePersistenceError",
+    "Suspended",
+    "Swallowed",
+    "WorkItemNotFoundError",
+]

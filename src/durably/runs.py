@@ -1,0 +1,291 @@
+"""Runs and sessions: the records an agent loop keeps, and the `StateStore` protocol."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Protocol, Self, runtime_checkable
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    NonNegativeInt,
+    field_validator,
+    model_validator,
+)
+
+from durably.redaction import scrub
+from durably.validation import identifier
+
+_FROZEN = ConfigDict(frozen=True, strict=True, extra="forbid")
+
+
+def _id(value: str, name: str) -> str:
+    return identifier(value, name)
+
+
+class RunState(StrEnum):
+    """Where a run is. The last six are terminal."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    MAX_ITERATIONS_EXCEEDED = "max_iterations_exceeded"
+    LOOP_LIMIT_EXCEEDED = "loop_limit_exceeded"
+
+    @property
+    def terminal(self) -> bool:
+        """Whether a run in this state will never run again."""
+        return self not in _LIVE
+
+
+_LIVE = frozenset({RunState.PENDING, RunState.RUNNING, RunState.SUSPENDED})
+TERMINAL_STATES = frozenset(state for state in RunState if state.terminal)
+
+
+class StateKey(BaseModel):
+    """Addresses a run or session; the tenant is part of every key."""
+
+    model_config = _FROZEN
+    tenant: str
+    id: str
+
+    @field_validator("tenant", "id")
+    @classmethod
+    def _valid(cls, value: str, info: object) -> str:
+        return _id(value, getattr(info, "field_name", "id"))
+
+    def __str__(self) -> str:
+        return f"{self.tenant!r}/{self.id!r}"
+
+
+class Usage(BaseModel):
+    """Tokens and requests a run consumed; ``a + b`` adds field by field."""
+
+    model_config = _FROZEN
+    input_tokens: NonNegativeInt = 0
+    output_tokens: NonNegativeInt = 0
+    cached_tokens: NonNegativeInt = 0
+    cache_write_tokens: NonNegativeInt = 0
+    reasoning_tokens: NonNegativeInt = 0
+    requests: NonNegativeInt = 0
+    tool_calls: NonNegativeInt = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        if not isinstance(other, Usage):
+            return NotImplemented
+        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in USAGE_FIELDS})
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+
+USAGE_FIELDS: tuple[str, ...] = tuple(Usage.model_fields)
+
+
+class ToolCall(BaseModel):
+    """A tool call the model asked for and the loop has not finished."""
+
+    model_config = _FROZEN
+    id: str
+    name: str
+    arguments: dict[str, JsonValue] = Field(default_factory=dict)
+    idempotent: bool = False
+
+    def scrubbed(self) -> ToolCall:
+        """This call with API keys and e-mail addresses in its arguments masked."""
+        arguments = scrub(self.arguments)
+        assert isinstance(arguments, dict)
+        return self.model_copy(update={"arguments": arguments})
+
+
+class RunRecord(BaseModel):
+    """One agent run. ``version`` is the version it was read at (0 = never stored)."""
+
+    model_config = _FROZEN
+    run_id: str
+    tenant: str
+    agent_name: str
+    session_id: str | None = None
+    state: RunState = RunState.PENDING
+    version: NonNegativeInt = 0
+    message_cursor: NonNegativeInt = 0
+    pending_tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = Usage()
+    cost_micros: NonNegativeInt = 0
+    iterations: NonNegativeInt = 0
+    awaiting_approval: str | None = None
+    updated_at: float = 0.0
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @field_validator("run_id", "tenant", "agent_name")
+    @classmethod
+    def _valid_ids(cls, value: str, info: object) -> str:
+        return _id(value, getattr(info, "field_name", "id"))
+
+    @field_validator("session_id")
+    @classmethod
+    def _valid_session(cls, value: str | None) -> str | None:
+        return None if value is None else _id(value, "session_id")
+
+    @property
+    def key(self) -> StateKey:
+        """The key this run is stored under."""
+        return StateKey(tenant=self.tenant, id=self.run_id)
+
+
+class SessionRecord(BaseModel):
+    """A conversation holding several runs. ``runs`` is kept by the caller."""
+
+    model_config = _FROZEN
+    session_id: str
+    tenant: str
+    user: str | None = None
+    version: NonNegativeInt = 0
+    runs: tuple[str, ...] = ()
+    updated_at: float = 0.0
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @field_validator("session_id", "tenant")
+    @classmethod
+    def _valid_ids(cls, value: str, info: object) -> str:
+        return _id(value, getattr(info, "field_name", "id"))
+
+    @property
+    def key(self) -> StateKey:
+        """The key this session is stored under."""
+        return StateKey(tenant=self.tenant, id=self.session_id)
+
+
+class StateDelta(BaseModel):
+    """Amounts to add to a run (never values to set); negatives are refused."""
+
+    model_config = _FROZEN
+    usage: Usage = Usage()
+    cost_micros: NonNegativeInt = 0
+    iterations: NonNegativeInt = 0
+    messages_read: NonNegativeInt = 0
+
+
+class StateQuery(BaseModel):
+    """A page request over one tenant's runs, ordered by creation."""
+
+    model_config = _FROZEN
+    tenant: str
+    state: RunState | None = None
+    updated_before: float | None = None
+    limit: Annotated[int, Field(ge=1, le=1000)] = 50
+    cursor: str | None = None
+
+    @field_validator("tenant")
+    @classmethod
+    def _valid_tenant(cls, value: str) -> str:
+        return _id(value, "tenant")
+
+
+class StatePage(BaseModel):
+    """One page of runs; ``cursor`` fetches the next page and is None on the last."""
+
+    model_config = _FROZEN
+    records: tuple[RunRecord, ...]
+    cursor: str | None = None
+
+    @model_validator(mode="after")
+    def _cursor_needs_records(self) -> Self:
+        if self.cursor is not None and not self.records:
+            raise ValueError("a page with a cursor must hold records")
+        return self
+
+
+def stored_run(record: RunRecord, *, version: int, updated_at: float) -> RunRecord:
+    """The record as a store keeps it: secrets scrubbed, new version and time."""
+    return record.model_copy(
+        update={
+            "version": version,
+            "updated_at": updated_at,
+            "pending_tool_calls": tuple(call.scrubbed() for call in record.pending_tool_calls),
+        }
+    )
+
+
+def patched_run(record: RunRecord, delta: StateDelta, *, updated_at: float) -> RunRecord:
+    """``record`` with ``delta`` added and its version bumped (for stores holding blobs)."""
+    return record.model_copy(
+        update={
+            "version": record.version + 1,
+            "updated_at": updated_at,
+            "usage": record.usage + delta.usage,
+            "cost_micros": record.cost_micros + delta.cost_micros,
+            "iterations": record.iterations + delta.iterations,
+            "message_cursor": record.message_cursor + delta.messages_read,
+        }
+    )
+
+
+@runtime_checkable
+class StateStore(Protocol):
+    """Versioned run and session records with compare-and-set writes and additive patches."""
+
+    async def get_run(self, key: StateKey) -> RunRecord | None:
+        """The run at ``key``, or None."""
+        ...
+
+    async def put_run(self, record: RunRecord) -> RunRecord:
+        """Store ``record`` if the stored version equals ``record.version`` (absent = 0).
+
+        Returns the stored record at ``version + 1``; raises `StateConflictError`.
+        """
+        ...
+
+    async def patch_run(self, key: StateKey, delta: StateDelta) -> RunRecord:
+        """Add ``delta`` server-side, bump the version, return the merged record.
+
+        Raises `StateNotFoundError` for an absent run.
+        """
+        ...
+
+    async def delete_run(self, key: StateKey) -> bool:
+        """Delete the run; False if there was none."""
+        ...
+
+    async def list_runs(self, query: StateQuery) -> StatePage:
+        """One page of the tenant's runs in creation order."""
+        ...
+
+    async def get_session(self, key: StateKey) -> SessionRecord | None:
+        """The session at ``key``, or None."""
+        ...
+
+    async def put_session(self, record: SessionRecord) -> SessionRecord:
+        """Compare-and-set write of a session, as `put_run`."""
+        ...
+
+    async def delete_session(self, key: StateKey, *, cascade: bool = False) -> bool:
+        """Delete a session; `StateInUseError` while one of its runs is live unless
+        ``cascade``, which deletes its runs too. False if there was no session."""
+        ...
+
+
+__all__ = [
+    "TERMINAL_STATES",
+    "USAGE_FIELDS",
+    "RunRecord",
+    "RunState",
+    "SessionRecord",
+    "StateDelta",
+    "StateKey",
+    "StatePage",
+    "StateQuery",
+    "StateStore",
+    "ToolCall",
+    "Usage",
+    "patched_run",
+    "stored_run",
+]

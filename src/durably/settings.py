@@ -1,0 +1,39 @@
+"""Settings shared by the datastore backings (pydantic models at the boundary).
+
+Adapters never read the environment themselves; `from_env` is the one place that does.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, ClassVar, Self
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, SecretStr
+
+from durably.errors import ConfigurationError
+
+
+class StoreSettings(BaseModel):
+    """Retry budget, pool and size limits common to every datastore backing."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    env_var: ClassVar[str] = ""
+
+    max_attempts: PositiveInt = Field(3, description="tries per call, the first included")
+    backoff_seconds: PositiveFloat = Field(0.05, description="first retry delay; doubles")
+    pool_size: PositiveInt = 10
+    connect_timeout_seconds: PositiveFloat = 5.0
+    max_value_bytes: PositiveInt = 1024 * 1024
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Self:
+        """Build settings with the DSN (or path) read from ``cls.env_var``."""
+        env = os.environ if environ is None else environ
+        value = env.get(cls.env_var)
+        if not value:
+            raise ConfigurationError(f"environment variable {cls.env_var} is not set")
+        field = "path" if "path" in cls.model_fields else "dsn"
+        return cls(**{field: SecretStr(value) if field == "dsn" else value, **overrides})
+
+
+__all__ = ["StoreSettings"]

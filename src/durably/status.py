@@ -1,0 +1,37 @@
+"""A workflow's status as the worker last reported it: queryable and listable by status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+
+class WorkflowStatus(StrEnum):
+    """Where a workflow is, as of its last pass."""
+
+    RUNNING = "running"
+    SLEEPING = "sleeping"
+    BLOCKED = "blocked"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+    @property
+    def finished(self) -> bool:
+        """Completed and failed workflows run no more passes on their own."""
+        return self in (WorkflowStatus.COMPLETED, WorkflowStatus.FAILED)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowInfo:
+    """A workflow's status, failed attempts so far, last error and when it was set
+    (timezone-aware, the store's clock)."""
+
+    workflow: str
+    status: WorkflowStatus
+    attempts: int
+    last_error: str | None
+    updated_at: datetime
+
+
+__all__ = ["WorkflowInfo", "WorkflowStatus"]

@@ -1,0 +1,223 @@
+"""Work items handed out under leases: the models, `QueuePolicy` and the `WorkQueue` protocol."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum, StrEnum
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, field_validator
+
+from durably.validation import identifier, positive
+
+DEFAULT_QUEUE = "default"
+
+
+# Fairness, the one order every backing applies to `claim`:
+#   1. among tenants with a due item in the queue, the one whose turn is lowest (a tenant
+#      never served has turn 0; ties go to the tenant with the oldest due item);
+#   2. serving a tenant sets its turn above every other turn of the queue (to the back);
+#   3. within the tenant, the highest priority, then the earliest available_at, then the
+#      earliest enqueued (an enqueue sequence breaks exact ties).
+
+
+class WorkPriority(IntEnum):
+    """Orders work within one tenant only; tenants are served in rotation regardless."""
+
+    LOW = 10
+    NORMAL = 20
+    HIGH = 30
+    URGENT = 40
+
+
+class WorkState(StrEnum):
+    """Where a work item is."""
+
+    QUEUED = "queued"
+    CLAIMED = "claimed"
+    COMPLETED = "completed"
+    DEAD_LETTERED = "dead_lettered"
+
+    @property
+    def terminal(self) -> bool:
+        """Completed and dead-lettered items free their id and dedupe key."""
+        return self in (WorkState.COMPLETED, WorkState.DEAD_LETTERED)
+
+
+class WorkItem(BaseModel):
+    """A unit of work. ``id`` is unique within its tenant while the item is live."""
+
+    model_config = ConfigDict(frozen=True, strict=True, extra="forbid")
+    id: str
+    tenant: str
+    queue: str = DEFAULT_QUEUE
+    payload: dict[str, str] = Field(default_factory=dict)
+    priority: WorkPriority = WorkPriority.NORMAL
+    dedupe_key: str | None = None
+    attempts: NonNegativeInt = 0
+    state: WorkState = WorkState.QUEUED
+    worker: str | None = None
+    enqueued_at: float | None = None
+    available_at: float | None = None
+    lease_expires_at: float | None = None
+    first_claimed_at: float | None = None
+    claimed_at: float | None = None
+    failures: tuple[str, ...] = ()
+
+    @field_validator("id", "tenant", "queue")
+    @classmethod
+    def _valid_ids(cls, value: str, info: object) -> str:
+        return identifier(value, getattr(info, "field_name", "id"))
+
+    @field_validator("dedupe_key")
+    @classmethod
+    def _valid_dedupe(cls, value: str | None) -> str | None:
+        return None if value is None else identifier(value, "dedupe_key")
+
+    @field_validator("priority", mode="before")
+    @classmethod
+    def _priority(cls, value: object) -> object:
+        # Strict mode refuses a plain int for an IntEnum; accept the four known values.
+        if isinstance(value, int) and not isinstance(value, WorkPriority):
+            return WorkPriority(value)
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """What a failure does to an item: requeue it at ``available_at`` or dead-letter it."""
+
+    attempts: int
+    dead: bool
+    available_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePolicy:
+    """Leases, retries, backoff and the dead letter: decided here, applied by every backing."""
+
+    lease_seconds: float = 30.0
+    max_attempts: int = 5
+    backoff_seconds: float = 1.0
+    backoff_cap_seconds: float = 300.0
+    max_lease_seconds: float = 3600.0
+
+    def __post_init__(self) -> None:
+        positive(self.lease_seconds, "lease_seconds")
+        positive(self.backoff_seconds, "backoff_seconds")
+        positive(self.backoff_cap_seconds, "backoff_cap_seconds")
+        positive(self.max_lease_seconds, "max_lease_seconds")
+        if isinstance(self.max_attempts, bool) or self.max_attempts < 1:
+            raise ValueError(f"max_attempts must be at least 1, got {self.max_attempts!r}")
+
+    def backoff_for(self, attempts: int) -> float:
+        """Delay before retry number ``attempts``: ``min(base * 2**(n-1), cap)``, 0 for n <= 0."""
+        if attempts <= 0:
+            return 0.0
+        # Cap the exponent so a huge attempt count cannot overflow a float.
+        exponent = min(attempts - 1, 1024)
+        try:
+            delay = self.backoff_seconds * 2.0**exponent
+        except OverflowError:
+            delay = self.backoff_cap_seconds
+        return min(delay, self.backoff_cap_seconds)
+
+    def settle_failure(
+        self, attempts_before: int, *, retryable: bool, now: float, immediate: bool = False
+    ) -> Settlement:
+        """The outcome of one more failed attempt.
+
+        Dead-letters when not ``retryable`` or the attempts reach ``max_attempts``; otherwise
+        requeues at ``now + backoff_for(attempts)`` (at ``now`` when ``immediate``).
+        """
+        attempts = attempts_before + 1
+        if not retryable or attempts >= self.max_attempts:
+            return Settlement(attempts=attempts, dead=True, available_at=None)
+        delay = 0.0 if immediate else self.backoff_for(attempts)
+        return Settlement(attempts=attempts, dead=False, available_at=now + delay)
+
+    def lease_for(self, lease_seconds: float | None) -> float:
+        """The lease a claim gets: the policy's unless overridden, never above the cap."""
+        if lease_seconds is None:
+            return min(self.lease_seconds, self.max_lease_seconds)
+        return min(positive(lease_seconds, "lease_seconds"), self.max_lease_seconds)
+
+
+class QueueStats(BaseModel):
+    """A snapshot of one queue."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    depth: int
+    claimed: int
+    dead_lettered: int
+    oldest_age_seconds: float
+    reaped: int
+    duplicates_suppressed: int
+
+
+@runtime_checkable
+class WorkQueue(Protocol):
+    """Hands out work items under leases, fairly across tenants.
+
+    Delivery is at-least-once: a handler may see an item again after a lapsed lease, so
+    handlers must be idempotent.
+    """
+
+    @property
+    def policy(self) -> QueuePolicy:
+        """The retry and lease policy this queue applies."""
+        ...
+
+    async def enqueue(self, item: WorkItem) -> WorkItem:
+        """Queue ``item``; a live item with the same id or dedupe key is returned instead."""
+        ...
+
+    async def claim(
+        self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None
+    ) -> WorkItem | None:
+        """Atomically take one due item (tenants in rotation, then priority, then age)."""
+        ...
+
+    async def heartbeat(self, item_id: str, *, tenant: str, worker: str) -> WorkItem:
+        """Extend the caller's lease; `LeaseLostError` if it is not the holder any more."""
+        ...
+
+    async def complete(self, item_id: str, *, tenant: str, worker: str) -> WorkItem:
+        """Finish the item; fenced like `heartbeat`."""
+        ...
+
+    async def fail(
+        self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
+    ) -> WorkItem:
+        """Record a failed attempt: requeue with backoff or dead-letter, per the policy."""
+        ...
+
+    async def reap(self) -> int:
+        """Return every lapsed item to the queue (attempt counted); the number reaped."""
+        ...
+
+    async def adopt(self, *, worker: str) -> int:
+        """Give back at once everything ``worker`` holds (after a restart); the count."""
+        ...
+
+    async def dead_letters(
+        self, *, tenant: str, limit: int = 50, queue: str | None = None
+    ) -> list[WorkItem]:
+        """Dead-lettered items of ``tenant``, oldest first."""
+        ...
+
+    async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
+        """Depth, claimed, dead-lettered, oldest age and counters of ``queue``."""
+        ...
+
+
+__all__ = [
+    "DEFAULT_QUEUE",
+    "QueuePolicy",
+    "QueueStats",
+    "Settlement",
+    "WorkItem",
+    "WorkPriority",
+    "WorkQueue",
+    "WorkState",
+]

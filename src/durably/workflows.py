@@ -1,0 +1,310 @@
+"""Workflows: what a workflow has done (`Checkpointer`), when it may run next (`Scheduler`),
+and the transitions that cross both (`Durable`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Generic, Protocol, TypeVar, runtime_checkable
+
+from durably.codec import CheckpointCodec
+from durably.status import WorkflowInfo, WorkflowStatus
+
+EffectT = TypeVar("EffectT")
+EffectT_contra = TypeVar("EffectT_contra", contravariant=True)
+T = TypeVar("T")
+
+INBOX_PREFIX = "inbox:"
+INBOX_DIGITS = 20
+
+
+def inbox_key(position: int) -> str:
+    """The key `append` stores message number ``position`` under; sorts in append order."""
+    return f"{INBOX_PREFIX}{position:0{INBOX_DIGITS}d}"
+
+
+def is_inbox_key(key: str) -> bool:
+    """Whether ``key`` lies in the key space `append` names (refused as a step name)."""
+    return key.startswith(INBOX_PREFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    """One claim on a workflow; ``token`` is its fencing token (strictly increasing)."""
+
+    workflow: str
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded(Generic[T]):
+    """The value stored under a key and whether this write was the first (``first``)."""
+
+    value: T
+    first: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A scheduler's hand-out of a workflow; ``receipt`` answers exactly this hand-out."""
+
+    workflow: str
+    receipt: str
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A message appended to a workflow's inbox under the key the store named."""
+
+    key: str
+    value: object
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """A record with the (timezone-aware) time it landed."""
+
+    value: object
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Completed(Generic[T]):
+    """The body returned ``value``."""
+
+    value: T
+
+
+@dataclass(frozen=True, slots=True)
+class Sleeping:
+    """The body sleeps at step ``key`` until ``due`` (the caller's clock)."""
+
+    key: str
+    due: float
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """The body waits for values (``waiting``) or messages (``listening``) from outside."""
+
+    waiting: frozenset[str]
+    listening: frozenset[str]
+
+    def __post_init__(self) -> None:
+        if not self.waiting and not self.listening:
+            raise ValueError("Blocked needs at least one waiting or listening key")
+
+
+Outcome = Completed[T] | Sleeping | Blocked
+
+
+@runtime_checkable
+class Checkpointer(Protocol[EffectT_contra]):
+    """One record per named step of a workflow, and who may add to it (a fenced claim).
+
+    Claims lapse at the earlier of their budget and their liveness window, both measured by
+    the store's own clock.
+    """
+
+    @property
+    def codec(self) -> CheckpointCodec:
+        """The codec values are stored with."""
+        ...
+
+    async def load(self, workflow: str) -> dict[str, object]:
+        """Every record, decoded, in first-recorded order; ``{}`` for an unknown workflow."""
+        ...
+
+    async def claim(self, workflow: str, budget: float, alive: float) -> Pass | None:
+        """Take the workflow if no live pass holds it; None if one does."""
+        ...
+
+    async def renew(self, holder: Pass, alive: float) -> bool:
+        """Push the liveness window out (never past the budget); False if superseded or spent."""
+        ...
+
+    async def extend(self, holder: Pass, budget: float, alive: float) -> bool:
+        """Grow the budget (never shrink it) and renew; False if superseded."""
+        ...
+
+    async def record(self, holder: Pass, key: str, value: object) -> Recorded[object]:
+        """Write ``key`` once (first writer wins); `Fenced` if ``holder`` was superseded."""
+        ...
+
+    async def transact(self, holder: Pass, key: str, effect: EffectT_contra) -> Recorded[object]:
+        """Run ``effect`` and record its value in one commit, exactly once across passes."""
+        ...
+
+    async def supply(self, workflow: str, key: str, value: object) -> Recorded[object]:
+        """First-writer-wins write from outside any pass."""
+        ...
+
+    async def append(self, workflow: str, value: object) -> Entry:
+        """Add a message under a store-named ``inbox:`` key that sorts in append order."""
+        ...
+
+    async def history(self, workflow: str) -> dict[str, Written]:
+        """Every record with the time it landed, in first-recorded order."""
+        ...
+
+    async def discard(self, workflow: str) -> int:
+        """Delete every record and fence the current holder, atomically; the count deleted."""
+        ...
+
+    async def release(self, holder: Pass) -> None:
+        """End ``holder``'s claim now without rewinding its token."""
+        ...
+
+    async def set_status(
+        self,
+        holder: Pass,
+        status: WorkflowStatus,
+        *,
+        attempts: int = 0,
+        error: str | None = None,
+    ) -> WorkflowInfo:
+        """Report the workflow's status; `Fenced` if ``holder`` was superseded."""
+        ...
+
+    async def get_status(self, workflow: str) -> WorkflowInfo | None:
+        """The last reported status, or None (never reported, or discarded)."""
+        ...
+
+    async def list_status(
+        self, *, status: WorkflowStatus | None = None, limit: int = 50, after: str | None = None
+    ) -> list[WorkflowInfo]:
+        """Statuses ordered by workflow id, those after ``after``, filtered by ``status``."""
+        ...
+
+
+@runtime_checkable
+class Scheduler(Protocol):
+    """When each workflow may run next: one entry per workflow.
+
+    Hand-outs are invisible for ``lease`` seconds (the store's clock) and come back if not
+    answered; sleeping entries are due on the caller's clock and woken by `wake_due`.
+    Exclusion is the checkpointer's job, not the scheduler's.
+    """
+
+    @property
+    def lease(self) -> float:
+        """Seconds a delivery stays invisible to other takers."""
+        ...
+
+    async def prepare(self) -> None:
+        """Get ready to serve (idempotent)."""
+        ...
+
+    async def make_ready(self, workflow: str) -> None:
+        """Make the workflow runnable now; survives a pass in flight."""
+        ...
+
+    async def wake_at(self, delivery: Delivery, when: float) -> None:
+        """Answer ``delivery`` and schedule the workflow at ``when`` (caller's clock),
+        never pushing out a wakeup that arrived meanwhile."""
+        ...
+
+    async def wake_due(self, now: float) -> int:
+        """Make every sleeping entry due at or before ``now`` ready; the count woken."""
+        ...
+
+    async def next_ready(self, within: float) -> Delivery | None:
+        """Take one ready workflow, waiting up to ``within`` seconds for one."""
+        ...
+
+    async def reclaim(self, idle: float) -> int:
+        """Make deliveries taken more than ``idle`` seconds ago visible again (0 = all)."""
+        ...
+
+    async def extend(self, delivery: Delivery, within: float) -> bool:
+        """Keep ``delivery`` invisible for ``within`` more seconds; False if not held."""
+        ...
+
+    async def cancel(self, workflow: str) -> None:
+        """Remove the workflow's queued, sleeping or in-flight entry."""
+        ...
+
+    async def done(self, delivery: Delivery) -> None:
+        """Answer ``delivery``; a wakeup that arrived meanwhile stays."""
+        ...
+
+
+@runtime_checkable
+class Durable(Protocol[EffectT_contra]):
+    """A checkpointer and a scheduler, and the transitions that must cross them."""
+
+    @property
+    def checkpointer(self) -> Checkpointer[EffectT_contra]:
+        """Where records and claims live."""
+        ...
+
+    @property
+    def scheduler(self) -> Scheduler:
+        """Where wakeups live."""
+        ...
+
+    async def arrive(self, workflow: str, key: str, value: object) -> Recorded[object]:
+        """Supply ``key`` (first writer wins) and make the workflow ready."""
+        ...
+
+    async def deliver(self, workflow: str, value: object) -> Entry:
+        """Append a message and make the workflow ready."""
+        ...
+
+    async def delete(self, workflow: str) -> int:
+        """Cancel the workflow's wakeups and discard its records; the count discarded."""
+        ...
+
+
+class SplitDurable(Generic[EffectT]):
+    """`Durable` over any two stores: records first, then queues.
+
+    Not atomic across the two: a crash between the write and the wakeup leaves a record with
+    no wakeup (repaired by asking again; a repeated `deliver` appends a second message).
+    """
+
+    def __init__(self, checkpointer: Checkpointer[EffectT], scheduler: Scheduler) -> None:
+        self._checkpointer = checkpointer
+        self._scheduler = scheduler
+
+    @property
+    def checkpointer(self) -> Checkpointer[EffectT]:
+        return self._checkpointer
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self._scheduler
+
+    async def arrive(self, workflow: str, key: str, value: object) -> Recorded[object]:
+        recorded = await self._checkpointer.supply(workflow, key, value)
+        await self._scheduler.make_ready(workflow)
+        return recorded
+
+    async def deliver(self, workflow: str, value: object) -> Entry:
+        entry = await self._checkpointer.append(workflow, value)
+        await self._scheduler.make_ready(workflow)
+        return entry
+
+    async def delete(self, workflow: str) -> int:
+        await self._scheduler.cancel(workflow)
+        return await self._checkpointer.discard(workflow)
+
+
+__all__ = [
+    "INBOX_PREFIX",
+    "Blocked",
+    "Checkpointer",
+    "Completed",
+    "Delivery",
+    "Durable",
+    "Entry",
+    "Outcome",
+    "Pass",
+    "Recorded",
+    "Scheduler",
+    "Sleeping",
+    "SplitDurable",
+    "Written",
+    "inbox_key",
+    "is_inbox_key",
+]
