@@ -1,0 +1,330 @@
+"""The stepwise runtime over the in-memory checkpointer."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from durably import Blocked, Completed, ManualClock, Pass, Sleeping
+from durably.errors import Contended, Fenced, InputNeeded, Swallowed
+from durably.memory import MemoryCheckpointer, MemoryDurable, MemoryScheduler
+from durably.runtime import Run, advance, resume
+
+
+async def claimed(checkpointer: MemoryCheckpointer, workflow: str = "wf") -> Pass:
+    holder = await checkpointer.claim(workflow, 60.0, 30.0)
+    assert holder is not None
+    return holder
+
+
+class SlowWrites(MemoryCheckpointer):
+    """A memory checkpointer whose `record` waits for a gate: lets a test cancel mid-write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.writing = asyncio.Event()
+
+    async def record(self, holder: Pass, key: str, value: object) -> Any:
+        self.writing.set()
+        await self.gate.wait()
+        return await super().record(holder, key, value)
+
+
+async def test_a_recorded_step_never_reruns_its_effect() -> None:
+    checkpointer = MemoryCheckpointer()
+    calls: list[str] = []
+
+    async def body(run: Run) -> int:
+        async def paid() -> int:
+            calls.append("paid")
+            return 42
+
+        return await run.step("paid", paid)
+
+    first = await resume(await claimed(checkpointer), checkpointer, body)
+    second = await resume(await claimed(checkpointer), checkpointer, body)
+    assert first == Completed(42)
+    assert second == Completed(42)
+    assert calls == ["paid"]
+
+
+async def test_a_step_returns_the_parsed_recorded_value_on_every_pass() -> None:
+    checkpointer = MemoryCheckpointer()
+
+    async def body(run: Run) -> tuple[int, int]:
+        pair = await run.step("pair", lambda: (1, 2), parse=lambda v: tuple(v))  # type: ignore[arg-type]
+        return pair  # type: ignore[return-value]
+
+    assert await resume(await claimed(checkpointer), checkpointer, body) == Completed((1, 2))
+    assert await resume(await claimed(checkpointer), checkpointer, body) == Completed((1, 2))
+
+
+async def test_a_step_name_used_twice_in_one_pass_is_a_value_error() -> None:
+    checkpointer = MemoryCheckpointer()
+
+    async def body(run: Run) -> None:
+        await run.step("a", lambda: 1)
+        await run.step("a", lambda: 2)
+
+    with pytest.raises(ValueError, match="twice"):
+        await resume(await claimed(checkpointer), checkpointer, body)
+
+
+async def test_a_step_name_in_the_inbox_key_space_is_a_value_error() -> None:
+    checkpointer = MemoryCheckpointer()
+
+    async def body(run: Run) -> None:
+        await run.step("inbox:00000000000000000001", lambda: 1)
+
+    with pytest.raises(ValueError, match="inbox"):
+        await resume(await claimed(checkpointer), checkpointer, body)
+    assert await checkpointer.load("wf") == {}
+
+
+@pytest.mark.parametrize("cancellations", [1, 2])
+async def test_a_step_cancelled_after_its_effect_returned_still_records_it(
+    cancellations: int,
+) -> None:
+    checkpointer = SlowWrites()
+    holder = await claimed(checkpointer)
+    effects: list[int] = []
+
+    async def body(run: Run) -> object:
+        return await run.step("paid", lambda: effects.append(1) or "done")
+
+    task = asyncio.create_task(resume(holder, checkpointer, body))
+    await checkpointer.writing.wait()
+    for _ in range(cancellations):
+        task.cancel()
+        await asyncio.sleep(0)
+    assert not task.done()
+    checkpointer.gate.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert effects == [1]
+    assert await checkpointer.load("wf") == {"paid": "done"}
+
+
+async def test_sleep_records_the_deadline_and_reports_sleeping_until_it_passes() -> None:
+    checkpointer = MemoryCheckpointer()
+    clock = ManualClock(1000.0)
+
+    async def body(run: Run) -> str:
+        await run.sleep("nap", 3600)
+        return "awake"
+
+    outcome = await resume(await claimed(checkpointer), checkpointer, body, clock=clock)
+    assert outcome == Sleeping("nap", 4600.0)
+    assert await checkpointer.load("wf") == {"nap": 4600.0}
+    clock.advance(3599)
+    assert await resume(await claimed(checkpointer), checkpointer, body, clock=clock) == Sleeping(
+        "nap", 4600.0
+    )
+    clock.advance(1)
+    outcome = await resume(await claimed(checkpointer), checkpointer, body, clock=clock)
+    assert outcome == Completed("awake")
+
+
+async def test_sleep_refuses_a_non_positive_duration() -> None:
+    checkpointer = MemoryCheckpointer()
+
+    async def body(run: Run) -> None:
+        await run.sleep("nap", 0)
+
+    with pytest.raises(ValueError, match="duration"):
+        await resume(await claimed(checkpointer), checkpointer, body)
+
+
+async def test_several_deadlines_report_the_earliest() -> None:
+    checkpointer = MemoryCheckpointer()
+    clock = ManualClock(0.0)
+
+    async def body(run: Run) -> None:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(run.sleep("long", 50))
+            group.create_task(run.sleep("short", 5))
+            group.create_task(run.sleep("middle", 20))
+
+    outcome = await resume(await claimed(checkpointer), checkpointer, body, clock=clock)
+    assert outcome == Sleeping("short", 5.0)
+
+
+async def test_awaiting_blocks_until_a_value_arrives_from_outside() -> None:
+    durable = MemoryDurable(MemoryCheckpointer(), MemoryScheduler())
+    checkpointer = durable.checkpointer
+
+    async def body(run: Run) -> str:
+        approval = await run.awaiting("approval", parse=str)
+        return f"approved by {approval}"
+
+    outcome = await resume(await claimed(checkpointer), checkpointer, body)
+    assert outcome == Blocked(waiting=frozenset({"approval"}), listening=frozenset())
+    await durable.arrive("wf", "approval", "ana")
+    outcome = await resume(await claimed(checkpointer), checkpointer, body)
+    assert outcome == Completed("approved by ana")
+
+
+async def test_receive_returns_new_messages_and_replays_the_same_batch() -> None:
+    durable = MemoryDurable(MemoryCheckpointer(), MemoryScheduler())
+    checkpointer = durable.checkpointer
+    seen: list[list[object]] = []
+
+    async def body(run: Run) -> list[object]:
+        first = await run.receive("first", limit=2)
+        seen.append([entry.value for entry in first])
+        second = await run.receive("second")
+        return [entry.value for entry in first + second]
+
+    outcome = await resume(await claimed(checkpointer), checkpointer, body)
+    assert outcome == Blocked(waiting=frozenset(), listening=frozenset({"first"}))
+    for message in ("a", "b", "c"):
+        await durable.deliver("wf", message)
+    assert await resume(await claimed(checkpointer), checkpointer, body) == Completed(
+        ["a", "b", "c"]
+    )
+    await durable.deliver("wf", "d")
+    # The recorded batches are replayed; the later message does not join them.
+    assert await resume(await claimed(checkpointer), checkpointer, body) == Completed(
+        ["a", "b", "c"]
+    )
+    assert seen == [["a", "b"], ["a", "b"]]
+
+
+async def test_receive_waits_when_every_message_was_already_received() -> None:
+    durable = MemoryDurable(MemoryCheckpointer(), MemoryScheduler())
+    checkpointer = durable.checkpointer
+    await durable.deliver("wf", "only")
+
+    async def body(run: Run) -> None:
+        await run.receive("one")
+        await run.receive("two")
+
+    outcome = await resume(await claimed(checkpointer), checkpointer, body)
+    assert outcome == Blocked(waiting=frozenset(), listening=frozenset({"two"}))
+
+
+async def test_pending_names_the_keys_without_a_value_and_never_suspends() -> None:
+    durable = MemoryDurable(MemoryCheckpointer(), MemoryScheduler())
+    await durable.arrive("wf", "a", 1)
+
+    async def body(run: Run) -> frozenset[str]:
+        return run.pending("a", "b", "c")
+
+    outcome = await resume(await claimed(durable.checkpointer), durable.checkpointer, body)
+    assert outcome == Completed(frozenset({"b", "c"}))
+
+
+async def test_suspensions_inside_nested_task_groups_are_reported() -> None:
+    checkpointer = MemoryCheckpointer()
+
+    async def inner(run: Run) -> None:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(run.awaiting("x"))
+            group.create_task(run.receive("y"))
+
+    async def body(run: Run) -> None:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(inner(run))
+            group.create_task(run.awaiting("z"))
+
+    outcome = await resume(await claimed(checkpointer), checkpointer, body)
+    assert outcome == Blocked(waiting=frozenset({"x", "z"}), listening=frozenset({"y"}))
+
+
+async def test_a_suspension_absorbed_by_gather_is_reported_as_swallowed() -> None:
+    checkpointer = MemoryCheckpointer()
+
+    async def body(run: Run) -> str:
+        results = await asyncio.gather(run.awaiting("approval"), return_exceptions=True)
+        assert isinstance(results[0], InputNeeded)
+        return "carried on"
+
+    with pytest.raises(Swallowed) as caught:
+        await resume(await claimed(checkpointer), checkpointer, body)
+    assert [s.key for s in caught.value.suspensions] == ["approval"]
+
+
+async def test_a_suspension_caught_by_except_exception_is_not_absorbed() -> None:
+    checkpointer = MemoryCheckpointer()
+
+    async def body(run: Run) -> str:
+        try:
+            await run.awaiting("approval")
+        except Exception:  # noqa: BLE001 - the point: this cannot catch a suspension
+            return "absorbed"
+        return "unreachable"
+
+    outcome = await resume(await claimed(checkpointer), checkpointer, body)
+    assert outcome == Blocked(waiting=frozenset({"approval"}), listening=frozenset())
+
+
+async def test_a_task_group_that_both_suspends_and_fails_reports_the_failure() -> None:
+    checkpointer = MemoryCheckpointer()
+
+    async def broken() -> None:
+        await asyncio.sleep(0)
+        raise RuntimeError("tool crashed")
+
+    async def body(run: Run) -> None:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(run.awaiting("approval"))
+            group.create_task(broken())
+
+    with pytest.raises(RuntimeError, match="tool crashed"):
+        await resume(await claimed(checkpointer), checkpointer, body)
+
+
+async def test_fenced_surfaces_bare_from_inside_a_task_group() -> None:
+    checkpointer = MemoryCheckpointer()
+    stale = await claimed(checkpointer)
+    await checkpointer.discard("wf")  # raises the fence past the stale pass
+
+    async def body(run: Run) -> None:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(run.step("a", lambda: 1))
+            group.create_task(run.awaiting("b"))
+
+    with pytest.raises(Fenced) as caught:
+        await resume(stale, checkpointer, body)
+    assert caught.value.token == stale.token
+
+
+async def test_contended_surfaces_bare_when_another_pass_holds_the_workflow() -> None:
+    checkpointer = MemoryCheckpointer()
+    await claimed(checkpointer)
+
+    async def body(run: Run) -> int:
+        return 1
+
+    with pytest.raises(Contended):
+        await advance("wf", checkpointer, body)
+
+
+async def test_contended_raised_inside_a_task_group_surfaces_bare() -> None:
+    checkpointer = MemoryCheckpointer()
+
+    async def body(run: Run) -> None:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(run.awaiting("b"))
+            group.create_task(advance("other", checkpointer, _holds_forever))
+
+    await claimed(checkpointer, "other")
+    with pytest.raises(Contended):
+        await resume(await claimed(checkpointer), checkpointer, body)
+
+
+async def _holds_forever(run: Run) -> None:
+    await asyncio.Event().wait()
+
+
+async def test_advance_claims_runs_and_releases_so_the_next_pass_can_claim() -> None:
+    checkpointer = MemoryCheckpointer()
+
+    async def body(run: Run) -> int:
+        return await run.step("one", lambda: 1)
+
+    assert await advance("wf", checkpointer, body) == Completed(1)
+    assert await checkpointer.claim("wf", 10, 5) is not None
