@@ -1,1 +1,7 @@
-"""durably.testing"""
+"""durably.testing: conformance suites every backing runs unchanged (subclass one per store)."""
+
+from durably.testing.state import StateStoreConformance
+
+__all__ = [
+    "StateStoreConformance",
+]

@@ -1,0 +1,199 @@
+"""Runs and sessions in process memory, held as encoded JSON like a real store."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from durably.clock import Clock, SystemClock
+from durably.errors import (
+    InvalidInputError,
+    StateConflictError,
+    StateInUseError,
+    StateNotFoundError,
+)
+from durably.runs import (
+    RunRecord,
+    SessionRecord,
+    StateDelta,
+    StateKey,
+    StatePage,
+    StateQuery,
+    patched_run,
+    stored_run,
+)
+from durably.validation import identifier
+
+_Key = tuple[str, str]
+
+
+@dataclass(slots=True)
+class _StoredRun:
+    sequence: int  # assigned once at first insert; the listing order
+    text: str
+    session_id: str | None
+
+
+@dataclass(slots=True)
+class _Tables:
+    runs: dict[_Key, _StoredRun] = field(default_factory=dict)
+    sessions: dict[_Key, str] = field(default_factory=dict)
+    # (tenant, session_id) -> run ids whose record names that session
+    session_runs: dict[_Key, set[str]] = field(default_factory=dict)
+    sequence: int = 0
+
+
+def _key(key: StateKey) -> _Key:
+    # Re-check even a constructed key: `model_construct` skips the validators.
+    return (identifier(key.tenant, "tenant"), identifier(key.id, "id"))
+
+
+class MemoryStateStore:
+    """A `StateStore` over dicts, for tests and single-process tools.
+
+    Every operation reads and writes without awaiting in between, so each is atomic with
+    respect to other asyncio tasks. Records are kept as JSON text: mutating a returned
+    object never changes what is stored.
+    """
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._tables = _Tables()
+
+    # --- runs ---------------------------------------------------------------------------
+
+    async def get_run(self, key: StateKey) -> RunRecord | None:
+        """The run at ``key``, or None."""
+        stored = self._tables.runs.get(_key(key))
+        return None if stored is None else RunRecord.model_validate_json(stored.text)
+
+    async def put_run(self, record: RunRecord) -> RunRecord:
+        """Compare-and-set write; raises `StateConflictError` with both versions."""
+        key = _key(record.key)
+        current = self._tables.runs.get(key)
+        actual = 0 if current is None else RunRecord.model_validate_json(current.text).version
+        if actual != record.version:
+            raise StateConflictError(record.key, record.version, actual)
+        saved = stored_run(record, version=record.version + 1, updated_at=self._clock.now())
+        if current is None:
+            self._tables.sequence += 1
+            current = _StoredRun(self._tables.sequence, "", None)
+            self._tables.runs[key] = current
+        self._move_session(record.tenant, record.run_id, current.session_id, saved.session_id)
+        current.text = saved.model_dump_json()
+        current.session_id = saved.session_id
+        return saved
+
+    async def patch_run(self, key: StateKey, delta: StateDelta) -> RunRecord:
+        """Add ``delta`` and bump the version; `StateNotFoundError` for an absent run."""
+        stored = self._tables.runs.get(_key(key))
+        if stored is None:
+            raise StateNotFoundError(key, "run")
+        record = RunRecord.model_validate_json(stored.text)
+        merged = patched_run(record, delta, updated_at=self._clock.now())
+        stored.text = merged.model_dump_json()
+        return merged
+
+    async def delete_run(self, key: StateKey) -> bool:
+        """Delete the run; False if there was none."""
+        tenant, run_id = _key(key)
+        stored = self._tables.runs.pop((tenant, run_id), None)
+        if stored is None:
+            return False
+        self._move_session(tenant, run_id, stored.session_id, None)
+        return True
+
+    async def list_runs(self, query: StateQuery) -> StatePage:
+        """One page of the tenant's runs in creation order (see `StateStore.list_runs`)."""
+        after = _parse_cursor(query.cursor)
+        tenant = identifier(query.tenant, "tenant")
+        matches: list[tuple[int, RunRecord]] = []
+        for (owner, _), stored in self._tables.runs.items():
+            if owner != tenant or stored.sequence <= after:
+                continue
+            record = RunRecord.model_validate_json(stored.text)
+            if query.state is not None and record.state != query.state:
+                continue
+            if query.updated_before is not None and not record.updated_at < query.updated_before:
+                continue
+            matches.append((stored.sequence, record))
+        matches.sort(key=lambda match: match[0])
+        page = matches[: query.limit]
+        more = len(matches) > query.limit
+        cursor = str(page[-1][0]) if more else None
+        return StatePage(records=tuple(record for _, record in page), cursor=cursor)
+
+    # --- sessions -----------------------------------------------------------------------
+
+    async def get_session(self, key: StateKey) -> SessionRecord | None:
+        """The session at ``key``, or None."""
+        text = self._tables.sessions.get(_key(key))
+        return None if text is None else SessionRecord.model_validate_json(text)
+
+    async def put_session(self, record: SessionRecord) -> SessionRecord:
+        """Compare-and-set write of a session; raises `StateConflictError`."""
+        key = _key(record.key)
+        text = self._tables.sessions.get(key)
+        actual = 0 if text is None else SessionRecord.model_validate_json(text).version
+        if actual != record.version:
+            raise StateConflictError(record.key, record.version, actual)
+        saved = record.model_copy(
+            update={"version": record.version + 1, "updated_at": self._clock.now()}
+        )
+        self._tables.sessions[key] = saved.model_dump_json()
+        return saved
+
+    async def delete_session(self, key: StateKey, *, cascade: bool = False) -> bool:
+        """Delete a session; `StateInUseError` while one of its runs is live, unless
+        ``cascade``, which deletes all of its runs. False if there was no session."""
+        tenant, session_id = _key(key)
+        if (tenant, session_id) not in self._tables.sessions:
+            return False
+        run_ids = self._runs_of(tenant, session_id)
+        if cascade:
+            for run_id in run_ids:
+                self._tables.runs.pop((tenant, run_id), None)
+            self._tables.session_runs.pop((tenant, session_id), None)
+        else:
+            live = tuple(
+                run_id
+                for run_id in run_ids
+                if not RunRecord.model_validate_json(
+                    self._tables.runs[(tenant, run_id)].text
+                ).state.terminal
+            )
+            if live:
+                raise StateInUseError(key, live)
+        del self._tables.sessions[(tenant, session_id)]
+        return True
+
+    # --- the session index ----------------------------------------------------------------
+
+    def _runs_of(self, tenant: str, session_id: str) -> list[str]:
+        """The session's run ids in creation order."""
+        run_ids = self._tables.session_runs.get((tenant, session_id), set())
+        return sorted(run_ids, key=lambda run_id: self._tables.runs[(tenant, run_id)].sequence)
+
+    def _move_session(
+        self, tenant: str, run_id: str, before: str | None, after: str | None
+    ) -> None:
+        if before == after:
+            return
+        if before is not None:
+            members = self._tables.session_runs.get((tenant, before))
+            if members is not None:
+                members.discard(run_id)
+                if not members:
+                    del self._tables.session_runs[(tenant, before)]
+        if after is not None:
+            self._tables.session_runs.setdefault((tenant, after), set()).add(run_id)
+
+
+def _parse_cursor(cursor: str | None) -> int:
+    if cursor is None:
+        return 0
+    if not (cursor.isascii() and cursor.isdigit()):
+        raise InvalidInputError(f"cursor {cursor!r} was not issued by this store")
+    return int(cursor)
+
+
+__all__ = ["MemoryStateStore"]

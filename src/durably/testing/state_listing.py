@@ -1,0 +1,249 @@
+"""Listing, tenant isolation and identifier cases of `StateStoreConformance`."""
+
+from __future__ import annotations
+
+import pytest
+
+from durably.clock import ManualClock
+from durably.errors import StateNotFoundError
+from durably.runs import (
+    RunRecord,
+    RunState,
+    SessionRecord,
+    StateDelta,
+    StateKey,
+    StateQuery,
+    StateStore,
+)
+from durably.testing.state_fixtures import START, StateFixtures, new_run, unique
+
+AWKWARD_IDS = (
+    "{braces}",
+    "{4:acme}",
+    "a:b",
+    "a",
+    "b:c",
+    'quote"d',
+    "it's",
+    "semi;colon",
+    "100%",
+    "%s%d",
+    "with space",
+    " ",
+    "emoji 🚀🔥",
+    "back\\slash",
+    "line\nbreak",
+    "'; DROP TABLE runs; --",
+    "*",
+    "run_%",
+)
+
+
+async def walk(store: StateStore, query: StateQuery) -> list[list[RunRecord]]:
+    """Every page of ``query``, following cursors until the last page."""
+    pages: list[list[RunRecord]] = []
+    while True:
+        page = await store.list_runs(query)
+        pages.append(list(page.records))
+        if page.cursor is None:
+            return pages
+        assert len(pages) < 100, "the cursor never ran out"
+        query = query.model_copy(update={"cursor": page.cursor})
+
+
+class StateListingCases(StateFixtures):
+    """Listing in creation order, tenant isolation and arbitrary identifiers."""
+
+    async def test_an_empty_tenant_lists_one_empty_page_without_a_cursor(
+        self, state_store: StateStore, tenant: str
+    ) -> None:
+        page = await state_store.list_runs(StateQuery(tenant=tenant))
+        assert (page.records, page.cursor) == ((), None)
+
+    async def test_a_cursor_walks_every_run_exactly_once_in_creation_order(
+        self, state_store: StateStore, tenant: str, clock: ManualClock
+    ) -> None:
+        ids = [f"run-{n}" for n in (3, 1, 4, 0, 2)]  # creation order differs from id order
+        for run_id in ids:
+            await state_store.put_run(new_run(tenant, run_id))
+            clock.advance(1)
+        pages = await walk(state_store, StateQuery(tenant=tenant, limit=2))
+        assert [len(page) for page in pages] == [2, 2, 1]
+        assert [run.run_id for page in pages for run in page] == ids
+
+    async def test_the_last_page_has_no_cursor_even_when_it_is_full(
+        self, state_store: StateStore, tenant: str
+    ) -> None:
+        for n in range(4):
+            await state_store.put_run(new_run(tenant, f"r{n}"))
+        first = await state_store.list_runs(StateQuery(tenant=tenant, limit=2))
+        assert first.cursor is not None
+        second = await state_store.list_runs(
+            StateQuery(tenant=tenant, limit=2, cursor=first.cursor)
+        )
+        assert [run.run_id for run in second.records] == ["r2", "r3"]
+        assert second.cursor is None
+        whole = await state_store.list_runs(StateQuery(tenant=tenant, limit=4))
+        assert (len(whole.records), whole.cursor) == (4, None)
+
+    async def test_a_page_is_never_short_while_matches_remain(
+        self, state_store: StateStore, tenant: str
+    ) -> None:
+        for n in range(12):
+            state = RunState.RUNNING if n % 3 == 0 else RunState.COMPLETED
+            await state_store.put_run(new_run(tenant, f"r{n:02d}", state=state))
+        pages = await walk(state_store, StateQuery(tenant=tenant, state=RunState.RUNNING, limit=3))
+        assert [len(page) for page in pages] == [3, 1]
+        assert [run.run_id for page in pages for run in page] == ["r00", "r03", "r06", "r09"]
+        done = await walk(state_store, StateQuery(tenant=tenant, state=RunState.COMPLETED, limit=5))
+        assert [len(page) for page in done] == [5, 3]
+
+    async def test_listing_filters_by_strictly_earlier_update_time(
+        self, state_store: StateStore, tenant: str, clock: ManualClock
+    ) -> None:
+        for n in range(4):
+            await state_store.put_run(new_run(tenant, f"r{n}"))
+            clock.advance(10)
+        query = StateQuery(tenant=tenant, updated_before=START + 20)
+        pages = await walk(state_store, query.model_copy(update={"limit": 1}))
+        assert [run.run_id for page in pages for run in page] == ["r0", "r1"]
+
+    async def test_listing_combines_state_and_update_time(
+        self, state_store: StateStore, tenant: str, clock: ManualClock
+    ) -> None:
+        for n in range(6):
+            state = RunState.SUSPENDED if n % 2 else RunState.RUNNING
+            await state_store.put_run(new_run(tenant, f"r{n}", state=state))
+            clock.advance(1)
+        query = StateQuery(
+            tenant=tenant, state=RunState.SUSPENDED, updated_before=START + 4, limit=1
+        )
+        pages = await walk(state_store, query)
+        assert [run.run_id for page in pages for run in page] == ["r1", "r3"]
+
+    async def test_an_update_never_moves_a_run_in_the_order(
+        self, state_store: StateStore, tenant: str, clock: ManualClock
+    ) -> None:
+        runs = [await state_store.put_run(new_run(tenant, f"r{n}")) for n in range(4)]
+        first = await state_store.list_runs(StateQuery(tenant=tenant, limit=2))
+        clock.advance(5)
+        await state_store.put_run(runs[0].model_copy(update={"state": RunState.RUNNING}))
+        await state_store.patch_run(runs[1].key, StateDelta(iterations=1))
+        rest = await walk(state_store, StateQuery(tenant=tenant, limit=2, cursor=first.cursor))
+        assert [run.run_id for page in rest for run in page] == ["r2", "r3"]
+        again = await walk(state_store, StateQuery(tenant=tenant, limit=10))
+        assert [run.run_id for page in again for run in page] == ["r0", "r1", "r2", "r3"]
+
+    async def test_listing_returns_records_as_stored(
+        self, state_store: StateStore, tenant: str
+    ) -> None:
+        stored = await state_store.put_run(new_run(tenant, metadata={"k": "v"}))
+        patched = await state_store.patch_run(stored.key, StateDelta(cost_micros=3))
+        page = await state_store.list_runs(StateQuery(tenant=tenant))
+        assert page.records == (patched,)
+
+    async def test_tenants_cannot_read_list_patch_or_delete_each_others_runs(
+        self, state_store: StateStore, tenant: str
+    ) -> None:
+        other = unique("other-tenant")
+        mine = await state_store.put_run(new_run(tenant, "shared-id", agent_name="mine"))
+        theirs_key = StateKey(tenant=other, id="shared-id")
+        assert await state_store.get_run(theirs_key) is None
+        assert (await state_store.list_runs(StateQuery(tenant=other))).records == ()
+        with pytest.raises(StateNotFoundError):
+            await state_store.patch_run(theirs_key, StateDelta(iterations=1))
+        assert await state_store.delete_run(theirs_key) is False
+        theirs = await state_store.put_run(new_run(other, "shared-id", agent_name="theirs"))
+        assert theirs.version == 1
+        await state_store.patch_run(theirs_key, StateDelta(iterations=5))
+        assert await state_store.get_run(mine.key) == mine
+        assert await state_store.delete_run(mine.key) is True
+        still = await state_store.get_run(theirs_key)
+        assert still is not None
+        assert (still.agent_name, still.iterations) == ("theirs", 5)
+        listed = await state_store.list_runs(StateQuery(tenant=other))
+        assert [run.agent_name for run in listed.records] == ["theirs"]
+
+    async def test_awkward_ids_address_exactly_themselves(
+        self, state_store: StateStore, tenant: str
+    ) -> None:
+        for tenant_id in (tenant, *AWKWARD_IDS[:6]):
+            for run_id in AWKWARD_IDS:
+                await state_store.put_run(
+                    new_run(tenant_id, run_id, agent_name=f"{tenant_id}|{run_id}")
+                )
+        for tenant_id in (tenant, *AWKWARD_IDS[:6]):
+            for run_id in AWKWARD_IDS:
+                run = await state_store.get_run(StateKey(tenant=tenant_id, id=run_id))
+                assert run is not None
+                assert (run.tenant, run.run_id, run.agent_name) == (
+                    tenant_id,
+                    run_id,
+                    f"{tenant_id}|{run_id}",
+                )
+            page = await state_store.list_runs(StateQuery(tenant=tenant_id, limit=1000))
+            assert [run.run_id for run in page.records] == list(AWKWARD_IDS)
+
+    async def test_near_colliding_keys_stay_apart(self, state_store: StateStore) -> None:
+        base = unique("t")
+        pairs = [(base, "b:c"), (f"{base}:b", "c"), (base, "b"), (f"{base}:", "b")]
+        for tenant_id, run_id in pairs:
+            await state_store.put_run(
+                new_run(tenant_id, run_id, agent_name=f"{tenant_id}|{run_id}")
+            )
+        await state_store.delete_run(StateKey(tenant=base, id="b"))
+        assert await state_store.get_run(StateKey(tenant=base, id="b")) is None
+        for tenant_id, run_id in pairs[:2] + pairs[3:]:
+            run = await state_store.get_run(StateKey(tenant=tenant_id, id=run_id))
+            assert run is not None
+            assert run.agent_name == f"{tenant_id}|{run_id}"
+
+    async def test_awkward_session_ids_address_exactly_themselves(
+        self, state_store: StateStore, tenant: str
+    ) -> None:
+        for session_id in AWKWARD_IDS:
+            await state_store.put_session(
+                SessionRecord(session_id=session_id, tenant=tenant, user=session_id)
+            )
+        await state_store.put_run(new_run(tenant, session_id="a:b", state=RunState.RUNNING))
+        assert await state_store.delete_session(StateKey(tenant=tenant, id="a")) is True
+        for session_id in AWKWARD_IDS:
+            stored = await state_store.get_session(StateKey(tenant=tenant, id=session_id))
+            if session_id == "a":
+                assert stored is None
+            else:
+                assert stored is not None
+                assert stored.user == session_id
+
+    async def test_empty_and_nul_ids_are_refused_before_any_io(
+        self, state_store: StateStore, tenant: str
+    ) -> None:
+        for bad in ("", "nul\x00inside"):
+            with pytest.raises(ValueError):
+                StateKey(tenant=tenant, id=bad)
+            with pytest.raises(ValueError):
+                StateKey(tenant=bad, id="x")
+            with pytest.raises(ValueError):
+                new_run(tenant, bad)
+            with pytest.raises(ValueError):
+                new_run(bad)
+            with pytest.raises(ValueError):
+                SessionRecord(session_id=bad, tenant=tenant)
+            with pytest.raises(ValueError):
+                StateQuery(tenant=bad)
+            # A key built without validation is still refused at the store's door.
+            key = StateKey.model_construct(tenant=tenant, id=bad)
+            with pytest.raises(ValueError):
+                await state_store.get_run(key)
+            with pytest.raises(ValueError):
+                await state_store.delete_run(key)
+            with pytest.raises(ValueError):
+                await state_store.patch_run(key, StateDelta(iterations=1))
+            with pytest.raises(ValueError):
+                await state_store.get_session(key)
+            with pytest.raises(ValueError):
+                await state_store.delete_session(key)
+        assert (await state_store.list_runs(StateQuery(tenant=tenant))).records == ()
+
+
+__all__ = ["AWKWARD_IDS", "StateListingCases", "walk"]

@@ -1,0 +1,19 @@
+"""The state-store conformance suite against the in-memory backing."""
+
+from __future__ import annotations
+
+import pytest
+
+from durably.clock import Clock
+from durably.memory.state import MemoryStateStore
+from durably.runs import StateStore
+from durably.testing.state import StateStoreConformance, StateStoreFactory
+
+
+class TestMemoryStateStore(StateStoreConformance):
+    @pytest.fixture
+    def state_store_factory(self) -> StateStoreFactory:
+        async def make(clock: Clock) -> StateStore:
+            return MemoryStateStore(clock)
+
+        return make
