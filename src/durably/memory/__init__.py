@@ -1,7 +1,16 @@
 """durably.memory: every protocol over in-process dicts, for tests and single-process tools."""
 
+from durably.memory.checkpointer import MemoryCheckpointer, MemoryEffect
+from durably.memory.durable import MemoryDurable
+from durably.memory.effects import MemoryEffectKit
+from durably.memory.scheduler import MemoryScheduler
 from durably.memory.state import MemoryStateStore
 
 __all__ = [
+    "MemoryCheckpointer",
+    "MemoryDurable",
+    "MemoryEffect",
+    "MemoryEffectKit",
+    "MemoryScheduler",
     "MemoryStateStore",
 ]

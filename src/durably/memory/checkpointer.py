@@ -1,0 +1,295 @@
+"""The in-memory `Checkpointer`: records and fenced claims over dicts, for tests and demos.
+
+Every method finishes without yielding to the event loop, so each one is atomic under
+asyncio. Leases run on ``time.monotonic()`` (the store's clock); the times `history`
+reports come from ``time.time()``.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from durably.codec import CheckpointCodec, JsonCodec
+from durably.errors import Fenced
+from durably.status import WorkflowInfo, WorkflowStatus
+from durably.validation import identifier, positive
+from durably.workflows import Entry, Pass, Recorded, Written, inbox_key
+
+MemoryEffect = Callable[[dict[str, object]], object]
+"""An effect for `MemoryCheckpointer.transact`: a function over a working copy of the
+store's ``data`` dict, committed together with the record only if it returns."""
+
+
+@dataclass(slots=True)
+class _Claim:
+    token: int
+    held_until: float
+    alive_until: float
+    alive_for: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Record:
+    encoded: str
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Status:
+    status: WorkflowStatus
+    attempts: int
+    last_error: str | None
+    updated_at: float
+
+
+class MemoryCheckpointer:
+    """A `Checkpointer[MemoryEffect]` held in this process.
+
+    ``data`` is the user "database" that `transact` effects work on; ``now`` is the lease
+    clock (``time.monotonic`` unless a test injects another).
+    """
+
+    def __init__(
+        self,
+        codec: CheckpointCodec | None = None,
+        *,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._codec: CheckpointCodec = codec if codec is not None else JsonCodec()
+        self._now = now
+        self.data: dict[str, object] = {}
+        self._records: dict[str, dict[str, _Record]] = {}
+        self._claims: dict[str, _Claim] = {}
+        self._statuses: dict[str, _Status] = {}
+        # Never reset (not even by discard), so an inbox key is never reused.
+        self._appended: dict[str, int] = {}
+
+    @property
+    def codec(self) -> CheckpointCodec:
+        """The codec values are stored with."""
+        return self._codec
+
+    # --- reading ---------------------------------------------------------------------------
+
+    async def load(self, workflow: str) -> dict[str, object]:
+        """Every record, decoded, in first-recorded order; ``{}`` for an unknown workflow."""
+        identifier(workflow, "workflow")
+        records = self._records.get(workflow, {})
+        return {key: self._codec.decode(record.encoded) for key, record in records.items()}
+
+    async def history(self, workflow: str) -> dict[str, Written]:
+        """Every record with the (aware, UTC) time it landed, in first-recorded order."""
+        identifier(workflow, "workflow")
+        records = self._records.get(workflow, {})
+        return {
+            key: Written(self._codec.decode(record.encoded), _utc(record.at))
+            for key, record in records.items()
+        }
+
+    # --- claims ----------------------------------------------------------------------------
+
+    async def claim(self, workflow: str, budget: float, alive: float) -> Pass | None:
+        """Take the workflow if no live pass holds it; None if one does."""
+        identifier(workflow, "workflow")
+        positive(budget, "budget")
+        positive(alive, "alive")
+        now = self._now()
+        current = self._claims.get(workflow)
+        if current is not None and current.alive_until > now:
+            return None
+        token = current.token + 1 if current is not None else 1
+        held_until = now + budget
+        self._claims[workflow] = _Claim(token, held_until, min(now + alive, held_until), alive)
+        return Pass(workflow, token)
+
+    async def renew(self, holder: Pass, alive: float) -> bool:
+        """Push the liveness window out (never past the budget); False if superseded or spent."""
+        positive(alive, "alive")
+        claim = self._holding(holder)
+        now = self._now()
+        if claim is None or claim.held_until <= now:
+            return False
+        claim.alive_until = min(now + alive, claim.held_until)
+        return True
+
+    async def extend(self, holder: Pass, budget: float, alive: float) -> bool:
+        """Grow the budget (never shrink it) and renew; False if superseded."""
+        positive(budget, "budget")
+        positive(alive, "alive")
+        claim = self._holding(holder)
+        if claim is None:
+            return False
+        now = self._now()
+        claim.held_until = max(claim.held_until, now + budget)
+        claim.alive_until = min(now + alive, claim.held_until)
+        return True
+
+    async def release(self, holder: Pass) -> None:
+        """End ``holder``'s claim now without rewinding its token (no-op if superseded)."""
+        claim = self._holding(holder)
+        if claim is not None:
+            now = self._now()
+            claim.held_until = claim.alive_until = now
+
+    # --- writing ---------------------------------------------------------------------------
+
+    async def record(self, holder: Pass, key: str, value: object) -> Recorded[object]:
+        """Write ``key`` once (first writer wins); `Fenced` if ``holder`` was superseded."""
+        identifier(key, "key")
+        encoded = self._codec.encode(value)
+        claim = self._fence(holder)
+        recorded = self._insert(holder.workflow, key, encoded)
+        self._touch(claim)
+        return recorded
+
+    async def transact(self, holder: Pass, key: str, effect: MemoryEffect) -> Recorded[object]:
+        """Run ``effect`` over a copy of ``data`` and commit it with its record, once.
+
+        A recorded key returns without running the effect; a superseded pass gets `Fenced`
+        before it; an effect that raises (or a value the codec refuses) leaves neither.
+        """
+        identifier(holder.workflow, "workflow")
+        identifier(key, "key")
+        existing = self._records.get(holder.workflow, {}).get(key)
+        if existing is not None:
+            return Recorded(self._codec.decode(existing.encoded), False)
+        claim = self._fence(holder)
+        working = copy.deepcopy(self.data)
+        value = effect(working)
+        encoded = self._codec.encode(value)
+        recorded = self._insert(holder.workflow, key, encoded)
+        # Keep the dict's identity: callers may hold a reference to ``data``.
+        self.data.clear()
+        self.data.update(working)
+        self._touch(claim)
+        return recorded
+
+    async def supply(self, workflow: str, key: str, value: object) -> Recorded[object]:
+        """First-writer-wins write from outside any pass; takes no claim."""
+        return self._supply_now(workflow, key, value)
+
+    async def append(self, workflow: str, value: object) -> Entry:
+        """Add a message under a store-named ``inbox:`` key that sorts in append order."""
+        return self._append_now(workflow, value)
+
+    async def discard(self, workflow: str) -> int:
+        """Delete every record and the status and fence the current holder; the count deleted."""
+        return self._discard_now(workflow)
+
+    # --- status ----------------------------------------------------------------------------
+
+    async def set_status(
+        self,
+        holder: Pass,
+        status: WorkflowStatus,
+        *,
+        attempts: int = 0,
+        error: str | None = None,
+    ) -> WorkflowInfo:
+        """Report the workflow's status; `Fenced` if ``holder`` was superseded."""
+        status = WorkflowStatus(status)
+        if attempts < 0:
+            raise ValueError(f"attempts must be zero or more, got {attempts!r}")
+        self._fence(holder)
+        stored = _Status(status, attempts, error, time.time())
+        self._statuses[holder.workflow] = stored
+        return _info(holder.workflow, stored)
+
+    async def get_status(self, workflow: str) -> WorkflowInfo | None:
+        """The last reported status, or None (never reported, or discarded)."""
+        identifier(workflow, "workflow")
+        stored = self._statuses.get(workflow)
+        return _info(workflow, stored) if stored is not None else None
+
+    async def list_status(
+        self, *, status: WorkflowStatus | None = None, limit: int = 50, after: str | None = None
+    ) -> list[WorkflowInfo]:
+        """Statuses ordered by workflow id (code points), those after ``after``."""
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit!r}")
+        wanted = WorkflowStatus(status) if status is not None else None
+        found: list[WorkflowInfo] = []
+        for workflow in sorted(self._statuses):
+            if after is not None and workflow <= after:
+                continue
+            stored = self._statuses[workflow]
+            if wanted is not None and stored.status is not wanted:
+                continue
+            found.append(_info(workflow, stored))
+            if len(found) == limit:
+                break
+        return found
+
+    # --- synchronous steps, shared with MemoryDurable so it never awaits between writes ---
+
+    def _supply_now(self, workflow: str, key: str, value: object) -> Recorded[object]:
+        identifier(workflow, "workflow")
+        identifier(key, "key")
+        return self._insert(workflow, key, self._codec.encode(value))
+
+    def _append_now(self, workflow: str, value: object) -> Entry:
+        identifier(workflow, "workflow")
+        encoded = self._codec.encode(value)
+        position = self._appended.get(workflow, 0) + 1
+        key = inbox_key(position)
+        self._appended[workflow] = position
+        self._insert(workflow, key, encoded)
+        return Entry(key, self._codec.decode(encoded))
+
+    def _discard_now(self, workflow: str) -> int:
+        identifier(workflow, "workflow")
+        deleted = len(self._records.pop(workflow, {}))
+        self._statuses.pop(workflow, None)
+        claim = self._claims.get(workflow)
+        if claim is not None:
+            now = self._now()
+            claim.token += 1
+            claim.held_until = claim.alive_until = now
+        return deleted
+
+    # --- internals -------------------------------------------------------------------------
+
+    def _holding(self, holder: Pass) -> _Claim | None:
+        """The claim if ``holder`` is still its newest pass."""
+        identifier(holder.workflow, "workflow")
+        claim = self._claims.get(holder.workflow)
+        if claim is None or claim.token != holder.token:
+            return None
+        return claim
+
+    def _fence(self, holder: Pass) -> _Claim:
+        claim = self._holding(holder)
+        if claim is None:
+            raise Fenced(holder.workflow, holder.token)
+        return claim
+
+    def _touch(self, claim: _Claim) -> None:
+        """A successful write is a sign of life: renew, but never past the budget."""
+        claim.alive_until = min(self._now() + claim.alive_for, claim.held_until)
+
+    def _insert(self, workflow: str, key: str, encoded: str) -> Recorded[object]:
+        records = self._records.setdefault(workflow, {})
+        existing = records.get(key)
+        if existing is not None:
+            return Recorded(self._codec.decode(existing.encoded), existing.encoded == encoded)
+        # Keep landing times non-decreasing in record order even if the wall clock steps back.
+        last = next(reversed(records.values())).at if records else 0.0
+        records[key] = _Record(encoded, max(time.time(), last))
+        return Recorded(self._codec.decode(encoded), True)
+
+
+def _utc(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+def _info(workflow: str, stored: _Status) -> WorkflowInfo:
+    return WorkflowInfo(
+        workflow, stored.status, stored.attempts, stored.last_error, _utc(stored.updated_at)
+    )
+
+
+__all__ = ["MemoryCheckpointer", "MemoryEffect"]

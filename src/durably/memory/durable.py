@@ -1,0 +1,50 @@
+"""The in-memory `Durable`: each transition's two writes happen with no await between
+them, so under asyncio nothing can observe one without the other."""
+
+from __future__ import annotations
+
+from durably.memory.checkpointer import MemoryCheckpointer, MemoryEffect
+from durably.memory.scheduler import MemoryScheduler
+from durably.validation import identifier
+from durably.workflows import Entry, Recorded
+
+
+class MemoryDurable:
+    """A `Durable[MemoryEffect]` over a `MemoryCheckpointer` and a `MemoryScheduler`."""
+
+    def __init__(self, checkpointer: MemoryCheckpointer, scheduler: MemoryScheduler) -> None:
+        self._checkpointer = checkpointer
+        self._scheduler = scheduler
+
+    @property
+    def checkpointer(self) -> MemoryCheckpointer:
+        """Where records and claims live."""
+        return self._checkpointer
+
+    @property
+    def scheduler(self) -> MemoryScheduler:
+        """Where wakeups live."""
+        return self._scheduler
+
+    async def arrive(self, workflow: str, key: str, value: object) -> Recorded[object]:
+        """Supply ``key`` (first writer wins) and make the workflow ready."""
+        identifier(workflow, "workflow")
+        recorded = self._checkpointer._supply_now(workflow, key, value)
+        self._scheduler._make_ready_now(workflow)
+        return recorded
+
+    async def deliver(self, workflow: str, value: object) -> Entry:
+        """Append a message and make the workflow ready."""
+        identifier(workflow, "workflow")
+        entry = self._checkpointer._append_now(workflow, value)
+        self._scheduler._make_ready_now(workflow)
+        return entry
+
+    async def delete(self, workflow: str) -> int:
+        """Cancel the workflow's wakeups and discard its records; the count discarded."""
+        identifier(workflow, "workflow")
+        self._scheduler._cancel_now(workflow)
+        return self._checkpointer._discard_now(workflow)
+
+
+__all__ = ["MemoryDurable", "MemoryEffect"]

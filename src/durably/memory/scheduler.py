@@ -1,0 +1,199 @@
+"""The in-memory `Scheduler`: one entry per workflow in a dict, hand-outs on an event.
+
+Every method but `next_ready`'s wait finishes without yielding to the event loop, so each
+is atomic under asyncio. Hand-out leases run on ``time.monotonic()`` (the store's clock);
+sleeping entries are due on the caller's clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from durably.validation import finite, identifier, non_negative, positive
+from durably.workflows import Delivery
+
+
+@dataclass(slots=True)
+class _Entry:
+    ready: bool
+    visible_at: float  # store clock; meaningful while ready
+    due: float  # caller's clock; meaningful while sleeping
+    receipt: str | None = None
+    taken_at: float = 0.0
+
+
+class MemoryScheduler:
+    """A `Scheduler` held in this process.
+
+    ``lease`` is how long a delivery stays invisible; ``namespace`` names the workflow kind
+    this scheduler serves; ``now`` is the store clock (``time.monotonic`` unless a test
+    injects another).
+    """
+
+    def __init__(
+        self,
+        lease: float = 30.0,
+        namespace: str = "default",
+        *,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._lease = positive(lease, "lease")
+        self._namespace = identifier(namespace, "namespace")
+        self._now = now
+        self._entries: dict[str, _Entry] = {}
+        self._changed = asyncio.Event()
+        self._receipts = itertools.count(1)
+        self._instance = uuid.uuid4().hex
+
+    @property
+    def lease(self) -> float:
+        """Seconds a delivery stays invisible to other takers."""
+        return self._lease
+
+    @property
+    def namespace(self) -> str:
+        """The workflow kind this scheduler serves."""
+        return self._namespace
+
+    async def prepare(self) -> None:
+        """Nothing to set up in memory."""
+
+    async def make_ready(self, workflow: str) -> None:
+        """Make the workflow runnable now; a delivery in flight no longer answers it."""
+        self._make_ready_now(workflow)
+
+    async def wake_at(self, delivery: Delivery, when: float) -> None:
+        """Answer ``delivery`` and sleep the workflow until ``when`` (caller's clock),
+        never pushing out a wakeup that arrived meanwhile."""
+        identifier(delivery.workflow, "workflow")
+        finite(when, "when")
+        entry = self._entries.get(delivery.workflow)
+        if entry is None:
+            return
+        if entry.receipt == delivery.receipt:
+            entry.ready = False
+            entry.due = when
+            entry.receipt = None
+        elif not entry.ready:
+            entry.due = min(entry.due, when)
+
+    async def wake_due(self, now: float) -> int:
+        """Make every sleeping entry due at or before ``now`` ready; the count woken."""
+        finite(now, "now")
+        store_now = self._now()
+        woken = 0
+        for entry in self._entries.values():
+            if not entry.ready and entry.due <= now:
+                entry.ready = True
+                entry.visible_at = store_now
+                woken += 1
+        if woken:
+            self._notify()
+        return woken
+
+    async def next_ready(self, within: float) -> Delivery | None:
+        """Take the ready workflow visible longest, waiting up to ``within`` seconds."""
+        non_negative(within, "within")
+        deadline = self._now() + within
+        while True:
+            changed = self._changed
+            now = self._now()
+            taken = self._take(now)
+            if taken is not None:
+                return taken
+            remaining = deadline - now
+            if remaining <= 0:
+                return None
+            # Also wake when a hand-out's lease lapses, not only on a change.
+            upcoming = [
+                e.visible_at - now for e in self._entries.values() if e.ready and e.visible_at > now
+            ]
+            wait = min([remaining, *upcoming])
+            try:
+                await asyncio.wait_for(changed.wait(), timeout=wait)
+            except TimeoutError:
+                pass
+
+    async def reclaim(self, idle: float) -> int:
+        """Make deliveries taken at least ``idle`` seconds ago visible now (0 = all)."""
+        non_negative(idle, "idle")
+        now = self._now()
+        reclaimed = 0
+        for entry in self._entries.values():
+            if entry.receipt is not None and now - entry.taken_at >= idle:
+                entry.receipt = None
+                entry.visible_at = now
+                reclaimed += 1
+        if reclaimed:
+            self._notify()
+        return reclaimed
+
+    async def extend(self, delivery: Delivery, within: float) -> bool:
+        """Keep ``delivery`` invisible for ``within`` more seconds; False if not held."""
+        identifier(delivery.workflow, "workflow")
+        positive(within, "within")
+        entry = self._entries.get(delivery.workflow)
+        if entry is None or entry.receipt != delivery.receipt:
+            return False
+        entry.visible_at = self._now() + within
+        return True
+
+    async def cancel(self, workflow: str) -> None:
+        """Remove the workflow's queued, sleeping or in-flight entry."""
+        self._cancel_now(workflow)
+
+    async def done(self, delivery: Delivery) -> None:
+        """Answer ``delivery``; a wakeup that arrived meanwhile stays."""
+        identifier(delivery.workflow, "workflow")
+        entry = self._entries.get(delivery.workflow)
+        if entry is not None and entry.receipt == delivery.receipt:
+            del self._entries[delivery.workflow]
+
+    # --- synchronous steps, shared with MemoryDurable so it never awaits between writes ---
+
+    def _make_ready_now(self, workflow: str) -> None:
+        identifier(workflow, "workflow")
+        now = self._now()
+        entry = self._entries.get(workflow)
+        if entry is None:
+            self._entries[workflow] = _Entry(ready=True, visible_at=now, due=now)
+        else:
+            entry.ready = True
+            entry.visible_at = now
+            entry.receipt = None
+        self._notify()
+
+    def _cancel_now(self, workflow: str) -> None:
+        identifier(workflow, "workflow")
+        self._entries.pop(workflow, None)
+
+    # --- internals -------------------------------------------------------------------------
+
+    def _take(self, now: float) -> Delivery | None:
+        best: tuple[float, str] | None = None
+        for workflow, entry in self._entries.items():
+            if entry.ready and entry.visible_at <= now:
+                candidate = (entry.visible_at, workflow)
+                if best is None or candidate < best:
+                    best = candidate
+        if best is None:
+            return None
+        workflow = best[1]
+        entry = self._entries[workflow]
+        entry.receipt = f"{self._instance}:{next(self._receipts)}"
+        entry.taken_at = now
+        entry.visible_at = now + self._lease
+        return Delivery(workflow, entry.receipt)
+
+    def _notify(self) -> None:
+        # Wake every waiter, then give later waiters a fresh event to wait on.
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+
+__all__ = ["MemoryScheduler"]
