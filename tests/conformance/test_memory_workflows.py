@@ -6,10 +6,12 @@ from typing import Any
 
 import pytest
 
-from durably.memory.checkpointer import MemoryCheckpointer
-from durably.memory.effects import MemoryEffectKit
-from durably.testing.checkpointer import CheckpointerConformance, CheckpointerFactory
-from durably.workflows import Checkpointer
+from durably.memory import MemoryCheckpointer, MemoryDurable, MemoryEffectKit, MemoryScheduler
+from durably.testing import CheckpointerConformance, DurableConformance, SchedulerConformance
+from durably.testing.checkpointer import CheckpointerFactory
+from durably.testing.durable import DurableFactory
+from durably.testing.scheduler import SchedulerFactory
+from durably.workflows import Checkpointer, Durable, Scheduler
 
 
 @pytest.fixture
@@ -25,5 +27,29 @@ def checkpointer_factory(effect_kit: MemoryEffectKit) -> CheckpointerFactory:
     return make
 
 
+@pytest.fixture
+def scheduler_factory() -> SchedulerFactory:
+    async def make(lease: float) -> Scheduler:
+        return MemoryScheduler(lease=lease)
+
+    return make
+
+
+@pytest.fixture
+def durable_factory() -> DurableFactory:
+    async def make() -> Durable[Any]:
+        return MemoryDurable(MemoryCheckpointer(), MemoryScheduler())
+
+    return make
+
+
 class TestMemoryCheckpointer(CheckpointerConformance):
+    pass
+
+
+class TestMemoryScheduler(SchedulerConformance):
+    pass
+
+
+class TestMemoryDurable(DurableConformance):
     pass
