@@ -1,0 +1,73 @@
+"""What every Redis store shares: the client, the key namespace, retries and size checks."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from durably.errors import StatePersistenceError
+from durably.redis.keys import DEFAULT_NAMESPACE, namespace
+from durably.redis.retry import Retry
+from durably.redis.settings import RedisStoreSettings
+
+T = TypeVar("T")
+
+DEFAULT_MAX_VALUE_BYTES = 256 * 1024
+
+
+class RedisConnection:
+    """A client plus the options read from `RedisStoreSettings` (or their defaults)."""
+
+    def __init__(
+        self,
+        client: Any,
+        settings: RedisStoreSettings | None,
+        namespace_override: str | None,
+    ) -> None:
+        self.client = client
+        chosen = namespace_override or (settings.namespace if settings else DEFAULT_NAMESPACE)
+        self.namespace = namespace(chosen)
+        self.max_value_bytes = settings.max_value_bytes if settings else DEFAULT_MAX_VALUE_BYTES
+        self.retry = Retry(
+            max_attempts=settings.max_attempts if settings else 3,
+            backoff_seconds=settings.backoff_seconds if settings else 0.05,
+            pool_size=settings.pool_size if settings else None,
+        )
+
+    def check_size(self, text: str, what: str) -> None:
+        """Refuse ``text`` over ``max_value_bytes`` before anything is sent."""
+        size = len(text.encode())
+        if size > self.max_value_bytes:
+            raise StatePersistenceError(
+                "redis",
+                "too_large",
+                f"{what} is {size} bytes, over max_value_bytes={self.max_value_bytes}",
+            )
+
+    async def state(self, operation: Callable[[], Awaitable[T]]) -> T:
+        """Run ``operation`` with retries; `StatePersistenceError` once they are spent."""
+        return await self.retry.run(
+            operation, lambda detail: StatePersistenceError("redis", "unavailable", detail)
+        )
+
+
+def text(value: object) -> str:
+    """A reply as text (clients may or may not decode responses)."""
+    if isinstance(value, bytes):
+        return value.decode()
+    return str(value)
+
+
+def pairs(flat: list[Any]) -> dict[str, str]:
+    """An HGETALL-style flat list (or a dict) as a dict of text."""
+    if isinstance(flat, dict):
+        return {text(k): text(v) for k, v in flat.items()}
+    return {text(flat[i]): text(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+
+def number(value: float) -> str:
+    """A float as text Lua and Redis parse back to exactly the same double."""
+    return repr(float(value))
+
+
+__all__ = ["RedisConnection", "number", "pairs", "text"]

@@ -1,0 +1,109 @@
+"""Redis key names: length-prefixed segments and the hash tags that keep a unit in one slot.
+
+A segment is ``<byte length>:<value>``, never escaped, so ``a:b`` and ``a`` followed by
+``b:`` cannot build the same key; the length counts UTF-8 bytes, as Lua's ``#`` does.
+State tags on the tenant, a queue and a scheduler on their whole namespace, a workflow on
+its id. Each tag is the first ``{...}`` of the key, and a segment starts with a digit, so
+an id containing braces still yields the same tag every time it is used.
+"""
+
+from __future__ import annotations
+
+from redis.crc import key_slot
+
+from durably.errors import ConfigurationError
+from durably.validation import identifier
+
+DEFAULT_NAMESPACE = "durably"
+
+
+def segment(value: str) -> str:
+    """``value`` as a length-prefixed key segment."""
+    return f"{len(value.encode())}:{value}"
+
+
+def namespace(value: str) -> str:
+    """Return ``value`` if it can prefix keys: a non-empty id without braces."""
+    identifier(value, "namespace")
+    if "{" in value or "}" in value:
+        raise ConfigurationError(f"namespace {value!r} must not contain braces (hash tags)")
+    return value
+
+
+def state_prefix(ns: str, tenant: str) -> str:
+    """Every state key of ``tenant`` starts with this; the tenant is the hash tag."""
+    return f"{ns}:state:{{{segment(tenant)}}}:"
+
+
+def run_key(ns: str, tenant: str, run_id: str) -> str:
+    """The run's blob (what a worker last wrote)."""
+    return f"{state_prefix(ns, tenant)}run:{segment(run_id)}"
+
+
+def run_meta_key(ns: str, tenant: str, run_id: str) -> str:
+    """The run's version, counters, state and creation sequence (a hash)."""
+    return f"{state_prefix(ns, tenant)}meta:{segment(run_id)}"
+
+
+def session_key(ns: str, tenant: str, session_id: str) -> str:
+    """The session's hash (version and blob)."""
+    return f"{state_prefix(ns, tenant)}session:{segment(session_id)}"
+
+
+def session_runs_key(ns: str, tenant: str, session_id: str) -> str:
+    """The set of run ids whose ``session_id`` is this session."""
+    return f"{state_prefix(ns, tenant)}session-runs:{segment(session_id)}"
+
+
+def queue_prefix(ns: str) -> str:
+    """Every queue key of the namespace starts with this; the namespace is the hash tag."""
+    return f"{ns}:queue:{{{segment(ns)}}}:"
+
+
+def item_ref(tenant: str, item_id: str) -> str:
+    """How the queue scripts name an item: tenant and id segments."""
+    return segment(tenant) + segment(item_id)
+
+
+def item_key(ns: str, tenant: str, item_id: str) -> str:
+    """A work item's hash."""
+    return f"{queue_prefix(ns)}item:{item_ref(tenant, item_id)}"
+
+
+def workflow_prefix(ns: str, workflow: str) -> str:
+    """Every key of ``workflow`` starts with this; the workflow id is the hash tag."""
+    return f"{ns}:wf:{{{segment(workflow)}}}:"
+
+
+def workflow_index_prefix(ns: str) -> str:
+    """The status index (ordered by workflow id) lives under its own tag."""
+    return f"{ns}:wf-index:{{{segment(ns)}}}:"
+
+
+def scheduler_prefix(ns: str, scheduler_namespace: str) -> str:
+    """Every key of one scheduler namespace; the namespace is the hash tag."""
+    return f"{ns}:sched:{{{segment(scheduler_namespace)}}}:"
+
+
+def slot(key: str) -> int:
+    """The cluster hash slot of ``key``."""
+    return int(key_slot(key.encode()))
+
+
+__all__ = [
+    "DEFAULT_NAMESPACE",
+    "item_key",
+    "item_ref",
+    "namespace",
+    "queue_prefix",
+    "run_key",
+    "run_meta_key",
+    "scheduler_prefix",
+    "segment",
+    "session_key",
+    "session_runs_key",
+    "slot",
+    "state_prefix",
+    "workflow_index_prefix",
+    "workflow_prefix",
+]

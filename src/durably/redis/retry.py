@@ -1,0 +1,72 @@
+"""Waiting out a failover: bounded, doubling, jittered retries of transient errors.
+
+Jitter matters because every worker that lost the server together retries together.
+An exhausted pool is not transient (the server is fine, this process is over-subscribed):
+it surfaces at once as `PoolExhaustedError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from redis.exceptions import (
+    BusyLoadingError,
+    ClusterDownError,
+    MasterDownError,
+    MaxConnectionsError,
+    ReadOnlyError,
+    SlotNotCoveredError,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from durably.errors import PoolExhaustedError
+
+T = TypeVar("T")
+
+TRANSIENT: tuple[type[BaseException], ...] = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    BusyLoadingError,
+    ClusterDownError,
+    MasterDownError,
+    ReadOnlyError,
+    SlotNotCoveredError,
+    TryAgainError,
+    ConnectionError,
+    TimeoutError,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """Try an operation up to ``max_attempts`` times, sleeping ``backoff * 2**n`` with jitter."""
+
+    max_attempts: int = 3
+    backoff_seconds: float = 0.05
+    pool_size: int | None = None
+
+    async def run(
+        self, operation: Callable[[], Awaitable[T]], give_up: Callable[[str], Exception]
+    ) -> T:
+        """The operation's result; ``give_up(detail)`` is raised once the budget is spent."""
+        for attempt in range(self.max_attempts):
+            try:
+                return await operation()
+            except MaxConnectionsError:
+                raise PoolExhaustedError("redis", self.pool_size) from None
+            except TRANSIENT as error:
+                if attempt + 1 >= self.max_attempts:
+                    # The error text can carry a host and port, never the DSN's password.
+                    raise give_up(type(error).__name__) from None
+                delay = self.backoff_seconds * 2**attempt
+                await asyncio.sleep(delay * random.uniform(0.5, 1.5))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+__all__ = ["TRANSIENT", "Retry"]

@@ -1,0 +1,49 @@
+"""`RedisStoreSettings`: where the server is and how hard to try (the DSN stays secret)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import Field, PositiveInt, SecretStr, field_validator
+
+from durably.redis.keys import DEFAULT_NAMESPACE, namespace
+from durably.settings import StoreSettings
+
+
+class RedisStoreSettings(StoreSettings):
+    """Settings of the Redis backing; read ``DURABLY_REDIS_DSN`` with `from_env`.
+
+    ``durable=False`` accepts a server without persistence (dev, or work that can be
+    recreated elsewhere); ``namespace`` prefixes every key and shards queues.
+    """
+
+    env_var: ClassVar[str] = "DURABLY_REDIS_DSN"
+
+    dsn: SecretStr
+    durable: bool = True
+    namespace: str = DEFAULT_NAMESPACE
+    cluster: bool = Field(False, description="connect with a cluster-aware client")
+    max_value_bytes: PositiveInt = 256 * 1024
+
+    @field_validator("namespace")
+    @classmethod
+    def _valid_namespace(cls, value: str) -> str:
+        return namespace(value)
+
+    def client(self, **options: Any) -> Any:
+        """A redis-py asyncio client for ``dsn`` (a `RedisCluster` when ``cluster``)."""
+        from redis.asyncio import Redis
+        from redis.asyncio.cluster import RedisCluster
+
+        url = self.dsn.get_secret_value()
+        common: dict[str, Any] = {
+            "socket_connect_timeout": self.connect_timeout_seconds,
+            "max_connections": self.pool_size,
+            **options,
+        }
+        if self.cluster:
+            return RedisCluster.from_url(url, **common)
+        return Redis.from_url(url, **common)
+
+
+__all__ = ["RedisStoreSettings"]

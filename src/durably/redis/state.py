@@ -1,0 +1,270 @@
+"""`RedisStateStore`: runs as a blob beside a small hash of version and counters.
+
+The counters live in the hash so `patch_run` is HINCRBY and concurrent patches all land;
+a patch bumps the version there, so a `put_run` based on an older read conflicts. Every
+key of a tenant shares the tenant's hash tag, so each script touches one slot.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Self
+
+from durably.clock import Clock, SystemClock
+from durably.errors import (
+    InvalidInputError,
+    StateConflictError,
+    StateInUseError,
+    StateNotFoundError,
+)
+from durably.redis import keys
+from durably.redis.connection import RedisConnection, number, pairs, text
+from durably.redis.preflight import preflight
+from durably.redis.scripts import scripts
+from durably.redis.settings import RedisStoreSettings
+from durably.runs import (
+    TERMINAL_STATES,
+    USAGE_FIELDS,
+    RunRecord,
+    SessionRecord,
+    StateDelta,
+    StateKey,
+    StatePage,
+    StateQuery,
+    Usage,
+    stored_run,
+)
+
+_LUA = scripts(
+    "state_put_run",
+    "state_get_run",
+    "state_patch_run",
+    "state_delete_run",
+    "state_list_runs",
+    "state_put_session",
+    "state_delete_session",
+)
+_USAGE = tuple(f"usage.{name}" for name in USAGE_FIELDS)
+_SCAN_BUDGET = 2000  # index entries one listing script examines before yielding the server
+
+
+def _counters(record: RunRecord) -> list[str]:
+    values = [str(getattr(record.usage, name)) for name in USAGE_FIELDS]
+    flat: list[str] = []
+    for field, value in zip(_USAGE, values, strict=True):
+        flat += [field, value]
+    flat += ["cost_micros", str(record.cost_micros), "iterations", str(record.iterations)]
+    return [*flat, "message_cursor", str(record.message_cursor)]
+
+
+def _increments(delta: StateDelta) -> list[str]:
+    flat: list[str] = []
+    for field, name in zip(_USAGE, USAGE_FIELDS, strict=True):
+        amount = getattr(delta.usage, name)
+        if amount:
+            flat += [field, str(amount)]
+    for field, amount in (
+        ("cost_micros", delta.cost_micros),
+        ("iterations", delta.iterations),
+        ("message_cursor", delta.messages_read),
+    ):
+        if amount:
+            flat += [field, str(amount)]
+    return flat
+
+
+def _merged(blob: object, meta_flat: Any) -> RunRecord:
+    """The blob with the hash's version, time and counters laid over it."""
+    record = RunRecord.model_validate_json(text(blob))
+    meta = pairs(meta_flat)
+    usage = Usage(**{name: int(meta.get(f"usage.{name}", "0")) for name in USAGE_FIELDS})
+    return record.model_copy(
+        update={
+            "version": int(meta["version"]),
+            "updated_at": float(meta["updated_at"]),
+            "usage": usage,
+            "cost_micros": int(meta.get("cost_micros", "0")),
+            "iterations": int(meta.get("iterations", "0")),
+            "message_cursor": int(meta.get("message_cursor", "0")),
+        }
+    )
+
+
+class RedisStateStore:
+    """`StateStore` over Redis. ``open`` runs `preflight`; the constructor does not."""
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        clock: Clock | None = None,
+        settings: RedisStoreSettings | None = None,
+        namespace: str | None = None,
+    ) -> None:
+        self._redis = RedisConnection(client, settings, namespace)
+        self._clock = clock or SystemClock()
+
+    @classmethod
+    async def open(
+        cls,
+        client: Any,
+        *,
+        clock: Clock | None = None,
+        settings: RedisStoreSettings,
+        namespace: str | None = None,
+    ) -> Self:
+        """A store over ``client`` once `preflight` accepted the server."""
+        await preflight(client, durable=settings.durable)
+        return cls(client, clock=clock, settings=settings, namespace=namespace)
+
+    def _prefix(self, tenant: str) -> str:
+        return keys.state_prefix(self._redis.namespace, tenant)
+
+    async def _call(self, name: str, key_list: list[str], args: list[Any]) -> Any:
+        script = _LUA[name]
+        client = self._redis.client
+        return await self._redis.state(lambda: script(client, key_list, args))
+
+    async def get_run(self, key: StateKey) -> RunRecord | None:
+        """The run at ``key``, or None."""
+        ns = self._redis.namespace
+        reply = await self._call(
+            "state_get_run",
+            [keys.run_key(ns, key.tenant, key.id), keys.run_meta_key(ns, key.tenant, key.id)],
+            [],
+        )
+        return None if not reply else _merged(reply[0], reply[1])
+
+    async def put_run(self, record: RunRecord) -> RunRecord:
+        """Compare-and-set write; `StateConflictError` when the stored version differs."""
+        stored = stored_run(record, version=record.version + 1, updated_at=self._clock.now())
+        blob = stored.model_dump_json()
+        self._redis.check_size(blob, f"run {record.key}")
+        ns, tenant = self._redis.namespace, record.tenant
+        prefix = self._prefix(tenant)
+        reply = await self._call(
+            "state_put_run",
+            [
+                keys.run_key(ns, tenant, record.run_id),
+                keys.run_meta_key(ns, tenant, record.run_id),
+                prefix + "seq",
+                prefix + "runs",
+            ],
+            [
+                prefix,
+                record.run_id,
+                str(record.version),
+                blob,
+                stored.state.value,
+                number(stored.updated_at),
+                record.session_id or "",
+                *_counters(stored),
+            ],
+        )
+        if text(reply[0]) == "conflict":
+            raise StateConflictError(record.key, record.version, int(text(reply[1])))
+        return stored
+
+    async def patch_run(self, key: StateKey, delta: StateDelta) -> RunRecord:
+        """Add ``delta`` server-side and bump the version; `StateNotFoundError` if absent."""
+        ns = self._redis.namespace
+        reply = await self._call(
+            "state_patch_run",
+            [keys.run_key(ns, key.tenant, key.id), keys.run_meta_key(ns, key.tenant, key.id)],
+            [number(self._clock.now()), *_increments(delta)],
+        )
+        if not reply:
+            raise StateNotFoundError(key, "run")
+        return _merged(reply[0], reply[1])
+
+    async def delete_run(self, key: StateKey) -> bool:
+        """Delete the run; False if there was none."""
+        ns, prefix = self._redis.namespace, self._prefix(key.tenant)
+        reply = await self._call(
+            "state_delete_run",
+            [
+                keys.run_key(ns, key.tenant, key.id),
+                keys.run_meta_key(ns, key.tenant, key.id),
+                prefix + "runs",
+            ],
+            [prefix, key.id],
+        )
+        return bool(reply)
+
+    async def list_runs(self, query: StateQuery) -> StatePage:
+        """One page of the tenant's runs in creation order (never short while more match)."""
+        after = 0
+        if query.cursor is not None:
+            try:
+                after = int(query.cursor)
+            except ValueError:
+                raise InvalidInputError(f"cursor {query.cursor!r} is not one of ours") from None
+        prefix = self._prefix(query.tenant)
+        found: list[tuple[int, RunRecord]] = []
+        want = query.limit + 1  # one beyond the page tells whether a next page exists
+        while len(found) < want:
+            reply = await self._call(
+                "state_list_runs",
+                [prefix + "runs"],
+                [
+                    prefix,
+                    str(after),
+                    query.state.value if query.state else "",
+                    "" if query.updated_before is None else number(query.updated_before),
+                    str(want - len(found)),
+                    str(_SCAN_BUDGET),
+                ],
+            )
+            exhausted, after = int(reply[0]), int(float(text(reply[1])))
+            for i in range(2, len(reply), 3):
+                record = _merged(reply[i + 1], reply[i + 2])
+                found.append((int(pairs(reply[i + 2])["seq"]), record))
+            if exhausted:
+                break
+        page = found[: query.limit]
+        more = len(found) > query.limit
+        return StatePage(
+            records=tuple(record for _, record in page),
+            cursor=str(page[-1][0]) if more else None,
+        )
+
+    async def get_session(self, key: StateKey) -> SessionRecord | None:
+        """The session at ``key``, or None."""
+        ns = self._redis.namespace
+        client = self._redis.client
+        session = keys.session_key(ns, key.tenant, key.id)
+        blob = await self._redis.state(lambda: client.hget(session, "blob"))
+        return None if blob is None else SessionRecord.model_validate_json(text(blob))
+
+    async def put_session(self, record: SessionRecord) -> SessionRecord:
+        """Compare-and-set write of a session; `StateConflictError` as `put_run`."""
+        stored = record.model_copy(
+            update={"version": record.version + 1, "updated_at": self._clock.now()}
+        )
+        blob = stored.model_dump_json()
+        self._redis.check_size(blob, f"session {record.key}")
+        session = keys.session_key(self._redis.namespace, record.tenant, record.session_id)
+        reply = await self._call("state_put_session", [session], [str(record.version), blob])
+        if text(reply[0]) == "conflict":
+            raise StateConflictError(record.key, record.version, int(text(reply[1])))
+        return stored
+
+    async def delete_session(self, key: StateKey, *, cascade: bool = False) -> bool:
+        """Delete a session; `StateInUseError` while a run of it is live, unless ``cascade``
+        (which deletes its runs too). False if there was no session."""
+        ns, prefix = self._redis.namespace, self._prefix(key.tenant)
+        reply = await self._call(
+            "state_delete_session",
+            [
+                keys.session_key(ns, key.tenant, key.id),
+                keys.session_runs_key(ns, key.tenant, key.id),
+                prefix + "runs",
+            ],
+            [prefix, "1" if cascade else "0", *sorted(state.value for state in TERMINAL_STATES)],
+        )
+        outcome = text(reply[0])
+        if outcome == "in_use":
+            raise StateInUseError(key, tuple(sorted(text(run) for run in reply[1:])))
+        return outcome == "deleted"
+
+
+__all__ = ["RedisStateStore"]

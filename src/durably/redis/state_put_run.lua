@@ -1,0 +1,30 @@
+-- Compare-and-set write of a run: blob, meta hash, creation sequence, session index.
+-- KEYS: run blob, run meta, tenant sequence, tenant run index (zset by sequence)
+-- ARGV: tenant prefix, run id, expected version, blob, state, updated_at, session id or '',
+--       then field/value pairs of the counters the record carries
+local current = tonumber(redis.call('HGET', KEYS[2], 'version') or '0')
+if current ~= tonumber(ARGV[3]) then
+  return {'conflict', tostring(current)}
+end
+local prefix, run_id, session = ARGV[1], ARGV[2], ARGV[7]
+local function seg(s) return #s .. ':' .. s end
+local old_session = redis.call('HGET', KEYS[2], 'session')
+if current == 0 then
+  -- The creation sequence is assigned once: an update never moves a run in listings.
+  local seq = redis.call('INCR', KEYS[3])
+  redis.call('ZADD', KEYS[4], seq, run_id)
+  redis.call('HSET', KEYS[2], 'seq', seq)
+end
+redis.call('SET', KEYS[1], ARGV[4])
+redis.call('HSET', KEYS[2], 'version', current + 1, 'state', ARGV[5],
+  'updated_at', ARGV[6], 'session', session)
+for i = 8, #ARGV, 2 do
+  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
+end
+if old_session and old_session ~= '' and old_session ~= session then
+  redis.call('SREM', prefix .. 'session-runs:' .. seg(old_session), run_id)
+end
+if session ~= '' then
+  redis.call('SADD', prefix .. 'session-runs:' .. seg(session), run_id)
+end
+return {'ok'}

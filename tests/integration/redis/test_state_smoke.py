@@ -1,0 +1,45 @@
+"""Smoke tests of the Redis state store on standalone and cluster."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from durably import ManualClock, RunRecord, RunState, StateDelta, StateKey, StateQuery, Usage
+from durably.errors import StateConflictError
+from durably.redis.state import RedisStateStore
+from tests.redis_service import namespace_for
+
+
+async def test_runs_round_trip_patch_and_list(any_redis: Any) -> None:
+    store = RedisStateStore(any_redis, clock=ManualClock(), namespace=namespace_for(any_redis))
+    tenant = "a:b{}é"
+    runs = [
+        await store.put_run(RunRecord(run_id=f"r{i}", tenant=tenant, agent_name="x"))
+        for i in range(7)
+    ]
+    assert runs[0].version == 1
+    patched = await asyncio.gather(
+        *[
+            store.patch_run(runs[0].key, StateDelta(usage=Usage(input_tokens=2), iterations=1))
+            for _ in range(10)
+        ]
+    )
+    assert max(p.version for p in patched) == 11
+    got = await store.get_run(runs[0].key)
+    assert got is not None
+    assert got.usage.input_tokens == 20
+    with pytest.raises(StateConflictError):
+        await store.put_run(runs[0])
+    await store.put_run(got.model_copy(update={"state": RunState.COMPLETED}))
+    page = await store.list_runs(StateQuery(tenant=tenant, limit=3))
+    seen = [r.run_id for r in page.records]
+    while page.cursor:
+        page = await store.list_runs(StateQuery(tenant=tenant, limit=3, cursor=page.cursor))
+        seen += [r.run_id for r in page.records]
+    assert seen == [f"r{i}" for i in range(7)]
+    done = await store.list_runs(StateQuery(tenant=tenant, state=RunState.COMPLETED))
+    assert [r.run_id for r in done.records] == ["r0"]
+    assert await store.get_run(StateKey(tenant="a", id="r0")) is None
