@@ -3,6 +3,7 @@
 from durably.memory.checkpointer import MemoryCheckpointer, MemoryEffect
 from durably.memory.durable import MemoryDurable
 from durably.memory.effects import MemoryEffectKit
+from durably.memory.queue import MemoryWorkQueue
 from durably.memory.scheduler import MemoryScheduler
 from durably.memory.state import MemoryStateStore
 
@@ -13,4 +14,5 @@ __all__ = [
     "MemoryEffectKit",
     "MemoryScheduler",
     "MemoryStateStore",
+    "MemoryWorkQueue",
 ]

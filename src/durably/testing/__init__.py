@@ -2,6 +2,7 @@
 
 from durably.testing.checkpointer import CheckpointerConformance
 from durably.testing.durable import DurableConformance
+from durably.testing.queue import WorkQueueConformance
 from durably.testing.scheduler import SchedulerConformance
 from durably.testing.state import StateStoreConformance
 
@@ -10,4 +11,5 @@ __all__ = [
     "DurableConformance",
     "SchedulerConformance",
     "StateStoreConformance",
+    "WorkQueueConformance",
 ]

@@ -1,0 +1,307 @@
+"""A work queue in process memory, applying `QueuePolicy` and the fairness order of
+`durably.work` exactly as the datastore backings do."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from durably.clock import Clock, SystemClock
+from durably.errors import InvalidInputError, LeaseLostError, WorkItemNotFoundError
+from durably.validation import identifier
+from durably.work import DEFAULT_QUEUE, QueuePolicy, QueueStats, Settlement, WorkItem, WorkState
+
+_Key = tuple[str, str]  # (tenant, item id)
+
+_LEASE_EXPIRED = "lease expired"
+_ADOPTED = "adopted after restart"
+
+
+@dataclass(slots=True)
+class _Slot:
+    sequence: int  # enqueue order; breaks exact ties in the fairness order
+    text: str
+
+    def item(self) -> WorkItem:
+        return WorkItem.model_validate_json(self.text)
+
+
+@dataclass(slots=True)
+class _Tables:
+    items: dict[_Key, _Slot] = field(default_factory=dict)
+    # (tenant, queue, dedupe_key) -> id of the live item holding it
+    dedupe: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    # queue -> tenant -> turn; serving a tenant moves it above every other turn
+    turns: dict[str, dict[str, int]] = field(default_factory=dict)
+    reaped: Counter[str] = field(default_factory=Counter)
+    duplicates: Counter[str] = field(default_factory=Counter)
+    sequence: int = 0
+
+
+class MemoryWorkQueue:
+    """A `WorkQueue` over dicts, driven by the injected clock.
+
+    No operation awaits between its read and its write, so each is atomic with respect to
+    other asyncio tasks. Items are kept as JSON text like a real store.
+    """
+
+    def __init__(self, clock: Clock | None = None, policy: QueuePolicy | None = None) -> None:
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._policy = policy if policy is not None else QueuePolicy()
+        self._tables = _Tables()
+
+    @property
+    def policy(self) -> QueuePolicy:
+        """The retry and lease policy this queue applies."""
+        return self._policy
+
+    async def enqueue(self, item: WorkItem) -> WorkItem:
+        """Queue ``item`` (a future ``available_at`` delays it). A live item with the same
+        id or the same (tenant, queue, dedupe_key) is returned unchanged instead."""
+        tenant = identifier(item.tenant, "tenant")
+        item_id = identifier(item.id, "item_id")
+        queue = identifier(item.queue, "queue")
+        live = self._live(tenant, item_id)
+        if live is None and item.dedupe_key is not None:
+            holder = self._tables.dedupe.get((tenant, queue, item.dedupe_key))
+            live = None if holder is None else self._live(tenant, holder)
+        if live is not None:
+            self._tables.duplicates[live.queue] += 1
+            return live
+        previous = self._tables.items.get((tenant, item_id))
+        if previous is not None:
+            self._forget_dedupe(previous.item())
+        now = self._clock.now()
+        queued = item.model_copy(
+            update={
+                "state": WorkState.QUEUED,
+                "worker": None,
+                "enqueued_at": now,
+                "available_at": now if item.available_at is None else item.available_at,
+                "lease_expires_at": None,
+                "claimed_at": None,
+                "first_claimed_at": None,
+            }
+        )
+        self._tables.sequence += 1
+        self._tables.items[(tenant, item_id)] = _Slot(self._tables.sequence, "")
+        self._save(queued)
+        if queued.dedupe_key is not None:
+            self._tables.dedupe[(tenant, queue, queued.dedupe_key)] = item_id
+        return queued
+
+    async def claim(
+        self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None
+    ) -> WorkItem | None:
+        """Take one due item of ``queue``: tenants in rotation, then priority, then age."""
+        identifier(worker, "worker")
+        identifier(queue, "queue")
+        lease = self._policy.lease_for(lease_seconds)
+        now = self._clock.now()
+        due = [
+            (slot.sequence, item)
+            for slot in self._tables.items.values()
+            if (item := slot.item()).queue == queue
+            and item.state is WorkState.QUEUED
+            and item.available_at is not None
+            and item.available_at <= now
+        ]
+        if not due:
+            return None
+        turns = self._tables.turns.setdefault(queue, {})
+        oldest: dict[str, tuple[float, int]] = {}
+        for sequence, item in due:
+            age = (item.available_at or 0.0, sequence)
+            if item.tenant not in oldest or age < oldest[item.tenant]:
+                oldest[item.tenant] = age
+        tenant = min(oldest, key=lambda t: (turns.get(t, 0), oldest[t]))
+        _, chosen = min(
+            ((sequence, item) for sequence, item in due if item.tenant == tenant),
+            key=lambda pair: (-int(pair[1].priority), pair[1].available_at or 0.0, pair[0]),
+        )
+        turns[tenant] = max(turns.values(), default=0) + 1
+        claimed = chosen.model_copy(
+            update={
+                "state": WorkState.CLAIMED,
+                "worker": worker,
+                "claimed_at": now,
+                "first_claimed_at": now
+                if chosen.first_claimed_at is None
+                else chosen.first_claimed_at,
+                "lease_expires_at": now + lease,
+            }
+        )
+        self._save(claimed)
+        return claimed
+
+    async def heartbeat(self, item_id: str, *, tenant: str, worker: str) -> WorkItem:
+        """Extend the caller's lease by the policy's ``lease_seconds`` (never past
+        ``max_lease_seconds`` since the claim). Raises `WorkItemNotFoundError` or
+        `LeaseLostError` (``"taken"``, ``"capped"`` or ``"expired"``)."""
+        item = self._held(item_id, tenant, worker, heartbeat=True)
+        assert item.claimed_at is not None
+        cap = item.claimed_at + self._policy.max_lease_seconds
+        now = self._clock.now()
+        extended = item.model_copy(
+            update={"lease_expires_at": min(now + self._policy.lease_seconds, cap)}
+        )
+        self._save(extended)
+        return extended
+
+    async def complete(self, item_id: str, *, tenant: str, worker: str) -> WorkItem:
+        """Finish the item; fenced like `heartbeat`."""
+        item = self._held(item_id, tenant, worker)
+        done = item.model_copy(update={"state": WorkState.COMPLETED, "lease_expires_at": None})
+        self._save(done)
+        self._forget_dedupe(done)
+        return done
+
+    async def fail(
+        self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
+    ) -> WorkItem:
+        """Record a failed attempt: requeue with backoff or dead-letter, per the policy."""
+        item = self._held(item_id, tenant, worker)
+        settlement = self._policy.settle_failure(
+            item.attempts, retryable=retryable, now=self._clock.now()
+        )
+        return self._settle(item, settlement, error)
+
+    async def reap(self) -> int:
+        """Return every claimed item whose lease lapsed (attempt counted, backoff applied)."""
+        now = self._clock.now()
+        count = 0
+        for slot in list(self._tables.items.values()):
+            item = slot.item()
+            lapsed = item.lease_expires_at is not None and item.lease_expires_at <= now
+            if item.state is WorkState.CLAIMED and lapsed:
+                settlement = self._policy.settle_failure(item.attempts, retryable=True, now=now)
+                self._settle(item, settlement, _LEASE_EXPIRED)
+                self._tables.reaped[item.queue] += 1
+                count += 1
+        return count
+
+    async def adopt(self, *, worker: str) -> int:
+        """Give back at once everything ``worker`` holds, lapsed or not (attempt counted)."""
+        identifier(worker, "worker")
+        now = self._clock.now()
+        count = 0
+        for slot in list(self._tables.items.values()):
+            item = slot.item()
+            if item.state is WorkState.CLAIMED and item.worker == worker:
+                settlement = self._policy.settle_failure(
+                    item.attempts, retryable=True, now=now, immediate=True
+                )
+                self._settle(item, settlement, _ADOPTED)
+                count += 1
+        return count
+
+    async def dead_letters(
+        self, *, tenant: str, limit: int = 50, queue: str | None = None
+    ) -> list[WorkItem]:
+        """Dead-lettered items of ``tenant`` (optionally of one queue), oldest first."""
+        identifier(tenant, "tenant")
+        if queue is not None:
+            identifier(queue, "queue")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
+        dead = sorted(
+            (
+                (slot.sequence, item)
+                for (owner, _), slot in self._tables.items.items()
+                if owner == tenant
+                and (item := slot.item()).state is WorkState.DEAD_LETTERED
+                and (queue is None or item.queue == queue)
+            ),
+            key=lambda pair: pair[0],
+        )
+        return [item for _, item in dead[:limit]]
+
+    async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
+        """Depth, claimed, dead-lettered, oldest due age and cumulative counters."""
+        identifier(queue, "queue")
+        now = self._clock.now()
+        counts: Counter[WorkState] = Counter()
+        oldest: float | None = None
+        for slot in self._tables.items.values():
+            item = slot.item()
+            if item.queue != queue:
+                continue
+            counts[item.state] += 1
+            due = item.available_at
+            if item.state is WorkState.QUEUED and due is not None and due <= now:
+                oldest = due if oldest is None else min(oldest, due)
+        return QueueStats(
+            depth=counts[WorkState.QUEUED],
+            claimed=counts[WorkState.CLAIMED],
+            dead_lettered=counts[WorkState.DEAD_LETTERED],
+            oldest_age_seconds=0.0 if oldest is None else now - oldest,
+            reaped=self._tables.reaped[queue],
+            duplicates_suppressed=self._tables.duplicates[queue],
+        )
+
+    # --- internals ------------------------------------------------------------------------
+
+    def _live(self, tenant: str, item_id: str) -> WorkItem | None:
+        slot = self._tables.items.get((tenant, item_id))
+        if slot is None:
+            return None
+        item = slot.item()
+        return None if item.state.terminal else item
+
+    def _held(self, item_id: str, tenant: str, worker: str, *, heartbeat: bool = False) -> WorkItem:
+        """The item if ``worker`` still holds its lease, else the reason it does not."""
+        identifier(item_id, "item_id")
+        identifier(tenant, "tenant")
+        identifier(worker, "worker")
+        slot = self._tables.items.get((tenant, item_id))
+        if slot is None:
+            raise WorkItemNotFoundError(item_id, tenant)
+        item = slot.item()
+        if item.state is not WorkState.CLAIMED or item.worker != worker:
+            holder = item.worker if item.state is WorkState.CLAIMED else None
+            raise LeaseLostError(item_id, worker, holder, "taken")
+        now = self._clock.now()
+        assert item.claimed_at is not None
+        assert item.lease_expires_at is not None
+        # Checked before expiry: a lease never outlives the cap, so past the cap it has
+        # always expired too, and "capped" is the reason the caller can act on.
+        if heartbeat and now - item.claimed_at >= self._policy.max_lease_seconds:
+            raise LeaseLostError(item_id, worker, worker, "capped")
+        if item.lease_expires_at <= now:
+            raise LeaseLostError(item_id, worker, worker, "expired")
+        return item
+
+    def _settle(self, item: WorkItem, settlement: Settlement, error: str) -> WorkItem:
+        common = {
+            "attempts": settlement.attempts,
+            "failures": (*item.failures, error),
+            "worker": None,
+            "lease_expires_at": None,
+            "claimed_at": None,
+        }
+        if settlement.dead:
+            settled = item.model_copy(update={**common, "state": WorkState.DEAD_LETTERED})
+            self._forget_dedupe(settled)
+        else:
+            settled = item.model_copy(
+                update={
+                    **common,
+                    "state": WorkState.QUEUED,
+                    "available_at": settlement.available_at,
+                }
+            )
+        self._save(settled)
+        return settled
+
+    def _save(self, item: WorkItem) -> None:
+        self._tables.items[(item.tenant, item.id)].text = item.model_dump_json()
+
+    def _forget_dedupe(self, item: WorkItem) -> None:
+        if item.dedupe_key is None:
+            return
+        key = (item.tenant, item.queue, item.dedupe_key)
+        if self._tables.dedupe.get(key) == item.id:
+            del self._tables.dedupe[key]
+
+
+__all__ = ["MemoryWorkQueue"]
