@@ -1,0 +1,344 @@
+"""Workflow records and fenced claims in a SQLite file, timed by SQLite's own clock."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from durably.codec import CheckpointCodec, JsonCodec
+from durably.errors import Fenced, InvalidInputError
+from durably.sqlite.connection import Database, Transaction
+from durably.sqlite.statements import load_statements
+from durably.status import WorkflowInfo, WorkflowStatus
+from durably.validation import identifier, positive
+from durably.workflows import INBOX_DIGITS, INBOX_PREFIX, Entry, Pass, Recorded, Written, inbox_key
+
+_SQL = load_statements("checkpointer.sql")
+_INBOX_PATTERN = INBOX_PREFIX + "[0-9]" * INBOX_DIGITS
+
+SqliteEffect = Callable[[sqlite3.Cursor], object]
+"""What `SqliteCheckpointer.transact` commits with a record: a synchronous callback given a
+cursor in the open transaction; its return value is recorded."""
+
+
+def _at(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, tz=UTC)
+
+
+def _info(row: sqlite3.Row) -> WorkflowInfo:
+    return WorkflowInfo(
+        workflow=row["workflow"],
+        status=WorkflowStatus(row["status"]),
+        attempts=row["attempts"],
+        last_error=row["last_error"],
+        updated_at=_at(row["updated_at"]),
+    )
+
+
+def _check_pass(holder: Pass) -> None:
+    identifier(holder.workflow, "workflow")
+    if isinstance(holder.token, bool) or not isinstance(holder.token, int):
+        raise InvalidInputError(f"a pass token is an int, got {holder.token!r}")
+
+
+class BoundSqliteCheckpointer:
+    """The checkpointer's operations inside an open `Transaction` (synchronous).
+
+    Obtain it with `SqliteCheckpointer.bound(tx)`; `SqliteDurable` joins it with the
+    scheduler's in one commit. Values are already-encoded text here.
+    """
+
+    def __init__(self, tx: Transaction, codec: CheckpointCodec) -> None:
+        self._tx = tx
+        self._codec = codec
+
+    def load(self, workflow: str) -> dict[str, object]:
+        """Every record, decoded, in first-recorded order."""
+        rows = self._tx.all(_SQL["load"], {"workflow": workflow})
+        return {row["key"]: self._codec.decode(row["value"]) for row in rows}
+
+    def history(self, workflow: str) -> dict[str, Written]:
+        """Every record with the time it landed, in first-recorded order."""
+        rows = self._tx.all(_SQL["history"], {"workflow": workflow})
+        return {
+            row["key"]: Written(self._codec.decode(row["value"]), _at(row["written_at"]))
+            for row in rows
+        }
+
+    def claim(self, workflow: str, budget: float, alive: float) -> Pass | None:
+        """Take the workflow unless a live claim holds it."""
+        now = self._tx.store_now
+        row = self._tx.one(_SQL["get_claim"], {"workflow": workflow})
+        if row is not None and row["alive_until"] > now:
+            return None
+        token = 1 if row is None else row["token"] + 1
+        held_until = now + budget
+        self._tx.execute(
+            _SQL["take_claim"],
+            {
+                "workflow": workflow,
+                "token": token,
+                "held_until": held_until,
+                "alive_until": min(now + alive, held_until),
+                "alive_for": alive,
+            },
+        )
+        return Pass(workflow, token)
+
+    def renew(self, holder: Pass, alive: float) -> bool:
+        """Push liveness out within the budget; False if superseded or spent."""
+        params = {
+            "workflow": holder.workflow,
+            "token": holder.token,
+            "now": self._tx.store_now,
+            "alive": alive,
+        }
+        return self._tx.execute(_SQL["renew_claim"], params).rowcount > 0
+
+    def extend(self, holder: Pass, budget: float, alive: float) -> bool:
+        """Grow the budget (never shrink it) and renew; False if superseded."""
+        params = {
+            "workflow": holder.workflow,
+            "token": holder.token,
+            "now": self._tx.store_now,
+            "budget": budget,
+            "alive": alive,
+        }
+        return self._tx.execute(_SQL["extend_claim"], params).rowcount > 0
+
+    def fence(self, holder: Pass) -> None:
+        """Raise `Fenced` unless ``holder`` carries the workflow's current token."""
+        row = self._tx.one(_SQL["get_claim"], {"workflow": holder.workflow})
+        if row is None or row["token"] != holder.token:
+            raise Fenced(holder.workflow, holder.token)
+
+    def record(self, holder: Pass, key: str, encoded: str) -> Recorded[object]:
+        """Write ``key`` once for ``holder`` (fenced) and renew its liveness."""
+        self.fence(holder)
+        recorded = self.insert(holder.workflow, key, encoded)
+        self._tx.execute(
+            _SQL["touch_claim"],
+            {"workflow": holder.workflow, "token": holder.token, "now": self._tx.store_now},
+        )
+        return recorded
+
+    def recorded(self, workflow: str, key: str) -> Recorded[object] | None:
+        """The value already under ``key`` (as a losing write sees it), or None."""
+        row = self._tx.one(_SQL["get_record"], {"workflow": workflow, "key": key})
+        return None if row is None else Recorded(self._codec.decode(row["value"]), False)
+
+    def insert(self, workflow: str, key: str, encoded: str) -> Recorded[object]:
+        """Insert-if-absent; ``first`` if this write landed or matches the stored text."""
+        params = {"workflow": workflow, "key": key, "value": encoded, "now": self._tx.store_now}
+        if self._tx.execute(_SQL["insert_record"], params).rowcount > 0:
+            return Recorded(self._codec.decode(encoded), True)
+        stored = self._tx.row(_SQL["get_record"], {"workflow": workflow, "key": key})["value"]
+        return Recorded(self._codec.decode(stored), stored == encoded)
+
+    def append(self, workflow: str, encoded: str) -> Entry:
+        """Add a message under the next ``inbox:`` key of ``workflow``."""
+        last = self._tx.one(
+            _SQL["last_inbox_key"], {"workflow": workflow, "pattern": _INBOX_PATTERN}
+        )
+        position = 1 if last is None else int(last["key"][len(INBOX_PREFIX) :]) + 1
+        key = inbox_key(position)
+        self.insert(workflow, key, encoded)
+        return Entry(key, self._codec.decode(encoded))
+
+    def discard(self, workflow: str) -> int:
+        """Delete every record and the status, and fence the holder; the count deleted."""
+        params = {"workflow": workflow}
+        deleted = self._tx.execute(_SQL["delete_records"], params).rowcount
+        self._tx.execute(_SQL["delete_status"], params)
+        self._tx.execute(_SQL["fence_claim"], {**params, "now": self._tx.store_now})
+        return deleted
+
+    def release(self, holder: Pass) -> None:
+        """End ``holder``'s claim now (if it is current) without rewinding its token."""
+        self._tx.execute(
+            _SQL["release_claim"],
+            {"workflow": holder.workflow, "token": holder.token, "now": self._tx.store_now},
+        )
+
+    def set_status(
+        self, holder: Pass, status: WorkflowStatus, *, attempts: int, error: str | None
+    ) -> WorkflowInfo:
+        """Store the status for ``holder`` (fenced)."""
+        self.fence(holder)
+        params = {
+            "workflow": holder.workflow,
+            "status": status.value,
+            "attempts": attempts,
+            "last_error": error,
+            "now": self._tx.store_now,
+        }
+        self._tx.execute(_SQL["set_status"], params)
+        return _info(self._tx.row(_SQL["get_status"], {"workflow": holder.workflow}))
+
+    def get_status(self, workflow: str) -> WorkflowInfo | None:
+        """The last reported status, or None."""
+        row = self._tx.one(_SQL["get_status"], {"workflow": workflow})
+        return None if row is None else _info(row)
+
+    def list_status(
+        self, *, status: WorkflowStatus | None, limit: int, after: str | None
+    ) -> list[WorkflowInfo]:
+        """Statuses in workflow-id order after ``after``."""
+        params = {
+            "status": None if status is None else status.value,
+            "after": after,
+            "limit": limit,
+        }
+        return [_info(row) for row in self._tx.all(_SQL["list_status"], params)]
+
+
+class SqliteCheckpointer:
+    """A `Checkpointer` over a SQLite `Database`; its effects are `SqliteEffect` callbacks.
+
+    Claims are timed by SQLite's clock (`unixepoch('subsec')`, or julianday on SQLite
+    before 3.42). Values are stored as the codec's text.
+    """
+
+    def __init__(self, database: Database, *, codec: CheckpointCodec | None = None) -> None:
+        self._db = database
+        self._codec: CheckpointCodec = codec if codec is not None else JsonCodec()
+
+    @property
+    def codec(self) -> CheckpointCodec:
+        """The codec values are stored with."""
+        return self._codec
+
+    @property
+    def database(self) -> Database:
+        """The database this checkpointer lives in."""
+        return self._db
+
+    def bound(self, tx: Transaction) -> BoundSqliteCheckpointer:
+        """This checkpointer's operations inside the open transaction ``tx``."""
+        return BoundSqliteCheckpointer(tx, self._codec)
+
+    async def load(self, workflow: str) -> dict[str, object]:
+        """Every record, decoded, in first-recorded order; ``{}`` for an unknown workflow."""
+        identifier(workflow, "workflow")
+        return await self._db.transaction(lambda tx: self.bound(tx).load(workflow), write=False)
+
+    async def history(self, workflow: str) -> dict[str, Written]:
+        """Every record with the (UTC) time it landed, in first-recorded order."""
+        identifier(workflow, "workflow")
+        return await self._db.transaction(lambda tx: self.bound(tx).history(workflow), write=False)
+
+    async def claim(self, workflow: str, budget: float, alive: float) -> Pass | None:
+        """Take the workflow if no live pass holds it; None if one does."""
+        identifier(workflow, "workflow")
+        budget = positive(budget, "budget")
+        alive = positive(alive, "alive")
+        return await self._db.transaction(lambda tx: self.bound(tx).claim(workflow, budget, alive))
+
+    async def renew(self, holder: Pass, alive: float) -> bool:
+        """Push the liveness window out (never past the budget); False if superseded or
+        the budget is spent."""
+        _check_pass(holder)
+        alive = positive(alive, "alive")
+        return await self._db.transaction(lambda tx: self.bound(tx).renew(holder, alive))
+
+    async def extend(self, holder: Pass, budget: float, alive: float) -> bool:
+        """Grow the budget (never shrink it) and renew; False if superseded."""
+        _check_pass(holder)
+        budget = positive(budget, "budget")
+        alive = positive(alive, "alive")
+        return await self._db.transaction(lambda tx: self.bound(tx).extend(holder, budget, alive))
+
+    async def record(self, holder: Pass, key: str, value: object) -> Recorded[object]:
+        """Write ``key`` once (first writer wins); raises `Fenced` if ``holder`` was
+        superseded, writing nothing."""
+        _check_pass(holder)
+        identifier(key, "key")
+        encoded = self._codec.encode(value)
+        return await self._db.transaction(lambda tx: self.bound(tx).record(holder, key, encoded))
+
+    async def transact(self, holder: Pass, key: str, effect: SqliteEffect) -> Recorded[object]:
+        """Run ``effect`` and record its value in one commit, exactly once across passes.
+
+        A recorded key returns without running the effect; a superseded pass gets `Fenced`
+        before it runs; an effect that raises leaves neither its writes nor a record, and
+        its exception is re-raised.
+        """
+        _check_pass(holder)
+        identifier(key, "key")
+
+        def run(tx: Transaction) -> Recorded[object]:
+            bound = self.bound(tx)
+            done = bound.recorded(holder.workflow, key)
+            if done is not None:
+                return done
+            bound.fence(holder)
+            value = effect(tx.cursor())
+            tx.ensure_open()
+            return bound.record(holder, key, self._codec.encode(value))
+
+        return await self._db.transaction(run)
+
+    async def supply(self, workflow: str, key: str, value: object) -> Recorded[object]:
+        """First-writer-wins write from outside any pass; takes no claim."""
+        identifier(workflow, "workflow")
+        identifier(key, "key")
+        encoded = self._codec.encode(value)
+        return await self._db.transaction(lambda tx: self.bound(tx).insert(workflow, key, encoded))
+
+    async def append(self, workflow: str, value: object) -> Entry:
+        """Add a message under the next ``inbox:`` key (append order, also concurrently)."""
+        identifier(workflow, "workflow")
+        encoded = self._codec.encode(value)
+        return await self._db.transaction(lambda tx: self.bound(tx).append(workflow, encoded))
+
+    async def discard(self, workflow: str) -> int:
+        """Delete every record and the status and fence the holder, atomically; the count."""
+        identifier(workflow, "workflow")
+        return await self._db.transaction(lambda tx: self.bound(tx).discard(workflow))
+
+    async def release(self, holder: Pass) -> None:
+        """End ``holder``'s claim now without rewinding its token."""
+        _check_pass(holder)
+        await self._db.transaction(lambda tx: self.bound(tx).release(holder))
+
+    async def set_status(
+        self,
+        holder: Pass,
+        status: WorkflowStatus,
+        *,
+        attempts: int = 0,
+        error: str | None = None,
+    ) -> WorkflowInfo:
+        """Report the workflow's status; `Fenced` if ``holder`` was superseded."""
+        _check_pass(holder)
+        status = WorkflowStatus(status)
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
+            raise InvalidInputError(f"attempts must be a non-negative int, got {attempts!r}")
+        return await self._db.transaction(
+            lambda tx: self.bound(tx).set_status(holder, status, attempts=attempts, error=error)
+        )
+
+    async def get_status(self, workflow: str) -> WorkflowInfo | None:
+        """The last reported status, or None (never reported, or discarded)."""
+        identifier(workflow, "workflow")
+        return await self._db.transaction(
+            lambda tx: self.bound(tx).get_status(workflow), write=False
+        )
+
+    async def list_status(
+        self, *, status: WorkflowStatus | None = None, limit: int = 50, after: str | None = None
+    ) -> list[WorkflowInfo]:
+        """Statuses ordered by workflow id (code points), those after ``after``."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidInputError(f"limit must be a positive int, got {limit!r}")
+        if after is not None:
+            identifier(after, "after")
+        wanted = None if status is None else WorkflowStatus(status)
+        return await self._db.transaction(
+            lambda tx: self.bound(tx).list_status(status=wanted, limit=limit, after=after),
+            write=False,
+        )
+
+
+__all__ = ["BoundSqliteCheckpointer", "SqliteCheckpointer", "SqliteEffect"]

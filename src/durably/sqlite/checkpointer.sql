@@ -1,0 +1,90 @@
+-- Workflow records, claims and statuses. Times here are the store's clock (:now), read once
+-- per transaction from SQLite itself; each operation runs inside BEGIN IMMEDIATE.
+
+-- name: load
+SELECT key, value FROM durably_workflow_checkpoint WHERE workflow = :workflow ORDER BY position
+
+-- name: history
+SELECT key, value, written_at FROM durably_workflow_checkpoint
+WHERE workflow = :workflow ORDER BY position
+
+-- name: get_record
+SELECT value FROM durably_workflow_checkpoint WHERE workflow = :workflow AND key = :key
+
+-- name: insert_record
+-- First writer wins: a recorded key is never overwritten.
+INSERT INTO durably_workflow_checkpoint (workflow, key, value, written_at)
+VALUES (:workflow, :key, :value, :now)
+ON CONFLICT (workflow, key) DO NOTHING
+
+-- name: last_inbox_key
+-- Inbox keys are zero-padded, so the greatest key is the latest message.
+SELECT key FROM durably_workflow_checkpoint
+WHERE workflow = :workflow AND key GLOB :pattern
+ORDER BY key DESC
+LIMIT 1
+
+-- name: delete_records
+DELETE FROM durably_workflow_checkpoint WHERE workflow = :workflow
+
+-- name: get_claim
+SELECT token, held_until, alive_until, alive_for FROM durably_workflow_claim
+WHERE workflow = :workflow
+
+-- name: take_claim
+-- The caller checked that no live claim exists (alive_until <= now) under the write lock.
+INSERT INTO durably_workflow_claim (workflow, token, held_until, alive_until, alive_for)
+VALUES (:workflow, :token, :held_until, :alive_until, :alive_for)
+ON CONFLICT (workflow) DO UPDATE
+SET token = excluded.token, held_until = excluded.held_until,
+    alive_until = excluded.alive_until, alive_for = excluded.alive_for
+
+-- name: renew_claim
+-- Liveness never outlasts the budget.
+UPDATE durably_workflow_claim
+SET alive_until = MIN(:now + :alive, held_until)
+WHERE workflow = :workflow AND token = :token AND held_until > :now
+
+-- name: extend_claim
+-- The budget never shrinks; then liveness is renewed within it.
+UPDATE durably_workflow_claim
+SET held_until = MAX(held_until, :now + :budget),
+    alive_until = MIN(:now + :alive, MAX(held_until, :now + :budget))
+WHERE workflow = :workflow AND token = :token
+
+-- name: touch_claim
+-- A successful write renews liveness for the claim's own window.
+UPDATE durably_workflow_claim
+SET alive_until = MIN(:now + alive_for, held_until)
+WHERE workflow = :workflow AND token = :token
+
+-- name: release_claim
+UPDATE durably_workflow_claim SET held_until = :now, alive_until = :now
+WHERE workflow = :workflow AND token = :token
+
+-- name: fence_claim
+-- Discard raises the fence: the holder is superseded and the claim is free.
+UPDATE durably_workflow_claim
+SET token = token + 1, held_until = :now, alive_until = :now
+WHERE workflow = :workflow
+
+-- name: set_status
+INSERT INTO durably_workflow_status (workflow, status, attempts, last_error, updated_at)
+VALUES (:workflow, :status, :attempts, :last_error, :now)
+ON CONFLICT (workflow) DO UPDATE
+SET status = excluded.status, attempts = excluded.attempts,
+    last_error = excluded.last_error, updated_at = excluded.updated_at
+
+-- name: get_status
+SELECT workflow, status, attempts, last_error, updated_at FROM durably_workflow_status
+WHERE workflow = :workflow
+
+-- name: list_status
+-- SQLite's BINARY collation compares UTF-8 bytes: code-point order.
+SELECT workflow, status, attempts, last_error, updated_at FROM durably_workflow_status
+WHERE (:status IS NULL OR status = :status) AND (:after IS NULL OR workflow > :after)
+ORDER BY workflow
+LIMIT :limit
+
+-- name: delete_status
+DELETE FROM durably_workflow_status WHERE workflow = :workflow

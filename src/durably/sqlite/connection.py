@@ -1,0 +1,352 @@
+"""One SQLite connection on its own thread, and the transactions that run on it.
+
+Every transaction is ONE job on the connection's thread: BEGIN, the caller's synchronous
+function, COMMIT (or ROLLBACK) all run there without returning to the event loop. A caller
+cancelled while it awaits cannot stop the job midway, so the connection is never handed to
+the next caller with a transaction open; `Database.close` queues behind such a job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import random
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from durably.errors import ConfigurationError, DurablyError, StatePersistenceError
+from durably.sqlite.settings import SqliteStoreSettings
+from durably.sqlite.statements import load_script, load_statements
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+"""The schema version this code writes and understands (`durably_schema_version`)."""
+
+_SQL = load_statements("connection.sql")
+_SCHEMA = load_script("schema.sql")
+# 'subsec' arrived in SQLite 3.42; before that julianday('now') carries the milliseconds.
+_NOW = _SQL["now_subsec"] if sqlite3.sqlite_version_info >= (3, 42, 0) else _SQL["now_julianday"]
+_BUSY = frozenset({"SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_BUSY_SNAPSHOT", "SQLITE_BUSY_RECOVERY"})
+Params = tuple[Any, ...] | dict[str, Any]
+
+
+class DatabaseClosedError(DurablyError):
+    """The database was closed; open a new one with `connect`."""
+
+
+class TransactionEndedError(DurablyError):
+    """A callback ended the transaction itself (COMMIT or ROLLBACK on the cursor it was
+    given); nothing after that point was written, and the callback's work may be lost."""
+
+
+class _LockBusy(Exception):
+    """BEGIN IMMEDIATE did not get the write lock within the busy timeout."""
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
+    name = getattr(exc, "sqlite_errorname", "")
+    return name in _BUSY or "locked" in str(exc)
+
+
+class Transaction:
+    """The open transaction a bound store works through, on the database's thread.
+
+    Valid only inside the function given to `Database.transaction`; do not keep it.
+    """
+
+    __slots__ = ("_connection", "_now", "database")
+
+    def __init__(self, database: Database, connection: sqlite3.Connection) -> None:
+        self.database = database
+        self._connection = connection
+        self._now: float | None = None
+
+    @property
+    def store_now(self) -> float:
+        """SQLite's own clock (seconds since the epoch), read once per transaction."""
+        if self._now is None:
+            self._now = float(self.row(_NOW)[0])
+        return self._now
+
+    def cursor(self) -> sqlite3.Cursor:
+        """A cursor in this transaction, for callbacks that run their own statements."""
+        return self._connection.cursor()
+
+    def execute(self, sql: str, params: Params = ()) -> sqlite3.Cursor:
+        """Run one of durably's statements; a SQLite failure becomes `StatePersistenceError`."""
+        try:
+            return self._connection.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise self.database.persistence_error(exc) from exc
+
+    def one(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
+        """The first row of a query, or None."""
+        row: sqlite3.Row | None = self.execute(sql, params).fetchone()
+        return row
+
+    def all(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
+        """Every row of a query."""
+        rows: list[sqlite3.Row] = self.execute(sql, params).fetchall()
+        return rows
+
+    def row(self, sql: str, params: Params = ()) -> sqlite3.Row:
+        """The first row of a query that always returns one."""
+        found = self.one(sql, params)
+        assert found is not None, "the statement returns a row"
+        return found
+
+    def ensure_open(self) -> None:
+        """Raise `TransactionEndedError` if a callback committed or rolled back on its own."""
+        if not self._connection.in_transaction:
+            raise TransactionEndedError(
+                f"the transaction on {self.database.path} was ended inside a callback "
+                "(COMMIT or ROLLBACK); durably's own writes were not made"
+            )
+
+
+class Database:
+    """A SQLite file opened by `connect`: one connection, one thread, serial transactions.
+
+    Share one `Database` between the stores that must commit together (`SqliteDurable`,
+    `Database.transaction` with bound stores). Several processes may open the same file.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        settings: SqliteStoreSettings,
+        executor: ThreadPoolExecutor,
+        connection: sqlite3.Connection,
+    ) -> None:
+        self._path = path
+        self._settings = settings
+        self._executor = executor
+        self._connection: sqlite3.Connection | None = connection
+        self._closed = False
+        self._pulse: asyncio.Event | None = None
+
+    @property
+    def path(self) -> str:
+        """The database file."""
+        return self._path
+
+    @property
+    def settings(self) -> SqliteStoreSettings:
+        """The settings it was opened with."""
+        return self._settings
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close` was called."""
+        return self._closed
+
+    def __repr__(self) -> str:
+        return f"Database({self._path!r})"
+
+    # --- transactions --------------------------------------------------------------------
+
+    async def transaction(self, fn: Callable[[Transaction], T], *, write: bool = True) -> T:
+        """Run ``fn(tx)`` in one transaction on the database thread and return its result.
+
+        ``write=True`` takes the write lock first (`BEGIN IMMEDIATE`), so a read-check-write
+        in ``fn`` is atomic across processes. If ``fn`` raises, everything it wrote is
+        rolled back and its exception is re-raised as itself. ``fn`` runs on another thread:
+        it must not touch the event loop. A busy lock is retried ``max_attempts`` times
+        before `StatePersistenceError(reason="contended")`.
+        """
+        delay = self._settings.backoff_seconds
+        attempt = 1
+        while True:
+            try:
+                return await self._submit(functools.partial(self._run, fn, write))
+            except _LockBusy as busy:
+                if attempt >= self._settings.max_attempts:
+                    raise StatePersistenceError(
+                        self.label, "contended", f"write lock busy after {attempt} tries"
+                    ) from busy.__cause__
+            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+            delay *= 2
+            attempt += 1
+
+    async def _submit(self, job: Callable[[], T]) -> T:
+        if self._closed:
+            raise DatabaseClosedError(f"SQLite database {self._path} is closed")
+        return await asyncio.wrap_future(self._executor.submit(job))
+
+    def _run(self, fn: Callable[[Transaction], T], write: bool) -> T:
+        # Runs on the database thread, start to finish: nothing here awaits.
+        connection = self._connection
+        if connection is None:
+            raise DatabaseClosedError(f"SQLite database {self._path} is closed")
+        try:
+            connection.execute(_SQL["begin_write" if write else "begin_read"])
+        except sqlite3.Error as exc:
+            if _is_busy(exc):
+                raise _LockBusy() from exc
+            raise self.persistence_error(exc) from exc
+        try:
+            tx = Transaction(self, connection)
+            result = fn(tx)
+            tx.ensure_open()
+            try:
+                connection.commit()
+            except sqlite3.Error as exc:
+                raise self.persistence_error(exc) from exc
+            return result
+        except BaseException:
+            # Report the failure as itself: a rollback of a transaction that is already
+            # gone (ended by a callback, or by SQLite after an I/O error) must not mask it.
+            if connection.in_transaction:
+                try:
+                    connection.rollback()
+                except sqlite3.Error:
+                    pass
+            raise
+
+    def persistence_error(self, exc: sqlite3.Error) -> StatePersistenceError:
+        """The `StatePersistenceError` a SQLite failure stands for."""
+        name = getattr(exc, "sqlite_errorname", "")
+        if _is_busy(exc):
+            return StatePersistenceError(self.label, "contended", str(exc))
+        if name == "SQLITE_TOOBIG":
+            return StatePersistenceError(self.label, "too_large", str(exc))
+        return StatePersistenceError(self.label, "unavailable", f"{name or 'error'}: {exc}")
+
+    @property
+    def label(self) -> str:
+        """How errors name this store."""
+        return f"sqlite {self._path}"
+
+    # --- wakeups between schedulers of this process --------------------------------------
+
+    def notify_ready(self) -> None:
+        """Wake every `next_ready` of this process waiting on this database."""
+        if self._pulse is not None:
+            self._pulse.set()
+            self._pulse = None
+
+    def ready_pulse(self) -> asyncio.Event:
+        """An event set by the next `notify_ready` (take it before looking for work)."""
+        if self._pulse is None:
+            self._pulse = asyncio.Event()
+        return self._pulse
+
+    # --- closing -------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Close the connection after every job already queued, including one a cancelled
+        caller left running, has finished. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            await asyncio.wrap_future(self._executor.submit(self._close_connection))
+        finally:
+            self._executor.shutdown(wait=False)
+
+    def _close_connection(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+
+    async def __aenter__(self) -> Database:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+
+async def connect(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    settings: SqliteStoreSettings | None = None,
+) -> Database:
+    """Open (creating if needed) the durably database at ``path`` and migrate it.
+
+    The file is put in WAL mode with ``synchronous=FULL`` and the settings' busy timeout;
+    the schema is created idempotently under the write lock. Raises `ConfigurationError`
+    naming the file when it cannot be opened or written, is not a SQLite database, or has
+    a schema version newer than this code understands.
+    """
+    if settings is None:
+        if path is None:
+            raise ConfigurationError("connect() needs a path or SqliteStoreSettings")
+        settings = SqliteStoreSettings(path=os.fspath(path))
+    elif path is not None:
+        settings = settings.model_copy(update={"path": os.fspath(path)})
+    resolved = settings.path
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="durably-sqlite")
+    try:
+        connection = await asyncio.wrap_future(executor.submit(_open, resolved, settings))
+    except BaseException:
+        executor.shutdown(wait=False)
+        raise
+    return Database(resolved, settings, executor, connection)
+
+
+def _open(path: str, settings: SqliteStoreSettings) -> sqlite3.Connection:
+    if path != ":memory:":
+        target = Path(path)
+        if target.is_dir():
+            raise ConfigurationError(f"cannot use {path} as a SQLite database: it is a directory")
+        if not target.parent.is_dir():
+            raise ConfigurationError(
+                f"cannot create SQLite database {path}: directory {target.parent} does not exist"
+            )
+    try:
+        connection = sqlite3.connect(
+            path,
+            timeout=settings.busy_timeout_seconds,
+            isolation_level=None,  # durably issues BEGIN/COMMIT itself
+        )
+    except sqlite3.Error as exc:
+        raise ConfigurationError(f"cannot open SQLite database {path}: {exc}") from exc
+    connection.row_factory = sqlite3.Row
+    try:
+        connection.execute(_SQL["journal_wal"]).fetchall()
+        connection.execute(_SQL["synchronous_full"])
+        _migrate(connection, path)
+    except ConfigurationError:
+        connection.close()
+        raise
+    except sqlite3.Error as exc:
+        connection.close()
+        raise ConfigurationError(f"cannot use {path} as a durably SQLite database: {exc}") from exc
+    return connection
+
+
+def _migrate(connection: sqlite3.Connection, path: str) -> None:
+    connection.execute(_SQL["begin_write"])
+    try:
+        connection.execute(_SQL["create_schema_version"])
+        row = connection.execute(_SQL["get_schema_version"]).fetchone()
+        found = 0 if row is None else int(row[0])
+        if found > SCHEMA_VERSION:
+            raise ConfigurationError(
+                f"SQLite database {path} has durably schema version {found}, newer than "
+                f"version {SCHEMA_VERSION} this durably understands; upgrade durably"
+            )
+        if found < SCHEMA_VERSION:
+            for statement in _SCHEMA:
+                connection.execute(statement)
+            connection.execute(_SQL["set_schema_version"], {"version": SCHEMA_VERSION})
+        connection.commit()
+    except BaseException:
+        if connection.in_transaction:
+            connection.rollback()
+        raise
+
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Database",
+    "DatabaseClosedError",
+    "Transaction",
+    "TransactionEndedError",
+    "connect",
+]

@@ -1,0 +1,35 @@
+-- Statements of the connection itself: the schema version and the store's clock.
+
+-- name: create_schema_version
+CREATE TABLE IF NOT EXISTS durably_schema_version (
+    singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+    version INTEGER NOT NULL
+)
+
+-- name: get_schema_version
+SELECT version FROM durably_schema_version WHERE singleton = 1
+
+-- name: set_schema_version
+INSERT INTO durably_schema_version (singleton, version) VALUES (1, :version)
+ON CONFLICT (singleton) DO UPDATE SET version = excluded.version
+
+-- name: now_subsec
+-- The store's clock in seconds since the epoch (SQLite >= 3.42 has 'subsec').
+SELECT unixepoch('now', 'subsec')
+
+-- name: now_julianday
+-- The same clock on older SQLite: milliseconds are kept by julianday('now').
+SELECT (julianday('now') - 2440587.5) * 86400.0
+
+-- name: begin_write
+-- Takes the write lock at once, so a read-check-write cannot be overtaken by another process.
+BEGIN IMMEDIATE
+
+-- name: begin_read
+BEGIN DEFERRED
+
+-- name: journal_wal
+PRAGMA journal_mode = WAL
+
+-- name: synchronous_full
+PRAGMA synchronous = FULL

@@ -1,0 +1,81 @@
+"""`SqliteDurable`: the transitions that cross records and wakeups, each in one commit."""
+
+from __future__ import annotations
+
+from durably.errors import ConfigurationError
+from durably.sqlite.checkpointer import SqliteCheckpointer, SqliteEffect
+from durably.sqlite.connection import Transaction
+from durably.sqlite.scheduler import SqliteScheduler
+from durably.validation import identifier
+from durably.workflows import Entry, Recorded
+
+
+class SqliteDurable:
+    """A `Durable` whose `arrive`, `deliver` and `delete` each commit in one transaction.
+
+    Raises `ConfigurationError` at construction unless the checkpointer and the scheduler
+    share one `Database` (one connection is what makes the single commit possible).
+    """
+
+    def __init__(self, checkpointer: SqliteCheckpointer, scheduler: SqliteScheduler) -> None:
+        if checkpointer.database is not scheduler.database:
+            raise ConfigurationError(
+                "SqliteDurable needs a checkpointer and a scheduler on the same Database "
+                f"(got {checkpointer.database.path} and {scheduler.database.path}); "
+                "use SplitDurable to compose stores that cannot commit together"
+            )
+        self._checkpointer = checkpointer
+        self._scheduler = scheduler
+        self._db = checkpointer.database
+
+    @property
+    def checkpointer(self) -> SqliteCheckpointer:
+        """Where records and claims live."""
+        return self._checkpointer
+
+    @property
+    def scheduler(self) -> SqliteScheduler:
+        """Where wakeups live."""
+        return self._scheduler
+
+    async def arrive(self, workflow: str, key: str, value: object) -> Recorded[object]:
+        """Supply ``key`` (first writer wins) and make the workflow ready, in one commit."""
+        identifier(workflow, "workflow")
+        identifier(key, "key")
+        encoded = self._checkpointer.codec.encode(value)
+
+        def arrive(tx: Transaction) -> Recorded[object]:
+            recorded = self._checkpointer.bound(tx).insert(workflow, key, encoded)
+            self._scheduler.bound(tx).make_ready(workflow)
+            return recorded
+
+        recorded = await self._db.transaction(arrive)
+        self._db.notify_ready()
+        return recorded
+
+    async def deliver(self, workflow: str, value: object) -> Entry:
+        """Append a message and make the workflow ready, in one commit."""
+        identifier(workflow, "workflow")
+        encoded = self._checkpointer.codec.encode(value)
+
+        def deliver(tx: Transaction) -> Entry:
+            entry = self._checkpointer.bound(tx).append(workflow, encoded)
+            self._scheduler.bound(tx).make_ready(workflow)
+            return entry
+
+        entry = await self._db.transaction(deliver)
+        self._db.notify_ready()
+        return entry
+
+    async def delete(self, workflow: str) -> int:
+        """Cancel the workflow's wakeups and discard its records in one commit; the count."""
+        identifier(workflow, "workflow")
+
+        def delete(tx: Transaction) -> int:
+            self._scheduler.bound(tx).cancel(workflow)
+            return self._checkpointer.bound(tx).discard(workflow)
+
+        return await self._db.transaction(delete)
+
+
+__all__ = ["SqliteDurable", "SqliteEffect"]

@@ -1,0 +1,374 @@
+"""Work items in a SQLite file: one `BEGIN IMMEDIATE` per operation, claims included."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from typing import TypeVar
+
+from durably.clock import Clock, SystemClock
+from durably.errors import (
+    LeaseLostError,
+    QueueUnavailableError,
+    StatePersistenceError,
+    WorkItemNotFoundError,
+)
+from durably.sqlite.connection import Database, Transaction
+from durably.sqlite.statements import load_statements
+from durably.validation import identifier
+from durably.work import (
+    DEFAULT_QUEUE,
+    QueuePolicy,
+    QueueStats,
+    Settlement,
+    WorkItem,
+    WorkPriority,
+    WorkState,
+)
+
+_SQL = load_statements("queue.sql")
+_REAPED_ERROR = "lease expired"
+_ADOPTED_ERROR = "adopted after restart"
+
+
+def _item(row: sqlite3.Row) -> WorkItem:
+    return WorkItem(
+        id=row["id"],
+        tenant=row["tenant"],
+        queue=row["queue"],
+        payload=json.loads(row["payload"]),
+        priority=WorkPriority(row["priority"]),
+        dedupe_key=row["dedupe_key"],
+        attempts=row["attempts"],
+        state=WorkState(row["state"]),
+        worker=row["worker"],
+        enqueued_at=row["enqueued_at"],
+        available_at=row["available_at"],
+        lease_expires_at=row["lease_expires_at"],
+        first_claimed_at=row["first_claimed_at"],
+        claimed_at=row["claimed_at"],
+        failures=tuple(json.loads(row["failures"])),
+    )
+
+
+class BoundSqliteWorkQueue:
+    """The queue's operations inside an open `Transaction` (synchronous).
+
+    Obtain it with `SqliteWorkQueue.bound(tx)` inside `Database.transaction`, e.g. to queue
+    work in the same commit as the run that asks for it. Same semantics as `SqliteWorkQueue`.
+    """
+
+    def __init__(self, tx: Transaction, clock: Clock, policy: QueuePolicy) -> None:
+        self._tx = tx
+        self._clock = clock
+        self._policy = policy
+
+    def enqueue(self, item: WorkItem) -> WorkItem:
+        """Queue ``item``; a live item with its id or dedupe key is returned unchanged."""
+        tx = self._tx
+        existing = tx.one(_SQL["get_item"], {"tenant": item.tenant, "id": item.id})
+        live = existing if existing is not None and existing["state"] in _LIVE else None
+        if live is None and item.dedupe_key is not None:
+            live = tx.one(
+                _SQL["live_by_dedupe_key"],
+                {"tenant": item.tenant, "queue": item.queue, "dedupe_key": item.dedupe_key},
+            )
+        if live is not None:
+            tx.execute(_SQL["count_duplicate"], {"queue": item.queue})
+            return _item(live)
+        if existing is not None:
+            # A terminal item frees its id: the new one replaces it.
+            tx.execute(_SQL["delete_item"], {"seq": existing["seq"]})
+        now = self._clock.now()
+        row = tx.row(
+            _SQL["insert_item"],
+            {
+                "tenant": item.tenant,
+                "id": item.id,
+                "queue": item.queue,
+                "payload": json.dumps(item.payload),
+                "priority": int(item.priority),
+                "dedupe_key": item.dedupe_key,
+                "attempts": item.attempts,
+                "enqueued_at": now,
+                "available_at": now if item.available_at is None else item.available_at,
+                "failures": json.dumps(list(item.failures)),
+            },
+        )
+        return _item(row)
+
+    def claim(
+        self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None
+    ) -> WorkItem | None:
+        """Take one due item: tenants in rotation, then priority, then age; None if none."""
+        tx = self._tx
+        now = self._clock.now()
+        lease = self._policy.lease_for(lease_seconds)
+        tenant = tx.one(_SQL["next_tenant"], {"queue": queue, "now": now})
+        if tenant is None:
+            return None
+        row = tx.row(
+            _SQL["claim_next_of_tenant"],
+            {
+                "queue": queue,
+                "tenant": tenant[0],
+                "worker": worker,
+                "now": now,
+                "lease_expires_at": now + lease,
+            },
+        )
+        tx.execute(_SQL["send_tenant_to_back"], {"queue": queue, "tenant": tenant[0]})
+        return _item(row)
+
+    def _held(self, item_id: str, tenant: str, worker: str) -> sqlite3.Row:
+        # The fence shared by heartbeat, complete and fail.
+        row = self._tx.one(_SQL["get_item"], {"tenant": tenant, "id": item_id})
+        if row is None:
+            raise WorkItemNotFoundError(item_id, tenant)
+        if row["state"] != WorkState.CLAIMED or row["worker"] != worker:
+            holder = row["worker"] if row["state"] == WorkState.CLAIMED else None
+            raise LeaseLostError(item_id, worker, holder, "taken")
+        if row["lease_expires_at"] <= self._clock.now():
+            raise LeaseLostError(item_id, worker, worker, "expired")
+        return row
+
+    def heartbeat(self, item_id: str, *, tenant: str, worker: str) -> WorkItem:
+        """Extend the lease (never past ``max_lease_seconds`` since the claim)."""
+        row = self._held(item_id, tenant, worker)
+        now = self._clock.now()
+        cap = row["claimed_at"] + self._policy.max_lease_seconds
+        if now >= cap:
+            raise LeaseLostError(item_id, worker, worker, "capped")
+        lease_expires_at = min(now + self._policy.lease_seconds, cap)
+        updated = self._tx.row(
+            _SQL["extend_lease"],
+            {"seq": row["seq"], "worker": worker, "lease_expires_at": lease_expires_at},
+        )
+        return _item(updated)
+
+    def complete(self, item_id: str, *, tenant: str, worker: str) -> WorkItem:
+        """Finish the item; fenced like `heartbeat`."""
+        row = self._held(item_id, tenant, worker)
+        return _item(self._tx.row(_SQL["complete_item"], {"seq": row["seq"], "worker": worker}))
+
+    def fail(
+        self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
+    ) -> WorkItem:
+        """Count a failed attempt: requeue with backoff or dead-letter, per the policy."""
+        row = self._held(item_id, tenant, worker)
+        settlement = self._policy.settle_failure(
+            row["attempts"], retryable=retryable, now=self._clock.now()
+        )
+        settled = self._settle(row, settlement, error)
+        assert settled is not None  # the fence was checked in this transaction
+        return settled
+
+    def _settle(self, row: sqlite3.Row, settlement: Settlement, error: str) -> WorkItem | None:
+        failures = [*json.loads(row["failures"]), error]
+        updated = self._tx.one(
+            _SQL["settle_item"],
+            {
+                "seq": row["seq"],
+                "worker": row["worker"],
+                "lease_expires_at": row["lease_expires_at"],
+                "dead": settlement.dead,
+                "attempts": settlement.attempts,
+                "available_at": settlement.available_at,
+                "failures": json.dumps(failures),
+            },
+        )
+        return None if updated is None else _item(updated)
+
+    def reap(self) -> int:
+        """Return every lapsed item to the queue, each fenced on the lease it saw."""
+        now = self._clock.now()
+        per_queue: dict[str, int] = {}
+        for row in self._tx.all(_SQL["lapsed_leases"], {"now": now}):
+            settlement = self._policy.settle_failure(row["attempts"], retryable=True, now=now)
+            if self._settle(row, settlement, _REAPED_ERROR) is not None:
+                per_queue[row["queue"]] = per_queue.get(row["queue"], 0) + 1
+        for queue, count in per_queue.items():
+            self._tx.execute(_SQL["count_reaped"], {"queue": queue, "count": count})
+        return sum(per_queue.values())
+
+    def adopt(self, *, worker: str) -> int:
+        """Give back at once everything ``worker`` holds, lapsed or not."""
+        now = self._clock.now()
+        adopted = 0
+        for row in self._tx.all(_SQL["held_by_worker"], {"worker": worker}):
+            settlement = self._policy.settle_failure(
+                row["attempts"], retryable=True, now=now, immediate=True
+            )
+            if self._settle(row, settlement, _ADOPTED_ERROR) is not None:
+                adopted += 1
+        return adopted
+
+    def dead_letters(
+        self, *, tenant: str, limit: int = 50, queue: str | None = None
+    ) -> list[WorkItem]:
+        """Dead-lettered items of ``tenant``, oldest first."""
+        rows = self._tx.all(
+            _SQL["dead_letters"], {"tenant": tenant, "queue": queue, "limit": limit}
+        )
+        return [_item(row) for row in rows]
+
+    def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
+        """Depth, claimed, dead-lettered, oldest due age and the cumulative counters."""
+        now = self._clock.now()
+        depth, claimed, dead, oldest, reaped, duplicates = self._tx.row(
+            _SQL["stats"], {"queue": queue, "now": now}
+        )
+        return QueueStats(
+            depth=depth,
+            claimed=claimed,
+            dead_lettered=dead,
+            oldest_age_seconds=0.0 if oldest is None else max(0.0, now - oldest),
+            reaped=reaped or 0,
+            duplicates_suppressed=duplicates or 0,
+        )
+
+
+_LIVE = frozenset(state.value for state in WorkState if not state.terminal)
+_T = TypeVar("_T")
+_QueueOp = Callable[[BoundSqliteWorkQueue], _T]
+
+
+class SqliteWorkQueue:
+    """A `WorkQueue` over a SQLite `Database`.
+
+    Each operation, `claim` included, is one `BEGIN IMMEDIATE` transaction: the write lock
+    makes it atomic across tasks and processes sharing the file. Delivery is
+    at-least-once; handlers must be idempotent. `bound(tx)` joins a wider transaction.
+    """
+
+    def __init__(
+        self,
+        database: Database,
+        *,
+        clock: Clock | None = None,
+        policy: QueuePolicy | None = None,
+    ) -> None:
+        self._db = database
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._policy = policy if policy is not None else QueuePolicy()
+
+    @property
+    def policy(self) -> QueuePolicy:
+        """The retry and lease policy this queue applies."""
+        return self._policy
+
+    @property
+    def database(self) -> Database:
+        """The database this queue lives in."""
+        return self._db
+
+    def bound(self, tx: Transaction) -> BoundSqliteWorkQueue:
+        """This queue's operations inside the open transaction ``tx``."""
+        return BoundSqliteWorkQueue(tx, self._clock, self._policy)
+
+    async def _write(self, queue: str, operation: str, fn: _QueueOp[_T]) -> _T:
+        try:
+            return await self._db.transaction(lambda tx: fn(self.bound(tx)))
+        except StatePersistenceError as exc:
+            if exc.reason == "too_large":
+                raise
+            raise QueueUnavailableError(queue, operation, str(exc)) from exc
+
+    async def enqueue(self, item: WorkItem) -> WorkItem:
+        """Queue ``item`` (idempotent on id and dedupe key while live)."""
+        _check_item(item)
+        return await self._write(item.queue, "enqueue", lambda q: q.enqueue(item))
+
+    async def claim(
+        self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None
+    ) -> WorkItem | None:
+        """Atomically take one due item; None if nothing is due."""
+        identifier(worker, "worker")
+        identifier(queue, "queue")
+        self._policy.lease_for(lease_seconds)
+        return await self._write(
+            queue,
+            "claim",
+            lambda q: q.claim(worker=worker, queue=queue, lease_seconds=lease_seconds),
+        )
+
+    async def heartbeat(self, item_id: str, *, tenant: str, worker: str) -> WorkItem:
+        """Extend the lease; `WorkItemNotFoundError` or `LeaseLostError` if not held."""
+        _check_holding(item_id, tenant, worker)
+        return await self._write(
+            "*", "heartbeat", lambda q: q.heartbeat(item_id, tenant=tenant, worker=worker)
+        )
+
+    async def complete(self, item_id: str, *, tenant: str, worker: str) -> WorkItem:
+        """Finish the item; fenced like `heartbeat`."""
+        _check_holding(item_id, tenant, worker)
+        return await self._write(
+            "*", "complete", lambda q: q.complete(item_id, tenant=tenant, worker=worker)
+        )
+
+    async def fail(
+        self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
+    ) -> WorkItem:
+        """Record a failed attempt; requeued with backoff or dead-lettered."""
+        _check_holding(item_id, tenant, worker)
+        return await self._write(
+            "*",
+            "fail",
+            lambda q: q.fail(
+                item_id, tenant=tenant, worker=worker, error=error, retryable=retryable
+            ),
+        )
+
+    async def reap(self) -> int:
+        """Return every lapsed item to the queue; the number reaped."""
+        return await self._write("*", "reap", lambda q: q.reap())
+
+    async def adopt(self, *, worker: str) -> int:
+        """Give back at once everything ``worker`` holds; the count."""
+        identifier(worker, "worker")
+        return await self._write("*", "adopt", lambda q: q.adopt(worker=worker))
+
+    async def dead_letters(
+        self, *, tenant: str, limit: int = 50, queue: str | None = None
+    ) -> list[WorkItem]:
+        """Dead-lettered items of ``tenant``, oldest first."""
+        identifier(tenant, "tenant")
+        if queue is not None:
+            identifier(queue, "queue")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be a positive integer, got {limit!r}")
+        return await self._read(
+            queue or "*",
+            "dead_letters",
+            lambda q: q.dead_letters(tenant=tenant, limit=limit, queue=queue),
+        )
+
+    async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
+        """A snapshot of ``queue``."""
+        identifier(queue, "queue")
+        return await self._read(queue, "stats", lambda q: q.stats(queue=queue))
+
+    async def _read(self, queue: str, operation: str, fn: _QueueOp[_T]) -> _T:
+        try:
+            return await self._db.transaction(lambda tx: fn(self.bound(tx)), write=False)
+        except StatePersistenceError as exc:
+            raise QueueUnavailableError(queue, operation, str(exc)) from exc
+
+
+def _check_item(item: WorkItem) -> None:
+    # Re-check even a constructed item: `model_construct` skips the validators.
+    identifier(item.id, "id")
+    identifier(item.tenant, "tenant")
+    identifier(item.queue, "queue")
+    if item.dedupe_key is not None:
+        identifier(item.dedupe_key, "dedupe_key")
+
+
+def _check_holding(item_id: str, tenant: str, worker: str) -> None:
+    identifier(item_id, "item_id")
+    identifier(tenant, "tenant")
+    identifier(worker, "worker")
+
+
+__all__ = ["BoundSqliteWorkQueue", "SqliteWorkQueue"]

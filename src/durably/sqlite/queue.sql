@@ -1,0 +1,115 @@
+-- Work items. Each operation runs inside BEGIN IMMEDIATE; the policy (fairness, backoff,
+-- dead letter) is decided in Python by durably.work and only applied here.
+
+-- name: get_item
+SELECT * FROM durably_work WHERE tenant = :tenant AND id = :id
+
+-- name: live_by_dedupe_key
+SELECT * FROM durably_work
+WHERE tenant = :tenant AND queue = :queue AND dedupe_key = :dedupe_key
+  AND state IN ('queued', 'claimed')
+
+-- name: delete_item
+DELETE FROM durably_work WHERE seq = :seq
+
+-- name: insert_item
+INSERT INTO durably_work (
+    tenant, id, queue, payload, priority, dedupe_key, attempts, state, worker,
+    enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at, failures
+) VALUES (
+    :tenant, :id, :queue, :payload, :priority, :dedupe_key, :attempts, 'queued', NULL,
+    :enqueued_at, :available_at, NULL, NULL, NULL, :failures
+)
+RETURNING *
+
+-- name: next_tenant
+-- Fairness step 1: the tenant with a due item whose turn is lowest (never served = 0);
+-- ties go to the tenant whose due item is oldest.
+SELECT w.tenant
+FROM durably_work AS w
+LEFT JOIN durably_work_turns AS t ON t.queue = w.queue AND t.tenant = w.tenant
+WHERE w.queue = :queue AND w.state = 'queued' AND w.available_at <= :now
+GROUP BY w.tenant
+ORDER BY COALESCE(MAX(t.turn), 0), MIN(w.available_at), MIN(w.seq)
+LIMIT 1
+
+-- name: claim_next_of_tenant
+-- Fairness step 3: within the tenant, priority, then availability, then enqueue order.
+UPDATE durably_work
+SET state = 'claimed',
+    worker = :worker,
+    claimed_at = :now,
+    first_claimed_at = COALESCE(first_claimed_at, :now),
+    lease_expires_at = :lease_expires_at
+WHERE seq = (
+    SELECT seq FROM durably_work
+    WHERE queue = :queue AND tenant = :tenant AND state = 'queued' AND available_at <= :now
+    ORDER BY priority DESC, available_at, seq
+    LIMIT 1
+)
+RETURNING *
+
+-- name: send_tenant_to_back
+-- Fairness step 2: the served tenant's turn goes above every other turn of the queue.
+INSERT INTO durably_work_turns (queue, tenant, turn)
+VALUES (
+    :queue, :tenant,
+    (SELECT COALESCE(MAX(turn), 0) + 1 FROM durably_work_turns WHERE queue = :queue)
+)
+ON CONFLICT (queue, tenant) DO UPDATE SET turn = excluded.turn
+
+-- name: extend_lease
+UPDATE durably_work SET lease_expires_at = :lease_expires_at
+WHERE seq = :seq AND state = 'claimed' AND worker = :worker
+RETURNING *
+
+-- name: complete_item
+UPDATE durably_work SET state = 'completed', lease_expires_at = NULL
+WHERE seq = :seq AND state = 'claimed' AND worker = :worker
+RETURNING *
+
+-- name: settle_item
+-- Applies a `Settlement`: requeue at :available_at, or dead-letter when :dead.
+-- Fenced on the holder and lease that were seen, so a concurrent heartbeat is never undone.
+UPDATE durably_work
+SET state = CASE WHEN :dead THEN 'dead_lettered' ELSE 'queued' END,
+    attempts = :attempts,
+    available_at = CASE WHEN :dead THEN available_at ELSE :available_at END,
+    worker = NULL,
+    lease_expires_at = NULL,
+    failures = :failures
+WHERE seq = :seq AND state = 'claimed' AND worker = :worker
+  AND lease_expires_at = :lease_expires_at
+RETURNING *
+
+-- name: lapsed_leases
+SELECT * FROM durably_work
+WHERE state = 'claimed' AND lease_expires_at <= :now
+ORDER BY seq
+
+-- name: held_by_worker
+SELECT * FROM durably_work WHERE state = 'claimed' AND worker = :worker ORDER BY seq
+
+-- name: count_duplicate
+INSERT INTO durably_queue_counters (queue, duplicates_suppressed) VALUES (:queue, 1)
+ON CONFLICT (queue) DO UPDATE SET duplicates_suppressed = duplicates_suppressed + 1
+
+-- name: count_reaped
+INSERT INTO durably_queue_counters (queue, reaped) VALUES (:queue, :count)
+ON CONFLICT (queue) DO UPDATE SET reaped = reaped + excluded.reaped
+
+-- name: dead_letters
+SELECT * FROM durably_work
+WHERE tenant = :tenant AND state = 'dead_lettered' AND (:queue IS NULL OR queue = :queue)
+ORDER BY seq
+LIMIT :limit
+
+-- name: stats
+SELECT
+    (SELECT COUNT(*) FROM durably_work WHERE queue = :queue AND state = 'queued'),
+    (SELECT COUNT(*) FROM durably_work WHERE queue = :queue AND state = 'claimed'),
+    (SELECT COUNT(*) FROM durably_work WHERE queue = :queue AND state = 'dead_lettered'),
+    (SELECT MIN(available_at) FROM durably_work
+        WHERE queue = :queue AND state = 'queued' AND available_at <= :now),
+    (SELECT reaped FROM durably_queue_counters WHERE queue = :queue),
+    (SELECT duplicates_suppressed FROM durably_queue_counters WHERE queue = :queue)

@@ -1,0 +1,119 @@
+-- durably's tables in an embedded SQLite file: schema version 1.
+-- Applied by `durably.sqlite.connect` inside one BEGIN IMMEDIATE, so processes opening a
+-- fresh file at once create it exactly once. Every statement is idempotent.
+
+-- Runs: the record is JSON; the columns beside it are what queries filter on.
+-- `seq` is the creation sequence (AUTOINCREMENT never reuses a value), the listing order.
+CREATE TABLE IF NOT EXISTS durably_runs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    session_id TEXT,
+    state TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    updated_at REAL NOT NULL,
+    record TEXT NOT NULL,
+    UNIQUE (tenant, run_id)
+);
+
+CREATE INDEX IF NOT EXISTS durably_runs_by_session
+    ON durably_runs (tenant, session_id) WHERE session_id IS NOT NULL;
+
+CREATE TABLE IF NOT EXISTS durably_sessions (
+    tenant TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (tenant, session_id)
+);
+
+-- Work items. `seq` is the enqueue sequence that breaks exact ties in the claim order.
+CREATE TABLE IF NOT EXISTS durably_work (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant TEXT NOT NULL,
+    id TEXT NOT NULL,
+    queue TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    priority INTEGER NOT NULL,
+    dedupe_key TEXT,
+    attempts INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    worker TEXT,
+    enqueued_at REAL NOT NULL,
+    available_at REAL NOT NULL,
+    lease_expires_at REAL,
+    first_claimed_at REAL,
+    claimed_at REAL,
+    failures TEXT NOT NULL,
+    UNIQUE (tenant, id)
+);
+
+-- A live item owns its dedupe key; a terminal one frees it.
+CREATE UNIQUE INDEX IF NOT EXISTS durably_work_live_dedupe
+    ON durably_work (tenant, queue, dedupe_key)
+    WHERE dedupe_key IS NOT NULL AND state IN ('queued', 'claimed');
+
+CREATE INDEX IF NOT EXISTS durably_work_due
+    ON durably_work (queue, state, available_at);
+
+CREATE INDEX IF NOT EXISTS durably_work_by_tenant
+    ON durably_work (queue, tenant, state, priority DESC, available_at, seq);
+
+CREATE INDEX IF NOT EXISTS durably_work_leases
+    ON durably_work (state, lease_expires_at);
+
+-- Tenant turns per queue: the served tenant goes to the back (see durably.work).
+CREATE TABLE IF NOT EXISTS durably_work_turns (
+    queue TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    PRIMARY KEY (queue, tenant)
+);
+
+CREATE TABLE IF NOT EXISTS durably_queue_counters (
+    queue TEXT PRIMARY KEY,
+    reaped INTEGER NOT NULL DEFAULT 0,
+    duplicates_suppressed INTEGER NOT NULL DEFAULT 0
+);
+
+-- Workflow records; `position` is the first-recorded order across the whole file.
+CREATE TABLE IF NOT EXISTS durably_workflow_checkpoint (
+    position INTEGER PRIMARY KEY AUTOINCREMENT,
+    workflow TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    written_at REAL NOT NULL,
+    UNIQUE (workflow, key)
+);
+
+-- One claim row per workflow; never deleted, so a token is never rewound.
+CREATE TABLE IF NOT EXISTS durably_workflow_claim (
+    workflow TEXT PRIMARY KEY,
+    token INTEGER NOT NULL,
+    held_until REAL NOT NULL,
+    alive_until REAL NOT NULL,
+    alive_for REAL NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS durably_workflow_status (
+    workflow TEXT PRIMARY KEY,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    last_error TEXT,
+    updated_at REAL NOT NULL
+);
+
+-- Scheduler entries: ready (visible from visible_at) or sleeping (due on the caller's clock).
+CREATE TABLE IF NOT EXISTS durably_workflow_queue (
+    namespace TEXT NOT NULL,
+    workflow TEXT NOT NULL,
+    state TEXT NOT NULL,
+    visible_at REAL NOT NULL,
+    due REAL,
+    receipt TEXT,
+    taken_at REAL,
+    PRIMARY KEY (namespace, workflow)
+);
+
+CREATE INDEX IF NOT EXISTS durably_workflow_queue_visible
+    ON durably_workflow_queue (namespace, state, visible_at, workflow);

@@ -1,0 +1,34 @@
+"""Settings of the SQLite backing (read from ``DURABLY_SQLITE_PATH`` by `from_env`)."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import Field, PositiveFloat, field_validator
+
+from durably.settings import StoreSettings
+from durably.validation import identifier
+
+
+class SqliteStoreSettings(StoreSettings):
+    """Where the database file is and how long to wait for another process's lock.
+
+    ``busy_timeout_seconds`` is how long one statement waits for a lock held by another
+    connection before `BEGIN IMMEDIATE` is retried (``max_attempts`` tries in all,
+    ``backoff_seconds`` doubling in between); ``poll_seconds`` is how often a waiting
+    `SqliteScheduler.next_ready` looks for work another process made ready.
+    """
+
+    env_var: ClassVar[str] = "DURABLY_SQLITE_PATH"
+
+    path: str = Field(description="database file (':memory:' for a private in-memory one)")
+    busy_timeout_seconds: PositiveFloat = 5.0
+    poll_seconds: PositiveFloat = 0.05
+
+    @field_validator("path")
+    @classmethod
+    def _valid_path(cls, value: str) -> str:
+        return identifier(value, "path")
+
+
+__all__ = ["SqliteStoreSettings"]

@@ -1,0 +1,222 @@
+"""Runs and sessions in a SQLite file: compare-and-set under `BEGIN IMMEDIATE`."""
+
+from __future__ import annotations
+
+import json
+
+from durably.clock import Clock, SystemClock
+from durably.errors import (
+    InvalidInputError,
+    StateConflictError,
+    StateInUseError,
+    StateNotFoundError,
+)
+from durably.runs import (
+    RunRecord,
+    RunState,
+    SessionRecord,
+    StateDelta,
+    StateKey,
+    StatePage,
+    StateQuery,
+    patched_run,
+    stored_run,
+)
+from durably.sqlite.connection import Database, Transaction
+from durably.sqlite.statements import load_statements
+from durably.validation import identifier
+
+_SQL = load_statements("state.sql")
+_LIVE_STATES = json.dumps([state.value for state in RunState if not state.terminal])
+
+
+def _run_key(key: StateKey) -> dict[str, str]:
+    # Re-check even a constructed key: `model_construct` skips the validators.
+    return {"tenant": identifier(key.tenant, "tenant"), "run_id": identifier(key.id, "id")}
+
+
+def _session_key(key: StateKey) -> dict[str, str]:
+    return {"tenant": identifier(key.tenant, "tenant"), "session_id": identifier(key.id, "id")}
+
+
+def _parse_cursor(cursor: str | None) -> int:
+    if cursor is None:
+        return 0
+    if not cursor.isdigit() or not cursor.isascii():
+        raise InvalidInputError(f"not a cursor this store handed out: {cursor!r}")
+    return int(cursor)
+
+
+class BoundSqliteStateStore:
+    """The state store's operations inside an open `Transaction` (synchronous).
+
+    Obtain it with `SqliteStateStore.bound(tx)` inside `Database.transaction`, to commit
+    runs together with other writes (e.g. the work they queue). Same semantics and errors
+    as `SqliteStateStore`; nothing is retried.
+    """
+
+    def __init__(self, tx: Transaction, clock: Clock) -> None:
+        self._tx = tx
+        self._clock = clock
+
+    def get_run(self, key: StateKey) -> RunRecord | None:
+        """The run at ``key``, or None."""
+        row = self._tx.one(_SQL["get_run"], _run_key(key))
+        return None if row is None else RunRecord.model_validate_json(row[0])
+
+    def put_run(self, record: RunRecord) -> RunRecord:
+        """Compare-and-set write; `StateConflictError` with both versions."""
+        params = _run_key(record.key)
+        row = self._tx.one(_SQL["run_version"], params)
+        actual = 0 if row is None else int(row[0])
+        if actual != record.version:
+            raise StateConflictError(record.key, record.version, actual)
+        saved = stored_run(record, version=actual + 1, updated_at=self._clock.now())
+        self._write_run(saved, insert=row is None)
+        return saved
+
+    def patch_run(self, key: StateKey, delta: StateDelta) -> RunRecord:
+        """Add ``delta`` and bump the version under the write lock; `StateNotFoundError`."""
+        current = self.get_run(key)
+        if current is None:
+            raise StateNotFoundError(key, "run")
+        merged = patched_run(current, delta, updated_at=self._clock.now())
+        self._write_run(merged, insert=False)
+        return merged
+
+    def _write_run(self, record: RunRecord, *, insert: bool) -> None:
+        self._tx.execute(
+            _SQL["insert_run" if insert else "update_run"],
+            {
+                **_run_key(record.key),
+                "session_id": record.session_id,
+                "state": record.state.value,
+                "version": record.version,
+                "updated_at": record.updated_at,
+                "record": record.model_dump_json(),
+            },
+        )
+
+    def delete_run(self, key: StateKey) -> bool:
+        """Delete the run; False if there was none."""
+        return self._tx.execute(_SQL["delete_run"], _run_key(key)).rowcount > 0
+
+    def list_runs(self, query: StateQuery) -> StatePage:
+        """One page of the tenant's runs in creation order."""
+        rows = self._tx.all(
+            _SQL["list_runs"],
+            {
+                "tenant": identifier(query.tenant, "tenant"),
+                "after": _parse_cursor(query.cursor),
+                "state": None if query.state is None else query.state.value,
+                "updated_before": query.updated_before,
+                "limit": query.limit + 1,
+            },
+        )
+        page = rows[: query.limit]
+        cursor = str(page[-1][0]) if len(rows) > query.limit else None
+        records = tuple(RunRecord.model_validate_json(row[1]) for row in page)
+        return StatePage(records=records, cursor=cursor)
+
+    def get_session(self, key: StateKey) -> SessionRecord | None:
+        """The session at ``key``, or None."""
+        row = self._tx.one(_SQL["get_session"], _session_key(key))
+        return None if row is None else SessionRecord.model_validate_json(row[0])
+
+    def put_session(self, record: SessionRecord) -> SessionRecord:
+        """Compare-and-set write of a session; `StateConflictError`."""
+        params = _session_key(record.key)
+        row = self._tx.one(_SQL["session_version"], params)
+        actual = 0 if row is None else int(row[0])
+        if actual != record.version:
+            raise StateConflictError(record.key, record.version, actual)
+        saved = record.model_copy(update={"version": actual + 1, "updated_at": self._clock.now()})
+        self._tx.execute(
+            _SQL["upsert_session"],
+            {**params, "version": saved.version, "record": saved.model_dump_json()},
+        )
+        return saved
+
+    def delete_session(self, key: StateKey, *, cascade: bool = False) -> bool:
+        """Delete a session; `StateInUseError` while a run of it is live unless
+        ``cascade`` (which deletes all its runs). False if there was no session."""
+        params = _session_key(key)
+        if self._tx.one(_SQL["session_version"], params) is None:
+            return False
+        if cascade:
+            self._tx.execute(_SQL["delete_session_runs"], params)
+        else:
+            live = self._tx.all(_SQL["live_session_runs"], {**params, "live_states": _LIVE_STATES})
+            if live:
+                raise StateInUseError(key, tuple(row[0] for row in live))
+        self._tx.execute(_SQL["delete_session"], params)
+        return True
+
+
+class SqliteStateStore:
+    """A `StateStore` over a SQLite `Database`.
+
+    Every write is one `BEGIN IMMEDIATE` transaction, so compare-and-set and patches are
+    atomic across tasks and processes sharing the file. `bound(tx)` joins a wider
+    transaction (see `Database.transaction`).
+    """
+
+    def __init__(self, database: Database, *, clock: Clock | None = None) -> None:
+        self._db = database
+        self._clock: Clock = clock if clock is not None else SystemClock()
+
+    @property
+    def database(self) -> Database:
+        """The database this store lives in."""
+        return self._db
+
+    def bound(self, tx: Transaction) -> BoundSqliteStateStore:
+        """This store's operations inside the open transaction ``tx``."""
+        return BoundSqliteStateStore(tx, self._clock)
+
+    async def get_run(self, key: StateKey) -> RunRecord | None:
+        """The run at ``key``, or None."""
+        _run_key(key)
+        return await self._db.transaction(lambda tx: self.bound(tx).get_run(key), write=False)
+
+    async def put_run(self, record: RunRecord) -> RunRecord:
+        """Compare-and-set write; raises `StateConflictError` with both versions."""
+        _run_key(record.key)
+        return await self._db.transaction(lambda tx: self.bound(tx).put_run(record))
+
+    async def patch_run(self, key: StateKey, delta: StateDelta) -> RunRecord:
+        """Add ``delta``, bump the version; `StateNotFoundError` for an absent run."""
+        _run_key(key)
+        return await self._db.transaction(lambda tx: self.bound(tx).patch_run(key, delta))
+
+    async def delete_run(self, key: StateKey) -> bool:
+        """Delete the run; False if there was none."""
+        _run_key(key)
+        return await self._db.transaction(lambda tx: self.bound(tx).delete_run(key))
+
+    async def list_runs(self, query: StateQuery) -> StatePage:
+        """One page of the tenant's runs in creation order; the cursor is opaque."""
+        identifier(query.tenant, "tenant")
+        _parse_cursor(query.cursor)
+        return await self._db.transaction(lambda tx: self.bound(tx).list_runs(query), write=False)
+
+    async def get_session(self, key: StateKey) -> SessionRecord | None:
+        """The session at ``key``, or None."""
+        _session_key(key)
+        return await self._db.transaction(lambda tx: self.bound(tx).get_session(key), write=False)
+
+    async def put_session(self, record: SessionRecord) -> SessionRecord:
+        """Compare-and-set write of a session; raises `StateConflictError`."""
+        _session_key(record.key)
+        return await self._db.transaction(lambda tx: self.bound(tx).put_session(record))
+
+    async def delete_session(self, key: StateKey, *, cascade: bool = False) -> bool:
+        """Delete a session; `StateInUseError` while one of its runs is live unless
+        ``cascade``. False if there was no session."""
+        _session_key(key)
+        return await self._db.transaction(
+            lambda tx: self.bound(tx).delete_session(key, cascade=cascade)
+        )
+
+
+__all__ = ["BoundSqliteStateStore", "SqliteStateStore"]

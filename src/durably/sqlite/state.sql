@@ -1,0 +1,55 @@
+-- Runs and sessions. Compare-and-set is checked by the caller inside BEGIN IMMEDIATE.
+
+-- name: get_run
+SELECT record FROM durably_runs WHERE tenant = :tenant AND run_id = :run_id
+
+-- name: run_version
+SELECT version FROM durably_runs WHERE tenant = :tenant AND run_id = :run_id
+
+-- name: insert_run
+INSERT INTO durably_runs (tenant, run_id, session_id, state, version, updated_at, record)
+VALUES (:tenant, :run_id, :session_id, :state, :version, :updated_at, :record)
+
+-- name: update_run
+-- An update keeps `seq`, so a run never moves in the listing order.
+UPDATE durably_runs
+SET session_id = :session_id, state = :state, version = :version,
+    updated_at = :updated_at, record = :record
+WHERE tenant = :tenant AND run_id = :run_id
+
+-- name: delete_run
+DELETE FROM durably_runs WHERE tenant = :tenant AND run_id = :run_id
+
+-- name: list_runs
+-- One row beyond the page says whether another page follows.
+SELECT seq, record FROM durably_runs
+WHERE tenant = :tenant
+  AND seq > :after
+  AND (:state IS NULL OR state = :state)
+  AND (:updated_before IS NULL OR updated_at < :updated_before)
+ORDER BY seq
+LIMIT :limit
+
+-- name: live_session_runs
+SELECT run_id FROM durably_runs
+WHERE tenant = :tenant AND session_id = :session_id
+  AND state IN (SELECT value FROM json_each(:live_states))
+ORDER BY seq
+
+-- name: delete_session_runs
+DELETE FROM durably_runs WHERE tenant = :tenant AND session_id = :session_id
+
+-- name: get_session
+SELECT record FROM durably_sessions WHERE tenant = :tenant AND session_id = :session_id
+
+-- name: session_version
+SELECT version FROM durably_sessions WHERE tenant = :tenant AND session_id = :session_id
+
+-- name: upsert_session
+INSERT INTO durably_sessions (tenant, session_id, version, record)
+VALUES (:tenant, :session_id, :version, :record)
+ON CONFLICT (tenant, session_id) DO UPDATE
+SET version = excluded.version, record = excluded.record
+
+-- name: delete_session
+DELETE FROM durably_sessions WHERE tenant = :tenant AND session_id = :session_id
