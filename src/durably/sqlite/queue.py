@@ -121,7 +121,9 @@ class BoundSqliteWorkQueue:
         tx.execute(_SQL["send_tenant_to_back"], {"queue": queue, "tenant": tenant[0]})
         return _item(row)
 
-    def _held(self, item_id: str, tenant: str, worker: str) -> sqlite3.Row:
+    def _held(
+        self, item_id: str, tenant: str, worker: str, *, renewing: bool = False
+    ) -> sqlite3.Row:
         # The fence shared by heartbeat, complete and fail.
         row = self._tx.one(_SQL["get_item"], {"tenant": tenant, "id": item_id})
         if row is None:
@@ -129,17 +131,19 @@ class BoundSqliteWorkQueue:
         if row["state"] != WorkState.CLAIMED or row["worker"] != worker:
             holder = row["worker"] if row["state"] == WorkState.CLAIMED else None
             raise LeaseLostError(item_id, worker, holder, "taken")
-        if row["lease_expires_at"] <= self._clock.now():
+        now = self._clock.now()
+        # A lease that ran to the cap has also lapsed; the cap is the reason to report.
+        if renewing and now - row["claimed_at"] >= self._policy.max_lease_seconds:
+            raise LeaseLostError(item_id, worker, worker, "capped")
+        if row["lease_expires_at"] <= now:
             raise LeaseLostError(item_id, worker, worker, "expired")
         return row
 
     def heartbeat(self, item_id: str, *, tenant: str, worker: str) -> WorkItem:
         """Extend the lease (never past ``max_lease_seconds`` since the claim)."""
-        row = self._held(item_id, tenant, worker)
+        row = self._held(item_id, tenant, worker, renewing=True)
         now = self._clock.now()
         cap = row["claimed_at"] + self._policy.max_lease_seconds
-        if now >= cap:
-            raise LeaseLostError(item_id, worker, worker, "capped")
         lease_expires_at = min(now + self._policy.lease_seconds, cap)
         updated = self._tx.row(
             _SQL["extend_lease"],
