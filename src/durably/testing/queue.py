@@ -183,6 +183,45 @@ class QueueLeaseCases(QueueFixtures):
         assert [item.attempts for item in again if item] == [1, 1, 1]
         assert (await work_queue.stats(queue=queue_name)).reaped == 3
 
+    async def test_a_reap_racing_the_holder_of_a_lapsed_lease_is_the_only_winner(
+        self, work_queue: WorkQueue, tenant: str, queue_name: str, clock: ManualClock
+    ) -> None:
+        await work_queue.enqueue(new_item(tenant, "job", queue=queue_name))
+        await work_queue.claim(worker="w1", queue=queue_name)
+        clock.advance(POLICY.lease_seconds)
+        results = await asyncio.gather(
+            work_queue.complete("job", tenant=tenant, worker="w1"),
+            work_queue.reap(),
+            work_queue.heartbeat("job", tenant=tenant, worker="w1"),
+            work_queue.fail("job", tenant=tenant, worker="w1", error="late"),
+            return_exceptions=True,
+        )
+        complete, reaped, heartbeat, fail = results
+        assert reaped == 1
+        for lost in (complete, heartbeat, fail):
+            assert isinstance(lost, LeaseLostError)
+            assert lost.reason in ("expired", "taken")
+        clock.advance(POLICY.backoff_for(1))
+        again = await work_queue.claim(worker="w2", queue=queue_name)
+        assert again is not None
+        assert (again.attempts, again.failures) == (1, ("lease expired",))
+
+    async def test_a_reap_racing_a_live_heartbeat_leaves_the_claim_alone(
+        self, work_queue: WorkQueue, tenant: str, queue_name: str, clock: ManualClock
+    ) -> None:
+        await work_queue.enqueue(new_item(tenant, "job", queue=queue_name))
+        await work_queue.claim(worker="w1", queue=queue_name)
+        clock.advance(POLICY.lease_seconds - 0.5)
+        results = await asyncio.gather(
+            *(work_queue.reap() for _ in range(3)),
+            *(work_queue.heartbeat("job", tenant=tenant, worker="w1") for _ in range(3)),
+        )
+        assert results[:3] == [0, 0, 0]
+        clock.advance(1)  # past the first lease, inside the renewed one
+        assert await work_queue.reap() == 0
+        done = await work_queue.complete("job", tenant=tenant, worker="w1")
+        assert (done.state, done.attempts, done.failures) == (WorkState.COMPLETED, 0, ())
+
     async def test_a_reaped_worker_is_refused_as_taken(
         self, work_queue: WorkQueue, tenant: str, queue_name: str, clock: ManualClock
     ) -> None:
@@ -336,6 +375,21 @@ class QueueLeaseCases(QueueFixtures):
         with pytest.raises(LeaseLostError) as lost:
             await work_queue.complete(back[0].id, tenant=tenant, worker="restarted")  # type: ignore[union-attr]
         assert (lost.value.reason, lost.value.holder) == ("taken", "new")
+
+    async def test_adopting_an_item_at_its_attempt_cap_dead_letters_it(
+        self, work_queue: WorkQueue, tenant: str, queue_name: str, clock: ManualClock
+    ) -> None:
+        await work_queue.enqueue(new_item(tenant, "job", queue=queue_name))
+        for _ in range(POLICY.max_attempts - 1):
+            assert await work_queue.claim(worker="w1", queue=queue_name) is not None
+            assert await work_queue.adopt(worker="w1") == 1
+        assert await work_queue.claim(worker="w1", queue=queue_name) is not None
+        assert await work_queue.adopt(worker="w1") == 1
+        (letter,) = await work_queue.dead_letters(tenant=tenant, queue=queue_name)
+        assert (letter.id, letter.attempts) == ("job", POLICY.max_attempts)
+        assert await work_queue.claim(worker="w1", queue=queue_name) is None
+        clock.advance(1000)
+        assert await work_queue.claim(worker="w1", queue=queue_name) is None
 
 
 def _holder_calls(

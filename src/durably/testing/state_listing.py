@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from durably.clock import ManualClock
@@ -70,6 +72,16 @@ class StateListingCases(StateFixtures):
         pages = await walk(state_store, StateQuery(tenant=tenant, limit=2))
         assert [len(page) for page in pages] == [2, 2, 1]
         assert [run.run_id for page in pages for run in page] == ids
+
+    async def test_runs_created_concurrently_are_each_listed_exactly_once(
+        self, state_store: StateStore, tenant: str
+    ) -> None:
+        ids = [f"r{n:02d}" for n in range(20)]
+        await asyncio.gather(*(state_store.put_run(new_run(tenant, run_id)) for run_id in ids))
+        pages = await walk(state_store, StateQuery(tenant=tenant, limit=3))
+        listed = [run.run_id for page in pages for run in page]
+        assert sorted(listed) == ids
+        assert [len(page) for page in pages] == [3] * 6 + [2]
 
     async def test_the_last_page_has_no_cursor_even_when_it_is_full(
         self, state_store: StateStore, tenant: str
