@@ -8,8 +8,8 @@ import pytest
 
 from durably.clock import ManualClock
 from durably.errors import Fenced
-from durably.memory import MemoryCheckpointer, MemoryEffectKit, MemoryScheduler
-from durably.workflows import Pass
+from durably.memory import MemoryCheckpointer, MemoryDurable, MemoryEffectKit, MemoryScheduler
+from durably.workflows import Checkpointer, Durable, Pass, Scheduler
 
 
 @pytest.fixture
@@ -174,3 +174,10 @@ def test_the_scheduler_refuses_a_non_positive_lease_and_an_empty_namespace() -> 
         MemoryScheduler(lease=0)
     with pytest.raises(ValueError):
         MemoryScheduler(namespace="")
+
+
+def test_the_memory_stores_satisfy_the_workflow_protocols() -> None:
+    checkpointer, scheduler = MemoryCheckpointer(), MemoryScheduler()
+    assert isinstance(checkpointer, Checkpointer)
+    assert isinstance(scheduler, Scheduler)
+    assert isinstance(MemoryDurable(checkpointer, scheduler), Durable)
