@@ -25,9 +25,13 @@ class Script:
         self.sha = hashlib.sha1(source.encode()).hexdigest()
 
     @classmethod
-    def load(cls, filename: str) -> Script:
-        """The script in ``filename`` beside this module."""
-        return cls((_HERE / filename).read_text(encoding="utf-8"), filename)
+    def load(cls, filename: str, prelude: str | None = None) -> Script:
+        """The script in ``filename`` beside this module, after the ``prelude`` file's
+        shared functions when given."""
+        source = (_HERE / filename).read_text(encoding="utf-8")
+        if prelude is not None:
+            source = (_HERE / prelude).read_text(encoding="utf-8") + "\n" + source
+        return cls(source, filename)
 
     async def __call__(self, client: Any, keys: list[str], args: list[Any]) -> Any:
         """Run the script with ``keys`` (routing uses the first) and ``args``."""
@@ -37,9 +41,9 @@ class Script:
             return await client.eval(self.source, len(keys), *keys, *args)
 
 
-def scripts(*names: str) -> dict[str, Script]:
+def scripts(*names: str, prelude: str | None = None) -> dict[str, Script]:
     """Load the named ``.lua`` files (without the suffix) at import time."""
-    return {name: Script.load(f"{name}.lua") for name in names}
+    return {name: Script.load(f"{name}.lua", prelude) for name in names}
 
 
 __all__ = ["Script", "scripts"]

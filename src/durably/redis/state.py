@@ -33,6 +33,7 @@ from durably.runs import (
     Usage,
     stored_run,
 )
+from durably.validation import identifier
 
 _LUA = scripts(
     "state_put_run",
@@ -116,6 +117,13 @@ class RedisStateStore:
         await preflight(client, durable=settings.durable)
         return cls(client, clock=clock, settings=settings, namespace=namespace)
 
+    @staticmethod
+    def _checked(key: StateKey) -> StateKey:
+        """``key`` if its parts are usable ids (a key built without validation is refused)."""
+        identifier(key.tenant, "tenant")
+        identifier(key.id, "id")
+        return key
+
     def _prefix(self, tenant: str) -> str:
         return keys.state_prefix(self._redis.namespace, tenant)
 
@@ -126,6 +134,7 @@ class RedisStateStore:
 
     async def get_run(self, key: StateKey) -> RunRecord | None:
         """The run at ``key``, or None."""
+        self._checked(key)
         ns = self._redis.namespace
         reply = await self._call(
             "state_get_run",
@@ -136,6 +145,7 @@ class RedisStateStore:
 
     async def put_run(self, record: RunRecord) -> RunRecord:
         """Compare-and-set write; `StateConflictError` when the stored version differs."""
+        self._checked(record.key)
         stored = stored_run(record, version=record.version + 1, updated_at=self._clock.now())
         blob = stored.model_dump_json()
         self._redis.check_size(blob, f"run {record.key}")
@@ -166,6 +176,7 @@ class RedisStateStore:
 
     async def patch_run(self, key: StateKey, delta: StateDelta) -> RunRecord:
         """Add ``delta`` server-side and bump the version; `StateNotFoundError` if absent."""
+        self._checked(key)
         ns = self._redis.namespace
         reply = await self._call(
             "state_patch_run",
@@ -178,6 +189,7 @@ class RedisStateStore:
 
     async def delete_run(self, key: StateKey) -> bool:
         """Delete the run; False if there was none."""
+        self._checked(key)
         ns, prefix = self._redis.namespace, self._prefix(key.tenant)
         reply = await self._call(
             "state_delete_run",
@@ -192,6 +204,7 @@ class RedisStateStore:
 
     async def list_runs(self, query: StateQuery) -> StatePage:
         """One page of the tenant's runs in creation order (never short while more match)."""
+        identifier(query.tenant, "tenant")
         after = 0
         if query.cursor is not None:
             try:
@@ -229,6 +242,7 @@ class RedisStateStore:
 
     async def get_session(self, key: StateKey) -> SessionRecord | None:
         """The session at ``key``, or None."""
+        self._checked(key)
         ns = self._redis.namespace
         client = self._redis.client
         session = keys.session_key(ns, key.tenant, key.id)
@@ -237,6 +251,7 @@ class RedisStateStore:
 
     async def put_session(self, record: SessionRecord) -> SessionRecord:
         """Compare-and-set write of a session; `StateConflictError` as `put_run`."""
+        self._checked(record.key)
         stored = record.model_copy(
             update={"version": record.version + 1, "updated_at": self._clock.now()}
         )
@@ -251,6 +266,7 @@ class RedisStateStore:
     async def delete_session(self, key: StateKey, *, cascade: bool = False) -> bool:
         """Delete a session; `StateInUseError` while a run of it is live, unless ``cascade``
         (which deletes its runs too). False if there was no session."""
+        self._checked(key)
         ns, prefix = self._redis.namespace, self._prefix(key.tenant)
         reply = await self._call(
             "state_delete_session",

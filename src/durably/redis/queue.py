@@ -1,0 +1,333 @@
+"""`RedisWorkQueue`: per-tenant ready sets, a lease set and tenant rotation, in Lua.
+
+The whole queue namespace shares one hash tag, because a claim reads several tenants'
+ready sets in one script to take turns between them: a queue namespace lives in one slot
+(shard by running several namespaces). Time is the injected `Clock`, passed into every
+script as an argument; `QueuePolicy` decides every retry and the scripts only apply it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Self
+
+from durably.clock import Clock, SystemClock
+from durably.errors import (
+    InvalidInputError,
+    LeaseLostError,
+    QueueUnavailableError,
+    WorkItemNotFoundError,
+)
+from durably.redis import keys
+from durably.redis.connection import RedisConnection, number, pairs, text
+from durably.redis.preflight import preflight
+from durably.redis.scripts import scripts
+from durably.redis.settings import RedisStoreSettings
+from durably.validation import identifier, non_negative
+from durably.work import DEFAULT_QUEUE, QueuePolicy, QueueStats, WorkItem, WorkPriority, WorkState
+
+_LUA = scripts(
+    "queue_enqueue",
+    "queue_claim",
+    "queue_heartbeat",
+    "queue_complete",
+    "queue_fail",
+    "queue_reap",
+    "queue_adopt",
+    "queue_dead_letters",
+    "queue_stats",
+    prelude="queue_lib.lua",
+)
+_PRIORITIES = [str(int(p)) for p in sorted(WorkPriority, reverse=True)]
+_DOC_FIELDS = {"id", "tenant", "queue", "payload", "priority", "dedupe_key"}
+_LEASE_EXPIRED = "lease expired"
+_ADOPTED = "adopted after restart"
+_REAP_BATCH = 500
+
+
+def _instant(value: str) -> float | None:
+    return float(value) if value else None
+
+
+def _segments(value: str) -> tuple[str, ...]:
+    """Parse ``<byte length>:<text>`` segments (lengths count UTF-8 bytes, as Lua does)."""
+    data, out, at = value.encode(), [], 0
+    while at < len(data):
+        colon = data.index(b":", at)
+        size = int(data[at:colon])
+        out.append(data[colon + 1 : colon + 1 + size].decode())
+        at = colon + 1 + size
+    return tuple(out)
+
+
+def _item(flat: Any) -> WorkItem:
+    fields = pairs(flat)
+    return WorkItem(
+        **json.loads(fields["doc"]),
+        attempts=int(fields["attempts"]),
+        state=WorkState(fields["state"]),
+        worker=fields["worker"] or None,
+        enqueued_at=_instant(fields["enqueued_at"]),
+        available_at=_instant(fields["available_at"]),
+        lease_expires_at=_instant(fields["lease_expires_at"]),
+        first_claimed_at=_instant(fields["first_claimed_at"]),
+        claimed_at=_instant(fields["claimed_at"]),
+        failures=_segments(fields["failures"]),
+    )
+
+
+class RedisWorkQueue:
+    """`WorkQueue` over Redis. ``open`` runs `preflight`; the constructor does not.
+
+    Completed items stay readable for ``completed_retention_seconds`` (server time), then
+    expire; dead letters stay until replaced by a new item with the same id.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        clock: Clock | None = None,
+        policy: QueuePolicy | None = None,
+        settings: RedisStoreSettings | None = None,
+        namespace: str | None = None,
+        completed_retention_seconds: int = 86_400,
+    ) -> None:
+        self._redis = RedisConnection(client, settings, namespace)
+        self._clock = clock or SystemClock()
+        self._policy = policy or QueuePolicy()
+        self._prefix = keys.queue_prefix(self._redis.namespace)
+        self._retention = str(int(completed_retention_seconds))
+
+    @classmethod
+    async def open(
+        cls,
+        client: Any,
+        *,
+        clock: Clock | None = None,
+        policy: QueuePolicy | None = None,
+        settings: RedisStoreSettings,
+        namespace: str | None = None,
+    ) -> Self:
+        """A queue over ``client`` once `preflight` accepted the server."""
+        await preflight(client, durable=settings.durable)
+        return cls(client, clock=clock, policy=policy, settings=settings, namespace=namespace)
+
+    @property
+    def policy(self) -> QueuePolicy:
+        """The retry and lease policy this queue applies."""
+        return self._policy
+
+    def _key(self, kind: str, queue: str) -> str:
+        return f"{self._prefix}{kind}:{keys.segment(queue)}"
+
+    async def _call(
+        self, name: str, key_list: list[str], args: list[str], queue: str, operation: str
+    ) -> Any:
+        script, client = _LUA[name], self._redis.client
+        return await self._redis.retry.run(
+            lambda: script(client, key_list, [self._prefix, *args]),
+            lambda detail: QueueUnavailableError(queue, operation, detail),
+        )
+
+    def _requeue_instants(self, *, now: float, retryable: bool, immediate: bool) -> list[str]:
+        """When the policy requeues after attempt 1, 2, ...; the list ends at the dead letter."""
+        if not retryable:
+            return []
+        instants: list[str] = []
+        for before in range(self._policy.max_attempts):
+            settled = self._policy.settle_failure(
+                before, retryable=True, now=now, immediate=immediate
+            )
+            if settled.dead or settled.available_at is None:
+                break
+            instants.append(number(settled.available_at))
+        return instants
+
+    async def enqueue(self, item: WorkItem) -> WorkItem:
+        """Queue ``item`` (a future ``available_at`` delays it); a live item with the same
+        id or (tenant, queue, dedupe_key) is returned unchanged instead."""
+        tenant = identifier(item.tenant, "tenant")
+        item_id = identifier(item.id, "item_id")
+        doc = json.dumps(item.model_dump(mode="json", include=_DOC_FIELDS), sort_keys=True)
+        self._redis.check_size(doc, f"work item {item_id!r}")
+        now = self._clock.now()
+        reply = await self._call(
+            "queue_enqueue",
+            [keys.item_key(self._redis.namespace, tenant, item_id)],
+            [
+                keys.item_ref(tenant, item_id),
+                tenant,
+                item_id,
+                item.queue,
+                doc,
+                str(int(item.priority)),
+                item.dedupe_key or "",
+                number(now),
+                number(now if item.available_at is None else item.available_at),
+            ],
+            item.queue,
+            "enqueue",
+        )
+        return _item(reply[1])
+
+    async def claim(
+        self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None
+    ) -> WorkItem | None:
+        """Atomically take one due item: tenants in rotation, then priority, then age."""
+        identifier(worker, "worker")
+        identifier(queue, "queue")
+        lease = self._policy.lease_for(lease_seconds)
+        now = self._clock.now()
+        reply = await self._call(
+            "queue_claim",
+            [self._key("active", queue)],
+            [queue, worker, number(now), number(now + lease), *_PRIORITIES],
+            queue,
+            "claim",
+        )
+        return _item(reply) if reply else None
+
+    def _settled(self, reply: Any, item_id: str, tenant: str, worker: str) -> WorkItem:
+        outcome = text(reply[0])
+        if outcome == "ok":
+            return _item(reply[1])
+        if outcome == "missing":
+            raise WorkItemNotFoundError(item_id, tenant)
+        holder = text(reply[1]) or None
+        reason = {"taken": "taken", "expired": "expired", "capped": "capped"}[outcome]
+        raise LeaseLostError(item_id, worker, holder, reason)  # type: ignore[arg-type]
+
+    async def _held_call(
+        self, name: str, item_id: str, tenant: str, worker: str, args: list[str]
+    ) -> WorkItem:
+        identifier(item_id, "item_id")
+        identifier(tenant, "tenant")
+        identifier(worker, "worker")
+        reply = await self._call(
+            name,
+            [keys.item_key(self._redis.namespace, tenant, item_id)],
+            [keys.item_ref(tenant, item_id), worker, *args],
+            "?",
+            name.removeprefix("queue_"),
+        )
+        return self._settled(reply, item_id, tenant, worker)
+
+    async def heartbeat(self, item_id: str, *, tenant: str, worker: str) -> WorkItem:
+        """Extend the caller's lease by the policy's ``lease_seconds``, never past
+        ``max_lease_seconds`` since the claim; `LeaseLostError` if not the holder."""
+        now = self._clock.now()
+        return await self._held_call(
+            "queue_heartbeat",
+            item_id,
+            tenant,
+            worker,
+            [
+                number(now),
+                number(now + self._policy.lease_seconds),
+                number(self._policy.max_lease_seconds),
+            ],
+        )
+
+    async def complete(self, item_id: str, *, tenant: str, worker: str) -> WorkItem:
+        """Finish the item; fenced like `heartbeat`."""
+        now = self._clock.now()
+        return await self._held_call(
+            "queue_complete", item_id, tenant, worker, [number(now), self._retention]
+        )
+
+    async def fail(
+        self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
+    ) -> WorkItem:
+        """Record a failed attempt: requeue with backoff or dead-letter, per the policy."""
+        now = self._clock.now()
+        instants = self._requeue_instants(now=now, retryable=retryable, immediate=False)
+        return await self._held_call(
+            "queue_fail", item_id, tenant, worker, [number(now), error, *instants]
+        )
+
+    async def reap(self) -> int:
+        """Return every lapsed item to the queue (attempt counted); the number reaped."""
+        now = self._clock.now()
+        instants = self._requeue_instants(now=now, retryable=True, immediate=False)
+        total = 0
+        while True:
+            count = int(
+                await self._call(
+                    "queue_reap",
+                    [self._prefix + "queues"],
+                    [number(now), _LEASE_EXPIRED, str(_REAP_BATCH), *instants],
+                    "*",
+                    "reap",
+                )
+            )
+            total += count
+            if count < _REAP_BATCH:
+                return total
+
+    async def adopt(self, *, worker: str) -> int:
+        """Give back at once everything ``worker`` holds, lapsed or not; the count."""
+        identifier(worker, "worker")
+        now = self._clock.now()
+        instants = self._requeue_instants(now=now, retryable=True, immediate=True)
+        held = f"{self._prefix}held:{keys.segment(worker)}"
+        return int(
+            await self._call(
+                "queue_adopt", [held], [number(now), _ADOPTED, *instants], "*", "adopt"
+            )
+        )
+
+    async def dead_letters(
+        self, *, tenant: str, limit: int = 50, queue: str | None = None
+    ) -> list[WorkItem]:
+        """Dead-lettered items of ``tenant`` (optionally of one queue), oldest first."""
+        identifier(tenant, "tenant")
+        if queue is not None:
+            identifier(queue, "queue")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
+        reply = await self._call(
+            "queue_dead_letters",
+            [f"{self._prefix}dead-tenant:{keys.segment(tenant)}"],
+            [str(limit), queue or ""],
+            queue or "*",
+            "dead_letters",
+        )
+        return [_item(flat) for flat in reply]
+
+    async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
+        """Depth (queued, due or delayed), claimed, dead-lettered, oldest due age, counters."""
+        identifier(queue, "queue")
+        now = self._clock.now()
+        reply = await self._call(
+            "queue_stats", [self._key("all", queue)], [queue, number(now)], queue, "stats"
+        )
+        oldest = text(reply[3])
+        return QueueStats(
+            depth=int(reply[0]),
+            claimed=int(reply[1]),
+            dead_lettered=int(reply[2]),
+            oldest_age_seconds=now - float(oldest) if oldest else 0.0,
+            reaped=int(text(reply[4])),
+            duplicates_suppressed=int(text(reply[5])),
+        )
+
+    async def wait_for_work(self, queue: str = DEFAULT_QUEUE, within: float = 1.0) -> bool:
+        """Block up to ``within`` seconds (real time) until an item may be due in ``queue``.
+
+        An enqueue of a due item (or a requeue that is due at once) rings the queue's
+        doorbell; True when it rang. A False is no promise the queue is empty: delayed
+        items come due without ringing, so a worker still claims after each wait.
+        """
+        identifier(queue, "queue")
+        non_negative(within, "within")
+        bell = self._key("bell", queue)
+        client = self._redis.client
+        reply = await self._redis.retry.run(
+            lambda: client.blpop([bell], timeout=within),
+            lambda detail: QueueUnavailableError(queue, "wait_for_work", detail),
+        )
+        return reply is not None
+
+
+__all__ = ["RedisWorkQueue"]

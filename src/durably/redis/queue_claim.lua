@@ -1,0 +1,48 @@
+-- Take one due item, in one step: tenants in rotation (lowest turn, ties to the oldest
+-- due item), then priority, availability and enqueue order within the tenant.
+-- KEYS: the queue's active-tenant set. ARGV: prefix, queue, worker, now, lease_expires_at,
+-- then the priorities, highest first.
+local queue, worker, now, expires = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local tenants = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
+local best = nil
+for i = 1, #tenants, 2 do
+  local tenant, turn = tenants[i], tonumber(tenants[i + 1])
+  if best and turn > best.turn then break end
+  local pick, oldest_at, oldest_member = nil, nil, nil
+  for p = 6, #ARGV do
+    local hit = redis.call('ZRANGEBYSCORE', ready_key(queue, tenant, ARGV[p]), '-inf', now,
+      'WITHSCORES', 'LIMIT', 0, 1)
+    if hit[1] then
+      local at = tonumber(hit[2])
+      if not pick then pick = {priority = ARGV[p], member = hit[1]} end
+      if not oldest_at or at < oldest_at or (at == oldest_at and hit[1] < oldest_member) then
+        oldest_at, oldest_member = at, hit[1]
+      end
+    end
+  end
+  if pick then
+    local seq = string.sub(oldest_member, 1, 16)
+    if not best or turn < best.turn or oldest_at < best.at
+        or (oldest_at == best.at and seq < best.seq) then
+      best = {tenant = tenant, turn = turn, at = oldest_at, seq = seq,
+        priority = pick.priority, member = pick.member}
+    end
+  end
+end
+if not best then return false end
+local id = string.sub(best.member, 17)
+local ref = seg(best.tenant) .. seg(id)
+local item = item_key(ref)
+remove_ready(queue, best.tenant, best.priority, best.member, ref)
+-- The served tenant goes to the back of the rotation.
+local turn = redis.call('INCR', qkey('turn', queue))
+redis.call('HSET', qkey('turns', queue), best.tenant, turn)
+redis.call('ZADD', KEYS[1], 'XX', turn, best.tenant)
+if redis.call('HGET', item, 'first_claimed_at') == '' then
+  redis.call('HSET', item, 'first_claimed_at', now)
+end
+redis.call('HSET', item, 'state', 'claimed', 'worker', worker, 'claimed_at', now,
+  'lease_expires_at', expires)
+redis.call('ZADD', qkey('leases', queue), expires, ref)
+redis.call('SADD', base .. 'held:' .. seg(worker), ref)
+return redis.call('HGETALL', item)

@@ -1,0 +1,48 @@
+-- Queue an item unless a live one holds its id or dedupe key.
+-- KEYS: item hash. ARGV: prefix, ref, tenant, id, queue, doc, priority, dedupe key or '',
+-- now, available_at
+local item = KEYS[1]
+local ref, tenant, id, queue = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local doc, priority, dedupe, now, available = ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]
+local function live(key)
+  local state = redis.call('HGET', key, 'state')
+  return state == 'queued' or state == 'claimed'
+end
+local holder = nil
+if live(item) then
+  holder = item
+elseif dedupe ~= '' then
+  local other = redis.call('HGET', base .. 'dedupe', seg(tenant) .. seg(queue) .. seg(dedupe))
+  if other and live(item_key(seg(tenant) .. seg(other))) then
+    holder = item_key(seg(tenant) .. seg(other))
+  end
+end
+if holder then
+  local holder_queue = redis.call('HGET', holder, 'queue')
+  redis.call('HINCRBY', qkey('stats', holder_queue), 'duplicates', 1)
+  return {'duplicate', redis.call('HGETALL', holder)}
+end
+if redis.call('EXISTS', item) == 1 then
+  -- A terminal item frees its id and key: the new one replaces it.
+  local old = redis.call('HMGET', item, 'queue', 'state')
+  if old[2] == 'dead_lettered' then
+    redis.call('ZREM', qkey('dead', old[1]), ref)
+    redis.call('ZREM', base .. 'dead-tenant:' .. seg(tenant), ref)
+  end
+  forget_dedupe(item)
+  redis.call('DEL', item)
+end
+local sequence = redis.call('INCR', base .. 'seq')
+-- Equal availability is broken by enqueue order: the member sorts by a padded sequence.
+local member = string.format('%016.0f', sequence) .. id
+redis.call('HSET', item, 'doc', doc, 'tenant', tenant, 'id', id, 'queue', queue,
+  'priority', priority, 'dedupe', dedupe, 'member', member, 'state', 'queued',
+  'attempts', 0, 'worker', '', 'enqueued_at', now, 'available_at', available,
+  'lease_expires_at', '', 'first_claimed_at', '', 'claimed_at', '', 'failures', '')
+if dedupe ~= '' then
+  redis.call('HSET', base .. 'dedupe', seg(tenant) .. seg(queue) .. seg(dedupe), id)
+end
+redis.call('SADD', base .. 'queues', queue)
+add_ready(queue, tenant, priority, member, ref, available)
+if tonumber(available) <= tonumber(now) then ring(queue) end
+return {'queued', redis.call('HGETALL', item)}
