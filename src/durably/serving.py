@@ -1,0 +1,470 @@
+"""What a `Worker` runs for each registration: a claim loop per work queue and per workflow
+kind, each with its own concurrency limit, and the keep-alive that holds a long item or pass.
+
+Waiting (polls, heartbeats, grace) is in real seconds on the event loop; every timestamp
+the worker hands a store (backoff deadlines, `wake_due`) comes from the injected `Clock`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from durably.clock import Clock
+from durably.errors import ConfigurationError, Contended, DurablyError, Fenced, LeaseLostError
+from durably.runtime import Run, resume
+from durably.status import WorkflowStatus
+from durably.work import QueuePolicy, WorkItem, WorkQueue
+from durably.workflows import Blocked, Completed, Delivery, Durable, Pass, Sleeping
+
+Handler = Callable[[WorkItem], Awaitable[None]]
+Body = Callable[[Run], Awaitable[object]]
+
+# How soon a delivery given back at shutdown becomes visible: "at once", but `extend` only
+# takes a positive duration, and extending (unlike `make_ready`) never revives a workflow
+# that was deleted meanwhile.
+GIVE_BACK_SECONDS = 0.001
+
+
+@dataclass(slots=True)
+class Context:
+    """What every service shares with the worker that runs it."""
+
+    worker: str
+    clock: Clock
+    logger: logging.Logger
+    poll_seconds: float
+    stopping: asyncio.Event
+    note_due: Callable[[float], None]
+    fatal: Callable[[BaseException], None]
+
+
+def retryable(exc: BaseException) -> bool:
+    """Whether a failure may go away on its own: a durably error says so, anything else may."""
+    return exc.retryable if isinstance(exc, DurablyError) else True
+
+
+class _WorkWaiter(Protocol):
+    async def wait_for_work(self, queue: str, within: float) -> object: ...
+
+
+class Service:
+    """A claim loop with a concurrency limit: claims only while a slot is free."""
+
+    def __init__(self, concurrency: int) -> None:
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
+        self.concurrency = concurrency
+        self.inflight: set[asyncio.Task[None]] = set()
+        self.peak = 0
+        # Set when a slot frees up or the worker stops: the claim loop waits on it.
+        self._nudge = asyncio.Event()
+
+    def reset(self) -> None:
+        """Forget the last run's wake-ups (before serving again)."""
+        self._nudge = asyncio.Event()
+
+    def nudge(self) -> None:
+        """Wake the claim loop (a slot freed, or the worker is stopping)."""
+        self._nudge.set()
+
+    def start(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` in a slot; the slot frees itself when it ends."""
+        task = asyncio.create_task(work)
+        self.inflight.add(task)
+        self.peak = max(self.peak, len(self.inflight))
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self.inflight.discard(task)
+        self._nudge.set()
+
+    async def serve(self, ctx: Context) -> None:
+        """Claim and start work until the worker stops; store errors are logged and waited out."""
+        while not ctx.stopping.is_set():
+            self._nudge.clear()
+            if len(self.inflight) >= self.concurrency:
+                await self._nudge.wait()  # backpressure: no claim without a free slot
+                continue
+            try:
+                found = await self.claim_one(ctx)
+            except ConfigurationError as exc:
+                ctx.fatal(exc)
+                return
+            except Exception:
+                ctx.logger.exception("claiming failed; retrying", extra=self.fields(ctx))
+                await self._rest(ctx.poll_seconds)
+                continue
+            if not found:
+                await self.idle(ctx)
+
+    async def claim_one(self, ctx: Context) -> bool:
+        """Claim one unit of work and start it; False if there was none."""
+        raise NotImplementedError
+
+    async def idle(self, ctx: Context) -> None:
+        """Wait for work after finding none."""
+        await self._rest(ctx.poll_seconds)
+
+    def fields(self, ctx: Context) -> dict[str, object]:
+        """The structured-logging fields naming this service."""
+        return {"worker": ctx.worker}
+
+    async def _rest(self, seconds: float, also: Awaitable[object] | None = None) -> None:
+        """Wait ``seconds`` or until nudged (or until ``also`` finishes)."""
+        waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(self._nudge.wait())]
+        if also is not None:
+            waits.append(asyncio.ensure_future(also))
+        try:
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+
+
+class QueueService(Service):
+    """Serves one work queue name of a `WorkQueue` with ``handler``."""
+
+    def __init__(self, queue: WorkQueue, handler: Handler, name: str, concurrency: int) -> None:
+        super().__init__(concurrency)
+        self.queue = queue
+        self.handler = handler
+        self.name = name
+
+    def fields(self, ctx: Context, item: WorkItem | None = None) -> dict[str, object]:
+        fields: dict[str, object] = {"worker": ctx.worker, "queue": self.name}
+        if item is not None:
+            fields.update(item=item.id, tenant=item.tenant)
+        return fields
+
+    async def claim_one(self, ctx: Context) -> bool:
+        item = await self.queue.claim(worker=ctx.worker, queue=self.name)
+        if item is None:
+            return False
+        ctx.logger.debug("claimed work item", extra=self.fields(ctx, item))
+        self.start(self._work(ctx, item))
+        return True
+
+    async def idle(self, ctx: Context) -> None:
+        waiter = getattr(self.queue, "wait_for_work", None)
+        if waiter is None:
+            await self._rest(ctx.poll_seconds)
+        else:
+            pushed: _WorkWaiter = self.queue  # type: ignore[assignment]
+            await self._rest(ctx.poll_seconds, pushed.wait_for_work(self.name, ctx.poll_seconds))
+
+    async def _work(self, ctx: Context, item: WorkItem) -> None:
+        """Run the handler under a heartbeat, then settle: complete, fail, or (lease lost,
+        shutdown) leave the item for the queue to hand out again."""
+        fields = self.fields(ctx, item)
+        handling = asyncio.ensure_future(self.handler(item))
+        lost: list[LeaseLostError] = []
+        beating = asyncio.create_task(self._heartbeat(ctx, item, handling, lost))
+        try:
+            await handling
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if lost and current is not None and not current.cancelling():
+                ctx.logger.warning(
+                    "lost the lease on a work item; its handler was cancelled (%s)",
+                    lost[0].reason,
+                    extra=fields,
+                )
+                return
+            raise  # shutdown: the worker gives the item back with `adopt`
+        except Exception as exc:
+            await self._settle_failure(ctx, item, exc, fields)
+            return
+        finally:
+            beating.cancel()
+            await asyncio.gather(beating, return_exceptions=True)
+        try:
+            await self.queue.complete(item.id, tenant=item.tenant, worker=ctx.worker)
+        except LeaseLostError as exc:
+            ctx.logger.warning(
+                "work item finished after its lease was lost (%s); not completed",
+                exc.reason,
+                extra=fields,
+            )
+        except Exception:
+            ctx.logger.exception("could not complete a work item", extra=fields)
+        else:
+            ctx.logger.info("completed work item", extra=fields)
+
+    async def _settle_failure(
+        self, ctx: Context, item: WorkItem, exc: Exception, fields: dict[str, object]
+    ) -> None:
+        try:
+            settled = await self.queue.fail(
+                item.id,
+                tenant=item.tenant,
+                worker=ctx.worker,
+                error=repr(exc),
+                retryable=retryable(exc),
+            )
+        except LeaseLostError as lost:
+            ctx.logger.warning(
+                "work item failed after its lease was lost (%s)", lost.reason, extra=fields
+            )
+        except Exception:
+            ctx.logger.exception("could not record a work item's failure", extra=fields)
+        else:
+            ctx.logger.warning(
+                "work item failed (attempt %d, now %s): %r",
+                settled.attempts,
+                settled.state.value,
+                exc,
+                extra=fields,
+            )
+
+    async def _heartbeat(
+        self,
+        ctx: Context,
+        item: WorkItem,
+        handling: asyncio.Future[None],
+        lost: list[LeaseLostError],
+    ) -> None:
+        # A third of the lease, so one slow round trip cannot let it lapse.
+        interval = self.queue.policy.lease_for(None) / 3
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.queue.heartbeat(item.id, tenant=item.tenant, worker=ctx.worker)
+            except LeaseLostError as exc:
+                lost.append(exc)
+                handling.cancel()
+                return
+            except Exception:
+                ctx.logger.exception("heartbeat failed; retrying", extra=self.fields(ctx, item))
+
+
+class WorkflowService(Service):
+    """Serves one workflow kind: deliveries from ``durable.scheduler``, passes of ``body``."""
+
+    def __init__(
+        self,
+        kind: str,
+        body: Body,
+        durable: Durable[Any],
+        *,
+        concurrency: int,
+        policy: QueuePolicy,
+        budget: float,
+        alive: float,
+    ) -> None:
+        super().__init__(concurrency)
+        self.kind = kind
+        self.body = body
+        self.durable = durable
+        self.policy = policy
+        self.budget = budget
+        self.alive = alive
+
+    def fields(self, ctx: Context, workflow: str | None = None) -> dict[str, object]:
+        fields: dict[str, object] = {"worker": ctx.worker, "kind": self.kind}
+        if workflow is not None:
+            fields["workflow"] = workflow
+        return fields
+
+    async def claim_one(self, ctx: Context) -> bool:
+        asked = asyncio.get_running_loop().time()
+        delivery = await self.durable.scheduler.next_ready(ctx.poll_seconds)
+        if delivery is None:
+            # next_ready waits for a wakeup itself; rest only if it came back early.
+            waited = asyncio.get_running_loop().time() - asked
+            return waited >= ctx.poll_seconds / 2
+        if ctx.stopping.is_set():
+            await self._give_back(ctx, delivery)
+            return True
+        self.start(self._pass(ctx, delivery))
+        return True
+
+    async def _pass(self, ctx: Context, delivery: Delivery) -> None:
+        """One pass: claim, run the body under renewal, report the outcome, release."""
+        fields = self.fields(ctx, delivery.workflow)
+        checkpointer = self.durable.checkpointer
+        try:
+            holder = await checkpointer.claim(delivery.workflow, self.budget, self.alive)
+        except Exception:
+            ctx.logger.exception("claiming a workflow failed", extra=fields)
+            return
+        if holder is None:
+            # Another pass holds it; the delivery comes back after the scheduler's lease.
+            ctx.logger.debug("workflow is held by another pass", extra=fields)
+            return
+        claim_lost = False
+        try:
+            claim_lost = await self._run_pass(ctx, delivery, holder, fields)
+        except (Fenced, Contended):
+            ctx.logger.info("workflow pass was superseded; dropped", extra=fields)
+        except asyncio.CancelledError:
+            # Shutdown: release first, so the worker that takes the delivery can claim.
+            await self._release(ctx, holder, fields)
+            await self._give_back(ctx, delivery)
+            raise
+        except Exception:
+            ctx.logger.exception("workflow pass could not report its outcome", extra=fields)
+        await self._release(ctx, holder, fields)
+        if claim_lost:
+            await self._give_back(ctx, delivery)
+
+    async def _run_pass(
+        self, ctx: Context, delivery: Delivery, holder: Pass, fields: dict[str, object]
+    ) -> bool:
+        """Run the body and report how it ended; True if the claim was lost meanwhile."""
+        checkpointer = self.durable.checkpointer
+        info = await checkpointer.get_status(delivery.workflow)
+        attempts = info.attempts if info is not None else 0
+        last_error = info.last_error if info is not None else None
+        await checkpointer.set_status(
+            holder, WorkflowStatus.RUNNING, attempts=attempts, error=last_error
+        )
+        runs: list[Run] = []
+        passing = asyncio.create_task(
+            resume(holder, checkpointer, self.body, clock=ctx.clock, on_run=runs.append)
+        )
+        lost: list[bool] = []
+        keeping = asyncio.create_task(self._keep_alive(ctx, delivery, holder, passing, lost))
+        try:
+            outcome = await passing
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if lost and current is not None and not current.cancelling():
+                ctx.logger.warning("workflow pass lost its claim; cancelled", extra=fields)
+                return True
+            raise
+        except Exception as exc:
+            await self._settle_failure(ctx, delivery, holder, attempts, exc, fields)
+            return False
+        finally:
+            keeping.cancel()
+            await asyncio.gather(keeping, return_exceptions=True)
+        counts = f"{runs[0].performed} performed, {runs[0].replayed} replayed" if runs else ""
+        scheduler = self.durable.scheduler
+        if isinstance(outcome, Completed):
+            await checkpointer.set_status(
+                holder, WorkflowStatus.COMPLETED, attempts=attempts, error=last_error
+            )
+            await scheduler.done(delivery)
+            ctx.logger.info("workflow completed (%s)", counts, extra=fields)
+        elif isinstance(outcome, Sleeping):
+            await checkpointer.set_status(
+                holder, WorkflowStatus.SLEEPING, attempts=attempts, error=last_error
+            )
+            await scheduler.wake_at(delivery, outcome.due)
+            ctx.note_due(outcome.due)
+            ctx.logger.info(
+                "workflow sleeps at %r until %.3f (%s)",
+                outcome.key,
+                outcome.due,
+                counts,
+                extra=fields,
+            )
+        elif isinstance(outcome, Blocked):
+            await checkpointer.set_status(
+                holder, WorkflowStatus.BLOCKED, attempts=attempts, error=last_error
+            )
+            await scheduler.done(delivery)
+            ctx.logger.info(
+                "workflow blocked waiting for %s (%s)",
+                sorted(outcome.waiting | outcome.listening),
+                counts,
+                extra=fields,
+            )
+        return False
+
+    async def _settle_failure(
+        self,
+        ctx: Context,
+        delivery: Delivery,
+        holder: Pass,
+        attempts: int,
+        exc: Exception,
+        fields: dict[str, object],
+    ) -> None:
+        checkpointer = self.durable.checkpointer
+        error = repr(exc)
+        settled = self.policy.settle_failure(
+            attempts, retryable=retryable(exc), now=ctx.clock.now()
+        )
+        if settled.dead or settled.available_at is None:
+            await checkpointer.set_status(
+                holder, WorkflowStatus.FAILED, attempts=settled.attempts, error=error
+            )
+            await self.durable.scheduler.done(delivery)
+            ctx.logger.error(
+                "workflow failed for good after %d attempt(s): %s",
+                settled.attempts,
+                error,
+                extra=fields,
+            )
+            return
+        await checkpointer.set_status(
+            holder, WorkflowStatus.SLEEPING, attempts=settled.attempts, error=error
+        )
+        await self.durable.scheduler.wake_at(delivery, settled.available_at)
+        ctx.note_due(settled.available_at)
+        ctx.logger.warning(
+            "workflow body failed (attempt %d); retrying at %.3f: %s",
+            settled.attempts,
+            settled.available_at,
+            error,
+            extra=fields,
+        )
+
+    async def _keep_alive(
+        self,
+        ctx: Context,
+        delivery: Delivery,
+        holder: Pass,
+        passing: asyncio.Task[Any],
+        lost: list[bool],
+    ) -> None:
+        """Renew the claim and keep the delivery hidden while the pass runs; cancel the
+        pass if the claim is gone."""
+        scheduler = self.durable.scheduler
+        interval = min(self.alive, scheduler.lease) / 3
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                if not await self.durable.checkpointer.renew(holder, self.alive):
+                    lost.append(True)
+                    passing.cancel()
+                    return
+                # False means a wakeup arrived meanwhile: the pass runs on, and the
+                # wakeup is delivered again after it.
+                await scheduler.extend(delivery, scheduler.lease)
+            except Exception:
+                ctx.logger.exception(
+                    "renewing a workflow claim failed; retrying",
+                    extra=self.fields(ctx, delivery.workflow),
+                )
+
+    async def _release(self, ctx: Context, holder: Pass, fields: dict[str, object]) -> None:
+        try:
+            await self.durable.checkpointer.release(holder)
+        except Exception:
+            ctx.logger.exception("releasing a workflow claim failed", extra=fields)
+
+    async def _give_back(self, ctx: Context, delivery: Delivery) -> None:
+        """Make a delivery this worker will not finish visible to other workers at once."""
+        with contextlib.suppress(Exception):
+            await self.durable.scheduler.extend(delivery, GIVE_BACK_SECONDS)
+        ctx.logger.info("gave a workflow back", extra=self.fields(ctx, delivery.workflow))
+
+
+__all__ = [
+    "GIVE_BACK_SECONDS",
+    "Body",
+    "Context",
+    "Handler",
+    "QueueService",
+    "Service",
+    "WorkflowService",
+    "retryable",
+]
