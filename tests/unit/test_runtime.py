@@ -19,6 +19,17 @@ async def claimed(checkpointer: MemoryCheckpointer, workflow: str = "wf") -> Pas
     return holder
 
 
+async def once(
+    checkpointer: MemoryCheckpointer, body: Any, *, clock: ManualClock | None = None
+) -> Any:
+    """One pass: claim, resume, release (the release is what lets the next pass claim)."""
+    holder = await claimed(checkpointer)
+    try:
+        return await resume(holder, checkpointer, body, clock=clock)
+    finally:
+        await checkpointer.release(holder)
+
+
 class SlowWrites(MemoryCheckpointer):
     """A memory checkpointer whose `record` waits for a gate: lets a test cancel mid-write."""
 
@@ -44,8 +55,8 @@ async def test_a_recorded_step_never_reruns_its_effect() -> None:
 
         return await run.step("paid", paid)
 
-    first = await resume(await claimed(checkpointer), checkpointer, body)
-    second = await resume(await claimed(checkpointer), checkpointer, body)
+    first = await once(checkpointer, body)
+    second = await once(checkpointer, body)
     assert first == Completed(42)
     assert second == Completed(42)
     assert calls == ["paid"]
@@ -55,11 +66,14 @@ async def test_a_step_returns_the_parsed_recorded_value_on_every_pass() -> None:
     checkpointer = MemoryCheckpointer()
 
     async def body(run: Run) -> tuple[int, int]:
-        pair = await run.step("pair", lambda: (1, 2), parse=lambda v: tuple(v))  # type: ignore[arg-type]
-        return pair  # type: ignore[return-value]
+        def as_pair(value: object) -> tuple[int, int]:
+            assert isinstance(value, list)
+            return (value[0], value[1])
 
-    assert await resume(await claimed(checkpointer), checkpointer, body) == Completed((1, 2))
-    assert await resume(await claimed(checkpointer), checkpointer, body) == Completed((1, 2))
+        return await run.step("pair", lambda: (1, 2), parse=as_pair)
+
+    assert await once(checkpointer, body) == Completed((1, 2))
+    assert await once(checkpointer, body) == Completed((1, 2))
 
 
 async def test_a_step_name_used_twice_in_one_pass_is_a_value_error() -> None:
@@ -70,7 +84,7 @@ async def test_a_step_name_used_twice_in_one_pass_is_a_value_error() -> None:
         await run.step("a", lambda: 2)
 
     with pytest.raises(ValueError, match="twice"):
-        await resume(await claimed(checkpointer), checkpointer, body)
+        await once(checkpointer, body)
 
 
 async def test_a_step_name_in_the_inbox_key_space_is_a_value_error() -> None:
@@ -80,7 +94,7 @@ async def test_a_step_name_in_the_inbox_key_space_is_a_value_error() -> None:
         await run.step("inbox:00000000000000000001", lambda: 1)
 
     with pytest.raises(ValueError, match="inbox"):
-        await resume(await claimed(checkpointer), checkpointer, body)
+        await once(checkpointer, body)
     assert await checkpointer.load("wf") == {}
 
 
@@ -93,7 +107,11 @@ async def test_a_step_cancelled_after_its_effect_returned_still_records_it(
     effects: list[int] = []
 
     async def body(run: Run) -> object:
-        return await run.step("paid", lambda: effects.append(1) or "done")
+        def paid() -> str:
+            effects.append(1)
+            return "done"
+
+        return await run.step("paid", paid)
 
     task = asyncio.create_task(resume(holder, checkpointer, body))
     await checkpointer.writing.wait()
@@ -116,15 +134,13 @@ async def test_sleep_records_the_deadline_and_reports_sleeping_until_it_passes()
         await run.sleep("nap", 3600)
         return "awake"
 
-    outcome = await resume(await claimed(checkpointer), checkpointer, body, clock=clock)
+    outcome = await once(checkpointer, body, clock=clock)
     assert outcome == Sleeping("nap", 4600.0)
     assert await checkpointer.load("wf") == {"nap": 4600.0}
     clock.advance(3599)
-    assert await resume(await claimed(checkpointer), checkpointer, body, clock=clock) == Sleeping(
-        "nap", 4600.0
-    )
+    assert await once(checkpointer, body, clock=clock) == Sleeping("nap", 4600.0)
     clock.advance(1)
-    outcome = await resume(await claimed(checkpointer), checkpointer, body, clock=clock)
+    outcome = await once(checkpointer, body, clock=clock)
     assert outcome == Completed("awake")
 
 
@@ -135,7 +151,7 @@ async def test_sleep_refuses_a_non_positive_duration() -> None:
         await run.sleep("nap", 0)
 
     with pytest.raises(ValueError, match="duration"):
-        await resume(await claimed(checkpointer), checkpointer, body)
+        await once(checkpointer, body)
 
 
 async def test_several_deadlines_report_the_earliest() -> None:
@@ -148,7 +164,7 @@ async def test_several_deadlines_report_the_earliest() -> None:
             group.create_task(run.sleep("short", 5))
             group.create_task(run.sleep("middle", 20))
 
-    outcome = await resume(await claimed(checkpointer), checkpointer, body, clock=clock)
+    outcome = await once(checkpointer, body, clock=clock)
     assert outcome == Sleeping("short", 5.0)
 
 
@@ -160,10 +176,10 @@ async def test_awaiting_blocks_until_a_value_arrives_from_outside() -> None:
         approval = await run.awaiting("approval", parse=str)
         return f"approved by {approval}"
 
-    outcome = await resume(await claimed(checkpointer), checkpointer, body)
+    outcome = await once(checkpointer, body)
     assert outcome == Blocked(waiting=frozenset({"approval"}), listening=frozenset())
     await durable.arrive("wf", "approval", "ana")
-    outcome = await resume(await claimed(checkpointer), checkpointer, body)
+    outcome = await once(checkpointer, body)
     assert outcome == Completed("approved by ana")
 
 
@@ -178,18 +194,14 @@ async def test_receive_returns_new_messages_and_replays_the_same_batch() -> None
         second = await run.receive("second")
         return [entry.value for entry in first + second]
 
-    outcome = await resume(await claimed(checkpointer), checkpointer, body)
+    outcome = await once(checkpointer, body)
     assert outcome == Blocked(waiting=frozenset(), listening=frozenset({"first"}))
     for message in ("a", "b", "c"):
         await durable.deliver("wf", message)
-    assert await resume(await claimed(checkpointer), checkpointer, body) == Completed(
-        ["a", "b", "c"]
-    )
+    assert await once(checkpointer, body) == Completed(["a", "b", "c"])
     await durable.deliver("wf", "d")
     # The recorded batches are replayed; the later message does not join them.
-    assert await resume(await claimed(checkpointer), checkpointer, body) == Completed(
-        ["a", "b", "c"]
-    )
+    assert await once(checkpointer, body) == Completed(["a", "b", "c"])
     assert seen == [["a", "b"], ["a", "b"]]
 
 
@@ -202,7 +214,7 @@ async def test_receive_waits_when_every_message_was_already_received() -> None:
         await run.receive("one")
         await run.receive("two")
 
-    outcome = await resume(await claimed(checkpointer), checkpointer, body)
+    outcome = await once(checkpointer, body)
     assert outcome == Blocked(waiting=frozenset(), listening=frozenset({"two"}))
 
 
@@ -213,7 +225,7 @@ async def test_pending_names_the_keys_without_a_value_and_never_suspends() -> No
     async def body(run: Run) -> frozenset[str]:
         return run.pending("a", "b", "c")
 
-    outcome = await resume(await claimed(durable.checkpointer), durable.checkpointer, body)
+    outcome = await once(durable.checkpointer, body)
     assert outcome == Completed(frozenset({"b", "c"}))
 
 
@@ -230,7 +242,7 @@ async def test_suspensions_inside_nested_task_groups_are_reported() -> None:
             group.create_task(inner(run))
             group.create_task(run.awaiting("z"))
 
-    outcome = await resume(await claimed(checkpointer), checkpointer, body)
+    outcome = await once(checkpointer, body)
     assert outcome == Blocked(waiting=frozenset({"x", "z"}), listening=frozenset({"y"}))
 
 
@@ -243,7 +255,7 @@ async def test_a_suspension_absorbed_by_gather_is_reported_as_swallowed() -> Non
         return "carried on"
 
     with pytest.raises(Swallowed) as caught:
-        await resume(await claimed(checkpointer), checkpointer, body)
+        await once(checkpointer, body)
     assert [s.key for s in caught.value.suspensions] == ["approval"]
 
 
@@ -253,11 +265,11 @@ async def test_a_suspension_caught_by_except_exception_is_not_absorbed() -> None
     async def body(run: Run) -> str:
         try:
             await run.awaiting("approval")
-        except Exception:  # noqa: BLE001 - the point: this cannot catch a suspension
+        except Exception:  # the point: this cannot catch a suspension
             return "absorbed"
         return "unreachable"
 
-    outcome = await resume(await claimed(checkpointer), checkpointer, body)
+    outcome = await once(checkpointer, body)
     assert outcome == Blocked(waiting=frozenset({"approval"}), listening=frozenset())
 
 
@@ -265,7 +277,7 @@ async def test_a_task_group_that_both_suspends_and_fails_reports_the_failure() -
     checkpointer = MemoryCheckpointer()
 
     async def broken() -> None:
-        await asyncio.sleep(0)
+        # Fails in the same loop turn as the suspension, so the group sees both.
         raise RuntimeError("tool crashed")
 
     async def body(run: Run) -> None:
@@ -274,7 +286,7 @@ async def test_a_task_group_that_both_suspends_and_fails_reports_the_failure() -
             group.create_task(broken())
 
     with pytest.raises(RuntimeError, match="tool crashed"):
-        await resume(await claimed(checkpointer), checkpointer, body)
+        await once(checkpointer, body)
 
 
 async def test_fenced_surfaces_bare_from_inside_a_task_group() -> None:
@@ -313,7 +325,7 @@ async def test_contended_raised_inside_a_task_group_surfaces_bare() -> None:
 
     await claimed(checkpointer, "other")
     with pytest.raises(Contended):
-        await resume(await claimed(checkpointer), checkpointer, body)
+        await once(checkpointer, body)
 
 
 async def _holds_forever(run: Run) -> None:
