@@ -1,0 +1,97 @@
+"""Several OS processes sharing one SQLite file."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections import Counter
+from pathlib import Path
+
+from durably.runs import RunState, StateKey
+from durably.sqlite import (
+    SqliteCheckpointer,
+    SqliteScheduler,
+    SqliteStateStore,
+    SqliteWorkQueue,
+    connect,
+)
+from durably.work import WorkItem, WorkState
+
+HELPER = Path(__file__).with_name("worker_process.py")
+TENANT = "tenant {1}"
+
+
+async def test_a_file_left_by_one_process_is_picked_up_by_another(tmp_path: Path) -> None:
+    path = tmp_path / "left.db"
+    left = await asyncio.create_subprocess_exec(sys.executable, str(HELPER), "leave", str(path))
+    assert await left.wait() == 0
+
+    db = await connect(path)
+    try:
+        run = await SqliteStateStore(db).get_run(StateKey(tenant=TENANT, id="run:1"))
+        assert run is not None
+        assert run.state is RunState.RUNNING
+        assert run.version == 1
+        item = await SqliteWorkQueue(db).claim(worker="second process")
+        assert item is not None
+        assert (item.id, item.tenant, item.state) == ("job 🚀", TENANT, WorkState.CLAIMED)
+        checkpointer = SqliteCheckpointer(db)
+        assert await checkpointer.load("wf;1") == {"paid step": {"tokens": 12}}
+        delivery = await SqliteScheduler(db, lease=5.0).next_ready(0)
+        assert delivery is not None
+        assert delivery.workflow == "wf;1"
+    finally:
+        await db.close()
+
+
+async def test_two_processes_claiming_from_one_file_never_take_the_same_item(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "shared.db"
+    db = await connect(path)
+    try:
+        queue = SqliteWorkQueue(db)
+        await db.transaction(
+            lambda tx: [
+                queue.bound(tx).enqueue(WorkItem(id=f"item-{n}", tenant=f"tenant-{n % 7}"))
+                for n in range(1000)
+            ]
+        )
+    finally:
+        await db.close()
+
+    workers = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(HELPER),
+            "claim",
+            str(path),
+            name,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        for name in ("process-a", "process-b")
+    ]
+    for worker in workers:
+        assert worker.stdout is not None
+        assert (await asyncio.wait_for(worker.stdout.readline(), 30)).strip() == b"ready"
+    for worker in workers:  # start both at once, so their claims interleave
+        assert worker.stdin is not None
+        worker.stdin.write(b"go\n")
+    finished = await asyncio.wait_for(
+        asyncio.gather(*(worker.communicate() for worker in workers)), 90
+    )
+    outputs = [stdout.decode().split() for stdout, _ in finished]
+    assert [worker.returncode for worker in workers] == [0, 0]
+
+    claimed = Counter(item for output in outputs for item in output)
+    assert set(claimed) == {f"item-{n}" for n in range(1000)}
+    assert max(claimed.values()) == 1, "an item was claimed by both processes"
+    assert all(outputs), "both processes should have claimed some of the items"
+
+    db = await connect(path)
+    try:
+        stats = await SqliteWorkQueue(db).stats()
+        assert (stats.depth, stats.claimed) == (0, 0)
+    finally:
+        await db.close()
