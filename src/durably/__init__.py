@@ -18,6 +18,7 @@ from durably.runs import (
     ToolCall,
     Usage,
 )
+from durably.runtime import Run, advance, resume
 from durably.status import WorkflowInfo, WorkflowStatus
 from durably.work import QueuePolicy, QueueStats, WorkItem, WorkPriority, WorkQueue, WorkState
 from durably.workflows import (
@@ -52,6 +53,7 @@ __all__ = [
     "QueuePolicy",
     "QueueStats",
     "Recorded",
+    "Run",
     "RunRecord",
     "RunState",
     "Scheduler",
@@ -73,4 +75,6 @@ __all__ = [
     "WorkflowInfo",
     "WorkflowStatus",
     "Written",
+    "advance",
+    "resume",
 ]
