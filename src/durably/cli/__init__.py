@@ -1,0 +1,68 @@
+"""The ``durably`` command line: ``durably demo``, ``worker``, ``runs``, ``queue``,
+``workflows``, ``schema`` and ``migrate``.
+
+Exit codes: 0 success, 1 a store could not be reached or an operation failed, 2 bad
+arguments (including a malformed DSN). A user error never prints a traceback, and a DSN is
+never printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any
+
+from durably.cli import demo, queue, runs, schema, worker, workflows
+from durably.cli.stores import StoreUnavailable, UsageError
+from durably.errors import DurablyError, InvalidInputError
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+Command = Callable[[argparse.Namespace], Coroutine[Any, Any, int]]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (every command group registers its own subcommands)."""
+    parser = argparse.ArgumentParser(
+        prog="durably",
+        description="Durable agent runs, work queues and workflows: inspect and operate them.",
+    )
+    from durably import __version__
+
+    parser.add_argument("--version", action="version", version=f"durably {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in (demo, worker, runs, queue, workflows, schema):
+        module.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI and return its exit code (the console script exits with it)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command: Command = args.run
+    try:
+        return asyncio.run(command(args))
+    except (UsageError, InvalidInputError) as exc:
+        parser.exit(EXIT_USAGE, f"durably: error: {exc}\n")
+    except StoreUnavailable as exc:
+        print(f"durably: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except DurablyError as exc:
+        print(f"durably: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("durably: interrupted", file=sys.stderr)
+        return 130
+
+
+def console() -> None:
+    """Entry point that exits the process with `main`'s code."""
+    sys.exit(main())
+
+
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "UsageError", "build_parser", "console", "main"]

@@ -1,0 +1,133 @@
+"""``durably queue stats``, ``dead-letters`` and ``requeue``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from durably.cli.render import Progress, emit_json, table, when
+from durably.cli.stores import UsageError, add_dsn, opened
+from durably.work import DEFAULT_QUEUE, WorkItem, WorkQueue, WorkState
+
+
+def register(commands: Any) -> None:
+    """Add the ``queue`` command group."""
+    group = commands.add_parser("queue", help="work queue stats, dead letters and requeue")
+    sub = group.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    stats = sub.add_parser("stats", help="depth, claimed, dead-lettered, oldest age, counters")
+    add_dsn(stats)
+    stats.add_argument("--queue", action="append", help="queue name (repeatable; default: default)")
+    stats.add_argument("--json", action="store_true", help="JSON for scripts")
+    stats.set_defaults(run=show_stats)
+
+    dead = sub.add_parser("dead-letters", help="a tenant's dead-lettered items, oldest first")
+    add_dsn(dead)
+    dead.add_argument("--tenant", required=True)
+    dead.add_argument("--queue", help="only this queue (default: every queue)")
+    dead.add_argument("--limit", type=int, default=50)
+    dead.add_argument("--json", action="store_true", help="JSON for scripts")
+    dead.set_defaults(run=show_dead_letters)
+
+    requeue = sub.add_parser(
+        "requeue", help="queue dead-lettered items again (attempts reset, failures kept)"
+    )
+    add_dsn(requeue)
+    requeue.add_argument("--tenant", required=True)
+    requeue.add_argument("item_ids", nargs="*", metavar="ITEM_ID", help="items to requeue")
+    requeue.add_argument("--all", action="store_true", help="every dead letter of the tenant")
+    requeue.add_argument("--queue", help="with --all: only this queue")
+    requeue.add_argument("--json", action="store_true", help="JSON for scripts")
+    requeue.set_defaults(run=requeue_items)
+
+
+async def show_stats(args: argparse.Namespace) -> int:
+    """Print a snapshot of each queue asked for."""
+    names = args.queue or [DEFAULT_QUEUE]
+    async with opened(args) as stores:
+        snapshots = {name: await stores.queue.stats(queue=name) for name in names}
+    if args.json:
+        emit_json(snapshots)
+        return 0
+    rows = [
+        [
+            name,
+            s.depth,
+            s.claimed,
+            s.dead_lettered,
+            f"{s.oldest_age_seconds:.1f}s",
+            s.reaped,
+            s.duplicates_suppressed,
+        ]
+        for name, s in snapshots.items()
+    ]
+    headers = ["queue", "depth", "claimed", "dead", "oldest", "reaped", "duplicates"]
+    print(table(rows, headers, right=(1, 2, 3, 4, 5, 6)))
+    return 0
+
+
+async def show_dead_letters(args: argparse.Namespace) -> int:
+    """Print a tenant's dead letters with their last error."""
+    if args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    async with opened(args) as stores:
+        items = await stores.queue.dead_letters(
+            tenant=args.tenant, limit=args.limit, queue=args.queue
+        )
+    if args.json:
+        emit_json({"dead_letters": items})
+        return 0
+    if not items:
+        print(f"no dead letters for tenant {args.tenant!r}")
+        return 0
+    rows = [
+        [i.id, i.queue, i.attempts, when(i.enqueued_at), (i.failures or ("-",))[-1][:60]]
+        for i in items
+    ]
+    print(table(rows, ["item", "queue", "attempts", "enqueued", "last error"], right=(2,)))
+    return 0
+
+
+def fresh_copy(item: WorkItem) -> WorkItem:
+    """``item`` as a new queued item: attempts reset, lease fields cleared, failures kept."""
+    return item.model_copy(
+        update={
+            "state": WorkState.QUEUED,
+            "attempts": 0,
+            "worker": None,
+            "enqueued_at": None,
+            "available_at": None,
+            "lease_expires_at": None,
+            "first_claimed_at": None,
+            "claimed_at": None,
+        }
+    )
+
+
+async def _dead_letters(queue: WorkQueue, tenant: str, name: str | None) -> list[WorkItem]:
+    return await queue.dead_letters(tenant=tenant, limit=10_000, queue=name)
+
+
+async def requeue_items(args: argparse.Namespace) -> int:
+    """Requeue named dead letters (or ``--all``); exit 1 if one named is not dead-lettered."""
+    if bool(args.item_ids) == bool(args.all):
+        raise UsageError("name ITEM_IDs or pass --all (not both)")
+    async with opened(args) as stores:
+        dead = await _dead_letters(stores.queue, args.tenant, args.queue if args.all else None)
+        by_id = {item.id: item for item in dead}
+        chosen = dead if args.all else [by_id[i] for i in args.item_ids if i in by_id]
+        missing = [] if args.all else [i for i in args.item_ids if i not in by_id]
+        progress = Progress("requeued", len(chosen))
+        done: list[WorkItem] = []
+        for item in chosen:
+            done.append(await stores.queue.enqueue(fresh_copy(item)))
+            progress.advance()
+        progress.finish()
+    if args.json:
+        emit_json({"requeued": [i.id for i in done], "not_dead_lettered": missing})
+    else:
+        print(f"requeued {len(done)} item(s) of tenant {args.tenant!r}")
+    for item_id in missing:
+        print(f"durably: {item_id!r} is not a dead letter of {args.tenant!r}", file=sys.stderr)
+    return 1 if missing else 0

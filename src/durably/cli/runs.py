@@ -1,0 +1,118 @@
+"""``durably runs list`` and ``durably runs show``: agent run records of one tenant."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from durably.cli.render import Progress, dollars, emit_json, table, when
+from durably.cli.stores import UsageError, add_dsn, opened
+from durably.runs import RunRecord, RunState, StateKey, StateQuery
+
+
+def register(commands: Any) -> None:
+    """Add the ``runs`` command group."""
+    group = commands.add_parser("runs", help="list and show agent run records")
+    sub = group.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    listing = sub.add_parser("list", help="a tenant's runs in creation order")
+    add_dsn(listing)
+    listing.add_argument("--tenant", required=True, help="whose runs")
+    listing.add_argument("--state", choices=[s.value for s in RunState], help="only this state")
+    listing.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    listing.add_argument("--all", action="store_true", help="every run, page after page")
+    listing.add_argument("--json", action="store_true", help="JSON for scripts")
+    listing.set_defaults(run=list_runs)
+
+    show = sub.add_parser("show", help="one run record in full")
+    add_dsn(show)
+    show.add_argument("--tenant", required=True)
+    show.add_argument("run_id", metavar="RUN_ID")
+    show.add_argument("--json", action="store_true", help="JSON for scripts")
+    show.set_defaults(run=show_run)
+
+
+def _row(record: RunRecord) -> list[object]:
+    return [
+        record.run_id,
+        record.agent_name,
+        record.state,
+        record.usage.total_tokens,
+        dollars(record.cost_micros),
+        record.iterations,
+        record.version,
+        when(record.updated_at),
+    ]
+
+
+HEADERS = ["run", "agent", "state", "tokens", "cost", "iterations", "version", "updated"]
+
+
+async def list_runs(args: argparse.Namespace) -> int:
+    """Print a tenant's runs (one page, or every page with ``--all``)."""
+    if args.limit < 1 or args.limit > 1000:
+        raise UsageError("--limit must be between 1 and 1000")
+    state = RunState(args.state) if args.state else None
+    records: list[RunRecord] = []
+    async with opened(args) as stores:
+        cursor: str | None = None
+        progress = Progress("runs read") if args.all else None
+        while True:
+            page = await stores.state.list_runs(
+                StateQuery(tenant=args.tenant, state=state, limit=args.limit, cursor=cursor)
+            )
+            records.extend(page.records)
+            if progress is not None:
+                progress.set(len(records))
+            cursor = page.cursor
+            if cursor is None or not args.all:
+                break
+        if progress is not None:
+            progress.finish()
+    if args.json:
+        emit_json({"runs": records, "cursor": None if args.all else cursor})
+        return 0
+    if not records:
+        print(f"no runs for tenant {args.tenant!r}")
+        return 0
+    print(table([_row(r) for r in records], HEADERS, right=(3, 4, 5, 6)))
+    if cursor is not None and not args.all:
+        print(f"(more runs: pass --all, or --limit above {args.limit})")
+    return 0
+
+
+async def show_run(args: argparse.Namespace) -> int:
+    """Print one run record; exit 1 if there is none."""
+    async with opened(args) as stores:
+        record = await stores.state.get_run(StateKey(tenant=args.tenant, id=args.run_id))
+    if record is None:
+        print(f"durably: no run {args.run_id!r} for tenant {args.tenant!r}", file=sys.stderr)
+        return 1
+    if args.json:
+        emit_json(record)
+        return 0
+    usage = record.usage
+    fields: list[list[object]] = [
+        ["run", record.run_id],
+        ["tenant", record.tenant],
+        ["agent", record.agent_name],
+        ["session", record.session_id],
+        ["state", record.state],
+        ["version", record.version],
+        ["updated", when(record.updated_at)],
+        ["iterations", record.iterations],
+        ["message cursor", record.message_cursor],
+        ["input tokens", usage.input_tokens],
+        ["output tokens", usage.output_tokens],
+        ["cached tokens", usage.cached_tokens],
+        ["reasoning tokens", usage.reasoning_tokens],
+        ["requests", usage.requests],
+        ["tool calls", usage.tool_calls],
+        ["cost", dollars(record.cost_micros)],
+        ["awaiting approval", record.awaiting_approval],
+        ["pending tool calls", ", ".join(c.name for c in record.pending_tool_calls) or None],
+    ]
+    fields.extend([f"metadata.{k}", v] for k, v in sorted(record.metadata.items()))
+    print(table(fields, ["field", "value"]))
+    return 0

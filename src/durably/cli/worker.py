@@ -1,0 +1,106 @@
+"""``durably worker MODULE:ATTR --dsn DSN``: serve handlers and workflows from your code.
+
+The convention: ``MODULE:ATTR`` names a callable ``setup(worker, stores)`` (plain or
+``async``) that registers on the `durably.Worker` it is given, using the `Stores` opened
+from the DSN::
+
+    # myapp/jobs.py
+    def setup(worker: Worker, stores: Stores) -> None:
+        worker.handle(stores.queue, send_invoice, name="invoices", concurrency=5)
+        worker.workflow("onboarding", onboard, stores.durable("onboarding"))
+
+    $ durably worker myapp.jobs:setup --dsn sqlite:///app.db
+
+The current directory is importable, as with ``python -m``. The worker runs until SIGTERM
+or SIGINT, then shuts down gracefully.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from durably.cli.stores import Stores, UsageError, add_dsn, describe, dsn_from, opened
+
+
+def register(commands: Any) -> None:
+    """Add the ``worker`` command."""
+    worker = commands.add_parser(
+        "worker",
+        help="serve work queues and workflows registered by MODULE:ATTR",
+        description="Serve the handlers and workflows that MODULE:ATTR, a callable "
+        "setup(worker, stores), registers on a durably.Worker.",
+    )
+    worker.add_argument("target", metavar="MODULE:ATTR", help="e.g. myapp.jobs:setup")
+    add_dsn(worker)
+    worker.add_argument("--name", help="worker name (default host:pid:random)")
+    worker.add_argument("--poll-seconds", type=float, default=1.0, help="fallback poll period")
+    worker.add_argument("--grace-seconds", type=float, default=30.0, help="shutdown grace")
+    worker.add_argument(
+        "--maintenance-seconds", type=float, default=5.0, help="period of reap / wake_due"
+    )
+    worker.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+    )
+    worker.set_defaults(run=run_worker)
+
+
+def load_target(target: str) -> Callable[..., Any]:
+    """The callable ``MODULE:ATTR`` names; `UsageError` when it cannot be found."""
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise UsageError(f"{target!r} is not MODULE:ATTR (e.g. myapp.jobs:setup)")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise UsageError(f"cannot import {module_name!r}: {exc}") from None
+    found: object = module
+    for part in attr.split("."):
+        if not hasattr(found, part):
+            raise UsageError(f"module {module_name!r} has no attribute {attr!r}")
+        found = getattr(found, part)
+    if not callable(found):
+        raise UsageError(f"{target!r} is not callable: it must be setup(worker, stores)")
+    return found
+
+
+async def run_worker(args: argparse.Namespace) -> int:
+    """Open the stores, let the target register, and serve until stopped."""
+    setup = load_target(args.target)
+    dsn = dsn_from(args.dsn)
+    for name in ("poll_seconds", "grace_seconds", "maintenance_seconds"):
+        if getattr(args, name) <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be positive")
+    logging.basicConfig(
+        level=getattr(logging, args.log_level),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    from durably.worker import Worker
+
+    async with opened(args) as stores:
+        worker = Worker(
+            name=args.name,
+            poll_seconds=args.poll_seconds,
+            grace_seconds=args.grace_seconds,
+            maintenance_seconds=args.maintenance_seconds,
+        )
+        await _setup(setup, worker, stores)
+        logging.getLogger("durably.cli").info(
+            "worker %s serving %s from %s", worker.name, args.target, describe(dsn)
+        )
+        await worker.run()
+    return 0
+
+
+async def _setup(setup: Callable[..., Any], worker: object, stores: Stores) -> None:
+    result = setup(worker, stores)
+    if inspect.isawaitable(result):
+        await result

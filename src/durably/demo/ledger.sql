@@ -1,0 +1,82 @@
+-- The demo's own tables, beside durably's in the demo file. The simulated model provider
+-- writes `demo_model_calls` itself (it is the provider's bill, not durably's checkpoint),
+-- which is what lets the demo prove that no paid step ran twice.
+
+-- name: create_batches
+CREATE TABLE IF NOT EXISTS demo_batches (
+    batch INTEGER PRIMARY KEY,
+    started_at REAL NOT NULL
+);
+
+-- name: create_calls
+CREATE TABLE IF NOT EXISTS demo_model_calls (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    batch INTEGER NOT NULL,
+    workflow TEXT NOT NULL,
+    step TEXT NOT NULL,
+    worker TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    billed_at REAL,
+    input_tokens INTEGER,
+    output_tokens INTEGER,
+    cost_micros INTEGER
+);
+
+-- name: create_steps
+CREATE TABLE IF NOT EXISTS demo_steps (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    batch INTEGER NOT NULL,
+    workflow TEXT NOT NULL,
+    step TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    worker TEXT NOT NULL,
+    at REAL NOT NULL
+);
+
+-- name: create_control
+CREATE TABLE IF NOT EXISTS demo_control (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+-- name: count_batches
+SELECT count(*) FROM demo_batches;
+
+-- name: new_batch
+INSERT INTO demo_batches (batch, started_at)
+VALUES ((SELECT coalesce(max(batch), 0) + 1 FROM demo_batches), ?)
+RETURNING batch;
+
+-- name: set_provider
+INSERT INTO demo_control (name, value) VALUES ('provider', ?)
+ON CONFLICT (name) DO UPDATE SET value = excluded.value;
+
+-- name: start_call
+INSERT INTO demo_model_calls (batch, workflow, step, worker, started_at)
+VALUES (?, ?, ?, ?, ?)
+RETURNING id;
+
+-- A call is billed only while the provider answers: the check and the bill are one
+-- statement, so once the demo has stalled the provider no further call can be billed.
+-- name: bill_call
+UPDATE demo_model_calls
+SET billed_at = ?, input_tokens = ?, output_tokens = ?, cost_micros = ?
+WHERE id = ?
+  AND coalesce((SELECT value FROM demo_control WHERE name = 'provider'), 'answering')
+      = 'answering';
+
+-- name: calls_of_batch
+SELECT workflow, step, worker, started_at, billed_at, input_tokens, output_tokens, cost_micros
+FROM demo_model_calls
+WHERE batch = ?
+ORDER BY id;
+
+-- name: record_step
+INSERT INTO demo_steps (batch, workflow, step, outcome, worker, at)
+VALUES (?, ?, ?, ?, ?, ?);
+
+-- name: steps_of_batch
+SELECT workflow, step, outcome, worker
+FROM demo_steps
+WHERE batch = ?
+ORDER BY id;

@@ -1,0 +1,429 @@
+"""The demo's story, step by step: create a batch of runs, start a worker process, kill it
+with SIGKILL while paid calls are in flight, let a second worker process finish every run,
+and compute (not assert) what was billed, run and replayed.
+
+Every invocation adds a new batch of runs to the same file; earlier batches stay, so the
+CLI can inspect them. Pass ``reset=True`` to start from an empty file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from durably.cli.stores import Stores, open_stores
+from durably.demo.agent import KIND, SCHEDULER_LEASE
+from durably.demo.ledger import Ledger
+from durably.runs import RunRecord, StateKey
+from durably.status import WorkflowStatus
+
+# Kill the first worker once this many paid calls were billed (of about 19).
+KILL_AFTER_BILLED = 7
+FINISH_TIMEOUT = 45.0
+
+# (tenant, run name, agent, task, plan). Each plan action follows a model call.
+RUNS: tuple[tuple[str, str, str, str, tuple[dict[str, object], ...]], ...] = (
+    (
+        "acme",
+        "research",
+        "research-agent",
+        "Compare three vector databases for our search team",
+        (
+            {"kind": "tool", "tool": "search", "arg": "vector database benchmarks"},
+            {"kind": "tool", "tool": "calculator", "arg": "cost per million vectors"},
+        ),
+    ),
+    (
+        "acme",
+        "incident-digest",
+        "research-agent",
+        "Summarise last week's incident reports",
+        (
+            {"kind": "tool", "tool": "search", "arg": "incident reports week 41"},
+            {"kind": "sleep", "seconds": 2.0},
+            {"kind": "tool", "tool": "search", "arg": "incident follow-ups"},
+        ),
+    ),
+    (
+        "globex",
+        "renewal-offer",
+        "sales-agent",
+        "Email the renewal offer to Initrode",
+        (
+            {"kind": "tool", "tool": "draft_email", "arg": "renewal offer"},
+            {"kind": "approval", "tool": "send_email", "arg": "renewal offer"},
+        ),
+    ),
+    (
+        "globex",
+        "field-briefing",
+        "ops-agent",
+        "Write the weather briefing for the field team",
+        (
+            {"kind": "tool", "tool": "weather", "arg": "Springfield"},
+            {"kind": "tool", "tool": "calculator", "arg": "crew hours"},
+        ),
+    ),
+    (
+        "initech",
+        "refund",
+        "support-agent",
+        "Refund order 4411 if it arrived damaged",
+        (
+            {"kind": "tool", "tool": "lookup_order", "arg": "4411"},
+            {"kind": "tool", "tool": "refund", "arg": "4411"},
+        ),
+    ),
+    (
+        "initech",
+        "sso-ticket",
+        "support-agent",
+        "Answer the ticket about setting up SSO",
+        (
+            {"kind": "tool", "tool": "search", "arg": "SSO SAML setup"},
+            {"kind": "tool", "tool": "search", "arg": "SSO troubleshooting"},
+        ),
+    ),
+)
+APPROVAL_RUN = "renewal-offer"
+
+
+@dataclass(frozen=True, slots=True)
+class DemoRun:
+    """One run of the batch: its record key and the workflow driving it."""
+
+    tenant: str
+    run_id: str
+    agent: str
+    workflow: str
+    task: str
+    plan: tuple[dict[str, object], ...]
+
+
+@dataclass
+class RunSummary:
+    """One row of the closing table."""
+
+    tenant: str
+    run_id: str
+    state: str
+    status: str
+    steps_run: int
+    steps_replayed: int
+    paid_calls: int
+    tokens: int
+    cost_micros: int
+    attempts: int
+
+
+@dataclass
+class Report:
+    """What the demo did and what it proved, computed from the file."""
+
+    path: str
+    batch: int
+    earlier_batches: int
+    killed_pid: int
+    billed_before_kill: int
+    in_flight_at_kill: int
+    runs: list[RunSummary] = field(default_factory=list)
+    paid_calls_billed: int = 0
+    distinct_paid_steps: int = 0
+    repeated_paid_steps: list[str] = field(default_factory=list)
+    recorded_before_kill_rerun: list[str] = field(default_factory=list)
+    unfinished: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def no_paid_step_twice(self) -> bool:
+        """Whether every paid step was billed at most once (and none recorded before the
+        kill ran again)."""
+        return not self.repeated_paid_steps and not self.recorded_before_kill_rerun
+
+    @property
+    def ok(self) -> bool:
+        """Whether every run finished and no paid step ran twice."""
+        return self.no_paid_step_twice and not self.unfinished
+
+
+Say = Callable[[str], None]
+
+
+class Demo:
+    """Runs the story over the file at ``path``; ``say`` narrates it."""
+
+    def __init__(self, path: str, *, say: Say, reset: bool = False) -> None:
+        self.path = os.path.abspath(path)
+        self._say = say
+        self._reset = reset
+        self._started = time.monotonic()
+        self._processes: list[subprocess.Popen[bytes]] = []
+
+    def note(self, message: str) -> None:
+        """Narrate one line, stamped with the seconds since the demo began."""
+        self._say(f"[{time.monotonic() - self._started:5.1f}s] {message}")
+
+    async def run(self) -> Report:
+        """Tell the whole story; the report says what happened."""
+        if self._reset:
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(self.path + suffix)
+        fresh = not await asyncio.to_thread(os.path.exists, self.path)
+        stores = await open_stores(f"sqlite:///{self.path}")
+        try:
+            return await self._story(stores, fresh)
+        finally:
+            for process in self._processes:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+            await stores.close()
+
+    async def _story(self, stores: Stores, fresh: bool) -> Report:
+        ledger = Ledger(stores.database)
+        await ledger.prepare()
+        earlier = await ledger.earlier_batches()
+        await ledger.set_provider(answering=True)
+        batch = await ledger.new_batch(time.time())
+        if fresh:
+            self.note(f"created {self.path}")
+        else:
+            self.note(
+                f"reusing {self.path}: {earlier} earlier batch(es) kept; this is batch {batch}"
+            )
+        durable = stores.durable(KIND, lease=SCHEDULER_LEASE)
+        runs = await self._create_runs(stores, durable, batch)
+        tenants = sorted({r.tenant for r in runs})
+        self.note(f"queued {len(runs)} agent runs for tenants {', '.join(tenants)}")
+
+        first = self._spawn(1)
+        self.note(f"worker 1 started (pid {first.pid})")
+        await self._wait_for_billed(ledger, batch, KILL_AFTER_BILLED, first)
+        await ledger.set_provider(answering=False)
+        await self._wait_until_recorded(stores, ledger, batch)
+        calls = await ledger.calls(batch)
+        in_flight = [c for c in calls if not c.billed]
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        billed_before = [c for c in calls if c.billed]
+        self.note(
+            f"killed worker 1 with SIGKILL: {len(billed_before)} paid calls billed so far, "
+            f"{len(in_flight)} in flight (never answered, never billed)"
+        )
+        recorded_at_kill = {
+            run.workflow: set(await stores.checkpointer.load(run.workflow)) for run in runs
+        }
+        await ledger.set_provider(answering=True)
+
+        second = self._spawn(2)
+        self.note(f"worker 2 started (pid {second.pid}); it resumes every unfinished run")
+        await self._approve(stores, durable, runs, second)
+        unfinished = await self._wait_finished(stores, runs, second)
+        second.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.to_thread(second.wait, 10.0)
+        except subprocess.TimeoutExpired:
+            second.kill()
+        self.note("worker 2 stopped (SIGTERM, graceful)")
+
+        report = Report(
+            path=self.path,
+            batch=batch,
+            earlier_batches=earlier,
+            killed_pid=first.pid,
+            billed_before_kill=len(billed_before),
+            in_flight_at_kill=len(in_flight),
+            unfinished=unfinished,
+        )
+        await self._summarise(stores, ledger, runs, recorded_at_kill, report)
+        report.seconds = time.monotonic() - self._started
+        return report
+
+    async def _create_runs(self, stores: Stores, durable: Any, batch: int) -> list[DemoRun]:
+        from durably.worker import start_workflow
+
+        runs: list[DemoRun] = []
+        for tenant, name, agent, task, plan in RUNS:
+            run_id = f"b{batch}-{name}"
+            workflow = f"demo/{tenant}/{run_id}"
+            await stores.state.put_run(
+                RunRecord(
+                    run_id=run_id,
+                    tenant=tenant,
+                    agent_name=agent,
+                    metadata={"batch": batch, "task": task, "workflow": workflow},
+                )
+            )
+            brief = {
+                "batch": batch,
+                "tenant": tenant,
+                "run_id": run_id,
+                "task": task,
+                "plan": list(plan),
+            }
+            await start_workflow(durable, workflow, brief)
+            runs.append(DemoRun(tenant, run_id, agent, workflow, task, plan))
+        return runs
+
+    def _spawn(self, number: int) -> subprocess.Popen[bytes]:
+        log = open(f"{self.path}.worker-{number}.log", "wb")  # noqa: SIM115 - the child owns it
+        command = [
+            sys.executable,
+            "-m",
+            "durably",
+            "worker",
+            "durably.demo.agent:serve",
+            "--dsn",
+            f"sqlite:///{self.path}",
+            "--name",
+            f"demo-worker-{number}",
+            "--poll-seconds",
+            "0.2",
+            "--maintenance-seconds",
+            "0.3",
+            "--grace-seconds",
+            "5",
+        ]
+        env = dict(os.environ)
+        # The child must import this very durably, also when it runs from a source tree.
+        source = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (source, env.get("PYTHONPATH")) if p)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        log.close()
+        self._processes.append(process)
+        return process
+
+    def _check_alive(self, process: subprocess.Popen[bytes], number: int) -> None:
+        if process.poll() is not None:
+            raise DemoError(
+                f"worker {number} exited early with code {process.returncode}; "
+                f"see {self.path}.worker-{number}.log"
+            )
+
+    async def _wait_for_billed(
+        self, ledger: Ledger, batch: int, count: int, process: subprocess.Popen[bytes]
+    ) -> None:
+        deadline = time.monotonic() + FINISH_TIMEOUT
+        while True:
+            billed = [c for c in await ledger.calls(batch) if c.billed]
+            if len(billed) >= count:
+                return
+            self._check_alive(process, 1)
+            if time.monotonic() > deadline:
+                raise DemoError(f"worker 1 billed only {len(billed)} calls in time")
+            await asyncio.sleep(0.05)
+
+    async def _wait_until_recorded(self, stores: Stores, ledger: Ledger, batch: int) -> None:
+        """With the provider stalled no further call can be billed; wait until every
+        billed call and its charge are recorded, so the kill lands only on calls in flight."""
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            billed = [c for c in await ledger.calls(batch) if c.billed]
+            loaded: dict[str, set[str]] = {}
+            for call in billed:
+                if call.workflow not in loaded:
+                    loaded[call.workflow] = set(await stores.checkpointer.load(call.workflow))
+            if all({c.step, f"usage:{c.step}"} <= loaded[c.workflow] for c in billed):
+                return
+            await asyncio.sleep(0.05)
+        raise DemoError("worker 1 did not record its billed calls in time")
+
+    async def _approve(
+        self,
+        stores: Stores,
+        durable: Any,
+        runs: list[DemoRun],
+        process: subprocess.Popen[bytes],
+    ) -> None:
+        """Supply the approval once the run asks for it (it holds no process meanwhile)."""
+        run = next(r for r in runs if r.run_id.endswith(APPROVAL_RUN))
+        deadline = time.monotonic() + FINISH_TIMEOUT
+        while time.monotonic() < deadline:
+            info = await stores.checkpointer.get_status(run.workflow)
+            if info is not None and info.status is WorkflowStatus.BLOCKED:
+                break
+            self._check_alive(process, 2)
+            await asyncio.sleep(0.05)
+        await durable.arrive(run.workflow, "approval", "ops@globex (demo)")
+        self.note(f"approved send_email for {run.tenant}/{run.run_id}; it was waiting, blocked")
+
+    async def _wait_finished(
+        self, stores: Stores, runs: list[DemoRun], process: subprocess.Popen[bytes]
+    ) -> list[str]:
+        deadline = time.monotonic() + FINISH_TIMEOUT
+        seen = 0
+        pending = list(runs)
+        while pending and time.monotonic() < deadline:
+            still: list[DemoRun] = []
+            for run in pending:
+                info = await stores.checkpointer.get_status(run.workflow)
+                if info is None or not info.status.finished:
+                    still.append(run)
+            pending = still
+            done = len(runs) - len(pending)
+            if done != seen:
+                seen = done
+                self.note(f"{done}/{len(runs)} runs finished")
+            self._check_alive(process, 2)
+            if pending:
+                await asyncio.sleep(0.1)
+        return [f"{r.tenant}/{r.run_id}" for r in pending]
+
+    async def _summarise(
+        self,
+        stores: Stores,
+        ledger: Ledger,
+        runs: list[DemoRun],
+        recorded_at_kill: dict[str, set[str]],
+        report: Report,
+    ) -> None:
+        calls = await ledger.calls(batch := report.batch)
+        steps = await ledger.steps(batch)
+        billed = [c for c in calls if c.billed]
+        per_step = Counter((c.workflow, c.step) for c in billed)
+        report.paid_calls_billed = len(billed)
+        report.distinct_paid_steps = len(per_step)
+        report.repeated_paid_steps = sorted(
+            f"{wf} {step} x{n}" for (wf, step), n in per_step.items() if n > 1
+        )
+        report.recorded_before_kill_rerun = sorted(
+            f"{c.workflow} {c.step}"
+            for c in calls
+            if c.worker != "demo-worker-1" and c.step in recorded_at_kill.get(c.workflow, set())
+        )
+        for run in runs:
+            record = await stores.state.get_run(StateKey(tenant=run.tenant, id=run.run_id))
+            info = await stores.checkpointer.get_status(run.workflow)
+            mine = [s for s in steps if s.workflow == run.workflow]
+            report.runs.append(
+                RunSummary(
+                    tenant=run.tenant,
+                    run_id=run.run_id,
+                    state=record.state.value if record else "missing",
+                    status=info.status.value if info else "-",
+                    steps_run=sum(1 for s in mine if s.outcome == "ran"),
+                    steps_replayed=sum(1 for s in mine if s.outcome == "replayed"),
+                    paid_calls=sum(1 for c in billed if c.workflow == run.workflow),
+                    tokens=record.usage.total_tokens if record else 0,
+                    cost_micros=record.cost_micros if record else 0,
+                    attempts=info.attempts if info else 0,
+                )
+            )
+
+
+class DemoError(Exception):
+    """The demo could not tell its story (a worker died early, or time ran out)."""
+
+
+__all__ = ["FINISH_TIMEOUT", "RUNS", "Demo", "DemoError", "DemoRun", "Report", "RunSummary"]
