@@ -21,6 +21,7 @@ from durably.runs import (
 from durably.runtime import Run, advance, resume
 from durably.status import WorkflowInfo, WorkflowStatus
 from durably.work import QueuePolicy, QueueStats, WorkItem, WorkPriority, WorkQueue, WorkState
+from durably.worker import Worker, start_workflow
 from durably.workflows import (
     Blocked,
     Checkpointer,
@@ -72,9 +73,11 @@ __all__ = [
     "WorkPriority",
     "WorkQueue",
     "WorkState",
+    "Worker",
     "WorkflowInfo",
     "WorkflowStatus",
     "Written",
     "advance",
     "resume",
+    "start_workflow",
 ]
