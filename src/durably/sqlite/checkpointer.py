@@ -12,10 +12,9 @@ from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
 from durably.status import WorkflowInfo, WorkflowStatus
 from durably.validation import identifier, positive
-from durably.workflows import INBOX_DIGITS, INBOX_PREFIX, Entry, Pass, Recorded, Written, inbox_key
+from durably.workflows import Entry, Pass, Recorded, Written, inbox_key
 
 _SQL = load_statements("checkpointer.sql")
-_INBOX_PATTERN = INBOX_PREFIX + "[0-9]" * INBOX_DIGITS
 
 SqliteEffect = Callable[[sqlite3.Cursor], object]
 """What `SqliteCheckpointer.transact` commits with a record: a synchronous callback given a
@@ -138,10 +137,7 @@ class BoundSqliteCheckpointer:
 
     def append(self, workflow: str, encoded: str) -> Entry:
         """Add a message under the next ``inbox:`` key of ``workflow``."""
-        last = self._tx.one(
-            _SQL["last_inbox_key"], {"workflow": workflow, "pattern": _INBOX_PATTERN}
-        )
-        position = 1 if last is None else int(last["key"][len(INBOX_PREFIX) :]) + 1
+        position = self._tx.row(_SQL["next_inbox_position"], {"workflow": workflow})[0]
         key = inbox_key(position)
         self.insert(workflow, key, encoded)
         return Entry(key, self._codec.decode(encoded))

@@ -17,12 +17,10 @@ INSERT INTO durably_workflow_checkpoint (workflow, key, value, written_at)
 VALUES (:workflow, :key, :value, :now)
 ON CONFLICT (workflow, key) DO NOTHING
 
--- name: last_inbox_key
--- Inbox keys are zero-padded, so the greatest key is the latest message.
-SELECT key FROM durably_workflow_checkpoint
-WHERE workflow = :workflow AND key GLOB :pattern
-ORDER BY key DESC
-LIMIT 1
+-- name: next_inbox_position
+INSERT INTO durably_workflow_inbox (workflow, position) VALUES (:workflow, 1)
+ON CONFLICT (workflow) DO UPDATE SET position = position + 1
+RETURNING position
 
 -- name: delete_records
 DELETE FROM durably_workflow_checkpoint WHERE workflow = :workflow

@@ -9,6 +9,7 @@ from typing import TypeVar
 
 from durably.clock import Clock, SystemClock
 from durably.errors import (
+    InvalidInputError,
     LeaseLostError,
     QueueUnavailableError,
     StatePersistenceError,
@@ -75,7 +76,7 @@ class BoundSqliteWorkQueue:
                 {"tenant": item.tenant, "queue": item.queue, "dedupe_key": item.dedupe_key},
             )
         if live is not None:
-            tx.execute(_SQL["count_duplicate"], {"queue": item.queue})
+            tx.execute(_SQL["count_duplicate"], {"queue": live["queue"]})
             return _item(live)
         if existing is not None:
             # A terminal item frees its id: the new one replaces it.
@@ -341,7 +342,7 @@ class SqliteWorkQueue:
         if queue is not None:
             identifier(queue, "queue")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"limit must be a positive integer, got {limit!r}")
+            raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
         return await self._read(
             queue or "*",
             "dead_letters",

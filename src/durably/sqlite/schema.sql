@@ -95,6 +95,13 @@ CREATE TABLE IF NOT EXISTS durably_workflow_claim (
     alive_for REAL NOT NULL
 );
 
+-- The last inbox position appended per workflow. Never reset, not even by discard, so an
+-- inbox key is never reused.
+CREATE TABLE IF NOT EXISTS durably_workflow_inbox (
+    workflow TEXT PRIMARY KEY,
+    position INTEGER NOT NULL
+);
+
 CREATE TABLE IF NOT EXISTS durably_workflow_status (
     workflow TEXT PRIMARY KEY,
     status TEXT NOT NULL,
