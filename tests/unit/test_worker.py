@@ -570,3 +570,49 @@ async def test_registration_refuses_bad_arguments() -> None:
 def test_a_default_worker_name_is_unique_per_instance() -> None:
     assert Worker().name != Worker().name
     assert Worker(name="fixed").name == "fixed"
+
+
+async def test_a_pass_that_outlives_its_budget_is_cancelled_and_run_again() -> None:
+    durable = memory_durable("capped", lease=5.0)
+    tries: list[str] = []
+    cancelled = asyncio.Event()
+
+    async def body(run: Run) -> str:
+        async def effect() -> str:
+            tries.append(run.workflow)
+            if len(tries) == 1:
+                try:
+                    await asyncio.Event().wait()
+                except asyncio.CancelledError:
+                    cancelled.set()
+                    raise
+            return "ok"
+
+        return await run.step("work", effect)
+
+    worker = quick()
+    worker.workflow("capped", body, durable, budget=0.3, alive=0.15)
+    async with serving(worker):
+        await start_workflow(durable, "wf")
+        await asyncio.wait_for(cancelled.wait(), timeout=5)
+        await eventually(lambda: _status_is(durable, "wf", WorkflowStatus.COMPLETED))
+    assert tries == ["wf", "wf"]
+
+
+class MisconfiguredQueue(MemoryWorkQueue):
+    """A queue whose table is missing: every claim is a configuration error."""
+
+    async def claim(
+        self, *, worker: str, queue: str = "default", lease_seconds: float | None = None
+    ) -> WorkItem | None:
+        raise ConfigurationError("table durably_work is missing; run migrate")
+
+
+async def test_a_misconfigured_store_stops_the_worker_and_run_raises_it() -> None:
+    async def handler(work: WorkItem) -> None:
+        return None
+
+    worker = quick()
+    worker.handle(MisconfiguredQueue(), handler)
+    with pytest.raises(ConfigurationError, match="migrate"):
+        await asyncio.wait_for(worker.run(install_signal_handlers=False), timeout=5)
