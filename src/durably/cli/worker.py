@@ -79,10 +79,9 @@ async def run_worker(args: argparse.Namespace) -> int:
     for name in ("poll_seconds", "grace_seconds", "maintenance_seconds"):
         if getattr(args, name) <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
-    logging.basicConfig(
-        level=getattr(logging, args.log_level),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    handler = logging.StreamHandler()
+    handler.setFormatter(FieldsFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=getattr(logging, args.log_level), handlers=[handler])
     from durably.worker import Worker
 
     async with opened(args) as stores:
@@ -98,6 +97,17 @@ async def run_worker(args: argparse.Namespace) -> int:
         )
         await worker.run()
     return 0
+
+
+class FieldsFormatter(logging.Formatter):
+    """Appends the structured fields durably logs with (``extra=``) as ``key=value``."""
+
+    FIELDS = ("worker", "kind", "workflow", "queue", "item", "tenant")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        fields = [f"{k}={getattr(record, k)!r}" for k in self.FIELDS if hasattr(record, k)]
+        return f"{line} [{' '.join(fields)}]" if fields else line
 
 
 async def _setup(setup: Callable[..., Any], worker: object, stores: Stores) -> None:

@@ -7,6 +7,7 @@ Served by ``durably worker durably.demo.agent:serve --dsn sqlite:///durably-demo
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from typing import Any
 
@@ -16,6 +17,7 @@ from durably.demo.provider import Reply, SimulatedModel, use_tool
 from durably.errors import StateConflictError
 from durably.runs import RunState, StateDelta, StateKey, Usage
 from durably.runtime import Run
+from durably.sqlite import Database, SqliteStateStore, Transaction
 from durably.work import QueuePolicy
 
 KIND = "demo-agent"
@@ -33,7 +35,13 @@ class Agent:
     """The workflow body, bound to the stores and the worker serving it."""
 
     def __init__(self, stores: Stores, ledger: Ledger, worker: str) -> None:
+        if not isinstance(stores.state, SqliteStateStore) or not isinstance(
+            stores.database, Database
+        ):
+            raise UsageError("the demo agent runs over SQLite: use --dsn sqlite:///durably-demo.db")
         self._stores = stores
+        self._state = stores.state
+        self._database = stores.database
         self._ledger = ledger
         self._worker = worker
         self._model = SimulatedModel(ledger, worker=worker)
@@ -67,8 +75,9 @@ class Agent:
         return {"answer": final.text}
 
     async def _think(self, run: Run, batch: int, key: StateKey, step: str, prompt: str) -> Reply:
-        """A paid model call, then its tokens and cost added to the run record: each is
-        its own step, so a replay neither calls the model nor bills the run again."""
+        """A paid model call (a step), then its tokens and cost added to the run record in
+        the same commit as a second step's record, so a replay neither calls the model nor
+        charges the run again."""
         await self._replayed(run, batch, step)
 
         async def call() -> dict[str, object]:
@@ -77,21 +86,22 @@ class Agent:
             return reply.as_record()
 
         reply = await run.step(step, call, Reply.parse)
+        delta = StateDelta(
+            usage=Usage(
+                input_tokens=reply.input_tokens, output_tokens=reply.output_tokens, requests=1
+            ),
+            cost_micros=reply.cost_micros,
+            iterations=1,
+        )
+        state, database = self._state, self._database
 
-        async def charge() -> dict[str, int]:
-            delta = StateDelta(
-                usage=Usage(
-                    input_tokens=reply.input_tokens,
-                    output_tokens=reply.output_tokens,
-                    requests=1,
-                ),
-                cost_micros=reply.cost_micros,
-                iterations=1,
-            )
-            await self._stores.state.patch_run(key, delta)
+        def charge(cursor: sqlite3.Cursor) -> dict[str, int]:
+            # The patch commits with this step's record: a run is charged once per call.
+            bound = state.bound(Transaction(database, cursor.connection))
+            bound.patch_run(key, delta)
             return {"cost_micros": reply.cost_micros}
 
-        await run.step(f"usage:{step}", charge)
+        await run.transact(f"usage:{step}", charge)
         return reply
 
     async def _tool(

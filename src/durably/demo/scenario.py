@@ -18,6 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -221,6 +222,8 @@ class Demo:
             f"killed worker 1 with SIGKILL: {len(billed_before)} paid calls billed so far, "
             f"{len(in_flight)} in flight (never answered, never billed)"
         )
+        for call in in_flight:
+            self.note(f"  interrupted mid-call: {call.workflow} at {call.step}")
         recorded_at_kill = {
             run.workflow: set(await stores.checkpointer.load(run.workflow)) for run in runs
         }
@@ -349,14 +352,19 @@ class Demo:
         """Supply the approval once the run asks for it (it holds no process meanwhile)."""
         run = next(r for r in runs if r.run_id.endswith(APPROVAL_RUN))
         deadline = time.monotonic() + FINISH_TIMEOUT
+        info = None
         while time.monotonic() < deadline:
             info = await stores.checkpointer.get_status(run.workflow)
             if info is not None and info.status is WorkflowStatus.BLOCKED:
                 break
             self._check_alive(process, 2)
             await asyncio.sleep(0.05)
+        waited = ""
+        if info is not None and info.status is WorkflowStatus.BLOCKED:
+            since = datetime.now(UTC) - info.updated_at
+            waited = f" after {since.total_seconds():.1f}s blocked, holding no process"
         await durable.arrive(run.workflow, "approval", "ops@globex (demo)")
-        self.note(f"approved send_email for {run.tenant}/{run.run_id}; it was waiting, blocked")
+        self.note(f"approved send_email for {run.tenant}/{run.run_id}{waited}")
 
     async def _wait_finished(
         self, stores: Stores, runs: list[DemoRun], process: subprocess.Popen[bytes]
@@ -364,12 +372,24 @@ class Demo:
         deadline = time.monotonic() + FINISH_TIMEOUT
         seen = 0
         pending = list(runs)
+        told: set[str] = set()
         while pending and time.monotonic() < deadline:
             still: list[DemoRun] = []
             for run in pending:
                 info = await stores.checkpointer.get_status(run.workflow)
                 if info is None or not info.status.finished:
                     still.append(run)
+                if info is not None and info.status is WorkflowStatus.SLEEPING:
+                    reason = (
+                        "backing off to retry a failed tool call"
+                        if info.last_error and info.attempts
+                        else "a durable sleep in its plan"
+                    )
+                    if f"{run.workflow}:{reason}" not in told:
+                        told.add(f"{run.workflow}:{reason}")
+                        self.note(
+                            f"{run.tenant}/{run.run_id} is sleeping ({reason}); no process holds it"
+                        )
             pending = still
             done = len(runs) - len(pending)
             if done != seen:
