@@ -33,16 +33,19 @@ class BoundSqliteScheduler:
         )
 
     def take(self) -> Delivery | float | None:
-        """Hand out the earliest visible ready entry; otherwise when the next becomes
-        visible (store clock), or None if no entry is ready at all."""
+        """Hand out the earliest visible ready entry; otherwise the seconds until the next
+        becomes visible (store clock), or None if no entry is ready at all."""
         receipt = uuid.uuid4().hex
-        now = self._tx.store_now
-        params = {"namespace": self._namespace, "now": now, "lease": self._lease}
+        params = {"namespace": self._namespace, "now": self._tx.store_now, "lease": self._lease}
         row = self._tx.one(_SQL["take_next"], {**params, "receipt": receipt})
         if row is not None:
             return Delivery(row["workflow"], receipt)
+        return self.peek()
+
+    def peek(self) -> float | None:
+        """Seconds until a ready entry is visible (0 if one is now), None if none is ready."""
         upcoming = self._tx.row(_SQL["next_visible_at"], {"namespace": self._namespace})[0]
-        return None if upcoming is None else max(0.0, float(upcoming) - now)
+        return None if upcoming is None else max(0.0, float(upcoming) - self._tx.store_now)
 
     def wake_at(self, delivery: Delivery, when: float) -> None:
         """Answer ``delivery`` with a wakeup at ``when``, never postponing a newer one."""
@@ -155,9 +158,13 @@ class SqliteScheduler:
         while True:
             # Take the pulse before looking, so a make_ready in between is not missed.
             pulse = self._db.ready_pulse()
-            found = await self._db.transaction(lambda tx: self.bound(tx).take())
-            if isinstance(found, Delivery):
-                return found
+            # Look without the write lock first: idle pollers must not queue up writers.
+            found = await self._db.transaction(lambda tx: self.bound(tx).peek(), write=False)
+            if found == 0.0:
+                taken = await self._db.transaction(lambda tx: self.bound(tx).take())
+                if isinstance(taken, Delivery):
+                    return taken
+                found = taken
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return None
