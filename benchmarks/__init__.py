@@ -1,0 +1,1 @@
+"""`make bench`: throughput and latency tables for each backing (not a timed test)."""
