@@ -101,6 +101,22 @@ async def test_cancelled_concurrent_creates_leave_exactly_one_whole_record(db: D
     assert (await store.put_run(stored)).version == 2
 
 
+async def test_a_caller_cancelled_before_its_turn_writes_nothing(db: Database) -> None:
+    gate = Gate()
+    busy = asyncio.create_task(db.transaction(lambda tx: gate.hold()))
+    await gate.wait_entered()
+    store = SqliteStateStore(db)
+    run = RunRecord(run_id="r", tenant="t", agent_name="a")
+    queued = asyncio.create_task(store.put_run(run))
+    await asyncio.sleep(0.01)  # let it queue behind the held job
+    queued.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await queued
+    gate.release.set()
+    await busy
+    assert await store.get_run(run.key) is None
+
+
 async def test_closing_waits_for_a_statement_a_cancelled_caller_left_running(
     tmp_path: Path,
 ) -> None:
