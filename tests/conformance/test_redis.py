@@ -11,13 +11,29 @@ from typing import Any
 import pytest
 
 from durably.clock import Clock
-from durably.redis.queue import RedisWorkQueue
-from durably.redis.state import RedisStateStore
+from durably.redis import (
+    RedisCheckpointer,
+    RedisDurable,
+    RedisEffectKit,
+    RedisScheduler,
+    RedisStateStore,
+    RedisWorkQueue,
+)
 from durably.runs import StateStore
-from durably.testing import StateStoreConformance, WorkQueueConformance
+from durably.testing import (
+    CheckpointerConformance,
+    DurableConformance,
+    SchedulerConformance,
+    StateStoreConformance,
+    WorkQueueConformance,
+)
+from durably.testing.checkpointer import CheckpointerFactory
+from durably.testing.durable import DurableFactory
 from durably.testing.queue import WorkQueueFactory
+from durably.testing.scheduler import SchedulerFactory
 from durably.testing.state import StateStoreFactory
 from durably.work import QueuePolicy, WorkQueue
+from durably.workflows import Checkpointer, Durable, Scheduler
 from tests.redis_service import any_redis, namespace_for
 
 __all__ = ["any_redis"]
@@ -46,4 +62,55 @@ class TestRedisStateStore(StateStoreConformance):
 
 
 class TestRedisWorkQueue(WorkQueueConformance):
+    pass
+
+
+@pytest.fixture
+def workflow_namespace(any_redis: Any) -> str:
+    """One namespace per test, shared by its checkpointers and its effect kit."""
+    return namespace_for(any_redis)
+
+
+@pytest.fixture
+def effect_kit(any_redis: Any, workflow_namespace: str) -> RedisEffectKit:
+    return RedisEffectKit(any_redis, workflow_namespace)
+
+
+@pytest.fixture
+def checkpointer_factory(any_redis: Any, workflow_namespace: str) -> CheckpointerFactory:
+    async def make() -> Checkpointer[Any]:
+        return RedisCheckpointer(any_redis, namespace=workflow_namespace)
+
+    return make
+
+
+@pytest.fixture
+def scheduler_factory(any_redis: Any) -> SchedulerFactory:
+    async def make(lease: float) -> Scheduler:
+        return RedisScheduler(any_redis, lease=lease, key_namespace=namespace_for(any_redis))
+
+    return make
+
+
+@pytest.fixture
+def durable_factory(any_redis: Any) -> DurableFactory:
+    async def make() -> Durable[Any]:
+        ns = namespace_for(any_redis)
+        return RedisDurable(
+            RedisCheckpointer(any_redis, namespace=ns),
+            RedisScheduler(any_redis, key_namespace=ns),
+        )
+
+    return make
+
+
+class TestRedisCheckpointer(CheckpointerConformance):
+    pass
+
+
+class TestRedisScheduler(SchedulerConformance):
+    pass
+
+
+class TestRedisDurable(DurableConformance):
     pass

@@ -1,0 +1,388 @@
+"""`RedisCheckpointer`: records, fenced claims and statuses, one Lua script per operation.
+
+A workflow's keys share the workflow id's hash tag. Leases run on the server's ``TIME``;
+claim tokens are a hybrid logical clock (``max(now_ms, previous + 1)``) kept in a token key
+that outlives the claim hash, so a token never rewinds, not even after keys expire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections import OrderedDict
+from datetime import UTC, datetime
+from typing import Any, Self
+
+from durably.codec import CheckpointCodec, JsonCodec
+from durably.errors import Fenced, InvalidInputError
+from durably.redis import keys
+from durably.redis.connection import RedisConnection, pairs, text
+from durably.redis.effects import LuaEffect, effect_key
+from durably.redis.preflight import preflight
+from durably.redis.scripts import Script, scripts
+from durably.redis.settings import RedisStoreSettings
+from durably.status import WorkflowInfo, WorkflowStatus
+from durably.validation import identifier, positive
+from durably.workflows import INBOX_DIGITS, INBOX_PREFIX, Entry, Pass, Recorded, Written, inbox_key
+
+_LUA = scripts(
+    "workflow_claim",
+    "workflow_renew",
+    "workflow_extend",
+    "workflow_release",
+    "workflow_record",
+    "workflow_supply",
+    "workflow_append",
+    "workflow_load",
+    "workflow_discard",
+    "workflow_set_status",
+    prelude="workflow_lib.lua",
+)
+_INDEX = scripts("workflow_index")["workflow_index"]
+_TRANSACT = Script.load("workflow_transact.lua", "workflow_lib.lua").source
+_MARKER = "--@effect"
+_STATUSES = [status.value for status in WorkflowStatus]
+
+
+def _us(seconds: float) -> str:
+    return str(max(1, round(seconds * 1_000_000)))
+
+
+def _utc(microseconds: str) -> datetime:
+    return datetime.fromtimestamp(int(microseconds) / 1_000_000, tz=UTC)
+
+
+class RedisCheckpointer:
+    """`Checkpointer[LuaEffect]` over Redis. ``open`` runs `preflight`; the constructor
+    does not.
+
+    ``ttl`` (seconds, optional) is re-armed on every write to a workflow's records: it
+    sweeps finished workflows for free, and must exceed the longest a workflow waits
+    (a sleeping workflow whose records expire resumes into an empty history).
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        codec: CheckpointCodec | None = None,
+        settings: RedisStoreSettings | None = None,
+        namespace: str | None = None,
+        ttl: float | None = None,
+    ) -> None:
+        self._redis = RedisConnection(client, settings, namespace)
+        self._codec: CheckpointCodec = codec or JsonCodec()
+        self._ttl = "0" if ttl is None else str(round(positive(ttl, "ttl") * 1000))
+        self._index = keys.workflow_index_prefix(self._redis.namespace)
+        self._transacts: OrderedDict[str, Script] = OrderedDict()
+
+    @classmethod
+    async def open(
+        cls,
+        client: Any,
+        *,
+        settings: RedisStoreSettings,
+        codec: CheckpointCodec | None = None,
+        namespace: str | None = None,
+        ttl: float | None = None,
+    ) -> Self:
+        """A checkpointer over ``client`` once `preflight` accepted the server."""
+        await preflight(client, durable=settings.durable)
+        return cls(client, codec=codec, settings=settings, namespace=namespace, ttl=ttl)
+
+    @property
+    def codec(self) -> CheckpointCodec:
+        """The codec values are stored with."""
+        return self._codec
+
+    @property
+    def namespace(self) -> str:
+        """The key prefix of this checkpointer."""
+        return self._redis.namespace
+
+    def effect_key(self, workflow: str, name: str) -> str:
+        """A key in ``workflow``'s slot, for a `LuaEffect` of that workflow."""
+        return effect_key(self._redis.namespace, identifier(workflow, "workflow"), name)
+
+    # --- plumbing --------------------------------------------------------------------------
+
+    def _keys(self, workflow: str, *names: str) -> list[str]:
+        prefix = keys.workflow_prefix(self._redis.namespace, identifier(workflow, "workflow"))
+        return [prefix + name for name in names]
+
+    async def _run(self, script: Script, key_list: list[str], args: list[str]) -> Any:
+        client = self._redis.client
+        return await self._redis.state(lambda: script(client, key_list, args))
+
+    def _encode(self, value: object, what: str) -> str:
+        encoded = self._codec.encode(value)
+        self._redis.check_size(encoded, what)
+        return encoded
+
+    def _recorded(self, stored: Any, inserted: Any, encoded: str) -> Recorded[object]:
+        stored_text = text(stored)
+        return Recorded(
+            self._codec.decode(stored_text), bool(int(inserted)) or stored_text == encoded
+        )
+
+    # --- reading ---------------------------------------------------------------------------
+
+    async def _rows(self, workflow: str) -> list[tuple[int, str, str, str]]:
+        reply = await self._run(
+            _LUA["workflow_load"], self._keys(workflow, "records", "written"), []
+        )
+        values, written = pairs(reply[0]), pairs(reply[1])
+        rows = []
+        for key, encoded in values.items():
+            position, _, at = written.get(key, "0:0").partition(":")
+            rows.append((int(position), key, encoded, at))
+        rows.sort()
+        return rows
+
+    async def load(self, workflow: str) -> dict[str, object]:
+        """Every record, decoded, in first-recorded order; ``{}`` for an unknown workflow."""
+        return {
+            key: self._codec.decode(encoded) for _, key, encoded, _ in await self._rows(workflow)
+        }
+
+    async def history(self, workflow: str) -> dict[str, Written]:
+        """Every record with the (aware, UTC) server time it landed, in first-recorded order."""
+        return {
+            key: Written(self._codec.decode(encoded), _utc(at))
+            for _, key, encoded, at in await self._rows(workflow)
+        }
+
+    # --- claims ----------------------------------------------------------------------------
+
+    async def claim(self, workflow: str, budget: float, alive: float) -> Pass | None:
+        """Take the workflow if no live pass holds it; None if one does."""
+        identifier(workflow, "workflow")
+        positive(budget, "budget")
+        positive(alive, "alive")
+        reply = await self._run(
+            _LUA["workflow_claim"],
+            self._keys(workflow, "claim", "token"),
+            [_us(budget), _us(alive), self._ttl],
+        )
+        return None if not reply else Pass(workflow, int(text(reply)))
+
+    async def renew(self, holder: Pass, alive: float) -> bool:
+        """Push the liveness window out (never past the budget); False if superseded or spent."""
+        positive(alive, "alive")
+        reply = await self._run(
+            _LUA["workflow_renew"],
+            self._keys(holder.workflow, "claim", "token"),
+            [str(holder.token), _us(alive)],
+        )
+        return bool(reply)
+
+    async def extend(self, holder: Pass, budget: float, alive: float) -> bool:
+        """Grow the budget (never shrink it) and renew; False if superseded."""
+        positive(budget, "budget")
+        positive(alive, "alive")
+        reply = await self._run(
+            _LUA["workflow_extend"],
+            self._keys(holder.workflow, "claim", "token"),
+            [str(holder.token), _us(budget), _us(alive)],
+        )
+        return bool(reply)
+
+    async def release(self, holder: Pass) -> None:
+        """End ``holder``'s claim now without rewinding its token (no-op if superseded)."""
+        await self._run(
+            _LUA["workflow_release"],
+            self._keys(holder.workflow, "claim", "token"),
+            [str(holder.token)],
+        )
+
+    # --- writing ---------------------------------------------------------------------------
+
+    async def record(self, holder: Pass, key: str, value: object) -> Recorded[object]:
+        """Write ``key`` once (first writer wins); `Fenced` if ``holder`` was superseded."""
+        identifier(key, "key")
+        encoded = self._encode(value, f"value of {key!r}")
+        reply = await self._run(
+            _LUA["workflow_record"],
+            self._keys(holder.workflow, "claim", "token", "records", "written", "seq", "status"),
+            [str(holder.token), key, encoded, self._ttl],
+        )
+        if text(reply[0]) == "fenced":
+            raise Fenced(holder.workflow, holder.token)
+        return self._recorded(reply[1], reply[2], encoded)
+
+    def _transact_script(self, source: str) -> Script:
+        script = self._transacts.get(source)
+        if script is None:
+            script = Script(_TRANSACT.replace(_MARKER, source, 1), "workflow_transact.lua")
+            self._transacts[source] = script
+            if len(self._transacts) > 256:
+                self._transacts.popitem(last=False)
+        return script
+
+    async def transact(self, holder: Pass, key: str, effect: LuaEffect) -> Recorded[object]:
+        """Run ``effect`` and record its value in one script, exactly once across passes.
+
+        A recorded key returns without running it; a superseded pass gets `Fenced` first;
+        an effect that raises leaves neither effect nor record and raises `LuaEffectError`.
+        Raises `InvalidInputError` when one of the effect's keys is in another slot.
+        """
+        identifier(key, "key")
+        if not isinstance(effect, LuaEffect):
+            raise InvalidInputError(f"RedisCheckpointer.transact takes a LuaEffect, not {effect!r}")
+        own = self._keys(holder.workflow, "claim", "token", "records", "written", "seq", "status")
+        effect_keys = [
+            *effect.keys,
+            *(self.effect_key(holder.workflow, n) for n in effect.local_keys),
+        ]
+        home = keys.slot(own[0])
+        for candidate in effect_keys:
+            if keys.slot(candidate) != home:
+                raise InvalidInputError(
+                    f"LuaEffect key {candidate!r} hashes to slot {keys.slot(candidate)}, not the "
+                    f"workflow's slot {home}: build it with effect_key() or local_keys"
+                )
+        reply = await self._run(
+            self._transact_script(effect.source),
+            [*own, *effect_keys],
+            [str(holder.token), key, self._ttl, *effect.args],
+        )
+        outcome = text(reply[0])
+        if outcome == "recorded":
+            return Recorded(self._codec.decode(text(reply[1])), False)
+        if outcome == "fenced":
+            raise Fenced(holder.workflow, holder.token)
+        if outcome == "failed":
+            raise LuaEffectError(holder.workflow, key, text(reply[1]))
+        return self._recorded(reply[1], reply[2], text(reply[1]))
+
+    async def supply(self, workflow: str, key: str, value: object) -> Recorded[object]:
+        """First-writer-wins write from outside any pass; takes no claim."""
+        identifier(key, "key")
+        encoded = self._encode(value, f"value of {key!r}")
+        reply = await self._run(
+            _LUA["workflow_supply"],
+            self._keys(workflow, "records", "written", "seq", "token", "status"),
+            [key, encoded, self._ttl],
+        )
+        return self._recorded(reply[0], reply[1], encoded)
+
+    async def append(self, workflow: str, value: object) -> Entry:
+        """Add a message under a store-named ``inbox:`` key that sorts in append order."""
+        encoded = self._encode(value, "message")
+        reply = await self._run(
+            _LUA["workflow_append"],
+            self._keys(workflow, "records", "written", "seq", "token", "status"),
+            [encoded, INBOX_PREFIX, str(INBOX_DIGITS), self._ttl],
+        )
+        key = inbox_key(int(text(reply[0])))
+        assert key == text(reply[1]), "the script and inbox_key disagree on the key"
+        return Entry(key, self._codec.decode(encoded))
+
+    async def discard(self, workflow: str) -> int:
+        """Delete every record and the status and fence the current holder; the count."""
+        count = await self._run(
+            _LUA["workflow_discard"],
+            self._keys(workflow, "claim", "token", "records", "written", "status"),
+            [],
+        )
+        await self._reindex(workflow, None)
+        return int(count)
+
+    # --- status ----------------------------------------------------------------------------
+
+    async def _reindex(self, workflow: str, status: WorkflowStatus | None) -> None:
+        # The index lives in its own slot, so it is kept in a second step; readers check
+        # each workflow's own status, so a stale index entry is skipped, never believed.
+        await self._run(
+            _INDEX,
+            [self._index + "all"],
+            [self._index + "status:", workflow, status.value if status else "", *_STATUSES],
+        )
+
+    async def set_status(
+        self,
+        holder: Pass,
+        status: WorkflowStatus,
+        *,
+        attempts: int = 0,
+        error: str | None = None,
+    ) -> WorkflowInfo:
+        """Report the workflow's status; `Fenced` if ``holder`` was superseded."""
+        status = WorkflowStatus(status)
+        if isinstance(attempts, bool) or attempts < 0:
+            raise InvalidInputError(f"attempts must be zero or more, got {attempts!r}")
+        reply = await self._run(
+            _LUA["workflow_set_status"],
+            self._keys(holder.workflow, "claim", "token", "status"),
+            [
+                str(holder.token),
+                status.value,
+                str(attempts),
+                "0" if error is None else "1",
+                error or "",
+                self._ttl,
+            ],
+        )
+        if text(reply[0]) == "fenced":
+            raise Fenced(holder.workflow, holder.token)
+        await self._reindex(holder.workflow, status)
+        return WorkflowInfo(holder.workflow, status, attempts, error, _utc(text(reply[1])))
+
+    async def get_status(self, workflow: str) -> WorkflowInfo | None:
+        """The last reported status, or None (never reported, or discarded)."""
+        (status_key,) = self._keys(workflow, "status")
+        client = self._redis.client
+        reply = await self._redis.state(
+            lambda: client.hmget(
+                status_key, ["status", "attempts", "has_error", "error", "updated_at"]
+            )
+        )
+        if reply[0] is None:
+            return None
+        status, attempts, has_error, error, updated_at = (text(v) for v in reply)
+        return WorkflowInfo(
+            workflow,
+            WorkflowStatus(status),
+            int(attempts),
+            error if has_error == "1" else None,
+            _utc(updated_at),
+        )
+
+    async def list_status(
+        self, *, status: WorkflowStatus | None = None, limit: int = 50, after: str | None = None
+    ) -> list[WorkflowInfo]:
+        """Statuses ordered by workflow id (code points), those after ``after``."""
+        if isinstance(limit, bool) or limit < 1:
+            raise InvalidInputError(f"limit must be at least 1, got {limit!r}")
+        wanted = WorkflowStatus(status) if status is not None else None
+        index = self._index + ("all" if wanted is None else f"status:{wanted.value}")
+        client = self._redis.client
+        found: list[WorkflowInfo] = []
+        start = "-" if after is None else "(" + after
+        while len(found) < limit:
+            batch = await self._redis.state(
+                functools.partial(client.zrangebylex, index, start, "+", start=0, num=limit * 2)
+            )
+            if not batch:
+                break
+            names = [text(name) for name in batch]
+            infos = await asyncio.gather(*(self.get_status(name) for name in names))
+            for info in infos:
+                if info is not None and (wanted is None or info.status is wanted):
+                    found.append(info)
+                    if len(found) == limit:
+                        break
+            start = "(" + names[-1]
+        return found
+
+
+class LuaEffectError(RuntimeError):
+    """A `LuaEffect` raised; nothing it deferred was written and no record was made."""
+
+    def __init__(self, workflow: str, key: str, detail: str) -> None:
+        self.workflow = workflow
+        self.key = key
+        super().__init__(f"LuaEffect of step {key!r} in workflow {workflow!r} failed: {detail}")
+
+
+__all__ = ["LuaEffectError", "RedisCheckpointer"]

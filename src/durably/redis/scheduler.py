@@ -1,0 +1,153 @@
+"""`RedisScheduler`: one entry per workflow, scored by when it is visible.
+
+Hand-outs are invisible for ``lease`` seconds of server time; sleeping entries are due on
+the caller's clock. An idle `next_ready` blocks on a doorbell list that every wakeup rings
+(BLPOP), so a ready workflow starts in milliseconds; ``poll_seconds`` is only the fallback.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any, Self
+
+from durably.redis import keys
+from durably.redis.connection import RedisConnection, number, text
+from durably.redis.preflight import preflight
+from durably.redis.scripts import Script, scripts
+from durably.redis.settings import RedisStoreSettings
+from durably.validation import finite, identifier, non_negative, positive
+from durably.workflows import Delivery
+
+_LUA = scripts(
+    "scheduler_make_ready",
+    "scheduler_take",
+    "scheduler_done",
+    "scheduler_wake_at",
+    "scheduler_wake_due",
+    "scheduler_reclaim",
+    "scheduler_extend",
+    "scheduler_cancel",
+    prelude="scheduler_lib.lua",
+)
+
+
+def _us(seconds: float) -> str:
+    return str(round(seconds * 1_000_000))
+
+
+class RedisScheduler:
+    """`Scheduler` over Redis; every entry of one ``namespace`` lives in one hash slot.
+
+    ``open`` runs `preflight`; the constructor does not.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        namespace: str = "default",
+        lease: float = 30.0,
+        settings: RedisStoreSettings | None = None,
+        key_namespace: str | None = None,
+        poll_seconds: float = 1.0,
+    ) -> None:
+        self._redis = RedisConnection(client, settings, key_namespace)
+        self._lease = positive(lease, "lease")
+        self._poll = positive(poll_seconds, "poll_seconds")
+        self._namespace = identifier(namespace, "namespace")
+        self._prefix = keys.scheduler_prefix(self._redis.namespace, namespace)
+        self._ready = self._prefix + "ready"
+
+    @classmethod
+    async def open(
+        cls,
+        client: Any,
+        *,
+        settings: RedisStoreSettings,
+        namespace: str = "default",
+        lease: float = 30.0,
+        poll_seconds: float = 1.0,
+    ) -> Self:
+        """A scheduler over ``client`` once `preflight` accepted the server."""
+        await preflight(client, durable=settings.durable)
+        return cls(
+            client, namespace=namespace, lease=lease, settings=settings, poll_seconds=poll_seconds
+        )
+
+    @property
+    def lease(self) -> float:
+        """Seconds a delivery stays invisible to other takers."""
+        return self._lease
+
+    async def _run(self, name: str, args: list[str]) -> Any:
+        script: Script = _LUA[name]
+        client = self._redis.client
+        return await self._redis.state(lambda: script(client, [self._ready], [self._prefix, *args]))
+
+    async def prepare(self) -> None:
+        """Nothing to set up: keys appear on first use."""
+
+    async def make_ready(self, workflow: str) -> None:
+        """Make the workflow runnable now; survives a pass in flight."""
+        await self._run("scheduler_make_ready", [identifier(workflow, "workflow")])
+
+    async def wake_at(self, delivery: Delivery, when: float) -> None:
+        """Answer ``delivery`` and sleep until ``when`` (caller's clock), never pushing out
+        a wakeup that arrived meanwhile."""
+        identifier(delivery.workflow, "workflow")
+        await self._run(
+            "scheduler_wake_at",
+            [delivery.workflow, delivery.receipt, number(finite(when, "when"))],
+        )
+
+    async def wake_due(self, now: float) -> int:
+        """Make every sleeping entry due at or before ``now`` ready; the count woken."""
+        return int(await self._run("scheduler_wake_due", [number(finite(now, "now"))]))
+
+    async def next_ready(self, within: float) -> Delivery | None:
+        """Take one ready workflow, waiting up to ``within`` seconds for one."""
+        non_negative(within, "within")
+        deadline = time.monotonic() + within
+        client = self._redis.client
+        bell = self._prefix + "bell"
+        while True:
+            reply = await self._run("scheduler_take", [_us(self._lease)])
+            workflow = text(reply[0])
+            if workflow:
+                return Delivery(workflow, text(reply[1]))
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            wait = min(remaining, self._poll)
+            hint = text(reply[1])
+            if hint:
+                wait = min(wait, int(hint) / 1_000_000)
+            # BLPOP's 0 means "forever"; wait at least a millisecond.
+            timeout = max(wait, 0.001)
+            await self._redis.state(functools.partial(client.blpop, [bell], timeout=timeout))
+
+    async def reclaim(self, idle: float) -> int:
+        """Make deliveries taken at least ``idle`` seconds ago visible again (0 = all)."""
+        return int(await self._run("scheduler_reclaim", [_us(non_negative(idle, "idle"))]))
+
+    async def extend(self, delivery: Delivery, within: float) -> bool:
+        """Keep ``delivery`` invisible for ``within`` more seconds; False if not held."""
+        positive(within, "within")
+        identifier(delivery.workflow, "workflow")
+        reply = await self._run(
+            "scheduler_extend", [delivery.workflow, delivery.receipt, _us(within)]
+        )
+        return bool(reply)
+
+    async def cancel(self, workflow: str) -> None:
+        """Remove the workflow's queued, sleeping or in-flight entry."""
+        await self._run("scheduler_cancel", [identifier(workflow, "workflow")])
+
+    async def done(self, delivery: Delivery) -> None:
+        """Answer ``delivery``; a wakeup that arrived meanwhile stays."""
+        identifier(delivery.workflow, "workflow")
+        await self._run("scheduler_done", [delivery.workflow, delivery.receipt])
+
+
+__all__ = ["RedisScheduler"]

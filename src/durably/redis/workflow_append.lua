@@ -1,0 +1,9 @@
+-- Append a message under a key named from the workflow's position counter, which discard
+-- keeps, so an inbox key is never reused. KEYS: records, written, seq, token, status.
+-- ARGV: encoded value, inbox prefix, digits, ttl (ms)
+local position = redis.call('INCR', KEYS[3])
+local key = ARGV[2] .. string.format('%0' .. ARGV[3] .. '.0f', position)
+redis.call('HSET', KEYS[1], key, ARGV[1])
+redis.call('HSET', KEYS[2], key, fmt(position) .. ':' .. fmt(now_us()))
+rearm(ARGV[4], KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+return {fmt(position), key}

@@ -1,0 +1,48 @@
+-- Shared by the checkpointer scripts (prepended at load). Times are the server's TIME in
+-- integer microseconds; %.0f keeps such numbers exact where tostring would round them.
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local function fmt(n) return string.format('%.0f', n) end
+local function current_token(token_key) return tonumber(redis.call('GET', token_key) or '0') end
+
+-- The next fencing token: a hybrid logical clock, so a token key lost to expiry or
+-- deletion still yields a token above every pass handed out before.
+local function next_token(token_key, now)
+  local token = math.max(math.floor(now / 1000), current_token(token_key) + 1)
+  redis.call('SET', token_key, fmt(token))
+  return token
+end
+
+local function rearm(ttl_ms, ...)
+  if tonumber(ttl_ms) > 0 then
+    for _, key in ipairs({...}) do redis.call('PEXPIRE', key, ttl_ms) end
+  end
+end
+
+-- First writer wins: insert ``key`` at the next position, or report the stored value.
+local function insert(records, written, seq, key, encoded, now)
+  if redis.call('HSETNX', records, key, encoded) == 1 then
+    local position = redis.call('INCR', seq)
+    redis.call('HSET', written, key, fmt(position) .. ':' .. fmt(now))
+    return {encoded, 1}
+  end
+  return {redis.call('HGET', records, key), 0}
+end
+
+-- A successful write is a sign of life: renew the holder's window, never past its budget.
+local function touch(claim, token, now)
+  local c = redis.call('HMGET', claim, 'token', 'held_until', 'alive_for')
+  if c[1] and tonumber(c[1]) == tonumber(token) then
+    local alive = math.min(now + tonumber(c[3]), tonumber(c[2]))
+    redis.call('HSET', claim, 'alive_until', fmt(alive))
+  end
+end
+
+-- The claim hash expires when its budget is spent; the token key outlives it.
+local function hold(claim, token, held, alive, alive_for, now)
+  redis.call('HSET', claim, 'token', fmt(token), 'held_until', fmt(held),
+    'alive_until', fmt(alive), 'alive_for', alive_for)
+  redis.call('PEXPIRE', claim, math.floor((held - now) / 1000) + 1)
+end

@@ -1,0 +1,8 @@
+-- Report the workflow's status under the fence. KEYS: claim, token, status.
+-- ARGV: token, status, attempts, has error ('1'/'0'), error, ttl (ms)
+if current_token(KEYS[2]) ~= tonumber(ARGV[1]) then return {'fenced'} end
+local now = now_us()
+redis.call('HSET', KEYS[3], 'status', ARGV[2], 'attempts', ARGV[3], 'has_error', ARGV[4],
+  'error', ARGV[5], 'updated_at', fmt(now))
+rearm(ARGV[6], KEYS[2], KEYS[3])
+return {'ok', fmt(now)}
