@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from durably.cli import demo, queue, runs, schema, worker, workflows
 from durably.cli.stores import StoreUnavailable, UsageError
 from durably.errors import DurablyError, InvalidInputError
@@ -49,6 +51,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(command(args))
     except (UsageError, InvalidInputError) as exc:
         parser.exit(EXIT_USAGE, f"durably: error: {exc}\n")
+    except ValidationError as exc:  # an argument a model refused (an empty id, say)
+        reasons = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
+        )
+        parser.exit(EXIT_USAGE, f"durably: error: {reasons}\n")
     except StoreUnavailable as exc:
         print(f"durably: {exc}", file=sys.stderr)
         return EXIT_FAILED
