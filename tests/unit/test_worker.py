@@ -139,13 +139,13 @@ async def _depth_and_dead(queue: MemoryWorkQueue, expected: tuple[int, int]) -> 
 
 async def test_an_item_longer_than_one_lease_is_never_taken_over_while_its_worker_lives() -> None:
     # The store's lease must really pass here, so the clock is the system's.
-    queue = MemoryWorkQueue(SystemClock(), QueuePolicy(lease_seconds=0.3))
+    queue = MemoryWorkQueue(SystemClock(), QueuePolicy(lease_seconds=0.45))
     await queue.enqueue(item("long"))
     runs: list[str] = []
 
     async def handler(work: WorkItem) -> None:
         runs.append(work.id)
-        await asyncio.sleep(1.2)  # four leases
+        await asyncio.sleep(1.35)  # three leases
 
     first, second = quick(name="first"), quick(name="second")
     first.handle(queue, handler)
@@ -254,7 +254,7 @@ async def _status_is(durable: MemoryDurable, workflow: str, status: WorkflowStat
 
 
 async def test_a_workflow_pass_longer_than_alive_keeps_its_claim() -> None:
-    durable = memory_durable("slow", lease=0.3)
+    durable = memory_durable("slow", lease=0.45)
     effects: list[str] = []
     in_step = asyncio.Event()
 
@@ -262,20 +262,20 @@ async def test_a_workflow_pass_longer_than_alive_keeps_its_claim() -> None:
         async def long_effect() -> str:
             effects.append(run.workflow)
             in_step.set()
-            await asyncio.sleep(1.2)  # four liveness windows
+            await asyncio.sleep(1.35)  # three liveness windows
             return "done"
 
         await run.step("long", long_effect)
 
     first, second = quick(name="first"), quick(name="second")
-    first.workflow("slow", body, durable, alive=0.3)
-    second.workflow("slow", body, durable, alive=0.3)
+    first.workflow("slow", body, durable, alive=0.45)
+    second.workflow("slow", body, durable, alive=0.45)
     async with serving(first), serving(second):
         await start_workflow(durable, "wf")
         await in_step.wait()
         for _ in range(4):
             await asyncio.sleep(0.25)
-            assert await durable.checkpointer.claim("wf", 5.0, 0.3) is None
+            assert await durable.checkpointer.claim("wf", 5.0, 0.45) is None
         await eventually(lambda: _status_is(durable, "wf", WorkflowStatus.COMPLETED))
     assert effects == ["wf"]
 
