@@ -71,7 +71,7 @@ async def run_demo(args: argparse.Namespace) -> int:
             sum(r.attempts for r in report.runs),
         ]
     )
-    headers = ["tenant", "run", "state", "run", "replayed", "paid calls", "tokens", "cost"]
+    headers = ["tenant", "run", "state", "steps run", "replayed", "paid calls", "tokens", "cost"]
     print()
     print(table(rows, [*headers, "attempts"], right=(3, 4, 5, 6, 7, 8)))
     print()
