@@ -1,0 +1,326 @@
+"""`PostgresCheckpointer`: workflow records (jsonb) and fenced claims on the server's clock."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, Self, TypeVar
+
+from durably.codec import CheckpointCodec, JsonCodec, renders_json
+from durably.errors import (
+    ConfigurationError,
+    Fenced,
+    InvalidInputError,
+    StatePersistenceError,
+)
+from durably.postgres import statements
+from durably.postgres.connection import Access
+from durably.postgres.executor import Row, Session
+from durably.postgres.failures import EffectFailed, RetryBudget, state_errors
+from durably.postgres.migrate import verify
+from durably.postgres.schema import StateTables
+from durably.postgres.settings import PostgresStoreSettings
+from durably.status import WorkflowInfo, WorkflowStatus
+from durably.validation import identifier, positive
+from durably.workflows import INBOX_DIGITS as _DIGITS
+from durably.workflows import INBOX_PREFIX, Entry, Pass, Recorded, Written
+
+PostgresEffect = Callable[[Any], Awaitable[object]]
+"""A `transact` effect: an async callback given the open transaction's cursor (psycopg
+``AsyncCursor``) or connection (asyncpg), returning the step's value."""
+
+T = TypeVar("T")
+_TEMPLATES = statements.load("checkpointer.sql")
+
+
+class _HandBack(Exception):
+    """Leaves a transaction by rolling it back while still answering with ``recorded``."""
+
+    def __init__(self, recorded: Recorded[object]) -> None:
+        super().__init__("hand back")
+        self.recorded = recorded
+
+
+class PostgresCheckpointer:
+    """Workflow records and claims in PostgreSQL (`durably.Checkpointer`).
+
+    Values are stored as ``jsonb``, so the codec must render JSON text
+    (`ConfigurationError` otherwise).
+    """
+
+    def __init__(
+        self,
+        pool: Any,
+        *,
+        codec: CheckpointCodec | None = None,
+        settings: PostgresStoreSettings | None = None,
+        tables: StateTables | None = None,
+    ) -> None:
+        self._codec = codec or JsonCodec()
+        if not renders_json(self._codec):
+            raise ConfigurationError(
+                f"{type(self._codec).__name__} does not render JSON text, but PostgreSQL "
+                "stores checkpoint values as jsonb; use a codec with renders_json = True"
+            )
+        self._tables = tables or StateTables()
+        self._max_bytes = settings.max_value_bytes if settings else 1024 * 1024
+        self._access = Access.over(pool, settings.retry if settings else RetryBudget())
+        self._sql = statements.render_all(_TEMPLATES, self._tables.names)
+
+    @classmethod
+    async def open(
+        cls,
+        pool: Any,
+        *,
+        codec: CheckpointCodec | None = None,
+        settings: PostgresStoreSettings | None = None,
+        tables: StateTables | None = None,
+    ) -> Self:
+        """A checkpointer after `verify` accepted the database."""
+        await verify(pool, tables)
+        return cls(pool, codec=codec, settings=settings, tables=tables)
+
+    @property
+    def codec(self) -> CheckpointCodec:
+        return self._codec
+
+    @property
+    def access(self) -> Access:
+        """How this store reaches its database (shared with `PostgresDurable`)."""
+        return self._access
+
+    # --- reading --------------------------------------------------------------------------
+
+    async def load(self, workflow: str) -> dict[str, object]:
+        identifier(workflow, "workflow")
+        rows = await self._run(lambda s: s.fetch(self._sql["load"], workflow))
+        return {str(key): self._codec.decode(text) for key, text, _ in rows}
+
+    async def history(self, workflow: str) -> dict[str, Written]:
+        identifier(workflow, "workflow")
+        rows = await self._run(lambda s: s.fetch(self._sql["load"], workflow))
+        return {str(key): Written(self._codec.decode(text), _utc(at)) for key, text, at in rows}
+
+    # --- claims ---------------------------------------------------------------------------
+
+    async def claim(self, workflow: str, budget: float, alive: float) -> Pass | None:
+        identifier(workflow, "workflow")
+        budget = positive(budget, "budget")
+        alive = positive(alive, "alive")
+        rows = await self._run(lambda s: s.fetch(self._sql["claim"], workflow, budget, alive))
+        return Pass(workflow, int(rows[0][0])) if rows else None
+
+    async def renew(self, holder: Pass, alive: float) -> bool:
+        identifier(holder.workflow, "workflow")
+        alive = positive(alive, "alive")
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["renew"], holder.workflow, holder.token, alive)
+        )
+        return bool(rows)
+
+    async def extend(self, holder: Pass, budget: float, alive: float) -> bool:
+        identifier(holder.workflow, "workflow")
+        budget = positive(budget, "budget")
+        alive = positive(alive, "alive")
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["extend"], holder.workflow, holder.token, budget, alive)
+        )
+        return bool(rows)
+
+    async def release(self, holder: Pass) -> None:
+        identifier(holder.workflow, "workflow")
+        await self._run(lambda s: s.fetch(self._sql["release"], holder.workflow, holder.token))
+
+    # --- writing --------------------------------------------------------------------------
+
+    async def record(self, holder: Pass, key: str, value: object) -> Recorded[object]:
+        workflow = identifier(holder.workflow, "workflow")
+        identifier(key, "key")
+        encoded = self._encode(value)
+
+        async def write(session: Session) -> Recorded[object]:
+            rows = await session.fetch(self._sql["record"], workflow, holder.token, key, encoded)
+            fenced_ok, written = rows[0]
+            if not fenced_ok:
+                raise Fenced(workflow, holder.token)
+            if written:
+                return Recorded(self._codec.decode(encoded), True)
+            return await self._stored(session, workflow, key, encoded)
+
+        return await self._run(write)
+
+    async def transact(self, holder: Pass, key: str, effect: PostgresEffect) -> Recorded[object]:
+        """Run ``effect`` and record its value in one commit, exactly once across passes.
+
+        A recorded key returns without running; a superseded pass raises `Fenced` before
+        the effect (and after it, rolling it back, if superseded meanwhile); a failing
+        effect leaves neither and its exception is re-raised. A value supplied under
+        ``key`` while the effect ran is handed back (``first=False``) and the effect is
+        rolled back; an effect that writes its own step row raises `InvalidInputError`.
+        """
+        identifier(holder.workflow, "workflow")
+        identifier(key, "key")
+
+        async def run(session: Session) -> Recorded[object]:
+            try:
+                async with session.transaction():
+                    return await self._transact_on(session, holder, key, effect)
+            except _HandBack as back:
+                return back.recorded
+
+        return await self._run(run)
+
+    async def _transact_on(
+        self, session: Session, holder: Pass, key: str, effect: PostgresEffect
+    ) -> Recorded[object]:
+        workflow = holder.workflow
+        token, existing = (await session.fetch(self._sql["peek"], workflow, key))[0]
+        if existing is not None:
+            return Recorded(self._codec.decode(existing), False)
+        if token is None or int(token) != holder.token:
+            raise Fenced(workflow, holder.token)
+        async with session.effect_handle() as handle:
+            try:
+                value = await effect(handle)
+            except Exception as error:
+                raise EffectFailed(error) from error
+        encoded = self._encode(value)
+        rows = await session.fetch(self._sql["record_late"], workflow, holder.token, key, encoded)
+        fenced_ok, written = rows[0]
+        if not fenced_ok:
+            raise Fenced(workflow, holder.token)
+        if written:
+            return Recorded(self._codec.decode(encoded), True)
+        stored = await session.fetch(self._sql["stored"], workflow, key, encoded)
+        text, equal, mine = stored[0]
+        if mine:
+            raise InvalidInputError(
+                f"the effect for step {key!r} wrote the step's own checkpoint row; "
+                "transact records the effect's return value itself"
+            )
+        recorded = Recorded(self._codec.decode(text), bool(equal))
+        if not equal:
+            raise _HandBack(recorded)  # the step belongs to the value supplied meanwhile
+        return recorded
+
+    async def supply(self, workflow: str, key: str, value: object) -> Recorded[object]:
+        identifier(workflow, "workflow")
+        identifier(key, "key")
+        encoded = self._encode(value)
+        return await self._run(lambda s: self.supply_on(s, workflow, key, encoded))
+
+    async def supply_on(
+        self, session: Session, workflow: str, key: str, encoded: str
+    ) -> Recorded[object]:
+        """`supply` of an encoded value on ``session`` (for `PostgresDurable`)."""
+        if await session.fetch(self._sql["supply"], workflow, key, encoded):
+            return Recorded(self._codec.decode(encoded), True)
+        return await self._stored(session, workflow, key, encoded)
+
+    async def append(self, workflow: str, value: object) -> Entry:
+        identifier(workflow, "workflow")
+        encoded = self._encode(value)
+        return await self._run(lambda s: self.append_on(s, workflow, encoded))
+
+    async def append_on(self, session: Session, workflow: str, encoded: str) -> Entry:
+        """`append` of an encoded value on ``session`` (for `PostgresDurable`)."""
+        rows = await session.fetch(self._sql["append"], workflow, INBOX_PREFIX, _DIGITS, encoded)
+        return Entry(str(rows[0][0]), self._codec.decode(encoded))
+
+    async def discard(self, workflow: str) -> int:
+        identifier(workflow, "workflow")
+
+        async def run(session: Session) -> int:
+            return await self.discard_on(session, workflow)
+
+        return await self._access.run(run, errors=state_errors, transaction=True)
+
+    async def discard_on(self, session: Session, workflow: str) -> int:
+        """`discard` on ``session``, inside a transaction the caller opened."""
+        # Fence first: the claim row lock makes a concurrent record wait, then refuse.
+        await session.fetch(self._sql["discard_fence"], workflow)
+        rows = await session.fetch(self._sql["discard_records"], workflow)
+        await session.fetch(self._sql["discard_status"], workflow)
+        return int(rows[0][0])
+
+    def encode(self, value: object) -> str:
+        """``value`` in the codec's JSON text, refused when over ``max_value_bytes``."""
+        return self._encode(value)
+
+    # --- status ---------------------------------------------------------------------------
+
+    async def set_status(
+        self,
+        holder: Pass,
+        status: WorkflowStatus,
+        *,
+        attempts: int = 0,
+        error: str | None = None,
+    ) -> WorkflowInfo:
+        workflow = identifier(holder.workflow, "workflow")
+        status = WorkflowStatus(status)
+        if attempts < 0:
+            raise InvalidInputError(f"attempts must be zero or more, got {attempts!r}")
+        rows = await self._run(
+            lambda s: s.fetch(
+                self._sql["set_status"], workflow, holder.token, status.value, attempts, error
+            )
+        )
+        if not rows:
+            raise Fenced(workflow, holder.token)
+        return WorkflowInfo(workflow, status, attempts, error, _utc(rows[0][0]))
+
+    async def get_status(self, workflow: str) -> WorkflowInfo | None:
+        identifier(workflow, "workflow")
+        rows = await self._run(lambda s: s.fetch(self._sql["get_status"], workflow))
+        return _info(rows[0]) if rows else None
+
+    async def list_status(
+        self, *, status: WorkflowStatus | None = None, limit: int = 50, after: str | None = None
+    ) -> list[WorkflowInfo]:
+        if after is not None:
+            identifier(after, "after")
+        if limit < 1:
+            raise InvalidInputError(f"limit must be at least 1, got {limit!r}")
+        wanted = WorkflowStatus(status).value if status is not None else None
+        rows = await self._run(lambda s: s.fetch(self._sql["list_status"], wanted, after, limit))
+        return [_info(row) for row in rows]
+
+    # --- internals ------------------------------------------------------------------------
+
+    async def _stored(
+        self, session: Session, workflow: str, key: str, encoded: str
+    ) -> Recorded[object]:
+        rows = await session.fetch(self._sql["stored"], workflow, key, encoded)
+        if not rows:
+            # The winner was discarded between our insert and this read.
+            raise StatePersistenceError("postgres", "contended", "record raced a discard")
+        text, equal, _ = rows[0]
+        return Recorded(self._codec.decode(text), bool(equal))
+
+    def _encode(self, value: object) -> str:
+        encoded = self._codec.encode(value)
+        if len(encoded.encode()) > self._max_bytes:
+            raise StatePersistenceError(
+                "postgres",
+                "too_large",
+                f"value of {len(encoded.encode())} bytes exceeds max_value_bytes={self._max_bytes}",
+            )
+        return encoded
+
+    async def _run(self, operation: Callable[[Session], Awaitable[T]]) -> T:
+        return await self._access.run(operation, errors=state_errors)
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.astimezone(UTC)
+
+
+def _info(row: Row) -> WorkflowInfo:
+    workflow, status, attempts, last_error, updated_at = row
+    return WorkflowInfo(
+        str(workflow), WorkflowStatus(status), int(attempts), last_error, _utc(updated_at)
+    )
+
+
+__all__ = ["PostgresCheckpointer", "PostgresEffect"]

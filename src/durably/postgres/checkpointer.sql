@@ -1,0 +1,144 @@
+-- Workflow records and claims. Leases run on the server's clock: now() for one-statement
+-- calls, clock_timestamp() where a transaction may have run an effect for a while.
+
+-- name: load
+SELECT key, value::text, written_at
+FROM {workflow_checkpoint}
+WHERE workflow = $1::text
+ORDER BY seq;
+
+-- name: claim
+-- The DO UPDATE's WHERE is the "is it free" check: a live claim fails it and RETURNING
+-- yields nothing. Two first-ever claims serialize on the primary key.
+INSERT INTO {workflow_claim} AS held (workflow, token, held_until, alive_until, alive_for)
+VALUES (
+    $1::text, 1,
+    now() + make_interval(secs => $2::float8),
+    LEAST(now() + make_interval(secs => $3::float8), now() + make_interval(secs => $2::float8)),
+    $3::float8
+)
+ON CONFLICT (workflow) DO UPDATE
+    SET token = held.token + 1,
+        held_until = now() + make_interval(secs => $2::float8),
+        alive_until = LEAST(now() + make_interval(secs => $3::float8),
+                            now() + make_interval(secs => $2::float8)),
+        alive_for = $3::float8
+    WHERE held.alive_until <= now()
+RETURNING token;
+
+-- name: renew
+UPDATE {workflow_claim}
+SET alive_until = LEAST(now() + make_interval(secs => $3::float8), held_until)
+WHERE workflow = $1::text AND token = $2::bigint AND held_until > now()
+RETURNING token;
+
+-- name: extend
+UPDATE {workflow_claim}
+SET held_until = GREATEST(held_until, now() + make_interval(secs => $3::float8)),
+    alive_until = LEAST(now() + make_interval(secs => $4::float8),
+                        GREATEST(held_until, now() + make_interval(secs => $3::float8)))
+WHERE workflow = $1::text AND token = $2::bigint
+RETURNING token;
+
+-- name: release
+UPDATE {workflow_claim}
+SET held_until = now(), alive_until = now()
+WHERE workflow = $1::text AND token = $2::bigint;
+
+-- name: record
+-- The fence is a row-locking UPDATE on the claim row: it waits behind a claim in flight,
+-- re-reads the newest token, and renews liveness only for the current pass.
+WITH fence AS (
+    UPDATE {workflow_claim}
+    SET alive_until = LEAST(now() + make_interval(secs => alive_for), held_until)
+    WHERE workflow = $1::text AND token = $2::bigint
+    RETURNING token
+),
+written AS (
+    INSERT INTO {workflow_checkpoint} (workflow, key, value)
+    SELECT $1::text, $3::text, $4::jsonb FROM fence
+    ON CONFLICT (workflow, key) DO NOTHING
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM written);
+
+-- name: record_late
+-- transact's fence: the same as record, stamped with clock_timestamp() because the
+-- transaction may have started long ago (the effect ran inside it).
+WITH fence AS (
+    UPDATE {workflow_claim}
+    SET alive_until = LEAST(clock_timestamp() + make_interval(secs => alive_for), held_until)
+    WHERE workflow = $1::text AND token = $2::bigint
+    RETURNING token
+),
+written AS (
+    INSERT INTO {workflow_checkpoint} (workflow, key, value)
+    SELECT $1::text, $3::text, $4::jsonb FROM fence
+    ON CONFLICT (workflow, key) DO NOTHING
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM written);
+
+-- name: stored
+-- The value under a key, whether it equals a candidate (jsonb equality), and whether this
+-- very transaction wrote it (an effect writing its own step row).
+SELECT value::text, value = $3::jsonb, xmin = pg_current_xact_id()::xid
+FROM {workflow_checkpoint}
+WHERE workflow = $1::text AND key = $2::text;
+
+-- name: peek
+-- transact's first look, without a lock: the current token and any recorded value.
+SELECT (SELECT token FROM {workflow_claim} WHERE workflow = $1::text),
+       (SELECT value::text FROM {workflow_checkpoint} WHERE workflow = $1::text AND key = $2::text);
+
+-- name: supply
+INSERT INTO {workflow_checkpoint} (workflow, key, value)
+VALUES ($1::text, $2::text, $3::jsonb)
+ON CONFLICT (workflow, key) DO NOTHING
+RETURNING 1;
+
+-- name: append
+-- One nextval spent twice, as the inbox key and the position, so the two orders agree.
+WITH n AS (SELECT nextval('{workflow_seq_text}') AS position)
+INSERT INTO {workflow_checkpoint} (workflow, key, value, seq)
+SELECT $1::text, $2::text || lpad(n.position::text, $3::integer, '0'), $4::jsonb, n.position
+FROM n
+RETURNING key;
+
+-- name: discard_records
+WITH gone AS (DELETE FROM {workflow_checkpoint} WHERE workflow = $1::text RETURNING 1)
+SELECT count(*) FROM gone;
+
+-- name: discard_status
+DELETE FROM {workflow_status} WHERE workflow = $1::text;
+
+-- name: discard_fence
+UPDATE {workflow_claim}
+SET token = token + 1, held_until = now(), alive_until = now()
+WHERE workflow = $1::text;
+
+-- name: set_status
+WITH fence AS (
+    SELECT token FROM {workflow_claim}
+    WHERE workflow = $1::text AND token = $2::bigint
+    FOR UPDATE
+)
+INSERT INTO {workflow_status} AS s (workflow, status, attempts, last_error, updated_at)
+SELECT $1::text, $3::text, $4::integer, $5::text, now() FROM fence
+ON CONFLICT (workflow) DO UPDATE
+    SET status = excluded.status, attempts = excluded.attempts,
+        last_error = excluded.last_error, updated_at = excluded.updated_at
+RETURNING updated_at;
+
+-- name: get_status
+SELECT workflow, status, attempts, last_error, updated_at
+FROM {workflow_status}
+WHERE workflow = $1::text;
+
+-- name: list_status
+SELECT workflow, status, attempts, last_error, updated_at
+FROM {workflow_status}
+WHERE ($1::text IS NULL OR status = $1::text)
+  AND ($2::text IS NULL OR workflow > $2::text COLLATE "C")
+ORDER BY workflow COLLATE "C"
+LIMIT $3::integer;

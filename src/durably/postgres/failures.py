@@ -1,0 +1,175 @@
+"""What a driver error means (SQLSTATE mapping) and how unbound calls retry.
+
+Transient failures (lost connections, server shutdown, serialization failures, deadlocks)
+are retried with doubling, jittered backoff up to ``max_attempts``; a missing table or
+column is a deployment error (`ConfigurationError` naming `migrate`); an exhausted pool is
+raised at once. No message ever carries the DSN: connection errors are reported by type.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Literal, TypeVar
+
+from durably.errors import (
+    ConfigurationError,
+    DurablyError,
+    QueueUnavailableError,
+    StatePersistenceError,
+)
+
+T = TypeVar("T")
+Kind = Literal["configuration", "contended", "transient", "failed"]
+
+_CONFIGURATION = frozenset({"42P01", "42703", "3F000", "42883", "42704"})
+_CONTENDED = frozenset({"40001", "40P01"})
+# Connection exceptions, insufficient resources, operator intervention (admin shutdown,
+# crash recovery), and the two contention states: worth another try on a fresh connection.
+_TRANSIENT_PREFIXES = ("08", "53", "57P", "40")
+
+
+@dataclass(frozen=True, slots=True)
+class RetryBudget:
+    """How hard an unbound call tries: attempts (first included) and the first delay."""
+
+    max_attempts: int = 3
+    backoff_seconds: float = 0.05
+    pool_timeout_seconds: float = 5.0
+
+    def delay(self, attempt: int) -> float:
+        """Jittered delay after failed try number ``attempt`` (1-based), doubling."""
+        base = self.backoff_seconds * 2.0 ** (attempt - 1)
+        return base * random.uniform(0.5, 1.0)
+
+
+class EffectFailed(Exception):
+    """Carries an exception raised by caller code (a `transact` effect) past the mapping,
+    so it is re-raised unchanged and never retried."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(repr(error))
+        self.error = error
+
+
+def sqlstate(error: BaseException) -> str | None:
+    """The SQLSTATE of a psycopg or asyncpg error, when the server sent one."""
+    code = getattr(error, "sqlstate", None)
+    return code if isinstance(code, str) else None
+
+
+def _driver_error(error: BaseException) -> bool:
+    module = type(error).__module__
+    return module.startswith(("psycopg", "asyncpg")) or isinstance(
+        error, OSError | ConnectionError | asyncio.TimeoutError
+    )
+
+
+def classify(error: BaseException) -> Kind | None:
+    """How to treat ``error``; None for anything that is not a driver error."""
+    if not _driver_error(error):
+        return None
+    code = sqlstate(error)
+    if code is None:
+        name = type(error).__name__
+        # Client-side errors with no SQLSTATE: a dropped connection is transient, a value
+        # the driver refused to send (e.g. a NUL in text) is not.
+        if name in ("DataError", "ProgrammingError", "DataError", "NotSupportedError"):
+            return "failed"
+        return "transient"
+    if code in _CONFIGURATION:
+        return "configuration"
+    if code in _CONTENDED:
+        return "contended"
+    if code.startswith(_TRANSIENT_PREFIXES):
+        return "transient"
+    return "failed"
+
+
+def describe(error: BaseException) -> str:
+    """A DSN-free description: the type, the SQLSTATE and the server's primary message."""
+    code = sqlstate(error)
+    if code is None:
+        return type(error).__name__
+    diag = getattr(error, "diag", None)
+    message = getattr(diag, "message_primary", None) if diag is not None else None
+    if message is None:
+        message = str(error).splitlines()[0] if str(error) else ""
+    return f"{type(error).__name__} (SQLSTATE {code}): {message}"
+
+
+ErrorFactory = Callable[[Kind, str], DurablyError]
+
+
+def state_errors(kind: Kind, detail: str) -> DurablyError:
+    """Errors for the state store, checkpointer and scheduler."""
+    if kind == "configuration":
+        return _configuration(detail)
+    reason: Literal["contended", "unavailable"] = (
+        "contended" if kind == "contended" else "unavailable"
+    )
+    return StatePersistenceError("postgres", reason, detail)
+
+
+def queue_errors(queue: str, operation: str) -> ErrorFactory:
+    """Errors for one queue operation."""
+
+    def build(kind: Kind, detail: str) -> DurablyError:
+        if kind == "configuration":
+            return _configuration(detail)
+        return QueueUnavailableError(queue, operation, detail)
+
+    return build
+
+
+def _configuration(detail: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"durably's PostgreSQL schema is missing or out of date ({detail}); "
+        "apply it with durably.postgres.migrate() or `durably migrate`"
+    )
+
+
+async def attempt(
+    operation: Callable[[], Awaitable[T]],
+    *,
+    budget: RetryBudget,
+    errors: ErrorFactory,
+    retry: bool = True,
+) -> T:
+    """Run ``operation``, retrying transient driver errors when ``retry`` (unbound calls),
+    and map what is left to durably's errors."""
+    tries = budget.max_attempts if retry else 1
+    for number in range(1, tries + 1):
+        try:
+            return await operation()
+        except EffectFailed as failed:
+            raise failed.error from None
+        except DurablyError:
+            raise
+        except Exception as error:
+            kind = classify(error)
+            if kind is None:
+                raise
+            retryable = kind in ("transient", "contended")
+            if retryable and number < tries:
+                await asyncio.sleep(budget.delay(number))
+                continue
+            mapped = errors(kind, describe(error))
+            if sqlstate(error) is None:
+                # A client-side error may quote connection parameters: do not chain it.
+                raise mapped from None
+            raise mapped from error
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+__all__ = [
+    "EffectFailed",
+    "RetryBudget",
+    "attempt",
+    "classify",
+    "describe",
+    "queue_errors",
+    "state_errors",
+]

@@ -1,0 +1,70 @@
+"""`migrate` (explicit, under an advisory lock) and `verify` (reads and refuses, never
+alters). Nothing else applies schema: not import, not construction, not ``open()``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from durably.errors import ConfigurationError
+from durably.postgres.executor import database_for
+from durably.postgres.failures import RetryBudget, attempt, classify, state_errors
+from durably.postgres.schema import SCHEMA_VERSION, StateTables, schema_queries, schema_statements
+
+
+async def migrate(pool: Any, tables: StateTables | None = None) -> None:
+    """Create whatever of durably's schema is missing (idempotent).
+
+    Runs in one transaction under an advisory lock, so many processes may call it at once.
+    """
+    tables = tables or StateTables()
+    database = database_for(pool)
+    queries = schema_queries(tables)
+
+    async def apply() -> None:
+        timeout = RetryBudget().pool_timeout_seconds
+        async with database.session(timeout) as session, session.transaction():
+            await session.fetch(queries["migrate_lock"])
+            if tables.schema is not None:
+                await session.fetch(queries["create_schema"])
+            for statement in schema_statements(tables):
+                await session.fetch(statement)
+
+    await attempt(apply, budget=RetryBudget(), errors=state_errors)
+
+
+async def verify(pool: Any, tables: StateTables | None = None) -> None:
+    """Refuse a database this release cannot use: a missing schema, a schema version other
+    than `SCHEMA_VERSION`, or connections without a ``statement_timeout``. Changes nothing.
+
+    Raises `ConfigurationError`.
+    """
+    tables = tables or StateTables()
+    database = database_for(pool)
+    queries = schema_queries(tables)
+    async with database.session(RetryBudget().pool_timeout_seconds) as session:
+        try:
+            rows = await session.fetch(queries["schema_version"])
+        except Exception as error:
+            if classify(error) == "configuration":
+                raise ConfigurationError(
+                    "durably's PostgreSQL schema is missing: apply it with "
+                    "durably.postgres.migrate() or `durably migrate`"
+                ) from None
+            raise
+        versions = sorted({int(row[0]) for row in rows})
+        if versions != [SCHEMA_VERSION]:
+            raise ConfigurationError(
+                f"durably's PostgreSQL schema is at version {versions or 'none'}, this "
+                f"release was written for version {SCHEMA_VERSION}; migrate the schema or "
+                "install the matching release"
+            )
+        timeout = (await session.fetch(queries["statement_timeout"]))[0][0]
+        if str(timeout).strip() in ("0", "0ms", "0s"):
+            raise ConfigurationError(
+                "connections have no statement_timeout (it is 0): a runaway statement would "
+                "hold a pooled connection forever; set one (e.g. options='-c "
+                "statement_timeout=30000', or PostgresStoreSettings + open_pool())"
+            )
+
+
+__all__ = ["migrate", "verify"]

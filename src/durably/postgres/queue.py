@@ -1,0 +1,403 @@
+"""`PostgresWorkQueue`: work items in one table, claimed with ``FOR UPDATE SKIP LOCKED``,
+tenants served in rotation through a turns table, every settle fenced on the lease."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Self
+
+from durably.clock import Clock, SystemClock
+from durably.errors import LeaseLostError, StatePersistenceError, WorkItemNotFoundError
+from durably.postgres import statements
+from durably.postgres.connection import Access
+from durably.postgres.executor import Row, Session
+from durably.postgres.failures import RetryBudget, queue_errors
+from durably.postgres.migrate import verify
+from durably.postgres.notify import Listener
+from durably.postgres.schema import StateTables
+from durably.postgres.settings import PostgresStoreSettings
+from durably.validation import identifier, non_negative
+from durably.work import DEFAULT_QUEUE, QueuePolicy, QueueStats, WorkItem, WorkState
+
+_TEMPLATES = statements.load("queue.sql")
+_BATCH = 500
+
+
+class PostgresWorkQueue:
+    """Work items in PostgreSQL (`durably.WorkQueue`).
+
+    ``bound(connection)`` gives a queue that runs inside the caller's open transaction, so
+    a run and the work it queues commit together. ``wait_for_work`` wakes on NOTIFY.
+    """
+
+    def __init__(
+        self,
+        pool: Any,
+        *,
+        clock: Clock | None = None,
+        policy: QueuePolicy | None = None,
+        settings: PostgresStoreSettings | None = None,
+        tables: StateTables | None = None,
+    ) -> None:
+        self._clock = clock or SystemClock()
+        self._policy = policy or QueuePolicy()
+        self._tables = tables or StateTables()
+        self._max_bytes = settings.max_value_bytes if settings else 1024 * 1024
+        self._poll_seconds = settings.poll_seconds if settings else 1.0
+        self._access = Access.over(pool, settings.retry if settings else RetryBudget())
+        self._sql = statements.render_all(_TEMPLATES, self._tables.names)
+        self._channel = self._tables.channel("work")
+        self._listener = Listener(self._access.database, [self._channel])
+
+    @classmethod
+    async def open(
+        cls,
+        pool: Any,
+        *,
+        clock: Clock | None = None,
+        policy: QueuePolicy | None = None,
+        settings: PostgresStoreSettings | None = None,
+        tables: StateTables | None = None,
+    ) -> Self:
+        """A queue after `verify` accepted the database (`ConfigurationError` otherwise)."""
+        await verify(pool, tables)
+        return cls(pool, clock=clock, policy=policy, settings=settings, tables=tables)
+
+    @property
+    def policy(self) -> QueuePolicy:
+        return self._policy
+
+    @property
+    def listener(self) -> Listener:
+        """The LISTEN connection behind `wait_for_work` (started on first wait)."""
+        return self._listener
+
+    def bound(self, connection: Any) -> PostgresWorkQueue:
+        """This queue inside ``connection``'s open transaction; it retries nothing."""
+        twin = object.__new__(PostgresWorkQueue)
+        twin.__dict__.update(self.__dict__)
+        twin._access = self._access.bound(connection)
+        return twin
+
+    async def close(self) -> None:
+        """Stop the listening connection (the pool is the caller's)."""
+        await self._listener.close()
+
+    # --- enqueue and claim ------------------------------------------------------------------
+
+    async def enqueue(self, item: WorkItem) -> WorkItem:
+        now = self._clock.now()
+        available_at = item.available_at if item.available_at is not None else now
+        payload = json.dumps(item.payload, separators=(",", ":"), ensure_ascii=False)
+        if len(payload.encode()) > self._max_bytes:
+            raise StatePersistenceError(
+                "postgres", "too_large", f"payload exceeds max_value_bytes={self._max_bytes}"
+            )
+        args = (
+            item.tenant,
+            item.id,
+            item.queue,
+            payload,
+            int(item.priority),
+            item.dedupe_key,
+            item.attempts,
+            now,
+            available_at,
+            item.first_claimed_at,
+            json.dumps(list(item.failures)),
+            self._channel,
+        )
+
+        async def enqueue(session: Session) -> WorkItem | None:
+            for _ in range(5):
+                if await session.fetch(self._sql["enqueue"], *args):
+                    return None
+                if await session.fetch(self._sql["drop_terminal"], item.tenant, item.id):
+                    continue  # a finished item held the id: it is freed, insert again
+                found = await session.fetch(
+                    self._sql["find_live"], item.tenant, item.id, item.queue, item.dedupe_key
+                )
+                if found:
+                    await session.fetch(self._sql["count_duplicate"], item.queue)
+                    return _item(found[0])
+            raise StatePersistenceError("postgres", "contended", "enqueue kept racing")
+
+        duplicate = await self._access.run(enqueue, errors=queue_errors(item.queue, "enqueue"))
+        if duplicate is not None:
+            return duplicate
+        return item.model_copy(
+            update={
+                "state": WorkState.QUEUED,
+                "enqueued_at": now,
+                "available_at": available_at,
+                "worker": None,
+                "lease_expires_at": None,
+                "claimed_at": None,
+            }
+        )
+
+    async def claim(
+        self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None
+    ) -> WorkItem | None:
+        """Atomically take one due item: tenants in rotation, then priority, then age."""
+        items = await self.claim_many(
+            worker=worker, queue=queue, lease_seconds=lease_seconds, limit=1
+        )
+        return items[0] if items else None
+
+    async def claim_many(
+        self,
+        *,
+        worker: str,
+        queue: str = DEFAULT_QUEUE,
+        lease_seconds: float | None = None,
+        limit: int = 10,
+    ) -> list[WorkItem]:
+        """Take up to ``limit`` due items in one statement, each under its own lease, as
+        ``limit`` claims would (a batch may take several items of the first tenant)."""
+        identifier(worker, "worker")
+        identifier(queue, "queue")
+        lease = self._policy.lease_for(lease_seconds)
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit!r}")
+        now = self._clock.now()
+        rows = await self._access.run(
+            lambda s: s.fetch(self._sql["claim"], queue, now, worker, lease, limit),
+            errors=queue_errors(queue, "claim"),
+        )
+        return [_item(row) for row in rows]
+
+    async def wait_for_work(self, queue: str = DEFAULT_QUEUE, within: float = 1.0) -> bool:
+        """Wait up to ``within`` seconds for work in ``queue``: True at once if an item is
+        due, True when an enqueue (or requeue) is notified, False after the wait.
+
+        Wakes within milliseconds of the enqueue's commit; polls every ``poll_seconds``
+        as the fallback while the listening connection is down.
+        """
+        identifier(queue, "queue")
+        non_negative(within, "within")
+        event = self._listener.event(self._channel)
+        now = self._clock.now()
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["next_due"], queue), "wait_for_work", queue
+        )
+        next_due = rows[0][0] if rows else None
+        if next_due is not None and float(next_due) <= now:
+            return True
+        wait = min(within, self._poll_seconds)
+        if next_due is not None:
+            wait = min(wait, float(next_due) - now)
+        return await Listener.wait(event, wait)
+
+    # --- settling -------------------------------------------------------------------------
+
+    async def heartbeat(self, item_id: str, *, tenant: str, worker: str) -> WorkItem:
+        identifier(item_id, "item_id")
+        identifier(tenant, "tenant")
+        identifier(worker, "worker")
+        now = self._clock.now()
+        policy = self._policy
+        rows = await self._fetch(
+            "heartbeat",
+            item_id,
+            tenant,
+            worker,
+            now,
+            policy.lease_seconds,
+            policy.max_lease_seconds,
+        )
+        if rows:
+            return _item(rows[0])
+        raise await self._lost(item_id, tenant, worker, now, "heartbeat")
+
+    async def complete(self, item_id: str, *, tenant: str, worker: str) -> WorkItem:
+        identifier(item_id, "item_id")
+        identifier(tenant, "tenant")
+        identifier(worker, "worker")
+        now = self._clock.now()
+        rows = await self._fetch("complete", item_id, tenant, worker, now)
+        if rows:
+            return _item(rows[0]).model_copy(update={"state": WorkState.COMPLETED})
+        raise await self._lost(item_id, tenant, worker, now, "complete")
+
+    async def fail(
+        self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
+    ) -> WorkItem:
+        identifier(item_id, "item_id")
+        identifier(tenant, "tenant")
+        identifier(worker, "worker")
+        now = self._clock.now()
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["get_item"], tenant, item_id), "fail", DEFAULT_QUEUE
+        )
+        seen = _item(rows[0]) if rows else None
+        if (
+            seen is None
+            or seen.state != WorkState.CLAIMED
+            or seen.worker != worker
+            or seen.lease_expires_at is None
+            or seen.lease_expires_at <= now
+        ):
+            raise await self._lost(item_id, tenant, worker, now, "fail")
+        settled = await self._settle(seen, error=error, retryable=retryable, now=now)
+        if settled is None:
+            raise await self._lost(item_id, tenant, worker, now, "fail")
+        return settled
+
+    async def reap(self) -> int:
+        now = self._clock.now()
+        lapsed = await self._run(
+            lambda s: s.fetch(self._sql["lapsed"], now, _BATCH), "reap", DEFAULT_QUEUE
+        )
+        reaped: dict[str, int] = {}
+        for row in lapsed:
+            item = _item(row)
+            if await self._settle(item, error="lease expired", retryable=True, now=now):
+                reaped[item.queue] = reaped.get(item.queue, 0) + 1
+        for queue, count in reaped.items():
+            await self._run(
+                lambda s, q=queue, n=count: s.fetch(self._sql["count_reaped"], q, n), "reap", queue
+            )
+        return sum(reaped.values())
+
+    async def adopt(self, *, worker: str) -> int:
+        identifier(worker, "worker")
+        now = self._clock.now()
+        held = await self._run(
+            lambda s: s.fetch(self._sql["held_by"], worker, _BATCH * 20), "adopt", DEFAULT_QUEUE
+        )
+        adopted = 0
+        for row in held:
+            item = _item(row)
+            settled = await self._settle(
+                item, error="adopted after restart", retryable=True, now=now, immediate=True
+            )
+            adopted += settled is not None
+        return adopted
+
+    async def dead_letters(
+        self, *, tenant: str, limit: int = 50, queue: str | None = None
+    ) -> list[WorkItem]:
+        identifier(tenant, "tenant")
+        if queue is not None:
+            identifier(queue, "queue")
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit!r}")
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["dead_letters"], tenant, queue, limit),
+            "dead_letters",
+            queue or DEFAULT_QUEUE,
+        )
+        return [_item(row) for row in rows]
+
+    async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
+        identifier(queue, "queue")
+        now = self._clock.now()
+        rows = await self._run(lambda s: s.fetch(self._sql["stats"], queue, now), "stats", queue)
+        depth, claimed, dead, oldest, reaped, duplicates = rows[0]
+        return QueueStats(
+            depth=int(depth),
+            claimed=int(claimed),
+            dead_lettered=int(dead),
+            oldest_age_seconds=max(0.0, now - float(oldest)) if oldest is not None else 0.0,
+            reaped=int(reaped or 0),
+            duplicates_suppressed=int(duplicates or 0),
+        )
+
+    # --- internals ------------------------------------------------------------------------
+
+    async def _settle(
+        self, item: WorkItem, *, error: str, retryable: bool, now: float, immediate: bool = False
+    ) -> WorkItem | None:
+        settlement = self._policy.settle_failure(
+            item.attempts, retryable=retryable, now=now, immediate=immediate
+        )
+        rows = await self._run(
+            lambda s: s.fetch(
+                self._sql["settle"],
+                item.tenant,
+                item.id,
+                item.worker,
+                item.lease_expires_at,
+                settlement.attempts,
+                settlement.dead,
+                settlement.available_at,
+                error,
+                self._channel,
+            ),
+            "settle",
+            item.queue,
+        )
+        return _item(rows[0][:15]) if rows else None
+
+    async def _fetch(self, name: str, item_id: str, tenant: str, *args: Any) -> Sequence[Row]:
+        rows: Sequence[Row] = await self._run(
+            lambda s: s.fetch(self._sql[name], tenant, item_id, *args), name, DEFAULT_QUEUE
+        )
+        return rows
+
+    async def _run(self, operation: Any, name: str, queue: str) -> Any:
+        return await self._access.run(operation, errors=queue_errors(queue, name))
+
+    async def _lost(
+        self, item_id: str, tenant: str, worker: str, now: float, operation: str
+    ) -> Exception:
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["get_item"], tenant, item_id), operation, DEFAULT_QUEUE
+        )
+        if not rows:
+            return WorkItemNotFoundError(item_id, tenant)
+        item = _item(rows[0])
+        if item.state != WorkState.CLAIMED:
+            return LeaseLostError(item_id, worker, None, "taken")
+        if item.worker != worker:
+            return LeaseLostError(item_id, worker, item.worker, "taken")
+        claimed_at = item.claimed_at if item.claimed_at is not None else now
+        if operation == "heartbeat" and now - claimed_at >= self._policy.max_lease_seconds:
+            return LeaseLostError(item_id, worker, worker, "capped")
+        if item.lease_expires_at is None or item.lease_expires_at <= now:
+            return LeaseLostError(item_id, worker, worker, "expired")
+        # The holding changed between the write and this read: report the race as lost.
+        return LeaseLostError(item_id, worker, item.worker, "taken")
+
+
+def _item(row: Row) -> WorkItem:
+    (
+        tenant,
+        item_id,
+        queue,
+        payload,
+        priority,
+        dedupe_key,
+        attempts,
+        state,
+        worker,
+        enqueued_at,
+        available_at,
+        lease_expires_at,
+        first_claimed_at,
+        claimed_at,
+        failures,
+    ) = row
+    document = {
+        "id": item_id,
+        "tenant": tenant,
+        "queue": queue,
+        "payload": json.loads(payload),
+        "priority": int(priority),
+        "dedupe_key": dedupe_key,
+        "attempts": int(attempts),
+        "state": state,
+        "worker": worker,
+        "enqueued_at": enqueued_at,
+        "available_at": available_at,
+        "lease_expires_at": lease_expires_at,
+        "first_claimed_at": first_claimed_at,
+        "claimed_at": claimed_at,
+        "failures": json.loads(failures),
+    }
+    return WorkItem.model_validate_json(json.dumps(document))
+
+
+__all__ = ["PostgresWorkQueue"]

@@ -1,0 +1,173 @@
+-- The work queue. Every claim and settle is one statement; the claim locks its row with
+-- FOR UPDATE SKIP LOCKED and repeats every predicate on that locked row, so a concurrent
+-- claim that commits underneath is re-checked rather than taken twice.
+
+-- name: enqueue
+WITH turn AS (
+    INSERT INTO {turns} (queue, tenant) VALUES ($3::text, $1::text)
+    ON CONFLICT DO NOTHING
+)
+INSERT INTO {work} (
+    tenant, id, queue, payload, priority, dedupe_key, attempts, state,
+    enqueued_at, available_at, first_claimed_at, failures
+)
+VALUES (
+    $1::text, $2::text, $3::text, $4::jsonb, $5::integer, $6::text, $7::integer, 'queued',
+    $8::float8, $9::float8, $10::float8, $11::jsonb
+)
+ON CONFLICT DO NOTHING
+RETURNING pg_notify($12::text, $3::text)::text;
+
+-- name: drop_terminal
+DELETE FROM {work}
+WHERE tenant = $1::text AND id = $2::text AND state IN ('completed', 'dead_lettered')
+RETURNING 1;
+
+-- name: find_live
+SELECT tenant, id, queue, payload::text, priority, dedupe_key, attempts, state, worker,
+       enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at,
+       failures::text
+FROM {work}
+WHERE tenant = $1::text AND state IN ('queued', 'claimed')
+  AND (id = $2::text OR (queue = $3::text AND dedupe_key = $4::text))
+ORDER BY (id = $2::text) DESC
+LIMIT 1;
+
+-- name: count_duplicate
+INSERT INTO {counters} AS c (queue, duplicates_suppressed) VALUES ($1::text, 1)
+ON CONFLICT (queue) DO UPDATE SET duplicates_suppressed = c.duplicates_suppressed + 1;
+
+-- name: count_reaped
+INSERT INTO {counters} AS c (queue, reaped) VALUES ($1::text, $2::bigint)
+ON CONFLICT (queue) DO UPDATE SET reaped = c.reaped + $2::bigint;
+
+-- name: claim
+-- $1 queue, $2 now, $3 worker, $4 lease seconds, $5 how many (a batch may drain one tenant).
+-- Tenants in turn order (never served = 0, ties to the oldest due item), then within the
+-- tenant priority, age and enqueue order; the served tenant's turn goes to the back.
+WITH tenants AS MATERIALIZED (
+    SELECT t.tenant, t.turn, due.available_at, due.seq
+    FROM {turns} t
+    CROSS JOIN LATERAL (
+        SELECT w.available_at, w.seq
+        FROM {work} w
+        WHERE w.queue = t.queue AND w.tenant = t.tenant
+          AND w.state = 'queued' AND w.available_at <= $2::float8
+        ORDER BY w.available_at, w.seq
+        LIMIT 1
+    ) due
+    WHERE t.queue = $1::text
+),
+picked AS (
+    SELECT item.tenant, item.id
+    FROM (SELECT tenant, turn, available_at, seq FROM tenants
+          ORDER BY turn, available_at, seq, tenant OFFSET 0) ordered
+    CROSS JOIN LATERAL (
+        SELECT w.tenant, w.id
+        FROM {work} w
+        WHERE w.queue = $1::text AND w.tenant = ordered.tenant
+          AND w.state = 'queued' AND w.available_at <= $2::float8
+        ORDER BY w.priority DESC, w.available_at, w.seq
+        LIMIT $5::integer
+        FOR UPDATE SKIP LOCKED
+    ) item
+    LIMIT $5::integer
+),
+claimed AS (
+    UPDATE {work} w
+    SET state = 'claimed', worker = $3::text, claimed_at = $2::float8,
+        first_claimed_at = coalesce(w.first_claimed_at, $2::float8),
+        lease_expires_at = $2::float8 + $4::float8
+    FROM picked
+    WHERE w.tenant = picked.tenant AND w.id = picked.id
+      AND w.queue = $1::text AND w.state = 'queued' AND w.available_at <= $2::float8
+    RETURNING w.tenant, w.id, w.queue, w.payload::text, w.priority, w.dedupe_key, w.attempts,
+              w.state, w.worker, w.enqueued_at, w.available_at, w.lease_expires_at,
+              w.first_claimed_at, w.claimed_at, w.failures::text
+),
+served AS (
+    UPDATE {turns} t
+    SET turn = nextval('{turn_seq_text}')
+    WHERE t.queue = $1::text AND t.tenant IN (SELECT tenant FROM claimed)
+)
+SELECT * FROM claimed;
+
+-- name: get_item
+SELECT tenant, id, queue, payload::text, priority, dedupe_key, attempts, state, worker,
+       enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at,
+       failures::text
+FROM {work}
+WHERE tenant = $1::text AND id = $2::text;
+
+-- name: heartbeat
+-- $4 now, $5 lease seconds, $6 max lease seconds.
+UPDATE {work}
+SET lease_expires_at = LEAST($4::float8 + $5::float8, claimed_at + $6::float8)
+WHERE tenant = $1::text AND id = $2::text AND state = 'claimed' AND worker = $3::text
+  AND lease_expires_at > $4::float8 AND $4::float8 - claimed_at < $6::float8
+RETURNING tenant, id, queue, payload::text, priority, dedupe_key, attempts, state, worker,
+          enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at,
+          failures::text;
+
+-- name: complete
+-- Completed items are deleted: nothing reads them again, and their id and key are free.
+DELETE FROM {work}
+WHERE tenant = $1::text AND id = $2::text AND state = 'claimed' AND worker = $3::text
+  AND lease_expires_at > $4::float8
+RETURNING tenant, id, queue, payload::text, priority, dedupe_key, attempts, state, worker,
+          enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at,
+          failures::text;
+
+-- name: settle
+-- Fenced on the holder and the exact lease the caller saw: a concurrent heartbeat, reap or
+-- settle changes one of them and this writes nothing.
+UPDATE {work}
+SET attempts = $5::integer,
+    state = CASE WHEN $6::boolean THEN 'dead_lettered' ELSE 'queued' END,
+    worker = NULL, lease_expires_at = NULL, claimed_at = NULL,
+    available_at = coalesce($7::float8, available_at),
+    failures = failures || jsonb_build_array($8::text)
+WHERE tenant = $1::text AND id = $2::text AND state = 'claimed' AND worker = $3::text
+  AND lease_expires_at = $4::float8
+RETURNING tenant, id, queue, payload::text, priority, dedupe_key, attempts, state, worker,
+          enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at,
+          failures::text, pg_notify($9::text, queue)::text;
+
+-- name: lapsed
+SELECT tenant, id, queue, payload::text, priority, dedupe_key, attempts, state, worker,
+       enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at,
+       failures::text
+FROM {work}
+WHERE state = 'claimed' AND lease_expires_at <= $1::float8
+ORDER BY lease_expires_at
+LIMIT $2::integer;
+
+-- name: held_by
+SELECT tenant, id, queue, payload::text, priority, dedupe_key, attempts, state, worker,
+       enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at,
+       failures::text
+FROM {work}
+WHERE state = 'claimed' AND worker = $1::text
+LIMIT $2::integer;
+
+-- name: dead_letters
+SELECT tenant, id, queue, payload::text, priority, dedupe_key, attempts, state, worker,
+       enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at,
+       failures::text
+FROM {work}
+WHERE tenant = $1::text AND state = 'dead_lettered' AND ($2::text IS NULL OR queue = $2::text)
+ORDER BY seq
+LIMIT $3::integer;
+
+-- name: stats
+SELECT count(*) FILTER (WHERE state = 'queued'),
+       count(*) FILTER (WHERE state = 'claimed'),
+       count(*) FILTER (WHERE state = 'dead_lettered'),
+       min(available_at) FILTER (WHERE state = 'queued' AND available_at <= $2::float8),
+       (SELECT reaped FROM {counters} WHERE queue = $1::text),
+       (SELECT duplicates_suppressed FROM {counters} WHERE queue = $1::text)
+FROM {work}
+WHERE queue = $1::text;
+
+-- name: next_due
+SELECT min(available_at) FROM {work} WHERE queue = $1::text AND state = 'queued';

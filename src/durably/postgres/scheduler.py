@@ -1,0 +1,177 @@
+"""`PostgresScheduler`: one row per workflow in ``workflow_queue``, taken with
+``FOR UPDATE SKIP LOCKED``; waiting takers wake on NOTIFY and poll only as a fallback."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Self, TypeVar
+
+from durably.postgres import statements
+from durably.postgres.connection import Access
+from durably.postgres.executor import Row, Session
+from durably.postgres.failures import RetryBudget, state_errors
+from durably.postgres.migrate import verify
+from durably.postgres.notify import Listener
+from durably.postgres.schema import StateTables
+from durably.postgres.settings import PostgresStoreSettings
+from durably.validation import finite, identifier, non_negative, positive
+from durably.workflows import Delivery
+
+T = TypeVar("T")
+_TEMPLATES = statements.load("scheduler.sql")
+
+
+class PostgresScheduler:
+    """Wakeups in PostgreSQL (`durably.Scheduler`), one entry per (namespace, workflow)."""
+
+    def __init__(
+        self,
+        pool: Any,
+        *,
+        namespace: str = "default",
+        lease: float = 30.0,
+        settings: PostgresStoreSettings | None = None,
+        tables: StateTables | None = None,
+    ) -> None:
+        self._namespace = identifier(namespace, "namespace")
+        self._lease = positive(lease, "lease")
+        self._tables = tables or StateTables()
+        self._poll_seconds = settings.poll_seconds if settings else 1.0
+        self._access = Access.over(pool, settings.retry if settings else RetryBudget())
+        self._sql = statements.render_all(_TEMPLATES, self._tables.names)
+        self._channel = self._tables.channel("workflow")
+        self._listener = Listener(self._access.database, [self._channel])
+
+    @classmethod
+    async def open(
+        cls,
+        pool: Any,
+        *,
+        namespace: str = "default",
+        lease: float = 30.0,
+        settings: PostgresStoreSettings | None = None,
+        tables: StateTables | None = None,
+    ) -> Self:
+        """A scheduler after `verify` accepted the database."""
+        await verify(pool, tables)
+        return cls(pool, namespace=namespace, lease=lease, settings=settings, tables=tables)
+
+    @property
+    def lease(self) -> float:
+        return self._lease
+
+    @property
+    def namespace(self) -> str:
+        """The namespace this scheduler's entries live in (the Worker's workflow kind)."""
+        return self._namespace
+
+    @property
+    def access(self) -> Access:
+        """How this store reaches its database (shared with `PostgresDurable`)."""
+        return self._access
+
+    @property
+    def listener(self) -> Listener:
+        """The LISTEN connection behind `next_ready` (started on first wait)."""
+        return self._listener
+
+    async def close(self) -> None:
+        """Stop the listening connection (the pool is the caller's)."""
+        await self._listener.close()
+
+    async def prepare(self) -> None:
+        """Nothing to do: the schema is applied by `migrate`, never implicitly."""
+
+    async def make_ready(self, workflow: str) -> None:
+        identifier(workflow, "workflow")
+        await self._run(lambda s: self.make_ready_on(s, workflow))
+
+    async def make_ready_on(self, session: Session, workflow: str) -> None:
+        """`make_ready` on ``session`` (for `PostgresDurable`)."""
+        await session.fetch(self._sql["make_ready"], self._namespace, workflow, self._channel)
+
+    async def next_ready(self, within: float) -> Delivery | None:
+        within = non_negative(within, "within")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        while True:
+            event = self._listener.event(self._channel) if within > 0 else None
+            receipt = uuid.uuid4().hex
+            rows = await self._take(receipt)
+            if rows:
+                return Delivery(str(rows[0][0]), receipt)
+            remaining = deadline - loop.time()
+            if event is None or remaining <= 0:
+                return None
+            wait = min(remaining, self._poll_seconds)
+            visible = await self._run(lambda s: s.fetch(self._sql["next_visible"], self._namespace))
+            if visible and visible[0][0] is not None:
+                # A taken entry comes back when its lease lapses, which nobody notifies.
+                wait = min(wait, max(float(visible[0][0]), 0.0) + 0.005)
+            await Listener.wait(event, wait)
+
+    async def _take(self, receipt: str) -> Sequence[Row]:
+        return await self._run(
+            lambda s: s.fetch(self._sql["take"], self._namespace, self._lease, receipt)
+        )
+
+    async def done(self, delivery: Delivery) -> None:
+        identifier(delivery.workflow, "workflow")
+        await self._run(
+            lambda s: s.fetch(
+                self._sql["done"], self._namespace, delivery.workflow, delivery.receipt
+            )
+        )
+
+    async def wake_at(self, delivery: Delivery, when: float) -> None:
+        identifier(delivery.workflow, "workflow")
+        when = finite(when, "when")
+        await self._run(
+            lambda s: s.fetch(
+                self._sql["wake_at"], self._namespace, delivery.workflow, delivery.receipt, when
+            )
+        )
+
+    async def wake_due(self, now: float) -> int:
+        now = finite(now, "now")
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["wake_due"], self._namespace, now, self._channel)
+        )
+        return int(rows[0][0])
+
+    async def reclaim(self, idle: float) -> int:
+        idle = non_negative(idle, "idle")
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["reclaim"], self._namespace, idle, self._channel)
+        )
+        return int(rows[0][0])
+
+    async def extend(self, delivery: Delivery, within: float) -> bool:
+        identifier(delivery.workflow, "workflow")
+        within = positive(within, "within")
+        rows = await self._run(
+            lambda s: s.fetch(
+                self._sql["extend"],
+                self._namespace,
+                delivery.workflow,
+                delivery.receipt,
+                within,
+            )
+        )
+        return bool(rows)
+
+    async def cancel(self, workflow: str) -> None:
+        identifier(workflow, "workflow")
+        await self._run(lambda s: self.cancel_on(s, workflow))
+
+    async def cancel_on(self, session: Session, workflow: str) -> None:
+        """`cancel` on ``session`` (for `PostgresDurable`)."""
+        await session.fetch(self._sql["cancel"], self._namespace, workflow)
+
+    async def _run(self, operation: Callable[[Session], Awaitable[T]]) -> T:
+        return await self._access.run(operation, errors=state_errors)
+
+
+__all__ = ["PostgresScheduler"]

@@ -1,0 +1,149 @@
+-- durably's PostgreSQL schema, version 1. Apply it with durably.postgres.migrate() or your
+-- own migration tool; durably never alters a table on its own.
+
+-- name: schema
+CREATE TABLE IF NOT EXISTS {schema_version} (
+    version integer NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS {runs} (
+    tenant text NOT NULL,
+    run_id text NOT NULL,
+    seq bigserial NOT NULL,
+    version bigint NOT NULL,
+    state text NOT NULL,
+    session_id text,
+    updated_at double precision NOT NULL,
+    input_tokens bigint NOT NULL DEFAULT 0,
+    output_tokens bigint NOT NULL DEFAULT 0,
+    cached_tokens bigint NOT NULL DEFAULT 0,
+    cache_write_tokens bigint NOT NULL DEFAULT 0,
+    reasoning_tokens bigint NOT NULL DEFAULT 0,
+    requests bigint NOT NULL DEFAULT 0,
+    tool_calls bigint NOT NULL DEFAULT 0,
+    cost_micros bigint NOT NULL DEFAULT 0,
+    iterations bigint NOT NULL DEFAULT 0,
+    message_cursor bigint NOT NULL DEFAULT 0,
+    body jsonb NOT NULL,
+    PRIMARY KEY (tenant, run_id)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS {runs_name}_by_seq ON {runs} (tenant, seq);
+CREATE INDEX IF NOT EXISTS {runs_name}_by_session ON {runs} (tenant, session_id)
+    WHERE session_id IS NOT NULL;
+
+CREATE TABLE IF NOT EXISTS {sessions} (
+    tenant text NOT NULL,
+    session_id text NOT NULL,
+    version bigint NOT NULL,
+    updated_at double precision NOT NULL,
+    body jsonb NOT NULL,
+    PRIMARY KEY (tenant, session_id)
+);
+
+-- Rewritten on every claim, heartbeat and settle: vacuum it far more often than the default.
+CREATE TABLE IF NOT EXISTS {work} (
+    tenant text NOT NULL,
+    id text NOT NULL,
+    queue text NOT NULL,
+    seq bigserial NOT NULL,
+    payload jsonb NOT NULL,
+    priority integer NOT NULL,
+    dedupe_key text,
+    attempts integer NOT NULL DEFAULT 0,
+    state text NOT NULL,
+    worker text,
+    enqueued_at double precision NOT NULL,
+    available_at double precision NOT NULL,
+    lease_expires_at double precision,
+    first_claimed_at double precision,
+    claimed_at double precision,
+    failures jsonb NOT NULL DEFAULT '[]',
+    PRIMARY KEY (tenant, id)
+) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+CREATE UNIQUE INDEX IF NOT EXISTS {work_name}_live_dedupe ON {work} (tenant, queue, dedupe_key)
+    WHERE dedupe_key IS NOT NULL AND state IN ('queued', 'claimed');
+CREATE INDEX IF NOT EXISTS {work_name}_due ON {work}
+    (queue, tenant, priority DESC, available_at, seq) WHERE state = 'queued';
+CREATE INDEX IF NOT EXISTS {work_name}_age ON {work} (queue, tenant, available_at, seq)
+    WHERE state = 'queued';
+CREATE INDEX IF NOT EXISTS {work_name}_leased ON {work} (lease_expires_at)
+    WHERE state = 'claimed';
+CREATE INDEX IF NOT EXISTS {work_name}_held ON {work} (worker) WHERE state = 'claimed';
+CREATE INDEX IF NOT EXISTS {work_name}_dead ON {work} (tenant, seq)
+    WHERE state = 'dead_lettered';
+
+-- One row per (queue, tenant): the turn it was last served at; 0 = never served.
+CREATE TABLE IF NOT EXISTS {turns} (
+    queue text NOT NULL,
+    tenant text NOT NULL,
+    turn bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue, tenant)
+);
+CREATE SEQUENCE IF NOT EXISTS {turn_seq};
+
+CREATE TABLE IF NOT EXISTS {counters} (
+    queue text PRIMARY KEY,
+    reaped bigint NOT NULL DEFAULT 0,
+    duplicates_suppressed bigint NOT NULL DEFAULT 0
+);
+
+CREATE SEQUENCE IF NOT EXISTS {workflow_seq};
+
+CREATE TABLE IF NOT EXISTS {workflow_checkpoint} (
+    workflow text COLLATE "C" NOT NULL,
+    key text COLLATE "C" NOT NULL,
+    value jsonb NOT NULL,
+    seq bigint NOT NULL DEFAULT nextval('{workflow_seq_text}'),
+    written_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (workflow, key)
+);
+CREATE INDEX IF NOT EXISTS {workflow_checkpoint_name}_order ON {workflow_checkpoint}
+    (workflow, seq);
+
+CREATE TABLE IF NOT EXISTS {workflow_claim} (
+    workflow text COLLATE "C" PRIMARY KEY,
+    token bigint NOT NULL,
+    held_until timestamptz NOT NULL,
+    alive_until timestamptz NOT NULL,
+    alive_for double precision NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS {workflow_queue} (
+    namespace text COLLATE "C" NOT NULL,
+    workflow text COLLATE "C" NOT NULL,
+    state text NOT NULL,
+    visible_at timestamptz NOT NULL,
+    due double precision,
+    receipt text,
+    taken_at timestamptz,
+    PRIMARY KEY (namespace, workflow)
+);
+CREATE INDEX IF NOT EXISTS {workflow_queue_name}_ready ON {workflow_queue}
+    (namespace, visible_at, workflow) WHERE state = 'ready';
+CREATE INDEX IF NOT EXISTS {workflow_queue_name}_sleeping ON {workflow_queue}
+    (namespace, due) WHERE state = 'sleeping';
+
+CREATE TABLE IF NOT EXISTS {workflow_status} (
+    workflow text COLLATE "C" PRIMARY KEY,
+    status text NOT NULL,
+    attempts integer NOT NULL,
+    last_error text,
+    updated_at timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS {workflow_status_name}_by_status ON {workflow_status}
+    (status, workflow);
+
+INSERT INTO {schema_version} (version)
+SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
+
+-- name: schema_version
+SELECT version FROM {schema_version};
+
+-- name: statement_timeout
+SELECT current_setting('statement_timeout');
+
+-- name: migrate_lock
+SELECT pg_advisory_xact_lock(hashtext('durably.migrate'));
+
+-- name: create_schema
+CREATE SCHEMA IF NOT EXISTS {schema};

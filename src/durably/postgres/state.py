@@ -1,0 +1,269 @@
+"""`PostgresStateStore`: runs and sessions in two tables, compare-and-set on ``version``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Self
+
+from durably.clock import Clock, SystemClock
+from durably.errors import (
+    InvalidInputError,
+    StateConflictError,
+    StateInUseError,
+    StateNotFoundError,
+    StatePersistenceError,
+)
+from durably.postgres import statements
+from durably.postgres.connection import Access
+from durably.postgres.executor import Row, Session
+from durably.postgres.failures import RetryBudget, state_errors
+from durably.postgres.migrate import verify
+from durably.postgres.schema import StateTables
+from durably.postgres.settings import PostgresStoreSettings
+from durably.runs import (
+    TERMINAL_STATES,
+    USAGE_FIELDS,
+    RunRecord,
+    RunState,
+    SessionRecord,
+    StateDelta,
+    StateKey,
+    StatePage,
+    StateQuery,
+    stored_run,
+)
+from durably.validation import identifier
+
+_TEMPLATES = statements.load("state.sql")
+# The column order of the counter columns in state.sql; a Usage field without a column
+# would be lost, so refuse to import rather than drop it silently.
+_USAGE_COLUMNS = (
+    "input_tokens",
+    "output_tokens",
+    "cached_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+    "requests",
+    "tool_calls",
+)
+if _USAGE_COLUMNS != USAGE_FIELDS:  # pragma: no cover - guards a core change
+    raise ImportError(f"durably.postgres stores usage columns {_USAGE_COLUMNS}, not {USAGE_FIELDS}")
+_RUN_COLUMNS = frozenset({*_USAGE_COLUMNS, "usage", "cost_micros", "iterations", "message_cursor"})
+_LIVE_STATES = [state.value for state in RunState if state not in TERMINAL_STATES]
+
+
+class PostgresStateStore:
+    """Run and session records in PostgreSQL (`durably.StateStore`).
+
+    ``bound(connection)`` gives a store that runs inside the caller's open transaction.
+    """
+
+    def __init__(
+        self,
+        pool: Any,
+        *,
+        clock: Clock | None = None,
+        settings: PostgresStoreSettings | None = None,
+        tables: StateTables | None = None,
+    ) -> None:
+        self._clock = clock or SystemClock()
+        self._tables = tables or StateTables()
+        self._max_bytes = settings.max_value_bytes if settings else 1024 * 1024
+        self._access = Access.over(pool, settings.retry if settings else RetryBudget())
+        self._sql = statements.render_all(_TEMPLATES, self._tables.names)
+
+    @classmethod
+    async def open(
+        cls,
+        pool: Any,
+        *,
+        clock: Clock | None = None,
+        settings: PostgresStoreSettings | None = None,
+        tables: StateTables | None = None,
+    ) -> Self:
+        """A store after `verify` accepted the database (`ConfigurationError` otherwise)."""
+        await verify(pool, tables)
+        return cls(pool, clock=clock, settings=settings, tables=tables)
+
+    def bound(self, connection: Any) -> PostgresStateStore:
+        """This store inside ``connection``'s open transaction; it retries nothing."""
+        twin = object.__new__(PostgresStateStore)
+        twin.__dict__.update(self.__dict__)
+        twin._access = self._access.bound(connection)
+        return twin
+
+    # --- runs -----------------------------------------------------------------------------
+
+    async def get_run(self, key: StateKey) -> RunRecord | None:
+        _valid(key)
+        rows = await self._run(lambda s: s.fetch(self._sql["get_run"], key.tenant, key.id))
+        return _run_record(key, rows[0]) if rows else None
+
+    async def put_run(self, record: RunRecord) -> RunRecord:
+        now = self._clock.now()
+        stored = stored_run(record, version=record.version + 1, updated_at=now)
+        body = self._encode(stored.model_dump(mode="json", exclude=set(_RUN_COLUMNS | {"version"})))
+        counters = [getattr(stored.usage, name) for name in _USAGE_COLUMNS]
+        counters += [stored.cost_micros, stored.iterations, stored.message_cursor]
+        head = [record.tenant, record.run_id, stored.state.value, stored.session_id, now]
+
+        async def write(session: Session) -> Sequence[Row]:
+            if record.version == 0:
+                return await session.fetch(self._sql["insert_run"], *head, *counters, body)
+            return await session.fetch(
+                self._sql["update_run"], *head, *counters, body, record.version
+            )
+
+        if await self._run(write):
+            return stored
+        found = await self._run(
+            lambda s: s.fetch(self._sql["run_version"], record.tenant, record.run_id)
+        )
+        raise StateConflictError(record.key, record.version, int(found[0][0]) if found else 0)
+
+    async def patch_run(self, key: StateKey, delta: StateDelta) -> RunRecord:
+        _valid(key)
+        amounts = [getattr(delta.usage, name) for name in _USAGE_COLUMNS]
+        amounts += [delta.cost_micros, delta.iterations, delta.messages_read]
+        now = self._clock.now()
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["patch_run"], key.tenant, key.id, now, *amounts)
+        )
+        if not rows:
+            raise StateNotFoundError(key, "run")
+        return _run_record(key, rows[0])
+
+    async def delete_run(self, key: StateKey) -> bool:
+        _valid(key)
+        rows = await self._run(lambda s: s.fetch(self._sql["delete_run"], key.tenant, key.id))
+        return bool(rows)
+
+    async def list_runs(self, query: StateQuery) -> StatePage:
+        after = _cursor_position(query.cursor)
+        state = query.state.value if query.state is not None else None
+        rows = await self._run(
+            lambda s: s.fetch(
+                self._sql["list_runs"],
+                query.tenant,
+                state,
+                query.updated_before,
+                after,
+                query.limit + 1,
+            )
+        )
+        page = rows[: query.limit]
+        records = tuple(
+            _run_record(StateKey(tenant=query.tenant, id="-"), row, from_body=True) for row in page
+        )
+        cursor = str(int(page[-1][13])) if len(rows) > query.limit else None
+        return StatePage(records=records, cursor=cursor)
+
+    # --- sessions -------------------------------------------------------------------------
+
+    async def get_session(self, key: StateKey) -> SessionRecord | None:
+        _valid(key)
+        rows = await self._run(lambda s: s.fetch(self._sql["get_session"], key.tenant, key.id))
+        if not rows:
+            return None
+        version, updated_at, body = rows[0]
+        document = json.loads(body)
+        document.update(version=int(version), updated_at=float(updated_at))
+        return SessionRecord.model_validate_json(json.dumps(document))
+
+    async def put_session(self, record: SessionRecord) -> SessionRecord:
+        now = self._clock.now()
+        stored = record.model_copy(update={"version": record.version + 1, "updated_at": now})
+        body = self._encode(stored.model_dump(mode="json", exclude={"version", "updated_at"}))
+
+        async def write(session: Session) -> Sequence[Row]:
+            if record.version == 0:
+                return await session.fetch(
+                    self._sql["insert_session"], record.tenant, record.session_id, now, body
+                )
+            return await session.fetch(
+                self._sql["update_session"],
+                record.tenant,
+                record.session_id,
+                now,
+                body,
+                record.version,
+            )
+
+        if await self._run(write):
+            return stored
+        found = await self._run(
+            lambda s: s.fetch(self._sql["session_version"], record.tenant, record.session_id)
+        )
+        raise StateConflictError(record.key, record.version, int(found[0][0]) if found else 0)
+
+    async def delete_session(self, key: StateKey, *, cascade: bool = False) -> bool:
+        _valid(key)
+
+        async def delete(session: Session) -> bool:
+            if not await session.fetch(self._sql["lock_session"], key.tenant, key.id):
+                return False
+            live = await session.fetch(
+                self._sql["live_session_runs"], key.tenant, key.id, _LIVE_STATES
+            )
+            if live and not cascade:
+                raise StateInUseError(key, tuple(str(row[0]) for row in live))
+            if cascade:
+                await session.fetch(self._sql["delete_session_runs"], key.tenant, key.id)
+            return bool(await session.fetch(self._sql["delete_session"], key.tenant, key.id))
+
+        return await self._access.run(delete, errors=state_errors, transaction=True)
+
+    # --- internals ------------------------------------------------------------------------
+
+    async def _run(self, operation: Any) -> Any:
+        return await self._access.run(operation, errors=state_errors)
+
+    def _encode(self, document: dict[str, Any]) -> str:
+        text = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
+        if len(text.encode()) > self._max_bytes:
+            raise StatePersistenceError(
+                "postgres",
+                "too_large",
+                f"record of {len(text.encode())} bytes exceeds max_value_bytes={self._max_bytes}",
+            )
+        return text
+
+
+def _valid(key: StateKey) -> None:
+    # A key built with model_construct skipped validation; refuse it here, before any I/O.
+    identifier(key.tenant, "tenant")
+    identifier(key.id, "id")
+
+
+def _run_record(key: StateKey, row: Row, *, from_body: bool = False) -> RunRecord:
+    (version, updated_at, *numbers, body, _seq) = row
+    document = json.loads(body)
+    usage = dict(zip(_USAGE_COLUMNS, (int(n) for n in numbers[:7]), strict=True))
+    cost, iterations, cursor = (int(n) for n in numbers[7:10])
+    document.update(
+        version=int(version),
+        updated_at=float(updated_at),
+        usage=usage,
+        cost_micros=cost,
+        iterations=iterations,
+        message_cursor=cursor,
+    )
+    if not from_body:
+        document.update(tenant=key.tenant, run_id=key.id)
+    return RunRecord.model_validate_json(json.dumps(document))
+
+
+def _cursor_position(cursor: str | None) -> int:
+    if cursor is None:
+        return 0
+    try:
+        position = int(cursor)
+    except ValueError:
+        raise InvalidInputError(f"not a cursor of this store: {cursor!r}") from None
+    if position < 0:
+        raise InvalidInputError(f"not a cursor of this store: {cursor!r}")
+    return position
+
+
+__all__ = ["PostgresStateStore"]

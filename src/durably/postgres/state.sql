@@ -1,0 +1,103 @@
+-- Runs and sessions. Counters live in columns so a patch adds server-side; `seq` is the
+-- creation order listing pages by (assigned once, never rewritten).
+
+-- name: get_run
+SELECT version, updated_at, input_tokens, output_tokens, cached_tokens, cache_write_tokens,
+       reasoning_tokens, requests, tool_calls, cost_micros, iterations, message_cursor,
+       body::text, seq
+FROM {runs}
+WHERE tenant = $1::text AND run_id = $2::text;
+
+-- name: insert_run
+INSERT INTO {runs} (
+    tenant, run_id, version, state, session_id, updated_at,
+    input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens,
+    requests, tool_calls, cost_micros, iterations, message_cursor, body
+)
+VALUES (
+    $1::text, $2::text, 1, $3::text, $4::text, $5::float8,
+    $6::bigint, $7::bigint, $8::bigint, $9::bigint, $10::bigint,
+    $11::bigint, $12::bigint, $13::bigint, $14::bigint, $15::bigint, $16::jsonb
+)
+ON CONFLICT DO NOTHING
+RETURNING version;
+
+-- name: update_run
+UPDATE {runs}
+SET version = version + 1, state = $3::text, session_id = $4::text, updated_at = $5::float8,
+    input_tokens = $6::bigint, output_tokens = $7::bigint, cached_tokens = $8::bigint,
+    cache_write_tokens = $9::bigint, reasoning_tokens = $10::bigint, requests = $11::bigint,
+    tool_calls = $12::bigint, cost_micros = $13::bigint, iterations = $14::bigint,
+    message_cursor = $15::bigint, body = $16::jsonb
+WHERE tenant = $1::text AND run_id = $2::text AND version = $17::bigint
+RETURNING version;
+
+-- name: run_version
+SELECT version FROM {runs} WHERE tenant = $1::text AND run_id = $2::text;
+
+-- name: patch_run
+UPDATE {runs}
+SET version = version + 1, updated_at = $3::float8,
+    input_tokens = input_tokens + $4::bigint,
+    output_tokens = output_tokens + $5::bigint,
+    cached_tokens = cached_tokens + $6::bigint,
+    cache_write_tokens = cache_write_tokens + $7::bigint,
+    reasoning_tokens = reasoning_tokens + $8::bigint,
+    requests = requests + $9::bigint,
+    tool_calls = tool_calls + $10::bigint,
+    cost_micros = cost_micros + $11::bigint,
+    iterations = iterations + $12::bigint,
+    message_cursor = message_cursor + $13::bigint
+WHERE tenant = $1::text AND run_id = $2::text
+RETURNING version, updated_at, input_tokens, output_tokens, cached_tokens, cache_write_tokens,
+          reasoning_tokens, requests, tool_calls, cost_micros, iterations, message_cursor,
+          body::text, seq;
+
+-- name: delete_run
+DELETE FROM {runs} WHERE tenant = $1::text AND run_id = $2::text RETURNING 1;
+
+-- name: list_runs
+SELECT version, updated_at, input_tokens, output_tokens, cached_tokens, cache_write_tokens,
+       reasoning_tokens, requests, tool_calls, cost_micros, iterations, message_cursor,
+       body::text, seq
+FROM {runs}
+WHERE tenant = $1::text
+  AND ($2::text IS NULL OR state = $2::text)
+  AND ($3::float8 IS NULL OR updated_at < $3::float8)
+  AND seq > $4::bigint
+ORDER BY seq
+LIMIT $5::integer;
+
+-- name: get_session
+SELECT version, updated_at, body::text
+FROM {sessions}
+WHERE tenant = $1::text AND session_id = $2::text;
+
+-- name: insert_session
+INSERT INTO {sessions} (tenant, session_id, version, updated_at, body)
+VALUES ($1::text, $2::text, 1, $3::float8, $4::jsonb)
+ON CONFLICT DO NOTHING
+RETURNING version;
+
+-- name: update_session
+UPDATE {sessions}
+SET version = version + 1, updated_at = $3::float8, body = $4::jsonb
+WHERE tenant = $1::text AND session_id = $2::text AND version = $5::bigint
+RETURNING version;
+
+-- name: session_version
+SELECT version FROM {sessions} WHERE tenant = $1::text AND session_id = $2::text;
+
+-- name: lock_session
+SELECT 1 FROM {sessions} WHERE tenant = $1::text AND session_id = $2::text FOR UPDATE;
+
+-- name: live_session_runs
+SELECT run_id FROM {runs}
+WHERE tenant = $1::text AND session_id = $2::text AND state = ANY($3::text[])
+ORDER BY seq;
+
+-- name: delete_session_runs
+DELETE FROM {runs} WHERE tenant = $1::text AND session_id = $2::text;
+
+-- name: delete_session
+DELETE FROM {sessions} WHERE tenant = $1::text AND session_id = $2::text RETURNING 1;

@@ -1,0 +1,202 @@
+"""PostgreSQL for the tests: a fresh database per test run (dropped at the end), a pool per
+test over psycopg or asyncpg, and a fresh schema of tables per store.
+
+The server keeps its durability settings (fsync, synchronous_commit); nothing here tunes
+them away. When the server is unreachable the tests are skipped (or fail under
+DURABLY_REQUIRE_SERVICES=1).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from urllib.parse import urlsplit, urlunsplit
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from durably.postgres import StateTables, migrate
+from tests.conftest import service_missing
+
+ADMIN_DSN = os.environ.get("DURABLY_TEST_POSTGRES_DSN", "postgresql://root@127.0.0.1:5432/postgres")
+STATEMENT_TIMEOUT_MS = 30_000
+POOL_SIZE = 12
+
+
+def _dsn_for(database: str) -> str:
+    # A URL both drivers accept, pointing at ``database`` instead of the admin one.
+    parts = urlsplit(ADMIN_DSN)
+    return urlunsplit(parts._replace(path=f"/{database}"))
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> Iterator[str]:
+    """The DSN of a database created for this test run and dropped after it."""
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover
+        service_missing("PostgreSQL", "psycopg is not installed")
+        raise
+    name = f"durably_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    try:
+        admin = psycopg.connect(ADMIN_DSN, autocommit=True, connect_timeout=3)
+    except psycopg.OperationalError as error:
+        service_missing("PostgreSQL", type(error).__name__)
+        raise
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield _dsn_for(name)
+    finally:
+        with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+async def open_pool(driver: str, dsn: str, *, size: int = POOL_SIZE, timeout_ms: int = STATEMENT_TIMEOUT_MS) -> Any:
+    """An open pool of ``driver`` ("psycopg" or "asyncpg") whose connections carry a
+    statement_timeout of ``timeout_ms`` (0 = none, which `verify` refuses)."""
+    if driver == "psycopg":
+        from psycopg_pool import AsyncConnectionPool
+
+        pool: Any = AsyncConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=size,
+            kwargs={"options": f"-c statement_timeout={timeout_ms}"},
+            open=False,
+        )
+        await pool.open(wait=True)
+        return pool
+    import asyncpg
+
+    return await asyncpg.create_pool(
+        dsn, min_size=1, max_size=size, server_settings={"statement_timeout": str(timeout_ms)}
+    )
+
+
+async def close_pool(pool: Any) -> None:
+    """Close a pool made by `open_pool`."""
+    await pool.close()
+
+
+class Stores:
+    """Fresh table sets over one pool, and the stores to close at teardown."""
+
+    def __init__(self, pool: Any, driver: str) -> None:
+        self.pool = pool
+        self.driver = driver
+        self._closers: list[Any] = []
+
+    async def tables(self) -> StateTables:
+        """A new, empty, migrated set of tables (its own PostgreSQL schema)."""
+        tables = StateTables(schema=f"t_{uuid.uuid4().hex[:16]}")
+        await migrate(self.pool, tables)
+        return tables
+
+    def track(self, store: Any) -> Any:
+        """Close ``store`` (its listener) at teardown; returns it."""
+        self._closers.append(store)
+        return store
+
+    async def close(self) -> None:
+        for store in self._closers:
+            await store.close()
+
+
+@pytest.fixture(params=["psycopg", "asyncpg"])
+def pg_driver(request: pytest.FixtureRequest) -> str:
+    """Each PostgreSQL test runs over both drivers."""
+    return str(request.param)
+
+
+@pytest.fixture
+async def pg_pool(postgres_dsn: str, pg_driver: str) -> AsyncIterator[Any]:
+    pool = await open_pool(pg_driver, postgres_dsn)
+    try:
+        yield pool
+    finally:
+        await close_pool(pool)
+
+
+@pytest.fixture
+async def pg_stores(pg_pool: Any, pg_driver: str) -> AsyncIterator[Stores]:
+    stores = Stores(pg_pool, pg_driver)
+    try:
+        yield stores
+    finally:
+        await stores.close()
+
+
+class PostgresEffectKit:
+    """Effects that bump a counter table in the checkpointer's own database."""
+
+    def __init__(self, pool: Any, schema: str) -> None:
+        self._pool = pool
+        self._table = f'"{schema}".test_counters'
+
+    @classmethod
+    async def create(cls, stores: Stores) -> PostgresEffectKit:
+        tables = await stores.tables()
+        assert tables.schema is not None
+        kit = cls(stores.pool, tables.schema)
+        await kit._execute(
+            f"CREATE TABLE IF NOT EXISTS {kit._table} (name text PRIMARY KEY, n bigint NOT NULL)"
+        )
+        return kit
+
+    def bump(self, counter: str, value: object) -> Any:
+        async def effect(handle: Any) -> object:
+            await self._bump(handle, counter)
+            return value
+
+        return effect
+
+    def bump_then_fail(self, counter: str) -> Any:
+        async def effect(handle: Any) -> object:
+            await self._bump(handle, counter)
+            raise RuntimeError(f"effect on {counter} failed after its write")
+
+        return effect
+
+    async def count(self, counter: str) -> int:
+        rows = await self._execute(f"SELECT n FROM {self._table} WHERE name = $1", counter)
+        return int(rows[0][0]) if rows else 0
+
+    async def _bump(self, handle: Any, counter: str) -> None:
+        if type(handle).__module__.startswith("psycopg"):
+            await handle.execute(
+                f"INSERT INTO {self._table} (name, n) VALUES (%s, 1) "
+                "ON CONFLICT (name) DO UPDATE SET n = test_counters.n + 1",
+                (counter,),
+            )
+        else:
+            await handle.execute(
+                f"INSERT INTO {self._table} (name, n) VALUES ($1, 1) "
+                "ON CONFLICT (name) DO UPDATE SET n = test_counters.n + 1",
+                counter,
+            )
+
+    async def _execute(self, statement: str, *args: Any) -> Any:
+        from durably.postgres.executor import database_for
+
+        async with database_for(self._pool).session(5.0) as session:
+            return await session.fetch(statement, *args)
+
+
+@pytest.fixture
+async def effect_kit(pg_stores: Stores) -> PostgresEffectKit:
+    return await PostgresEffectKit.create(pg_stores)
+
+
+__all__ = [
+    "PostgresEffectKit",
+    "Stores",
+    "close_pool",
+    "effect_kit",
+    "open_pool",
+    "pg_driver",
+    "pg_pool",
+    "pg_stores",
+    "postgres_dsn",
+]
