@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from pydantic import SecretStr
+
 from durably.clock import Clock, SystemClock
 from durably.errors import DurablyError
 from durably.runs import StateStore
@@ -239,19 +241,14 @@ async def _open_postgres(dsn: str, clock: Clock, policy: QueuePolicy) -> Stores:
             "PostgresCheckpointer",
             "PostgresScheduler",
             "PostgresDurable",
+            "PostgresStoreSettings",
+            "open_pool",
             "migrate",
         ),
         "PostgreSQL",
     )
-    pool_module = _backing("psycopg_pool", ("AsyncConnectionPool",), "PostgreSQL driver")
-    pool = pool_module.AsyncConnectionPool(
-        dsn, open=False, min_size=1, max_size=4, kwargs={"options": "-c statement_timeout=30000"}
-    )
-    try:
-        await pool.open(wait=True, timeout=5.0)
-    except Exception:
-        await pool.close()
-        raise
+    settings = postgres.PostgresStoreSettings(dsn=SecretStr(dsn), pool_size=4)
+    pool = await postgres.open_pool(settings)
     checkpointer = postgres.PostgresCheckpointer(pool)
 
     def make_durable(kind: str, lease: float) -> Durable[Any]:
@@ -287,7 +284,8 @@ async def _open_redis(dsn: str, clock: Clock, policy: QueuePolicy) -> Stores:
 
     def make_durable(kind: str, lease: float) -> Durable[Any]:
         scheduler = redis_backing.RedisScheduler(client, lease=lease, namespace=kind)
-        return SplitDurable(checkpointer, scheduler)
+        durable_type = getattr(redis_backing, "RedisDurable", SplitDurable)
+        return durable_type(checkpointer, scheduler)
 
     return Stores(
         backing="redis",
