@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from redis.crc import key_slot
 
-from durably.errors import ConfigurationError
+from durably.errors import InvalidInputError
 from durably.validation import identifier
 
 DEFAULT_NAMESPACE = "durably"
@@ -26,7 +26,7 @@ def namespace(value: str) -> str:
     """Return ``value`` if it can prefix keys: a non-empty id without braces."""
     identifier(value, "namespace")
     if "{" in value or "}" in value:
-        raise ConfigurationError(f"namespace {value!r} must not contain braces (hash tags)")
+        raise InvalidInputError(f"namespace {value!r} must not contain braces (hash tags)")
     return value
 
 

@@ -31,14 +31,22 @@ class RedisStoreSettings(StoreSettings):
         return namespace(value)
 
     def client(self, **options: Any) -> Any:
-        """A redis-py asyncio client for ``dsn`` (a `RedisCluster` when ``cluster``)."""
+        """A redis-py asyncio client for ``dsn`` (a `RedisCluster` when ``cluster``).
+
+        The client itself retries nothing: durably's stores wait out a failover with their
+        own bounded budget (``max_attempts``, ``backoff_seconds``), and two layers of
+        retries would multiply the wait.
+        """
         from redis.asyncio import Redis
         from redis.asyncio.cluster import RedisCluster
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
 
         url = self.dsn.get_secret_value()
         common: dict[str, Any] = {
             "socket_connect_timeout": self.connect_timeout_seconds,
             "max_connections": self.pool_size,
+            "retry": Retry(NoBackoff(), 0),
             **options,
         }
         if self.cluster:

@@ -1,0 +1,176 @@
+"""Preflight, settings and the refusals that must happen before anything is sent."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from pydantic import SecretStr
+from redis.asyncio import Redis
+
+from durably import ManualClock, RunRecord, WorkItem
+from durably.errors import (
+    ConfigurationError,
+    PoolExhaustedError,
+    QueueUnavailableError,
+    StatePersistenceError,
+)
+from durably.redis import RedisStateStore, RedisStoreSettings, RedisWorkQueue, preflight
+from durably.redis.connection import text
+from durably.redis.settings import RedisStoreSettings as Settings
+from tests.redis_service import RedisServer, free_port, start_server
+
+pytestmark = pytest.mark.redis
+
+EVICTING = ("allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-ttl")
+
+
+@pytest.fixture(scope="module")
+def scratch_server() -> RedisServer:
+    """A server these tests may reconfigure (persistence on to begin with)."""
+    return start_server("--appendonly", "yes")
+
+
+@pytest_asyncio.fixture
+async def scratch(scratch_server: RedisServer) -> AsyncIterator[Any]:
+    client = Redis(host="127.0.0.1", port=scratch_server.port)
+    await client.config_set("maxmemory-policy", "noeviction")
+    await client.config_set("appendonly", "yes")
+    await client.config_set("save", "")
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+async def test_preflight_accepts_a_server_with_the_aof_on_and_no_eviction(scratch: Any) -> None:
+    await preflight(scratch)
+
+
+@pytest.mark.parametrize("policy", EVICTING)
+async def test_preflight_refuses_every_evicting_policy(scratch: Any, policy: str) -> None:
+    await scratch.config_set("maxmemory-policy", policy)
+    with pytest.raises(ConfigurationError, match=policy):
+        await preflight(scratch)
+
+
+async def test_preflight_refuses_a_server_with_persistence_off(scratch: Any) -> None:
+    await scratch.config_set("appendonly", "no")
+    with pytest.raises(ConfigurationError, match="persistence is off"):
+        await preflight(scratch)
+
+
+async def test_preflight_accepts_save_points_without_the_aof(scratch: Any) -> None:
+    await scratch.config_set("appendonly", "no")
+    await scratch.config_set("save", "3600 1")
+    await preflight(scratch)
+
+
+async def test_preflight_with_durable_false_makes_no_call_at_all() -> None:
+    # Any call on this object would raise AttributeError.
+    await preflight(object(), durable=False)
+
+
+async def test_open_runs_preflight_and_refuses_a_server_without_persistence(
+    scratch: Any,
+) -> None:
+    await scratch.config_set("appendonly", "no")
+    settings = RedisStoreSettings(dsn=SecretStr("redis://127.0.0.1:1/0"))
+    with pytest.raises(ConfigurationError):
+        await RedisStateStore.open(scratch, clock=ManualClock(), settings=settings)
+    relaxed = settings.model_copy(update={"durable": False})
+    store = await RedisStateStore.open(scratch, clock=ManualClock(), settings=relaxed)
+    assert isinstance(store, RedisStateStore)
+
+
+async def test_the_shared_machine_redis_without_persistence_is_refused() -> None:
+    client = Redis(host="127.0.0.1", port=6379, socket_connect_timeout=0.5)
+    try:
+        try:
+            await client.ping()
+        except Exception:
+            pytest.skip("no Redis on 127.0.0.1:6379")
+        aof = text(next(iter((await client.config_get("appendonly")).values())))
+        save = text(next(iter((await client.config_get("save")).values())))
+        if aof != "no" or save.strip():
+            pytest.skip("the machine's Redis has persistence on")
+        with pytest.raises(ConfigurationError):
+            await preflight(client)
+    finally:
+        await client.aclose()
+
+
+def test_the_dsn_never_appears_in_a_repr_or_a_dump() -> None:
+    settings = Settings(dsn=SecretStr("redis://:hunter2@127.0.0.1:6379/0"))
+    assert "hunter2" not in repr(settings)
+    assert "hunter2" not in str(settings.model_dump())
+    from_env = Settings.from_env({"DURABLY_REDIS_DSN": "redis://:hunter2@h:1/0"})
+    assert from_env.dsn.get_secret_value().endswith("@h:1/0")
+    assert from_env.max_value_bytes == 256 * 1024
+
+
+def test_a_namespace_with_braces_is_refused() -> None:
+    with pytest.raises(ValueError, match="braces"):
+        Settings(dsn=SecretStr("redis://h"), namespace="a{b}")
+
+
+async def test_an_oversized_value_is_refused_before_anything_is_sent() -> None:
+    # Nothing listens on this port: a single byte sent would surface as "unavailable".
+    client = Redis(host="127.0.0.1", port=free_port())
+    settings = Settings(dsn=SecretStr("redis://unused"), max_value_bytes=1024)
+    store = RedisStateStore(client, clock=ManualClock(), settings=settings)
+    huge = RunRecord(run_id="r", tenant="t", agent_name="a", metadata={"blob": "x" * 2048})
+    with pytest.raises(StatePersistenceError) as refused:
+        await store.put_run(huge)
+    assert refused.value.reason == "too_large"
+    assert not refused.value.retryable
+    queue = RedisWorkQueue(client, clock=ManualClock(), settings=settings)
+    with pytest.raises(StatePersistenceError, match="too_large"):
+        await queue.enqueue(WorkItem(id="i", tenant="t", payload={"p": "y" * 2048}))
+    await client.aclose()
+
+
+async def test_an_unreachable_server_is_retried_then_reported_unavailable() -> None:
+    settings = Settings(
+        dsn=SecretStr(f"redis://127.0.0.1:{free_port()}/0"),
+        max_attempts=3,
+        backoff_seconds=0.01,
+        connect_timeout_seconds=0.2,
+    )
+    client = settings.client()
+    store = RedisStateStore(client, clock=ManualClock(), settings=settings)
+    with pytest.raises(StatePersistenceError) as lost:
+        await store.get_run(RunRecord(run_id="r", tenant="t", agent_name="a").key)
+    assert lost.value.reason == "unavailable"
+    assert lost.value.retryable
+    assert "redis://" not in str(lost.value)
+    queue = RedisWorkQueue(client, clock=ManualClock(), settings=settings)
+    with pytest.raises(QueueUnavailableError):
+        await queue.claim(worker="w")
+    await client.aclose()
+
+
+async def test_an_exhausted_pool_is_reported_at_once(redis_server: RedisServer) -> None:
+    client = Redis(host="127.0.0.1", port=redis_server.port, max_connections=1)
+    settings = Settings(dsn=SecretStr("redis://unused"), pool_size=1, max_attempts=5)
+    queue = RedisWorkQueue(client, clock=ManualClock(), settings=settings, namespace="pool")
+    waiting = asyncio.create_task(queue.wait_for_work("idle-queue", within=2.0))
+    await asyncio.sleep(0.1)  # the only connection is now blocked in BLPOP
+    with pytest.raises(PoolExhaustedError):
+        await queue.claim(worker="w")
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    await client.aclose()
+
+
+async def test_scripts_are_reloaded_after_a_script_flush(redis_client: Any) -> None:
+    store = RedisStateStore(redis_client, clock=ManualClock(), namespace="flush-test")
+    first = await store.put_run(RunRecord(run_id="r", tenant="t", agent_name="a"))
+    await redis_client.script_flush()
+    again = await store.put_run(first)
+    assert again.version == 2
+    await store.delete_run(first.key)
