@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import shutil
 import sqlite3
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -23,21 +26,50 @@ async def test_a_directory_is_refused_naming_it(tmp_path: Path) -> None:
         await connect(tmp_path)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through file permissions")
-async def test_a_read_only_file_is_refused_naming_it(tmp_path: Path) -> None:
-    path = tmp_path / "read-only.db"
-    await (await connect(path)).close()
-    _set_modes(path, file=0o444, directory=0o555)
+def test_a_read_only_file_is_refused_naming_it() -> None:
+    # Root writes through file permissions, so the refusal is checked in a forked child
+    # that drops to an unprivileged user first (`nobody` when the suite runs as root).
+    directory = Path(tempfile.mkdtemp(prefix="durably-ro-"))
+    path = directory / "read-only.db"
     try:
-        with pytest.raises(ConfigurationError, match=str(path)):
-            await connect(path)
+        asyncio.run(_create(path))
+        path.chmod(0o444)
+        directory.chmod(0o555)
+        code, message = _connect_unprivileged(path)
+        assert code == 3, message
+        assert str(path) in message
     finally:
-        _set_modes(path, file=0o644, directory=0o755)
+        directory.chmod(0o755)
+        shutil.rmtree(directory)
 
 
-def _set_modes(path: Path, *, file: int, directory: int) -> None:
-    path.chmod(file)
-    path.parent.chmod(directory)
+async def _create(path: Path) -> None:
+    await (await connect(path)).close()
+
+
+def _connect_unprivileged(path: Path) -> tuple[int, str]:
+    """Fork; the child drops privileges, tries to connect, and reports through a pipe."""
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child
+        os.close(read_end)
+        code, message = 4, "connected to a read-only file"
+        try:
+            if os.geteuid() == 0:
+                os.setgid(65534)
+                os.setuid(65534)
+            asyncio.run(_create(path))
+        except ConfigurationError as exc:
+            code, message = 3, str(exc)
+        except BaseException as exc:
+            code, message = 5, repr(exc)
+        os.write(write_end, message.encode())
+        os._exit(code)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        message = pipe.read().decode()
+    _, status = os.waitpid(child, 0)
+    return os.waitstatus_to_exitcode(status), message
 
 
 async def test_a_file_that_is_not_a_sqlite_database_is_refused_naming_it(tmp_path: Path) -> None:
