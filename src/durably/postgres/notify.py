@@ -46,6 +46,16 @@ class Listener:
         return event
 
     @property
+    def backend_pid(self) -> int | None:
+        """The server process of the listening connection, while it is up."""
+        connection = self._connection
+        if connection is None or not self.connected:
+            return None
+        if isinstance(self._database, AsyncpgDatabase):
+            return int(connection.get_server_pid())
+        return int(connection.info.backend_pid)
+
+    @property
     def connected(self) -> bool:
         """Whether the listening connection is up and LISTENing."""
         return self._connected.is_set()
@@ -109,12 +119,14 @@ class Listener:
 
     async def _listen_once(self) -> None:
         connection = await self._database.listen_connection()
+        self._connection = connection
         try:
             if isinstance(self._database, AsyncpgDatabase):
                 await self._listen_asyncpg(connection)
             else:
                 await self._listen_psycopg(connection)
         finally:
+            self._connection = None
             with contextlib.suppress(Exception):
                 if isinstance(self._database, AsyncpgDatabase):
                     await self._database.release_listen_connection(connection)
