@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 import uuid
-from urllib.parse import urlsplit, urlunsplit
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -53,7 +53,9 @@ def postgres_dsn() -> Iterator[str]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-async def open_pool(driver: str, dsn: str, *, size: int = POOL_SIZE, timeout_ms: int = STATEMENT_TIMEOUT_MS) -> Any:
+async def open_pool(
+    driver: str, dsn: str, *, size: int = POOL_SIZE, timeout_ms: int = STATEMENT_TIMEOUT_MS
+) -> Any:
     """An open pool of ``driver`` ("psycopg" or "asyncpg") whose connections carry a
     statement_timeout of ``timeout_ms`` (0 = none, which `verify` refuses)."""
     if driver == "psycopg":

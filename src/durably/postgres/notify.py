@@ -36,6 +36,7 @@ class Listener:
         self._task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
         self._connection: Any = None
+        self._listened_before = False
 
     def event(self, channel: str) -> asyncio.Event:
         """The event the next notification on ``channel`` sets (starts the listener)."""
@@ -43,6 +44,15 @@ class Listener:
         event = self._events.get(channel)
         if event is None or event.is_set():
             event = self._events[channel] = asyncio.Event()
+        return event
+
+    async def armed(self, channel: str, timeout: float) -> asyncio.Event:
+        """`event` once the listener is LISTENing (waiting up to ``timeout`` for it), so a
+        look for work made after this call cannot miss a notification."""
+        event = self.event(channel)
+        if not self.connected and timeout > 0:
+            await self.ready(timeout)
+            event = self.event(channel)
         return event
 
     @property
@@ -101,6 +111,12 @@ class Listener:
         for channel in list(self._events):
             self._fire(channel)
 
+    def _fire_all_after_reconnect(self) -> None:
+        # Anything notified while the connection was down was lost: wake everyone once.
+        if self._listened_before:
+            self._fire_all()
+        self._listened_before = True
+
     async def _run(self) -> None:
         delay = self._reconnect_seconds
         while True:
@@ -137,7 +153,7 @@ class Listener:
         for channel in self._channels:
             await connection.execute(statements.render(_LISTEN, {"channel": channel}))
         self._connected.set()
-        self._fire_all()
+        self._fire_all_after_reconnect()
         async for notification in connection.notifies():
             self._fire(notification.channel)
 
@@ -151,7 +167,7 @@ class Listener:
         for channel in self._channels:
             await connection.add_listener(channel, on_notify)
         self._connected.set()
-        self._fire_all()
+        self._fire_all_after_reconnect()
         try:
             # asyncpg reports a dropped connection through the termination listener only
             # once something touches the socket; a cheap periodic query makes that prompt.

@@ -177,7 +177,7 @@ class PostgresWorkQueue:
         """
         identifier(queue, "queue")
         non_negative(within, "within")
-        event = self._listener.event(self._channel)
+        event = await self._listener.armed(self._channel, min(within, 1.0))
         now = self._clock.now()
         rows = await self._run(
             lambda s: s.fetch(self._sql["next_due"], queue), "wait_for_work", queue

@@ -97,7 +97,9 @@ class PostgresScheduler:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within
         while True:
-            event = self._listener.event(self._channel) if within > 0 else None
+            event = None
+            if within > 0:
+                event = await self._listener.armed(self._channel, min(within, 1.0))
             receipt = uuid.uuid4().hex
             rows = await self._take(receipt)
             if rows:

@@ -34,14 +34,10 @@ async def test_fifty_workers_take_two_thousand_items_each_exactly_once(
         pytest.skip("one driver is enough for the volume test; both run the suites")
     tables = await pg_stores.tables()
     queue = pg_stores.track(
-        PostgresWorkQueue(
-            pg_stores.pool, clock=SystemClock(), policy=QueuePolicy(), tables=tables
-        )
+        PostgresWorkQueue(pg_stores.pool, clock=SystemClock(), policy=QueuePolicy(), tables=tables)
     )
     tenants = [f"tenant-{n}" for n in range(5)]
-    enqueues = [
-        queue.enqueue(WorkItem(id=f"item-{n}", tenant=tenants[n % 5])) for n in range(2000)
-    ]
+    enqueues = [queue.enqueue(WorkItem(id=f"item-{n}", tenant=tenants[n % 5])) for n in range(2000)]
     for start in range(0, 2000, 100):
         await asyncio.gather(*enqueues[start : start + 100])
     seen: Counter[tuple[str, str]] = Counter()

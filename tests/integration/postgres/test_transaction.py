@@ -33,13 +33,16 @@ async def test_a_failed_transaction_leaves_neither_the_run_nor_its_work(
 ) -> None:
     state, queue = await stores(pg_stores)
     run = RunRecord(run_id="r1", tenant="acme", agent_name="agent")
+
+    async def both_then_fail() -> None:
+        async with database_for(pg_stores.pool).session(5.0) as session, session.transaction():
+            connection = connection_of(session)
+            await state.bound(connection).put_run(run)
+            await queue.bound(connection).enqueue(WorkItem(id="w1", tenant="acme"))
+            raise RuntimeError("after both writes")
+
     with pytest.raises(RuntimeError, match="after both writes"):
-        async with database_for(pg_stores.pool).session(5.0) as session:
-            async with session.transaction():
-                connection = connection_of(session)
-                await state.bound(connection).put_run(run)
-                await queue.bound(connection).enqueue(WorkItem(id="w1", tenant="acme"))
-                raise RuntimeError("after both writes")
+        await both_then_fail()
     assert await state.get_run(StateKey(tenant="acme", id="r1")) is None
     assert (await queue.stats()).depth == 0
 
@@ -52,9 +55,11 @@ async def test_a_committed_transaction_keeps_both(pg_stores: Stores) -> None:
         await state.bound(connection).put_run(run)
         await queue.bound(connection).enqueue(WorkItem(id="w1", tenant="acme"))
     stored = await state.get_run(StateKey(tenant="acme", id="r1"))
-    assert stored is not None and stored.version == 1
+    assert stored is not None
+    assert stored.version == 1
     claimed = await queue.claim(worker="w")
-    assert claimed is not None and claimed.id == "w1"
+    assert claimed is not None
+    assert claimed.id == "w1"
 
 
 async def test_a_bound_store_retries_nothing_and_surfaces_the_error(pg_stores: Stores) -> None:

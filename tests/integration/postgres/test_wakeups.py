@@ -1,0 +1,100 @@
+"""LISTEN/NOTIFY: an idle worker starts new work within milliseconds, not at its next poll,
+and keeps doing so after the listening connection is killed server-side."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from durably.postgres import PostgresScheduler, PostgresStoreSettings, PostgresWorkQueue
+from durably.postgres.executor import database_for
+from durably.postgres.notify import Listener
+from durably.work import WorkItem
+from tests.pg_service import Stores
+
+pytestmark = pytest.mark.postgres
+
+SLOW_POLL = PostgresStoreSettings(dsn=SecretStr("unused"), poll_seconds=10.0)
+
+
+async def kill(pool: Any, pid: int) -> None:
+    async with database_for(pool).session(5.0) as session:
+        await session.fetch("SELECT pg_terminate_backend($1)", pid)
+
+
+async def reconnected(listener: Listener, old_pid: int) -> None:
+    for _ in range(200):
+        pid = listener.backend_pid
+        if pid is not None and pid != old_pid:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the listener did not reconnect")
+
+
+async def enqueue_later(queue: PostgresWorkQueue, item_id: str, delay: float) -> None:
+    await asyncio.sleep(delay)
+    await queue.enqueue(WorkItem(id=item_id, tenant="t"))
+
+
+async def test_an_enqueue_wakes_an_idle_worker_long_before_its_poll(pg_stores: Stores) -> None:
+    tables = await pg_stores.tables()
+    queue = pg_stores.track(PostgresWorkQueue(pg_stores.pool, settings=SLOW_POLL, tables=tables))
+    assert not await queue.wait_for_work(within=0)
+    assert await queue.listener.ready()
+    for attempt in range(2):
+        started = time.perf_counter()
+        producer = asyncio.create_task(enqueue_later(queue, f"i{attempt}", 0.1))
+        assert await queue.wait_for_work(within=10.0)
+        assert time.perf_counter() - started < 2.0
+        await producer
+        item = await queue.claim(worker="w")
+        assert item is not None
+        await queue.complete(item.id, tenant="t", worker="w")
+        if attempt == 0:
+            old = queue.listener.backend_pid
+            assert old is not None
+            await kill(pg_stores.pool, old)
+            await reconnected(queue.listener, old)
+
+
+async def test_a_make_ready_wakes_a_waiting_taker_also_after_the_listener_was_killed(
+    pg_stores: Stores,
+) -> None:
+    tables = await pg_stores.tables()
+    scheduler = pg_stores.track(
+        PostgresScheduler(pg_stores.pool, settings=SLOW_POLL, tables=tables)
+    )
+    assert await scheduler.next_ready(0) is None
+    scheduler.listener.event("warm-up")
+    assert await scheduler.listener.ready()
+    for attempt in range(2):
+
+        async def later(workflow: str) -> None:
+            await asyncio.sleep(0.1)
+            await scheduler.make_ready(workflow)
+
+        started = time.perf_counter()
+        producer = asyncio.create_task(later(f"wf{attempt}"))
+        delivery = await scheduler.next_ready(10.0)
+        assert delivery is not None
+        assert delivery.workflow == f"wf{attempt}"
+        assert time.perf_counter() - started < 2.0
+        await producer
+        await scheduler.done(delivery)
+        if attempt == 0:
+            old = scheduler.listener.backend_pid
+            assert old is not None
+            await kill(pg_stores.pool, old)
+            await reconnected(scheduler.listener, old)
+
+
+async def test_waiting_without_work_returns_after_within(pg_stores: Stores) -> None:
+    tables = await pg_stores.tables()
+    queue = pg_stores.track(PostgresWorkQueue(pg_stores.pool, settings=SLOW_POLL, tables=tables))
+    started = time.perf_counter()
+    assert not await queue.wait_for_work(within=0.2)
+    assert 0.15 < time.perf_counter() - started < 2.0
