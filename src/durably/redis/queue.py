@@ -61,9 +61,17 @@ def _segments(value: str) -> tuple[str, ...]:
 
 
 def _item(flat: Any) -> WorkItem:
+    """The item a script read back. Built without re-validation: every field was written
+    by `enqueue` (validated then) or by the scripts, and this is the queue's hot path."""
     fields = pairs(flat)
-    return WorkItem(
-        **json.loads(fields["doc"]),
+    doc = json.loads(fields["doc"])
+    return WorkItem.model_construct(
+        id=doc["id"],
+        tenant=doc["tenant"],
+        queue=doc["queue"],
+        payload=doc["payload"],
+        priority=WorkPriority(doc["priority"]),
+        dedupe_key=doc["dedupe_key"],
         attempts=int(fields["attempts"]),
         state=WorkState(fields["state"]),
         worker=fields["worker"] or None,
@@ -152,6 +160,7 @@ class RedisWorkQueue:
         doc = json.dumps(item.model_dump(mode="json", include=_DOC_FIELDS), sort_keys=True)
         self._redis.check_size(doc, f"work item {item_id!r}")
         now = self._clock.now()
+        available = now if item.available_at is None else item.available_at
         reply = await self._call(
             "queue_enqueue",
             [keys.item_key(self._redis.namespace, tenant, item_id)],
@@ -164,12 +173,26 @@ class RedisWorkQueue:
                 str(int(item.priority)),
                 item.dedupe_key or "",
                 number(now),
-                number(now if item.available_at is None else item.available_at),
+                number(available),
             ],
             item.queue,
             "enqueue",
         )
-        return _item(reply[1])
+        if text(reply[0]) == "duplicate":
+            return _item(reply[1])
+        return item.model_copy(
+            update={
+                "attempts": 0,
+                "state": WorkState.QUEUED,
+                "worker": None,
+                "enqueued_at": now,
+                "available_at": available,
+                "lease_expires_at": None,
+                "first_claimed_at": None,
+                "claimed_at": None,
+                "failures": (),
+            }
+        )
 
     async def claim(
         self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None

@@ -45,4 +45,4 @@ end
 redis.call('SADD', base .. 'queues', queue)
 add_ready(queue, tenant, priority, member, ref, available)
 if tonumber(available) <= tonumber(now) then ring(queue) end
-return {'queued', redis.call('HGETALL', item)}
+return {'queued'}
