@@ -205,7 +205,15 @@ class StatePage(BaseModel):
 
 
 def stored_run(record: RunRecord, *, version: int, updated_at: float) -> RunRecord:
-    """The record as a store keeps it: secrets scrubbed, new version and time."""
+    """The record as a store keeps it: secrets scrubbed, new version and time.
+
+    Raises `InvalidInputError` for an empty or NUL id, even on a record built with
+    ``model_construct`` (which skips the validators).
+    """
+    identifier(record.tenant, "tenant")
+    identifier(record.run_id, "run_id")
+    if record.session_id is not None:
+        identifier(record.session_id, "session_id")
     return record.model_copy(
         update={
             "version": version,

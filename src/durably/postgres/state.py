@@ -140,6 +140,7 @@ class PostgresStateStore:
         return bool(rows)
 
     async def list_runs(self, query: StateQuery) -> StatePage:
+        identifier(query.tenant, "tenant")
         after = _cursor_position(query.cursor)
         state = query.state.value if query.state is not None else None
         rows = await self._run(
@@ -172,6 +173,7 @@ class PostgresStateStore:
         return SessionRecord.model_validate_json(json.dumps(document))
 
     async def put_session(self, record: SessionRecord) -> SessionRecord:
+        _valid(record.key)
         now = self._clock.now()
         stored = record.model_copy(update={"version": record.version + 1, "updated_at": now})
         body = self._encode(stored.model_dump(mode="json", exclude={"version", "updated_at"}))

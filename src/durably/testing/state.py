@@ -31,6 +31,7 @@ from durably.runs import (
     Usage,
 )
 from durably.testing.state_fixtures import START, StateFixtures, StateStoreFactory, new_run
+from durably.testing.state_isolation import StateIsolationCases
 from durably.testing.state_listing import StateListingCases
 from durably.testing.state_sessions import StateSessionCases
 
@@ -274,7 +275,9 @@ class StateWriteCases(StateFixtures):
         assert again.metadata == {"tags": ["a"]}
 
 
-class StateStoreConformance(StateWriteCases, StateSessionCases, StateListingCases):
+class StateStoreConformance(
+    StateWriteCases, StateSessionCases, StateListingCases, StateIsolationCases
+):
     """Every case a `StateStore` must pass; provide ``state_store_factory``."""
 
 
