@@ -61,6 +61,8 @@ class MemoryWorkQueue:
         tenant = identifier(item.tenant, "tenant")
         item_id = identifier(item.id, "item_id")
         queue = identifier(item.queue, "queue")
+        if item.dedupe_key is not None:
+            identifier(item.dedupe_key, "dedupe_key")
         live = self._live(tenant, item_id)
         if live is None and item.dedupe_key is not None:
             holder = self._tables.dedupe.get((tenant, queue, item.dedupe_key))

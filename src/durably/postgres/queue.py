@@ -87,6 +87,12 @@ class PostgresWorkQueue:
     # --- enqueue and claim ------------------------------------------------------------------
 
     async def enqueue(self, item: WorkItem) -> WorkItem:
+        # Re-check even a constructed item: `model_construct` skips the validators.
+        identifier(item.tenant, "tenant")
+        identifier(item.id, "item_id")
+        identifier(item.queue, "queue")
+        if item.dedupe_key is not None:
+            identifier(item.dedupe_key, "dedupe_key")
         now = self._clock.now()
         available_at = item.available_at if item.available_at is not None else now
         payload = json.dumps(item.payload, separators=(",", ":"), ensure_ascii=False)

@@ -157,6 +157,9 @@ class RedisWorkQueue:
         id or (tenant, queue, dedupe_key) is returned unchanged instead."""
         tenant = identifier(item.tenant, "tenant")
         item_id = identifier(item.id, "item_id")
+        identifier(item.queue, "queue")
+        if item.dedupe_key is not None:
+            identifier(item.dedupe_key, "dedupe_key")
         doc = json.dumps(item.model_dump(mode="json", include=_DOC_FIELDS), sort_keys=True)
         self._redis.check_size(doc, f"work item {item_id!r}")
         now = self._clock.now()

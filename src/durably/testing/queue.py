@@ -30,6 +30,7 @@ from durably.testing.queue_fixtures import (
     WorkQueueFactory,
     new_item,
 )
+from durably.testing.queue_isolation import QueueIsolationCases
 from durably.testing.queue_order import QueueOrderCases
 from durably.work import QueuePolicy, WorkItem, WorkQueue, WorkState
 
@@ -403,7 +404,9 @@ def _holder_calls(
     ]
 
 
-class WorkQueueConformance(QueueLeaseCases, QueueEnqueueCases, QueueOrderCases):
+class WorkQueueConformance(
+    QueueLeaseCases, QueueEnqueueCases, QueueOrderCases, QueueIsolationCases
+):
     """Every case a `WorkQueue` must pass; provide ``work_queue_factory``."""
 
 
