@@ -19,6 +19,7 @@ import time
 
 from durably.testing.checkpointer_fixtures import LONG, CheckpointerFactory, claimed, lapse, wf
 from durably.testing.checkpointer_inputs import CheckpointerInputCases
+from durably.testing.checkpointer_isolation import CheckpointerIsolationCases
 from durably.testing.checkpointer_records import CheckpointerRecordCases
 from durably.testing.checkpointer_status import CheckpointerStatusCases
 
@@ -189,6 +190,7 @@ class CheckpointerConformance(
     CheckpointerRecordCases,
     CheckpointerInputCases,
     CheckpointerStatusCases,
+    CheckpointerIsolationCases,
 ):
     """Every test here must pass for every `Checkpointer` durably ships."""
 
