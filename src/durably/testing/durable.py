@@ -22,6 +22,9 @@ DurableFactory = Callable[[], Awaitable[Durable[Any]]]
 LONG = 30.0
 T0 = 1_000_000.0  # an instant on the caller's clock
 
+# Suffixes where one id is a prefix, a glob or a pattern of another.
+NEAR = ("", ":", "*", "?", "[ab]", "%", "_", "{x}", " ", ":y", "}", "{")
+
 
 def wf(label: str = "wf") -> str:
     """A workflow id no other test uses."""
@@ -167,6 +170,30 @@ class DurableConformance:
         fresh = await durable.arrive(workflow, "input", "new")
         assert (fresh.value, fresh.first) == ("new", True)
         await take(durable.scheduler, workflow)
+
+    async def test_near_ids_arrive_deliver_and_delete_as_exactly_themselves(
+        self, durable_factory: DurableFactory
+    ) -> None:
+        durable = await prepared(durable_factory)
+        base = f"w{uuid.uuid4().hex[:8]}"
+        workflows = [base + suffix for suffix in NEAR]
+        for workflow in workflows:
+            for suffix in NEAR:
+                await durable.arrive(workflow, f"k{suffix}", [workflow, suffix])
+            await durable.deliver(workflow, workflow)
+        doomed = base + "*"
+        assert await durable.delete(doomed) == len(NEAR) + 1
+        for workflow in workflows:
+            loaded = await durable.checkpointer.load(workflow)
+            if workflow == doomed:
+                assert loaded == {}
+                continue
+            assert [loaded[f"k{suffix}"] for suffix in NEAR] == [[workflow, s] for s in NEAR]
+            assert [v for k, v in loaded.items() if k.startswith(INBOX_PREFIX)] == [workflow]
+        taken = set()
+        while (delivery := await durable.scheduler.next_ready(0)) is not None:
+            taken.add(delivery.workflow)
+        assert taken == set(workflows) - {doomed}
 
     async def test_empty_and_nul_ids_are_refused(self, durable_factory: DurableFactory) -> None:
         durable = await prepared(durable_factory)

@@ -47,8 +47,8 @@ async def take(scheduler: Scheduler, workflow: str) -> Delivery:
     return delivery
 
 
-class SchedulerConformance:
-    """Every test here must pass for every `Scheduler` durably ships."""
+class SchedulerCases:
+    """Delivery, sleeping, extension, reclaiming and cancelling."""
 
     async def test_a_ready_workflow_is_delivered(self, scheduler_factory: SchedulerFactory) -> None:
         workflow = wf()
@@ -373,3 +373,95 @@ class SchedulerConformance:
         with pytest.raises(ValueError):
             await scheduler.reclaim(-1.0 if bad == 0 else bad)
         assert await scheduler.extend(delivery, LONG)
+
+
+# Suffixes where one id is a prefix, a glob or a pattern of another.
+NEAR = ("", ":", "*", "?", "[ab]", "%", "_", "{x}", " ", ":y", "}", "{")
+
+
+class SchedulerIsolationCases:
+    """Every workflow id addresses exactly itself; bad input is refused by name."""
+
+    async def test_near_ids_sleep_wake_and_cancel_as_exactly_themselves(
+        self, scheduler_factory: SchedulerFactory
+    ) -> None:
+        base = f"w{uuid.uuid4().hex[:8]}"
+        workflows = [base + suffix for suffix in NEAR]
+        scheduler = await ready(await scheduler_factory(LONG), *workflows)
+        deliveries: dict[str, Delivery] = {}
+        while (delivery := await scheduler.next_ready(0)) is not None:
+            deliveries[delivery.workflow] = delivery
+        assert sorted(deliveries) == sorted(workflows)
+        for n, workflow in enumerate(workflows):
+            assert await scheduler.extend(deliveries[workflow], LONG)
+            await scheduler.wake_at(deliveries[workflow], T0 + n)
+        await scheduler.cancel(base + "*")
+        assert await scheduler.wake_due(T0 + 2) == 2  # base and base + ":" ("*" is gone)
+        woken = {d.workflow for d in [await scheduler.next_ready(0) for _ in range(3)] if d}
+        assert woken == {base, base + ":"}
+        for delivery in [deliveries[w] for w in (base, base + ":")]:
+            assert not await scheduler.extend(delivery, LONG)
+        assert await scheduler.reclaim(0) == 2
+        assert await scheduler.wake_due(T0 + len(NEAR)) == len(NEAR) - 3
+        taken = set()
+        while (delivery := await scheduler.next_ready(0)) is not None:
+            taken.add(delivery.workflow)
+            await scheduler.done(delivery)
+        assert taken == set(workflows) - {base + "*"}
+
+    @pytest.mark.parametrize("bad", ["", "nul\x00inside"])
+    async def test_every_entry_point_refuses_an_empty_or_nul_id(
+        self, scheduler_factory: SchedulerFactory, bad: str
+    ) -> None:
+        workflow = wf()
+        scheduler = await ready(await scheduler_factory(LONG), workflow)
+        held = await take(scheduler, workflow)
+        stranger = Delivery(bad, held.receipt)
+        with pytest.raises(ValueError):
+            await scheduler.make_ready(bad)
+        with pytest.raises(ValueError):
+            await scheduler.cancel(bad)
+        with pytest.raises(ValueError):
+            await scheduler.wake_at(stranger, T0)
+        with pytest.raises(ValueError):
+            await scheduler.extend(stranger, LONG)
+        with pytest.raises(ValueError):
+            await scheduler.done(stranger)
+        assert await scheduler.extend(held, LONG)
+        assert await scheduler.wake_due(T0 + 1000) == 0
+        assert await scheduler.next_ready(0) is None
+
+    @pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf")])
+    async def test_every_duration_that_is_not_positive_is_refused_by_name(
+        self, scheduler_factory: SchedulerFactory, bad: float
+    ) -> None:
+        with pytest.raises(ValueError, match="lease"):
+            await scheduler_factory(bad)
+        workflow = wf()
+        scheduler = await ready(await scheduler_factory(LONG), workflow)
+        delivery = await take(scheduler, workflow)
+        with pytest.raises(ValueError, match="within"):
+            await scheduler.extend(delivery, bad)
+        negative = -1.0 if bad == 0 else bad
+        with pytest.raises(ValueError, match="within"):
+            await scheduler.next_ready(negative)
+        with pytest.raises(ValueError, match="idle"):
+            await scheduler.reclaim(negative)
+        assert await scheduler.extend(delivery, LONG)
+
+    @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+    async def test_an_instant_that_is_not_finite_is_refused(
+        self, scheduler_factory: SchedulerFactory, bad: float
+    ) -> None:
+        workflow = wf()
+        scheduler = await ready(await scheduler_factory(LONG), workflow)
+        delivery = await take(scheduler, workflow)
+        with pytest.raises(ValueError):
+            await scheduler.wake_at(delivery, bad)
+        with pytest.raises(ValueError):
+            await scheduler.wake_due(bad)
+        assert await scheduler.extend(delivery, LONG)
+
+
+class SchedulerConformance(SchedulerCases, SchedulerIsolationCases):
+    """Every test here must pass for every `Scheduler` durably ships."""
