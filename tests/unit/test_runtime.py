@@ -9,7 +9,7 @@ import pytest
 
 from durably import Blocked, Completed, ManualClock, Pass, Sleeping
 from durably.errors import Contended, Fenced, InputNeeded, Swallowed
-from durably.memory import MemoryCheckpointer, MemoryDurable, MemoryScheduler
+from durably.memory import MemoryCheckpointer, MemoryDurable, MemoryEffectKit, MemoryScheduler
 from durably.runtime import Run, advance, resume
 
 
@@ -340,3 +340,111 @@ async def test_advance_claims_runs_and_releases_so_the_next_pass_can_claim() -> 
 
     assert await advance("wf", checkpointer, body) == Completed(1)
     assert await checkpointer.claim("wf", 10, 5) is not None
+
+
+async def test_a_transacted_step_commits_its_effect_once_across_passes() -> None:
+    checkpointer = MemoryCheckpointer()
+    kit = MemoryEffectKit(checkpointer)
+
+    async def body(run: Run) -> object:
+        return await run.transact("pay", kit.bump("payments", "paid"), parse=_upper)
+
+    assert await once(checkpointer, body) == Completed("PAID")
+    assert await once(checkpointer, body) == Completed("PAID")
+    assert await kit.count("payments") == 1
+    assert await checkpointer.load("wf") == {"pay": "paid"}
+
+
+async def test_a_failing_transacted_effect_records_nothing_and_reruns_next_pass() -> None:
+    checkpointer = MemoryCheckpointer()
+    kit = MemoryEffectKit(checkpointer)
+    effects = iter([kit.bump_then_fail("payments"), kit.bump("payments", "paid")])
+
+    async def body(run: Run) -> object:
+        return await run.transact("pay", next(effects))
+
+    with pytest.raises(RuntimeError):
+        await once(checkpointer, body)
+    assert await checkpointer.load("wf") == {}
+    assert await once(checkpointer, body) == Completed("paid")
+    assert await kit.count("payments") == 1
+
+
+@pytest.mark.parametrize("kind", ["step", "transact", "sleep", "awaiting", "receive"])
+@pytest.mark.parametrize("key", ["inbox:7", "", "nul\x00inside"])
+async def test_every_kind_of_step_refuses_an_inbox_empty_or_nul_name(kind: str, key: str) -> None:
+    checkpointer = MemoryCheckpointer()
+    kit = MemoryEffectKit(checkpointer)
+    effects: list[str] = []
+
+    def effect() -> int:
+        effects.append(key)
+        return 1
+
+    async def body(run: Run) -> object:
+        if kind == "step":
+            return await run.step(key, effect)
+        if kind == "transact":
+            return await run.transact(key, kit.bump("n", 1))
+        if kind == "sleep":
+            await run.sleep(key, 5)
+            return None
+        if kind == "awaiting":
+            return await run.awaiting(key)
+        return await run.receive(key)
+
+    with pytest.raises(ValueError):
+        await once(checkpointer, body)
+    assert (effects, await kit.count("n"), await checkpointer.load("wf")) == ([], 0, {})
+
+
+async def test_a_name_used_by_two_kinds_of_step_in_one_pass_is_a_value_error() -> None:
+    checkpointer = MemoryCheckpointer()
+
+    async def body(run: Run) -> None:
+        await run.step("same", lambda: 1)
+        await run.sleep("same", 5)
+
+    with pytest.raises(ValueError, match="twice"):
+        await once(checkpointer, body)
+    assert await checkpointer.load("wf") == {"same": 1}
+
+
+async def test_receive_after_a_key_skips_the_messages_up_to_it() -> None:
+    durable = MemoryDurable(MemoryCheckpointer(), MemoryScheduler())
+    entries = [await durable.deliver("wf", message) for message in ("a", "b", "c")]
+
+    async def body(run: Run) -> list[object]:
+        return [entry.value for entry in await run.receive("late", after=entries[0].key)]
+
+    assert await once(durable.checkpointer, body) == Completed(["b", "c"])
+
+
+def test_blocked_with_nothing_to_wait_for_cannot_be_built() -> None:
+    with pytest.raises(ValueError):
+        Blocked(waiting=frozenset(), listening=frozenset())
+    assert Blocked(waiting=frozenset({"a"}), listening=frozenset()).waiting == {"a"}
+    assert Blocked(waiting=frozenset(), listening=frozenset({"b"})).listening == {"b"}
+
+
+def _upper(value: object) -> str:
+    assert isinstance(value, str)
+    return value.upper()
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf")])
+async def test_every_duration_of_the_runtime_is_refused_by_name_when_not_positive(
+    bad: float,
+) -> None:
+    checkpointer = MemoryCheckpointer()
+
+    async def body(run: Run) -> None:
+        await run.sleep("nap", bad)
+
+    with pytest.raises(ValueError, match="duration"):
+        await once(checkpointer, body)
+    with pytest.raises(ValueError, match="budget"):
+        await advance("wf", checkpointer, body, budget=bad)
+    with pytest.raises(ValueError, match="alive"):
+        await advance("wf", checkpointer, body, alive=bad)
+    assert await checkpointer.load("wf") == {}

@@ -1,0 +1,46 @@
+"""`JsonCodec`: deterministic text, round trips, and values it refuses."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from durably import CheckpointCodec, JsonCodec
+
+
+def test_equal_values_encode_to_equal_text_whatever_their_key_order() -> None:
+    codec = JsonCodec()
+    one = {"b": [1, {"z": None, "a": True}], "a": "é 🚀", "c": 2.5}
+    other = {"c": 2.5, "a": "é 🚀", "b": [1, {"a": True, "z": None}]}
+    assert codec.encode(one) == codec.encode(other)
+    assert codec.encode(one) == codec.encode(codec.decode(codec.encode(one)))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [None, True, 0, -7, 2.5, "", 'quo"te {x}; 100%', [1, [None]], {"k": {"n": [False]}}],
+)
+def test_every_json_value_round_trips(value: object) -> None:
+    codec = JsonCodec()
+    assert codec.decode(codec.encode(value)) == value
+
+
+def test_a_tuple_comes_back_as_a_list() -> None:
+    codec = JsonCodec()
+    assert codec.decode(codec.encode((1, "two"))) == [1, "two"]
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, [1, math.nan], {"x": math.inf}])
+def test_nan_and_infinity_are_refused(bad: object) -> None:
+    with pytest.raises(ValueError):
+        JsonCodec().encode(bad)
+
+
+def test_a_value_json_cannot_hold_is_refused() -> None:
+    with pytest.raises(TypeError):
+        JsonCodec().encode({"when": object()})
+
+
+def test_the_json_codec_satisfies_the_codec_protocol() -> None:
+    assert isinstance(JsonCodec(), CheckpointCodec)
