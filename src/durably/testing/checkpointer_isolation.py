@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -50,6 +51,10 @@ class CheckpointerIsolationCases:
                 assert (loaded, history, info) == ({}, {}, None)
                 continue
             assert list(history) == list(loaded)
+            assert {key: written.value for key, written in history.items()} == loaded
+            for written in history.values():  # supplied, appended and transacted too
+                assert written.at.utcoffset() == timedelta(0)
+                assert abs(datetime.now(UTC) - written.at) < timedelta(minutes=1)
             assert [loaded[f"k{suffix}"] for suffix in NEAR] == [[workflow, s] for s in NEAR]
             assert (loaded["pay*"], loaded["input:"]) == (workflow, workflow)
             inbox = [value for key, value in loaded.items() if key.startswith("inbox:")]
