@@ -2,8 +2,12 @@
 
 The floor is the least a Redis queue can do: a Lua enqueue into a sorted set, a Lua claim
 moving a member into a lease sorted set, ZREM to complete. durably does the same with
-tenant rotation, leases, fencing and item records in force. Every figure is the median of
-three runs; a ratio compares two figures measured in the same run on the same server.
+tenant rotation, leases, fencing and item records in force.
+
+The machine is shared, so one run of a figure says little. Each figure is measured in
+pairs, the floor and durably back to back (alternating which goes first, so a drift in
+load hits both), after one discarded warm-up pair; the ratio printed is the median of the
+per-pair ratios, beside the median figures and the spread of the ratios.
 
 Uses ``DURABLY_BENCH_REDIS_DSN`` if set, else starts a redis-server (AOF, fsync every
 second) on a free loopback port and stops it afterwards.
@@ -35,10 +39,13 @@ from durably.work import WorkItem
 ITEMS = 2000
 CONCURRENCY = 10
 PROCESSES = 4
-LATENCY_SAMPLES = 15
-RUNS = 3
+LATENCY_SAMPLES = 31
+RUNS = 5
+WARMUP = 1
 FLOOR_CLAIM = (Path(__file__).parent / "redis_floor.lua").read_text()
 FLOOR_ENQUEUE = "redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2]) return 1"
+
+Measure = Callable[[str], Coroutine[Any, Any, float]]
 
 
 @contextmanager
@@ -182,7 +189,7 @@ async def fill(url: str, kind: str, name: str) -> None:
     await client.aclose()
 
 
-def make_throughput(kind: str) -> Callable[[str], Coroutine[Any, Any, float]]:
+def make_throughput(kind: str) -> Measure:
     async def measure(url: str) -> float:
         name = fresh()
         await fill(url, kind, name)
@@ -199,7 +206,7 @@ def _process(url: str, kind: str, name: str, barrier: Any, results: Any) -> None
     results.put(asyncio.run(drain(url, kind, name, CONCURRENCY)))
 
 
-def make_processes(kind: str) -> Callable[[str], Coroutine[Any, Any, float]]:
+def make_processes(kind: str) -> Measure:
     async def measure(url: str) -> float:
         name = fresh()
         await fill(url, kind, name)
@@ -225,7 +232,7 @@ def make_processes(kind: str) -> Callable[[str], Coroutine[Any, Any, float]]:
     return measure
 
 
-def make_latency(kind: str) -> Callable[[str], Coroutine[Any, Any, float]]:
+def make_latency(kind: str) -> Measure:
     """p50 seconds from enqueue to claim for an idle worker (floor: a 1 ms poll)."""
 
     async def measure(url: str) -> float:
@@ -277,14 +284,25 @@ async def durably_records(url: str) -> float:
     return ITEMS / elapsed
 
 
-def median_of(measure: Callable[[str], Coroutine[Any, Any, float]], url: str) -> float:
-    return statistics.median(asyncio.run(measure(url)) for _ in range(RUNS))
+def paired(floor: Measure, ours: Measure, url: str) -> tuple[list[float], list[float]]:
+    """``RUNS`` figures of each, measured in back-to-back pairs after ``WARMUP`` pairs."""
+    floors: list[float] = []
+    oursides: list[float] = []
+    for n in range(WARMUP + RUNS):
+        if n % 2:
+            our_value, floor_value = asyncio.run(ours(url)), asyncio.run(floor(url))
+        else:
+            floor_value, our_value = asyncio.run(floor(url)), asyncio.run(ours(url))
+        if n >= WARMUP:
+            floors.append(floor_value)
+            oursides.append(our_value)
+    return floors, oursides
 
 
 def main() -> None:
-    """Print the Redis table: floor, durably, ratio (medians of three)."""
+    """Print the Redis table: floor, durably, ratio (medians of paired runs)."""
     with server() as url:
-        rows = [
+        rows: list[tuple[str, Measure, Measure, bool]] = [
             ("enqueue/s", floor_enqueue, durably_enqueue, True),
             (
                 "claimed+completed/s, 1 process x10",
@@ -306,13 +324,16 @@ def main() -> None:
             ),
             ("workflow record/s (vs floor enqueue)", floor_enqueue, durably_records, True),
         ]
-        print(f"{'figure':44} {'floor':>10} {'durably':>10} {'ratio':>7}")
+        print(f"median of {RUNS} pairs after {WARMUP} warm-up pair(s)")
+        print(f"{'figure':44} {'floor':>10} {'durably':>10} {'ratio':>7}  ratio range")
         for label, floor, ours, higher_is_better in rows:
-            floor_value, our_value = median_of(floor, url), median_of(ours, url)
+            floors, oursides = paired(floor, ours, url)
+            ratios = sorted(o / f for f, o in zip(floors, oursides, strict=True))
             scale = 1.0 if higher_is_better else 1000.0
             print(
-                f"{label:44} {floor_value * scale:10.1f} {our_value * scale:10.1f} "
-                f"{our_value / floor_value:6.2f}x",
+                f"{label:44} {statistics.median(floors) * scale:10.1f} "
+                f"{statistics.median(oursides) * scale:10.1f} "
+                f"{statistics.median(ratios):6.2f}x  {ratios[0]:.2f}-{ratios[-1]:.2f}",
                 flush=True,
             )
 

@@ -19,7 +19,7 @@ from durably.errors import (
     WorkItemNotFoundError,
 )
 from durably.redis import keys
-from durably.redis.connection import RedisConnection, number, pairs, text
+from durably.redis.connection import RedisConnection, number, text
 from durably.redis.preflight import preflight
 from durably.redis.scripts import scripts
 from durably.redis.settings import RedisStoreSettings
@@ -45,13 +45,22 @@ _ADOPTED = "adopted after restart"
 _REAP_BATCH = 500
 
 
-def _instant(value: str) -> float | None:
+def _instant(value: bytes | str | None) -> float | None:
     return float(value) if value else None
 
 
-def _segments(value: str) -> tuple[str, ...]:
+def _text(value: bytes | str | None) -> str:
+    if value is None:
+        return ""
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _segments(value: bytes | str | None) -> tuple[str, ...]:
     """Parse ``<byte length>:<text>`` segments (lengths count UTF-8 bytes, as Lua does)."""
-    data, out, at = value.encode(), [], 0
+    if not value:
+        return ()
+    data = value.encode() if isinstance(value, str) else value
+    out, at = [], 0
     while at < len(data):
         colon = data.index(b":", at)
         size = int(data[at:colon])
@@ -60,11 +69,11 @@ def _segments(value: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _item(flat: Any) -> WorkItem:
-    """The item a script read back. Built without re-validation: every field was written
-    by `enqueue` (validated then) or by the scripts, and this is the queue's hot path."""
-    fields = pairs(flat)
-    doc = json.loads(fields["doc"])
+def _item(fields: Any) -> WorkItem:
+    """The item a script read back, by position (``read_item`` in queue_lib.lua; a field
+    never written is None). Built without re-validation: every field was written by
+    `enqueue` (validated then) or by the scripts, and this is the queue's hot path."""
+    doc = json.loads(fields[0])
     return WorkItem.model_construct(
         id=doc["id"],
         tenant=doc["tenant"],
@@ -72,15 +81,15 @@ def _item(flat: Any) -> WorkItem:
         payload=doc["payload"],
         priority=WorkPriority(doc["priority"]),
         dedupe_key=doc["dedupe_key"],
-        attempts=int(fields["attempts"]),
-        state=WorkState(fields["state"]),
-        worker=fields["worker"] or None,
-        enqueued_at=_instant(fields["enqueued_at"]),
-        available_at=_instant(fields["available_at"]),
-        lease_expires_at=_instant(fields["lease_expires_at"]),
-        first_claimed_at=_instant(fields["first_claimed_at"]),
-        claimed_at=_instant(fields["claimed_at"]),
-        failures=_segments(fields["failures"]),
+        attempts=int(fields[1]),
+        state=WorkState(_text(fields[2])),
+        worker=_text(fields[3]) or None,
+        enqueued_at=_instant(fields[4]),
+        available_at=_instant(fields[5]),
+        lease_expires_at=_instant(fields[6]),
+        first_claimed_at=_instant(fields[7]),
+        claimed_at=_instant(fields[8]),
+        failures=_segments(fields[9]),
     )
 
 
@@ -160,7 +169,7 @@ class RedisWorkQueue:
         identifier(item.queue, "queue")
         if item.dedupe_key is not None:
             identifier(item.dedupe_key, "dedupe_key")
-        doc = json.dumps(item.model_dump(mode="json", include=_DOC_FIELDS), sort_keys=True)
+        doc = item.model_dump_json(include=_DOC_FIELDS)
         self._redis.check_size(doc, f"work item {item_id!r}")
         now = self._clock.now()
         available = now if item.available_at is None else item.available_at

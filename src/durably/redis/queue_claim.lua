@@ -38,11 +38,16 @@ remove_ready(queue, best.tenant, best.priority, best.member, ref)
 local turn = redis.call('INCR', qkey('turn', queue))
 redis.call('HSET', qkey('turns', queue), best.tenant, turn)
 redis.call('ZADD', KEYS[1], 'XX', turn, best.tenant)
-if redis.call('HGET', item, 'first_claimed_at') == '' then
-  redis.call('HSET', item, 'first_claimed_at', now)
+local f = read_item(item)
+if not f[FIRST_CLAIMED] or f[FIRST_CLAIMED] == '' then
+  f[FIRST_CLAIMED] = now
+  redis.call('HSET', item, 'state', 'claimed', 'worker', worker, 'claimed_at', now,
+    'lease_expires_at', expires, 'first_claimed_at', now)
+else
+  redis.call('HSET', item, 'state', 'claimed', 'worker', worker, 'claimed_at', now,
+    'lease_expires_at', expires)
 end
-redis.call('HSET', item, 'state', 'claimed', 'worker', worker, 'claimed_at', now,
-  'lease_expires_at', expires)
 redis.call('ZADD', qkey('leases', queue), expires, ref)
 redis.call('SADD', base .. 'held:' .. seg(worker), ref)
-return redis.call('HGETALL', item)
+f[STATE], f[WORKER], f[CLAIMED], f[LEASE] = 'claimed', worker, now, expires
+return f

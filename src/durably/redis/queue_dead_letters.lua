@@ -7,9 +7,9 @@ while #out < limit do
   local refs = redis.call('ZRANGE', KEYS[1], start, start + 99)
   if #refs == 0 then break end
   for _, ref in ipairs(refs) do
-    local item = item_key(ref)
-    if queue == '' or redis.call('HGET', item, 'queue') == queue then
-      out[#out + 1] = redis.call('HGETALL', item)
+    local f = read_item(item_key(ref))
+    if queue == '' or f[QUEUE] == queue then
+      out[#out + 1] = f
       if #out >= limit then break end
     end
   end

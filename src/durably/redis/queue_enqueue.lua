@@ -18,9 +18,9 @@ elseif dedupe ~= '' then
   end
 end
 if holder then
-  local holder_queue = redis.call('HGET', holder, 'queue')
-  redis.call('HINCRBY', qkey('stats', holder_queue), 'duplicates', 1)
-  return {'duplicate', redis.call('HGETALL', holder)}
+  local f = read_item(holder)
+  redis.call('HINCRBY', qkey('stats', f[QUEUE]), 'duplicates', 1)
+  return {'duplicate', f}
 end
 if redis.call('EXISTS', item) == 1 then
   -- A terminal item frees its id and key: the new one replaces it.
@@ -29,18 +29,22 @@ if redis.call('EXISTS', item) == 1 then
     redis.call('ZREM', qkey('dead', old[1]), ref)
     redis.call('ZREM', base .. 'dead-tenant:' .. seg(tenant), ref)
   end
-  forget_dedupe(item)
+  forget_dedupe(read_item(item))
   redis.call('DEL', item)
 end
 local sequence = redis.call('INCR', base .. 'seq')
 -- Equal availability is broken by enqueue order: the member sorts by a padded sequence.
 local member = string.format('%016.0f', sequence) .. id
-redis.call('HSET', item, 'doc', doc, 'tenant', tenant, 'id', id, 'queue', queue,
-  'priority', priority, 'dedupe', dedupe, 'member', member, 'state', 'queued',
-  'attempts', 0, 'worker', '', 'enqueued_at', now, 'available_at', available,
-  'lease_expires_at', '', 'first_claimed_at', '', 'claimed_at', '', 'failures', '')
+-- Fields that are still unset are not written (a missing field reads as unset).
 if dedupe ~= '' then
+  redis.call('HSET', item, 'doc', doc, 'tenant', tenant, 'id', id, 'queue', queue,
+    'priority', priority, 'dedupe', dedupe, 'member', member, 'state', 'queued',
+    'attempts', 0, 'enqueued_at', now, 'available_at', available)
   redis.call('HSET', base .. 'dedupe', seg(tenant) .. seg(queue) .. seg(dedupe), id)
+else
+  redis.call('HSET', item, 'doc', doc, 'tenant', tenant, 'id', id, 'queue', queue,
+    'priority', priority, 'member', member, 'state', 'queued',
+    'attempts', 0, 'enqueued_at', now, 'available_at', available)
 end
 redis.call('SADD', base .. 'queues', queue)
 add_ready(queue, tenant, priority, member, ref, available)

@@ -33,53 +33,66 @@ local function remove_ready(queue, tenant, priority, member, ref)
   end
 end
 
-local function forget_dedupe(item)
-  local f = redis.call('HMGET', item, 'dedupe', 'tenant', 'queue', 'id')
-  if f[1] and f[1] ~= '' then
-    local field = seg(f[2]) .. seg(f[3]) .. seg(f[1])
-    if redis.call('HGET', base .. 'dedupe', field) == f[4] then
+-- An item as one read: fields 1-10 are what a script answers with (queue.py reads them
+-- by position), 11-16 what the scripts need. A field never written reads as false.
+local DOC, ATTEMPTS, STATE, WORKER, ENQUEUED, AVAILABLE = 1, 2, 3, 4, 5, 6
+local LEASE, FIRST_CLAIMED, CLAIMED, FAILURES = 7, 8, 9, 10
+local QUEUE, DEDUPE, TENANT, ID, PRIORITY, MEMBER = 11, 12, 13, 14, 15, 16
+local function read_item(item)
+  return redis.call('HMGET', item, 'doc', 'attempts', 'state', 'worker', 'enqueued_at',
+    'available_at', 'lease_expires_at', 'first_claimed_at', 'claimed_at', 'failures',
+    'queue', 'dedupe', 'tenant', 'id', 'priority', 'member')
+end
+
+local function forget_dedupe(f)
+  if f[DEDUPE] and f[DEDUPE] ~= '' then
+    local field = seg(f[TENANT]) .. seg(f[QUEUE]) .. seg(f[DEDUPE])
+    if redis.call('HGET', base .. 'dedupe', field) == f[ID] then
       redis.call('HDEL', base .. 'dedupe', field)
     end
   end
 end
 
--- Why the caller does not hold the item, or false if it does.
+-- Why the caller does not hold the item read as ``f``, or false if it does.
 -- Returns {reason, holder} with reason 'missing' | 'taken' | 'expired' | 'capped'.
-local function not_held(item, worker, now, cap_seconds)
-  local f = redis.call('HMGET', item, 'state', 'worker', 'lease_expires_at', 'claimed_at')
-  if not f[1] then return {'missing', ''} end
-  if f[1] ~= 'claimed' or f[2] ~= worker then
-    return {'taken', f[1] == 'claimed' and f[2] or ''}
+local function not_held(f, worker, now, cap_seconds)
+  if not f[STATE] then return {'missing', ''} end
+  if f[STATE] ~= 'claimed' or f[WORKER] ~= worker then
+    return {'taken', f[STATE] == 'claimed' and f[WORKER] or ''}
   end
-  if cap_seconds and now - tonumber(f[4]) >= cap_seconds then return {'capped', worker} end
-  if tonumber(f[3]) <= now then return {'expired', worker} end
+  if cap_seconds and now - tonumber(f[CLAIMED]) >= cap_seconds then
+    return {'capped', worker}
+  end
+  if tonumber(f[LEASE]) <= now then return {'expired', worker} end
   return false
 end
 
--- Apply one failed attempt. ``due`` lists, per attempt count after this failure, the
--- instant the policy requeues at; a count beyond the list is a dead letter.
-local function settle(ref, error, due, now)
+-- Apply one failed attempt to the claimed item read as ``f``. ``due`` lists, per attempt
+-- count after this failure, the instant the policy requeues at; a count beyond the list is
+-- a dead letter. Returns ``f`` as it now stands.
+local function settle(ref, f, error, due, now)
   local item = item_key(ref)
-  local f = redis.call('HMGET', item, 'queue', 'tenant', 'priority', 'member', 'worker',
-    'attempts', 'failures')
-  local queue, tenant = f[1], f[2]
-  local attempts = tonumber(f[6]) + 1
+  local queue, tenant = f[QUEUE], f[TENANT]
+  local attempts = tonumber(f[ATTEMPTS]) + 1
   redis.call('ZREM', qkey('leases', queue), ref)
-  redis.call('SREM', base .. 'held:' .. seg(f[5]), ref)
-  local failures = f[7] .. seg(error)
+  redis.call('SREM', base .. 'held:' .. seg(f[WORKER]), ref)
+  local failures = (f[FAILURES] or '') .. seg(error)
   if attempts > #due then
     redis.call('HSET', item, 'state', 'dead_lettered', 'attempts', attempts, 'worker', '',
       'lease_expires_at', '', 'claimed_at', '', 'failures', failures)
-    local order = tonumber(string.sub(f[4], 1, 16))
+    local order = tonumber(string.sub(f[MEMBER], 1, 16))
     redis.call('ZADD', qkey('dead', queue), order, ref)
     redis.call('ZADD', base .. 'dead-tenant:' .. seg(tenant), order, ref)
-    forget_dedupe(item)
+    forget_dedupe(f)
+    f[STATE] = 'dead_lettered'
   else
     local at = due[attempts]
     redis.call('HSET', item, 'state', 'queued', 'attempts', attempts, 'worker', '',
       'lease_expires_at', '', 'claimed_at', '', 'available_at', at, 'failures', failures)
-    add_ready(queue, tenant, f[3], f[4], ref, at)
+    add_ready(queue, tenant, f[PRIORITY], f[MEMBER], ref, at)
     if tonumber(at) <= now then ring(queue) end
+    f[STATE], f[AVAILABLE] = 'queued', at
   end
-  return redis.call('HGETALL', item)
+  f[ATTEMPTS], f[WORKER], f[LEASE], f[CLAIMED], f[FAILURES] = attempts, '', '', '', failures
+  return f
 end

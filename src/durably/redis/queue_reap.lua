@@ -9,7 +9,7 @@ for _, queue in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   local lapsed = redis.call('ZRANGEBYSCORE', qkey('leases', queue), '-inf', ARGV[2],
     'LIMIT', 0, batch - count)
   for _, ref in ipairs(lapsed) do
-    settle(ref, error, due, now)
+    settle(ref, read_item(item_key(ref)), error, due, now)
     redis.call('HINCRBY', qkey('stats', queue), 'reaped', 1)
     count = count + 1
   end
