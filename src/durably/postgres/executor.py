@@ -20,6 +20,19 @@ if TYPE_CHECKING:
 
 Row = Sequence[Any]
 
+# psycopg's raw cursor and "rows returned" status, imported on first use so that importing
+# durably (or running it over asyncpg) never imports psycopg.
+_raw_cursor: Any = None
+_tuples_ok: Any = None
+
+
+def _load_psycopg() -> None:
+    global _raw_cursor, _tuples_ok
+    from psycopg import AsyncRawCursor
+    from psycopg.pq import ExecStatus
+
+    _raw_cursor, _tuples_ok = AsyncRawCursor, ExecStatus.TUPLES_OK
+
 
 @runtime_checkable
 class Executor(Protocol):
@@ -51,15 +64,22 @@ class PsycopgSession:
 
     def __init__(self, connection: psycopg.AsyncConnection[Any]) -> None:
         self.connection = connection
+        if _raw_cursor is None:
+            _load_psycopg()
 
     async def fetch(self, statement: str, *args: Any) -> Sequence[Row]:
-        from psycopg import AsyncRawCursor
-
-        async with AsyncRawCursor(self.connection) as cursor:
-            await cursor.execute(statement, args)
-            if cursor.description is None:
+        # durably's statements are few and fixed per store: prepare each on its first use
+        # rather than after psycopg's default five (a pool rotates connections, so most
+        # calls would otherwise be planned afresh). A connection whose prepare_threshold
+        # is None (e.g. behind PgBouncer) is left unprepared: psycopg honours that first.
+        async with _raw_cursor(self.connection) as cursor:
+            await cursor.execute(statement, args, prepare=True)
+            result = cursor.pgresult
+            # The result status, not `description`, which builds a Column per field.
+            if result is None or result.status != _tuples_ok:
                 return []
-            return await cursor.fetchall()
+            rows: Sequence[Row] = await cursor.fetchall()
+            return rows
 
     def transaction(self) -> AbstractAsyncContextManager[None]:
         return _psycopg_transaction(self.connection)

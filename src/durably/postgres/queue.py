@@ -18,7 +18,14 @@ from durably.postgres.notify import Listener
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
 from durably.validation import identifier, non_negative
-from durably.work import DEFAULT_QUEUE, QueuePolicy, QueueStats, WorkItem, WorkState
+from durably.work import (
+    DEFAULT_QUEUE,
+    QueuePolicy,
+    QueueStats,
+    WorkItem,
+    WorkPriority,
+    WorkState,
+)
 
 _TEMPLATES = statements.load("queue.sql")
 _BATCH = 500
@@ -224,7 +231,7 @@ class PostgresWorkQueue:
         now = self._clock.now()
         rows = await self._fetch("complete", item_id, tenant, worker, now)
         if rows:
-            return _item(rows[0]).model_copy(update={"state": WorkState.COMPLETED})
+            return _item(rows[0], WorkState.COMPLETED)
         raise await self._lost(item_id, tenant, worker, now, "complete")
 
     async def fail(
@@ -368,7 +375,9 @@ class PostgresWorkQueue:
         return LeaseLostError(item_id, worker, item.worker, "taken")
 
 
-def _item(row: Row) -> WorkItem:
+def _item(row: Row, state: WorkState | None = None) -> WorkItem:
+    """A row this store wrote, as a `WorkItem` without re-validation: every value was
+    checked by `enqueue` or computed by the statements, and this is the hot path."""
     (
         tenant,
         item_id,
@@ -377,7 +386,7 @@ def _item(row: Row) -> WorkItem:
         priority,
         dedupe_key,
         attempts,
-        state,
+        stored_state,
         worker,
         enqueued_at,
         available_at,
@@ -386,24 +395,23 @@ def _item(row: Row) -> WorkItem:
         claimed_at,
         failures,
     ) = row
-    document = {
-        "id": item_id,
-        "tenant": tenant,
-        "queue": queue,
-        "payload": json.loads(payload),
-        "priority": int(priority),
-        "dedupe_key": dedupe_key,
-        "attempts": int(attempts),
-        "state": state,
-        "worker": worker,
-        "enqueued_at": enqueued_at,
-        "available_at": available_at,
-        "lease_expires_at": lease_expires_at,
-        "first_claimed_at": first_claimed_at,
-        "claimed_at": claimed_at,
-        "failures": json.loads(failures),
-    }
-    return WorkItem.model_validate_json(json.dumps(document))
+    return WorkItem.model_construct(
+        id=item_id,
+        tenant=tenant,
+        queue=queue,
+        payload=json.loads(payload),
+        priority=WorkPriority(priority),
+        dedupe_key=dedupe_key,
+        attempts=attempts,
+        state=state if state is not None else WorkState(stored_state),
+        worker=worker,
+        enqueued_at=enqueued_at,
+        available_at=available_at,
+        lease_expires_at=lease_expires_at,
+        first_claimed_at=first_claimed_at,
+        claimed_at=claimed_at,
+        failures=tuple(json.loads(failures)),
+    )
 
 
 __all__ = ["PostgresWorkQueue"]

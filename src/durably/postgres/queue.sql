@@ -59,11 +59,11 @@ WITH tenants AS MATERIALIZED (
     WHERE t.queue = $1::text
 ),
 picked AS (
-    SELECT item.tenant, item.id
+    SELECT item.tenant, item.id, item.queue, item.state, item.available_at
     FROM (SELECT tenant, turn, available_at, seq FROM tenants
           ORDER BY turn, available_at, seq, tenant OFFSET 0) ordered
     CROSS JOIN LATERAL (
-        SELECT w.tenant, w.id
+        SELECT w.tenant, w.id, w.queue, w.state, w.available_at
         FROM {work} w
         WHERE w.queue = $1::text AND w.tenant = ordered.tenant
           AND w.state = 'queued' AND w.available_at <= $2::float8
@@ -79,16 +79,28 @@ claimed AS (
         first_claimed_at = coalesce(w.first_claimed_at, $2::float8),
         lease_expires_at = $2::float8 + $4::float8
     FROM picked
-    WHERE w.tenant = picked.tenant AND w.id = picked.id
-      AND w.queue = $1::text AND w.state = 'queued' AND w.available_at <= $2::float8
+    -- The locked row must still be as it was when locked (it cannot have changed: this
+    -- statement holds its lock). Compared with the locked row's own values, not with
+    -- constants: constants would let a planner with stale statistics walk the due index
+    -- over every queued item, once per claim, instead of looking up the few taken.
+    WHERE w.tenant = picked.tenant AND w.id = picked.id AND w.queue = picked.queue
+      AND w.state = picked.state AND w.available_at = picked.available_at
     RETURNING w.tenant, w.id, w.queue, w.payload::text, w.priority, w.dedupe_key, w.attempts,
               w.state, w.worker, w.enqueued_at, w.available_at, w.lease_expires_at,
               w.first_claimed_at, w.claimed_at, w.failures::text
 ),
+-- The served tenant goes to the back. A turn row another claim is moving right now is
+-- skipped, not waited for: that claim sends the same tenant to the back as it commits,
+-- and waiting would chain every claim of a tenant behind the previous one's commit.
 served AS (
     UPDATE {turns} t
     SET turn = nextval('{turn_seq_text}')
-    WHERE t.queue = $1::text AND t.tenant IN (SELECT tenant FROM claimed)
+    FROM (
+        SELECT queue, tenant FROM {turns}
+        WHERE queue = $1::text AND tenant IN (SELECT tenant FROM claimed)
+        FOR UPDATE SKIP LOCKED
+    ) free
+    WHERE t.queue = free.queue AND t.tenant = free.tenant
 )
 SELECT * FROM claimed;
 
