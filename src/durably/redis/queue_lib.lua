@@ -11,8 +11,7 @@ local function item_key(ref) return base .. 'item:' .. ref end
 local function ring(queue)
   -- The doorbell an idle worker blocks on; bounded so nobody has to drain it.
   local bell = qkey('bell', queue)
-  redis.call('LPUSH', bell, '1')
-  redis.call('LTRIM', bell, 0, 63)
+  if redis.call('LPUSH', bell, '1') > 64 then redis.call('LTRIM', bell, 0, 63) end
 end
 
 local function add_ready(queue, tenant, priority, member, ref, available)
