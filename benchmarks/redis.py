@@ -4,10 +4,12 @@ The floor is the least a Redis queue can do: a Lua enqueue into a sorted set, a 
 moving a member into a lease sorted set, ZREM to complete. durably does the same with
 tenant rotation, leases, fencing and item records in force.
 
-The machine is shared, so one run of a figure says little. Each figure is measured in
-pairs, the floor and durably back to back (alternating which goes first, so a drift in
-load hits both), after one discarded warm-up pair; the ratio printed is the median of the
-per-pair ratios, beside the median figures and the spread of the ratios.
+The machine is shared, so one run of a figure says little. Each figure is measured as
+pairs (floor, durably) after one discarded warm-up pair; the ratio printed is the median
+of the per-pair ratios, beside the median figures and the spread of the ratios. Within a
+pair the two sides share the load as closely as the figure allows: sequential loops
+(enqueue, record) alternate in chunks of 100 operations, latency samples alternate one by
+one, and the throughput runs go back to back, alternating which goes first.
 
 Uses ``DURABLY_BENCH_REDIS_DSN`` if set, else starts a redis-server (AOF, fsync every
 second) on a free loopback port and stops it afterwards.
@@ -46,6 +48,7 @@ FLOOR_CLAIM = (Path(__file__).parent / "redis_floor.lua").read_text()
 FLOOR_ENQUEUE = "redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2]) return 1"
 
 Measure = Callable[[str], Coroutine[Any, Any, float]]
+Pair = Callable[[str, bool], Coroutine[Any, Any, tuple[float, float]]]
 
 
 @contextmanager
@@ -126,26 +129,34 @@ class Floor:
 # --- measurements ---------------------------------------------------------------------------
 
 
-async def floor_enqueue(url: str) -> float:
+Step = Callable[[int], Coroutine[Any, Any, Any]]
+CHUNK = 100
+
+
+async def interleaved(floor_step: Step, our_step: Step) -> tuple[float, float]:
+    """Ops/s of each side, run in alternating chunks so both see the same load."""
+    spent = [0.0, 0.0]
+    for start in range(0, ITEMS, CHUNK):
+        sides = [(0, floor_step), (1, our_step)]
+        for side, step in sides if (start // CHUNK) % 2 == 0 else sides[::-1]:
+            began = time.perf_counter()
+            for n in range(start, start + CHUNK):
+                await step(n)
+            spent[side] += time.perf_counter() - began
+    return ITEMS / spent[0], ITEMS / spent[1]
+
+
+async def enqueues(url: str, floor_first: bool) -> tuple[float, float]:
     client = Redis.from_url(url)
     floor = Floor(client, fresh())
-    started = time.perf_counter()
-    for n in range(ITEMS):
-        await floor.enqueue(f"item-{n}")
-    elapsed = time.perf_counter() - started
-    await client.aclose()
-    return ITEMS / elapsed
-
-
-async def durably_enqueue(url: str) -> float:
-    client = Redis.from_url(url)
     queue = RedisWorkQueue(client, clock=SystemClock(), namespace=fresh())
-    started = time.perf_counter()
-    for n in range(ITEMS):
+
+    async def ours(n: int) -> None:
         await queue.enqueue(WorkItem(id=f"item-{n}", tenant=f"tenant-{n % 10}"))
-    elapsed = time.perf_counter() - started
+
+    result = await interleaved(lambda n: floor.enqueue(f"item-{n}"), ours)
     await client.aclose()
-    return ITEMS / elapsed
+    return result
 
 
 async def drain(url: str, kind: str, name: str, loops: int) -> int:
@@ -232,18 +243,18 @@ def make_processes(kind: str) -> Measure:
     return measure
 
 
-def make_latency(kind: str) -> Measure:
-    """p50 seconds from enqueue to claim for an idle worker (floor: a 1 ms poll)."""
-
-    async def measure(url: str) -> float:
-        client, name = Redis.from_url(url), fresh()
-        floor = Floor(client, name)
-        queue = RedisWorkQueue(client, clock=SystemClock(), namespace=name)
-        samples: list[float] = []
-        for n in range(LATENCY_SAMPLES):
+async def latencies(url: str, floor_first: bool) -> tuple[float, float]:
+    """p50 seconds from enqueue to claim for an idle worker (floor: a 1 ms poll), the two
+    sides' samples taken alternately."""
+    client, name = Redis.from_url(url), fresh()
+    floor = Floor(client, name)
+    queue = RedisWorkQueue(client, clock=SystemClock(), namespace=name)
+    samples: dict[str, list[float]] = {"floor": [], "durably": []}
+    for n in range(LATENCY_SAMPLES):
+        for kind in ("floor", "durably") if n % 2 == 0 else ("durably", "floor"):
             claimed: asyncio.Future[float] = asyncio.get_running_loop().create_future()
 
-            async def worker(claimed: asyncio.Future[float] = claimed) -> None:
+            async def worker(claimed: asyncio.Future[float] = claimed, kind: str = kind) -> None:
                 while True:
                     if kind == "floor":
                         if await floor.claim() is not None:
@@ -263,36 +274,47 @@ def make_latency(kind: str) -> Measure:
                 await floor.enqueue(f"item-{n}")
             else:
                 await queue.enqueue(WorkItem(id=f"item-{n}", tenant="t"))
-            samples.append(await claimed - sent)
+            samples[kind].append(await claimed - sent)
             await task
-        await client.aclose()
-        return statistics.median(samples)
+    await client.aclose()
+    return statistics.median(samples["floor"]), statistics.median(samples["durably"])
+
+
+async def records(url: str, floor_first: bool) -> tuple[float, float]:
+    """Workflow records against the floor's enqueue, in alternating chunks."""
+    client = Redis.from_url(url)
+    floor = Floor(client, fresh())
+    checkpointer = RedisCheckpointer(client, namespace=fresh())
+    holder = await checkpointer.claim("workflow", 600.0, 600.0)
+    assert holder is not None
+
+    async def ours(n: int) -> None:
+        await checkpointer.record(holder, f"step-{n}", {"n": n, "tokens": 128})
+
+    result = await interleaved(lambda n: floor.enqueue(f"item-{n}"), ours)
+    await client.aclose()
+    return result
+
+
+def both(floor: Measure, ours: Measure) -> Pair:
+    """A pair of separate measurements, back to back, in the order asked."""
+
+    async def measure(url: str, floor_first: bool) -> tuple[float, float]:
+        if floor_first:
+            floor_value = await floor(url)
+            return floor_value, await ours(url)
+        our_value = await ours(url)
+        return await floor(url), our_value
 
     return measure
 
 
-async def durably_records(url: str) -> float:
-    client = Redis.from_url(url)
-    checkpointer = RedisCheckpointer(client, namespace=fresh())
-    holder = await checkpointer.claim("workflow", 600.0, 600.0)
-    assert holder is not None
-    started = time.perf_counter()
-    for n in range(ITEMS):
-        await checkpointer.record(holder, f"step-{n}", {"n": n, "tokens": 128})
-    elapsed = time.perf_counter() - started
-    await client.aclose()
-    return ITEMS / elapsed
-
-
-def paired(floor: Measure, ours: Measure, url: str) -> tuple[list[float], list[float]]:
-    """``RUNS`` figures of each, measured in back-to-back pairs after ``WARMUP`` pairs."""
+def paired(measure: Pair, url: str) -> tuple[list[float], list[float]]:
+    """``RUNS`` pairs (floor, durably), alternating which goes first, after ``WARMUP``."""
     floors: list[float] = []
     oursides: list[float] = []
     for n in range(WARMUP + RUNS):
-        if n % 2:
-            our_value, floor_value = asyncio.run(ours(url)), asyncio.run(floor(url))
-        else:
-            floor_value, our_value = asyncio.run(floor(url)), asyncio.run(ours(url))
+        floor_value, our_value = asyncio.run(measure(url, n % 2 == 0))
         if n >= WARMUP:
             floors.append(floor_value)
             oursides.append(our_value)
@@ -302,32 +324,25 @@ def paired(floor: Measure, ours: Measure, url: str) -> tuple[list[float], list[f
 def main() -> None:
     """Print the Redis table: floor, durably, ratio (medians of paired runs)."""
     with server() as url:
-        rows: list[tuple[str, Measure, Measure, bool]] = [
-            ("enqueue/s", floor_enqueue, durably_enqueue, True),
+        rows: list[tuple[str, Pair, bool]] = [
+            ("enqueue/s", enqueues, True),
             (
                 "claimed+completed/s, 1 process x10",
-                make_throughput("floor"),
-                make_throughput("durably"),
+                both(make_throughput("floor"), make_throughput("durably")),
                 True,
             ),
             (
                 f"claimed+completed/s, {PROCESSES} processes x10",
-                make_processes("floor"),
-                make_processes("durably"),
+                both(make_processes("floor"), make_processes("durably")),
                 True,
             ),
-            (
-                "idle enqueue-to-start p50 (ms)",
-                make_latency("floor"),
-                make_latency("durably"),
-                False,
-            ),
-            ("workflow record/s (vs floor enqueue)", floor_enqueue, durably_records, True),
+            ("idle enqueue-to-start p50 (ms)", latencies, False),
+            ("workflow record/s (vs floor enqueue)", records, True),
         ]
         print(f"median of {RUNS} pairs after {WARMUP} warm-up pair(s)")
         print(f"{'figure':44} {'floor':>10} {'durably':>10} {'ratio':>7}  ratio range")
-        for label, floor, ours, higher_is_better in rows:
-            floors, oursides = paired(floor, ours, url)
+        for label, measure, higher_is_better in rows:
+            floors, oursides = paired(measure, url)
             ratios = sorted(o / f for f, o in zip(floors, oursides, strict=True))
             scale = 1.0 if higher_is_better else 1000.0
             print(
