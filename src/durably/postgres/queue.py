@@ -29,6 +29,9 @@ from durably.work import (
 
 _TEMPLATES = statements.load("queue.sql")
 _BATCH = 500
+# Enum members by stored value: a dict lookup is cheaper than the enum call per row.
+_PRIORITIES = {int(member): member for member in WorkPriority}
+_STATES = {member.value: member for member in WorkState}
 
 
 class PostgresWorkQueue:
@@ -399,18 +402,18 @@ def _item(row: Row, state: WorkState | None = None) -> WorkItem:
         id=item_id,
         tenant=tenant,
         queue=queue,
-        payload=json.loads(payload),
-        priority=WorkPriority(priority),
+        payload=json.loads(payload) if payload != "{}" else {},
+        priority=_PRIORITIES.get(priority) or WorkPriority(priority),
         dedupe_key=dedupe_key,
         attempts=attempts,
-        state=state if state is not None else WorkState(stored_state),
+        state=state or _STATES.get(stored_state) or WorkState(stored_state),
         worker=worker,
         enqueued_at=enqueued_at,
         available_at=available_at,
         lease_expires_at=lease_expires_at,
         first_claimed_at=first_claimed_at,
         claimed_at=claimed_at,
-        failures=tuple(json.loads(failures)),
+        failures=tuple(json.loads(failures)) if failures != "[]" else (),
     )
 
 
