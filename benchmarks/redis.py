@@ -37,6 +37,7 @@ from redis.asyncio import Redis
 from durably.clock import SystemClock
 from durably.redis import RedisCheckpointer, RedisWorkQueue
 from durably.work import WorkItem
+from durably.worker import Worker
 
 ITEMS = 2000
 CONCURRENCY = 10
@@ -244,30 +245,33 @@ def make_processes(kind: str) -> Measure:
 
 
 async def latencies(url: str, floor_first: bool) -> tuple[float, float]:
-    """p50 seconds from enqueue to claim for an idle worker (floor: a 1 ms poll), the two
-    sides' samples taken alternately."""
+    """p50 seconds from enqueue to start for an idle worker, the two sides' samples taken
+    alternately. The floor's worker polls its claim every millisecond; durably's is a real
+    `Worker` (default poll, the product's idle path), timed to its handler's start."""
     client, name = Redis.from_url(url), fresh()
     floor = Floor(client, name)
     queue = RedisWorkQueue(client, clock=SystemClock(), namespace=name)
     samples: dict[str, list[float]] = {"floor": [], "durably": []}
+    started: list[asyncio.Future[float]] = []
+
+    async def handler(item: WorkItem) -> None:
+        started[-1].set_result(time.perf_counter())
+
+    worker = Worker(name=f"bench-{name}", grace_seconds=1.0)
+    worker.handle(queue, handler)
+    serving = asyncio.create_task(worker.run(install_signal_handlers=False))
+
+    async def poller(claimed: asyncio.Future[float]) -> None:
+        while await floor.claim() is None:
+            await asyncio.sleep(0.001)
+        claimed.set_result(time.perf_counter())
+
     for n in range(LATENCY_SAMPLES):
         for kind in ("floor", "durably") if n % 2 == 0 else ("durably", "floor"):
             claimed: asyncio.Future[float] = asyncio.get_running_loop().create_future()
-
-            async def worker(claimed: asyncio.Future[float] = claimed, kind: str = kind) -> None:
-                while True:
-                    if kind == "floor":
-                        if await floor.claim() is not None:
-                            claimed.set_result(time.perf_counter())
-                            return
-                        await asyncio.sleep(0.001)
-                    else:
-                        if await queue.claim(worker="w") is not None:
-                            claimed.set_result(time.perf_counter())
-                            return
-                        await queue.wait_for_work(within=10.0)
-
-            task = asyncio.create_task(worker())
+            task = asyncio.create_task(poller(claimed)) if kind == "floor" else None
+            if kind == "durably":
+                started.append(claimed)
             await asyncio.sleep(0.02)  # let it go idle
             sent = time.perf_counter()
             if kind == "floor":
@@ -275,7 +279,10 @@ async def latencies(url: str, floor_first: bool) -> tuple[float, float]:
             else:
                 await queue.enqueue(WorkItem(id=f"item-{n}", tenant="t"))
             samples[kind].append(await claimed - sent)
-            await task
+            if task is not None:
+                await task
+    worker.stop()
+    await serving
     await client.aclose()
     return statistics.median(samples["floor"]), statistics.median(samples["durably"])
 

@@ -52,6 +52,10 @@ class _WorkWaiter(Protocol):
     async def wait_for_work(self, queue: str, within: float) -> object: ...
 
 
+class _WaitingClaimer(Protocol):
+    async def claim_waiting(self, *, worker: str, queue: str, within: float) -> WorkItem | None: ...
+
+
 class Service:
     """A claim loop with a concurrency limit: claims only while a slot is free."""
 
@@ -151,12 +155,51 @@ class QueueService(Service):
         return True
 
     async def idle(self, ctx: Context) -> None:
+        if getattr(self.queue, "claim_waiting", None) is not None:
+            claimer: _WaitingClaimer = self.queue  # type: ignore[assignment]
+            await self._claim_waiting(ctx, claimer)
+            return
         waiter = getattr(self.queue, "wait_for_work", None)
         if waiter is None:
             await self._rest(ctx.poll_seconds)
         else:
             pushed: _WorkWaiter = self.queue  # type: ignore[assignment]
             await self._rest(ctx.poll_seconds, pushed.wait_for_work(self.name, ctx.poll_seconds))
+
+    async def _claim_waiting(self, ctx: Context, claimer: _WaitingClaimer) -> None:
+        """Wait up to ``poll_seconds`` for the queue to offer an item and start it: the
+        queue claims in the same round trip as the wake-up. A slot is free (idle runs only
+        after a claim found nothing with a slot free), so only the stop cuts the wait
+        short; an item the cut-off claim took is given back by the shutdown's `adopt`."""
+        claiming = asyncio.ensure_future(
+            claimer.claim_waiting(worker=ctx.worker, queue=self.name, within=ctx.poll_seconds)
+        )
+        stopped = asyncio.ensure_future(ctx.stopping.wait())
+        try:
+            await asyncio.wait({claiming, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            # A no-op unless the worker is stopping. Cancel until it ends: Python 3.11's
+            # `asyncio.wait_for` drops a cancel that lands just as a client opens a
+            # connection, and the blocking call would then run out its whole wait.
+            while not claiming.done():
+                claiming.cancel()
+                await asyncio.wait({claiming}, timeout=0.05)
+            await asyncio.gather(stopped, claiming, return_exceptions=True)
+        if claiming.cancelled():
+            return
+        failure = claiming.exception()
+        if isinstance(failure, ConfigurationError):
+            ctx.fatal(failure)
+            return
+        if failure is not None:
+            ctx.logger.error("claiming failed; retrying", exc_info=failure, extra=self.fields(ctx))
+            await self._rest(ctx.poll_seconds)
+            return
+        item = claiming.result()
+        if item is not None:
+            ctx.logger.debug("claimed work item", extra=self.fields(ctx, item))
+            self.start(self._work(ctx, item))
 
     async def _work(self, ctx: Context, item: WorkItem) -> None:
         """Run the handler under a heartbeat, then settle: complete, fail, or (lease lost,

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any, Self
 
+from redis.exceptions import NoScriptError
+
 from durably.clock import Clock, SystemClock
 from durably.errors import (
     InvalidInputError,
@@ -220,6 +222,57 @@ class RedisWorkQueue:
             [queue, worker, number(now), number(now + lease), *_PRIORITIES],
             queue,
             "claim",
+        )
+        return _item(reply) if reply else None
+
+    async def claim_waiting(
+        self,
+        *,
+        worker: str,
+        queue: str = DEFAULT_QUEUE,
+        within: float,
+        lease_seconds: float | None = None,
+    ) -> WorkItem | None:
+        """`claim`, after waiting up to ``within`` seconds (real time) for the queue's
+        doorbell: the item enqueued meanwhile, claimed in the same round trip as the
+        wake-up, or None (also when the bell rang for an item another worker took first).
+
+        The wait and the claim go out together in one pipeline; Redis runs a connection's
+        commands in order, so the claim (the same script, fencing and rotation as `claim`)
+        runs as soon as the wait ends. It claims as of the later of its own clock reading
+        and the instant the ring carries, so an item that came due while it waited is due
+        to it. Items that come due by their delay ring no bell: claim again after a None.
+        """
+        identifier(worker, "worker")
+        identifier(queue, "queue")
+        non_negative(within, "within")
+        if within == 0:  # BLMOVE's 0 would mean "forever"
+            return await self.claim(worker=worker, queue=queue, lease_seconds=lease_seconds)
+        lease = self._policy.lease_for(lease_seconds)
+        bell = self._key("bell", queue)
+        rung = f"{self._key('rung', queue)}{keys.segment(worker)}"
+        key_list = [self._key("active", queue), rung]
+        script, client = _LUA["queue_claim"], self._redis.client
+
+        async def attempt() -> Any:
+            now = self._clock.now()
+            args = [self._prefix, queue, worker, number(now), number(now + lease), *_PRIORITIES]
+            pipe = client.pipeline(transaction=False)
+            pipe.blmove(bell, rung, within, "LEFT", "RIGHT")
+            # By name: redis-py refuses `evalsha` in a cluster pipeline, though it routes a
+            # script call by its keys, which share the doorbell's slot here.
+            pipe.execute_command("EVALSHA", script.sha, len(key_list), *key_list, *args)
+            replies = await pipe.execute(raise_on_error=False)
+            if isinstance(replies[0], Exception):
+                raise replies[0]
+            if isinstance(replies[1], NoScriptError):  # the cache was flushed: claim now
+                return await script(client, key_list, args)
+            if isinstance(replies[1], Exception):
+                raise replies[1]
+            return replies[1]
+
+        reply = await self._redis.retry.run(
+            attempt, lambda detail: QueueUnavailableError(queue, "claim", detail)
         )
         return _item(reply) if reply else None
 

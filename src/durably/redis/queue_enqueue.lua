@@ -48,5 +48,5 @@ else
 end
 redis.call('SADD', base .. 'queues', queue)
 add_ready(queue, tenant, priority, member, ref, available)
-if tonumber(available) <= tonumber(now) then ring(queue) end
+if tonumber(available) <= tonumber(now) then ring(queue, now) end
 return {'queued'}

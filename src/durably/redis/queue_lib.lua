@@ -8,10 +8,13 @@ local function ready_key(queue, tenant, priority)
 end
 local function item_key(ref) return base .. 'item:' .. ref end
 
-local function ring(queue)
-  -- The doorbell an idle worker blocks on; bounded so nobody has to drain it.
+local function ring(queue, due_at)
+  -- The doorbell an idle worker blocks on, one ring per due item (so as many idle workers
+  -- wake), bounded so nobody has to drain it. A ring carries an instant (on the ringer's
+  -- clock) at which its item is due: a waiting claim (queue_claim.lua) sent before that
+  -- instant claims as of it.
   local bell = qkey('bell', queue)
-  if redis.call('LPUSH', bell, '1') > 64 then redis.call('LTRIM', bell, 0, 63) end
+  if redis.call('LLEN', bell) < 64 then redis.call('LPUSH', bell, due_at) end
 end
 
 local function add_ready(queue, tenant, priority, member, ref, available)
@@ -89,7 +92,7 @@ local function settle(ref, f, error, due, now)
     redis.call('HSET', item, 'state', 'queued', 'attempts', attempts, 'worker', '',
       'lease_expires_at', '', 'claimed_at', '', 'available_at', at, 'failures', failures)
     add_ready(queue, tenant, f[PRIORITY], f[MEMBER], ref, at)
-    if tonumber(at) <= now then ring(queue) end
+    if tonumber(at) <= now then ring(queue, at) end
     f[STATE], f[AVAILABLE] = 'queued', at
   end
   f[ATTEMPTS], f[WORKER], f[LEASE], f[CLAIMED], f[FAILURES] = attempts, '', '', '', failures
