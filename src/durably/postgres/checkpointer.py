@@ -20,6 +20,7 @@ from durably.postgres.failures import EffectFailed, RetryBudget, state_errors
 from durably.postgres.migrate import verify
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
+from durably.postgres.sweep import sweep_finished
 from durably.status import WorkflowInfo, WorkflowStatus
 from durably.validation import identifier, positive
 from durably.workflows import INBOX_DIGITS as _DIGITS
@@ -242,6 +243,18 @@ class PostgresCheckpointer:
         rows = await session.fetch(self._sql["discard_records"], workflow)
         await session.fetch(self._sql["discard_status"], workflow)
         return int(rows[0][0])
+
+    async def sweep(
+        self,
+        *,
+        finished_before: datetime,
+        limit: int = 1000,
+        on_swept: Callable[[str], Awaitable[None]] | None = None,
+    ) -> int:
+        """Delete up to ``limit`` finished workflows older than ``finished_before`` whose
+        claim is not live (records, status, claim), one transaction each; the number swept.
+        Tokens come from the global sequence, so a later claim still outranks them."""
+        return await sweep_finished(self._access, self._tables, finished_before, limit, on_swept)
 
     def encode(self, value: object) -> str:
         """``value`` in the codec's JSON text, refused when over ``max_value_bytes``."""

@@ -9,16 +9,18 @@ ORDER BY seq;
 
 -- name: claim
 -- The DO UPDATE's WHERE is the "is it free" check: a live claim fails it and RETURNING
--- yields nothing. Two first-ever claims serialize on the primary key.
+-- yields nothing. Two first-ever claims serialize on the primary key. Tokens come from the
+-- global sequence, drawn under the row lock on update, so they increase per workflow and a
+-- claim row the retention sweep deleted cannot rewind them.
 INSERT INTO {workflow_claim} AS held (workflow, token, held_until, alive_until, alive_for)
 VALUES (
-    $1::text, 1,
+    $1::text, nextval('{workflow_seq_text}'),
     now() + make_interval(secs => $2::float8),
     LEAST(now() + make_interval(secs => $3::float8), now() + make_interval(secs => $2::float8)),
     $3::float8
 )
 ON CONFLICT (workflow) DO UPDATE
-    SET token = held.token + 1,
+    SET token = nextval('{workflow_seq_text}'),
         held_until = now() + make_interval(secs => $2::float8),
         alive_until = LEAST(now() + make_interval(secs => $3::float8),
                             now() + make_interval(secs => $2::float8)),
@@ -114,7 +116,7 @@ DELETE FROM {workflow_status} WHERE workflow = $1::text;
 
 -- name: discard_fence
 UPDATE {workflow_claim}
-SET token = token + 1, held_until = now(), alive_until = now()
+SET token = nextval('{workflow_seq_text}'), held_until = now(), alive_until = now()
 WHERE workflow = $1::text;
 
 -- name: set_status
