@@ -3,6 +3,7 @@ and the transitions that cross both (`Durable`)."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Generic, Protocol, TypeVar, runtime_checkable
@@ -174,6 +175,22 @@ class Checkpointer(Protocol[EffectT_contra]):
         self, *, status: WorkflowStatus | None = None, limit: int = 50, after: str | None = None
     ) -> list[WorkflowInfo]:
         """Statuses ordered by workflow id, those after ``after``, filtered by ``status``."""
+        ...
+
+    async def sweep(
+        self,
+        *,
+        finished_before: datetime,
+        limit: int = 1000,
+        on_swept: Callable[[str], Awaitable[None]] | None = None,
+    ) -> int:
+        """Delete, for up to ``limit`` workflows completed or failed before
+        ``finished_before`` (aware; the store's clock) whose claim is not live, every
+        record, the status and the claim, atomically per workflow; the number swept.
+
+        A later claim still outranks every token handed out before. ``on_swept`` is awaited
+        with each swept id. `InvalidInputError` for a naive datetime or a limit below 1.
+        """
         ...
 
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from durably.codec import CheckpointCodec, JsonCodec
 from durably.errors import Fenced
+from durably.retention import FINISHED, sweep_arguments
 from durably.status import WorkflowInfo, WorkflowStatus
 from durably.validation import identifier, positive
 from durably.workflows import Entry, Pass, Recorded, Written, inbox_key
@@ -67,6 +68,8 @@ class MemoryCheckpointer:
         self._statuses: dict[str, _Status] = {}
         # Never reset (not even by discard), so an inbox key is never reused.
         self._appended: dict[str, int] = {}
+        # The highest token of any swept claim: a claim created afresh starts above it.
+        self._swept_token = 0
 
     @property
     def codec(self) -> CheckpointCodec:
@@ -101,7 +104,7 @@ class MemoryCheckpointer:
         current = self._claims.get(workflow)
         if current is not None and current.alive_until > now:
             return None
-        token = current.token + 1 if current is not None else 1
+        token = current.token + 1 if current is not None else self._swept_token + 1
         held_until = now + budget
         self._claims[workflow] = _Claim(token, held_until, min(now + alive, held_until), alive)
         return Pass(workflow, token)
@@ -223,6 +226,40 @@ class MemoryCheckpointer:
             if len(found) == limit:
                 break
         return found
+
+    # --- retention ---------------------------------------------------------------------------
+
+    async def sweep(
+        self,
+        *,
+        finished_before: datetime,
+        limit: int = 1000,
+        on_swept: Callable[[str], Awaitable[None]] | None = None,
+    ) -> int:
+        """Delete up to ``limit`` finished workflows older than ``finished_before`` whose
+        claim is not live (records, status, claim); the number swept."""
+        sweep_arguments(finished_before, limit)
+        before = finished_before.timestamp()
+        now = self._now()
+        chosen = sorted(
+            (stored.updated_at, workflow)
+            for workflow, stored in self._statuses.items()
+            if stored.status in FINISHED
+            and stored.updated_at < before
+            and (workflow not in self._claims or self._claims[workflow].alive_until <= now)
+        )[:limit]
+        # Every deletion happens before the first await, so the whole batch is atomic.
+        for _, workflow in chosen:
+            self._records.pop(workflow, None)
+            self._statuses.pop(workflow, None)
+            self._appended.pop(workflow, None)
+            claim = self._claims.pop(workflow, None)
+            if claim is not None:
+                self._swept_token = max(self._swept_token, claim.token)
+        if on_swept is not None:
+            for _, workflow in chosen:
+                await on_swept(workflow)
+        return len(chosen)
 
     # --- synchronous steps, shared with MemoryDurable so it never awaits between writes ---
 

@@ -3,12 +3,13 @@ locks, then each is swept in a transaction of its own under its claim row's lock
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import functools
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 
 from durably.postgres import statements
 from durably.postgres.connection import Access
-from durably.postgres.executor import Session
+from durably.postgres.executor import Row, Session
 from durably.postgres.failures import state_errors
 from durably.postgres.schema import StateTables
 from durably.retention import FINISHED, sweep_arguments
@@ -29,7 +30,10 @@ async def sweep_finished(
     sql = statements.render_all(_TEMPLATES, tables.names)
     completed, failed = (status.value for status in FINISHED)
 
-    async def one(session: Session, workflow: str) -> bool:
+    async def candidates(session: Session, *, wanted: int) -> Sequence[Row]:
+        return await session.fetch(sql["finished"], completed, failed, finished_before, wanted)
+
+    async def one(session: Session, *, workflow: str) -> bool:
         held = await session.fetch(sql["lock_claim"], workflow)
         if held and held[0][0]:
             return False  # a live pass took it since it was chosen
@@ -39,17 +43,12 @@ async def sweep_finished(
     swept = 0
     while swept < limit:
         wanted = limit - swept
-        chosen = await access.run(
-            lambda s, wanted=wanted: s.fetch(
-                sql["finished"], completed, failed, finished_before, wanted
-            ),
-            errors=state_errors,
-        )
+        chosen = await access.run(functools.partial(candidates, wanted=wanted), errors=state_errors)
         progressed = False
         for (workflow,) in chosen:
             name = str(workflow)
             gone = await access.run(
-                lambda s, name=name: one(s, name), errors=state_errors, transaction=True
+                functools.partial(one, workflow=name), errors=state_errors, transaction=True
             )
             if gone:
                 swept += 1

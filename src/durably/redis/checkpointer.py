@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections import OrderedDict
-from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any, Self
 
 from durably.codec import CheckpointCodec, JsonCodec
@@ -21,6 +22,7 @@ from durably.redis.effects import LuaEffect, effect_key
 from durably.redis.preflight import preflight
 from durably.redis.scripts import Script, scripts
 from durably.redis.settings import RedisStoreSettings
+from durably.retention import FINISHED, sweep_arguments
 from durably.status import WorkflowInfo, WorkflowStatus
 from durably.validation import identifier, positive
 from durably.workflows import INBOX_DIGITS, INBOX_PREFIX, Entry, Pass, Recorded, Written, inbox_key
@@ -39,9 +41,15 @@ _LUA = scripts(
     prelude="workflow_lib.lua",
 )
 _INDEX = scripts("workflow_index")["workflow_index"]
+_SWEEP = scripts("workflow_sweep", prelude="workflow_lib.lua")["workflow_sweep"]
+_SWEEP_BATCH = 200
+_SWEEP_GRACE_MS = str(3_600_000)  # how long a swept token key outlives the clock passing it
 _TRANSACT = Script.load("workflow_transact.lua", "workflow_lib.lua").source
 _MARKER = "--@effect"
 _STATUSES = [status.value for status in WorkflowStatus]
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _us(seconds: float) -> str:
@@ -287,6 +295,54 @@ class RedisCheckpointer:
         )
         await self._reindex(workflow, None)
         return int(count)
+
+    async def sweep(
+        self,
+        *,
+        finished_before: datetime,
+        limit: int = 1000,
+        on_swept: Callable[[str], Awaitable[None]] | None = None,
+    ) -> int:
+        """Delete up to ``limit`` finished workflows older than ``finished_before`` whose
+        claim is not live (records, status, claim), one script each on the workflow's slot;
+        the number swept. Candidates come from the status index in workflow-id order.
+
+        The token key stays, fenced past every pass, until the server clock has passed it
+        by an hour; a later claim's hybrid logical clock then still outranks it.
+        """
+        sweep_arguments(finished_before, limit)
+        cutoff = str((finished_before - _EPOCH) // timedelta(microseconds=1))
+        args = [cutoff, _SWEEP_GRACE_MS, *(status.value for status in FINISHED)]
+        client = self._redis.client
+        swept = 0
+        for status in FINISHED:
+            index, start = self._index + f"status:{status.value}", "-"
+            while swept < limit:
+                batch = await self._redis.state(
+                    functools.partial(
+                        client.zrangebylex, index, start, "+", start=0, num=_SWEEP_BATCH
+                    )
+                )
+                if not batch:
+                    break
+                names = [text(name) for name in batch]
+                start = "(" + names[-1]
+                while names and swept < limit:
+                    chunk, names = names[: limit - swept], names[limit - swept :]
+                    gone = await asyncio.gather(*(self._sweep_one(n, args) for n in chunk))
+                    for name, went in zip(chunk, gone, strict=True):
+                        if went:
+                            swept += 1
+                            if on_swept is not None:
+                                await on_swept(name)
+        return swept
+
+    async def _sweep_one(self, workflow: str, args: list[str]) -> bool:
+        keys_ = self._keys(workflow, "claim", "token", "records", "written", "seq", "status")
+        if not int(await self._run(_SWEEP, keys_, args)):
+            return False
+        await self._reindex(workflow, None)
+        return True
 
     # --- status ----------------------------------------------------------------------------
 

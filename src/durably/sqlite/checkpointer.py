@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from durably.codec import CheckpointCodec, JsonCodec
 from durably.errors import Fenced, InvalidInputError
+from durably.retention import FINISHED, sweep_arguments
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
 from durably.status import WorkflowInfo, WorkflowStatus
@@ -15,6 +17,8 @@ from durably.validation import identifier, positive
 from durably.workflows import Entry, Pass, Recorded, Written, inbox_key
 
 _SQL = load_statements("checkpointer.sql")
+_SWEEP = load_statements("sweep.sql")
+_SWEEP_BATCH = 100  # workflows per transaction: bounds how long one sweep holds the lock
 
 SqliteEffect = Callable[[sqlite3.Cursor], object]
 """What `SqliteCheckpointer.transact` commits with a record: a synchronous callback given a
@@ -71,7 +75,9 @@ class BoundSqliteCheckpointer:
         row = self._tx.one(_SQL["get_claim"], {"workflow": workflow})
         if row is not None and row["alive_until"] > now:
             return None
-        token = 1 if row is None else row["token"] + 1
+        # A fresh claim row starts above every claim the retention sweep deleted.
+        base = row["token"] if row is not None else self._tx.row(_SWEEP["swept_token"])[0]
+        token = base + 1
         held_until = now + budget
         self._tx.execute(
             _SQL["take_claim"],
@@ -149,6 +155,28 @@ class BoundSqliteCheckpointer:
         self._tx.execute(_SQL["delete_status"], params)
         self._tx.execute(_SQL["fence_claim"], {**params, "now": self._tx.store_now})
         return deleted
+
+    def sweep(self, *, before: float, limit: int) -> list[str]:
+        """Delete up to ``limit`` finished workflows updated before ``before`` whose claim
+        is not live (records, status, claim, inbox position); the ids swept."""
+        completed, failed = (status.value for status in FINISHED)
+        chosen = self._tx.all(
+            _SWEEP["finished"],
+            {
+                "completed": completed,
+                "failed": failed,
+                "before": before,
+                "now": self._tx.store_now,
+                "limit": limit,
+            },
+        )
+        for row in chosen:
+            params = {"workflow": row["workflow"]}
+            for name in ("delete_records", "delete_status", "delete_claim", "delete_inbox"):
+                self._tx.execute(_SWEEP[name], params)
+            if row["token"] is not None:
+                self._tx.execute(_SWEEP["raise_swept_token"], {"token": row["token"]})
+        return [row["workflow"] for row in chosen]
 
     def release(self, holder: Pass) -> None:
         """End ``holder``'s claim now (if it is current) without rewinding its token."""
@@ -292,6 +320,35 @@ class SqliteCheckpointer:
         """Delete every record and the status and fence the holder, atomically; the count."""
         identifier(workflow, "workflow")
         return await self._db.transaction(lambda tx: self.bound(tx).discard(workflow))
+
+    async def sweep(
+        self,
+        *,
+        finished_before: datetime,
+        limit: int = 1000,
+        on_swept: Callable[[str], Awaitable[None]] | None = None,
+    ) -> int:
+        """Delete up to ``limit`` finished workflows older than ``finished_before`` whose
+        claim is not live (records, status, claim), in transactions of up to 100 workflows;
+        the number swept. A fresh claim afterwards outranks every deleted token."""
+        sweep_arguments(finished_before, limit)
+        before = finished_before.timestamp()
+        swept = 0
+        while swept < limit:
+            batch = min(_SWEEP_BATCH, limit - swept)
+            workflows = await self._db.transaction(
+                functools.partial(self._sweep_in, before=before, limit=batch)
+            )
+            swept += len(workflows)
+            if on_swept is not None:
+                for workflow in workflows:
+                    await on_swept(workflow)
+            if len(workflows) < batch:
+                break
+        return swept
+
+    def _sweep_in(self, tx: Transaction, *, before: float, limit: int) -> list[str]:
+        return self.bound(tx).sweep(before=before, limit=limit)
 
     async def release(self, holder: Pass) -> None:
         """End ``holder``'s claim now without rewinding its token."""

@@ -86,7 +86,8 @@ CREATE TABLE IF NOT EXISTS durably_workflow_checkpoint (
     UNIQUE (workflow, key)
 );
 
--- One claim row per workflow; never deleted, so a token is never rewound.
+-- One claim row per workflow, deleted only by the retention sweep (which keeps the highest
+-- token it deleted in durably_workflow_swept_token), so a token is never rewound.
 CREATE TABLE IF NOT EXISTS durably_workflow_claim (
     workflow TEXT PRIMARY KEY,
     token INTEGER NOT NULL,
@@ -108,6 +109,17 @@ CREATE TABLE IF NOT EXISTS durably_workflow_status (
     attempts INTEGER NOT NULL,
     last_error TEXT,
     updated_at REAL NOT NULL
+);
+
+-- What the retention sweep looks for: finished statuses, oldest first.
+CREATE INDEX IF NOT EXISTS durably_workflow_status_by_age
+    ON durably_workflow_status (status, updated_at);
+
+-- One row: the highest token of any claim the retention sweep deleted. A claim row created
+-- afresh starts above it, so a swept workflow's tokens are never rewound.
+CREATE TABLE IF NOT EXISTS durably_workflow_swept_token (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    token INTEGER NOT NULL
 );
 
 -- Scheduler entries: ready (visible from visible_at) or sleeping (due on the caller's clock).

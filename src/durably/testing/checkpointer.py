@@ -22,6 +22,7 @@ from durably.testing.checkpointer_inputs import CheckpointerInputCases
 from durably.testing.checkpointer_isolation import CheckpointerIsolationCases
 from durably.testing.checkpointer_records import CheckpointerRecordCases
 from durably.testing.checkpointer_status import CheckpointerStatusCases
+from durably.testing.checkpointer_sweep import CheckpointerSweepCases
 
 
 class CheckpointerClaimCases:
@@ -191,6 +192,7 @@ class CheckpointerConformance(
     CheckpointerInputCases,
     CheckpointerStatusCases,
     CheckpointerIsolationCases,
+    CheckpointerSweepCases,
 ):
     """Every test here must pass for every `Checkpointer` durably ships."""
 
