@@ -1,8 +1,16 @@
-"""PostgreSQL figures, each also as a ratio to a floor measured in the same run.
+"""PostgreSQL figures against a floor of our own over the same server, as ratios.
 
-The floor is a minimal queue of our own over the same server (single-row INSERT, batched
-``UPDATE ... WHERE id IN (SELECT ... FOR UPDATE SKIP LOCKED LIMIT k)``, DELETE), so the
-ratios survive a noisy machine where absolute figures do not. Medians of three runs.
+The floor is a minimal queue of our own (single-row ``INSERT``; batched ``UPDATE ... WHERE id
+IN (SELECT ... FOR UPDATE SKIP LOCKED LIMIT k)`` to claim; ``DELETE`` to complete), through
+the same pool and executor, with ``fsync`` and ``synchronous_commit`` as the server has them.
+
+The machine is shared, so one measurement of a figure says little. After one discarded
+warm-up round, each of ``ROUNDS`` rounds measures the floor and durably together and the
+table prints the median of the per-round ratios and their range. Within a round the two
+sides share the load as closely as the figure allows: one-at-a-time loops (enqueue, record,
+transact) alternate in slices of ``SLICE`` operations, latency samples alternate one by one
+(each side idle ``IDLE_SECONDS`` before its sample, as an idle worker is), and the drains
+run back to back, the order swapped every round.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import statistics
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -21,28 +30,30 @@ from durably.clock import SystemClock
 from durably.postgres import PostgresCheckpointer, PostgresWorkQueue, StateTables, migrate
 from durably.postgres.executor import database_for
 from durably.work import QueuePolicy, WorkItem
+from durably.worker import Worker
 
 ADMIN_DSN = os.environ.get(
     "DURABLY_BENCH_POSTGRES_DSN", "postgresql://root@127.0.0.1:5432/postgres"
 )
-RUNS = 3
-ENQUEUES = 300
-DRAIN = 1200
+WARMUP = 1
+ROUNDS = 5
+ONE_AT_A_TIME = 200  # enqueues, records, transacts per side and round
+SLICE = 25
+DRAIN = 1500
 CONCURRENCY = 10
 BATCH = 10
 PROCESSES = 4
-LATENCY_SAMPLES = 60
+LATENCY_SAMPLES = 25  # per side and round
 IDLE_SECONDS = 0.02  # how long the waiting side sits idle before each latency sample
-STEPS = 300
+ENQUEUE_QUEUE = "bench-enqueue"  # kept apart from the drained queue
+
+Step = Callable[[int], Awaitable[object]]
 
 
 def _floor_statements(schema: str) -> dict[str, str]:
-    from pathlib import Path
-
     text = (Path(__file__).parent / "postgres_floor.sql").read_text()
-    parts = text.split("-- name: ")[1:]
     found: dict[str, str] = {}
-    for part in parts:
+    for part in text.split("-- name: ")[1:]:
         name, _, body = part.partition("\n")
         found[name.strip()] = body.strip().rstrip(";").replace("{schema}", schema)
     return found
@@ -71,43 +82,26 @@ async def _fetch(pool: Any, statement: str, *args: Any) -> Any:
         return await session.fetch(statement, *args)
 
 
-def _median(samples: list[float]) -> float:
-    return statistics.median(samples)
+def _queue(pool: Any, tables: StateTables) -> PostgresWorkQueue:
+    return PostgresWorkQueue(
+        pool, clock=SystemClock(), policy=QueuePolicy(lease_seconds=60), tables=tables
+    )
 
 
-async def _rate(count: int, body: Callable[[], Awaitable[None]]) -> float:
-    started = time.perf_counter()
-    await body()
-    return count / (time.perf_counter() - started)
+async def interleaved(count: int, floor_step: Step, our_step: Step) -> tuple[float, float]:
+    """Ops/s of each side, in alternating slices (order swapped every slice)."""
+    spent = [0.0, 0.0]
+    for start in range(0, count, SLICE):
+        sides = [(0, floor_step), (1, our_step)]
+        for side, step in sides if (start // SLICE) % 2 == 0 else sides[::-1]:
+            began = time.perf_counter()
+            for n in range(start, min(count, start + SLICE)):
+                await step(n)
+            spent[side] += time.perf_counter() - began
+    return count / spent[0], count / spent[1]
 
 
-# --- floor ------------------------------------------------------------------------------
-
-
-async def floor_enqueue(pool: Any, sql: dict[str, str]) -> float:
-    async def body() -> None:
-        for n in range(ENQUEUES):
-            await _fetch(pool, sql["enqueue"], f'{{"n": {n}}}')
-
-    rate = await _rate(ENQUEUES, body)
-    await _fetch(pool, sql["clear"])
-    return rate
-
-
-async def floor_drain(pool: Any, sql: dict[str, str], total: int) -> float:
-    async def worker() -> None:
-        while True:
-            rows = await _fetch(pool, sql["claim"], BATCH)
-            if not rows:
-                return
-            for (job,) in rows:
-                await _fetch(pool, sql["complete"], job)
-
-    return await _rate(total, lambda: _gather(worker() for _ in range(CONCURRENCY)))
-
-
-async def _gather(coroutines: Any) -> None:
-    await asyncio.gather(*coroutines)
+# --- drains ---------------------------------------------------------------------------
 
 
 async def floor_fill(pool: Any, sql: dict[str, str], total: int) -> None:
@@ -115,48 +109,6 @@ async def floor_fill(pool: Any, sql: dict[str, str], total: int) -> None:
         await asyncio.gather(
             *(_fetch(pool, sql["enqueue"], "{}") for _ in range(min(100, total - start)))
         )
-
-
-async def floor_latency(
-    dsn: str, pool: Any, sql: dict[str, str], schema: str, idle: float = 0.0
-) -> list[float]:
-    """Enqueue-to-claimed. With ``idle`` the listener first sits idle that long, exactly as
-    durably's worker does before each sample: that is the floor the latency ratios use,
-    since the issue measures an *idle* worker and waking an idle process alone costs about
-    a millisecond here. Back to back (``idle=0``) is printed for reference."""
-    import psycopg
-
-    samples = []
-    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as listener:
-        await listener.execute(f'LISTEN "floor_{schema}"')
-        for _ in range(LATENCY_SAMPLES):
-            if idle:
-                await asyncio.sleep(idle)
-            started = time.perf_counter()
-            await _fetch(pool, sql["enqueue_notify"], "{}")
-            async for _note in listener.notifies(timeout=5.0, stop_after=1):
-                pass
-            rows = await _fetch(pool, sql["claim"], 1)
-            samples.append(time.perf_counter() - started)
-            await _fetch(pool, sql["complete"], rows[0][0])
-    return samples
-
-
-# --- durably -------------------------------------------------------------------------
-
-
-def _queue(pool: Any, tables: StateTables) -> PostgresWorkQueue:
-    return PostgresWorkQueue(
-        pool, clock=SystemClock(), policy=QueuePolicy(lease_seconds=60), tables=tables
-    )
-
-
-async def durably_enqueue(queue: PostgresWorkQueue) -> float:
-    async def body() -> None:
-        for n in range(ENQUEUES):
-            await queue.enqueue(WorkItem(id=uuid.uuid4().hex, tenant="t", payload={"n": str(n)}))
-
-    return await _rate(ENQUEUES, body)
 
 
 async def durably_fill(queue: PostgresWorkQueue, total: int) -> None:
@@ -169,156 +121,296 @@ async def durably_fill(queue: PostgresWorkQueue, total: int) -> None:
         )
 
 
-async def durably_drain(queue: PostgresWorkQueue, total: int) -> float:
-    async def worker(name: str) -> None:
-        while True:
-            batch = await queue.claim_many(worker=name, limit=BATCH)
-            if not batch:
-                return
+async def floor_drain(pool: Any, sql: dict[str, str]) -> int:
+    done = 0
+
+    async def loop() -> None:
+        nonlocal done
+        while rows := await _fetch(pool, sql["claim"], BATCH):
+            for (job,) in rows:
+                await _fetch(pool, sql["complete"], job)
+                done += 1
+
+    await asyncio.gather(*(loop() for _ in range(CONCURRENCY)))
+    return done
+
+
+async def durably_drain(queue: PostgresWorkQueue) -> int:
+    done = 0
+
+    async def loop(name: str) -> None:
+        nonlocal done
+        while batch := await queue.claim_many(worker=name, limit=BATCH):
             for item in batch:
                 await queue.complete(item.id, tenant=item.tenant, worker=name)
+                done += 1
 
-    return await _rate(total, lambda: _gather(worker(f"w{n}") for n in range(CONCURRENCY)))
-
-
-async def durably_latency(queue: PostgresWorkQueue) -> list[float]:
-    samples = []
-    await queue.wait_for_work(within=0)
-    await queue.listener.ready()
-    for _ in range(LATENCY_SAMPLES):
-        ready = asyncio.Event()
-        taken: list[float] = []
-
-        async def idle_worker(ready: asyncio.Event = ready, taken: list[float] = taken) -> None:
-            ready.set()
-            while True:
-                item = await queue.claim(worker="idle")
-                if item is not None:
-                    taken.append(time.perf_counter())
-                    await queue.complete(item.id, tenant=item.tenant, worker="idle")
-                    return
-                await queue.wait_for_work(within=5.0)
-
-        task = asyncio.create_task(idle_worker())
-        await ready.wait()
-        await asyncio.sleep(IDLE_SECONDS)  # let the worker go idle on its wait
-        started = time.perf_counter()
-        await queue.enqueue(WorkItem(id=uuid.uuid4().hex, tenant="t"))
-        await task
-        samples.append(taken[0] - started)
-    return samples
+    await asyncio.gather(*(loop(f"w{os.getpid()}-{n}") for n in range(CONCURRENCY)))
+    return done
 
 
-async def durably_steps(pool: Any, tables: StateTables) -> tuple[float, float]:
-    cp = PostgresCheckpointer(pool, tables=tables)
-    holder = await cp.claim(uuid.uuid4().hex, 600, 600)
-    assert holder is not None
+class _CountingQueue(PostgresWorkQueue):
+    """Counts completions, so a Worker's drain is timed to its last settle."""
 
-    async def record() -> None:
-        for n in range(STEPS):
-            await cp.record(holder, f"s{n}", {"n": n})
+    target = 0
+    completed = 0
+    drained: asyncio.Event
 
-    async def effect(cursor: Any) -> object:
-        return 1
-
-    async def transact() -> None:
-        for n in range(STEPS):
-            await cp.transact(holder, f"t{n}", effect)
-
-    return await _rate(STEPS, record), await _rate(STEPS, transact)
+    async def complete(self, item_id: str, *, tenant: str, worker: str) -> WorkItem:
+        item = await super().complete(item_id, tenant=tenant, worker=worker)
+        self.completed += 1
+        if self.completed == self.target:
+            self.drained.set()
+        return item
 
 
-# --- processes -------------------------------------------------------------------------
+async def worker_drain(pool: Any, tables: StateTables, total: int) -> float:
+    """A real `Worker` at concurrency 10 with an empty handler: items/s to the last settle."""
+    queue = _CountingQueue(
+        pool, clock=SystemClock(), policy=QueuePolicy(lease_seconds=60), tables=tables
+    )
+    queue.target, queue.drained = total, asyncio.Event()
+
+    async def handler(item: WorkItem) -> None:
+        return None
+
+    worker = Worker(name=f"bench-{uuid.uuid4().hex[:6]}", grace_seconds=1.0)
+    worker.handle(queue, handler, concurrency=CONCURRENCY)
+    started = time.perf_counter()
+    serving = asyncio.create_task(worker.run(install_signal_handlers=False))
+    await asyncio.wait_for(queue.drained.wait(), 120)
+    elapsed = time.perf_counter() - started
+    worker.stop()
+    await serving
+    await queue.close()
+    return total / elapsed
 
 
-def _child(kind: str, dsn: str, schema: str, total: int, start: Any) -> None:
+def _child(dsn: str, commands: Any, barrier: Any) -> None:
+    """A drain process of its own, kept for every round: on each command, set up, wait at the
+    barrier with the others, drain, report how many it took."""
+
     async def run() -> None:
         pool = await _pool(dsn)
         try:
-            start.wait()
-            if kind == "floor":
-                await floor_drain(pool, _floor_statements(schema), total)
-            else:
-                await durably_drain(_queue(pool, StateTables(schema=schema)), total)
+            while (command := await asyncio.to_thread(commands.recv)) is not None:
+                kind, schema = command
+                sql = _floor_statements(schema)
+                queue = _queue(pool, StateTables(schema=schema))
+                await asyncio.to_thread(barrier.wait)
+                if kind == "floor":
+                    done = await floor_drain(pool, sql)
+                else:
+                    done = await durably_drain(queue)
+                commands.send(done)
         finally:
             await pool.close()
 
     asyncio.run(run())
 
 
-def processes_rate(kind: str, dsn: str, schema: str, total: int) -> float:
-    context = multiprocessing.get_context("spawn")
-    start = context.Event()
-    children = [
-        context.Process(target=_child, args=(kind, dsn, schema, total, start))
-        for _ in range(PROCESSES)
-    ]
-    for child in children:
-        child.start()
-    time.sleep(2.0)  # let every child connect before the clock starts
-    started = time.perf_counter()
-    start.set()
-    for child in children:
-        child.join()
-    return total / (time.perf_counter() - started)
+class Processes:
+    """``PROCESSES`` drain processes started once, so a round pays no start-up."""
+
+    def __init__(self, dsn: str) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.barrier = context.Barrier(PROCESSES + 1)
+        self.pipes: list[Any] = []
+        self.children: list[Any] = []
+        for _ in range(PROCESSES):
+            ours, theirs = context.Pipe()
+            child = context.Process(target=_child, args=(dsn, theirs, self.barrier))
+            child.start()
+            self.pipes.append(ours)
+            self.children.append(child)
+
+    async def rate(self, kind: str, schema: str, total: int) -> float:
+        for pipe in self.pipes:
+            pipe.send((kind, schema))
+        await asyncio.to_thread(self.barrier.wait, 60)  # every process is set up
+        started = time.perf_counter()
+        done = sum(await asyncio.gather(*(asyncio.to_thread(p.recv) for p in self.pipes)))
+        elapsed = time.perf_counter() - started
+        assert done == total, (kind, done, total)
+        return total / elapsed
+
+    def close(self) -> None:
+        for pipe in self.pipes:
+            pipe.send(None)
+        for child in self.children:
+            child.join(30)
 
 
-# --- main ------------------------------------------------------------------------------
+# --- latency ----------------------------------------------------------------------------
 
 
-async def measure(dsn: str) -> dict[str, list[float]]:
-    figures: dict[str, list[float]] = {}
-    pool = await _pool(dsn)
-    try:
-        for _ in range(RUNS):
-            schema = f"b_{uuid.uuid4().hex[:10]}"
-            tables = StateTables(schema=schema)
-            await migrate(pool, tables)
-            sql = _floor_statements(schema)
-            await _fetch(pool, sql["create"])
-            queue = _queue(pool, tables)
+async def latencies(
+    dsn: str, pool: Any, sql: dict[str, str], schema: str, queue: PostgresWorkQueue
+) -> tuple[list[float], list[float]]:
+    """Enqueue-to-claimed seconds, floor and durably samples alternating. The floor's
+    listener and durably's worker each sit idle ``IDLE_SECONDS`` before every sample."""
+    import psycopg
 
-            def add(name: str, value: float) -> None:
-                figures.setdefault(name, []).append(value)
+    floor_samples: list[float] = []
+    our_samples: list[float] = []
+    await queue.wait_for_work(within=0)
+    await queue.listener.ready()
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as listener:
+        await listener.execute(f'LISTEN "floor_{schema}"')
 
-            add("floor enqueue/s", await floor_enqueue(pool, sql))
-            add("durably enqueue/s", await durably_enqueue(queue))
-            await floor_fill(pool, sql, DRAIN)
-            add("floor claim+complete/s (1 proc x 10)", await floor_drain(pool, sql, DRAIN))
-            await durably_fill(queue, DRAIN)
-            drained = await durably_drain(queue, DRAIN)
-            add("durably claim+complete/s (1 proc x 10)", drained)
-            await floor_fill(pool, sql, DRAIN)
-            add(
-                "floor claim+complete/s (4 procs x 10)",
-                await asyncio.to_thread(processes_rate, "floor", dsn, schema, DRAIN),
-            )
-            await durably_fill(queue, DRAIN)
-            add(
-                "durably claim+complete/s (4 procs x 10)",
-                await asyncio.to_thread(processes_rate, "durably", dsn, schema, DRAIN),
-            )
-            busy_samples = await floor_latency(dsn, pool, sql, schema)
-            floor_samples = await floor_latency(dsn, pool, sql, schema, idle=IDLE_SECONDS)
-            ours = await durably_latency(queue)
-            add("floor latency p50 ms", 1000 * statistics.median(floor_samples))
-            add("durably latency p50 ms", 1000 * statistics.median(ours))
-            add("floor latency p99 ms", 1000 * _p99(floor_samples))
-            add("durably latency p99 ms", 1000 * _p99(ours))
-            add("(floor latency p50 ms, back to back)", 1000 * statistics.median(busy_samples))
-            recorded, transacted = await durably_steps(pool, tables)
-            add("durably record steps/s", recorded)
-            add("durably transact steps/s", transacted)
-            await queue.close()
-    finally:
-        await pool.close()
-    return figures
+        async def floor_sample() -> None:
+            await asyncio.sleep(IDLE_SECONDS)
+            started = time.perf_counter()
+            await _fetch(pool, sql["enqueue_notify"], "{}")
+            async for _note in listener.notifies(timeout=5.0, stop_after=1):
+                pass
+            rows = await _fetch(pool, sql["claim"], 1)
+            floor_samples.append(time.perf_counter() - started)
+            await _fetch(pool, sql["complete"], rows[0][0])
+
+        async def our_sample() -> None:
+            ready = asyncio.Event()
+            taken: list[float] = []
+
+            async def idle_worker() -> None:
+                ready.set()
+                while True:
+                    item = await queue.claim(worker="idle")
+                    if item is not None:
+                        taken.append(time.perf_counter())
+                        await queue.complete(item.id, tenant=item.tenant, worker="idle")
+                        return
+                    await queue.wait_for_work(within=5.0)
+
+            task = asyncio.create_task(idle_worker())
+            await ready.wait()
+            await asyncio.sleep(IDLE_SECONDS)  # let the worker go idle on its wait
+            started = time.perf_counter()
+            await queue.enqueue(WorkItem(id=uuid.uuid4().hex, tenant="t"))
+            await task
+            our_samples.append(taken[0] - started)
+
+        for n in range(LATENCY_SAMPLES):
+            for sample in (floor_sample, our_sample) if n % 2 == 0 else (our_sample, floor_sample):
+                await sample()
+    return floor_samples, our_samples
+
+
+# --- one round --------------------------------------------------------------------------
+
+Pairs = dict[str, tuple[float, float]]
+
+
+async def one_round(
+    dsn: str, pool: Any, processes: Processes, number: int, samples: dict[str, list[float]]
+) -> Pairs:
+    schema = f"b_{uuid.uuid4().hex[:10]}"
+    tables = StateTables(schema=schema)
+    await migrate(pool, tables)
+    sql = _floor_statements(schema)
+    await _fetch(pool, sql["create"])
+    queue = _queue(pool, tables)
+    floor_first = number % 2 == 0
+    pairs: Pairs = {}
+
+    async def floor_insert(n: int) -> None:
+        await _fetch(pool, sql["enqueue"], f'{{"n": {n}}}')
+
+    async def our_enqueue(n: int) -> None:
+        await queue.enqueue(
+            WorkItem(id=uuid.uuid4().hex, tenant="t", queue=ENQUEUE_QUEUE, payload={"n": str(n)})
+        )
+
+    pairs["enqueue/s"] = await interleaved(ONE_AT_A_TIME, floor_insert, our_enqueue)
+
+    checkpointer = PostgresCheckpointer(pool, tables=tables)
+    holder = await checkpointer.claim(uuid.uuid4().hex, 600, 600)
+    assert holder is not None
+
+    async def record(n: int) -> None:
+        await checkpointer.record(holder, f"s{n}", {"n": n})
+
+    async def effect(cursor: Any) -> object:
+        return 1
+
+    async def transact(n: int) -> None:
+        await checkpointer.transact(holder, f"t{n}", effect)
+
+    pairs["record/s (vs floor insert)"] = await interleaved(ONE_AT_A_TIME, floor_insert, record)
+    pairs["transact/s (vs floor insert)"] = await interleaved(ONE_AT_A_TIME, floor_insert, transact)
+    await _fetch(pool, sql["clear"])
+
+    async def floor_one() -> float:
+        await floor_fill(pool, sql, DRAIN)
+        started = time.perf_counter()
+        assert await floor_drain(pool, sql) == DRAIN
+        return DRAIN / (time.perf_counter() - started)
+
+    async def ours_one() -> float:
+        await durably_fill(queue, DRAIN)
+        started = time.perf_counter()
+        assert await durably_drain(queue) == DRAIN
+        return DRAIN / (time.perf_counter() - started)
+
+    async def worker_one() -> float:
+        await durably_fill(queue, DRAIN)
+        return await worker_drain(pool, tables, DRAIN)
+
+    async def floor_many() -> float:
+        await floor_fill(pool, sql, DRAIN)
+        return await processes.rate("floor", schema, DRAIN)
+
+    async def ours_many() -> float:
+        await durably_fill(queue, DRAIN)
+        return await processes.rate("durably", schema, DRAIN)
+
+    for label, floor_side, our_side in (
+        ("claimed+completed/s, 1 proc x10", floor_one, ours_one),
+        ("  same, through a Worker (1 proc x10)", floor_one, worker_one),
+        (f"claimed+completed/s, {PROCESSES} procs x10", floor_many, ours_many),
+    ):
+        if floor_first:
+            floor_value = await floor_side()
+            pairs[label] = (floor_value, await our_side())
+        else:
+            our_value = await our_side()
+            pairs[label] = (await floor_side(), our_value)
+
+    floor_samples, our_samples = await latencies(dsn, pool, sql, schema, queue)
+    pairs["idle enqueue-to-start p50 (ms)"] = (
+        statistics.median(floor_samples),
+        statistics.median(our_samples),
+    )
+    samples.setdefault("floor", []).extend(floor_samples)
+    samples.setdefault("durably", []).extend(our_samples)
+    await queue.close()
+    await _fetch(pool, f"DROP SCHEMA {schema} CASCADE")
+    return pairs
 
 
 def _p99(samples: list[float]) -> float:
     """The 99th percentile (nearest rank)."""
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, max(0, round(0.99 * len(ordered)) - 1))]
+
+
+async def measure(dsn: str) -> tuple[list[Pairs], dict[str, list[float]]]:
+    rounds: list[Pairs] = []
+    samples: dict[str, list[float]] = {}
+    pool = await _pool(dsn)
+    processes = Processes(dsn)
+    try:
+        for number in range(WARMUP + ROUNDS):
+            kept: dict[str, list[float]] = {}
+            pairs = await one_round(dsn, pool, processes, number, kept)
+            if number >= WARMUP:
+                rounds.append(pairs)
+                for side, values in kept.items():
+                    samples.setdefault(side, []).extend(values)
+    finally:
+        await asyncio.to_thread(processes.close)
+        await pool.close()
+    return rounds, samples
 
 
 def main() -> None:
@@ -334,25 +426,34 @@ def main() -> None:
     with admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     try:
-        figures = asyncio.run(measure(_dsn(name)))
+        rounds, samples = asyncio.run(measure(_dsn(name)))
     finally:
         with psycopg.connect(ADMIN_DSN, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    medians = {key: _median(values) for key, values in figures.items()}
-    floors = {
-        "durably enqueue/s": "floor enqueue/s",
-        "durably claim+complete/s (1 proc x 10)": "floor claim+complete/s (1 proc x 10)",
-        "durably claim+complete/s (4 procs x 10)": "floor claim+complete/s (4 procs x 10)",
-        "durably latency p50 ms": "floor latency p50 ms",
-        "durably latency p99 ms": "floor latency p99 ms",
-        "durably record steps/s": "floor enqueue/s",
-        "durably transact steps/s": "floor enqueue/s",
-    }
-    print(f"{'figure (median of ' + str(RUNS) + ')':<44}{'value':>12}{'x floor':>10}")
-    for key, value in medians.items():
-        ratio = f"{value / medians[floors[key]]:.2f}" if key in floors else ""
-        print(f"{key:<44}{value:>12.1f}{ratio:>10}")
+    print(f"median of {ROUNDS} rounds after {WARMUP} warm-up round(s)")
+    print(f"{'figure':44} {'floor':>10} {'durably':>10} {'ratio':>7}  ratio range")
+    for label in rounds[0]:
+        floors = [pairs[label][0] for pairs in rounds]
+        ours = [pairs[label][1] for pairs in rounds]
+        ratios = sorted(o / f for f, o in zip(floors, ours, strict=True))
+        scale = 1000.0 if label.endswith("(ms)") else 1.0
+        print(
+            f"{label:44} {statistics.median(floors) * scale:10.1f} "
+            f"{statistics.median(ours) * scale:10.1f} "
+            f"{statistics.median(ratios):6.2f}x  {ratios[0]:.2f}-{ratios[-1]:.2f}",
+            flush=True,
+        )
+    floor_p99, our_p99 = _p99(samples["floor"]), _p99(samples["durably"])
     print(
-        f"(latency: both sides sit idle {IDLE_SECONDS * 1000:.0f} ms before each sample; "
-        "the back-to-back floor is for reference)"
+        f"{'idle enqueue-to-start p99 (ms), pooled':44} {floor_p99 * 1000:10.1f} "
+        f"{our_p99 * 1000:10.1f} {our_p99 / floor_p99:6.2f}x  "
+        f"({len(samples['durably'])} samples a side)"
     )
+    print(
+        f"(ratios: durably / floor per round; for latency lower is better. Both sides sit "
+        f"idle {IDLE_SECONDS * 1000:.0f} ms before each latency sample.)"
+    )
+
+
+if __name__ == "__main__":
+    main()
