@@ -139,6 +139,9 @@ class QueueService(Service):
         self.queue = queue
         self.handler = handler
         self.name = name
+        # The idle loop's waiting claim, which a stop (`nudge` once stopping) cancels.
+        self._claiming: asyncio.Future[WorkItem | None] | None = None
+        self._stopping = asyncio.Event()
 
     def fields(self, ctx: Context, item: WorkItem | None = None) -> dict[str, object]:
         fields: dict[str, object] = {"worker": ctx.worker, "queue": self.name}
@@ -170,36 +173,45 @@ class QueueService(Service):
         """Wait up to ``poll_seconds`` for the queue to offer an item and start it: the
         queue claims in the same round trip as the wake-up. A slot is free (idle runs only
         after a claim found nothing with a slot free), so only the stop cuts the wait
-        short; an item the cut-off claim took is given back by the shutdown's `adopt`."""
+        short (`nudge`); an item the cut-off claim took is given back by the shutdown's
+        `adopt`. The claim is awaited directly, so an item starts one loop turn after its
+        reply."""
         claiming = asyncio.ensure_future(
             claimer.claim_waiting(worker=ctx.worker, queue=self.name, within=ctx.poll_seconds)
         )
-        stopped = asyncio.ensure_future(ctx.stopping.wait())
+        self._claiming, self._stopping = claiming, ctx.stopping
+        if ctx.stopping.is_set():
+            self.nudge()
         try:
-            await asyncio.wait({claiming, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopped.cancel()
-            # A no-op unless the worker is stopping. Cancel until it ends: Python 3.11's
-            # `asyncio.wait_for` drops a cancel that lands just as a client opens a
-            # connection, and the blocking call would then run out its whole wait.
-            while not claiming.done():
-                claiming.cancel()
-                await asyncio.wait({claiming}, timeout=0.05)
-            await asyncio.gather(stopped, claiming, return_exceptions=True)
-        if claiming.cancelled():
+            item = await claiming
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # this loop itself is cancelled
+            return  # the stop cancelled the claim
+        except ConfigurationError as exc:
+            ctx.fatal(exc)
             return
-        failure = claiming.exception()
-        if isinstance(failure, ConfigurationError):
-            ctx.fatal(failure)
-            return
-        if failure is not None:
-            ctx.logger.error("claiming failed; retrying", exc_info=failure, extra=self.fields(ctx))
+        except Exception:
+            ctx.logger.exception("claiming failed; retrying", extra=self.fields(ctx))
             await self._rest(ctx.poll_seconds)
             return
-        item = claiming.result()
+        finally:
+            self._claiming = None
         if item is not None:
             ctx.logger.debug("claimed work item", extra=self.fields(ctx, item))
             self.start(self._work(ctx, item))
+
+    def nudge(self) -> None:
+        super().nudge()
+        claiming = self._claiming
+        if claiming is None or claiming.done() or not self._stopping.is_set():
+            return
+        claiming.cancel()
+        # Cancel until it ends: Python 3.11's `asyncio.wait_for` drops a cancel that lands
+        # just as a client opens a connection, and the blocking call would then run out its
+        # whole wait.
+        asyncio.get_running_loop().call_later(0.05, self.nudge)
 
     async def _work(self, ctx: Context, item: WorkItem) -> None:
         """Run the handler under a heartbeat, then settle: complete, fail, or (lease lost,
