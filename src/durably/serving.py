@@ -150,12 +150,20 @@ class QueueService(Service):
         return fields
 
     async def claim_one(self, ctx: Context) -> bool:
-        item = await self.queue.claim(worker=ctx.worker, queue=self.name)
-        if item is None:
-            return False
-        ctx.logger.debug("claimed work item", extra=self.fields(ctx, item))
-        self.start(self._work(ctx, item))
-        return True
+        # A queue with a batched claim fills every free slot in one round trip; each item
+        # still gets its own lease, heartbeat and fenced settle. Only this loop starts work,
+        # so the free slots counted here can only grow while the claim is in flight.
+        free = self.concurrency - len(self.inflight)
+        claim_many = getattr(self.queue, "claim_many", None)
+        if free > 1 and claim_many is not None:
+            batch: list[WorkItem] = await claim_many(worker=ctx.worker, queue=self.name, limit=free)
+        else:
+            item = await self.queue.claim(worker=ctx.worker, queue=self.name)
+            batch = [] if item is None else [item]
+        for item in batch:
+            ctx.logger.debug("claimed work item", extra=self.fields(ctx, item))
+            self.start(self._work(ctx, item))
+        return bool(batch)
 
     async def idle(self, ctx: Context) -> None:
         if getattr(self.queue, "claim_waiting", None) is not None:

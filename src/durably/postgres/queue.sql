@@ -42,9 +42,11 @@ INSERT INTO {counters} AS c (queue, reaped) VALUES ($1::text, $2::bigint)
 ON CONFLICT (queue) DO UPDATE SET reaped = c.reaped + $2::bigint;
 
 -- name: claim
--- $1 queue, $2 now, $3 worker, $4 lease seconds, $5 how many (a batch may drain one tenant).
+-- $1 queue, $2 now, $3 worker, $4 lease seconds, $5 how many.
 -- Tenants in turn order (never served = 0, ties to the oldest due item), then within the
--- tenant priority, age and enqueue order; the served tenant's turn goes to the back.
+-- tenant priority, age and enqueue order; the served tenants' turns go to the back. A batch
+-- takes what $5 single claims in a row would: one item of each tenant in turn, then a
+-- second of each, and so on (never several of the first tenant while others wait).
 WITH tenants AS MATERIALIZED (
     SELECT t.tenant, t.turn, due.available_at, due.seq
     FROM {turns} t
@@ -58,19 +60,39 @@ WITH tenants AS MATERIALIZED (
     ) due
     WHERE t.queue = $1::text
 ),
-picked AS (
-    SELECT item.tenant, item.id, item.queue, item.state, item.available_at
-    FROM (SELECT tenant, turn, available_at, seq FROM tenants
-          ORDER BY turn, available_at, seq, tenant OFFSET 0) ordered
+-- How many items of each tenant a batch may need: with T tenants due, ceil($5 / T). A
+-- single claim (or T >= $5) takes one per tenant and stops after $5; otherwise at most
+-- T * share rows (fewer than $5 + T) are locked and the round-robin order picks $5 of them.
+share AS (
+    SELECT greatest(1, ceil($5::float8 / greatest(count(*), 1)))::integer AS per,
+           count(*) AS due_tenants
+    FROM tenants
+),
+locked AS MATERIALIZED (
+    SELECT ordered.position, item.tenant, item.id, item.queue, item.state, item.available_at,
+           item.priority, item.seq
+    FROM (SELECT tenant, row_number() OVER (ORDER BY turn, available_at, seq, tenant) AS position
+          FROM tenants ORDER BY turn, available_at, seq, tenant OFFSET 0) ordered
     CROSS JOIN LATERAL (
-        SELECT w.tenant, w.id, w.queue, w.state, w.available_at
+        SELECT w.tenant, w.id, w.queue, w.state, w.available_at, w.priority, w.seq
         FROM {work} w
         WHERE w.queue = $1::text AND w.tenant = ordered.tenant
           AND w.state = 'queued' AND w.available_at <= $2::float8
         ORDER BY w.priority DESC, w.available_at, w.seq
-        LIMIT $5::integer
+        LIMIT (SELECT per FROM share)
         FOR UPDATE SKIP LOCKED
     ) item
+    LIMIT (SELECT CASE WHEN per = 1 THEN $5::bigint ELSE per * due_tenants END FROM share)
+),
+picked AS (
+    SELECT tenant, id, queue, state, available_at
+    FROM (
+        SELECT tenant, id, queue, state, available_at, position,
+               row_number() OVER (PARTITION BY tenant
+                                  ORDER BY priority DESC, available_at, seq) AS round
+        FROM locked
+    ) ranked
+    ORDER BY round, position
     LIMIT $5::integer
 ),
 claimed AS (
