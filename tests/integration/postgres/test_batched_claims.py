@@ -59,9 +59,18 @@ class _Counting(PostgresWorkQueue):
     peak = 0
     batches = 0
 
-    async def claim_many(self, **kwargs: object) -> list[WorkItem]:  # type: ignore[override]
-        items = await super().claim_many(**kwargs)  # type: ignore[arg-type]
-        self.batches += int(kwargs["limit"]) > 1  # type: ignore[call-overload]
+    async def claim_many(
+        self,
+        *,
+        worker: str,
+        queue: str = "default",
+        lease_seconds: float | None = None,
+        limit: int = 10,
+    ) -> list[WorkItem]:
+        items = await super().claim_many(
+            worker=worker, queue=queue, lease_seconds=lease_seconds, limit=limit
+        )
+        self.batches += limit > 1
         self.held += len(items)
         self.peak = max(self.peak, self.held)
         return items
