@@ -81,6 +81,7 @@ class RedisCheckpointer:
         self._redis = RedisConnection(client, settings, namespace)
         self._codec: CheckpointCodec = codec or JsonCodec()
         self._ttl = "0" if ttl is None else str(round(positive(ttl, "ttl") * 1000))
+        self._record_key_cache: dict[str, list[str]] = {}
         self._index = keys.workflow_index_prefix(self._redis.namespace)
         self._transacts: OrderedDict[str, Script] = OrderedDict()
 
@@ -117,6 +118,17 @@ class RedisCheckpointer:
     def _keys(self, workflow: str, *names: str) -> list[str]:
         prefix = keys.workflow_prefix(self._redis.namespace, identifier(workflow, "workflow"))
         return [prefix + name for name in names]
+
+    def _record_keys(self, workflow: str) -> list[str]:
+        """The keys `record` sends, kept for the last few workflows (a pass records many
+        steps of one workflow)."""
+        found = self._record_key_cache.get(workflow)
+        if found is None:
+            found = self._keys(workflow, "claim", "token", "records", "written", "seq", "status")
+            if len(self._record_key_cache) >= 256:
+                self._record_key_cache.clear()
+            self._record_key_cache[workflow] = found
+        return found
 
     async def _run(self, script: Script, key_list: list[str], args: list[str]) -> Any:
         client = self._redis.client
@@ -211,11 +223,13 @@ class RedisCheckpointer:
         encoded = self._encode(value, f"value of {key!r}")
         reply = await self._run(
             _LUA["workflow_record"],
-            self._keys(holder.workflow, "claim", "token", "records", "written", "seq", "status"),
+            self._record_keys(holder.workflow),
             [str(holder.token), key, encoded, self._ttl],
         )
         if text(reply[0]) == "fenced":
             raise Fenced(holder.workflow, holder.token)
+        if reply[2] == 1:  # inserted: the script does not echo the value back
+            return Recorded(self._codec.decode(encoded), True)
         return self._recorded(reply[1], reply[2], encoded)
 
     def _transact_script(self, source: str) -> Script:

@@ -175,11 +175,12 @@ class RedisWorkQueue:
         self._redis.check_size(doc, f"work item {item_id!r}")
         now = self._clock.now()
         available = now if item.available_at is None else item.available_at
+        ref = keys.item_ref(tenant, item_id)
         reply = await self._call(
             "queue_enqueue",
-            [keys.item_key(self._redis.namespace, tenant, item_id)],
+            [f"{self._prefix}item:{ref}"],  # keys.item_key, without segmenting twice
             [
-                keys.item_ref(tenant, item_id),
+                ref,
                 tenant,
                 item_id,
                 item.queue,
@@ -388,7 +389,11 @@ class RedisWorkQueue:
         identifier(queue, "queue")
         now = self._clock.now()
         reply = await self._call(
-            "queue_stats", [self._key("all", queue)], [queue, number(now)], queue, "stats"
+            "queue_stats",
+            [self._key("active", queue)],
+            [queue, number(now), *_PRIORITIES],
+            queue,
+            "stats",
         )
         oldest = text(reply[3])
         return QueueStats(

@@ -45,7 +45,7 @@ if not best then return false end
 local id = string.sub(best.member, 17)
 local ref = seg(best.tenant) .. seg(id)
 local item = item_key(ref)
-remove_ready(queue, best.tenant, best.priority, best.member, ref)
+remove_ready(queue, best.tenant, best.priority, best.member, {unpack(ARGV, 6)})
 -- The served tenant goes to the back of the rotation.
 local turn = redis.call('INCR', qkey('turn', queue))
 redis.call('HSET', qkey('turns', queue), best.tenant, turn)

@@ -4,16 +4,14 @@
 local item = KEYS[1]
 local ref, tenant, id, queue = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local doc, priority, dedupe, now, available = ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]
-local function live(key)
-  local state = redis.call('HGET', key, 'state')
-  return state == 'queued' or state == 'claimed'
-end
+local function live(state) return state == 'queued' or state == 'claimed' end
+local state = redis.call('HGET', item, 'state')
 local holder = nil
-if live(item) then
+if live(state) then
   holder = item
 elseif dedupe ~= '' then
   local other = redis.call('HGET', base .. 'dedupe', seg(tenant) .. seg(queue) .. seg(dedupe))
-  if other and live(item_key(seg(tenant) .. seg(other))) then
+  if other and live(redis.call('HGET', item_key(seg(tenant) .. seg(other)), 'state')) then
     holder = item_key(seg(tenant) .. seg(other))
   end
 end
@@ -22,7 +20,7 @@ if holder then
   redis.call('HINCRBY', qkey('stats', f[QUEUE]), 'duplicates', 1)
   return {'duplicate', f}
 end
-if redis.call('EXISTS', item) == 1 then
+if state then
   -- A terminal item frees its id and key: the new one replaces it.
   local old = redis.call('HMGET', item, 'queue', 'state')
   if old[2] == 'dead_lettered' then
@@ -46,7 +44,6 @@ else
     'priority', priority, 'member', member, 'state', 'queued',
     'attempts', 0, 'enqueued_at', now, 'available_at', available)
 end
-redis.call('SADD', base .. 'queues', queue)
-add_ready(queue, tenant, priority, member, ref, available)
+add_ready(queue, tenant, priority, member, available)
 if tonumber(available) <= tonumber(now) then ring(queue, now) end
 return {'queued'}

@@ -17,20 +17,27 @@ local function ring(queue, due_at)
   if redis.call('LLEN', bell) < 64 then redis.call('LPUSH', bell, due_at) end
 end
 
-local function add_ready(queue, tenant, priority, member, ref, available)
+-- A tenant is in the queue's rotation (the active set, scored by its turn) exactly while it
+-- has a queued item, due or delayed. Membership is read, not counted, so an enqueue into an
+-- active tenant writes only its ready set; and the active set is also what `stats` walks.
+local function add_ready(queue, tenant, priority, member, available)
   redis.call('ZADD', ready_key(queue, tenant, priority), available, member)
-  redis.call('ZADD', qkey('all', queue), available, ref)
-  if redis.call('HINCRBY', qkey('count', queue), tenant, 1) == 1 then
+  local active = qkey('active', queue)
+  if not redis.call('ZSCORE', active, tenant) then
+    -- A tenant coming back keeps the turn it had, so emptying out never jumps the queue.
     local turn = redis.call('HGET', qkey('turns', queue), tenant) or 0
-    redis.call('ZADD', qkey('active', queue), turn, tenant)
+    redis.call('ZADD', active, turn, tenant)
+    -- The registry `reap` walks; a queue with an active tenant is in it already.
+    redis.call('SADD', base .. 'queues', queue)
   end
 end
 
-local function remove_ready(queue, tenant, priority, member, ref)
+-- ``priorities``: every priority's name (ARGV of the claim), to see the tenant emptied.
+local function remove_ready(queue, tenant, priority, member, priorities)
   redis.call('ZREM', ready_key(queue, tenant, priority), member)
-  redis.call('ZREM', qkey('all', queue), ref)
-  if redis.call('HINCRBY', qkey('count', queue), tenant, -1) <= 0 then
-    redis.call('HDEL', qkey('count', queue), tenant)
+  local sets = {}
+  for i, p in ipairs(priorities) do sets[i] = ready_key(queue, tenant, p) end
+  if redis.call('EXISTS', unpack(sets)) == 0 then
     redis.call('ZREM', qkey('active', queue), tenant)
   end
 end
@@ -91,7 +98,7 @@ local function settle(ref, f, error, due, now)
     local at = due[attempts]
     redis.call('HSET', item, 'state', 'queued', 'attempts', attempts, 'worker', '',
       'lease_expires_at', '', 'claimed_at', '', 'available_at', at, 'failures', failures)
-    add_ready(queue, tenant, f[PRIORITY], f[MEMBER], ref, at)
+    add_ready(queue, tenant, f[PRIORITY], f[MEMBER], at)
     if tonumber(at) <= now then ring(queue, at) end
     f[STATE], f[AVAILABLE] = 'queued', at
   end
