@@ -3,10 +3,24 @@
 -- claim that commits underneath is re-checked rather than taken twice.
 
 -- name: enqueue
+-- The tenant's turn row is created with its first item (turn rows are never deleted).
 WITH turn AS (
     INSERT INTO {turns} (queue, tenant) VALUES ($3::text, $1::text)
     ON CONFLICT DO NOTHING
 )
+INSERT INTO {work} (
+    tenant, id, queue, payload, priority, dedupe_key, attempts, state,
+    enqueued_at, available_at, first_claimed_at, failures
+)
+VALUES (
+    $1::text, $2::text, $3::text, $4::jsonb, $5::integer, $6::text, $7::integer, 'queued',
+    $8::float8, $9::float8, $10::float8, $11::jsonb
+)
+ON CONFLICT DO NOTHING
+RETURNING pg_notify($12::text, $3::text)::text;
+
+-- name: enqueue_known_tenant
+-- `enqueue` for a tenant whose turn row this process saw committed: the item alone.
 INSERT INTO {work} (
     tenant, id, queue, payload, priority, dedupe_key, attempts, state,
     enqueued_at, available_at, first_claimed_at, failures

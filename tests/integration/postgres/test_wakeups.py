@@ -98,3 +98,33 @@ async def test_waiting_without_work_returns_after_within(pg_stores: Stores) -> N
     started = time.perf_counter()
     assert not await queue.wait_for_work(within=0.2)
     assert 0.15 < time.perf_counter() - started < 2.0
+
+
+async def test_an_enqueue_written_while_other_work_was_due_still_wakes_a_worker_that_drained_it(
+    pg_stores: Stores,
+) -> None:
+    # Why every enqueue notifies, even one written while another item was due: the worker
+    # can take that item and drain the queue before this enqueue commits, then go idle.
+    tables = await pg_stores.tables()
+    queue = pg_stores.track(PostgresWorkQueue(pg_stores.pool, settings=SLOW_POLL, tables=tables))
+    assert not await queue.wait_for_work(within=0)
+    assert await queue.listener.ready()
+    await queue.enqueue(WorkItem(id="due", tenant="t"))
+    async with database_for(pg_stores.pool).session(5.0) as session, session.transaction():
+        await queue.bound(session.connection).enqueue(  # type: ignore[attr-defined]
+            WorkItem(id="later", tenant="t")
+        )
+        item = await queue.claim(worker="w")
+        assert item is not None
+        assert item.id == "due"
+        await queue.complete(item.id, tenant="t", worker="w")
+        assert await queue.claim(worker="w") is None
+        waiting = asyncio.create_task(queue.wait_for_work(within=10.0))
+        await asyncio.sleep(0.1)
+        assert not waiting.done()  # idle: nothing due that it can see
+        started = time.perf_counter()
+    assert await waiting
+    assert time.perf_counter() - started < 2.0
+    item = await queue.claim(worker="w")
+    assert item is not None
+    assert item.id == "later"
