@@ -59,3 +59,20 @@ async def test_a_bound_enqueue_of_a_tenant_seen_before_commits_with_its_transact
         await queue.bound(connection).enqueue(WorkItem(id="second", tenant="t"))
     taken = [await queue.claim(worker="w") for _ in range(2)]
     assert {item.id for item in taken if item is not None} == {"first", "second"}
+
+
+async def test_a_duplicate_of_a_tenant_seen_before_is_returned_and_counted(
+    pg_stores: Stores,
+) -> None:
+    tables = await pg_stores.tables()
+    queue = pg_stores.track(PostgresWorkQueue(pg_stores.pool, clock=ManualClock(), tables=tables))
+    first = await queue.enqueue(WorkItem(id="a", tenant="t", dedupe_key="k", payload={"v": "1"}))
+    same_id = await queue.enqueue(WorkItem(id="a", tenant="t", payload={"v": "2"}))
+    same_key = await queue.enqueue(WorkItem(id="b", tenant="t", dedupe_key="k"))
+    assert same_id.payload == first.payload
+    assert same_key.id == "a"
+    stats = await queue.stats()
+    assert (stats.depth, stats.duplicates_suppressed) == (1, 2)
+    # The queue still works after the refused inserts (no transaction left aborted).
+    await queue.enqueue(WorkItem(id="c", tenant="t"))
+    assert (await queue.stats()).depth == 2
