@@ -12,7 +12,7 @@ from durably.errors import LeaseLostError, StatePersistenceError, WorkItemNotFou
 from durably.postgres import statements
 from durably.postgres.connection import Access
 from durably.postgres.executor import Row, Session
-from durably.postgres.failures import RetryBudget, queue_errors, sqlstate
+from durably.postgres.failures import RetryBudget, queue_errors
 from durably.postgres.migrate import verify
 from durably.postgres.notify import Listener
 from durably.postgres.schema import StateTables
@@ -29,10 +29,6 @@ from durably.work import (
 
 _TEMPLATES = statements.load("queue.sql")
 _BATCH = 500
-# How many (queue, tenant) turn rows a queue remembers having seen committed (then it
-# forgets them all and relearns: a forgotten row costs one ON CONFLICT probe, nothing more).
-_KNOWN_TURNS = 65536
-_UNIQUE_VIOLATION = "23505"
 # Enum members by stored value: a dict lookup is cheaper than the enum call per row.
 _PRIORITIES = {int(member): member for member in WorkPriority}
 _STATES = {member.value: member for member in WorkState}
@@ -63,10 +59,6 @@ class PostgresWorkQueue:
         self._sql = statements.render_all(_TEMPLATES, self._tables.names)
         self._channel = self._tables.channel("work")
         self._listener = Listener(self._access.database, [self._channel])
-        # Turn rows this process saw committed. Turn rows are never deleted, so an enqueue
-        # for one of these tenants can skip creating it. Shared with `bound` twins, which
-        # read it but never add to it: their transaction may still roll back.
-        self._known_turns: set[tuple[str, str]] = set()
 
     @classmethod
     async def open(
@@ -118,11 +110,6 @@ class PostgresWorkQueue:
             raise StatePersistenceError(
                 "postgres", "too_large", f"payload exceeds max_value_bytes={self._max_bytes}"
             )
-        turn = (item.queue, item.tenant)
-        unbound = self._access.bound_session is None
-        # Only unbound: a failed statement would poison a caller's transaction.
-        plain = unbound and turn in self._known_turns
-        statement = self._sql["enqueue_known_tenant" if plain else "enqueue"]
         args = (
             item.tenant,
             item.id,
@@ -134,24 +121,13 @@ class PostgresWorkQueue:
             now,
             available_at,
             item.first_claimed_at,
-            json.dumps(list(item.failures)) if item.failures else "[]",
+            json.dumps(list(item.failures)),
             self._channel,
         )
 
-        async def insert(session: Session) -> bool:
-            if not plain:
-                return bool(await session.fetch(statement, *args))
-            try:
-                await session.fetch(statement, *args)
-            except Exception as error:
-                if sqlstate(error) == _UNIQUE_VIOLATION:
-                    return False
-                raise
-            return True
-
         async def enqueue(session: Session) -> WorkItem | None:
             for _ in range(5):
-                if await insert(session):
+                if await session.fetch(self._sql["enqueue"], *args):
                     return None
                 if await session.fetch(self._sql["drop_terminal"], item.tenant, item.id):
                     continue  # a finished item held the id: it is freed, insert again
@@ -164,11 +140,6 @@ class PostgresWorkQueue:
             raise StatePersistenceError("postgres", "contended", "enqueue kept racing")
 
         duplicate = await self._access.run(enqueue, errors=queue_errors(item.queue, "enqueue"))
-        if unbound and not plain:
-            # Unbound statements run in autocommit: the turn row is committed by now.
-            if len(self._known_turns) >= _KNOWN_TURNS:
-                self._known_turns.clear()
-            self._known_turns.add(turn)
         if duplicate is not None:
             return duplicate
         return item.model_copy(

@@ -3,7 +3,6 @@
 -- claim that commits underneath is re-checked rather than taken twice.
 
 -- name: enqueue
--- The tenant's turn row is created with its first item (turn rows are never deleted).
 WITH turn AS (
     INSERT INTO {turns} (queue, tenant) VALUES ($3::text, $1::text)
     ON CONFLICT DO NOTHING
@@ -17,21 +16,6 @@ VALUES (
     $8::float8, $9::float8, $10::float8, $11::jsonb
 )
 ON CONFLICT DO NOTHING
-RETURNING pg_notify($12::text, $3::text)::text;
-
--- name: enqueue_known_tenant
--- An unbound (autocommit) enqueue for a tenant whose turn row this process saw committed:
--- the item alone, as a plain INSERT. Without ON CONFLICT the server skips the speculative
--- insertion; the rare id or dedupe key still held raises a unique violation, which sends
--- the caller down the same duplicate path as an empty ON CONFLICT result.
-INSERT INTO {work} (
-    tenant, id, queue, payload, priority, dedupe_key, attempts, state,
-    enqueued_at, available_at, first_claimed_at, failures
-)
-VALUES (
-    $1::text, $2::text, $3::text, $4::jsonb, $5::integer, $6::text, $7::integer, 'queued',
-    $8::float8, $9::float8, $10::float8, $11::jsonb
-)
 RETURNING pg_notify($12::text, $3::text)::text;
 
 -- name: drop_terminal
