@@ -132,6 +132,9 @@ CREATE TABLE IF NOT EXISTS {workflow_status} (
 );
 CREATE INDEX IF NOT EXISTS {workflow_status_name}_by_status ON {workflow_status}
     (status, workflow);
+-- The retention sweep reads finished statuses oldest first.
+CREATE INDEX IF NOT EXISTS {workflow_status_name}_by_age ON {workflow_status}
+    (status, updated_at);
 
 INSERT INTO {schema_version} (version)
 SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
