@@ -83,6 +83,17 @@ class WorkItem(BaseModel):
         return value
 
 
+def checked_item(item: WorkItem) -> WorkItem:
+    """``item`` once its ids are re-checked, as every backing does before any I/O: an item
+    built with ``model_construct`` skips the validators. Raises `InvalidInputError`."""
+    identifier(item.tenant, "tenant")
+    identifier(item.id, "item_id")
+    identifier(item.queue, "queue")
+    if item.dedupe_key is not None:
+        identifier(item.dedupe_key, "dedupe_key")
+    return item
+
+
 @dataclass(frozen=True, slots=True)
 class Settlement:
     """What a failure does to an item: requeue it at ``available_at`` or dead-letter it."""
@@ -220,4 +231,5 @@ __all__ = [
     "WorkPriority",
     "WorkQueue",
     "WorkState",
+    "checked_item",
 ]

@@ -9,7 +9,15 @@ from dataclasses import dataclass, field
 from durably.clock import Clock, SystemClock
 from durably.errors import InvalidInputError, LeaseLostError, WorkItemNotFoundError
 from durably.validation import identifier
-from durably.work import DEFAULT_QUEUE, QueuePolicy, QueueStats, Settlement, WorkItem, WorkState
+from durably.work import (
+    DEFAULT_QUEUE,
+    QueuePolicy,
+    QueueStats,
+    Settlement,
+    WorkItem,
+    WorkState,
+    checked_item,
+)
 
 _Key = tuple[str, str]  # (tenant, item id)
 
@@ -58,11 +66,8 @@ class MemoryWorkQueue:
     async def enqueue(self, item: WorkItem) -> WorkItem:
         """Queue ``item`` (a future ``available_at`` delays it). A live item with the same
         id or the same (tenant, queue, dedupe_key) is returned unchanged instead."""
-        tenant = identifier(item.tenant, "tenant")
-        item_id = identifier(item.id, "item_id")
-        queue = identifier(item.queue, "queue")
-        if item.dedupe_key is not None:
-            identifier(item.dedupe_key, "dedupe_key")
+        checked_item(item)
+        tenant, item_id, queue = item.tenant, item.id, item.queue
         live = self._live(tenant, item_id)
         if live is None and item.dedupe_key is not None:
             holder = self._tables.dedupe.get((tenant, queue, item.dedupe_key))

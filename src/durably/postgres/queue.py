@@ -25,6 +25,7 @@ from durably.work import (
     WorkItem,
     WorkPriority,
     WorkState,
+    checked_item,
 )
 
 _TEMPLATES = statements.load("queue.sql")
@@ -97,12 +98,7 @@ class PostgresWorkQueue:
     # --- enqueue and claim ------------------------------------------------------------------
 
     async def enqueue(self, item: WorkItem) -> WorkItem:
-        # Re-check even a constructed item: `model_construct` skips the validators.
-        identifier(item.tenant, "tenant")
-        identifier(item.id, "item_id")
-        identifier(item.queue, "queue")
-        if item.dedupe_key is not None:
-            identifier(item.dedupe_key, "dedupe_key")
+        checked_item(item)
         now = self._clock.now()
         available_at = item.available_at if item.available_at is not None else now
         payload = json.dumps(item.payload, separators=(",", ":"), ensure_ascii=False)

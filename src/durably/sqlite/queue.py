@@ -26,6 +26,7 @@ from durably.work import (
     WorkItem,
     WorkPriority,
     WorkState,
+    checked_item,
 )
 
 _SQL = load_statements("queue.sql")
@@ -282,7 +283,7 @@ class SqliteWorkQueue:
 
     async def enqueue(self, item: WorkItem) -> WorkItem:
         """Queue ``item`` (idempotent on id and dedupe key while live)."""
-        _check_item(item)
+        checked_item(item)
         return await self._write(item.queue, "enqueue", lambda q: q.enqueue(item))
 
     async def claim(
@@ -359,15 +360,6 @@ class SqliteWorkQueue:
             return await self._db.transaction(lambda tx: fn(self.bound(tx)), write=False)
         except StatePersistenceError as exc:
             raise QueueUnavailableError(queue, operation, str(exc)) from exc
-
-
-def _check_item(item: WorkItem) -> None:
-    # Re-check even a constructed item: `model_construct` skips the validators.
-    identifier(item.id, "id")
-    identifier(item.tenant, "tenant")
-    identifier(item.queue, "queue")
-    if item.dedupe_key is not None:
-        identifier(item.dedupe_key, "dedupe_key")
 
 
 def _check_holding(item_id: str, tenant: str, worker: str) -> None:
