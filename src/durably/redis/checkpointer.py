@@ -40,6 +40,7 @@ _LUA = scripts(
     "workflow_set_status",
     prelude="workflow_lib.lua",
 )
+_RECORD = _LUA["workflow_record"]
 _INDEX = scripts("workflow_index")["workflow_index"]
 _SWEEP = scripts("workflow_sweep", prelude="workflow_lib.lua")["workflow_sweep"]
 _SWEEP_BATCH = 200
@@ -81,7 +82,7 @@ class RedisCheckpointer:
         self._redis = RedisConnection(client, settings, namespace)
         self._codec: CheckpointCodec = codec or JsonCodec()
         self._ttl = "0" if ttl is None else str(round(positive(ttl, "ttl") * 1000))
-        self._record_key_cache: dict[str, list[str]] = {}
+        self._record_prefixes: dict[str, str] = {}
         self._index = keys.workflow_index_prefix(self._redis.namespace)
         self._transacts: OrderedDict[str, Script] = OrderedDict()
 
@@ -119,15 +120,15 @@ class RedisCheckpointer:
         prefix = keys.workflow_prefix(self._redis.namespace, identifier(workflow, "workflow"))
         return [prefix + name for name in names]
 
-    def _record_keys(self, workflow: str) -> list[str]:
-        """The keys `record` sends, kept for the last few workflows (a pass records many
-        steps of one workflow)."""
-        found = self._record_key_cache.get(workflow)
+    def _record_prefix(self, workflow: str) -> str:
+        """The key prefix `record` sends, kept for the last few workflows (a pass records
+        many steps of one workflow)."""
+        found = self._record_prefixes.get(workflow)
         if found is None:
-            found = self._keys(workflow, "claim", "token", "records", "written", "seq", "status")
-            if len(self._record_key_cache) >= 256:
-                self._record_key_cache.clear()
-            self._record_key_cache[workflow] = found
+            found = keys.workflow_prefix(self._redis.namespace, identifier(workflow, "workflow"))
+            if len(self._record_prefixes) >= 256:
+                self._record_prefixes.clear()
+            self._record_prefixes[workflow] = found
         return found
 
     async def _run(self, script: Script, key_list: list[str], args: list[str]) -> Any:
@@ -220,17 +221,19 @@ class RedisCheckpointer:
     async def record(self, holder: Pass, key: str, value: object) -> Recorded[object]:
         """Write ``key`` once (first writer wins); `Fenced` if ``holder`` was superseded."""
         identifier(key, "key")
-        encoded = self._encode(value, f"value of {key!r}")
-        reply = await self._run(
-            _LUA["workflow_record"],
-            self._record_keys(holder.workflow),
-            [str(holder.token), key, encoded, self._ttl],
+        encoded = self._codec.encode(value)
+        raw = encoded.encode()  # once: for the size check and as sent
+        self._redis.check_bytes(len(raw), lambda: f"value of {key!r}")
+        prefix, client = self._record_prefix(holder.workflow), self._redis.client
+        token = str(holder.token)
+        reply = await self._redis.state(
+            lambda: _RECORD.run(client, 1, prefix, token, key, raw, self._ttl)
         )
-        if text(reply[0]) == "fenced":
-            raise Fenced(holder.workflow, holder.token)
-        if reply[2] == 1:  # inserted: the script does not echo the value back
+        if reply == 1:  # inserted: the script does not echo the value back
             return Recorded(self._codec.decode(encoded), True)
-        return self._recorded(reply[1], reply[2], encoded)
+        if reply == 0:
+            raise Fenced(holder.workflow, holder.token)
+        return self._recorded(reply, 0, encoded)
 
     def _transact_script(self, source: str) -> Script:
         script = self._transacts.get(source)

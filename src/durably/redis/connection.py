@@ -36,12 +36,16 @@ class RedisConnection:
 
     def check_size(self, text: str, what: str) -> None:
         """Refuse ``text`` over ``max_value_bytes`` before anything is sent."""
-        size = len(text.encode())
+        self.check_bytes(len(text.encode()), lambda: what)
+
+    def check_bytes(self, size: int, what: Callable[[], str]) -> None:
+        """Refuse ``size`` bytes over ``max_value_bytes``; ``what`` names the value (built
+        only for the error)."""
         if size > self.max_value_bytes:
             raise StatePersistenceError(
                 "redis",
                 "too_large",
-                f"{what} is {size} bytes, over max_value_bytes={self.max_value_bytes}",
+                f"{what()} is {size} bytes, over max_value_bytes={self.max_value_bytes}",
             )
 
     async def state(self, operation: Callable[[], Awaitable[T]]) -> T:

@@ -41,7 +41,7 @@ _LUA = scripts(
     prelude="queue_lib.lua",
 )
 _PRIORITIES = [str(int(p)) for p in sorted(WorkPriority, reverse=True)]
-_DOC_FIELDS = {"id", "tenant", "queue", "payload", "priority", "dedupe_key"}
+_PRIORITY_TEXT = {p: str(int(p)) for p in WorkPriority}
 _LEASE_EXPIRED = "lease expired"
 _ADOPTED = "adopted after restart"
 _REAP_BATCH = 500
@@ -75,14 +75,14 @@ def _item(fields: Any) -> WorkItem:
     """The item a script read back, by position (``read_item`` in queue_lib.lua; a field
     never written is None). Built without re-validation: every field was written by
     `enqueue` (validated then) or by the scripts, and this is the queue's hot path."""
-    doc = json.loads(fields[0])
+    dedupe = fields[11]
     return WorkItem.model_construct(
-        id=doc["id"],
-        tenant=doc["tenant"],
-        queue=doc["queue"],
-        payload=doc["payload"],
-        priority=WorkPriority(doc["priority"]),
-        dedupe_key=doc["dedupe_key"],
+        id=_text(fields[13]),
+        tenant=_text(fields[12]),
+        queue=_text(fields[10]),
+        payload=json.loads(fields[0]),
+        priority=WorkPriority(int(fields[14])),
+        dedupe_key=_text(dedupe) if dedupe else None,
         attempts=int(fields[1]),
         state=WorkState(_text(fields[2])),
         worker=_text(fields[3]) or None,
@@ -93,6 +93,13 @@ def _item(fields: Any) -> WorkItem:
         claimed_at=_instant(fields[8]),
         failures=_segments(fields[9]),
     )
+
+
+def _payload(payload: dict[str, str]) -> str:
+    """The payload as stored: compact JSON (an empty one is the common case)."""
+    if not payload:
+        return "{}"
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
 
 
 class RedisWorkQueue:
@@ -116,6 +123,7 @@ class RedisWorkQueue:
         self._clock = clock or SystemClock()
         self._policy = policy or QueuePolicy()
         self._prefix = keys.queue_prefix(self._redis.namespace)
+        self._item_prefix = f"{self._prefix}item:"
         self._retention = str(int(completed_retention_seconds))
 
     @classmethod
@@ -145,7 +153,7 @@ class RedisWorkQueue:
     ) -> Any:
         script, client = _LUA[name], self._redis.client
         return await self._redis.retry.run(
-            lambda: script(client, key_list, [self._prefix, *args]),
+            lambda: script.run(client, len(key_list), *key_list, self._prefix, *args),
             lambda detail: QueueUnavailableError(queue, operation, detail),
         )
 
@@ -168,40 +176,49 @@ class RedisWorkQueue:
         id or (tenant, queue, dedupe_key) is returned unchanged instead."""
         tenant = identifier(item.tenant, "tenant")
         item_id = identifier(item.id, "item_id")
-        identifier(item.queue, "queue")
-        if item.dedupe_key is not None:
-            identifier(item.dedupe_key, "dedupe_key")
-        doc = item.model_dump_json(include=_DOC_FIELDS)
-        self._redis.check_size(doc, f"work item {item_id!r}")
-        now = self._clock.now()
-        available = now if item.available_at is None else item.available_at
-        ref = keys.item_ref(tenant, item_id)
-        reply = await self._call(
-            "queue_enqueue",
-            [f"{self._prefix}item:{ref}"],  # keys.item_key, without segmenting twice
-            [
-                ref,
-                tenant,
-                item_id,
-                item.queue,
-                doc,
-                str(int(item.priority)),
-                item.dedupe_key or "",
-                number(now),
-                number(available),
-            ],
-            item.queue,
-            "enqueue",
+        queue = identifier(item.queue, "queue")
+        dedupe = item.dedupe_key
+        if dedupe is not None:
+            identifier(dedupe, "dedupe_key")
+        payload = _payload(item.payload)
+        # The ids travel (and are stored) beside the payload: all of it counts.
+        raw_tenant, raw_id = tenant.encode(), item_id.encode()
+        self._redis.check_bytes(
+            len(payload.encode()) + len(raw_tenant) + len(raw_id),
+            lambda: f"work item {item_id!r}",
         )
-        if text(reply[0]) == "duplicate":
-            return _item(reply[1])
+        now = self._clock.now()
+        at = number(now)
+        available = at if item.available_at is None else number(item.available_at)
+        # keys.item_key, from the bytes at hand (segment lengths count UTF-8 bytes).
+        key = f"{self._item_prefix}{len(raw_tenant)}:{tenant}{len(raw_id)}:{item_id}"
+        script, client = _LUA["queue_enqueue"], self._redis.client
+        reply = await self._redis.retry.run(
+            lambda: script.run(
+                client,
+                1,
+                key,
+                self._prefix,
+                raw_tenant,
+                raw_id,
+                queue,
+                payload,
+                _PRIORITY_TEXT.get(item.priority) or str(int(item.priority)),
+                dedupe or "",
+                at,
+                available,
+            ),
+            lambda detail: QueueUnavailableError(queue, "enqueue", detail),
+        )
+        if reply != 1:  # a live item holds the id or the dedupe key: it, unchanged
+            return _item(reply)
         return item.model_copy(
             update={
                 "attempts": 0,
                 "state": WorkState.QUEUED,
                 "worker": None,
                 "enqueued_at": now,
-                "available_at": available,
+                "available_at": now if item.available_at is None else item.available_at,
                 "lease_expires_at": None,
                 "first_claimed_at": None,
                 "claimed_at": None,

@@ -1,9 +1,11 @@
 -- Queue an item unless a live one holds its id or dedupe key.
--- KEYS: item hash. ARGV: prefix, ref, tenant, id, queue, doc, priority, dedupe key or '',
--- now, available_at
+-- KEYS: item hash. ARGV: prefix, tenant, id, queue, payload (JSON), priority, dedupe key
+-- or '', now, available_at
+-- Answers 1 when queued (the caller knows the rest), or the live holder's item.
 local item = KEYS[1]
-local ref, tenant, id, queue = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local doc, priority, dedupe, now, available = ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]
+local tenant, id, queue, payload = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local priority, dedupe, now, available = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
+local ref = seg(tenant) .. seg(id)
 local function live(state) return state == 'queued' or state == 'claimed' end
 local state = redis.call('HGET', item, 'state')
 local holder = nil
@@ -18,7 +20,7 @@ end
 if holder then
   local f = read_item(holder)
   redis.call('HINCRBY', qkey('stats', f[QUEUE]), 'duplicates', 1)
-  return {'duplicate', f}
+  return f
 end
 if state then
   -- A terminal item frees its id and key: the new one replaces it.
@@ -35,15 +37,15 @@ local sequence = redis.call('INCR', base .. 'seq')
 local member = string.format('%016.0f', sequence) .. id
 -- Fields that are still unset are not written (a missing field reads as unset).
 if dedupe ~= '' then
-  redis.call('HSET', item, 'doc', doc, 'tenant', tenant, 'id', id, 'queue', queue,
+  redis.call('HSET', item, 'payload', payload, 'tenant', tenant, 'id', id, 'queue', queue,
     'priority', priority, 'dedupe', dedupe, 'member', member, 'state', 'queued',
     'attempts', 0, 'enqueued_at', now, 'available_at', available)
   redis.call('HSET', base .. 'dedupe', seg(tenant) .. seg(queue) .. seg(dedupe), id)
 else
-  redis.call('HSET', item, 'doc', doc, 'tenant', tenant, 'id', id, 'queue', queue,
+  redis.call('HSET', item, 'payload', payload, 'tenant', tenant, 'id', id, 'queue', queue,
     'priority', priority, 'member', member, 'state', 'queued',
     'attempts', 0, 'enqueued_at', now, 'available_at', available)
 end
 add_ready(queue, tenant, priority, member, available)
 if tonumber(available) <= tonumber(now) then ring(queue, now) end
-return {'queued'}
+return 1

@@ -42,13 +42,14 @@ local function remove_ready(queue, tenant, priority, member, priorities)
   end
 end
 
--- An item as one read: fields 1-10 are what a script answers with (queue.py reads them
--- by position), 11-16 what the scripts need. A field never written reads as false.
-local DOC, ATTEMPTS, STATE, WORKER, ENQUEUED, AVAILABLE = 1, 2, 3, 4, 5, 6
+-- An item as one read, answered whole (queue.py reads it by position): the payload (JSON),
+-- the fields a claim or a settle changes, then what the item was enqueued as. A field
+-- never written reads as false.
+local PAYLOAD, ATTEMPTS, STATE, WORKER, ENQUEUED, AVAILABLE = 1, 2, 3, 4, 5, 6
 local LEASE, FIRST_CLAIMED, CLAIMED, FAILURES = 7, 8, 9, 10
 local QUEUE, DEDUPE, TENANT, ID, PRIORITY, MEMBER = 11, 12, 13, 14, 15, 16
 local function read_item(item)
-  return redis.call('HMGET', item, 'doc', 'attempts', 'state', 'worker', 'enqueued_at',
+  return redis.call('HMGET', item, 'payload', 'attempts', 'state', 'worker', 'enqueued_at',
     'available_at', 'lease_expires_at', 'first_claimed_at', 'claimed_at', 'failures',
     'queue', 'dedupe', 'tenant', 'id', 'priority', 'member')
 end

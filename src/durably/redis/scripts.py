@@ -33,12 +33,18 @@ class Script:
             source = (_HERE / prelude).read_text(encoding="utf-8") + "\n" + source
         return cls(source, filename)
 
+    async def run(self, client: Any, numkeys: int, *keys_and_args: Any) -> Any:
+        """Run the script with its ``numkeys`` keys (routing uses the first), then its
+        arguments, flat: one `execute_command` (the hot paths skip redis-py's per-method
+        layers; arguments already in bytes go out as they are)."""
+        try:
+            return await client.execute_command("EVALSHA", self.sha, numkeys, *keys_and_args)
+        except NoScriptError:
+            return await client.execute_command("EVAL", self.source, numkeys, *keys_and_args)
+
     async def __call__(self, client: Any, keys: list[str], args: list[Any]) -> Any:
         """Run the script with ``keys`` (routing uses the first) and ``args``."""
-        try:
-            return await client.evalsha(self.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            return await client.eval(self.source, len(keys), *keys, *args)
+        return await self.run(client, len(keys), *keys, *args)
 
 
 def scripts(*names: str, prelude: str | None = None) -> dict[str, Script]:
