@@ -82,7 +82,8 @@ class RedisCheckpointer:
         self._redis = RedisConnection(client, settings, namespace)
         self._codec: CheckpointCodec = codec or JsonCodec()
         self._ttl = "0" if ttl is None else str(round(positive(ttl, "ttl") * 1000))
-        self._record_prefixes: dict[str, str] = {}
+        self._record_ttl = () if ttl is None else (self._ttl,)
+        self._record_prefixes: dict[str, bytes] = {}
         self._index = keys.workflow_index_prefix(self._redis.namespace)
         self._transacts: OrderedDict[str, Script] = OrderedDict()
 
@@ -120,12 +121,13 @@ class RedisCheckpointer:
         prefix = keys.workflow_prefix(self._redis.namespace, identifier(workflow, "workflow"))
         return [prefix + name for name in names]
 
-    def _record_prefix(self, workflow: str) -> str:
+    def _record_prefix(self, workflow: str) -> bytes:
         """The key prefix `record` sends, kept for the last few workflows (a pass records
         many steps of one workflow)."""
         found = self._record_prefixes.get(workflow)
         if found is None:
-            found = keys.workflow_prefix(self._redis.namespace, identifier(workflow, "workflow"))
+            ns = self._redis.namespace
+            found = keys.workflow_prefix(ns, identifier(workflow, "workflow")).encode()
             if len(self._record_prefixes) >= 256:
                 self._record_prefixes.clear()
             self._record_prefixes[workflow] = found
@@ -225,9 +227,9 @@ class RedisCheckpointer:
         raw = encoded.encode()  # once: for the size check and as sent
         self._redis.check_bytes(len(raw), lambda: f"value of {key!r}")
         prefix, client = self._record_prefix(holder.workflow), self._redis.client
-        token = str(holder.token)
+        token, ttl = str(holder.token), self._record_ttl
         reply = await self._redis.state(
-            lambda: _RECORD.run(client, 1, prefix, token, key, raw, self._ttl)
+            lambda: _RECORD.run(client, 1, prefix, token, key, raw, *ttl)
         )
         if reply == 1:  # inserted: the script does not echo the value back
             return Recorded(self._codec.decode(encoded), True)

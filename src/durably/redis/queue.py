@@ -41,7 +41,7 @@ _LUA = scripts(
     prelude="queue_lib.lua",
 )
 _PRIORITIES = [str(int(p)) for p in sorted(WorkPriority, reverse=True)]
-_PRIORITY_TEXT = {p: str(int(p)) for p in WorkPriority}
+_PRIORITY_TEXT = {p: str(int(p)).encode() for p in WorkPriority}
 _LEASE_EXPIRED = "lease expired"
 _ADOPTED = "adopted after restart"
 _REAP_BATCH = 500
@@ -124,6 +124,7 @@ class RedisWorkQueue:
         self._policy = policy or QueuePolicy()
         self._prefix = keys.queue_prefix(self._redis.namespace)
         self._item_prefix = f"{self._prefix}item:"
+        self._raw_prefix = self._prefix.encode()
         self._retention = str(int(completed_retention_seconds))
 
     @classmethod
@@ -188,8 +189,12 @@ class RedisWorkQueue:
             lambda: f"work item {item_id!r}",
         )
         now = self._clock.now()
-        at = number(now)
-        available = at if item.available_at is None else number(item.available_at)
+        # Trailing arguments only when they say something: a delay, a dedupe key.
+        extra: tuple[str, ...] = ()
+        if dedupe is not None:
+            extra = ("" if item.available_at is None else number(item.available_at), dedupe)
+        elif item.available_at is not None:
+            extra = (number(item.available_at),)
         # keys.item_key, from the bytes at hand (segment lengths count UTF-8 bytes).
         key = f"{self._item_prefix}{len(raw_tenant)}:{tenant}{len(raw_id)}:{item_id}"
         script, client = _LUA["queue_enqueue"], self._redis.client
@@ -198,15 +203,14 @@ class RedisWorkQueue:
                 client,
                 1,
                 key,
-                self._prefix,
+                self._raw_prefix,
                 raw_tenant,
                 raw_id,
                 queue,
                 payload,
-                _PRIORITY_TEXT.get(item.priority) or str(int(item.priority)),
-                dedupe or "",
-                at,
-                available,
+                _PRIORITY_TEXT.get(item.priority) or str(int(item.priority)).encode(),
+                number(now),
+                *extra,
             ),
             lambda detail: QueueUnavailableError(queue, "enqueue", detail),
         )

@@ -1,10 +1,11 @@
 -- Queue an item unless a live one holds its id or dedupe key.
--- KEYS: item hash. ARGV: prefix, tenant, id, queue, payload (JSON), priority, dedupe key
--- or '', now, available_at
+-- KEYS: item hash. ARGV: prefix, tenant, id, queue, payload (JSON), priority, now, then
+-- optionally available_at ('' or absent: now) and a dedupe key (absent: none).
 -- Answers 1 when queued (the caller knows the rest), or the live holder's item.
 local item = KEYS[1]
 local tenant, id, queue, payload = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local priority, dedupe, now, available = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
+local priority, now, available, dedupe = ARGV[6], ARGV[7], ARGV[8], ARGV[9] or ''
+if not available or available == '' then available = now end
 local ref = seg(tenant) .. seg(id)
 local function live(state) return state == 'queued' or state == 'claimed' end
 local state = redis.call('HGET', item, 'state')

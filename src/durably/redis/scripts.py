@@ -23,6 +23,7 @@ class Script:
         self.name = name
         self.source = source
         self.sha = hashlib.sha1(source.encode()).hexdigest()
+        self._sha = self.sha.encode()
 
     @classmethod
     def load(cls, filename: str, prelude: str | None = None) -> Script:
@@ -38,7 +39,8 @@ class Script:
         arguments, flat: one `execute_command` (the hot paths skip redis-py's per-method
         layers; arguments already in bytes go out as they are)."""
         try:
-            return await client.execute_command("EVALSHA", self.sha, numkeys, *keys_and_args)
+            # The command name stays text: a cluster client routes EVALSHA by it.
+            return await client.execute_command("EVALSHA", self._sha, numkeys, *keys_and_args)
         except NoScriptError:
             return await client.execute_command("EVAL", self.source, numkeys, *keys_and_args)
 

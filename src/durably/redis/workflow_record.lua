@@ -1,6 +1,6 @@
 -- Write a record under the fence. KEYS: the workflow's key prefix (its claim, token,
 -- records, written, seq and status keys are built from it: one slot, fewer arguments).
--- ARGV: token, key, encoded value, ttl (ms)
+-- ARGV: token, key, encoded value, then the ttl (ms) if there is one
 -- Answers 1 for a first write (the caller has the value), 0 when fenced, and otherwise
 -- the value stored before (this write lost).
 local p = KEYS[1]
@@ -19,7 +19,7 @@ local result = insert(p .. 'records', p .. 'written', p .. 'seq', ARGV[2], ARGV[
 if c[1] then
   redis.call('HSET', claim, 'alive_until', fmt(math.min(now + tonumber(c[3]), tonumber(c[2]))))
 end
-if tonumber(ARGV[4]) > 0 then
+if ARGV[4] then
   rearm(ARGV[4], p .. 'token', p .. 'records', p .. 'written', p .. 'seq', p .. 'status')
 end
 if result[2] == 1 then return 1 end
