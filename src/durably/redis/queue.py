@@ -31,14 +31,16 @@ from durably.work import DEFAULT_QUEUE, QueuePolicy, QueueStats, WorkItem, WorkP
 _LUA = scripts(
     "queue_enqueue",
     "queue_claim",
+    "queue_dead_letters",
+    "queue_stats",
+    prelude="queue_lib.lua",
+) | scripts(
     "queue_heartbeat",
     "queue_complete",
     "queue_fail",
     "queue_reap",
     "queue_adopt",
-    "queue_dead_letters",
-    "queue_stats",
-    prelude="queue_lib.lua",
+    prelude=("queue_lib.lua", "queue_settle_lib.lua"),
 )
 _PRIORITIES = [str(int(p)) for p in sorted(WorkPriority, reverse=True)]
 _PRIORITY_TEXT = {p: str(int(p)).encode() for p in WorkPriority}

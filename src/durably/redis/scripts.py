@@ -26,13 +26,12 @@ class Script:
         self._sha = self.sha.encode()
 
     @classmethod
-    def load(cls, filename: str, prelude: str | None = None) -> Script:
-        """The script in ``filename`` beside this module, after the ``prelude`` file's
-        shared functions when given."""
-        source = (_HERE / filename).read_text(encoding="utf-8")
-        if prelude is not None:
-            source = (_HERE / prelude).read_text(encoding="utf-8") + "\n" + source
-        return cls(source, filename)
+    def load(cls, filename: str, prelude: str | tuple[str, ...] | None = None) -> Script:
+        """The script in ``filename`` beside this module, after the shared functions of the
+        ``prelude`` file(s) when given."""
+        parts = (prelude,) if isinstance(prelude, str) else prelude or ()
+        texts = [(_HERE / name).read_text(encoding="utf-8") for name in (*parts, filename)]
+        return cls("\n".join(texts), filename)
 
     async def run(self, client: Any, numkeys: int, *keys_and_args: Any) -> Any:
         """Run the script with its ``numkeys`` keys (routing uses the first), then its
@@ -49,7 +48,7 @@ class Script:
         return await self.run(client, len(keys), *keys, *args)
 
 
-def scripts(*names: str, prelude: str | None = None) -> dict[str, Script]:
+def scripts(*names: str, prelude: str | tuple[str, ...] | None = None) -> dict[str, Script]:
     """Load the named ``.lua`` files (without the suffix) at import time."""
     return {name: Script.load(f"{name}.lua", prelude) for name in names}
 

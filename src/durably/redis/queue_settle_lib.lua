@@ -1,0 +1,45 @@
+-- Shared by the scripts that settle a held item (prepended after queue_lib.lua). Kept
+-- apart so the hot enqueue and claim scripts do not define what they never call.
+-- Why the caller does not hold the item read as ``f``, or false if it does.
+-- Returns {reason, holder} with reason 'missing' | 'taken' | 'expired' | 'capped'.
+local function not_held(f, worker, now, cap_seconds)
+  if not f[STATE] then return {'missing', ''} end
+  if f[STATE] ~= 'claimed' or f[WORKER] ~= worker then
+    return {'taken', f[STATE] == 'claimed' and f[WORKER] or ''}
+  end
+  if cap_seconds and now - tonumber(f[CLAIMED]) >= cap_seconds then
+    return {'capped', worker}
+  end
+  if tonumber(f[LEASE]) <= now then return {'expired', worker} end
+  return false
+end
+
+-- Apply one failed attempt to the claimed item read as ``f``. ``due`` lists, per attempt
+-- count after this failure, the instant the policy requeues at; a count beyond the list is
+-- a dead letter. Returns ``f`` as it now stands.
+local function settle(ref, f, error, due, now)
+  local item = item_key(ref)
+  local queue, tenant = f[QUEUE], f[TENANT]
+  local attempts = tonumber(f[ATTEMPTS]) + 1
+  redis.call('ZREM', qkey('leases', queue), ref)
+  redis.call('SREM', base .. 'held:' .. seg(f[WORKER]), ref)
+  local failures = (f[FAILURES] or '') .. seg(error)
+  if attempts > #due then
+    redis.call('HSET', item, 'state', 'dead_lettered', 'attempts', attempts, 'worker', '',
+      'lease_expires_at', '', 'claimed_at', '', 'failures', failures)
+    local order = tonumber(string.sub(f[MEMBER], 1, 16))
+    redis.call('ZADD', qkey('dead', queue), order, ref)
+    redis.call('ZADD', base .. 'dead-tenant:' .. seg(tenant), order, ref)
+    forget_dedupe(f)
+    f[STATE] = 'dead_lettered'
+  else
+    local at = due[attempts]
+    redis.call('HSET', item, 'state', 'queued', 'attempts', attempts, 'worker', '',
+      'lease_expires_at', '', 'claimed_at', '', 'available_at', at, 'failures', failures)
+    add_ready(queue, tenant, f[PRIORITY], f[MEMBER], at)
+    if tonumber(at) <= now then ring(queue, at) end
+    f[STATE], f[AVAILABLE] = 'queued', at
+  end
+  f[ATTEMPTS], f[WORKER], f[LEASE], f[CLAIMED], f[FAILURES] = attempts, '', '', '', failures
+  return f
+end
