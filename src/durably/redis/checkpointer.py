@@ -15,11 +15,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Self
 
 from durably.codec import CheckpointCodec, JsonCodec
-from durably.errors import Fenced, InvalidInputError
+from durably.errors import Fenced, InvalidInputError, StatePersistenceError
 from durably.redis import keys
 from durably.redis.connection import RedisConnection, pairs, text
 from durably.redis.effects import LuaEffect, effect_key
 from durably.redis.preflight import preflight
+from durably.redis.retry import RetriesSpent
 from durably.redis.scripts import Script, scripts
 from durably.redis.settings import RedisStoreSettings
 from durably.retention import FINISHED, sweep_arguments
@@ -225,12 +226,21 @@ class RedisCheckpointer:
         identifier(key, "key")
         encoded = self._codec.encode(value)
         raw = encoded.encode()  # once: for the size check and as sent
-        self._redis.check_bytes(len(raw), lambda: f"value of {key!r}")
-        prefix, client = self._record_prefix(holder.workflow), self._redis.client
-        token, ttl = str(holder.token), self._record_ttl
-        reply = await self._redis.state(
-            lambda: _RECORD.run(client, 1, prefix, token, key, raw, *ttl)
-        )
+        if len(raw) > self._redis.max_value_bytes:
+            self._redis.check_bytes(len(raw), lambda: f"value of {key!r}")
+        try:
+            reply = await self._redis.retry.call(
+                _RECORD.run,
+                self._redis.client,
+                1,
+                self._record_prefix(holder.workflow),
+                str(holder.token),
+                key,
+                raw,
+                *self._record_ttl,
+            )
+        except RetriesSpent as spent:
+            raise StatePersistenceError("redis", "unavailable", spent.detail) from None
         if reply == 1:  # inserted: the script does not echo the value back
             return Recorded(self._codec.decode(encoded), True)
         if reply == 0:

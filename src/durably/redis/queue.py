@@ -23,6 +23,7 @@ from durably.errors import (
 from durably.redis import keys
 from durably.redis.connection import RedisConnection, number, text
 from durably.redis.preflight import preflight
+from durably.redis.retry import RetriesSpent
 from durably.redis.scripts import scripts
 from durably.redis.settings import RedisStoreSettings
 from durably.validation import identifier, non_negative
@@ -42,6 +43,7 @@ _LUA = scripts(
     "queue_adopt",
     prelude=("queue_lib.lua", "queue_settle_lib.lua"),
 )
+_ENQUEUE = _LUA["queue_enqueue"]
 _PRIORITIES = [str(int(p)) for p in sorted(WorkPriority, reverse=True)]
 _PRIORITY_TEXT = {p: str(int(p)).encode() for p in WorkPriority}
 _LEASE_EXPIRED = "lease expired"
@@ -186,10 +188,9 @@ class RedisWorkQueue:
         payload = _payload(item.payload)
         # The ids travel (and are stored) beside the payload: all of it counts.
         raw_tenant, raw_id = tenant.encode(), item_id.encode()
-        self._redis.check_bytes(
-            len(payload.encode()) + len(raw_tenant) + len(raw_id),
-            lambda: f"work item {item_id!r}",
-        )
+        size = len(payload.encode()) + len(raw_tenant) + len(raw_id)
+        if size > self._redis.max_value_bytes:
+            self._redis.check_bytes(size, lambda: f"work item {item_id!r}")
         now = self._clock.now()
         # Trailing arguments only when they say something: a delay, a dedupe key.
         extra: tuple[str, ...] = ()
@@ -199,10 +200,10 @@ class RedisWorkQueue:
             extra = (number(item.available_at),)
         # keys.item_key, from the bytes at hand (segment lengths count UTF-8 bytes).
         key = f"{self._item_prefix}{len(raw_tenant)}:{tenant}{len(raw_id)}:{item_id}"
-        script, client = _LUA["queue_enqueue"], self._redis.client
-        reply = await self._redis.retry.run(
-            lambda: script.run(
-                client,
+        try:
+            reply = await self._redis.retry.call(
+                _ENQUEUE.run,
+                self._redis.client,
                 1,
                 key,
                 self._raw_prefix,
@@ -213,9 +214,9 @@ class RedisWorkQueue:
                 _PRIORITY_TEXT.get(item.priority) or str(int(item.priority)).encode(),
                 number(now),
                 *extra,
-            ),
-            lambda detail: QueueUnavailableError(queue, "enqueue", detail),
-        )
+            )
+        except RetriesSpent as spent:
+            raise QueueUnavailableError(queue, "enqueue", spent.detail) from None
         if reply != 1:  # a live item holds the id or the dedupe key: it, unchanged
             return _item(reply)
         return item.model_copy(
