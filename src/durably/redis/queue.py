@@ -27,7 +27,15 @@ from durably.redis.retry import RetriesSpent
 from durably.redis.scripts import scripts
 from durably.redis.settings import RedisStoreSettings
 from durably.validation import identifier, non_negative
-from durably.work import DEFAULT_QUEUE, QueuePolicy, QueueStats, WorkItem, WorkPriority, WorkState
+from durably.work import (
+    DEFAULT_QUEUE,
+    QueuePolicy,
+    QueueStats,
+    WorkItem,
+    WorkPriority,
+    WorkState,
+    checked_item,
+)
 
 _LUA = scripts(
     "queue_enqueue",
@@ -179,12 +187,8 @@ class RedisWorkQueue:
     async def enqueue(self, item: WorkItem) -> WorkItem:
         """Queue ``item`` (a future ``available_at`` delays it); a live item with the same
         id or (tenant, queue, dedupe_key) is returned unchanged instead."""
-        tenant = identifier(item.tenant, "tenant")
-        item_id = identifier(item.id, "item_id")
-        queue = identifier(item.queue, "queue")
-        dedupe = item.dedupe_key
-        if dedupe is not None:
-            identifier(dedupe, "dedupe_key")
+        checked_item(item)
+        tenant, item_id, queue, dedupe = item.tenant, item.id, item.queue, item.dedupe_key
         payload = _payload(item.payload)
         # The ids travel (and are stored) beside the payload: all of it counts.
         raw_tenant, raw_id = tenant.encode(), item_id.encode()
