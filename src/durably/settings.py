@@ -12,6 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, S
 
 from durably.errors import ConfigurationError
 
+DEFAULT_MAX_VALUE_BYTES = 1024 * 1024
+"""The size limit of one stored value unless a backing's settings say otherwise."""
+
 
 class StoreSettings(BaseModel):
     """Retry budget, pool and size limits common to every datastore backing."""
@@ -23,7 +26,7 @@ class StoreSettings(BaseModel):
     backoff_seconds: PositiveFloat = Field(0.05, description="first retry delay; doubles")
     pool_size: PositiveInt = 10
     connect_timeout_seconds: PositiveFloat = 5.0
-    max_value_bytes: PositiveInt = 1024 * 1024
+    max_value_bytes: PositiveInt = DEFAULT_MAX_VALUE_BYTES
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Self:
@@ -36,4 +39,4 @@ class StoreSettings(BaseModel):
         return cls(**{field: SecretStr(value) if field == "dsn" else value, **overrides})
 
 
-__all__ = ["StoreSettings"]
+__all__ = ["DEFAULT_MAX_VALUE_BYTES", "StoreSettings"]

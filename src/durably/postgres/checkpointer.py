@@ -21,6 +21,7 @@ from durably.postgres.migrate import verify
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
 from durably.postgres.sweep import sweep_finished
+from durably.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.status import WorkflowInfo, WorkflowStatus
 from durably.validation import identifier, positive
 from durably.workflows import INBOX_DIGITS as _DIGITS
@@ -64,7 +65,7 @@ class PostgresCheckpointer:
                 "stores checkpoint values as jsonb; use a codec with renders_json = True"
             )
         self._tables = tables or StateTables()
-        self._max_bytes = settings.max_value_bytes if settings else 1024 * 1024
+        self._max_bytes = settings.max_value_bytes if settings else DEFAULT_MAX_VALUE_BYTES
         self._access = Access.over(pool, settings.retry if settings else RetryBudget())
         self._sql = statements.render_all(_TEMPLATES, self._tables.names)
 

@@ -17,6 +17,7 @@ from durably.postgres.migrate import verify
 from durably.postgres.notify import Listener
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
+from durably.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.validation import identifier, non_negative
 from durably.work import (
     DEFAULT_QUEUE,
@@ -54,7 +55,7 @@ class PostgresWorkQueue:
         self._clock = clock or SystemClock()
         self._policy = policy or QueuePolicy()
         self._tables = tables or StateTables()
-        self._max_bytes = settings.max_value_bytes if settings else 1024 * 1024
+        self._max_bytes = settings.max_value_bytes if settings else DEFAULT_MAX_VALUE_BYTES
         self._poll_seconds = settings.poll_seconds if settings else 1.0
         self._access = Access.over(pool, settings.retry if settings else RetryBudget())
         self._sql = statements.render_all(_TEMPLATES, self._tables.names)

@@ -33,6 +33,7 @@ from durably.runs import (
     StateQuery,
     stored_run,
 )
+from durably.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.validation import identifier
 
 _TEMPLATES = statements.load("state.sql")
@@ -69,7 +70,7 @@ class PostgresStateStore:
     ) -> None:
         self._clock = clock or SystemClock()
         self._tables = tables or StateTables()
-        self._max_bytes = settings.max_value_bytes if settings else 1024 * 1024
+        self._max_bytes = settings.max_value_bytes if settings else DEFAULT_MAX_VALUE_BYTES
         self._access = Access.over(pool, settings.retry if settings else RetryBudget())
         self._sql = statements.render_all(_TEMPLATES, self._tables.names)
 

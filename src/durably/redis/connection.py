@@ -8,11 +8,9 @@ from typing import Any, TypeVar
 from durably.errors import StatePersistenceError
 from durably.redis.keys import DEFAULT_NAMESPACE, namespace
 from durably.redis.retry import Retry
-from durably.redis.settings import RedisStoreSettings
+from durably.redis.settings import DEFAULT_MAX_VALUE_BYTES, RedisStoreSettings
 
 T = TypeVar("T")
-
-DEFAULT_MAX_VALUE_BYTES = 256 * 1024
 
 
 class RedisConnection:

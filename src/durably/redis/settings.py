@@ -9,6 +9,9 @@ from pydantic import Field, PositiveInt, SecretStr, field_validator
 from durably.redis.keys import DEFAULT_NAMESPACE, namespace
 from durably.settings import StoreSettings
 
+DEFAULT_MAX_VALUE_BYTES = 256 * 1024
+"""Redis holds everything in memory: a smaller limit than the SQL stores."""
+
 
 class RedisStoreSettings(StoreSettings):
     """Settings of the Redis backing; read ``DURABLY_REDIS_DSN`` with `from_env`.
@@ -23,7 +26,7 @@ class RedisStoreSettings(StoreSettings):
     durable: bool = True
     namespace: str = DEFAULT_NAMESPACE
     cluster: bool = Field(False, description="connect with a cluster-aware client")
-    max_value_bytes: PositiveInt = 256 * 1024
+    max_value_bytes: PositiveInt = DEFAULT_MAX_VALUE_BYTES
 
     @field_validator("namespace")
     @classmethod
