@@ -20,16 +20,16 @@ end
 -- A tenant is in the queue's rotation (the active set, scored by its turn) exactly while it
 -- has a queued item, due or delayed. Membership is read, not counted, so an enqueue into an
 -- active tenant writes only its ready set; and the active set is also what `stats` walks.
+local function join(queue, tenant)
+  -- A tenant coming back keeps the turn it had, so emptying out never jumps the queue.
+  local turn = redis.call('HGET', qkey('turns', queue), tenant) or 0
+  redis.call('ZADD', qkey('active', queue), turn, tenant)
+  -- The registry `reap` walks; a queue with an active tenant is in it already.
+  redis.call('SADD', base .. 'queues', queue)
+end
 local function add_ready(queue, tenant, priority, member, available)
   redis.call('ZADD', ready_key(queue, tenant, priority), available, member)
-  local active = qkey('active', queue)
-  if not redis.call('ZSCORE', active, tenant) then
-    -- A tenant coming back keeps the turn it had, so emptying out never jumps the queue.
-    local turn = redis.call('HGET', qkey('turns', queue), tenant) or 0
-    redis.call('ZADD', active, turn, tenant)
-    -- The registry `reap` walks; a queue with an active tenant is in it already.
-    redis.call('SADD', base .. 'queues', queue)
-  end
+  if not redis.call('ZSCORE', qkey('active', queue), tenant) then join(queue, tenant) end
 end
 
 -- ``priorities``: every priority's name (ARGV of the claim), to see the tenant emptied.
