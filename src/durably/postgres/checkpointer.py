@@ -141,7 +141,10 @@ class PostgresCheckpointer:
         encoded = self._encode(value)
 
         async def write(session: Session) -> Recorded[object]:
-            rows = await session.fetch(self._sql["record"], workflow, holder.token, key, encoded)
+            args = (workflow, holder.token, key, encoded)
+            if await session.count(self._sql["record"], *args):
+                return Recorded(self._codec.decode(encoded), True)
+            rows = await session.fetch(self._sql["record_checked"], *args)
             fenced_ok, written = rows[0]
             if not fenced_ok:
                 raise Fenced(workflow, holder.token)
@@ -215,7 +218,7 @@ class PostgresCheckpointer:
         self, session: Session, workflow: str, key: str, encoded: str
     ) -> Recorded[object]:
         """`supply` of an encoded value on ``session`` (for `PostgresDurable`)."""
-        if await session.fetch(self._sql["supply"], workflow, key, encoded):
+        if await session.count(self._sql["supply"], workflow, key, encoded):
             return Recorded(self._codec.decode(encoded), True)
         return await self._stored(session, workflow, key, encoded)
 

@@ -49,7 +49,22 @@ WHERE workflow = $1::text AND token = $2::bigint;
 
 -- name: record
 -- The fence is a row-locking UPDATE on the claim row: it waits behind a claim in flight,
--- re-reads the newest token, and renews liveness only for the current pass.
+-- re-reads the newest token, and renews liveness only for the current pass. One row back
+-- means fenced, renewed and written; none means fenced out or already recorded, which
+-- record_checked then tells apart (the common case pays for no counting).
+WITH fence AS (
+    UPDATE {workflow_claim}
+    SET alive_until = LEAST(now() + make_interval(secs => alive_for), held_until)
+    WHERE workflow = $1::text AND token = $2::bigint
+    RETURNING token
+)
+INSERT INTO {workflow_checkpoint} (workflow, key, value)
+SELECT $1::text, $3::text, $4::jsonb FROM fence
+ON CONFLICT (workflow, key) DO NOTHING
+RETURNING 1;
+
+-- name: record_checked
+-- record, answering (fenced?, written?) for the case record could not tell.
 WITH fence AS (
     UPDATE {workflow_claim}
     SET alive_until = LEAST(now() + make_interval(secs => alive_for), held_until)

@@ -50,6 +50,11 @@ class Session(Protocol):
         """Rows of ``statement``."""
         ...
 
+    async def count(self, statement: str, *args: Any) -> int:
+        """How many rows ``statement`` returned, without reading them (the hot writes
+        only ask whether their ``RETURNING`` yielded a row)."""
+        ...
+
     def transaction(self) -> AbstractAsyncContextManager[None]:
         """A transaction (or savepoint, inside one) around the block."""
         ...
@@ -81,6 +86,15 @@ class PsycopgSession:
             rows: Sequence[Row] = await cursor.fetchall()
             return rows
 
+    async def count(self, statement: str, *args: Any) -> int:
+        # The result's tuple count, without building rows (about 3% of an enqueue).
+        async with _raw_cursor(self.connection) as cursor:
+            await cursor.execute(statement, args, prepare=True)
+            result = cursor.pgresult
+            if result is None or result.status != _tuples_ok:
+                return 0
+            return int(result.ntuples)
+
     def transaction(self) -> AbstractAsyncContextManager[None]:
         return _psycopg_transaction(self.connection)
 
@@ -106,6 +120,9 @@ class AsyncpgSession:
         rows: Sequence[Row] = await self.connection.fetch(statement, *args)
         return rows
 
+    async def count(self, statement: str, *args: Any) -> int:
+        return len(await self.connection.fetch(statement, *args))
+
     def transaction(self) -> AbstractAsyncContextManager[None]:
         return _asyncpg_transaction(self.connection)
 
@@ -129,6 +146,9 @@ class ExecutorSession:
 
     async def fetch(self, statement: str, *args: Any) -> Sequence[Row]:
         return await self.executor.fetch(statement, *args)
+
+    async def count(self, statement: str, *args: Any) -> int:
+        return len(await self.executor.fetch(statement, *args))
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:

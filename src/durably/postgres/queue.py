@@ -31,6 +31,8 @@ from durably.work import (
 
 _TEMPLATES = statements.load("queue.sql")
 _BATCH = 500
+# One encoder for payloads (json.dumps with options builds a new encoder on every call).
+_PAYLOAD = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 # Enum members by stored value: a dict lookup is cheaper than the enum call per row.
 _PRIORITIES = {int(member): member for member in WorkPriority}
 _STATES = {member.value: member for member in WorkState}
@@ -102,8 +104,9 @@ class PostgresWorkQueue:
         checked_item(item)
         now = self._clock.now()
         available_at = item.available_at if item.available_at is not None else now
-        payload = json.dumps(item.payload, separators=(",", ":"), ensure_ascii=False)
-        if len(payload.encode()) > self._max_bytes:
+        payload = _PAYLOAD(item.payload)
+        # UTF-8 spends at most 4 bytes a character: only a long text needs counting.
+        if len(payload) > self._max_bytes >> 2 and len(payload.encode()) > self._max_bytes:
             raise StatePersistenceError(
                 "postgres", "too_large", f"payload exceeds max_value_bytes={self._max_bytes}"
             )
@@ -118,13 +121,13 @@ class PostgresWorkQueue:
             now,
             available_at,
             item.first_claimed_at,
-            json.dumps(list(item.failures)),
+            json.dumps(list(item.failures)) if item.failures else "[]",
             self._channel,
         )
 
         async def enqueue(session: Session) -> WorkItem | None:
             for _ in range(5):
-                if await session.fetch(self._sql["enqueue"], *args):
+                if await session.count(self._sql["enqueue"], *args):
                     return None
                 if await session.fetch(self._sql["drop_terminal"], item.tenant, item.id):
                     continue  # a finished item held the id: it is freed, insert again

@@ -97,8 +97,8 @@ CREATE TABLE IF NOT EXISTS {workflow_checkpoint} (
     written_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (workflow, key)
 );
-CREATE INDEX IF NOT EXISTS {workflow_checkpoint_name}_order ON {workflow_checkpoint}
-    (workflow, seq);
+-- No index on (workflow, seq): load reads a workflow's rows by the primary key and sorts
+-- them, and every step's insert would pay for a second index entry.
 
 CREATE TABLE IF NOT EXISTS {workflow_claim} (
     workflow text COLLATE "C" PRIMARY KEY,
