@@ -11,14 +11,20 @@ import pytest_asyncio
 from pydantic import SecretStr
 from redis.asyncio import Redis
 
-from durably import ManualClock, RunRecord, WorkItem
+from durably import ManualClock, Recorded, RunRecord, WorkItem, WorkState
 from durably.errors import (
     ConfigurationError,
     PoolExhaustedError,
     QueueUnavailableError,
     StatePersistenceError,
 )
-from durably.redis import RedisStateStore, RedisStoreSettings, RedisWorkQueue, preflight
+from durably.redis import (
+    RedisCheckpointer,
+    RedisStateStore,
+    RedisStoreSettings,
+    RedisWorkQueue,
+    preflight,
+)
 from durably.redis.connection import text
 from durably.redis.settings import RedisStoreSettings as Settings
 from tests.redis_service import RedisServer, free_port, start_server
@@ -174,3 +180,23 @@ async def test_scripts_are_reloaded_after_a_script_flush(redis_client: Any) -> N
     again = await store.put_run(first)
     assert again.version == 2
     await store.delete_run(first.key)
+
+
+async def test_enqueue_and_record_reload_their_scripts_after_a_script_flush(
+    redis_client: Any,
+) -> None:
+    # Both call their script on a path of their own (not Script.run): NOSCRIPT there too.
+    queue = RedisWorkQueue(redis_client, clock=ManualClock(), namespace="flush-queue")
+    checkpointer = RedisCheckpointer(redis_client, namespace="flush-wf")
+    holder = await checkpointer.claim("wf", 60.0, 60.0)
+    assert holder is not None
+    await redis_client.script_flush()
+    queued = await queue.enqueue(WorkItem(id="i", tenant="t"))
+    assert queued.state is WorkState.QUEUED
+    await redis_client.script_flush()
+    recorded = await checkpointer.record(holder, "step", {"n": 1})
+    assert recorded == Recorded({"n": 1}, True)
+    assert (await checkpointer.load("wf")) == {"step": {"n": 1}}
+    claimed = await queue.claim(worker="w")
+    assert claimed is not None
+    assert claimed.id == "i"
