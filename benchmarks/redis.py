@@ -47,6 +47,10 @@ RUNS = 5
 WARMUP = 1
 FLOOR_CLAIM = (Path(__file__).parent / "redis_floor.lua").read_text()
 FLOOR_ENQUEUE = "redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2]) return 1"
+# The doorbell floor's enqueue: the floor's, plus one ring for a blocked worker.
+FLOOR_RINGING_ENQUEUE = (
+    "redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2]) redis.call('LPUSH', KEYS[2], 1) return 1"
+)
 
 Measure = Callable[[str], Coroutine[Any, Any, float]]
 Pair = Callable[[str, bool], Coroutine[Any, Any, tuple[float, float]]]
@@ -107,16 +111,22 @@ def fresh() -> str:
 
 
 class Floor:
-    """The minimal queue: one ready zset, one lease zset."""
+    """The minimal queue: one ready zset, one lease zset (and, for the doorbell floor, a
+    list its enqueue rings and its idle worker blocks on)."""
 
     def __init__(self, client: Any, name: str) -> None:
         self.client = client
         self.ready, self.leases = f"{{{name}}}:ready", f"{{{name}}}:leases"
+        self.bell = f"{{{name}}}:bell"
         self.enqueue_script = client.register_script(FLOOR_ENQUEUE)
+        self.ringing_script = client.register_script(FLOOR_RINGING_ENQUEUE)
         self.claim_script = client.register_script(FLOOR_CLAIM)
 
     async def enqueue(self, member: str) -> None:
         await self.enqueue_script(keys=[self.ready], args=[time.time(), member])
+
+    async def enqueue_ringing(self, member: str) -> None:
+        await self.ringing_script(keys=[self.ready, self.bell], args=[time.time(), member])
 
     async def claim(self) -> str | None:
         now = time.time()
@@ -255,6 +265,8 @@ def _enqueuer(url: str, floor_name: str, queue_name: str, commands: Any) -> None
         sent = time.perf_counter()  # CLOCK_MONOTONIC: comparable across processes
         if kind == "floor":
             loop.run_until_complete(floor.enqueue(f"item-{n}"))
+        elif kind == "floor-bell":
+            loop.run_until_complete(floor.enqueue_ringing(f"item-{n}"))
         else:
             loop.run_until_complete(queue.enqueue(WorkItem(id=f"item-{n}", tenant="t")))
         commands.send(sent)
@@ -262,15 +274,19 @@ def _enqueuer(url: str, floor_name: str, queue_name: str, commands: Any) -> None
     loop.close()
 
 
-def make_latencies(separate: bool) -> Pair:
+def make_latencies(separate: bool, doorbell: bool = False) -> Pair:
     """p50 seconds from enqueue to start for an idle worker, the two sides' samples taken
-    alternately. The floor's worker polls its claim every millisecond; durably's is a real
-    `Worker` (default poll, the product's idle path), timed to its handler's start.
+    alternately. durably's is a real `Worker` (default poll, the product's idle path),
+    timed to its handler's start; both sides idle 20 ms before each sample.
+
+    The floor's worker polls its claim every millisecond, or, with ``doorbell``, blocks
+    like durably's: ``BLPOP`` on a list its enqueue rings, then the floor's claim (two
+    round trips; durably pipelines the wait and the claim into one).
 
     With ``separate``, the enqueues come from a process of their own, as from an
-    application; otherwise from the workers' own event loop, where the floor's 1 ms poll
-    also keeps the enqueuer awake (a 20 ms-idle round trip costs about 0.35 ms more here)
-    and often sends its claim right behind the enqueue."""
+    application; otherwise from the workers' own event loop, where the polling floor also
+    keeps the enqueuer awake (a 20 ms-idle round trip costs about 0.3 ms more here) and
+    often sends its claim right behind the enqueue."""
 
     async def measure(url: str, floor_first: bool) -> tuple[float, float]:
         client, floor_name, queue_name = Redis.from_url(url), fresh(), fresh()
@@ -278,6 +294,7 @@ def make_latencies(separate: bool) -> Pair:
         queue = RedisWorkQueue(client, clock=SystemClock(), namespace=queue_name)
         samples: dict[str, list[float]] = {"floor": [], "durably": []}
         started: list[asyncio.Future[float]] = []
+        floor_claimed: list[asyncio.Future[float]] = []
 
         async def handler(item: WorkItem) -> None:
             started[-1].set_result(time.perf_counter())
@@ -291,6 +308,15 @@ def make_latencies(separate: bool) -> Pair:
                 await asyncio.sleep(0.001)
             claimed.set_result(time.perf_counter())
 
+        async def blocking_floor() -> None:
+            """The doorbell floor's worker: block on the bell, then claim."""
+            while True:
+                if await client.blpop([floor.bell], timeout=1) is None:
+                    continue
+                if await floor.claim() is not None and floor_claimed:
+                    floor_claimed[-1].set_result(time.perf_counter())
+
+        floor_kind = "floor-bell" if doorbell else "floor"
         child: Any = None
         if separate:
             context = multiprocessing.get_context("spawn")
@@ -308,6 +334,8 @@ def make_latencies(separate: bool) -> Pair:
             sent = time.perf_counter()
             if kind == "floor":
                 await floor.enqueue(f"item-{n}")
+            elif kind == "floor-bell":
+                await floor.enqueue_ringing(f"item-{n}")
             else:
                 await queue.enqueue(WorkItem(id=f"item-{n}", tenant="t"))
             return lambda: sent
@@ -315,18 +343,26 @@ def make_latencies(separate: bool) -> Pair:
         (await enqueue("floor", -1))()  # the other process is up and connected
         while await floor.claim() is None:
             await asyncio.sleep(0.01)
+        blocking = asyncio.create_task(blocking_floor()) if doorbell else None
         for n in range(LATENCY_SAMPLES):
             for kind in ("floor", "durably") if n % 2 == 0 else ("durably", "floor"):
                 claimed: asyncio.Future[float] = asyncio.get_running_loop().create_future()
-                task = asyncio.create_task(poller(claimed)) if kind == "floor" else None
+                task = None
                 if kind == "durably":
                     started.append(claimed)
+                elif doorbell:
+                    floor_claimed.append(claimed)
+                else:
+                    task = asyncio.create_task(poller(claimed))
                 await asyncio.sleep(0.02)  # let it go idle
-                sent = await enqueue(kind, n)
+                sent = await enqueue(kind if kind == "durably" else floor_kind, n)
                 began = await claimed
                 samples[kind].append(began - sent())
                 if task is not None:
                     await task
+        if blocking is not None:
+            blocking.cancel()
+            await asyncio.gather(blocking, return_exceptions=True)
         if child is not None:
             ours.send(None)
             await asyncio.to_thread(child.join)
@@ -396,6 +432,7 @@ def main() -> None:
             ),
             ("idle enqueue-to-start p50 (ms)", make_latencies(False), False),
             ("  same, enqueued from another process (ms)", make_latencies(True), False),
+            ("  same, vs a floor blocking on a doorbell (ms)", make_latencies(False, True), False),
             ("workflow record/s (vs floor enqueue)", records, True),
         ]
         print(f"median of {RUNS} pairs after {WARMUP} warm-up pair(s)")
