@@ -3,10 +3,8 @@
 -- claim that commits underneath is re-checked rather than taken twice.
 
 -- name: enqueue
-WITH turn AS (
-    INSERT INTO {turns} (queue, tenant) VALUES ($3::text, $1::text)
-    ON CONFLICT DO NOTHING
-)
+-- A tenant's place in the rotation is written when it is first served (see claim), so an
+-- enqueue is one row.
 INSERT INTO {work} (
     tenant, id, queue, payload, priority, dedupe_key, attempts, state,
     enqueued_at, available_at, first_claimed_at, failures
@@ -47,18 +45,32 @@ ON CONFLICT (queue) DO UPDATE SET reaped = c.reaped + $2::bigint;
 -- tenant priority, age and enqueue order; the served tenants' turns go to the back. A batch
 -- takes what $5 single claims in a row would: one item of each tenant in turn, then a
 -- second of each, and so on (never several of the first tenant while others wait).
-WITH tenants AS MATERIALIZED (
-    SELECT t.tenant, t.turn, due.available_at, due.seq
-    FROM {turns} t
+-- The tenants with queued items are found by skipping through the age index one tenant at
+-- a time, so tenants with nothing queued cost a claim nothing.
+WITH RECURSIVE queued (tenant) AS (
+    (SELECT w.tenant FROM {work} w
+     WHERE w.queue = $1::text AND w.state = 'queued'
+     ORDER BY w.tenant LIMIT 1)
+    UNION ALL
+    SELECT (SELECT w.tenant FROM {work} w
+            WHERE w.queue = $1::text AND w.state = 'queued' AND w.tenant > queued.tenant
+            ORDER BY w.tenant LIMIT 1)
+    FROM queued
+    WHERE queued.tenant IS NOT NULL
+),
+tenants AS MATERIALIZED (
+    SELECT queued.tenant, coalesce(t.turn, 0) AS turn, due.available_at, due.seq
+    FROM queued
     CROSS JOIN LATERAL (
         SELECT w.available_at, w.seq
         FROM {work} w
-        WHERE w.queue = t.queue AND w.tenant = t.tenant
+        WHERE w.queue = $1::text AND w.tenant = queued.tenant
           AND w.state = 'queued' AND w.available_at <= $2::float8
         ORDER BY w.available_at, w.seq
         LIMIT 1
     ) due
-    WHERE t.queue = $1::text
+    LEFT JOIN {turns} t ON t.queue = $1::text AND t.tenant = queued.tenant
+    WHERE queued.tenant IS NOT NULL
 ),
 -- How many items of each tenant a batch may need: with T tenants due, ceil($5 / T). A
 -- single claim (or T >= $5) takes one per tenant and stops after $5; otherwise at most
@@ -123,6 +135,17 @@ served AS (
         FOR UPDATE SKIP LOCKED
     ) free
     WHERE t.queue = free.queue AND t.tenant = free.tenant
+),
+-- A tenant served for the first time gets its row here, already at the back. Two claims
+-- serving it at once both try; the second does nothing.
+first_served AS (
+    INSERT INTO {turns} (queue, tenant, turn)
+    SELECT $1::text, fresh.tenant, nextval('{turn_seq_text}')
+    FROM (SELECT DISTINCT tenant FROM claimed) fresh
+    WHERE NOT EXISTS (
+        SELECT 1 FROM {turns} t WHERE t.queue = $1::text AND t.tenant = fresh.tenant
+    )
+    ON CONFLICT DO NOTHING
 )
 SELECT * FROM claimed;
 

@@ -72,7 +72,8 @@ CREATE INDEX IF NOT EXISTS {work_name}_held ON {work} (worker) WHERE state = 'cl
 CREATE INDEX IF NOT EXISTS {work_name}_dead ON {work} (tenant, seq)
     WHERE state = 'dead_lettered';
 
--- One row per (queue, tenant): the turn it was last served at; 0 = never served.
+-- One row per (queue, tenant) once the tenant has been served: the turn it was last served
+-- at. A tenant without a row has never been served and goes first (turn 0).
 CREATE TABLE IF NOT EXISTS {turns} (
     queue text NOT NULL,
     tenant text NOT NULL,
