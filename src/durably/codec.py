@@ -24,13 +24,17 @@ class CheckpointCodec(Protocol):
         ...
 
 
+# One encoder for every call (json.dumps with options builds a new one each time).
+_ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False).encode
+
+
 class JsonCodec:
     """JSON with sorted keys and no NaN/Infinity. A tuple comes back as a list."""
 
     renders_json = True
 
     def encode(self, value: object) -> str:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        return _ENCODE(value)
 
     def decode(self, text: str) -> object:
         return json.loads(text)

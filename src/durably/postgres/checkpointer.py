@@ -317,7 +317,8 @@ class PostgresCheckpointer:
 
     def _encode(self, value: object) -> str:
         encoded = self._codec.encode(value)
-        if len(encoded.encode()) > self._max_bytes:
+        # UTF-8 spends at most 4 bytes a character: only a long text needs counting.
+        if len(encoded) > self._max_bytes >> 2 and len(encoded.encode()) > self._max_bytes:
             raise StatePersistenceError(
                 "postgres",
                 "too_large",
