@@ -95,11 +95,11 @@ def _item(fields: Any) -> WorkItem:
         payload=json.loads(fields[0]),
         priority=WorkPriority(int(fields[14])),
         dedupe_key=_text(dedupe) if dedupe else None,
-        attempts=int(fields[1]),
+        attempts=int(fields[1] or 0),  # unset until the first failure
         state=WorkState(_text(fields[2])),
         worker=_text(fields[3]) or None,
         enqueued_at=_instant(fields[4]),
-        available_at=_instant(fields[5]),
+        available_at=_instant(fields[5] or fields[4]),  # unset: due at enqueue
         lease_expires_at=_instant(fields[6]),
         first_claimed_at=_instant(fields[7]),
         claimed_at=_instant(fields[8]),

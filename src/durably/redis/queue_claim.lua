@@ -45,11 +45,9 @@ if not best then return false end
 local id = string.sub(best.member, 17)
 local ref = seg(best.tenant) .. seg(id)
 local item = item_key(ref)
-remove_ready(queue, best.tenant, best.priority, best.member, {unpack(ARGV, 6)})
 -- The served tenant goes to the back of the rotation.
 local turn = redis.call('INCR', qkey('turn', queue))
-redis.call('HSET', qkey('turns', queue), best.tenant, turn)
-redis.call('ZADD', KEYS[1], 'XX', turn, best.tenant)
+remove_ready(queue, best.tenant, best.priority, best.member, {unpack(ARGV, 6)}, turn)
 local f = read_item(item)
 if not f[FIRST_CLAIMED] or f[FIRST_CLAIMED] == '' then
   f[FIRST_CLAIMED] = now

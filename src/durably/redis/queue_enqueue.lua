@@ -41,16 +41,27 @@ if state or dedupe then
 end
 -- Equal availability is broken by enqueue order: the member sorts by a padded sequence.
 local member = string.format('%016.0f', redis.call('INCR', base .. 'seq')) .. id
--- Fields that are still unset are not written (a missing field reads as unset).
+-- Fields that are still unset are not written (a missing field reads as unset), nor are
+-- the attempts (0 while missing) and, for an item due at once, its availability (the
+-- enqueue time while missing): read_item's readers supply both.
 if dedupe then
-  redis.call('HSET', item, 'payload', payload, 'tenant', tenant, 'id', id, 'queue', queue,
-    'priority', priority, 'dedupe', dedupe, 'member', member, 'state', 'queued',
-    'attempts', 0, 'enqueued_at', now, 'available_at', available or now)
   redis.call('HSET', base .. 'dedupe', seg(tenant) .. seg(queue) .. seg(dedupe), id)
+  if available then
+    redis.call('HSET', item, 'payload', payload, 'tenant', tenant, 'id', id, 'queue', queue,
+      'priority', priority, 'dedupe', dedupe, 'member', member, 'state', 'queued',
+      'enqueued_at', now, 'available_at', available)
+  else
+    redis.call('HSET', item, 'payload', payload, 'tenant', tenant, 'id', id, 'queue', queue,
+      'priority', priority, 'dedupe', dedupe, 'member', member, 'state', 'queued',
+      'enqueued_at', now)
+  end
+elseif available then
+  redis.call('HSET', item, 'payload', payload, 'tenant', tenant, 'id', id, 'queue', queue,
+    'priority', priority, 'member', member, 'state', 'queued', 'enqueued_at', now,
+    'available_at', available)
 else
   redis.call('HSET', item, 'payload', payload, 'tenant', tenant, 'id', id, 'queue', queue,
-    'priority', priority, 'member', member, 'state', 'queued',
-    'attempts', 0, 'enqueued_at', now, 'available_at', available or now)
+    'priority', priority, 'member', member, 'state', 'queued', 'enqueued_at', now)
 end
 -- add_ready and ring (queue_lib.lua), inline: the queue's segment is built once.
 local q = #queue .. ':' .. queue

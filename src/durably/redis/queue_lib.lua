@@ -32,19 +32,28 @@ local function add_ready(queue, tenant, priority, member, available)
   if not redis.call('ZSCORE', qkey('active', queue), tenant) then join(queue, tenant) end
 end
 
--- ``priorities``: every priority's name (ARGV of the claim), to see the tenant emptied.
-local function remove_ready(queue, tenant, priority, member, priorities)
+-- Take ``member`` out of its ready set and send the served tenant to the back of the
+-- rotation with ``turn``. ``priorities``: every priority's name (ARGV of the claim), to see
+-- the tenant emptied. A tenant's turn lives in the active set while it has queued items
+-- and is kept in the turns hash only once it leaves (one write per claim, not two), so a
+-- tenant coming back keeps the turn it had.
+local function remove_ready(queue, tenant, priority, member, priorities, turn)
   redis.call('ZREM', ready_key(queue, tenant, priority), member)
   local sets = {}
   for i, p in ipairs(priorities) do sets[i] = ready_key(queue, tenant, p) end
+  local active = qkey('active', queue)
   if redis.call('EXISTS', unpack(sets)) == 0 then
-    redis.call('ZREM', qkey('active', queue), tenant)
+    redis.call('HSET', qkey('turns', queue), tenant, turn)
+    redis.call('ZREM', active, tenant)
+  else
+    redis.call('ZADD', active, 'XX', turn, tenant)
   end
 end
 
 -- An item as one read, answered whole (queue.py reads it by position): the payload (JSON),
 -- the fields a claim or a settle changes, then what the item was enqueued as. A field
--- never written reads as false.
+-- never written reads as false: the attempts then count 0, and the availability is the
+-- enqueue time (queue_enqueue.lua writes neither for a fresh item due at once).
 local PAYLOAD, ATTEMPTS, STATE, WORKER, ENQUEUED, AVAILABLE = 1, 2, 3, 4, 5, 6
 local LEASE, FIRST_CLAIMED, CLAIMED, FAILURES = 7, 8, 9, 10
 local QUEUE, DEDUPE, TENANT, ID, PRIORITY, MEMBER = 11, 12, 13, 14, 15, 16

@@ -20,7 +20,7 @@ end
 local function settle(ref, f, error, due, now)
   local item = item_key(ref)
   local queue, tenant = f[QUEUE], f[TENANT]
-  local attempts = tonumber(f[ATTEMPTS]) + 1
+  local attempts = (tonumber(f[ATTEMPTS]) or 0) + 1
   redis.call('ZREM', qkey('leases', queue), ref)
   redis.call('SREM', base .. 'held:' .. seg(f[WORKER]), ref)
   local failures = (f[FAILURES] or '') .. seg(error)

@@ -1,0 +1,60 @@
+"""Redis queue rotation: where a tenant's turn is kept while it is queued and after it
+leaves (the active set, then the turns hash), and what the enqueue stores."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from durably import ManualClock, WorkItem, WorkState
+from durably.redis import RedisWorkQueue
+from tests.redis_service import namespace_for
+
+pytestmark = pytest.mark.redis
+
+
+async def _take(queue: RedisWorkQueue) -> tuple[str, str]:
+    item = await queue.claim(worker="w", queue="q")
+    assert item is not None
+    await queue.complete(item.id, tenant=item.tenant, worker="w")
+    return item.tenant, item.id
+
+
+async def test_a_tenant_that_empties_out_and_comes_back_keeps_the_turn_it_had(
+    any_redis: Any,
+) -> None:
+    clock = ManualClock(1000.0)
+    queue = RedisWorkQueue(any_redis, clock=clock, namespace=namespace_for(any_redis))
+    for tenant, item_id in (("a", "a0"), ("b", "b0"), ("b", "b1"), ("c", "c0"), ("c", "c1")):
+        await queue.enqueue(WorkItem(id=item_id, tenant=tenant, queue="q"))
+        clock.advance(1)
+    # a, b, c are served once each; a leaves the rotation (nothing queued) after its turn.
+    assert [await _take(queue) for _ in range(3)] == [("a", "a0"), ("b", "b0"), ("c", "c0")]
+    # a comes back: it was served before b and c, so it goes before them again, not behind
+    # them (it kept its turn) and not ahead of a tenant never served (that would be 0).
+    await queue.enqueue(WorkItem(id="a1", tenant="a", queue="q"))
+    await queue.enqueue(WorkItem(id="d0", tenant="d", queue="q"))
+    taken = [await _take(queue) for _ in range(4)]
+    assert taken == [("d", "d0"), ("a", "a1"), ("b", "b1"), ("c", "c1")]
+
+
+async def test_a_fresh_item_stores_no_attempts_or_availability_it_does_not_need(
+    any_redis: Any,
+) -> None:
+    # An unset attempts count reads as 0 and an unset availability as the enqueue time:
+    # every item read answers both, before and after a claim.
+    clock = ManualClock(1000.0)
+    ns = namespace_for(any_redis)
+    queue = RedisWorkQueue(any_redis, clock=clock, namespace=ns)
+    queued = await queue.enqueue(WorkItem(id="i", tenant="t", queue="q"))
+    assert (queued.attempts, queued.available_at, queued.enqueued_at) == (0, 1000.0, 1000.0)
+    again = await queue.enqueue(WorkItem(id="i", tenant="t", queue="q"))  # the live one
+    assert (again.attempts, again.available_at, again.enqueued_at) == (0, 1000.0, 1000.0)
+    claimed = await queue.claim(worker="w", queue="q")
+    assert claimed is not None
+    assert (claimed.attempts, claimed.available_at, claimed.state) == (0, 1000.0, WorkState.CLAIMED)
+    failed = await queue.fail("i", tenant="t", worker="w", error="boom")
+    assert failed.attempts == 1
+    assert failed.available_at is not None
+    assert failed.available_at > 1000.0
