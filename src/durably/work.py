@@ -94,6 +94,31 @@ def checked_item(item: WorkItem) -> WorkItem:
     return item
 
 
+# What an enqueue resets; attempts and failures are the item's own.
+_QUEUED_RESET: dict[str, object] = {
+    "state": WorkState.QUEUED,
+    "worker": None,
+    "lease_expires_at": None,
+    "claimed_at": None,
+    "first_claimed_at": None,
+}
+_QUEUED_SET = frozenset((*_QUEUED_RESET, "enqueued_at", "available_at"))
+
+
+def queued_copy(item: WorkItem, now: float) -> WorkItem:
+    """``item`` as an enqueue at ``now`` stores it: queued, held by nobody, due at its
+    ``available_at`` or now. What ``model_copy(update=...)`` builds, without building the
+    update per call (every backing's enqueue returns one)."""
+    queued = item.__copy__()
+    fields = queued.__dict__
+    fields.update(_QUEUED_RESET)
+    fields["enqueued_at"] = now
+    if fields["available_at"] is None:
+        fields["available_at"] = now
+    queued.__pydantic_fields_set__.update(_QUEUED_SET)
+    return queued
+
+
 @dataclass(frozen=True, slots=True)
 class Settlement:
     """What a failure does to an item: requeue it at ``available_at`` or dead-letter it."""
@@ -232,4 +257,5 @@ __all__ = [
     "WorkQueue",
     "WorkState",
     "checked_item",
+    "queued_copy",
 ]

@@ -17,6 +17,7 @@ from durably.work import (
     WorkItem,
     WorkState,
     checked_item,
+    queued_copy,
 )
 
 _Key = tuple[str, str]  # (tenant, item id)
@@ -79,17 +80,7 @@ class MemoryWorkQueue:
         if previous is not None:
             self._forget_dedupe(previous.item())
         now = self._clock.now()
-        queued = item.model_copy(
-            update={
-                "state": WorkState.QUEUED,
-                "worker": None,
-                "enqueued_at": now,
-                "available_at": now if item.available_at is None else item.available_at,
-                "lease_expires_at": None,
-                "claimed_at": None,
-                "first_claimed_at": None,
-            }
-        )
+        queued = queued_copy(item, now)
         self._tables.sequence += 1
         self._tables.items[(tenant, item_id)] = _Slot(self._tables.sequence, "")
         self._save(queued)

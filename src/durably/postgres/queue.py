@@ -27,6 +27,7 @@ from durably.work import (
     WorkPriority,
     WorkState,
     checked_item,
+    queued_copy,
 )
 
 _TEMPLATES = statements.load("queue.sql")
@@ -120,7 +121,6 @@ class PostgresWorkQueue:
             item.attempts,
             now,
             available_at,
-            item.first_claimed_at,
             json.dumps(list(item.failures)) if item.failures else "[]",
             self._channel,
         )
@@ -142,16 +142,7 @@ class PostgresWorkQueue:
         duplicate = await self._access.run(enqueue, errors=queue_errors(item.queue, "enqueue"))
         if duplicate is not None:
             return duplicate
-        return item.model_copy(
-            update={
-                "state": WorkState.QUEUED,
-                "enqueued_at": now,
-                "available_at": available_at,
-                "worker": None,
-                "lease_expires_at": None,
-                "claimed_at": None,
-            }
-        )
+        return queued_copy(item, now)
 
     async def claim(
         self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None

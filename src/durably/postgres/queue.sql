@@ -7,14 +7,14 @@
 -- enqueue is one row.
 INSERT INTO {work} (
     tenant, id, queue, payload, priority, dedupe_key, attempts, state,
-    enqueued_at, available_at, first_claimed_at, failures
+    enqueued_at, available_at, failures
 )
 VALUES (
     $1::text, $2::text, $3::text, $4::jsonb, $5::integer, $6::text, $7::integer, 'queued',
-    $8::float8, $9::float8, $10::float8, $11::jsonb
+    $8::float8, $9::float8, $10::jsonb
 )
 ON CONFLICT DO NOTHING
-RETURNING pg_notify($12::text, $3::text)::text;
+RETURNING pg_notify($11::text, $3::text)::text;
 
 -- name: drop_terminal
 DELETE FROM {work}
