@@ -83,28 +83,65 @@ def _segments(value: bytes | str | None) -> tuple[str, ...]:
     return tuple(out)
 
 
+# Replies read back by `_item`, looked up instead of parsed (bytes replies; a client that
+# decodes responses gets text, which takes the general path).
+_STATES = {state.value.encode(): state for state in WorkState}
+_PRIORITIES_READ = {str(int(p)).encode(): p for p in WorkPriority}
+_EMPTY_PAYLOAD = b"{}"
+
+
 def _item(fields: Any) -> WorkItem:
     """The item a script read back, by position (``read_item`` in queue_lib.lua; a field
     never written is None). Built without re-validation: every field was written by
     `enqueue` (validated then) or by the scripts, and this is the queue's hot path."""
-    dedupe = fields[11]
-    return WorkItem.model_construct(
-        id=_text(fields[13]),
-        tenant=_text(fields[12]),
-        queue=_text(fields[10]),
-        payload=json.loads(fields[0]),
-        priority=WorkPriority(int(fields[14])),
-        dedupe_key=_text(dedupe) if dedupe else None,
-        attempts=int(fields[1] or 0),  # unset until the first failure
-        state=WorkState(_text(fields[2])),
-        worker=_text(fields[3]) or None,
-        enqueued_at=_instant(fields[4]),
-        available_at=_instant(fields[5] or fields[4]),  # unset: due at enqueue
-        lease_expires_at=_instant(fields[6]),
-        first_claimed_at=_instant(fields[7]),
-        claimed_at=_instant(fields[8]),
-        failures=_segments(fields[9]),
+    payload, state, priority, dedupe = fields[0], fields[2], fields[14], fields[11]
+    return _built(
+        {
+            "id": _text(fields[13]),
+            "tenant": _text(fields[12]),
+            "queue": _text(fields[10]),
+            "payload": {} if payload == _EMPTY_PAYLOAD else json.loads(payload),
+            "priority": _PRIORITIES_READ.get(priority) or WorkPriority(int(priority)),
+            "dedupe_key": _text(dedupe) if dedupe else None,
+            "attempts": int(fields[1] or 0),  # unset until the first failure
+            "state": _STATES.get(state) or WorkState(_text(state)),
+            "worker": _text(fields[3]) or None,
+            "enqueued_at": _instant(fields[4]),
+            "available_at": _instant(fields[5] or fields[4]),  # unset: due at enqueue
+            "lease_expires_at": _instant(fields[6]),
+            "first_claimed_at": _instant(fields[7]),
+            "claimed_at": _instant(fields[8]),
+            "failures": _segments(fields[9]),
+        }
     )
+
+
+# Every field given, so what ``model_construct`` would build: it walks every field's
+# default and alias per call, a copy of this does not.
+_TEMPLATE = WorkItem.model_construct(
+    id="-",
+    tenant="-",
+    queue="-",
+    payload={},
+    priority=WorkPriority.NORMAL,
+    dedupe_key=None,
+    attempts=0,
+    state=WorkState.QUEUED,
+    worker=None,
+    enqueued_at=None,
+    available_at=None,
+    lease_expires_at=None,
+    first_claimed_at=None,
+    claimed_at=None,
+    failures=(),
+)
+
+
+def _built(values: dict[str, Any]) -> WorkItem:
+    """A `WorkItem` of ``values`` (every field), unvalidated, as ``model_construct``."""
+    item = _TEMPLATE.__copy__()
+    item.__dict__.update(values)
+    return item
 
 
 _FRESH: dict[str, Any] = {
