@@ -228,11 +228,12 @@ class RedisWorkQueue:
     async def _call(
         self, name: str, key_list: list[str], args: list[str], queue: str, operation: str
     ) -> Any:
-        script, client = _LUA[name], self._redis.client
-        return await self._redis.retry.run(
-            lambda: script.run(client, len(key_list), *key_list, self._prefix, *args),
-            lambda detail: QueueUnavailableError(queue, operation, detail),
-        )
+        try:  # retried without per-call closures
+            return await self._redis.retry.call(
+                _LUA[name].run, self._redis.client, len(key_list), *key_list, self._prefix, *args
+            )
+        except RetriesSpent as spent:
+            raise QueueUnavailableError(queue, operation, spent.detail) from None
 
     def _requeue_instants(self, *, now: float, retryable: bool, immediate: bool) -> list[str]:
         """When the policy requeues after attempt 1, 2, ...; the list ends at the dead letter."""
@@ -376,10 +377,11 @@ class RedisWorkQueue:
         identifier(item_id, "item_id")
         identifier(tenant, "tenant")
         identifier(worker, "worker")
+        ref = keys.item_ref(tenant, item_id)
         reply = await self._call(
             name,
-            [keys.item_key(self._redis.namespace, tenant, item_id)],
-            [keys.item_ref(tenant, item_id), worker, *args],
+            [self._item_prefix + ref],  # keys.item_key
+            [ref, worker, *args],
             "?",
             name.removeprefix("queue_"),
         )
