@@ -20,6 +20,9 @@ local best = nil
 for i = 1, #tenants, 2 do
   local tenant, turn = tenants[i], tonumber(tenants[i + 1])
   if best and turn > best.turn then break end
+  -- Alone at its turn (the list is sorted by turn), a tenant with a due item wins outright:
+  -- its highest-priority item is enough, with no oldest item to compare against others.
+  local alone = not best and (not tenants[i + 3] or tonumber(tenants[i + 3]) > turn)
   local pick, oldest_at, oldest_member = nil, nil, nil
   for p = 6, #ARGV do
     local hit = redis.call('ZRANGEBYSCORE', ready_key(queue, tenant, ARGV[p]), '-inf', now,
@@ -30,6 +33,7 @@ for i = 1, #tenants, 2 do
       if not oldest_at or at < oldest_at or (at == oldest_at and hit[1] < oldest_member) then
         oldest_at, oldest_member = at, hit[1]
       end
+      if alone then break end
     end
   end
   if pick then

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from durably import ManualClock, WorkItem, WorkState
+from durably import ManualClock, WorkItem, WorkPriority, WorkState
 from durably.redis import RedisWorkQueue
 from tests.redis_service import namespace_for
 
@@ -58,3 +58,22 @@ async def test_a_fresh_item_stores_no_attempts_or_availability_it_does_not_need(
     assert failed.attempts == 1
     assert failed.available_at is not None
     assert failed.available_at > 1000.0
+
+
+async def test_tenants_at_one_turn_are_ordered_by_their_oldest_due_item_of_any_priority(
+    any_redis: Any,
+) -> None:
+    # Both never served (turn 0): a's oldest item is its low-priority one, older than b's,
+    # so a goes first and hands out its highest priority; a tenant alone at its turn needs
+    # no such comparison (the claim stops at its first priority with a due item).
+    clock = ManualClock(1000.0)
+    queue = RedisWorkQueue(any_redis, clock=clock, namespace=namespace_for(any_redis))
+    await queue.enqueue(WorkItem(id="a-low", tenant="a", queue="q", priority=WorkPriority.LOW))
+    clock.advance(1)
+    await queue.enqueue(WorkItem(id="b-normal", tenant="b", queue="q"))
+    clock.advance(1)
+    await queue.enqueue(
+        WorkItem(id="a-urgent", tenant="a", queue="q", priority=WorkPriority.URGENT)
+    )
+    taken = [await _take(queue) for _ in range(3)]
+    assert taken == [("a", "a-urgent"), ("b", "b-normal"), ("a", "a-low")]
