@@ -68,9 +68,11 @@ CREATE INDEX IF NOT EXISTS {work_name}_due ON {work}
     (queue, tenant, priority DESC, available_at, seq) WHERE state = 'queued';
 CREATE INDEX IF NOT EXISTS {work_name}_age ON {work} (queue, tenant, available_at, seq)
     WHERE state = 'queued';
+-- Every claimed item, by lease expiry: reap reads the lapsed ones, and adopt (rare: a
+-- restarted worker) filters a worker's own out of these few rows rather than have every
+-- claim write a second index entry.
 CREATE INDEX IF NOT EXISTS {work_name}_leased ON {work} (lease_expires_at)
     WHERE state = 'claimed';
-CREATE INDEX IF NOT EXISTS {work_name}_held ON {work} (worker) WHERE state = 'claimed';
 CREATE INDEX IF NOT EXISTS {work_name}_dead ON {work} (tenant, seq)
     WHERE state = 'dead_lettered';
 
