@@ -83,6 +83,26 @@ class WorkItem(BaseModel):
         return value
 
 
+# Every field set: what `stored_item` copies.
+_STORED = WorkItem.model_construct(
+    id="-",
+    tenant="-",
+    queue=DEFAULT_QUEUE,
+    payload={},
+    priority=WorkPriority.NORMAL,
+    dedupe_key=None,
+    attempts=0,
+    state=WorkState.QUEUED,
+    worker=None,
+    enqueued_at=None,
+    available_at=None,
+    lease_expires_at=None,
+    first_claimed_at=None,
+    claimed_at=None,
+    failures=(),
+)
+
+
 def checked_item(item: WorkItem) -> WorkItem:
     """``item`` once its ids are re-checked, as every backing does before any I/O: an item
     built with ``model_construct`` skips the validators. Raises `InvalidInputError`."""
@@ -91,6 +111,16 @@ def checked_item(item: WorkItem) -> WorkItem:
     identifier(item.queue, "queue")
     if item.dedupe_key is not None:
         identifier(item.dedupe_key, "dedupe_key")
+    return item
+
+
+def stored_item(fields: dict[str, object]) -> WorkItem:
+    """A `WorkItem` of ``fields`` (every field given) without validation, as
+    ``model_construct`` builds it but without walking each field's default per call: for
+    items a backing reads back, whose values were validated on the way in or computed by
+    the store (the claim and settle hot path)."""
+    item = _STORED.__copy__()
+    item.__dict__.update(fields)
     return item
 
 
@@ -258,4 +288,5 @@ __all__ = [
     "WorkState",
     "checked_item",
     "queued_copy",
+    "stored_item",
 ]

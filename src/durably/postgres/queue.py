@@ -28,6 +28,7 @@ from durably.work import (
     WorkState,
     checked_item,
     queued_copy,
+    stored_item,
 )
 
 _TEMPLATES = statements.load("queue.sql")
@@ -389,22 +390,24 @@ def _item(row: Row, state: WorkState | None = None) -> WorkItem:
         claimed_at,
         failures,
     ) = row
-    return WorkItem.model_construct(
-        id=item_id,
-        tenant=tenant,
-        queue=queue,
-        payload=json.loads(payload) if payload != "{}" else {},
-        priority=_PRIORITIES.get(priority) or WorkPriority(priority),
-        dedupe_key=dedupe_key,
-        attempts=attempts,
-        state=state or _STATES.get(stored_state) or WorkState(stored_state),
-        worker=worker,
-        enqueued_at=enqueued_at,
-        available_at=available_at,
-        lease_expires_at=lease_expires_at,
-        first_claimed_at=first_claimed_at,
-        claimed_at=claimed_at,
-        failures=tuple(json.loads(failures)) if failures != "[]" else (),
+    return stored_item(
+        {
+            "id": item_id,
+            "tenant": tenant,
+            "queue": queue,
+            "payload": json.loads(payload) if payload != "{}" else {},
+            "priority": _PRIORITIES.get(priority) or WorkPriority(priority),
+            "dedupe_key": dedupe_key,
+            "attempts": attempts,
+            "state": state or _STATES.get(stored_state) or WorkState(stored_state),
+            "worker": worker,
+            "enqueued_at": enqueued_at,
+            "available_at": available_at,
+            "lease_expires_at": lease_expires_at,
+            "first_claimed_at": first_claimed_at,
+            "claimed_at": claimed_at,
+            "failures": tuple(json.loads(failures)) if failures != "[]" else (),
+        }
     )
 
 
