@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from durably.redis.queue import _item, _queued
+from durably.redis.queue import _item
 from durably.work import WorkItem, WorkPriority, WorkState
 
 
@@ -100,14 +100,3 @@ def test_items_built_from_one_template_share_nothing_mutable() -> None:
     assert first.payload == {"k": "v"}
     assert second.payload == {}
     assert first.failures == ("boom", "again")
-
-
-def test_a_queued_copy_is_the_item_as_stored_and_leaves_the_input_as_it_was() -> None:
-    item = WorkItem(id="i", tenant="t", payload={"a": "b"}, attempts=3, worker="w")
-    queued = _queued(item, 5.0)
-    assert queued == item.model_copy(
-        update={"attempts": 0, "worker": None, "enqueued_at": 5.0, "available_at": 5.0}
-    )
-    assert (item.attempts, item.worker, item.enqueued_at) == (3, "w", None)
-    delayed = _queued(WorkItem(id="i", tenant="t", available_at=9.0), 5.0)
-    assert (delayed.enqueued_at, delayed.available_at) == (5.0, 9.0)

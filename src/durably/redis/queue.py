@@ -35,6 +35,8 @@ from durably.work import (
     WorkPriority,
     WorkState,
     checked_item,
+    queued_copy,
+    stored_item,
 )
 
 _LUA = scripts(
@@ -95,7 +97,7 @@ def _item(fields: Any) -> WorkItem:
     never written is None). Built without re-validation: every field was written by
     `enqueue` (validated then) or by the scripts, and this is the queue's hot path."""
     payload, state, priority, dedupe = fields[0], fields[2], fields[14], fields[11]
-    return _built(
+    return stored_item(
         {
             "id": _text(fields[13]),
             "tenant": _text(fields[12]),
@@ -114,61 +116,6 @@ def _item(fields: Any) -> WorkItem:
             "failures": _segments(fields[9]),
         }
     )
-
-
-# Every field given, so what ``model_construct`` would build: it walks every field's
-# default and alias per call, a copy of this does not.
-_TEMPLATE = WorkItem.model_construct(
-    id="-",
-    tenant="-",
-    queue="-",
-    payload={},
-    priority=WorkPriority.NORMAL,
-    dedupe_key=None,
-    attempts=0,
-    state=WorkState.QUEUED,
-    worker=None,
-    enqueued_at=None,
-    available_at=None,
-    lease_expires_at=None,
-    first_claimed_at=None,
-    claimed_at=None,
-    failures=(),
-)
-
-
-def _built(values: dict[str, Any]) -> WorkItem:
-    """A `WorkItem` of ``values`` (every field), unvalidated, as ``model_construct``."""
-    item = _TEMPLATE.__copy__()
-    item.__dict__.update(values)
-    return item
-
-
-_FRESH: dict[str, Any] = {
-    "attempts": 0,
-    "state": WorkState.QUEUED,
-    "worker": None,
-    "lease_expires_at": None,
-    "first_claimed_at": None,
-    "claimed_at": None,
-    "failures": (),
-}
-
-
-_FRESH_SET = frozenset((*_FRESH, "enqueued_at", "available_at"))
-
-
-def _queued(item: WorkItem, now: float) -> WorkItem:
-    """``item`` as `enqueue` stored it at ``now``: what ``model_copy(update=...)`` builds,
-    without building its update per call (this is the enqueue's hot path)."""
-    queued = item.__copy__()
-    fields = queued.__dict__
-    fields.update(_FRESH)
-    fields["enqueued_at"] = now
-    if fields["available_at"] is None:
-        fields["available_at"] = now
-    queued.__pydantic_fields_set__.update(_FRESH_SET)
-    return queued
 
 
 def _payload(payload: dict[str, str]) -> str:
@@ -258,15 +205,21 @@ class RedisWorkQueue:
         # The ids travel (and are stored) beside the payload: all of it counts.
         raw_tenant, raw_id = tenant.encode(), item_id.encode()
         size = len(payload.encode()) + len(raw_tenant) + len(raw_id)
-        if size > self._redis.max_value_bytes:
-            self._redis.check_bytes(size, lambda: f"work item {item_id!r}")
         now = self._clock.now()
-        # Trailing arguments only when they say something: a delay, a dedupe key.
+        # Trailing arguments only when they say something: a delay, a dedupe key, attempts
+        # and failures the item already carries (kept, as every backing keeps them).
         extra: tuple[str, ...] = ()
-        if dedupe is not None:
+        if item.attempts or item.failures:
+            failures = "".join(map(keys.segment, item.failures))
+            size += len(failures.encode())
+            delay = "" if item.available_at is None else number(item.available_at)
+            extra = (delay, dedupe or "", str(item.attempts), failures)
+        elif dedupe is not None:
             extra = ("" if item.available_at is None else number(item.available_at), dedupe)
         elif item.available_at is not None:
             extra = (number(item.available_at),)
+        if size > self._redis.max_value_bytes:
+            self._redis.check_bytes(size, lambda: f"work item {item_id!r}")
         # keys.item_key, from the bytes at hand (segment lengths count UTF-8 bytes).
         key = f"{self._item_prefix}{len(raw_tenant)}:{tenant}{len(raw_id)}:{item_id}"
         args = (
@@ -291,7 +244,7 @@ class RedisWorkQueue:
             raise QueueUnavailableError(queue, "enqueue", spent.detail) from None
         if reply != 1:  # a live item holds the id or the dedupe key: it, unchanged
             return _item(reply)
-        return _queued(item, now)
+        return queued_copy(item, now)
 
     async def claim(
         self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None

@@ -1,6 +1,7 @@
 -- Queue an item unless a live one holds its id or dedupe key.
 -- KEYS: item hash. ARGV: prefix, tenant, id, queue, payload (JSON), priority, now, then
--- optionally available_at ('' or absent: now) and a dedupe key (absent: none).
+-- optionally available_at ('' or absent: now), a dedupe key ('' or absent: none), and the
+-- attempts and failures (segments) the item already carries (absent: 0 and none).
 -- Answers 1 when queued (the caller knows the rest), or the live holder's item.
 -- The common path (a new item) is written out flat: each helper call, closure and
 -- intermediate string costs server time on every enqueue.
@@ -8,6 +9,7 @@ local item = KEYS[1]
 local tenant, id, queue, payload = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local priority, now, available, dedupe = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
 if available == '' then available = nil end
+if dedupe == '' then dedupe = nil end
 local state = redis.call('HGET', item, 'state')
 if state or dedupe then
   -- Rare paths: a live item or dedupe key holds it, or a terminal item frees its id.
@@ -62,6 +64,9 @@ elseif available then
 else
   redis.call('HSET', item, 'payload', payload, 'tenant', tenant, 'id', id, 'queue', queue,
     'priority', priority, 'member', member, 'state', 'queued', 'enqueued_at', now)
+end
+if ARGV[10] then
+  redis.call('HSET', item, 'attempts', ARGV[10], 'failures', ARGV[11])
 end
 -- add_ready and ring (queue_lib.lua), inline: the queue's segment is built once.
 local q = #queue .. ':' .. queue

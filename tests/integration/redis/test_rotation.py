@@ -1,5 +1,5 @@
-"""Redis queue rotation: where a tenant's turn is kept while it is queued and after it
-leaves (the active set, then the turns hash), and what the enqueue stores."""
+"""Redis queue layout: where a tenant's turn is kept while it is queued and after it leaves
+(the active set, then the turns hash), and which item fields an enqueue stores."""
 
 from __future__ import annotations
 
@@ -77,3 +77,30 @@ async def test_tenants_at_one_turn_are_ordered_by_their_oldest_due_item_of_any_p
     )
     taken = [await _take(queue) for _ in range(3)]
     assert taken == [("a", "a-urgent"), ("b", "b-normal"), ("a", "a-low")]
+
+
+async def test_an_item_enqueued_with_attempts_and_failures_keeps_them(any_redis: Any) -> None:
+    # As every backing does (the returned item is work.queued_copy's): the count and the
+    # failures go on from there.
+    clock = ManualClock(1000.0)
+    queue = RedisWorkQueue(any_redis, clock=clock, namespace=namespace_for(any_redis))
+    carried = WorkItem(id="i", tenant="t", queue="q", attempts=2, failures=("a:1", "b 💥"))
+    queued = await queue.enqueue(carried)
+    assert (queued.attempts, queued.failures, queued.state) == (
+        2,
+        ("a:1", "b 💥"),
+        WorkState.QUEUED,
+    )
+    claimed = await queue.claim(worker="w", queue="q")
+    assert claimed is not None
+    assert (claimed.attempts, claimed.failures) == (2, ("a:1", "b 💥"))
+    failed = await queue.fail("i", tenant="t", worker="w", error="c")
+    assert (failed.attempts, failed.failures) == (3, ("a:1", "b 💥", "c"))
+    # With a dedupe key and a delay too, the trailing arguments keep their places.
+    delayed = WorkItem(
+        id="j", tenant="t", queue="q", attempts=1, dedupe_key="k", available_at=2000.0
+    )
+    stored = await queue.enqueue(delayed)
+    assert (stored.attempts, stored.dedupe_key, stored.available_at) == (1, "k", 2000.0)
+    duplicate = await queue.enqueue(WorkItem(id="other", tenant="t", queue="q", dedupe_key="k"))
+    assert (duplicate.id, duplicate.attempts, duplicate.available_at) == ("j", 1, 2000.0)
