@@ -46,27 +46,21 @@ local member = string.format('%016.0f', redis.call('INCR', base .. 'seq')) .. id
 -- Fields that are still unset are not written (a missing field reads as unset), nor are
 -- the attempts (0 while missing) and, for an item due at once, its availability (the
 -- enqueue time while missing): read_item's readers supply both.
-if dedupe then
-  redis.call('HSET', base .. 'dedupe', seg(tenant) .. seg(queue) .. seg(dedupe), id)
-  if available then
-    redis.call('HSET', item, 'payload', payload, 'tenant', tenant, 'id', id, 'queue', queue,
-      'priority', priority, 'dedupe', dedupe, 'member', member, 'state', 'queued',
-      'enqueued_at', now, 'available_at', available)
-  else
-    redis.call('HSET', item, 'payload', payload, 'tenant', tenant, 'id', id, 'queue', queue,
-      'priority', priority, 'dedupe', dedupe, 'member', member, 'state', 'queued',
-      'enqueued_at', now)
+if dedupe or available or ARGV[10] then
+  -- Rarer fields, only when the item has them.
+  local fields = {'payload', payload, 'tenant', tenant, 'id', id, 'queue', queue,
+    'priority', priority, 'member', member, 'state', 'queued', 'enqueued_at', now}
+  local function add(name, value) fields[#fields + 1] = name; fields[#fields + 1] = value end
+  if dedupe then
+    add('dedupe', dedupe)
+    redis.call('HSET', base .. 'dedupe', seg(tenant) .. seg(queue) .. seg(dedupe), id)
   end
-elseif available then
-  redis.call('HSET', item, 'payload', payload, 'tenant', tenant, 'id', id, 'queue', queue,
-    'priority', priority, 'member', member, 'state', 'queued', 'enqueued_at', now,
-    'available_at', available)
+  if available then add('available_at', available) end
+  if ARGV[10] then add('attempts', ARGV[10]); add('failures', ARGV[11]) end
+  redis.call('HSET', item, unpack(fields))
 else
   redis.call('HSET', item, 'payload', payload, 'tenant', tenant, 'id', id, 'queue', queue,
     'priority', priority, 'member', member, 'state', 'queued', 'enqueued_at', now)
-end
-if ARGV[10] then
-  redis.call('HSET', item, 'attempts', ARGV[10], 'failures', ARGV[11])
 end
 -- add_ready and ring (queue_lib.lua), inline: the queue's segment is built once.
 local q = #queue .. ':' .. queue
