@@ -134,6 +134,34 @@ class QueueEnqueueCases(QueueFixtures):
         assert claimed is not None
         assert claimed.id == "later"
 
+    async def test_an_enqueued_item_keeps_its_attempts_and_failures_and_starts_unheld(
+        self, work_queue: WorkQueue, tenant: str, queue_name: str
+    ) -> None:
+        carried = new_item(
+            tenant,
+            "carried",
+            queue=queue_name,
+            attempts=2,
+            failures=("first", "second"),
+            state=WorkState.DEAD_LETTERED,
+            worker="old",
+            lease_expires_at=START - 5,
+            first_claimed_at=START - 60,
+            claimed_at=START - 30,
+        )
+        queued = await work_queue.enqueue(carried)
+        claimed = await work_queue.claim(worker="w1", queue=queue_name)
+        assert claimed is not None
+        for item in (queued, claimed):
+            assert (item.attempts, item.failures) == (2, ("first", "second"))
+        assert (queued.state, queued.worker, queued.lease_expires_at) == (
+            WorkState.QUEUED,
+            None,
+            None,
+        )
+        assert (queued.first_claimed_at, queued.claimed_at) == (None, None)
+        assert claimed.first_claimed_at == START
+
     async def test_stats_count_depth_claims_dead_letters_and_oldest_age(
         self, work_queue: WorkQueue, tenant: str, queue_name: str, clock: ManualClock
     ) -> None:
