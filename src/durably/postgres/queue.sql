@@ -46,31 +46,30 @@ ON CONFLICT (queue) DO UPDATE SET reaped = c.reaped + $2::bigint;
 -- takes what $5 single claims in a row would: one item of each tenant in turn, then a
 -- second of each, and so on (never several of the first tenant while others wait).
 -- The tenants with queued items are found by skipping through the age index one tenant at
--- a time, so tenants with nothing queued cost a claim nothing.
-WITH RECURSIVE queued (tenant) AS (
-    (SELECT w.tenant FROM {work} w
+-- a time; each step lands on the tenant's oldest queued item, which is its oldest due item
+-- when it is due at all (the index orders a tenant's items by availability). So a claim
+-- reads one index entry per tenant with something queued, and nothing for the others.
+WITH RECURSIVE queued (tenant, available_at, seq) AS (
+    (SELECT w.tenant, w.available_at, w.seq FROM {work} w
      WHERE w.queue = $1::text AND w.state = 'queued'
-     ORDER BY w.tenant LIMIT 1)
+     ORDER BY w.tenant, w.available_at, w.seq LIMIT 1)
     UNION ALL
-    SELECT (SELECT w.tenant FROM {work} w
-            WHERE w.queue = $1::text AND w.state = 'queued' AND w.tenant > queued.tenant
-            ORDER BY w.tenant LIMIT 1)
-    FROM queued
-    WHERE queued.tenant IS NOT NULL
-),
-tenants AS MATERIALIZED (
-    SELECT queued.tenant, coalesce(t.turn, 0) AS turn, due.available_at, due.seq
+    SELECT next.tenant, next.available_at, next.seq
     FROM queued
     CROSS JOIN LATERAL (
-        SELECT w.available_at, w.seq
-        FROM {work} w
-        WHERE w.queue = $1::text AND w.tenant = queued.tenant
-          AND w.state = 'queued' AND w.available_at <= $2::float8
-        ORDER BY w.available_at, w.seq
-        LIMIT 1
-    ) due
-    LEFT JOIN {turns} t ON t.queue = $1::text AND t.tenant = queued.tenant
-    WHERE queued.tenant IS NOT NULL
+        SELECT w.tenant, w.available_at, w.seq FROM {work} w
+        WHERE w.queue = $1::text AND w.state = 'queued' AND w.tenant > queued.tenant
+        ORDER BY w.tenant, w.available_at, w.seq LIMIT 1
+    ) next
+),
+-- Each due tenant's turn looked up by key (never a scan of every tenant ever served).
+tenants AS MATERIALIZED (
+    SELECT queued.tenant,
+           coalesce((SELECT t.turn FROM {turns} t
+                     WHERE t.queue = $1::text AND t.tenant = queued.tenant), 0) AS turn,
+           queued.available_at, queued.seq
+    FROM queued
+    WHERE queued.available_at <= $2::float8
 ),
 -- How many items of each tenant a batch may need: with T tenants due, ceil($5 / T). A
 -- single claim (or T >= $5) takes one per tenant and stops after $5; otherwise at most
