@@ -76,12 +76,13 @@ class Service:
         """Wake the claim loop (a slot freed, or the worker is stopping)."""
         self._nudge.set()
 
-    def start(self, work: Coroutine[Any, Any, None]) -> None:
+    def start(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         """Run ``work`` in a slot; the slot frees itself when it ends."""
         task = asyncio.create_task(work)
         self.inflight.add(task)
         self.peak = max(self.peak, len(self.inflight))
         task.add_done_callback(self._finished)
+        return task
 
     def _finished(self, task: asyncio.Task[None]) -> None:
         self.inflight.discard(task)
@@ -162,7 +163,7 @@ class QueueService(Service):
             batch = [] if item is None else [item]
         for item in batch:
             ctx.logger.debug("claimed work item", extra=self.fields(ctx, item))
-            self.start(self._work(ctx, item))
+            self._launch(ctx, item)
         return bool(batch)
 
     async def idle(self, ctx: Context) -> None:
@@ -208,7 +209,7 @@ class QueueService(Service):
             self._claiming = None
         if item is not None:
             ctx.logger.debug("claimed work item", extra=self.fields(ctx, item))
-            self.start(self._work(ctx, item))
+            self._launch(ctx, item)
 
     def nudge(self) -> None:
         super().nudge()
@@ -221,11 +222,23 @@ class QueueService(Service):
         # whole wait.
         asyncio.get_running_loop().call_later(0.05, self.nudge)
 
-    async def _work(self, ctx: Context, item: WorkItem) -> None:
+    def _launch(self, ctx: Context, item: WorkItem) -> None:
+        """Start ``item``'s handler and its slot in the same loop turn, the handler first,
+        so it begins on the next turn rather than one after the slot's (about 0.1 ms of an
+        idle worker's wake-up). The handler never outlives its slot."""
+        handling: asyncio.Future[None]
+        try:
+            handling = asyncio.ensure_future(self.handler(item))
+        except Exception as exc:  # failed before returning an awaitable: settled as a failure
+            handling = asyncio.get_running_loop().create_future()
+            handling.set_exception(exc)
+        slot = self.start(self._work(ctx, item, handling))
+        slot.add_done_callback(lambda _: handling.cancel())
+
+    async def _work(self, ctx: Context, item: WorkItem, handling: asyncio.Future[None]) -> None:
         """Run the handler under a heartbeat, then settle: complete, fail, or (lease lost,
         shutdown) leave the item for the queue to hand out again."""
         fields = self.fields(ctx, item)
-        handling = asyncio.ensure_future(self.handler(item))
         lost: list[LeaseLostError] = []
         beating = asyncio.create_task(self._heartbeat(ctx, item, handling, lost))
         try:

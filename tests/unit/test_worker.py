@@ -132,6 +132,32 @@ async def test_a_failing_handler_fails_its_item_with_its_repr_and_retryability()
     assert dead[0].attempts == 1
 
 
+async def test_a_handler_failing_before_it_returns_an_awaitable_fails_only_its_item() -> None:
+    queue = MemoryWorkQueue(ManualClock(), QueuePolicy(max_attempts=1))
+    for name in ("first", "bad", "last"):
+        await queue.enqueue(item(name))
+    done: list[str] = []
+
+    def handler(work: WorkItem) -> Awaitable[None]:
+        if work.id == "bad":
+            raise RuntimeError("refused before starting")
+
+        async def run() -> None:
+            done.append(work.id)
+
+        return run()
+
+    worker = quick()
+    worker.handle(queue, handler, concurrency=3)
+    async with serving(worker):
+        await eventually(lambda: sorted(done) == ["first", "last"])
+        await eventually(lambda: _depth_and_dead(queue, (0, 1)))
+    dead = await queue.dead_letters(tenant="acme")
+    assert [(d.id, d.failures) for d in dead] == [
+        ("bad", ("RuntimeError('refused before starting')",))
+    ]
+
+
 async def _depth_and_dead(queue: MemoryWorkQueue, expected: tuple[int, int]) -> bool:
     stats = await queue.stats()
     return (stats.depth, stats.dead_lettered) == expected
