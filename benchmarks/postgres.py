@@ -331,7 +331,8 @@ async def one_round(
     pairs["enqueue/s"] = await interleaved(ONE_AT_A_TIME, floor_insert, our_enqueue)
 
     checkpointer = PostgresCheckpointer(pool, tables=tables)
-    holder = await checkpointer.claim(uuid.uuid4().hex, 600, 600)
+    # The Worker's defaults (budget 3600 s, alive 30 s): every record renews the window.
+    holder = await checkpointer.claim(uuid.uuid4().hex, 3600, 30)
     assert holder is not None
 
     async def record(n: int) -> None:

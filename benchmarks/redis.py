@@ -379,7 +379,8 @@ async def records(url: str, floor_first: bool) -> tuple[float, float]:
     client = Redis.from_url(url)
     floor = Floor(client, fresh())
     checkpointer = RedisCheckpointer(client, namespace=fresh())
-    holder = await checkpointer.claim("workflow", 600.0, 600.0)
+    # The Worker's defaults (budget 3600 s, alive 30 s): every record renews the window.
+    holder = await checkpointer.claim("workflow", 3600.0, 30.0)
     assert holder is not None
 
     async def ours(n: int) -> None:
