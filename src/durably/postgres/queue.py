@@ -112,23 +112,24 @@ class PostgresWorkQueue:
             raise StatePersistenceError(
                 "postgres", "too_large", f"payload exceeds max_value_bytes={self._max_bytes}"
             )
-        args = (
+        statement = self._sql["enqueue"]
+        args: tuple[object, ...] = (
             item.tenant,
             item.id,
             item.queue,
             payload,
             int(item.priority),
-            item.dedupe_key,
-            item.attempts,
             now,
             available_at,
-            json.dumps(list(item.failures)) if item.failures else "[]",
             self._channel,
         )
+        if item.dedupe_key is not None or item.attempts or item.failures:
+            statement = self._sql["enqueue_carrying"]
+            args = (*args, item.dedupe_key, item.attempts, json.dumps(list(item.failures)))
 
         async def enqueue(session: Session) -> WorkItem | None:
             for _ in range(5):
-                if await session.count(self._sql["enqueue"], *args):
+                if await session.count(statement, *args):
                     return None
                 if await session.fetch(self._sql["drop_terminal"], item.tenant, item.id):
                     continue  # a finished item held the id: it is freed, insert again

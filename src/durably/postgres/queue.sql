@@ -4,17 +4,28 @@
 
 -- name: enqueue
 -- A tenant's place in the rotation is written when it is first served (see claim), so an
--- enqueue is one row.
-INSERT INTO {work} (
-    tenant, id, queue, payload, priority, dedupe_key, attempts, state,
-    enqueued_at, available_at, failures
-)
+-- enqueue is one row. $1 tenant, $2 id, $3 queue, $4 payload, $5 priority, $6 now,
+-- $7 available_at, $8 the channel to notify.
+INSERT INTO {work} (tenant, id, queue, payload, priority, state, enqueued_at, available_at)
 VALUES (
-    $1::text, $2::text, $3::text, $4::jsonb, $5::integer, $6::text, $7::integer, 'queued',
-    $8::float8, $9::float8, $10::jsonb
+    $1::text, $2::text, $3::text, $4::jsonb, $5::integer, 'queued', $6::float8, $7::float8
 )
 ON CONFLICT DO NOTHING
-RETURNING pg_notify($11::text, $3::text)::text;
+RETURNING pg_notify($8::text, $3::text)::text;
+
+-- name: enqueue_carrying
+-- enqueue for an item with a dedupe key, or carrying attempts and failures: $9 dedupe
+-- key, $10 attempts, $11 failures (the common case binds three parameters fewer).
+INSERT INTO {work} (
+    tenant, id, queue, payload, priority, state, enqueued_at, available_at,
+    dedupe_key, attempts, failures
+)
+VALUES (
+    $1::text, $2::text, $3::text, $4::jsonb, $5::integer, 'queued', $6::float8, $7::float8,
+    $9::text, $10::integer, $11::jsonb
+)
+ON CONFLICT DO NOTHING
+RETURNING pg_notify($8::text, $3::text)::text;
 
 -- name: drop_terminal
 DELETE FROM {work}
