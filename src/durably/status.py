@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from durably.errors import InvalidInputError
+
 
 class WorkflowStatus(StrEnum):
     """Where a workflow is, as of its last pass."""
@@ -34,4 +36,17 @@ class WorkflowInfo:
     updated_at: datetime
 
 
-__all__ = ["WorkflowInfo", "WorkflowStatus"]
+def checked_report(status: object, attempts: object) -> WorkflowStatus:
+    """The status of a `set_status` call once it and ``attempts`` (a non-negative int) are
+    checked, as every backing does before any I/O. Raises `InvalidInputError`."""
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
+        raise InvalidInputError(f"attempts must be a non-negative int, got {attempts!r}")
+    if isinstance(status, str):  # members are str too (StrEnum)
+        try:
+            return WorkflowStatus(status)
+        except ValueError:
+            pass
+    raise InvalidInputError(f"not a workflow status: {status!r}")
+
+
+__all__ = ["WorkflowInfo", "WorkflowStatus", "checked_report"]

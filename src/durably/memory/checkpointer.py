@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from durably.codec import CheckpointCodec, JsonCodec
 from durably.errors import Fenced
 from durably.retention import FINISHED, sweep_arguments
-from durably.status import WorkflowInfo, WorkflowStatus
+from durably.status import WorkflowInfo, WorkflowStatus, checked_report
 from durably.validation import identifier, positive
 from durably.workflows import Entry, Pass, Recorded, Written, inbox_key
 
@@ -194,9 +194,7 @@ class MemoryCheckpointer:
         error: str | None = None,
     ) -> WorkflowInfo:
         """Report the workflow's status; `Fenced` if ``holder`` was superseded."""
-        status = WorkflowStatus(status)
-        if attempts < 0:
-            raise ValueError(f"attempts must be zero or more, got {attempts!r}")
+        status = checked_report(status, attempts)
         self._fence(holder)
         stored = _Status(status, attempts, error, time.time())
         self._statuses[holder.workflow] = stored

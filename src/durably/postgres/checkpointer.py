@@ -22,7 +22,7 @@ from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
 from durably.postgres.sweep import sweep_finished
 from durably.settings import DEFAULT_MAX_VALUE_BYTES
-from durably.status import WorkflowInfo, WorkflowStatus
+from durably.status import WorkflowInfo, WorkflowStatus, checked_report
 from durably.validation import identifier, positive
 from durably.workflows import INBOX_DIGITS as _DIGITS
 from durably.workflows import INBOX_PREFIX, Entry, Pass, Recorded, Written
@@ -275,9 +275,7 @@ class PostgresCheckpointer:
         error: str | None = None,
     ) -> WorkflowInfo:
         workflow = identifier(holder.workflow, "workflow")
-        status = WorkflowStatus(status)
-        if attempts < 0:
-            raise InvalidInputError(f"attempts must be zero or more, got {attempts!r}")
+        status = checked_report(status, attempts)
         rows = await self._run(
             lambda s: s.fetch(
                 self._sql["set_status"], workflow, holder.token, status.value, attempts, error

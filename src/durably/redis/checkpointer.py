@@ -26,7 +26,7 @@ from durably.redis.retry import RetriesSpent
 from durably.redis.scripts import Script, scripts
 from durably.redis.settings import RedisStoreSettings
 from durably.retention import FINISHED, sweep_arguments
-from durably.status import WorkflowInfo, WorkflowStatus
+from durably.status import WorkflowInfo, WorkflowStatus, checked_report
 from durably.validation import identifier, positive
 from durably.workflows import INBOX_DIGITS, INBOX_PREFIX, Entry, Pass, Recorded, Written, inbox_key
 
@@ -391,9 +391,7 @@ class RedisCheckpointer:
         error: str | None = None,
     ) -> WorkflowInfo:
         """Report the workflow's status; `Fenced` if ``holder`` was superseded."""
-        status = WorkflowStatus(status)
-        if isinstance(attempts, bool) or attempts < 0:
-            raise InvalidInputError(f"attempts must be zero or more, got {attempts!r}")
+        status = checked_report(status, attempts)
         reply = await self._run(
             _LUA["workflow_set_status"],
             self._keys(holder.workflow, "claim", "token", "status"),

@@ -12,7 +12,7 @@ from durably.errors import Fenced, InvalidInputError
 from durably.retention import FINISHED, sweep_arguments
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
-from durably.status import WorkflowInfo, WorkflowStatus
+from durably.status import WorkflowInfo, WorkflowStatus, checked_report
 from durably.validation import identifier, positive
 from durably.workflows import Entry, Pass, Recorded, Written, inbox_key
 
@@ -365,9 +365,7 @@ class SqliteCheckpointer:
     ) -> WorkflowInfo:
         """Report the workflow's status; `Fenced` if ``holder`` was superseded."""
         _check_pass(holder)
-        status = WorkflowStatus(status)
-        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
-            raise InvalidInputError(f"attempts must be a non-negative int, got {attempts!r}")
+        status = checked_report(status, attempts)
         return await self._db.transaction(
             lambda tx: self.bound(tx).set_status(holder, status, attempts=attempts, error=error)
         )

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from durably.errors import Fenced
+from durably.errors import Fenced, InvalidInputError
 from durably.status import WorkflowStatus
 from durably.testing.checkpointer_fixtures import (
     LONG,
@@ -113,6 +113,25 @@ class CheckpointerStatusCases:
             "boom 💥",
         )
         assert failed.updated_at >= info.updated_at
+
+    async def test_a_bad_status_report_is_refused_and_stores_nothing(
+        self, checkpointer_factory: CheckpointerFactory
+    ) -> None:
+        cp = await checkpointer_factory()
+        workflow = wf()
+        holder = await claimed(cp, workflow)
+        await cp.set_status(holder, WorkflowStatus.RUNNING, attempts=1)
+        for status, attempts in (
+            (WorkflowStatus.FAILED, -1),
+            (WorkflowStatus.FAILED, True),
+            (WorkflowStatus.FAILED, 1.5),
+            ("finished", 1),
+        ):
+            with pytest.raises(InvalidInputError):
+                await cp.set_status(holder, status, attempts=attempts)  # type: ignore[arg-type]
+        info = await cp.get_status(workflow)
+        assert info is not None
+        assert (info.status, info.attempts) == (WorkflowStatus.RUNNING, 1)
 
     async def test_status_is_fenced_for_a_superseded_pass(
         self, checkpointer_factory: CheckpointerFactory
