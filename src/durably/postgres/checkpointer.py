@@ -144,11 +144,7 @@ class PostgresCheckpointer:
             args = (workflow, holder.token, key, encoded)
             if await session.count(self._sql["record"], *args):
                 return Recorded(self._codec.decode(encoded), True)
-            rows = await session.fetch(self._sql["record_checked"], *args)
-            fenced_ok, written = rows[0]
-            if not fenced_ok:
-                raise Fenced(workflow, holder.token)
-            if written:
+            if await self._write_counted(session, holder, key, encoded):
                 return Recorded(self._codec.decode(encoded), True)
             return await self._stored(session, workflow, key, encoded)
 
@@ -190,11 +186,7 @@ class PostgresCheckpointer:
             except Exception as error:
                 raise EffectFailed(error) from error
         encoded = self._encode(value)
-        rows = await session.fetch(self._sql["record_late"], workflow, holder.token, key, encoded)
-        fenced_ok, written = rows[0]
-        if not fenced_ok:
-            raise Fenced(workflow, holder.token)
-        if written:
+        if await self._write_counted(session, holder, key, encoded):
             return Recorded(self._codec.decode(encoded), True)
         stored = await session.fetch(self._sql["stored"], workflow, key, encoded)
         text, equal, mine = stored[0]
@@ -207,6 +199,18 @@ class PostgresCheckpointer:
         if not equal:
             raise _HandBack(recorded)  # the step belongs to the value supplied meanwhile
         return recorded
+
+    async def _write_counted(self, session: Session, holder: Pass, key: str, encoded: str) -> bool:
+        """Fence, renew and insert (`record_counted`): True when written, False when the
+        key was already recorded; `Fenced` when ``holder`` no longer holds the workflow."""
+        fenced_ok, written = (
+            await session.fetch(
+                self._sql["record_counted"], holder.workflow, holder.token, key, encoded
+            )
+        )[0]
+        if not fenced_ok:
+            raise Fenced(holder.workflow, holder.token)
+        return bool(written)
 
     async def supply(self, workflow: str, key: str, value: object) -> Recorded[object]:
         identifier(workflow, "workflow")

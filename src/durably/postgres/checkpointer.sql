@@ -51,7 +51,7 @@ WHERE workflow = $1::text AND token = $2::bigint;
 -- The fence is a row-locking UPDATE on the claim row: it waits behind a claim in flight,
 -- re-reads the newest token, and renews liveness only for the current pass. One row back
 -- means fenced, renewed and written; none means fenced out or already recorded, which
--- record_checked then tells apart (the common case pays for no counting).
+-- record_counted then tells apart (the common case pays for no counting).
 WITH fence AS (
     UPDATE {workflow_claim}
     SET alive_until = LEAST(now() + make_interval(secs => alive_for), held_until)
@@ -63,25 +63,10 @@ SELECT $1::text, $3::text, $4::jsonb FROM fence
 ON CONFLICT (workflow, key) DO NOTHING
 RETURNING 1;
 
--- name: record_checked
--- record, answering (fenced?, written?) for the case record could not tell.
-WITH fence AS (
-    UPDATE {workflow_claim}
-    SET alive_until = LEAST(now() + make_interval(secs => alive_for), held_until)
-    WHERE workflow = $1::text AND token = $2::bigint
-    RETURNING token
-),
-written AS (
-    INSERT INTO {workflow_checkpoint} (workflow, key, value)
-    SELECT $1::text, $3::text, $4::jsonb FROM fence
-    ON CONFLICT (workflow, key) DO NOTHING
-    RETURNING 1
-)
-SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM written);
-
--- name: record_late
--- transact's fence: the same as record, stamped with clock_timestamp() because the
--- transaction may have started long ago (the effect ran inside it).
+-- name: record_counted
+-- record, answering (fenced?, written?): for the case record could not tell, and for
+-- transact. Stamped with clock_timestamp(), because transact's transaction may have
+-- started long ago (the effect ran inside it); alone in its statement it is now().
 WITH fence AS (
     UPDATE {workflow_claim}
     SET alive_until = LEAST(clock_timestamp() + make_interval(secs => alive_for), held_until)
