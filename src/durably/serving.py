@@ -96,16 +96,14 @@ class Service:
                 await self._nudge.wait()  # backpressure: no claim without a free slot
                 continue
             try:
-                found = await self.claim_one(ctx)
+                if not await self.claim_one(ctx):
+                    await self.idle(ctx)  # a waiting claim fails here like any other
             except ConfigurationError as exc:
                 ctx.fatal(exc)
                 return
             except Exception:
                 ctx.logger.exception("claiming failed; retrying", extra=self.fields(ctx))
                 await self._rest(ctx.poll_seconds)
-                continue
-            if not found:
-                await self.idle(ctx)
 
     async def claim_one(self, ctx: Context) -> bool:
         """Claim one unit of work and start it; False if there was none."""
@@ -184,7 +182,7 @@ class QueueService(Service):
         after a claim found nothing with a slot free), so only the stop cuts the wait
         short (`nudge`); an item the cut-off claim took is given back by the shutdown's
         `adopt`. The claim is awaited directly, so an item starts one loop turn after its
-        reply."""
+        reply; a failed claim propagates to `serve`, which logs it and waits."""
         claiming = asyncio.ensure_future(
             claimer.claim_waiting(worker=ctx.worker, queue=self.name, within=ctx.poll_seconds)
         )
@@ -198,13 +196,6 @@ class QueueService(Service):
             if current is not None and current.cancelling():
                 raise  # this loop itself is cancelled
             return  # the stop cancelled the claim
-        except ConfigurationError as exc:
-            ctx.fatal(exc)
-            return
-        except Exception:
-            ctx.logger.exception("claiming failed; retrying", extra=self.fields(ctx))
-            await self._rest(ctx.poll_seconds)
-            return
         finally:
             self._claiming = None
         if item is not None:
