@@ -273,7 +273,8 @@ class RedisWorkQueue:
     ) -> WorkItem | None:
         """`claim`, after waiting up to ``within`` seconds (real time) for the queue's
         doorbell: the item enqueued meanwhile, claimed in the same round trip as the
-        wake-up, or None (also when the bell rang for an item another worker took first).
+        wake-up, or None when the wait ran out (or the bell rang for an item another worker
+        took, and a claim as of now found nothing either).
 
         The wait and the claim go out together in one pipeline; Redis runs a connection's
         commands in order, so the claim (the same script, fencing and rotation as `claim`)
@@ -291,6 +292,7 @@ class RedisWorkQueue:
         rung = f"{self._key('rung', queue)}{keys.segment(worker)}"
         key_list = [self._key("active", queue), rung]
         script, client = _LUA["queue_claim"], self._redis.client
+        rang = False  # whether the wait ended on a ring (not on ``within``)
 
         async def attempt() -> Any:
             now = self._clock.now()
@@ -303,6 +305,8 @@ class RedisWorkQueue:
             replies = await pipe.execute(raise_on_error=False)
             if isinstance(replies[0], Exception):
                 raise replies[0]
+            nonlocal rang
+            rang = replies[0] is not None
             if isinstance(replies[1], NoScriptError):  # the cache was flushed: claim now
                 return await script(client, key_list, args)
             if isinstance(replies[1], Exception):
@@ -312,7 +316,13 @@ class RedisWorkQueue:
         reply = await self._redis.retry.run(
             attempt, lambda detail: QueueUnavailableError(queue, "claim", detail)
         )
-        return _item(reply) if reply else None
+        if reply:
+            return _item(reply)
+        if rang:
+            # Woken, but nothing due as of the ring: a waiter woken by an earlier ring took
+            # that ring's item after this ring's was queued. Claim once more as of now.
+            return await self.claim(worker=worker, queue=queue, lease_seconds=lease_seconds)
+        return None
 
     def _settled(self, reply: Any, item_id: str, tenant: str, worker: str) -> WorkItem:
         outcome = text(reply[0])
