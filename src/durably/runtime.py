@@ -18,7 +18,7 @@ from durably.errors import (
     Suspended,
     Swallowed,
 )
-from durably.validation import identifier, positive
+from durably.validation import identifier, positive, positive_int
 from durably.workflows import (
     Blocked,
     Checkpointer,
@@ -158,8 +158,8 @@ class Run:
         `receive` of this pass returned), at most ``limit``, recorded under ``key`` so
         every later pass gets the same batch. With none, the pass ends `Blocked`
         listening on ``key``."""
-        if limit is not None and (isinstance(limit, bool) or limit < 1):
-            raise ValueError(f"limit must be a positive integer, got {limit!r}")
+        if limit is not None:
+            positive_int(limit, "limit")
         self._use(key)
         if key in self._records:
             keys = [str(k) for k in cast(list[object], self._records[key])]

@@ -18,6 +18,7 @@ from durably.clock import Clock
 from durably.errors import ConfigurationError, Contended, DurablyError, Fenced, LeaseLostError
 from durably.runtime import Run, resume
 from durably.status import WorkflowStatus
+from durably.validation import positive_int
 from durably.work import QueuePolicy, WorkItem, WorkQueue
 from durably.workflows import Blocked, Completed, Delivery, Durable, Pass, Sleeping
 
@@ -60,9 +61,7 @@ class Service:
     """A claim loop with a concurrency limit: claims only while a slot is free."""
 
     def __init__(self, concurrency: int) -> None:
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise ValueError(f"concurrency must be a positive integer, got {concurrency!r}")
-        self.concurrency = concurrency
+        self.concurrency = positive_int(concurrency, "concurrency")
         self.inflight: set[asyncio.Task[None]] = set()
         self.peak = 0
         # Set when a slot frees up or the worker stops: the claim loop waits on it.

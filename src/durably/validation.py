@@ -18,6 +18,13 @@ def identifier(value: object, name: str) -> str:
     return value
 
 
+def positive_int(value: object, name: str) -> int:
+    """Return ``value`` if it is an int of at least 1 (a bool is not a count)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
 def positive(value: float, name: str) -> float:
     """Return ``value`` if it is a finite duration greater than zero."""
     if isinstance(value, bool) or not isinstance(value, int | float):

@@ -24,7 +24,7 @@ from durably.runs import (
     patched_run,
     stored_run,
 )
-from durably.validation import finite, identifier, non_negative, positive
+from durably.validation import finite, identifier, non_negative, positive, positive_int
 from durably.work import WorkItem, WorkPriority, WorkState
 
 # --- runs ---------------------------------------------------------------------------------
@@ -232,3 +232,10 @@ def test_deadlines_must_be_finite() -> None:
     for bad in (math.nan, -math.inf):
         with pytest.raises(InvalidInputError, match="when"):
             finite(bad, "when")
+
+
+def test_positive_int_takes_counts_from_one_and_names_a_bad_one() -> None:
+    assert positive_int(1, "limit") == 1
+    for bad in (0, -3, True, 2.0, "5", None):
+        with pytest.raises(InvalidInputError, match="limit"):
+            positive_int(bad, "limit")

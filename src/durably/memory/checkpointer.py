@@ -17,7 +17,7 @@ from durably.codec import CheckpointCodec, JsonCodec
 from durably.errors import Fenced
 from durably.retention import FINISHED, sweep_arguments
 from durably.status import WorkflowInfo, WorkflowStatus, checked_report
-from durably.validation import identifier, positive
+from durably.validation import identifier, positive, positive_int
 from durably.workflows import Entry, Pass, Recorded, Written, inbox_key
 
 MemoryEffect = Callable[[dict[str, object]], object]
@@ -210,8 +210,7 @@ class MemoryCheckpointer:
         self, *, status: WorkflowStatus | None = None, limit: int = 50, after: str | None = None
     ) -> list[WorkflowInfo]:
         """Statuses ordered by workflow id (code points), those after ``after``."""
-        if limit < 1:
-            raise ValueError(f"limit must be at least 1, got {limit!r}")
+        positive_int(limit, "limit")
         wanted = WorkflowStatus(status) if status is not None else None
         found: list[WorkflowInfo] = []
         for workflow in sorted(self._statuses):

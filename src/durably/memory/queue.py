@@ -7,8 +7,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from durably.clock import Clock, SystemClock
-from durably.errors import InvalidInputError, LeaseLostError, WorkItemNotFoundError
-from durably.validation import identifier
+from durably.errors import LeaseLostError, WorkItemNotFoundError
+from durably.validation import identifier, positive_int
 from durably.work import (
     DEFAULT_QUEUE,
     QueuePolicy,
@@ -200,8 +200,7 @@ class MemoryWorkQueue:
         identifier(tenant, "tenant")
         if queue is not None:
             identifier(queue, "queue")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
+        positive_int(limit, "limit")
         dead = sorted(
             (
                 (slot.sequence, item)

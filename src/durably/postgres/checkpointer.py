@@ -23,7 +23,7 @@ from durably.postgres.settings import PostgresStoreSettings
 from durably.postgres.sweep import sweep_finished
 from durably.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.status import WorkflowInfo, WorkflowStatus, checked_report
-from durably.validation import identifier, positive
+from durably.validation import identifier, positive, positive_int
 from durably.workflows import INBOX_DIGITS as _DIGITS
 from durably.workflows import INBOX_PREFIX, Entry, Pass, Recorded, Written
 
@@ -299,8 +299,7 @@ class PostgresCheckpointer:
     ) -> list[WorkflowInfo]:
         if after is not None:
             identifier(after, "after")
-        if limit < 1:
-            raise InvalidInputError(f"limit must be at least 1, got {limit!r}")
+        positive_int(limit, "limit")
         wanted = WorkflowStatus(status).value if status is not None else None
         rows = await self._run(lambda s: s.fetch(self._sql["list_status"], wanted, after, limit))
         return [_info(row) for row in rows]

@@ -18,7 +18,7 @@ from durably.postgres.notify import Listener
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
 from durably.settings import DEFAULT_MAX_VALUE_BYTES
-from durably.validation import identifier, non_negative
+from durably.validation import identifier, non_negative, positive_int
 from durably.work import (
     DEFAULT_QUEUE,
     QueuePolicy,
@@ -168,8 +168,7 @@ class PostgresWorkQueue:
         identifier(worker, "worker")
         identifier(queue, "queue")
         lease = self._policy.lease_for(lease_seconds)
-        if limit < 1:
-            raise ValueError(f"limit must be at least 1, got {limit!r}")
+        positive_int(limit, "limit")
         now = self._clock.now()
         rows = await self._access.run(
             lambda s: s.fetch(self._sql["claim"], queue, now, worker, lease, limit),
@@ -291,8 +290,7 @@ class PostgresWorkQueue:
         identifier(tenant, "tenant")
         if queue is not None:
             identifier(queue, "queue")
-        if limit < 1:
-            raise ValueError(f"limit must be at least 1, got {limit!r}")
+        positive_int(limit, "limit")
         rows = await self._run(
             lambda s: s.fetch(self._sql["dead_letters"], tenant, queue, limit),
             "dead_letters",

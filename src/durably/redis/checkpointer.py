@@ -27,7 +27,7 @@ from durably.redis.scripts import Script, scripts
 from durably.redis.settings import RedisStoreSettings
 from durably.retention import FINISHED, sweep_arguments
 from durably.status import WorkflowInfo, WorkflowStatus, checked_report
-from durably.validation import identifier, positive
+from durably.validation import identifier, positive, positive_int
 from durably.workflows import INBOX_DIGITS, INBOX_PREFIX, Entry, Pass, Recorded, Written, inbox_key
 
 _LUA = scripts(
@@ -433,8 +433,7 @@ class RedisCheckpointer:
         self, *, status: WorkflowStatus | None = None, limit: int = 50, after: str | None = None
     ) -> list[WorkflowInfo]:
         """Statuses ordered by workflow id (code points), those after ``after``."""
-        if isinstance(limit, bool) or limit < 1:
-            raise InvalidInputError(f"limit must be at least 1, got {limit!r}")
+        positive_int(limit, "limit")
         wanted = WorkflowStatus(status) if status is not None else None
         index = self._index + ("all" if wanted is None else f"status:{wanted.value}")
         client = self._redis.client

@@ -15,7 +15,6 @@ from redis.exceptions import NoScriptError
 
 from durably.clock import Clock, SystemClock
 from durably.errors import (
-    InvalidInputError,
     LeaseLostError,
     QueueUnavailableError,
     WorkItemNotFoundError,
@@ -26,7 +25,7 @@ from durably.redis.preflight import preflight
 from durably.redis.retry import RetriesSpent
 from durably.redis.scripts import scripts
 from durably.redis.settings import RedisStoreSettings
-from durably.validation import identifier, non_negative
+from durably.validation import identifier, non_negative, positive_int
 from durably.work import (
     DEFAULT_QUEUE,
     QueuePolicy,
@@ -421,8 +420,7 @@ class RedisWorkQueue:
         identifier(tenant, "tenant")
         if queue is not None:
             identifier(queue, "queue")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
+        positive_int(limit, "limit")
         reply = await self._call(
             "queue_dead_letters",
             [f"{self._prefix}dead-tenant:{keys.segment(tenant)}"],

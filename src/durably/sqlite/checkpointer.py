@@ -13,7 +13,7 @@ from durably.retention import FINISHED, sweep_arguments
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
 from durably.status import WorkflowInfo, WorkflowStatus, checked_report
-from durably.validation import identifier, positive
+from durably.validation import identifier, positive, positive_int
 from durably.workflows import Entry, Pass, Recorded, Written, inbox_key
 
 _SQL = load_statements("checkpointer.sql")
@@ -381,8 +381,7 @@ class SqliteCheckpointer:
         self, *, status: WorkflowStatus | None = None, limit: int = 50, after: str | None = None
     ) -> list[WorkflowInfo]:
         """Statuses ordered by workflow id (code points), those after ``after``."""
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidInputError(f"limit must be a positive int, got {limit!r}")
+        positive_int(limit, "limit")
         if after is not None:
             identifier(after, "after")
         wanted = None if status is None else WorkflowStatus(status)

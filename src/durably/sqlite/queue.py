@@ -9,7 +9,6 @@ from typing import TypeVar
 
 from durably.clock import Clock, SystemClock
 from durably.errors import (
-    InvalidInputError,
     LeaseLostError,
     QueueUnavailableError,
     StatePersistenceError,
@@ -17,7 +16,7 @@ from durably.errors import (
 )
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
-from durably.validation import identifier
+from durably.validation import identifier, positive_int
 from durably.work import (
     DEFAULT_QUEUE,
     QueuePolicy,
@@ -342,8 +341,7 @@ class SqliteWorkQueue:
         identifier(tenant, "tenant")
         if queue is not None:
             identifier(queue, "queue")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidInputError(f"limit must be a positive integer, got {limit!r}")
+        positive_int(limit, "limit")
         return await self._read(
             queue or "*",
             "dead_letters",
