@@ -441,7 +441,7 @@ def main() -> None:
             ("idle enqueue-to-start p50 (ms)", make_latencies(False, True), False),
             ("  same, enqueued from another process (ms)", make_latencies(True, True), False),
             ("  vs a floor polling every 1 ms (ms)", make_latencies(False), False),
-            ("  same, enqueued from another process (ms)", make_latencies(True), False),
+            ("  polling floor, from another process (ms)", make_latencies(True), False),
             ("workflow record/s (vs floor enqueue)", records, True),
         ]
         print(f"median of {RUNS} pairs after {WARMUP} warm-up pair(s)")
