@@ -13,6 +13,7 @@ from typing import Any
 
 from durably.errors import InvalidInputError
 from durably.status import WorkflowStatus
+from durably.validation import positive_int
 from durably.workflows import Durable
 
 FINISHED: tuple[WorkflowStatus, ...] = tuple(s for s in WorkflowStatus if s.finished)
@@ -34,8 +35,7 @@ def sweep_arguments(finished_before: object, limit: object) -> datetime:
         raise InvalidInputError(
             "finished_before must be timezone-aware (e.g. datetime.now(UTC) - timedelta(days=7))"
         )
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InvalidInputError(f"limit must be a positive int, got {limit!r}")
+    positive_int(limit, "limit")
     return finished_before
 
 

@@ -7,6 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from durably.errors import InvalidInputError
+from durably.validation import non_negative_int
 
 
 class WorkflowStatus(StrEnum):
@@ -39,8 +40,7 @@ class WorkflowInfo:
 def checked_report(status: object, attempts: object) -> WorkflowStatus:
     """The status of a `set_status` call once it and ``attempts`` (a non-negative int) are
     checked, as every backing does before any I/O. Raises `InvalidInputError`."""
-    if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 0:
-        raise InvalidInputError(f"attempts must be a non-negative int, got {attempts!r}")
+    non_negative_int(attempts, "attempts")
     if isinstance(status, str):  # members are str too (StrEnum)
         try:
             return WorkflowStatus(status)

@@ -25,6 +25,13 @@ def positive_int(value: object, name: str) -> int:
     return value
 
 
+def non_negative_int(value: object, name: str) -> int:
+    """Return ``value`` if it is an int of 0 or more (a bool is not a count)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidInputError(f"{name} must be a non-negative integer, got {value!r}")
+    return value
+
+
 def positive(value: float, name: str) -> float:
     """Return ``value`` if it is a finite duration greater than zero."""
     if isinstance(value, bool) or not isinstance(value, int | float):

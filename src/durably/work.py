@@ -83,24 +83,8 @@ class WorkItem(BaseModel):
         return value
 
 
-# Every field set: what `stored_item` copies.
-_STORED = WorkItem.model_construct(
-    id="-",
-    tenant="-",
-    queue=DEFAULT_QUEUE,
-    payload={},
-    priority=WorkPriority.NORMAL,
-    dedupe_key=None,
-    attempts=0,
-    state=WorkState.QUEUED,
-    worker=None,
-    enqueued_at=None,
-    available_at=None,
-    lease_expires_at=None,
-    first_claimed_at=None,
-    claimed_at=None,
-    failures=(),
-)
+# Every field at its default and counted as set: what `stored_item` copies.
+_STORED = WorkItem.model_construct(_fields_set=set(WorkItem.model_fields), id="-", tenant="-")
 
 
 def checked_item(item: WorkItem) -> WorkItem:

@@ -16,7 +16,7 @@ from durably.errors import (
 from durably.postgres import statements
 from durably.postgres.connection import Access
 from durably.postgres.executor import Row, Session
-from durably.postgres.failures import EffectFailed, RetryBudget, state_errors
+from durably.postgres.failures import EffectFailed, RetryBudget, state_errors, within_size
 from durably.postgres.migrate import verify
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
@@ -317,15 +317,7 @@ class PostgresCheckpointer:
         return Recorded(self._codec.decode(text), bool(equal))
 
     def _encode(self, value: object) -> str:
-        encoded = self._codec.encode(value)
-        # UTF-8 spends at most 4 bytes a character: only a long text needs counting.
-        if len(encoded) > self._max_bytes >> 2 and len(encoded.encode()) > self._max_bytes:
-            raise StatePersistenceError(
-                "postgres",
-                "too_large",
-                f"value of {len(encoded.encode())} bytes exceeds max_value_bytes={self._max_bytes}",
-            )
-        return encoded
+        return within_size(self._codec.encode(value), self._max_bytes, "value")
 
     async def _run(self, operation: Callable[[Session], Awaitable[T]]) -> T:
         return await self._access.run(operation, errors=state_errors)

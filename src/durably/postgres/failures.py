@@ -131,6 +131,17 @@ def _configuration(detail: str) -> ConfigurationError:
     )
 
 
+def within_size(text: str, limit: int, what: str) -> str:
+    """``text`` if its UTF-8 form fits in ``limit`` bytes, before anything is sent; else
+    `StatePersistenceError(reason="too_large")`. A character takes at most 4 bytes, so
+    only a long text is encoded to be counted (the hot writes are short)."""
+    if len(text) > limit >> 2 and (size := len(text.encode())) > limit:
+        raise StatePersistenceError(
+            "postgres", "too_large", f"{what} of {size} bytes exceeds max_value_bytes={limit}"
+        )
+    return text
+
+
 async def attempt(
     operation: Callable[[], Awaitable[T]],
     *,
@@ -172,4 +183,5 @@ __all__ = [
     "describe",
     "queue_errors",
     "state_errors",
+    "within_size",
 ]

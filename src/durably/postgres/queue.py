@@ -12,7 +12,7 @@ from durably.errors import LeaseLostError, StatePersistenceError, WorkItemNotFou
 from durably.postgres import statements
 from durably.postgres.connection import Access
 from durably.postgres.executor import Row, Session
-from durably.postgres.failures import RetryBudget, queue_errors
+from durably.postgres.failures import RetryBudget, queue_errors, within_size
 from durably.postgres.migrate import verify
 from durably.postgres.notify import Listener
 from durably.postgres.schema import StateTables
@@ -106,12 +106,7 @@ class PostgresWorkQueue:
         checked_item(item)
         now = self._clock.now()
         available_at = item.available_at if item.available_at is not None else now
-        payload = _PAYLOAD(item.payload)
-        # UTF-8 spends at most 4 bytes a character: only a long text needs counting.
-        if len(payload) > self._max_bytes >> 2 and len(payload.encode()) > self._max_bytes:
-            raise StatePersistenceError(
-                "postgres", "too_large", f"payload exceeds max_value_bytes={self._max_bytes}"
-            )
+        payload = within_size(_PAYLOAD(item.payload), self._max_bytes, "payload")
         statement = self._sql["enqueue"]
         args: tuple[object, ...] = (
             item.tenant,

@@ -12,12 +12,11 @@ from durably.errors import (
     StateConflictError,
     StateInUseError,
     StateNotFoundError,
-    StatePersistenceError,
 )
 from durably.postgres import statements
 from durably.postgres.connection import Access
 from durably.postgres.executor import Row, Session
-from durably.postgres.failures import RetryBudget, state_errors
+from durably.postgres.failures import RetryBudget, state_errors, within_size
 from durably.postgres.migrate import verify
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
@@ -224,13 +223,7 @@ class PostgresStateStore:
 
     def _encode(self, document: dict[str, Any]) -> str:
         text = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
-        if len(text.encode()) > self._max_bytes:
-            raise StatePersistenceError(
-                "postgres",
-                "too_large",
-                f"record of {len(text.encode())} bytes exceeds max_value_bytes={self._max_bytes}",
-            )
-        return text
+        return within_size(text, self._max_bytes, "record")
 
 
 def _valid(key: StateKey) -> None:

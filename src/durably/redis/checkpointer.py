@@ -14,8 +14,6 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Self
 
-from redis.exceptions import NoScriptError
-
 from durably.codec import CheckpointCodec, JsonCodec
 from durably.errors import Fenced, InvalidInputError, StatePersistenceError
 from durably.redis import keys
@@ -231,12 +229,10 @@ class RedisCheckpointer:
         if len(raw) > self._redis.max_value_bytes:
             self._redis.check_bytes(len(raw), lambda: f"value of {key!r}")
         args = (1, self._record_prefix(holder.workflow), str(holder.token), key, raw)
-        call, retry = self._redis.client.execute_command, self._redis.retry
         try:
-            try:  # Script.run's two steps, one coroutine fewer on the hot path
-                reply = await retry.call(call, "EVALSHA", _RECORD.sha, *args, *self._record_ttl)
-            except NoScriptError:
-                reply = await retry.call(call, "EVAL", _RECORD.source, *args, *self._record_ttl)
+            reply = await self._redis.retry.call(
+                _RECORD.run, self._redis.client, *args, *self._record_ttl
+            )
         except RetriesSpent as spent:
             raise StatePersistenceError("redis", "unavailable", spent.detail) from None
         if reply == 1:  # inserted: the script does not echo the value back

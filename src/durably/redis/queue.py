@@ -233,12 +233,8 @@ class RedisWorkQueue:
             number(now),
             *extra,
         )
-        call, retry = self._redis.client.execute_command, self._redis.retry
         try:
-            try:  # Script.run's two steps, one coroutine fewer on the hot path
-                reply = await retry.call(call, "EVALSHA", _ENQUEUE.sha, *args)
-            except NoScriptError:
-                reply = await retry.call(call, "EVAL", _ENQUEUE.source, *args)
+            reply = await self._redis.retry.call(_ENQUEUE.run, self._redis.client, *args)
         except RetriesSpent as spent:
             raise QueueUnavailableError(queue, "enqueue", spent.detail) from None
         if reply != 1:  # a live item holds the id or the dedupe key: it, unchanged
