@@ -49,9 +49,10 @@ WHERE workflow = $1::text AND token = $2::bigint;
 
 -- name: record
 -- The fence is a row-locking UPDATE on the claim row: it waits behind a claim in flight,
--- re-reads the newest token, and renews liveness only for the current pass. One row back
--- means fenced, renewed and written; none means fenced out or already recorded, which
--- record_counted then tells apart (the common case pays for no counting).
+-- re-reads the newest token, and renews liveness only for the current pass. One row
+-- written (the command status; no RETURNING to read) means fenced, renewed and written;
+-- none means fenced out or already recorded, which record_counted then tells apart (the
+-- common case pays for no counting).
 WITH fence AS (
     UPDATE {workflow_claim}
     SET alive_until = LEAST(now() + make_interval(secs => alive_for), held_until)
@@ -60,8 +61,7 @@ WITH fence AS (
 )
 INSERT INTO {workflow_checkpoint} (workflow, key, value)
 SELECT $1::text, $3::text, $4::jsonb FROM fence
-ON CONFLICT (workflow, key) DO NOTHING
-RETURNING 1;
+ON CONFLICT (workflow, key) DO NOTHING;
 
 -- name: record_counted
 -- record, answering (fenced?, written?): for the case record could not tell, and for
@@ -96,8 +96,7 @@ SELECT (SELECT token FROM {workflow_claim} WHERE workflow = $1::text),
 -- name: supply
 INSERT INTO {workflow_checkpoint} (workflow, key, value)
 VALUES ($1::text, $2::text, $3::jsonb)
-ON CONFLICT (workflow, key) DO NOTHING
-RETURNING 1;
+ON CONFLICT (workflow, key) DO NOTHING;
 
 -- name: append
 -- One nextval spent twice, as the inbox key and the position, so the two orders agree.

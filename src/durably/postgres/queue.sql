@@ -6,12 +6,14 @@
 -- A tenant's place in the rotation is written when it is first served (see claim), so an
 -- enqueue is one row. $1 tenant, $2 id, $3 queue, $4 payload, $5 priority, $6 now,
 -- $7 available_at, $8 the channel to notify.
+-- Whether the row was written is read from the command status, not from RETURNING (a
+-- result without rows is cheaper on both ends), so the notification is sent from the
+-- FROM clause: also for an id already queued, where it wakes a waiter for nothing new.
+-- Either way it is delivered only if the transaction commits.
 INSERT INTO {work} (tenant, id, queue, payload, priority, state, enqueued_at, available_at)
-VALUES (
-    $1::text, $2::text, $3::text, $4::jsonb, $5::integer, 'queued', $6::float8, $7::float8
-)
-ON CONFLICT DO NOTHING
-RETURNING pg_notify($8::text, $3::text)::text;
+SELECT $1::text, $2::text, $3::text, $4::jsonb, $5::integer, 'queued', $6::float8, $7::float8
+FROM (SELECT pg_notify($8::text, $3::text)) AS wake
+ON CONFLICT DO NOTHING;
 
 -- name: enqueue_carrying
 -- enqueue for an item with a dedupe key, or carrying attempts and failures: $9 dedupe
@@ -20,12 +22,10 @@ INSERT INTO {work} (
     tenant, id, queue, payload, priority, state, enqueued_at, available_at,
     dedupe_key, attempts, failures
 )
-VALUES (
-    $1::text, $2::text, $3::text, $4::jsonb, $5::integer, 'queued', $6::float8, $7::float8,
-    $9::text, $10::integer, $11::jsonb
-)
-ON CONFLICT DO NOTHING
-RETURNING pg_notify($8::text, $3::text)::text;
+SELECT $1::text, $2::text, $3::text, $4::jsonb, $5::integer, 'queued', $6::float8, $7::float8,
+       $9::text, $10::integer, $11::jsonb
+FROM (SELECT pg_notify($8::text, $3::text)) AS wake
+ON CONFLICT DO NOTHING;
 
 -- name: drop_terminal
 DELETE FROM {work}

@@ -75,3 +75,33 @@ async def test_a_bound_store_retries_nothing_and_surfaces_the_error(pg_stores: S
     with pytest.raises(Exception, match="unavailable"):
         await state.bound(Failing()).get_run(StateKey(tenant="t", id="r"))
     assert calls == 1
+
+
+class Shim:
+    """A caller's own executor: nothing but ``fetch(statement, *args)``."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+
+    async def fetch(self, statement: str, *args: Any) -> list[Any]:
+        return list(await self.session.fetch(statement, *args))
+
+
+async def test_a_bound_bare_executor_tells_a_new_item_from_one_already_queued(
+    pg_stores: Stores,
+) -> None:
+    # A bare executor answers rows only: the store must still learn whether its insert
+    # wrote, or a duplicate would be reported as queued anew and go uncounted.
+    _, queue = await stores(pg_stores)
+    async with database_for(pg_stores.pool).session(5.0) as session, session.transaction():
+        shim = queue.bound(Shim(session))
+        first = await shim.enqueue(WorkItem(id="w1", tenant="acme", payload={"n": "1"}))
+        again = await shim.enqueue(WorkItem(id="w1", tenant="acme", payload={"n": "2"}))
+        keyed = await shim.enqueue(WorkItem(id="w2", tenant="acme", dedupe_key="k"))
+        twin = await shim.enqueue(WorkItem(id="w3", tenant="acme", dedupe_key="k"))
+    assert first.payload == {"n": "1"}
+    assert again.payload == {"n": "1"}
+    assert twin.id == keyed.id == "w2"
+    stats = await queue.stats()
+    assert stats.depth == 2
+    assert stats.duplicates_suppressed == 2
