@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from durably.postgres.executor import Database, Session, database_for, session_for
-from durably.postgres.failures import ErrorFactory, RetryBudget, attempt
+from durably.postgres.failures import ErrorFactory, RetryBudget, after_failure, attempt
 
 T = TypeVar("T")
 
@@ -44,14 +44,20 @@ class Access:
                 lambda: operation(bound), budget=self.budget, errors=errors, retry=False
             )
 
-        async def once() -> T:
-            async with self.database.session(self.budget.pool_timeout_seconds) as session:
-                if not transaction:
-                    return await operation(session)
-                async with session.transaction():
-                    return await operation(session)
-
-        return await attempt(once, budget=self.budget, errors=errors)
+        # `attempt`'s loop, written out: every store call passes here, and a closure and
+        # two coroutines fewer per call are measurable on the one-statement writes.
+        budget = self.budget
+        tries = budget.max_attempts
+        for number in range(1, tries + 1):
+            try:
+                async with self.database.session(budget.pool_timeout_seconds) as session:
+                    if not transaction:
+                        return await operation(session)
+                    async with session.transaction():
+                        return await operation(session)
+            except Exception as error:
+                await after_failure(error, number, tries, budget, errors)
+        raise AssertionError("unreachable")  # pragma: no cover
 
 
 __all__ = ["Access"]

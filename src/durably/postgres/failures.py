@@ -155,29 +155,37 @@ async def attempt(
     for number in range(1, tries + 1):
         try:
             return await operation()
-        except EffectFailed as failed:
-            raise failed.error from None
-        except DurablyError:
-            raise
         except Exception as error:
-            kind = classify(error)
-            if kind is None:
-                raise
-            retryable = kind in ("transient", "contended")
-            if retryable and number < tries:
-                await asyncio.sleep(budget.delay(number))
-                continue
-            mapped = errors(kind, describe(error))
-            if sqlstate(error) is None:
-                # A client-side error may quote connection parameters: do not chain it.
-                raise mapped from None
-            raise mapped from error
+            await after_failure(error, number, tries, budget, errors)
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def after_failure(
+    error: Exception, number: int, tries: int, budget: RetryBudget, errors: ErrorFactory
+) -> None:
+    """Try ``number`` of ``tries`` failed with ``error``: return after the backoff when a
+    transient error leaves tries to spend, else raise what the caller should see."""
+    if isinstance(error, EffectFailed):
+        raise error.error from None
+    if isinstance(error, DurablyError):
+        raise error
+    kind = classify(error)
+    if kind is None:
+        raise error
+    if kind in ("transient", "contended") and number < tries:
+        await asyncio.sleep(budget.delay(number))
+        return
+    mapped = errors(kind, describe(error))
+    if sqlstate(error) is None:
+        # A client-side error may quote connection parameters: do not chain it.
+        raise mapped from None
+    raise mapped from error
 
 
 __all__ = [
     "EffectFailed",
     "RetryBudget",
+    "after_failure",
     "attempt",
     "classify",
     "describe",
