@@ -62,7 +62,14 @@ class Listener:
         if connection is None or not self.connected:
             return None
         if isinstance(self._database, AsyncpgDatabase):
-            return int(connection.get_server_pid())
+            from asyncpg.exceptions import InterfaceError
+
+            try:
+                return int(connection.get_server_pid())
+            except InterfaceError:
+                # asyncpg hands a pooled connection back to its pool as soon as it sees
+                # the server close it, before this listener notices: it is down.
+                return None
         return int(connection.info.backend_pid)
 
     @property

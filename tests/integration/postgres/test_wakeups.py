@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import warnings
 from typing import Any
 
 import pytest
@@ -128,3 +129,21 @@ async def test_an_enqueue_written_while_other_work_was_due_still_wakes_a_worker_
     item = await queue.claim(worker="w")
     assert item is not None
     assert item.id == "later"
+
+
+@pytest.mark.parametrize("pg_driver", ["asyncpg"])
+async def test_a_listener_whose_connection_asyncpg_already_released_reports_no_pid(
+    pg_stores: Stores,
+) -> None:
+    # asyncpg hands a pooled connection back to its pool the moment it sees the server
+    # close it, before the listener's own loop notices; asking for the pid in that window
+    # used to raise InterfaceError.
+    tables = await pg_stores.tables()
+    queue = pg_stores.track(PostgresWorkQueue(pg_stores.pool, settings=SLOW_POLL, tables=tables))
+    assert await queue.listener.ready()
+    assert queue.listener.backend_pid is not None
+    with warnings.catch_warnings():
+        # asyncpg warns that the connection still has a listener: it has, as on a close.
+        warnings.simplefilter("ignore")
+        await pg_stores.pool.release(queue.listener._connection)  # what asyncpg does on close
+    assert queue.listener.backend_pid is None
