@@ -487,13 +487,13 @@ def main() -> None:
         print(
             f"{label:44} {statistics.median(floors) * scale:10.1f} "
             f"{statistics.median(ours) * scale:10.1f} "
-            f"{statistics.median(ratios):6.2f}x  {ratios[0]:.2f}-{ratios[-1]:.2f}",
+            f"{statistics.median(ratios):6.3f}x  {ratios[0]:.2f}-{ratios[-1]:.2f}",
             flush=True,
         )
     floor_p99, our_p99 = _p99(samples["floor"]), _p99(samples["durably"])
     print(
         f"{'idle enqueue-to-start p99 (ms), pooled':44} {floor_p99 * 1000:10.1f} "
-        f"{our_p99 * 1000:10.1f} {our_p99 / floor_p99:6.2f}x  "
+        f"{our_p99 * 1000:10.1f} {our_p99 / floor_p99:6.3f}x  "
         f"({len(samples['durably'])} samples a side)"
     )
     print(

@@ -453,7 +453,7 @@ def main() -> None:
             print(
                 f"{label:44} {statistics.median(floors) * scale:10.1f} "
                 f"{statistics.median(oursides) * scale:10.1f} "
-                f"{statistics.median(ratios):6.2f}x  {ratios[0]:.2f}-{ratios[-1]:.2f}",
+                f"{statistics.median(ratios):6.3f}x  {ratios[0]:.2f}-{ratios[-1]:.2f}",
                 flush=True,
             )
 
