@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 from durably.work import WorkItem, WorkPriority, WorkState, queued_copy, stored_item
 
 FIELDS: dict[str, object] = {
@@ -54,3 +57,15 @@ def test_a_queued_copy_of_an_item_with_no_availability_is_due_at_enqueue() -> No
     assert (queued.enqueued_at, queued.available_at) == (7.0, 7.0)
     assert {"enqueued_at", "available_at", "state"} <= queued.model_fields_set
     assert item.model_fields_set == {"id", "tenant"}
+
+
+def test_built_items_dump_pickle_and_copy_as_validated_ones_do() -> None:
+    # The fast paths set pydantic's slots themselves: every way out of a model must work.
+    validated = WorkItem(**FIELDS)  # type: ignore[arg-type]
+    for built in (stored_item(dict(FIELDS)), queued_copy(validated, 5.0)):
+        assert WorkItem.model_validate_json(built.model_dump_json()) == built
+        assert pickle.loads(pickle.dumps(built)) == built
+        assert copy.deepcopy(built) == built
+        assert built.model_copy(update={"id": "z"}).id == "z"
+        assert built.__pydantic_extra__ is None
+        assert built.__pydantic_private__ is None
