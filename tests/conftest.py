@@ -19,3 +19,10 @@ def service_missing(name: str, reason: str) -> None:
     if REQUIRE_SERVICES:
         pytest.fail(message, pytrace=False)
     pytest.skip(message)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Drop the PostgreSQL databases the run created, outside every test's timeout."""
+    from tests.pg_service import drop_created_databases
+
+    drop_created_databases()
