@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from typing import Literal
 
 from durably.errors import (
     ConfigurationError,
@@ -21,7 +21,6 @@ from durably.errors import (
     StatePersistenceError,
 )
 
-T = TypeVar("T")
 Kind = Literal["configuration", "contended", "transient", "failed"]
 
 _CONFIGURATION = frozenset({"42P01", "42703", "3F000", "42883", "42704"})
@@ -142,24 +141,6 @@ def within_size(text: str, limit: int, what: str) -> str:
     return text
 
 
-async def attempt(
-    operation: Callable[[], Awaitable[T]],
-    *,
-    budget: RetryBudget,
-    errors: ErrorFactory,
-    retry: bool = True,
-) -> T:
-    """Run ``operation``, retrying transient driver errors when ``retry`` (unbound calls),
-    and map what is left to durably's errors."""
-    tries = budget.max_attempts if retry else 1
-    for number in range(1, tries + 1):
-        try:
-            return await operation()
-        except Exception as error:
-            await after_failure(error, number, tries, budget, errors)
-    raise AssertionError("unreachable")  # pragma: no cover
-
-
 async def after_failure(
     error: Exception, number: int, tries: int, budget: RetryBudget, errors: ErrorFactory
 ) -> None:
@@ -186,7 +167,6 @@ __all__ = [
     "EffectFailed",
     "RetryBudget",
     "after_failure",
-    "attempt",
     "classify",
     "describe",
     "queue_errors",

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from durably.errors import ConfigurationError
-from durably.postgres.executor import database_for
-from durably.postgres.failures import RetryBudget, attempt, classify, state_errors
+from durably.postgres.connection import Access
+from durably.postgres.executor import Session, database_for
+from durably.postgres.failures import RetryBudget, classify, state_errors
 from durably.postgres.schema import SCHEMA_VERSION, StateTables, schema_queries, schema_statements
 
 
@@ -17,19 +18,16 @@ async def migrate(pool: Any, tables: StateTables | None = None) -> None:
     Runs in one transaction under an advisory lock, so many processes may call it at once.
     """
     tables = tables or StateTables()
-    database = database_for(pool)
     queries = schema_queries(tables)
 
-    async def apply() -> None:
-        timeout = RetryBudget().pool_timeout_seconds
-        async with database.session(timeout) as session, session.transaction():
-            await session.fetch(queries["migrate_lock"])
-            if tables.schema is not None:
-                await session.fetch(queries["create_schema"])
-            for statement in schema_statements(tables):
-                await session.fetch(statement)
+    async def apply(session: Session) -> None:
+        await session.fetch(queries["migrate_lock"])
+        if tables.schema is not None:
+            await session.fetch(queries["create_schema"])
+        for statement in schema_statements(tables):
+            await session.fetch(statement)
 
-    await attempt(apply, budget=RetryBudget(), errors=state_errors)
+    await Access.over(pool, RetryBudget()).run(apply, errors=state_errors, transaction=True)
 
 
 async def verify(pool: Any, tables: StateTables | None = None) -> None:
