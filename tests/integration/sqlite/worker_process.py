@@ -2,8 +2,8 @@
 
 python worker_process.py leave <db>           write a run, work and a checkpoint, exit
 python worker_process.py claim <db> <worker>  say "ready", wait for "go" on stdin, then
-                                              claim and complete until the queue is empty,
-                                              printing each claimed item id
+                                              claim, work 2 ms and complete until the queue
+                                              is empty, printing each claimed item id
 """
 
 from __future__ import annotations
@@ -56,6 +56,9 @@ async def claim(path: str, worker: str) -> None:
             item = await queue.claim(worker=worker)
             if item is None:
                 break
+            # The item's work, holding no lock: without it one process can take the whole
+            # queue while the other's busy handler sleeps (SQLite's backs off to 100 ms).
+            await asyncio.sleep(0.002)
             await queue.complete(item.id, tenant=item.tenant, worker=worker)
             print(item.id, flush=True)
     finally:
