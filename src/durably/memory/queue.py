@@ -17,6 +17,7 @@ from durably.work import (
     WorkItem,
     WorkState,
     checked_item,
+    payload_text,
     queued_copy,
 )
 
@@ -68,6 +69,7 @@ class MemoryWorkQueue:
         """Queue ``item`` (a future ``available_at`` delays it). A live item with the same
         id or the same (tenant, queue, dedupe_key) is returned unchanged instead."""
         checked_item(item)
+        payload_text(item.payload)  # what every other backing refuses, refused here too
         tenant, item_id, queue = item.tenant, item.id, item.queue
         live = self._live(tenant, item_id)
         if live is None and item.dedupe_key is not None:

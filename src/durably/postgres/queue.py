@@ -27,14 +27,13 @@ from durably.work import (
     WorkPriority,
     WorkState,
     checked_item,
+    payload_text,
     queued_copy,
     stored_item,
 )
 
 _TEMPLATES = statements.load("queue.sql")
 _BATCH = 500
-# One encoder for payloads (json.dumps with options builds a new encoder on every call).
-_PAYLOAD = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 # Enum members by stored value: a dict lookup is cheaper than the enum call per row.
 _PRIORITIES = {int(member): member for member in WorkPriority}
 _STATES = {member.value: member for member in WorkState}
@@ -106,7 +105,7 @@ class PostgresWorkQueue:
         checked_item(item)
         now = self._clock.now()
         available_at = item.available_at if item.available_at is not None else now
-        payload = within_size(_PAYLOAD(item.payload), self._max_bytes, "payload")
+        payload = within_size(payload_text(item.payload), self._max_bytes, "payload")
         statement = self._sql["enqueue"]
         args: tuple[object, ...] = (
             item.tenant,

@@ -34,6 +34,7 @@ from durably.work import (
     WorkPriority,
     WorkState,
     checked_item,
+    payload_text,
     queued_copy,
     stored_item,
 )
@@ -117,13 +118,6 @@ def _item(fields: Any) -> WorkItem:
     )
 
 
-def _payload(payload: dict[str, str]) -> str:
-    """The payload as stored: compact JSON (an empty one is the common case)."""
-    if not payload:
-        return "{}"
-    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
-
-
 class RedisWorkQueue:
     """`WorkQueue` over Redis. ``open`` runs `preflight`; the constructor does not.
 
@@ -200,7 +194,7 @@ class RedisWorkQueue:
         id or (tenant, queue, dedupe_key) is returned unchanged instead."""
         checked_item(item)
         tenant, item_id, queue, dedupe = item.tenant, item.id, item.queue, item.dedupe_key
-        payload = _payload(item.payload)
+        payload = payload_text(item.payload)
         # The ids travel (and are stored) beside the payload: all of it counts.
         raw_tenant, raw_id = tenant.encode(), item_id.encode()
         size = len(payload.encode()) + len(raw_tenant) + len(raw_id)

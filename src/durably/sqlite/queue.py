@@ -26,6 +26,7 @@ from durably.work import (
     WorkPriority,
     WorkState,
     checked_item,
+    payload_text,
 )
 
 _SQL = load_statements("queue.sql")
@@ -67,6 +68,8 @@ class BoundSqliteWorkQueue:
 
     def enqueue(self, item: WorkItem) -> WorkItem:
         """Queue ``item``; a live item with its id or dedupe key is returned unchanged."""
+        checked_item(item)
+        payload = payload_text(item.payload)
         tx = self._tx
         existing = tx.one(_SQL["get_item"], {"tenant": item.tenant, "id": item.id})
         live = existing if existing is not None and existing["state"] in _LIVE else None
@@ -88,7 +91,7 @@ class BoundSqliteWorkQueue:
                 "tenant": item.tenant,
                 "id": item.id,
                 "queue": item.queue,
-                "payload": json.dumps(item.payload),
+                "payload": payload,
                 "priority": int(item.priority),
                 "dedupe_key": item.dedupe_key,
                 "attempts": item.attempts,
@@ -283,6 +286,7 @@ class SqliteWorkQueue:
     async def enqueue(self, item: WorkItem) -> WorkItem:
         """Queue ``item`` (idempotent on id and dedupe key while live)."""
         checked_item(item)
+        payload_text(item.payload)  # refused before the transaction opens; encoded in it
         return await self._write(item.queue, "enqueue", lambda q: q.enqueue(item))
 
     async def claim(

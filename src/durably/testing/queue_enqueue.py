@@ -8,7 +8,7 @@ import math
 import pytest
 
 from durably.clock import ManualClock
-from durably.errors import WorkItemNotFoundError
+from durably.errors import InvalidInputError, WorkItemNotFoundError
 from durably.testing.queue_fixtures import POLICY, START, QueueFixtures, new_item, unique
 from durably.work import WorkItem, WorkQueue, WorkState
 
@@ -286,6 +286,46 @@ class QueueEnqueueCases(QueueFixtures):
             with pytest.raises(ValueError):
                 await work_queue.claim(worker="w1", queue=queue_name, lease_seconds=lease)
         assert (await work_queue.stats(queue=queue_name)).depth == 1
+
+    async def test_a_payload_no_backing_could_store_is_refused_and_changes_nothing(
+        self, work_queue: WorkQueue, tenant: str, queue_name: str
+    ) -> None:
+        await work_queue.enqueue(new_item(tenant, "kept", queue=queue_name, payload={"v": "1"}))
+        unstorable: list[dict[str, object]] = [
+            {"k": "nul\x00inside"},
+            {"nul\x00key": "v"},
+            {"k": "lone \ud800 surrogate"},
+            {"\udfff": "v"},
+            {"k": 1},
+        ]
+        for payload in unstorable:
+            for item_id in ("kept", "fresh"):
+                # A model built without validation reaches the store as it is.
+                item = WorkItem.model_construct(
+                    id=item_id, tenant=tenant, queue=queue_name, payload=payload
+                )
+                with pytest.raises(InvalidInputError, match="payload"):
+                    await work_queue.enqueue(item)
+        stats = await work_queue.stats(queue=queue_name)
+        assert (stats.depth, stats.duplicates_suppressed) == (1, 0)
+        claimed = await work_queue.claim(worker="w1", queue=queue_name)
+        assert claimed is not None
+        assert (claimed.id, claimed.payload) == ("kept", {"v": "1"})
+
+    async def test_payloads_keep_quotes_escapes_and_non_ascii_exactly(
+        self, work_queue: WorkQueue, tenant: str, queue_name: str
+    ) -> None:
+        payload = {
+            'quote"d': 'back\\slash "and" quotes',
+            "lines": "one\ntwo\tthree\r\x01\x1f",
+            "emoji 🚀": "é, ß, 中文, 🚀",
+            "": "",
+            "json": '{"not": "parsed"}',
+        }
+        await work_queue.enqueue(new_item(tenant, "odd", queue=queue_name, payload=payload))
+        claimed = await work_queue.claim(worker="w1", queue=queue_name)
+        assert claimed is not None
+        assert claimed.payload == payload  # (key order is not kept: jsonb sorts keys)
 
 
 __all__ = ["AWKWARD_IDS", "QueueEnqueueCases"]
