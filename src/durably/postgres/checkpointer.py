@@ -139,16 +139,18 @@ class PostgresCheckpointer:
         workflow = identifier(holder.workflow, "workflow")
         identifier(key, "key")
         encoded = self._encode(value)
+        return await self._access.run(
+            self._record_on, holder, workflow, key, encoded, errors=state_errors
+        )
 
-        async def write(session: Session) -> Recorded[object]:
-            args = (workflow, holder.token, key, encoded)
-            if await session.count(self._sql["record"], *args):
-                return Recorded(self._codec.decode(encoded), True)
-            if await self._write_counted(session, holder, key, encoded):
-                return Recorded(self._codec.decode(encoded), True)
-            return await self._stored(session, workflow, key, encoded)
-
-        return await self._run(write)
+    async def _record_on(
+        self, session: Session, holder: Pass, workflow: str, key: str, encoded: str
+    ) -> Recorded[object]:
+        if await session.count(self._sql["record"], workflow, holder.token, key, encoded):
+            return Recorded(self._codec.decode(encoded), True)
+        if await self._write_counted(session, holder, key, encoded):
+            return Recorded(self._codec.decode(encoded), True)
+        return await self._stored(session, workflow, key, encoded)
 
     async def transact(self, holder: Pass, key: str, effect: PostgresEffect) -> Recorded[object]:
         """Run ``effect`` and record its value in one commit, exactly once across passes.

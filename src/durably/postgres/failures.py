@@ -9,6 +9,7 @@ raised at once. No message ever carries the DSN: connection errors are reported 
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -112,8 +113,9 @@ def state_errors(kind: Kind, detail: str) -> DurablyError:
     return StatePersistenceError("postgres", reason, detail)
 
 
+@functools.lru_cache(maxsize=1024)
 def queue_errors(queue: str, operation: str) -> ErrorFactory:
-    """Errors for one queue operation."""
+    """Errors for one queue operation (one factory per queue and operation, not per call)."""
 
     def build(kind: Kind, detail: str) -> DurablyError:
         if kind == "configuration":

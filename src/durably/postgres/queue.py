@@ -120,25 +120,29 @@ class PostgresWorkQueue:
         if item.dedupe_key is not None or item.attempts or item.failures:
             statement = self._sql["enqueue_carrying"]
             args = (*args, item.dedupe_key, item.attempts, json.dumps(list(item.failures)))
-
-        async def enqueue(session: Session) -> WorkItem | None:
-            for _ in range(5):
-                if await session.count(statement, *args):
-                    return None
-                if await session.fetch(self._sql["drop_terminal"], item.tenant, item.id):
-                    continue  # a finished item held the id: it is freed, insert again
-                found = await session.fetch(
-                    self._sql["find_live"], item.tenant, item.id, item.queue, item.dedupe_key
-                )
-                if found:
-                    await session.fetch(self._sql["count_duplicate"], item.queue)
-                    return _item(found[0])
-            raise StatePersistenceError("postgres", "contended", "enqueue kept racing")
-
-        duplicate = await self._access.run(enqueue, errors=queue_errors(item.queue, "enqueue"))
+        duplicate = await self._access.run(
+            self._insert, item, statement, args, errors=queue_errors(item.queue, "enqueue")
+        )
         if duplicate is not None:
             return duplicate
         return queued_copy(item, now)
+
+    async def _insert(
+        self, session: Session, item: WorkItem, statement: str, args: tuple[object, ...]
+    ) -> WorkItem | None:
+        """Insert the item (None), or the live item holding its id or dedupe key."""
+        for _ in range(5):
+            if await session.count(statement, *args):
+                return None
+            if await session.fetch(self._sql["drop_terminal"], item.tenant, item.id):
+                continue  # a finished item held the id: it is freed, insert again
+            found = await session.fetch(
+                self._sql["find_live"], item.tenant, item.id, item.queue, item.dedupe_key
+            )
+            if found:
+                await session.fetch(self._sql["count_duplicate"], item.queue)
+                return _item(found[0])
+        raise StatePersistenceError("postgres", "contended", "enqueue kept racing")
 
     async def claim(
         self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None
