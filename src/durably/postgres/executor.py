@@ -8,6 +8,7 @@ caller's own connection so a store runs inside the caller's open transaction.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -32,6 +33,16 @@ def _load_psycopg() -> None:
     from psycopg.pq import ExecStatus
 
     _raw_cursor, _tuples_ok = AsyncRawCursor, ExecStatus.TUPLES_OK
+
+
+@functools.lru_cache(maxsize=4096)
+def _sent(statement: str) -> bytes | str:
+    """``statement`` as psycopg sends it, encoded once: psycopg encodes a text query on
+    every call and keys its prepared statements by the bytes, hashing a new object each
+    time; the same bytes object is hashed once. durably's statements are ASCII (table names
+    are plain identifiers), which every client encoding spells alike; other text is left
+    to psycopg."""
+    return statement.encode("ascii") if statement.isascii() else statement
 
 
 @runtime_checkable
@@ -79,7 +90,7 @@ class PsycopgSession:
         # calls would otherwise be planned afresh). A connection whose prepare_threshold
         # is None (e.g. behind PgBouncer) is left unprepared: psycopg honours that first.
         async with _raw_cursor(self.connection) as cursor:
-            await cursor.execute(statement, args, prepare=True)
+            await cursor.execute(_sent(statement), args, prepare=True)
             result = cursor.pgresult
             # The result status, not `description`, which builds a Column per field.
             if result is None or result.status != _tuples_ok:
@@ -91,7 +102,7 @@ class PsycopgSession:
         # The command status ("INSERT 0 1"): psycopg sets up no row loaders for a result
         # without rows, and the server sends no row description (about 5% of an enqueue).
         async with _raw_cursor(self.connection) as cursor:
-            await cursor.execute(statement, args, prepare=True)
+            await cursor.execute(_sent(statement), args, prepare=True)
             result = cursor.pgresult
             return 0 if result is None else result.command_tuples or 0
 

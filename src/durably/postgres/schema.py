@@ -88,7 +88,7 @@ class StateTables:
         return f"durably_{kind}_{digest}"
 
 
-_SCHEMA_TEMPLATES = statements.load("schema.sql")
+_SCHEMA_TEMPLATES = statements.load("schema.sql", keep_comments=True)  # published text
 
 
 def schema_statements(tables: StateTables) -> list[str]:

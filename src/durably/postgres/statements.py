@@ -2,7 +2,10 @@
 
 A file holds statements introduced by ``-- name: <name>`` lines. Table names appear as
 ``{field}`` placeholders (see `StateTables`), filled in once per store; values are always
-bound parameters (``$1``...), never interpolated.
+bound parameters (``$1``...), never interpolated. A statement's comments are for the
+reader of the file: whole-line comments are left out of what is sent (the driver encodes
+and hashes the text on every call, and the claim's comments were a third of it), unless
+the text is published, as the schema is.
 """
 
 from __future__ import annotations
@@ -15,12 +18,16 @@ _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
 
-def load(filename: str) -> dict[str, str]:
-    """Every named statement of ``filename`` (in this package), unrendered."""
+def load(filename: str, *, keep_comments: bool = False) -> dict[str, str]:
+    """Every named statement of ``filename`` (in this package), unrendered, without its
+    whole-line comments unless ``keep_comments``."""
     text = resources.files(__package__).joinpath(filename).read_text(encoding="utf-8")
     parts = _NAME.split(text)
     statements: dict[str, str] = {}
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        if not keep_comments:
+            lines = body.splitlines()
+            body = "\n".join(line for line in lines if not line.lstrip().startswith("--"))
         statements[name] = body.strip().rstrip(";").strip()
     return statements
 
