@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Protocol, runtime_checkable
 
+from durably.validation import storable_json
+
 
 @runtime_checkable
 class CheckpointCodec(Protocol):
@@ -29,12 +31,20 @@ _ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=Fals
 
 
 class JsonCodec:
-    """JSON with sorted keys and no NaN/Infinity. A tuple comes back as a list."""
+    """JSON with sorted keys and no NaN/Infinity. A tuple comes back as a list.
+
+    ``encode`` refuses (`InvalidInputError`, a `ValueError`) a value holding a string with
+    a NUL character or a lone surrogate, which PostgreSQL's ``jsonb`` cannot hold: every
+    backing refuses it alike, before any I/O.
+    """
 
     renders_json = True
 
     def encode(self, value: object) -> str:
-        return _ENCODE(value)
+        text = _ENCODE(value)
+        # The text is ASCII (NUL and surrogates come out escaped): without a backslash it
+        # holds nothing jsonb refuses.
+        return storable_json(text, "value") if "\\" in text else text
 
     def decode(self, text: str) -> object:
         return json.loads(text)

@@ -16,7 +16,7 @@ from pydantic import (
 )
 
 from durably.redaction import scrub
-from durably.validation import identifier
+from durably.validation import identifier, storable
 
 _FROZEN = ConfigDict(frozen=True, strict=True, extra="forbid")
 
@@ -204,23 +204,50 @@ class StatePage(BaseModel):
         return self
 
 
-def stored_run(record: RunRecord, *, version: int, updated_at: float) -> RunRecord:
-    """The record as a store keeps it: secrets scrubbed, new version and time.
+def checked_run(record: RunRecord) -> RunRecord:
+    """``record`` if a store may keep it, as every backing checks before any I/O.
 
-    Raises `InvalidInputError` for an empty or NUL id, even on a record built with
-    ``model_construct`` (which skips the validators).
+    Raises `InvalidInputError` for an empty or unusable id (even on a record built with
+    ``model_construct``, which skips the validators) and for a NUL or a lone surrogate in
+    any other string of the record, which no backing stores alike.
     """
     identifier(record.tenant, "tenant")
     identifier(record.run_id, "run_id")
+    identifier(record.agent_name, "agent_name")
     if record.session_id is not None:
         identifier(record.session_id, "session_id")
-    return record.model_copy(
+    storable(record.awaiting_approval, "awaiting_approval")
+    storable(record.metadata, "metadata")
+    for call in record.pending_tool_calls:
+        storable((call.id, call.name, call.arguments), "pending_tool_calls")
+    return record
+
+
+def stored_run(record: RunRecord, *, version: int, updated_at: float) -> RunRecord:
+    """The record as a store keeps it: checked (`checked_run`), secrets scrubbed, new
+    version and time."""
+    return checked_run(record).model_copy(
         update={
             "version": version,
             "updated_at": updated_at,
             "pending_tool_calls": tuple(call.scrubbed() for call in record.pending_tool_calls),
         }
     )
+
+
+def checked_session(record: SessionRecord) -> SessionRecord:
+    """``record`` if a store may keep it; refuses what `checked_run` refuses."""
+    identifier(record.tenant, "tenant")
+    identifier(record.session_id, "session_id")
+    storable(record.user, "user")
+    storable(record.runs, "runs")
+    storable(record.metadata, "metadata")
+    return record
+
+
+def stored_session(record: SessionRecord, *, version: int, updated_at: float) -> SessionRecord:
+    """The session as a store keeps it: checked (`checked_session`), new version and time."""
+    return checked_session(record).model_copy(update={"version": version, "updated_at": updated_at})
 
 
 def patched_run(record: RunRecord, delta: StateDelta, *, updated_at: float) -> RunRecord:
@@ -294,6 +321,9 @@ __all__ = [
     "StateStore",
     "ToolCall",
     "Usage",
+    "checked_run",
+    "checked_session",
     "patched_run",
     "stored_run",
+    "stored_session",
 ]

@@ -3,19 +3,101 @@
 from __future__ import annotations
 
 import math
+import re
+from typing import TypeVar
 
 from durably.errors import InvalidInputError
 
+T = TypeVar("T")
+
+# Text every backing can store holds no NUL (PostgreSQL's text and jsonb refuse it) and is
+# valid Unicode: a lone surrogate, which a Python str can hold, has no UTF-8 encoding.
+_NUL = "must not contain a NUL character"
+_SURROGATE = "must be valid Unicode (no lone surrogate)"
+
 
 def identifier(value: object, name: str) -> str:
-    """Return ``value`` if it is a usable id: a non-empty string without NUL characters."""
+    """Return ``value`` if it is a usable id: a non-empty string without NUL characters
+    that is valid Unicode (no lone surrogate). Raises `InvalidInputError` naming it."""
     if not isinstance(value, str):
         raise InvalidInputError(f"{name} must be a string, got {type(value).__name__}")
     if not value:
         raise InvalidInputError(f"{name} must not be empty")
     if "\x00" in value:
-        raise InvalidInputError(f"{name} must not contain a NUL character")
+        raise InvalidInputError(f"{name} {_NUL}")
+    if not value.isascii():  # an ASCII string is valid Unicode: encode only the others
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            raise InvalidInputError(f"{name} {_SURROGATE}") from None
     return value
+
+
+def storable(value: T, name: str) -> T:
+    """Return ``value`` (a string, or a JSON-shaped value of dicts, lists and tuples) if
+    every string in it, dict keys included, is text every backing can store: no NUL
+    character and no lone surrogate. Raises `InvalidInputError` naming it."""
+    flaw = _flaw(value)
+    if flaw is not None:
+        raise InvalidInputError(f"{name} {flaw}")
+    return value
+
+
+def storable_json(text: str, name: str) -> str:
+    """Return ``text``, JSON a codec rendered, if PostgreSQL's ``jsonb`` (and so every
+    backing) can hold it: no NUL and no lone surrogate, raw or as a ``\\u`` escape (an
+    escaped high surrogate must be followed at once by an escaped low one). Raises
+    `InvalidInputError` naming it."""
+    flaw = _text_flaw(text)
+    if flaw is None and "\\" in text and _CANDIDATE.search(text) is not None:
+        flaw = _escape_flaw(text)
+    if flaw is not None:
+        raise InvalidInputError(f"{name} {flaw}")
+    return text
+
+
+def _text_flaw(text: str) -> str | None:
+    if "\x00" in text:
+        return _NUL
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            return _SURROGATE
+    return None
+
+
+def _flaw(value: object) -> str | None:
+    if isinstance(value, str):
+        return _text_flaw(value)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            flaw = _text_flaw(key) if isinstance(key, str) else None
+            if flaw is not None or (flaw := _flaw(item)) is not None:
+                return flaw
+    elif isinstance(value, list | tuple):
+        for item in value:
+            if (flaw := _flaw(item)) is not None:
+                return flaw
+    return None
+
+
+# Where an escape jsonb refuses may start: \u0000 or a surrogate (D800-DFFF).
+_CANDIDATE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
+# Escapes read left to right, so that a backslash after an escaped one starts afresh: an
+# escaped backslash, a surrogate pair (both fine), or, in group 1, NUL or a lone surrogate.
+_ESCAPE = re.compile(
+    r"\\(?:\\|u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+    r"|u(0000|[dD][89a-fA-F][0-9a-fA-F]{2}))"
+)
+
+
+def _escape_flaw(text: str) -> str | None:
+    for match in _ESCAPE.finditer(text):
+        code = match[1]
+        if code is not None:
+            return _NUL if code == "0000" else _SURROGATE
+    return None
 
 
 def positive_int(value: object, name: str) -> int:

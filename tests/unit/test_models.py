@@ -88,8 +88,8 @@ def test_a_page_with_a_cursor_but_no_records_cannot_be_built() -> None:
     assert StatePage(records=()).cursor is None
 
 
-@pytest.mark.parametrize("bad", ["", "a\x00b"])
-def test_empty_and_nul_ids_are_refused_by_every_model(bad: str) -> None:
+@pytest.mark.parametrize("bad", ["", "a\x00b", "a\ud800b"])
+def test_empty_nul_and_lone_surrogate_ids_are_refused_by_every_model(bad: str) -> None:
     builders: list[Callable[[], object]] = [
         lambda: StateKey(tenant=bad, id="x"),
         lambda: StateKey(tenant="t", id=bad),

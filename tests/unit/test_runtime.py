@@ -371,8 +371,8 @@ async def test_a_failing_transacted_effect_records_nothing_and_reruns_next_pass(
 
 
 @pytest.mark.parametrize("kind", ["step", "transact", "sleep", "awaiting", "receive"])
-@pytest.mark.parametrize("key", ["inbox:7", "", "nul\x00inside"])
-async def test_every_kind_of_step_refuses_an_inbox_empty_or_nul_name(kind: str, key: str) -> None:
+@pytest.mark.parametrize("key", ["inbox:7", "", "nul\x00inside", "lone\ud800surrogate"])
+async def test_every_kind_of_step_refuses_an_inbox_or_unusable_name(kind: str, key: str) -> None:
     checkpointer = MemoryCheckpointer()
     kit = MemoryEffectKit(checkpointer)
     effects: list[str] = []

@@ -210,6 +210,8 @@ class MemoryCheckpointer:
         self, *, status: WorkflowStatus | None = None, limit: int = 50, after: str | None = None
     ) -> list[WorkflowInfo]:
         """Statuses ordered by workflow id (code points), those after ``after``."""
+        if after is not None:
+            identifier(after, "after")
         positive_int(limit, "limit")
         wanted = WorkflowStatus(status) if status is not None else None
         found: list[WorkflowInfo] = []

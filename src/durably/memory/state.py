@@ -20,6 +20,7 @@ from durably.runs import (
     StateQuery,
     patched_run,
     stored_run,
+    stored_session,
 )
 from durably.validation import identifier
 
@@ -68,18 +69,20 @@ class MemoryStateStore:
 
     async def put_run(self, record: RunRecord) -> RunRecord:
         """Compare-and-set write; raises `StateConflictError` with both versions."""
+        # Refuse and render before touching the tables: a refusal must leave them as they were.
+        saved = stored_run(record, version=record.version + 1, updated_at=self._clock.now())
+        text = saved.model_dump_json()
         key = _key(record.key)
         current = self._tables.runs.get(key)
         actual = 0 if current is None else RunRecord.model_validate_json(current.text).version
         if actual != record.version:
             raise StateConflictError(record.key, record.version, actual)
-        saved = stored_run(record, version=record.version + 1, updated_at=self._clock.now())
         if current is None:
             self._tables.sequence += 1
             current = _StoredRun(self._tables.sequence, "", None)
             self._tables.runs[key] = current
         self._move_session(record.tenant, record.run_id, current.session_id, saved.session_id)
-        current.text = saved.model_dump_json()
+        current.text = text
         current.session_id = saved.session_id
         return saved
 
@@ -131,15 +134,14 @@ class MemoryStateStore:
 
     async def put_session(self, record: SessionRecord) -> SessionRecord:
         """Compare-and-set write of a session; raises `StateConflictError`."""
+        saved = stored_session(record, version=record.version + 1, updated_at=self._clock.now())
+        text = saved.model_dump_json()
         key = _key(record.key)
-        text = self._tables.sessions.get(key)
-        actual = 0 if text is None else SessionRecord.model_validate_json(text).version
+        current = self._tables.sessions.get(key)
+        actual = 0 if current is None else SessionRecord.model_validate_json(current).version
         if actual != record.version:
             raise StateConflictError(record.key, record.version, actual)
-        saved = record.model_copy(
-            update={"version": record.version + 1, "updated_at": self._clock.now()}
-        )
-        self._tables.sessions[key] = saved.model_dump_json()
+        self._tables.sessions[key] = text
         return saved
 
     async def delete_session(self, key: StateKey, *, cascade: bool = False) -> bool:

@@ -23,7 +23,7 @@ from durably.postgres.settings import PostgresStoreSettings
 from durably.postgres.sweep import sweep_finished
 from durably.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.status import WorkflowInfo, WorkflowStatus, checked_report
-from durably.validation import identifier, positive, positive_int
+from durably.validation import identifier, positive, positive_int, storable_json
 from durably.workflows import INBOX_DIGITS as _DIGITS
 from durably.workflows import INBOX_PREFIX, Entry, Pass, Recorded, Written
 
@@ -47,7 +47,8 @@ class PostgresCheckpointer:
     """Workflow records and claims in PostgreSQL (`durably.Checkpointer`).
 
     Values are stored as ``jsonb``, so the codec must render JSON text
-    (`ConfigurationError` otherwise).
+    (`ConfigurationError` otherwise), and text ``jsonb`` cannot hold (a NUL or a lone
+    surrogate, raw or escaped) is refused with `InvalidInputError` before it is sent.
     """
 
     def __init__(
@@ -64,6 +65,8 @@ class PostgresCheckpointer:
                 f"{type(self._codec).__name__} does not render JSON text, but PostgreSQL "
                 "stores checkpoint values as jsonb; use a codec with renders_json = True"
             )
+        # JsonCodec refuses what jsonb cannot hold itself; another codec's text is checked.
+        self._screened = type(self._codec) is not JsonCodec
         self._tables = tables or StateTables()
         self._max_bytes = settings.max_value_bytes if settings else DEFAULT_MAX_VALUE_BYTES
         self._access = Access.over(pool, settings.retry if settings else RetryBudget())
@@ -267,7 +270,8 @@ class PostgresCheckpointer:
         return await sweep_finished(self._access, self._tables, finished_before, limit, on_swept)
 
     def encode(self, value: object) -> str:
-        """``value`` in the codec's JSON text, refused when over ``max_value_bytes``."""
+        """``value`` in the codec's JSON text, refused when over ``max_value_bytes`` or
+        when ``jsonb`` cannot hold it (a NUL or a lone surrogate: `InvalidInputError`)."""
         return self._encode(value)
 
     # --- status ---------------------------------------------------------------------------
@@ -319,7 +323,10 @@ class PostgresCheckpointer:
         return Recorded(self._codec.decode(text), bool(equal))
 
     def _encode(self, value: object) -> str:
-        return within_size(self._codec.encode(value), self._max_bytes, "value")
+        text = self._codec.encode(value)
+        if self._screened:
+            storable_json(text, "value")
+        return within_size(text, self._max_bytes, "value")
 
     async def _run(self, operation: Callable[[Session], Awaitable[T]]) -> T:
         return await self._access.run(operation, errors=state_errors)

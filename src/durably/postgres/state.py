@@ -31,6 +31,7 @@ from durably.runs import (
     StatePage,
     StateQuery,
     stored_run,
+    stored_session,
 )
 from durably.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.validation import identifier
@@ -173,9 +174,8 @@ class PostgresStateStore:
         return SessionRecord.model_validate_json(json.dumps(document))
 
     async def put_session(self, record: SessionRecord) -> SessionRecord:
-        _valid(record.key)
         now = self._clock.now()
-        stored = record.model_copy(update={"version": record.version + 1, "updated_at": now})
+        stored = stored_session(record, version=record.version + 1, updated_at=now)
         body = self._encode(stored.model_dump(mode="json", exclude={"version", "updated_at"}))
 
         async def write(session: Session) -> Sequence[Row]:

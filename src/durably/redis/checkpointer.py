@@ -429,6 +429,8 @@ class RedisCheckpointer:
         self, *, status: WorkflowStatus | None = None, limit: int = 50, after: str | None = None
     ) -> list[WorkflowInfo]:
         """Statuses ordered by workflow id (code points), those after ``after``."""
+        if after is not None:
+            identifier(after, "after")
         positive_int(limit, "limit")
         wanted = WorkflowStatus(status) if status is not None else None
         index = self._index + ("all" if wanted is None else f"status:{wanted.value}")

@@ -32,6 +32,7 @@ from durably.runs import (
     StateQuery,
     Usage,
     stored_run,
+    stored_session,
 )
 from durably.validation import identifier
 
@@ -145,7 +146,6 @@ class RedisStateStore:
 
     async def put_run(self, record: RunRecord) -> RunRecord:
         """Compare-and-set write; `StateConflictError` when the stored version differs."""
-        self._checked(record.key)
         stored = stored_run(record, version=record.version + 1, updated_at=self._clock.now())
         blob = stored.model_dump_json()
         self._redis.check_size(blob, f"run {record.key}")
@@ -251,10 +251,7 @@ class RedisStateStore:
 
     async def put_session(self, record: SessionRecord) -> SessionRecord:
         """Compare-and-set write of a session; `StateConflictError` as `put_run`."""
-        self._checked(record.key)
-        stored = record.model_copy(
-            update={"version": record.version + 1, "updated_at": self._clock.now()}
-        )
+        stored = stored_session(record, version=record.version + 1, updated_at=self._clock.now())
         blob = stored.model_dump_json()
         self._redis.check_size(blob, f"session {record.key}")
         session = keys.session_key(self._redis.namespace, record.tenant, record.session_id)

@@ -19,8 +19,11 @@ from durably.runs import (
     StateKey,
     StatePage,
     StateQuery,
+    checked_run,
+    checked_session,
     patched_run,
     stored_run,
+    stored_session,
 )
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
@@ -66,12 +69,12 @@ class BoundSqliteStateStore:
 
     def put_run(self, record: RunRecord) -> RunRecord:
         """Compare-and-set write; `StateConflictError` with both versions."""
+        saved = stored_run(record, version=record.version + 1, updated_at=self._clock.now())
         params = _run_key(record.key)
         row = self._tx.one(_SQL["run_version"], params)
         actual = 0 if row is None else int(row[0])
         if actual != record.version:
             raise StateConflictError(record.key, record.version, actual)
-        saved = stored_run(record, version=actual + 1, updated_at=self._clock.now())
         self._write_run(saved, insert=row is None)
         return saved
 
@@ -125,12 +128,12 @@ class BoundSqliteStateStore:
 
     def put_session(self, record: SessionRecord) -> SessionRecord:
         """Compare-and-set write of a session; `StateConflictError`."""
+        saved = stored_session(record, version=record.version + 1, updated_at=self._clock.now())
         params = _session_key(record.key)
         row = self._tx.one(_SQL["session_version"], params)
         actual = 0 if row is None else int(row[0])
         if actual != record.version:
             raise StateConflictError(record.key, record.version, actual)
-        saved = record.model_copy(update={"version": actual + 1, "updated_at": self._clock.now()})
         self._tx.execute(
             _SQL["upsert_session"],
             {**params, "version": saved.version, "record": saved.model_dump_json()},
@@ -181,7 +184,7 @@ class SqliteStateStore:
 
     async def put_run(self, record: RunRecord) -> RunRecord:
         """Compare-and-set write; raises `StateConflictError` with both versions."""
-        _run_key(record.key)
+        checked_run(record)  # refused before the transaction opens
         return await self._db.transaction(lambda tx: self.bound(tx).put_run(record))
 
     async def patch_run(self, key: StateKey, delta: StateDelta) -> RunRecord:
@@ -207,7 +210,7 @@ class SqliteStateStore:
 
     async def put_session(self, record: SessionRecord) -> SessionRecord:
         """Compare-and-set write of a session; raises `StateConflictError`."""
-        _session_key(record.key)
+        checked_session(record)
         return await self._db.transaction(lambda tx: self.bound(tx).put_session(record))
 
     async def delete_session(self, key: StateKey, *, cascade: bool = False) -> bool:

@@ -4,6 +4,7 @@ transitions that cross records and wakeups in one transaction."""
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -201,3 +202,53 @@ async def test_durable_refuses_stores_on_different_pools(pg_stores: Stores) -> N
     scheduler = PostgresScheduler(other_pool, tables=tables)
     with pytest.raises(ConfigurationError, match="same pool"):
         PostgresDurable(cp, scheduler)
+
+
+class _WrittenJson:
+    """A codec that renders JSON text of its own: a string value is sent as written."""
+
+    renders_json = True
+
+    def encode(self, value: object) -> str:
+        return value if isinstance(value, str) else json.dumps(value)
+
+    def decode(self, text: str) -> object:
+        return json.loads(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        r'{"k":"a\u0000b"}',
+        r'"\\\u0000"',  # an escaped backslash, then an escaped NUL
+        r'"\ud800"',
+        r'"\uDFFF"',
+        r'"\ud83d\u0041"',
+        '"\ud800"',  # a raw lone surrogate
+        '"a\x00b"',  # a raw NUL
+    ],
+)
+async def test_a_custom_codecs_json_that_jsonb_cannot_hold_is_refused_before_it_is_sent(
+    pg_stores: Stores, effect_kit: PostgresEffectKit, text: str
+) -> None:
+    tables = await pg_stores.tables()
+    cp = PostgresCheckpointer(pg_stores.pool, codec=_WrittenJson(), tables=tables)
+    durable = PostgresDurable(cp, pg_stores.track(PostgresScheduler(pg_stores.pool, tables=tables)))
+    holder = await cp.claim("wf", LONG, LONG)
+    assert holder is not None
+    await cp.record(holder, "kept", '{"k":"v"}')
+    for write in (
+        lambda: cp.record(holder, "step", text),
+        lambda: cp.transact(holder, "paid", effect_kit.bump("paid", text)),
+        lambda: cp.supply("wf", "input", text),
+        lambda: cp.append("wf", text),
+        lambda: durable.arrive("wf", "input", text),
+        lambda: durable.deliver("wf", text),
+    ):
+        with pytest.raises(InvalidInputError, match="value must"):
+            await write()
+    assert await cp.load("wf") == {"kept": {"k": "v"}}
+    assert await effect_kit.count("paid") == 0
+    assert await durable.scheduler.next_ready(0) is None
+    lookalikes = r'["\\u0000", "\\\\ud800", "\ud83d\ude80", "\u00e9"]'
+    assert (await cp.record(holder, "looks", lookalikes)).value == json.loads(lookalikes)
