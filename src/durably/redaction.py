@@ -1,4 +1,5 @@
-"""Masks secrets in tool-call arguments before a run is stored."""
+"""What text becomes before it is stored: secrets in tool-call arguments masked, and
+diagnostic text (failure messages) mended so that every backing can store it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,11 @@ _EMAIL = re.compile(r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9.\-]+\.[A-Za-z]{2,}")
 
 SECRET_MASK = "[secret]"
 EMAIL_MASK = "[email]"
+
+# What no backing stores: NUL (PostgreSQL's text refuses it) and surrogate code points
+# (a str holds them, UTF-8 cannot encode them).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
 
 
 def scrub_text(text: str) -> str:
@@ -31,3 +37,12 @@ def scrub(value: JsonValue) -> JsonValue:
     if isinstance(value, list):
         return [scrub(item) for item in value]
     return value
+
+
+def mend_text(text: str) -> str:
+    """``text`` with every NUL and lone surrogate replaced by U+FFFD, so that every backing
+    stores it alike. For diagnostic text, such as an exception's repr, that must be kept
+    rather than refused (refusing a failure report would leave its work unsettled)."""
+    if text.isascii():
+        return text.replace("\x00", REPLACEMENT) if "\x00" in text else text
+    return _UNSTORABLE.sub(REPLACEMENT, text)

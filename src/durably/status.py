@@ -7,6 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from durably.errors import InvalidInputError
+from durably.redaction import mend_text
 from durably.validation import non_negative_int
 
 
@@ -37,13 +38,17 @@ class WorkflowInfo:
     updated_at: datetime
 
 
-def checked_report(status: object, attempts: object) -> WorkflowStatus:
-    """The status of a `set_status` call once it and ``attempts`` (a non-negative int) are
-    checked, as every backing does before any I/O. Raises `InvalidInputError`."""
+def checked_report(
+    status: object, attempts: object, error: str | None
+) -> tuple[WorkflowStatus, str | None]:
+    """The status and error of a `set_status` call as every backing stores them, checked
+    before any I/O: ``attempts`` must be a non-negative int (`InvalidInputError`), and a
+    NUL or lone surrogate in ``error`` becomes U+FFFD (`mend_text`): a failure report is
+    kept, never refused."""
     non_negative_int(attempts, "attempts")
     if isinstance(status, str):  # members are str too (StrEnum)
         try:
-            return WorkflowStatus(status)
+            return WorkflowStatus(status), None if error is None else mend_text(error)
         except ValueError:
             pass
     raise InvalidInputError(f"not a workflow status: {status!r}")

@@ -1,5 +1,5 @@
 """Text no backing can store (a NUL, a lone surrogate): the shared checks, the codec's and
-the records' refusals."""
+the records' refusals, and what diagnostic text becomes instead."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 
 from durably.codec import JsonCodec
 from durably.errors import InvalidInputError
+from durably.redaction import mend_text
 from durably.runs import (
     RunRecord,
     SessionRecord,
@@ -18,6 +19,7 @@ from durably.runs import (
     stored_run,
     stored_session,
 )
+from durably.status import WorkflowStatus, checked_report
 from durably.validation import identifier, storable, storable_json
 
 # Strings a Python str holds but UTF-8 cannot encode: surrogate code points, alone, in the
@@ -169,3 +171,30 @@ def test_records_of_valid_unicode_are_stored_as_they_are() -> None:
         SessionRecord(session_id="s", tenant="t", user="🚀"), version=3, updated_at=2.0
     )
     assert (stored.version, stored.updated_at, stored.user) == (3, 2.0, "🚀")
+
+
+@pytest.mark.parametrize(
+    ("text", "mended"),
+    [
+        ("plain", "plain"),
+        ("a\x00b\x00", "a\ufffdb\ufffd"),
+        ("\ud800x\udfff", "\ufffdx\ufffd"),
+        ("é \x00 \ud83d\ude80 🚀", "é \ufffd \ufffd\ufffd 🚀"),
+        ("\\u0000 is text", "\\u0000 is text"),
+    ],
+)
+def test_mend_text_replaces_nul_and_lone_surrogates_and_nothing_else(
+    text: str, mended: str
+) -> None:
+    assert mend_text(text) == mended
+    mend_text(text).encode()  # always valid UTF-8 now
+
+
+def test_a_status_report_keeps_its_error_mended() -> None:
+    assert checked_report("failed", 2, "boom\x00\ud800") == (
+        WorkflowStatus.FAILED,
+        "boom\ufffd\ufffd",
+    )
+    assert checked_report(WorkflowStatus.RUNNING, 0, None) == (WorkflowStatus.RUNNING, None)
+    with pytest.raises(InvalidInputError):
+        checked_report("lost", 0, "boom")

@@ -132,6 +132,29 @@ async def test_a_failing_handler_fails_its_item_with_its_repr_and_retryability()
     assert dead[0].attempts == 1
 
 
+class _Garbled(Exception):
+    """An exception whose repr holds what no backing can store."""
+
+    def __repr__(self) -> str:
+        return "Garbled(\x00 \ud800)"
+
+
+async def test_a_failure_whose_repr_no_backing_can_store_is_recorded_mended() -> None:
+    clock = ManualClock()
+    queue = MemoryWorkQueue(clock, QueuePolicy(max_attempts=1))
+    await queue.enqueue(item("garbled"))
+
+    async def handler(work: WorkItem) -> None:
+        raise _Garbled
+
+    worker = quick(clock=clock)
+    worker.handle(queue, handler)
+    async with serving(worker):
+        await eventually(lambda: _depth_and_dead(queue, (0, 1)))
+    dead = await queue.dead_letters(tenant="acme")
+    assert [d.failures for d in dead] == [("Garbled(\ufffd \ufffd)",)]
+
+
 async def test_a_handler_failing_before_it_returns_an_awaitable_fails_only_its_item() -> None:
     queue = MemoryWorkQueue(ManualClock(), QueuePolicy(max_attempts=1))
     for name in ("first", "bad", "last"):

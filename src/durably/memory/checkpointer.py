@@ -194,7 +194,7 @@ class MemoryCheckpointer:
         error: str | None = None,
     ) -> WorkflowInfo:
         """Report the workflow's status; `Fenced` if ``holder`` was superseded."""
-        status = checked_report(status, attempts)
+        status, error = checked_report(status, attempts, error)
         self._fence(holder)
         stored = _Status(status, attempts, error, time.time())
         self._statuses[holder.workflow] = stored

@@ -285,7 +285,7 @@ class PostgresCheckpointer:
         error: str | None = None,
     ) -> WorkflowInfo:
         workflow = identifier(holder.workflow, "workflow")
-        status = checked_report(status, attempts)
+        status, error = checked_report(status, attempts, error)
         rows = await self._run(
             lambda s: s.fetch(
                 self._sql["set_status"], workflow, holder.token, status.value, attempts, error

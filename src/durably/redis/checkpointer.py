@@ -387,7 +387,7 @@ class RedisCheckpointer:
         error: str | None = None,
     ) -> WorkflowInfo:
         """Report the workflow's status; `Fenced` if ``holder`` was superseded."""
-        status = checked_report(status, attempts)
+        status, error = checked_report(status, attempts, error)
         reply = await self._run(
             _LUA["workflow_set_status"],
             self._keys(holder.workflow, "claim", "token", "status"),

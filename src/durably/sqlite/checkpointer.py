@@ -365,7 +365,7 @@ class SqliteCheckpointer:
     ) -> WorkflowInfo:
         """Report the workflow's status; `Fenced` if ``holder`` was superseded."""
         _check_pass(holder)
-        status = checked_report(status, attempts)
+        status, error = checked_report(status, attempts, error)
         return await self._db.transaction(
             lambda tx: self.bound(tx).set_status(holder, status, attempts=attempts, error=error)
         )
