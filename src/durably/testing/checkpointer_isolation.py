@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
+from durably.errors import InvalidInputError
 from durably.status import WorkflowStatus
 from durably.testing.checkpointer_fixtures import LONG, CheckpointerFactory, claimed, wf
 from durably.testing.kit import EffectKit
+from durably.testing.refused import UNSTORABLE_TEXTS, UNUSABLE_IDS
 from durably.workflows import Pass
 
 # Suffixes where one id is a prefix, a glob or a pattern of another: a store that matched
@@ -79,50 +81,94 @@ class CheckpointerIsolationCases:
             await asyncio.sleep(0.05)
         assert await cp.claim(workflow, LONG, LONG) is not None
 
-    @pytest.mark.parametrize("bad", ["", "nul\x00inside"])
-    async def test_every_entry_point_refuses_an_empty_or_nul_id_and_writes_nothing(
+    @pytest.mark.parametrize("bad", UNUSABLE_IDS)
+    async def test_every_entry_point_refuses_an_unusable_id_and_writes_nothing(
         self, checkpointer_factory: CheckpointerFactory, effect_kit: EffectKit[Any], bad: str
     ) -> None:
         cp = await checkpointer_factory()
         workflow, counter = wf(), wf("counter")
         holder = await claimed(cp, workflow)
         stranger = Pass(bad, holder.token)
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidInputError):
             await cp.claim(bad, LONG, LONG)
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidInputError):
             await cp.renew(stranger, LONG)
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidInputError):
             await cp.extend(stranger, LONG, LONG)
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidInputError):
             await cp.release(stranger)
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidInputError):
             await cp.record(stranger, "k", 1)
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidInputError):
             await cp.record(holder, bad, 1)
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidInputError):
             await cp.transact(stranger, "k", effect_kit.bump(counter, 1))
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidInputError):
             await cp.transact(holder, bad, effect_kit.bump(counter, 1))
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidInputError):
             await cp.set_status(stranger, WorkflowStatus.RUNNING)
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidInputError):
             await cp.supply(bad, "k", 1)
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidInputError):
             await cp.supply(workflow, bad, 1)
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidInputError):
             await cp.append(bad, 1)
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidInputError):
             await cp.load(bad)
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidInputError):
             await cp.history(bad)
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidInputError):
             await cp.get_status(bad)
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidInputError):
             await cp.discard(bad)
+        with pytest.raises(InvalidInputError):
+            await cp.list_status(after=bad)
         assert await effect_kit.count(counter) == 0
         assert await cp.load(workflow) == {}
         assert await cp.list_status() == []
         assert await cp.renew(holder, LONG)
+
+    @pytest.mark.parametrize("bad", UNSTORABLE_TEXTS)
+    async def test_a_value_holding_text_no_backing_can_store_is_refused_and_writes_nothing(
+        self, checkpointer_factory: CheckpointerFactory, effect_kit: EffectKit[Any], bad: str
+    ) -> None:
+        cp = await checkpointer_factory()
+        workflow, counter = wf(), wf("counter")
+        holder = await claimed(cp, workflow)
+        await cp.record(holder, "kept", {"k": "v"})
+        before = await cp.load(workflow)
+        for value in (bad, {"k": bad}, {bad: 1}, [1, None, {"deep": [bad]}]):
+            with pytest.raises(InvalidInputError):
+                await cp.record(holder, "step", value)
+            with pytest.raises(InvalidInputError):
+                await cp.transact(holder, "paid", effect_kit.bump(counter, value))
+            with pytest.raises(InvalidInputError):
+                await cp.supply(workflow, "input", value)
+            with pytest.raises(InvalidInputError):
+                await cp.append(workflow, value)
+        assert await cp.load(workflow) == before == {"kept": {"k": "v"}}
+        assert await effect_kit.count(counter) == 0
+        assert await cp.renew(holder, LONG)
+        # Text that merely looks like an escape is stored as it is.
+        looks = ["\\u0000", "\\ud800", "\\", "\\\\u0000", "é \\ud83d\\ude80 🚀"]
+        assert (await cp.record(holder, "looks", looks)).value == looks
+        entry = await cp.append(workflow, looks)
+        assert (await cp.load(workflow))[entry.key] == looks
+
+    @pytest.mark.parametrize("bad", UNSTORABLE_TEXTS)
+    async def test_a_status_error_no_backing_can_store_is_kept_with_replacement_characters(
+        self, checkpointer_factory: CheckpointerFactory, bad: str
+    ) -> None:
+        cp = await checkpointer_factory()
+        workflow = wf()
+        holder = await claimed(cp, workflow)
+        error = f"RuntimeError({bad}) at 🚀"
+        mended = "".join("\ufffd" if c == "\x00" or "\ud800" <= c <= "\udfff" else c for c in error)
+        info = await cp.set_status(holder, WorkflowStatus.FAILED, attempts=1, error=error)
+        assert info.last_error == mended
+        stored = await cp.get_status(workflow)
+        assert stored is not None
+        assert (stored.status, stored.last_error) == (WorkflowStatus.FAILED, mended)
 
     @pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf")])
     async def test_every_duration_that_is_not_positive_is_refused_by_name(

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from durably.errors import Fenced
+from durably.errors import Fenced, InvalidInputError
 from durably.status import WorkflowStatus
+from durably.testing.refused import UNSTORABLE_TEXTS, UNUSABLE_IDS
 from durably.workflows import INBOX_PREFIX, Delivery, Durable, Scheduler
 
 DurableFactory = Callable[[], Awaitable[Durable[Any]]]
@@ -195,17 +196,31 @@ class DurableConformance:
             taken.add(delivery.workflow)
         assert taken == set(workflows) - {doomed}
 
-    async def test_empty_and_nul_ids_are_refused(self, durable_factory: DurableFactory) -> None:
+    async def test_unusable_ids_are_refused(self, durable_factory: DurableFactory) -> None:
         durable = await prepared(durable_factory)
         workflow = wf()
-        for bad in ("", "nul\x00inside"):
-            with pytest.raises(ValueError):
+        for bad in UNUSABLE_IDS:
+            with pytest.raises(InvalidInputError):
                 await durable.arrive(bad, "k", 1)
-            with pytest.raises(ValueError):
+            with pytest.raises(InvalidInputError):
                 await durable.arrive(workflow, bad, 1)
-            with pytest.raises(ValueError):
+            with pytest.raises(InvalidInputError):
                 await durable.deliver(bad, 1)
-            with pytest.raises(ValueError):
+            with pytest.raises(InvalidInputError):
                 await durable.delete(bad)
+        assert await durable.checkpointer.load(workflow) == {}
+        assert await durable.scheduler.next_ready(0) is None
+
+    async def test_values_holding_text_no_backing_can_store_are_refused_and_wake_nothing(
+        self, durable_factory: DurableFactory
+    ) -> None:
+        durable = await prepared(durable_factory)
+        workflow = wf()
+        for bad in UNSTORABLE_TEXTS:
+            for value in (bad, {"k": [bad]}, {bad: 1}):
+                with pytest.raises(InvalidInputError):
+                    await durable.arrive(workflow, "k", value)
+                with pytest.raises(InvalidInputError):
+                    await durable.deliver(workflow, value)
         assert await durable.checkpointer.load(workflow) == {}
         assert await durable.scheduler.next_ready(0) is None

@@ -10,6 +10,7 @@ import pytest
 from durably.clock import ManualClock
 from durably.errors import InvalidInputError, WorkItemNotFoundError
 from durably.testing.queue_fixtures import POLICY, START, QueueFixtures, new_item, unique
+from durably.testing.refused import UNUSABLE_IDS
 from durably.work import WorkItem, WorkQueue, WorkState
 
 AWKWARD_IDS = (
@@ -263,23 +264,23 @@ class QueueEnqueueCases(QueueFixtures):
     async def test_invalid_input_is_refused_before_any_io(
         self, work_queue: WorkQueue, tenant: str, queue_name: str
     ) -> None:
-        for bad in ("", "nul\x00inside"):
+        for bad in UNUSABLE_IDS:
             for fields in ({"id": bad}, {"tenant": bad}, {"queue": bad}, {"dedupe_key": bad}):
                 with pytest.raises(ValueError):
                     WorkItem(**{"id": "x", "tenant": "t", **fields})  # type: ignore[arg-type]
-            with pytest.raises(ValueError):
+            with pytest.raises(InvalidInputError):
                 await work_queue.claim(worker=bad, queue=queue_name)
-            with pytest.raises(ValueError):
+            with pytest.raises(InvalidInputError):
                 await work_queue.claim(worker="w1", queue=bad)
-            with pytest.raises(ValueError):
+            with pytest.raises(InvalidInputError):
                 await work_queue.heartbeat(bad, tenant=tenant, worker="w1")
-            with pytest.raises(ValueError):
+            with pytest.raises(InvalidInputError):
                 await work_queue.complete("x", tenant=bad, worker="w1")
-            with pytest.raises(ValueError):
+            with pytest.raises(InvalidInputError):
                 await work_queue.fail("x", tenant=tenant, worker=bad, error="e")
-            with pytest.raises(ValueError):
+            with pytest.raises(InvalidInputError):
                 await work_queue.adopt(worker=bad)
-            with pytest.raises(ValueError):
+            with pytest.raises(InvalidInputError):
                 await work_queue.dead_letters(tenant=bad)
         await work_queue.enqueue(new_item(tenant, "x", queue=queue_name))
         for lease in (0, -1.0, math.nan, math.inf):

@@ -6,8 +6,9 @@ import math
 
 import pytest
 
-from durably.errors import LeaseLostError, WorkItemNotFoundError
+from durably.errors import InvalidInputError, LeaseLostError, WorkItemNotFoundError
 from durably.testing.queue_fixtures import QueueFixtures, new_item, unique
+from durably.testing.refused import UNUSABLE_IDS
 from durably.work import WorkItem, WorkQueue, WorkState
 
 # Ids where one is a prefix, a glob or a pattern of another: a queue that matched keys by
@@ -72,8 +73,8 @@ class QueueIsolationCases(QueueFixtures):
             assert (done.state, done.worker) == (WorkState.COMPLETED, worker)
         assert (await work_queue.stats(queue=queue_name)).depth == 2
 
-    @pytest.mark.parametrize("bad", ["", "nul\x00inside"])
-    async def test_every_entry_point_refuses_an_empty_or_nul_id_and_stores_nothing(
+    @pytest.mark.parametrize("bad", UNUSABLE_IDS)
+    async def test_every_entry_point_refuses_an_unusable_id_and_stores_nothing(
         self, work_queue: WorkQueue, tenant: str, queue_name: str, bad: str
     ) -> None:
         await work_queue.enqueue(new_item(tenant, "held", queue=queue_name))
@@ -81,30 +82,30 @@ class QueueIsolationCases(QueueFixtures):
         for field in ("id", "tenant", "queue", "dedupe_key"):
             values = {**new_item(tenant, queue=queue_name).__dict__, field: bad}
             item = WorkItem.model_construct(**values)
-            with pytest.raises(ValueError):
+            with pytest.raises(InvalidInputError):
                 await work_queue.enqueue(item)
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidInputError):
             await work_queue.claim(worker=bad, queue=queue_name)
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidInputError):
             await work_queue.claim(worker="w1", queue=bad)
         for item_id, owner, worker in (
             (bad, tenant, "w1"),
             ("held", bad, "w1"),
             ("held", tenant, bad),
         ):
-            with pytest.raises(ValueError):
+            with pytest.raises(InvalidInputError):
                 await work_queue.heartbeat(item_id, tenant=owner, worker=worker)
-            with pytest.raises(ValueError):
+            with pytest.raises(InvalidInputError):
                 await work_queue.complete(item_id, tenant=owner, worker=worker)
-            with pytest.raises(ValueError):
+            with pytest.raises(InvalidInputError):
                 await work_queue.fail(item_id, tenant=owner, worker=worker, error="e")
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidInputError):
             await work_queue.adopt(worker=bad)
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidInputError):
             await work_queue.dead_letters(tenant=bad)
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidInputError):
             await work_queue.dead_letters(tenant=tenant, queue=bad)
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidInputError):
             await work_queue.stats(queue=bad)
         stats = await work_queue.stats(queue=queue_name)
         assert (stats.depth, stats.claimed, stats.duplicates_suppressed) == (0, 1, 0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from durably.errors import StateInUseError, StateNotFoundError
+from durably.errors import InvalidInputError, StateInUseError, StateNotFoundError
 from durably.runs import (
     RunRecord,
     RunState,
@@ -15,6 +15,7 @@ from durably.runs import (
     StateStore,
     ToolCall,
 )
+from durably.testing.refused import UNSTORABLE_TEXTS, UNUSABLE_IDS
 from durably.testing.state_fixtures import StateFixtures, new_run, unique
 from durably.testing.state_listing import AWKWARD_IDS, walk
 
@@ -139,41 +140,81 @@ class StateIsolationCases(StateFixtures):
             assert mail not in text
             assert record.pending_tool_calls[0].arguments["auth"] != f"key {secret}"
 
-    @pytest.mark.parametrize("bad", ["", "nul\x00inside"])
-    async def test_every_entry_point_refuses_an_empty_or_nul_id_and_stores_nothing(
+    @pytest.mark.parametrize("bad", UNUSABLE_IDS)
+    async def test_every_entry_point_refuses_an_unusable_id_and_stores_nothing(
         self, state_store: StateStore, tenant: str, bad: str
     ) -> None:
         # Records built without validation must still be refused at the store's door.
         runs = [
             RunRecord.model_construct(**{**new_run(tenant).__dict__, field: bad})
-            for field in ("run_id", "tenant", "session_id")
+            for field in ("run_id", "tenant", "session_id", "agent_name")
         ]
         for run in runs:
-            with pytest.raises(ValueError):
+            with pytest.raises(InvalidInputError):
                 await state_store.put_run(run)
         for field in ("session_id", "tenant"):
             values: dict[str, object] = {"session_id": "s", "tenant": tenant, field: bad}
             session = SessionRecord.model_construct(**values)  # type: ignore[arg-type]
-            with pytest.raises(ValueError):
+            with pytest.raises(InvalidInputError):
                 await state_store.put_session(session)
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidInputError):
             await state_store.list_runs(StateQuery.model_construct(tenant=bad, limit=50))
         for key in (
             StateKey.model_construct(tenant=tenant, id=bad),
             StateKey.model_construct(tenant=bad, id="x"),
         ):
-            with pytest.raises(ValueError):
+            with pytest.raises(InvalidInputError):
                 await state_store.get_run(key)
-            with pytest.raises(ValueError):
+            with pytest.raises(InvalidInputError):
                 await state_store.patch_run(key, StateDelta(iterations=1))
-            with pytest.raises(ValueError):
+            with pytest.raises(InvalidInputError):
                 await state_store.delete_run(key)
-            with pytest.raises(ValueError):
+            with pytest.raises(InvalidInputError):
                 await state_store.get_session(key)
-            with pytest.raises(ValueError):
+            with pytest.raises(InvalidInputError):
                 await state_store.delete_session(key, cascade=True)
         assert (await state_store.list_runs(StateQuery(tenant=tenant))).records == ()
         assert await state_store.get_session(StateKey(tenant=tenant, id="s")) is None
+
+    @pytest.mark.parametrize("bad", UNSTORABLE_TEXTS)
+    async def test_a_record_holding_text_no_backing_can_store_is_refused_and_changes_nothing(
+        self, state_store: StateStore, tenant: str, bad: str
+    ) -> None:
+        kept = await state_store.put_run(new_run(tenant, "kept", metadata={"k": "v"}))
+        session = await state_store.put_session(
+            SessionRecord(session_id="kept", tenant=tenant, user="u", metadata={"k": "v"})
+        )
+        run_changes: list[dict[str, object]] = [
+            {"metadata": {"k": bad}},
+            {"metadata": {bad: "v"}},
+            {"metadata": {"k": [1, None, {"deep": [bad]}]}},
+            {"awaiting_approval": bad},
+            {"pending_tool_calls": (ToolCall(id="c", name="n", arguments={"a": bad}),)},
+            {"pending_tool_calls": (ToolCall(id="c", name=bad),)},
+            {"pending_tool_calls": (ToolCall(id=bad, name="n"),)},
+        ]
+        for change in run_changes:
+            for run in (kept, new_run(tenant, "fresh")):  # an update and a create
+                with pytest.raises(InvalidInputError):
+                    await state_store.put_run(run.model_copy(update=change))
+        session_changes: list[dict[str, object]] = [
+            {"metadata": {"k": bad}},
+            {"metadata": {bad: 1}},
+            {"user": bad},
+            {"runs": ("r", bad)},
+        ]
+        for change in session_changes:
+            fresh = SessionRecord(session_id="fresh", tenant=tenant)
+            for record in (session, fresh):
+                with pytest.raises(InvalidInputError):
+                    await state_store.put_session(record.model_copy(update=change))
+        assert await state_store.get_run(kept.key) == kept
+        assert await state_store.get_run(StateKey(tenant=tenant, id="fresh")) is None
+        assert (await state_store.list_runs(StateQuery(tenant=tenant))).records == (kept,)
+        assert await state_store.get_session(session.key) == session
+        assert await state_store.get_session(StateKey(tenant=tenant, id="fresh")) is None
+        patched = await state_store.patch_run(kept.key, StateDelta(iterations=1))
+        assert (patched.version, patched.metadata) == (kept.version + 1, {"k": "v"})
 
     async def test_a_patch_to_another_tenants_run_is_refused_and_changes_nothing(
         self, state_store: StateStore, tenant: str

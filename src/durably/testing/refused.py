@@ -1,0 +1,13 @@
+"""Input every backing refuses before any I/O, shared by the suites' refusal cases."""
+
+from __future__ import annotations
+
+UNUSABLE_IDS = ("", "nul\x00inside", "lone\ud800surrogate")
+"""Ids no store accepts: empty, holding a NUL, or not valid Unicode (a lone surrogate,
+which UTF-8 cannot encode)."""
+
+UNSTORABLE_TEXTS = ("nul\x00inside", "lone\ud800surrogate", "\udfff")
+"""Text no backing stores inside a value or a record: PostgreSQL's ``jsonb`` holds no NUL
+and UTF-8 no lone surrogate, so every backing refuses both alike."""
+
+__all__ = ["UNSTORABLE_TEXTS", "UNUSABLE_IDS"]
