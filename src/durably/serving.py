@@ -16,7 +16,6 @@ from typing import Any, Protocol
 
 from durably.clock import Clock
 from durably.errors import ConfigurationError, Contended, DurablyError, Fenced, LeaseLostError
-from durably.redaction import mend_text
 from durably.runtime import Run, resume
 from durably.status import WorkflowStatus
 from durably.validation import positive_int
@@ -271,7 +270,7 @@ class QueueService(Service):
                 item.id,
                 tenant=item.tenant,
                 worker=ctx.worker,
-                error=mend_text(repr(exc)),  # kept, never refused: the item must settle
+                error=repr(exc),  # every queue keeps it mended (work.failure_text)
                 retryable=retryable(exc),
             )
         except LeaseLostError as lost:

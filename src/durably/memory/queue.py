@@ -17,6 +17,7 @@ from durably.work import (
     WorkItem,
     WorkState,
     checked_item,
+    failure_text,
     payload_text,
     queued_copy,
 )
@@ -160,6 +161,7 @@ class MemoryWorkQueue:
         self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
     ) -> WorkItem:
         """Record a failed attempt: requeue with backoff or dead-letter, per the policy."""
+        error = failure_text(error)
         item = self._held(item_id, tenant, worker)
         settlement = self._policy.settle_failure(
             item.attempts, retryable=retryable, now=self._clock.now()

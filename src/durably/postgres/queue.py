@@ -27,6 +27,7 @@ from durably.work import (
     WorkPriority,
     WorkState,
     checked_item,
+    failure_text,
     payload_text,
     queued_copy,
     stored_item,
@@ -233,6 +234,7 @@ class PostgresWorkQueue:
         identifier(item_id, "item_id")
         identifier(tenant, "tenant")
         identifier(worker, "worker")
+        error = failure_text(error)
         now = self._clock.now()
         rows = await self._run(
             lambda s: s.fetch(self._sql["get_item"], tenant, item_id), "fail", DEFAULT_QUEUE

@@ -34,6 +34,7 @@ from durably.work import (
     WorkPriority,
     WorkState,
     checked_item,
+    failure_text,
     payload_text,
     queued_copy,
     stored_item,
@@ -366,6 +367,7 @@ class RedisWorkQueue:
         self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
     ) -> WorkItem:
         """Record a failed attempt: requeue with backoff or dead-letter, per the policy."""
+        error = failure_text(error)
         now = self._clock.now()
         instants = self._requeue_instants(now=now, retryable=retryable, immediate=False)
         return await self._held_call(

@@ -26,6 +26,7 @@ from durably.work import (
     WorkPriority,
     WorkState,
     checked_item,
+    failure_text,
     payload_text,
 )
 
@@ -164,6 +165,7 @@ class BoundSqliteWorkQueue:
         self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
     ) -> WorkItem:
         """Count a failed attempt: requeue with backoff or dead-letter, per the policy."""
+        error = failure_text(error)
         row = self._held(item_id, tenant, worker)
         settlement = self._policy.settle_failure(
             row["attempts"], retryable=retryable, now=self._clock.now()
@@ -321,6 +323,7 @@ class SqliteWorkQueue:
     ) -> WorkItem:
         """Record a failed attempt; requeued with backoff or dead-lettered."""
         _check_holding(item_id, tenant, worker)
+        error = failure_text(error)
         return await self._write(
             "*",
             "fail",

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from durably.clock import ManualClock
-from durably.errors import LeaseLostError, WorkItemNotFoundError
+from durably.errors import InvalidInputError, LeaseLostError, WorkItemNotFoundError
 from durably.testing.queue_enqueue import QueueEnqueueCases
 from durably.testing.queue_fixtures import (
     POLICY,
@@ -326,6 +326,28 @@ class QueueLeaseCases(QueueFixtures):
         clock.advance(1000)
         assert await work_queue.claim(worker="w1", queue=queue_name) is None
         assert [item.id for item in await work_queue.dead_letters(tenant=tenant)] == ["job"]
+
+    async def test_a_failure_text_no_backing_could_store_is_kept_mended(
+        self, work_queue: WorkQueue, tenant: str, queue_name: str
+    ) -> None:
+        await work_queue.enqueue(new_item(tenant, "job", queue=queue_name))
+        await work_queue.claim(worker="w1", queue=queue_name)
+        with pytest.raises(InvalidInputError, match="error"):
+            await work_queue.fail(
+                "job",
+                tenant=tenant,
+                worker="w1",
+                error=None,  # type: ignore[arg-type]
+                retryable=False,
+            )
+        held = await work_queue.heartbeat("job", tenant=tenant, worker="w1")
+        assert (held.state, held.attempts) == (WorkState.CLAIMED, 0)
+        dead = await work_queue.fail(
+            "job", tenant=tenant, worker="w1", error="boom\x00 \ud800 é", retryable=False
+        )
+        assert (dead.state, dead.failures) == (WorkState.DEAD_LETTERED, ("boom\ufffd \ufffd é",))
+        (stored,) = await work_queue.dead_letters(tenant=tenant)
+        assert stored.failures == ("boom\ufffd \ufffd é",)
 
     async def test_exhausted_attempts_dead_letter_the_item(
         self, work_queue: WorkQueue, tenant: str, queue_name: str, clock: ManualClock
