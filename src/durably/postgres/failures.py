@@ -76,7 +76,7 @@ def classify(error: BaseException) -> Kind | None:
         name = type(error).__name__
         # Client-side errors with no SQLSTATE: a dropped connection is transient, a value
         # the driver refused to send (e.g. a NUL in text) is not.
-        if name in ("DataError", "ProgrammingError", "DataError", "NotSupportedError"):
+        if name in ("DataError", "ProgrammingError", "NotSupportedError"):
             return "failed"
         return "transient"
     if code in _CONFIGURATION:
