@@ -23,13 +23,12 @@ def identifier(value: object, name: str) -> str:
         raise InvalidInputError(f"{name} must be a string, got {type(value).__name__}")
     if not value:
         raise InvalidInputError(f"{name} must not be empty")
-    if "\x00" in value:
-        raise InvalidInputError(f"{name} {_NUL}")
-    if not value.isascii():  # an ASCII string is valid Unicode: encode only the others
-        try:
-            value.encode()
-        except UnicodeEncodeError:
-            raise InvalidInputError(f"{name} {_SURROGATE}") from None
+    # Every store call checks its ids: an ASCII id without NUL (the usual one) is settled
+    # by two scans in C; any other is looked at as every stored text is (`_text_flaw`).
+    if "\x00" in value or not value.isascii():
+        flaw = _text_flaw(value)
+        if flaw is not None:
+            raise InvalidInputError(f"{name} {flaw}")
     return value
 
 
