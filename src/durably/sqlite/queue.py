@@ -69,8 +69,10 @@ class BoundSqliteWorkQueue:
 
     def enqueue(self, item: WorkItem) -> WorkItem:
         """Queue ``item``; a live item with its id or dedupe key is returned unchanged."""
-        checked_item(item)
-        payload = payload_text(item.payload)
+        return self._enqueue(checked_item(item), payload_text(item.payload))
+
+    def _enqueue(self, item: WorkItem, payload: str) -> WorkItem:
+        """`enqueue` of a checked item whose payload is rendered (``payload``)."""
         tx = self._tx
         existing = tx.one(_SQL["get_item"], {"tenant": item.tenant, "id": item.id})
         live = existing if existing is not None and existing["state"] in _LIVE else None
@@ -287,9 +289,8 @@ class SqliteWorkQueue:
 
     async def enqueue(self, item: WorkItem) -> WorkItem:
         """Queue ``item`` (idempotent on id and dedupe key while live)."""
-        checked_item(item)
-        payload_text(item.payload)  # refused before the transaction opens; encoded in it
-        return await self._write(item.queue, "enqueue", lambda q: q.enqueue(item))
+        payload = payload_text(checked_item(item).payload)  # refused before the transaction
+        return await self._write(item.queue, "enqueue", lambda q: q._enqueue(item, payload))
 
     async def claim(
         self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None
