@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Protocol, runtime_checkable
 
-from durably.validation import storable_json
+from durably.validation import storable, storable_json
 
 
 @runtime_checkable
@@ -44,7 +44,15 @@ class JsonCodec:
         text = _ENCODE(value)
         # The text is ASCII (NUL and surrogates come out escaped): without a backslash it
         # holds nothing jsonb refuses.
-        return storable_json(text, "value") if "\\" in text else text
+        if "\\" not in text:
+            return text
+        storable_json(text, "value")
+        if "\\ud" in text:
+            # An escaped pair is a character above U+FFFF, or two surrogate code points the
+            # string held as such, which decode would give back as one character: only the
+            # value itself tells them apart.
+            storable(value, "value")
+        return text
 
     def decode(self, text: str) -> object:
         return json.loads(text)

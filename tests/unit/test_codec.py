@@ -7,6 +7,7 @@ import math
 import pytest
 
 from durably import CheckpointCodec, JsonCodec
+from durably.errors import InvalidInputError
 
 
 def test_equal_values_encode_to_equal_text_whatever_their_key_order() -> None:
@@ -44,3 +45,18 @@ def test_a_value_json_cannot_hold_is_refused() -> None:
 
 def test_the_json_codec_satisfies_the_codec_protocol() -> None:
     assert isinstance(JsonCodec(), CheckpointCodec)
+
+
+@pytest.mark.parametrize("value", ["🚀", {"rocket 🚀": ["𝄞 clef", "é"]}, "\\ud83d\\ude80 as text"])
+def test_characters_above_the_basic_plane_round_trip_exactly(value: object) -> None:
+    codec = JsonCodec()
+    assert codec.decode(codec.encode(value)) == value
+
+
+@pytest.mark.parametrize("bad", ["\ud83d\ude80", {"k": ["x", "\ud83d\ude80"]}, {"\ud83d\ude80": 1}])
+def test_surrogate_code_points_that_would_come_back_as_one_character_are_refused(
+    bad: object,
+) -> None:
+    # Two surrogate code points escape exactly as a real 🚀 does, and decode as one.
+    with pytest.raises(InvalidInputError, match="surrogate"):
+        JsonCodec().encode(bad)
