@@ -35,7 +35,7 @@ def _load_psycopg() -> None:
     _raw_cursor, _tuples_ok = AsyncRawCursor, ExecStatus.TUPLES_OK
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1024)  # a store has about 60 statements; a few stores a process
 def _sent(statement: str) -> bytes | str:
     """``statement`` as psycopg sends it, encoded once: psycopg encodes a text query on
     every call and keys its prepared statements by the bytes, hashing a new object each
