@@ -18,11 +18,12 @@ from typing import Literal
 from durably.errors import (
     ConfigurationError,
     DurablyError,
+    InvalidInputError,
     QueueUnavailableError,
     StatePersistenceError,
 )
 
-Kind = Literal["configuration", "contended", "transient", "failed"]
+Kind = Literal["configuration", "contended", "transient", "invalid", "failed"]
 
 _CONFIGURATION = frozenset({"42P01", "42703", "3F000", "42883", "42704"})
 _CONTENDED = frozenset({"40001", "40P01"})
@@ -76,9 +77,13 @@ def classify(error: BaseException) -> Kind | None:
         name = type(error).__name__
         # Client-side errors with no SQLSTATE: a dropped connection is transient, a value
         # the driver refused to send (e.g. a NUL in text) is not.
-        if name in ("DataError", "ProgrammingError", "NotSupportedError"):
+        if name == "DataError":
+            return "invalid"
+        if name in ("ProgrammingError", "NotSupportedError"):
             return "failed"
         return "transient"
+    if code.startswith("22"):  # data exception: the value, not the server, is at fault
+        return "invalid"
     if code in _CONFIGURATION:
         return "configuration"
     if code in _CONTENDED:
@@ -107,6 +112,8 @@ def state_errors(kind: Kind, detail: str) -> DurablyError:
     """Errors for the state store, checkpointer and scheduler."""
     if kind == "configuration":
         return _configuration(detail)
+    if kind == "invalid":
+        return _invalid(detail)
     reason: Literal["contended", "unavailable"] = (
         "contended" if kind == "contended" else "unavailable"
     )
@@ -120,9 +127,17 @@ def queue_errors(queue: str, operation: str) -> ErrorFactory:
     def build(kind: Kind, detail: str) -> DurablyError:
         if kind == "configuration":
             return _configuration(detail)
+        if kind == "invalid":
+            return _invalid(detail)
         return QueueUnavailableError(queue, operation, detail)
 
     return build
+
+
+def _invalid(detail: str) -> InvalidInputError:
+    # What durably's own checks let through (a custom codec's text that is not JSON, say)
+    # and PostgreSQL refused as data: the input's fault, so never "unavailable".
+    return InvalidInputError(f"PostgreSQL refused the value ({detail})")
 
 
 def _configuration(detail: str) -> ConfigurationError:

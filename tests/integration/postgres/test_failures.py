@@ -125,4 +125,8 @@ def test_sqlstates_map_to_the_documented_kinds() -> None:
     assert classify(error("57P01")) == "transient"
     assert classify(error(None)) == "transient"
     assert classify(error("23505")) == "failed"
+    assert classify(error("22P02")) == "invalid"
+    assert classify(error("22P05")) == "invalid"
+    data_error = type("DataError", (Exception,), {"__module__": "psycopg"})("NUL in text")
+    assert classify(data_error) == "invalid"
     assert classify(ValueError("not a driver error")) is None

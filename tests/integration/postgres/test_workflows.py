@@ -252,3 +252,23 @@ async def test_a_custom_codecs_json_that_jsonb_cannot_hold_is_refused_before_it_
     assert await durable.scheduler.next_ready(0) is None
     lookalikes = r'["\\u0000", "\\\\ud800", "\ud83d\ude80", "\u00e9"]'
     assert (await cp.record(holder, "looks", lookalikes)).value == json.loads(lookalikes)
+
+
+async def test_a_custom_codecs_text_that_is_not_json_is_invalid_input_not_unavailable(
+    pg_stores: Stores,
+) -> None:
+    tables = await pg_stores.tables()
+    cp = PostgresCheckpointer(pg_stores.pool, codec=_WrittenJson(), tables=tables)
+    holder = await cp.claim("wf", LONG, LONG)
+    assert holder is not None
+    await cp.record(holder, "kept", '{"k":"v"}')
+    # Nothing on the client parses a codec's JSON: the server refuses it as data (22P02),
+    # which is the value's fault, so it is neither retried nor reported "unavailable".
+    for write in (
+        lambda: cp.record(holder, "step", "not json"),
+        lambda: cp.supply("wf", "input", "{unclosed"),
+    ):
+        with pytest.raises(InvalidInputError, match="PostgreSQL refused the value"):
+            await write()
+    assert await cp.load("wf") == {"kept": {"k": "v"}}
+    assert await cp.renew(holder, LONG)
