@@ -7,6 +7,8 @@ import re
 
 from pydantic import JsonValue
 
+from durably.errors import InvalidInputError
+
 # API keys in the shapes providers hand out: sk-..., sk-live-..., rk_live_..., pk_test_...
 _API_KEY = re.compile(r"\b(?:sk|rk|pk)[-_](?:live|test|proj|ant)?[-_]?[A-Za-z0-9_\-]{8,}")
 _BEARER = re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._\-+/=]{8,}")
@@ -39,10 +41,14 @@ def scrub(value: JsonValue) -> JsonValue:
     return value
 
 
-def mend_text(text: str) -> str:
+def mend_text(text: object, name: str) -> str:
     """``text`` with every NUL and lone surrogate replaced by U+FFFD, so that every backing
     stores it alike. For diagnostic text, such as an exception's repr, that must be kept
-    rather than refused (refusing a failure report would leave its work unsettled)."""
+    rather than refused (refusing a failure report would leave its work unsettled): a
+    workflow status's error, a work item's failure. Raises `InvalidInputError` naming
+    ``name``, before any I/O, for a value that is not a string at all."""
+    if not isinstance(text, str):
+        raise InvalidInputError(f"{name} must be a string, got {type(text).__name__}")
     if text.isascii():
         return text.replace("\x00", REPLACEMENT) if "\x00" in text else text
     return _UNSTORABLE.sub(REPLACEMENT, text)

@@ -270,7 +270,7 @@ class QueueService(Service):
                 item.id,
                 tenant=item.tenant,
                 worker=ctx.worker,
-                error=repr(exc),  # every queue keeps it mended (work.failure_text)
+                error=repr(exc),  # every queue keeps it mended (redaction.mend_text)
                 retryable=retryable(exc),
             )
         except LeaseLostError as lost:

@@ -46,12 +46,15 @@ def checked_report(
     NUL or lone surrogate in ``error`` becomes U+FFFD (`mend_text`): a failure report is
     kept, never refused."""
     non_negative_int(attempts, "attempts")
+    checked: WorkflowStatus | None = None
     if isinstance(status, str):  # members are str too (StrEnum)
         try:
-            return WorkflowStatus(status), None if error is None else mend_text(error)
+            checked = WorkflowStatus(status)
         except ValueError:
             pass
-    raise InvalidInputError(f"not a workflow status: {status!r}")
+    if checked is None:
+        raise InvalidInputError(f"not a workflow status: {status!r}")
+    return checked, None if error is None else mend_text(error, "error")
 
 
 __all__ = ["WorkflowInfo", "WorkflowStatus", "checked_report"]

@@ -11,7 +11,6 @@ from typing import Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, field_validator
 
 from durably.errors import InvalidInputError
-from durably.redaction import mend_text
 from durably.validation import identifier, positive, storable_json
 
 DEFAULT_QUEUE = "default"
@@ -135,16 +134,6 @@ def payload_text(payload: Mapping[str, str]) -> str:
     except TypeError:
         raise InvalidInputError("payload must map strings to strings") from None
     return storable_json(text, "payload")
-
-
-def failure_text(error: object) -> str:
-    """``error`` as a failure is kept on every backing: text, with each NUL and lone
-    surrogate replaced by U+FFFD (no backing could store them alike, and a failure report
-    refused would leave its item held until the lease lapsed). Raises `InvalidInputError`
-    before any I/O for an error that is not a string."""
-    if not isinstance(error, str):
-        raise InvalidInputError(f"error must be a string, got {type(error).__name__}")
-    return mend_text(error)
 
 
 def stored_item(fields: dict[str, object]) -> WorkItem:

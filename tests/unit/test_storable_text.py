@@ -186,8 +186,8 @@ def test_records_of_valid_unicode_are_stored_as_they_are() -> None:
 def test_mend_text_replaces_nul_and_lone_surrogates_and_nothing_else(
     text: str, mended: str
 ) -> None:
-    assert mend_text(text) == mended
-    mend_text(text).encode()  # always valid UTF-8 now
+    assert mend_text(text, "error") == mended
+    mend_text(text, "error").encode()  # always valid UTF-8 now
 
 
 def test_a_status_report_keeps_its_error_mended() -> None:
@@ -198,3 +198,12 @@ def test_a_status_report_keeps_its_error_mended() -> None:
     assert checked_report(WorkflowStatus.RUNNING, 0, None) == (WorkflowStatus.RUNNING, None)
     with pytest.raises(InvalidInputError):
         checked_report("lost", 0, "boom")
+
+
+@pytest.mark.parametrize("bad", [5, b"bytes", ["list"]])
+def test_a_failure_report_that_is_not_text_is_refused_naming_it(bad: object) -> None:
+    with pytest.raises(InvalidInputError, match="error must be a string"):
+        mend_text(bad, "error")
+    with pytest.raises(InvalidInputError, match="error must be a string"):
+        checked_report("failed", 1, bad)  # type: ignore[arg-type]
+    assert checked_report("failed", 1, None) == (WorkflowStatus.FAILED, None)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from durably.clock import Clock, SystemClock
 from durably.errors import LeaseLostError, WorkItemNotFoundError
+from durably.redaction import mend_text
 from durably.validation import identifier, positive_int
 from durably.work import (
     DEFAULT_QUEUE,
@@ -17,7 +18,6 @@ from durably.work import (
     WorkItem,
     WorkState,
     checked_item,
-    failure_text,
     payload_text,
     queued_copy,
 )
@@ -161,7 +161,7 @@ class MemoryWorkQueue:
         self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
     ) -> WorkItem:
         """Record a failed attempt: requeue with backoff or dead-letter, per the policy."""
-        error = failure_text(error)
+        error = mend_text(error, "error")
         item = self._held(item_id, tenant, worker)
         settlement = self._policy.settle_failure(
             item.attempts, retryable=retryable, now=self._clock.now()

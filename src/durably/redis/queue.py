@@ -19,6 +19,7 @@ from durably.errors import (
     QueueUnavailableError,
     WorkItemNotFoundError,
 )
+from durably.redaction import mend_text
 from durably.redis import keys
 from durably.redis.connection import RedisConnection, number, text
 from durably.redis.preflight import preflight
@@ -34,7 +35,6 @@ from durably.work import (
     WorkPriority,
     WorkState,
     checked_item,
-    failure_text,
     payload_text,
     queued_copy,
     stored_item,
@@ -367,7 +367,7 @@ class RedisWorkQueue:
         self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
     ) -> WorkItem:
         """Record a failed attempt: requeue with backoff or dead-letter, per the policy."""
-        error = failure_text(error)
+        error = mend_text(error, "error")
         now = self._clock.now()
         instants = self._requeue_instants(now=now, retryable=retryable, immediate=False)
         return await self._held_call(

@@ -14,6 +14,7 @@ from durably.errors import (
     StatePersistenceError,
     WorkItemNotFoundError,
 )
+from durably.redaction import mend_text
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
 from durably.validation import identifier, positive_int
@@ -26,7 +27,6 @@ from durably.work import (
     WorkPriority,
     WorkState,
     checked_item,
-    failure_text,
     payload_text,
 )
 
@@ -167,7 +167,12 @@ class BoundSqliteWorkQueue:
         self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
     ) -> WorkItem:
         """Count a failed attempt: requeue with backoff or dead-letter, per the policy."""
-        error = failure_text(error)
+        return self._fail(item_id, tenant, worker, mend_text(error, "error"), retryable)
+
+    def _fail(
+        self, item_id: str, tenant: str, worker: str, error: str, retryable: bool
+    ) -> WorkItem:
+        """`fail` with ``error`` already mended."""
         row = self._held(item_id, tenant, worker)
         settlement = self._policy.settle_failure(
             row["attempts"], retryable=retryable, now=self._clock.now()
@@ -324,13 +329,9 @@ class SqliteWorkQueue:
     ) -> WorkItem:
         """Record a failed attempt; requeued with backoff or dead-lettered."""
         _check_holding(item_id, tenant, worker)
-        error = failure_text(error)
+        error = mend_text(error, "error")  # before the transaction opens; mended once
         return await self._write(
-            "*",
-            "fail",
-            lambda q: q.fail(
-                item_id, tenant=tenant, worker=worker, error=error, retryable=retryable
-            ),
+            "*", "fail", lambda q: q._fail(item_id, tenant, worker, error, retryable)
         )
 
     async def reap(self) -> int:
