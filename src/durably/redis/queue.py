@@ -22,6 +22,7 @@ from durably.errors import (
 from durably.redaction import mend_text
 from durably.redis import keys
 from durably.redis.connection import RedisConnection, number, text
+from durably.redis.order import ready_member
 from durably.redis.preflight import preflight
 from durably.redis.retry import RetriesSpent
 from durably.redis.scripts import scripts
@@ -221,7 +222,7 @@ class RedisWorkQueue:
             key,
             self._raw_prefix,
             raw_tenant,
-            raw_id,
+            ready_member(now, item_id),
             queue,
             payload,
             _PRIORITY_TEXT.get(item.priority) or str(int(item.priority)).encode(),

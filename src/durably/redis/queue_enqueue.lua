@@ -1,13 +1,15 @@
 -- Queue an item unless a live one holds its id or dedupe key.
--- KEYS: item hash. ARGV: prefix, tenant, id, queue, payload (JSON), priority, now, then
--- optionally available_at ('' or absent: now), a dedupe key ('' or absent: none), and the
--- attempts and failures (segments) the item already carries (absent: 0 and none).
+-- KEYS: item hash. ARGV: prefix, tenant, member (the 16-digit enqueue order, then the id:
+-- see order.py), queue, payload (JSON), priority, now, then optionally available_at ('' or
+-- absent: now), a dedupe key ('' or absent: none), and the attempts and failures
+-- (segments) the item already carries (absent: 0 and none).
 -- Answers 1 when queued (the caller knows the rest), or the live holder's item.
 -- The common path (a new item) is written out flat: each helper call, closure and
 -- intermediate string costs server time on every enqueue.
 local item = KEYS[1]
-local tenant, id, queue, payload = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local tenant, member, queue, payload = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local priority, now, available, dedupe = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
+local id = string.sub(member, 17)
 if available == '' then available = nil end
 if dedupe == '' then dedupe = nil end
 local state = redis.call('HGET', item, 'state')
@@ -41,8 +43,6 @@ if state or dedupe then
     redis.call('DEL', item)
   end
 end
--- Equal availability is broken by enqueue order: the member sorts by a padded sequence.
-local member = string.format('%016.0f', redis.call('INCR', base .. 'seq')) .. id
 -- Fields that are still unset are not written (a missing field reads as unset), nor are
 -- the attempts (0 while missing) and, for an item due at once, its availability (the
 -- enqueue time while missing): read_item's readers supply both.
