@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-from durably.validation import storable, storable_json
+from durably.errors import InvalidInputError
+from durably.validation import encodable, storable, storable_json
 
 
 @runtime_checkable
@@ -63,4 +65,26 @@ def renders_json(codec: CheckpointCodec) -> bool:
     return bool(getattr(codec, "renders_json", False))
 
 
-__all__ = ["CheckpointCodec", "JsonCodec", "renders_json"]
+def screened_encode(codec: CheckpointCodec) -> Callable[[object], str]:
+    """``codec.encode``, refusing before any I/O (`InvalidInputError`) text a store cannot
+    keep: not a string, or not valid Unicode (a lone surrogate has no UTF-8 encoding); for
+    a codec rendering JSON, also what ``jsonb`` refuses (a NUL, raw or escaped, or an
+    escaped lone surrogate), so that such a codec's text is kept alike by every backing.
+    `JsonCodec` screens its own output: its ``encode`` comes back as it is. Every store
+    encodes checkpointed values through this."""
+    if type(codec) is JsonCodec:
+        return codec.encode
+    screen = storable_json if renders_json(codec) else encodable
+
+    def encode(value: object) -> str:
+        text = codec.encode(value)
+        if not isinstance(text, str):
+            raise InvalidInputError(
+                f"{type(codec).__name__}.encode must return text, got {type(text).__name__}"
+            )
+        return screen(text, "value")
+
+    return encode
+
+
+__all__ = ["CheckpointCodec", "JsonCodec", "renders_json", "screened_encode"]

@@ -55,6 +55,17 @@ def storable_json(text: str, name: str) -> str:
     return text
 
 
+def encodable(text: str, name: str) -> str:
+    """Return ``text`` if it has a UTF-8 encoding (no lone surrogate), as every backing
+    needs to send or store it. Raises `InvalidInputError` naming it."""
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            raise InvalidInputError(f"{name} {_SURROGATE}") from None
+    return text
+
+
 def _text_flaw(text: str) -> str | None:
     if "\x00" in text:
         return _NUL

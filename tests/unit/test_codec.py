@@ -1,4 +1,4 @@
-"""`JsonCodec`: deterministic text, round trips, and values it refuses."""
+"""`JsonCodec`: deterministic text, round trips, and values it refuses; `screened_encode`."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import math
 import pytest
 
 from durably import CheckpointCodec, JsonCodec
+from durably.codec import screened_encode
 from durably.errors import InvalidInputError
 
 
@@ -60,3 +61,36 @@ def test_surrogate_code_points_that_would_come_back_as_one_character_are_refused
     # Two surrogate code points escape exactly as a real 🚀 does, and decode as one.
     with pytest.raises(InvalidInputError, match="surrogate"):
         JsonCodec().encode(bad)
+
+
+class _Text:
+    """A codec of its own: strings as written."""
+
+    def __init__(self, renders_json: bool) -> None:
+        self.renders_json = renders_json
+
+    def encode(self, value: object) -> str:
+        return str(value)
+
+    def decode(self, text: str) -> object:
+        return text
+
+
+def test_screened_encode_leaves_json_codec_as_it_is() -> None:
+    codec = JsonCodec()
+    assert screened_encode(codec) == codec.encode
+
+
+def test_screened_encode_holds_a_json_codecs_text_to_what_jsonb_keeps() -> None:
+    encode = screened_encode(_Text(renders_json=True))
+    assert encode('"ok"') == '"ok"'
+    for text in (r'"a\u0000"', r'"\ud800"', "a\x00", "\ud800"):
+        with pytest.raises(InvalidInputError, match="value must"):
+            encode(text)
+
+
+def test_screened_encode_holds_other_text_to_valid_unicode_only() -> None:
+    encode = screened_encode(_Text(renders_json=False))
+    assert encode("a\x00 \\u0000 🚀") == "a\x00 \\u0000 🚀"
+    with pytest.raises(InvalidInputError, match="value must be valid Unicode"):
+        encode("a\udc80")

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from durably.codec import CheckpointCodec, JsonCodec
+from durably.codec import CheckpointCodec, JsonCodec, screened_encode
 from durably.errors import Fenced
 from durably.retention import FINISHED, sweep_arguments
 from durably.status import WorkflowInfo, WorkflowStatus, checked_report
@@ -61,6 +61,7 @@ class MemoryCheckpointer:
         now: Callable[[], float] = time.monotonic,
     ) -> None:
         self._codec: CheckpointCodec = codec if codec is not None else JsonCodec()
+        self._encode = screened_encode(self._codec)
         self._now = now
         self.data: dict[str, object] = {}
         self._records: dict[str, dict[str, _Record]] = {}
@@ -143,7 +144,7 @@ class MemoryCheckpointer:
     async def record(self, holder: Pass, key: str, value: object) -> Recorded[object]:
         """Write ``key`` once (first writer wins); `Fenced` if ``holder`` was superseded."""
         identifier(key, "key")
-        encoded = self._codec.encode(value)
+        encoded = self._encode(value)
         claim = self._fence(holder)
         recorded = self._insert(holder.workflow, key, encoded)
         self._touch(claim)
@@ -163,7 +164,7 @@ class MemoryCheckpointer:
         claim = self._fence(holder)
         working = copy.deepcopy(self.data)
         value = effect(working)
-        encoded = self._codec.encode(value)
+        encoded = self._encode(value)
         recorded = self._insert(holder.workflow, key, encoded)
         # Keep the dict's identity: callers may hold a reference to ``data``.
         self.data.clear()
@@ -265,11 +266,11 @@ class MemoryCheckpointer:
     def _supply_now(self, workflow: str, key: str, value: object) -> Recorded[object]:
         identifier(workflow, "workflow")
         identifier(key, "key")
-        return self._insert(workflow, key, self._codec.encode(value))
+        return self._insert(workflow, key, self._encode(value))
 
     def _append_now(self, workflow: str, value: object) -> Entry:
         identifier(workflow, "workflow")
-        encoded = self._codec.encode(value)
+        encoded = self._encode(value)
         position = self._appended.get(workflow, 0) + 1
         key = inbox_key(position)
         self._appended[workflow] = position

@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, Self, TypeVar
 
-from durably.codec import CheckpointCodec, JsonCodec, renders_json
+from durably.codec import CheckpointCodec, JsonCodec, renders_json, screened_encode
 from durably.errors import (
     ConfigurationError,
     Fenced,
@@ -23,7 +23,7 @@ from durably.postgres.settings import PostgresStoreSettings
 from durably.postgres.sweep import sweep_finished
 from durably.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.status import WorkflowInfo, WorkflowStatus, checked_report
-from durably.validation import identifier, positive, positive_int, storable_json
+from durably.validation import identifier, positive, positive_int
 from durably.workflows import INBOX_DIGITS as _DIGITS
 from durably.workflows import INBOX_PREFIX, Entry, Pass, Recorded, Written
 
@@ -65,8 +65,7 @@ class PostgresCheckpointer:
                 f"{type(self._codec).__name__} does not render JSON text, but PostgreSQL "
                 "stores checkpoint values as jsonb; use a codec with renders_json = True"
             )
-        # JsonCodec refuses what jsonb cannot hold itself; another codec's text is checked.
-        self._screened = type(self._codec) is not JsonCodec
+        self._screened = screened_encode(self._codec)
         self._tables = tables or StateTables()
         self._max_bytes = settings.max_value_bytes if settings else DEFAULT_MAX_VALUE_BYTES
         self._access = Access.over(pool, settings.retry if settings else RetryBudget())
@@ -323,9 +322,7 @@ class PostgresCheckpointer:
         return Recorded(self._codec.decode(text), bool(equal))
 
     def _encode(self, value: object) -> str:
-        text = self._codec.encode(value)
-        if self._screened:
-            storable_json(text, "value")
+        text = self._screened(value)
         return within_size(text, self._max_bytes, "value")
 
     async def _run(self, operation: Callable[[Session], Awaitable[T]]) -> T:

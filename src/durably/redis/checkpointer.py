@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Self
 
-from durably.codec import CheckpointCodec, JsonCodec
+from durably.codec import CheckpointCodec, JsonCodec, screened_encode
 from durably.errors import Fenced, InvalidInputError, StatePersistenceError
 from durably.redis import keys
 from durably.redis.connection import RedisConnection, pairs, text
@@ -82,6 +82,7 @@ class RedisCheckpointer:
     ) -> None:
         self._redis = RedisConnection(client, settings, namespace)
         self._codec: CheckpointCodec = codec or JsonCodec()
+        self._screened = screened_encode(self._codec)
         self._ttl = "0" if ttl is None else str(round(positive(ttl, "ttl") * 1000))
         self._record_ttl = () if ttl is None else (self._ttl,)
         self._record_prefixes: dict[str, bytes] = {}
@@ -139,7 +140,7 @@ class RedisCheckpointer:
         return await self._redis.state(lambda: script(client, key_list, args))
 
     def _encode(self, value: object, what: str) -> str:
-        encoded = self._codec.encode(value)
+        encoded = self._screened(value)
         self._redis.check_size(encoded, what)
         return encoded
 
@@ -224,7 +225,7 @@ class RedisCheckpointer:
     async def record(self, holder: Pass, key: str, value: object) -> Recorded[object]:
         """Write ``key`` once (first writer wins); `Fenced` if ``holder`` was superseded."""
         identifier(key, "key")
-        encoded = self._codec.encode(value)
+        encoded = self._screened(value)
         raw = encoded.encode()  # once: for the size check and as sent
         if len(raw) > self._redis.max_value_bytes:
             self._redis.check_bytes(len(raw), lambda: f"value of {key!r}")

@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
-from durably.codec import CheckpointCodec, JsonCodec
+from durably.codec import CheckpointCodec, JsonCodec, screened_encode
 from durably.errors import Fenced, InvalidInputError
 from durably.retention import FINISHED, sweep_arguments
 from durably.sqlite.connection import Database, Transaction
@@ -227,11 +227,17 @@ class SqliteCheckpointer:
     def __init__(self, database: Database, *, codec: CheckpointCodec | None = None) -> None:
         self._db = database
         self._codec: CheckpointCodec = codec if codec is not None else JsonCodec()
+        self._encode = screened_encode(self._codec)
 
     @property
     def codec(self) -> CheckpointCodec:
         """The codec values are stored with."""
         return self._codec
+
+    def encode(self, value: object) -> str:
+        """``value`` as the codec's text, refused (`InvalidInputError`) before any I/O if
+        no store could keep it (`durably.codec.screened_encode`)."""
+        return self._encode(value)
 
     @property
     def database(self) -> Database:
@@ -278,7 +284,7 @@ class SqliteCheckpointer:
         superseded, writing nothing."""
         _check_pass(holder)
         identifier(key, "key")
-        encoded = self._codec.encode(value)
+        encoded = self.encode(value)
         return await self._db.transaction(lambda tx: self.bound(tx).record(holder, key, encoded))
 
     async def transact(self, holder: Pass, key: str, effect: SqliteEffect) -> Recorded[object]:
@@ -299,7 +305,7 @@ class SqliteCheckpointer:
             bound.fence(holder)
             value = effect(tx.cursor())
             tx.ensure_open()
-            return bound.record(holder, key, self._codec.encode(value))
+            return bound.record(holder, key, self.encode(value))
 
         return await self._db.transaction(run)
 
@@ -307,13 +313,13 @@ class SqliteCheckpointer:
         """First-writer-wins write from outside any pass; takes no claim."""
         identifier(workflow, "workflow")
         identifier(key, "key")
-        encoded = self._codec.encode(value)
+        encoded = self.encode(value)
         return await self._db.transaction(lambda tx: self.bound(tx).insert(workflow, key, encoded))
 
     async def append(self, workflow: str, value: object) -> Entry:
         """Add a message under the next ``inbox:`` key (append order, also concurrently)."""
         identifier(workflow, "workflow")
-        encoded = self._codec.encode(value)
+        encoded = self.encode(value)
         return await self._db.transaction(lambda tx: self.bound(tx).append(workflow, encoded))
 
     async def discard(self, workflow: str) -> int:

@@ -42,7 +42,7 @@ class SqliteDurable:
         """Supply ``key`` (first writer wins) and make the workflow ready, in one commit."""
         identifier(workflow, "workflow")
         identifier(key, "key")
-        encoded = self._checkpointer.codec.encode(value)
+        encoded = self._checkpointer.encode(value)
 
         def arrive(tx: Transaction) -> Recorded[object]:
             recorded = self._checkpointer.bound(tx).insert(workflow, key, encoded)
@@ -56,7 +56,7 @@ class SqliteDurable:
     async def deliver(self, workflow: str, value: object) -> Entry:
         """Append a message and make the workflow ready, in one commit."""
         identifier(workflow, "workflow")
-        encoded = self._checkpointer.codec.encode(value)
+        encoded = self._checkpointer.encode(value)
 
         def deliver(tx: Transaction) -> Entry:
             entry = self._checkpointer.bound(tx).append(workflow, encoded)
