@@ -7,6 +7,7 @@ key of a tenant shares the tenant's hash tag, so each script touches one slot.
 
 from __future__ import annotations
 
+import secrets
 from typing import Any, Self
 
 from durably.clock import Clock, SystemClock
@@ -167,6 +168,7 @@ class RedisStateStore:
                 stored.state.value,
                 number(stored.updated_at),
                 record.session_id or "",
+                secrets.token_hex(8),  # tells a retry of this write from another writer's
                 *_counters(stored),
             ],
         )
@@ -255,7 +257,8 @@ class RedisStateStore:
         blob = stored.model_dump_json()
         self._redis.check_size(blob, f"session {record.key}")
         session = keys.session_key(self._redis.namespace, record.tenant, record.session_id)
-        reply = await self._call("state_put_session", [session], [str(record.version), blob])
+        token = secrets.token_hex(8)  # tells a retry of this write from another writer's
+        reply = await self._call("state_put_session", [session], [str(record.version), blob, token])
         if text(reply[0]) == "conflict":
             raise StateConflictError(record.key, record.version, int(text(reply[1])))
         return stored

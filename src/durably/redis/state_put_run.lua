@@ -1,9 +1,14 @@
 -- Compare-and-set write of a run: blob, meta hash, creation sequence, session index.
 -- KEYS: run blob, run meta, tenant sequence, tenant run index (zset by sequence)
 -- ARGV: tenant prefix, run id, expected version, blob, state, updated_at, session id or '',
---       then field/value pairs of the counters the record carries
+--       the write's token (one per put_run call, kept with the version), then field/value
+--       pairs of the counters the record carries
 local current = tonumber(redis.call('HGET', KEYS[2], 'version') or '0')
 if current ~= tonumber(ARGV[3]) then
+  -- A retry of this very write, whose reply was lost with the connection, is no conflict.
+  if current == tonumber(ARGV[3]) + 1 and redis.call('HGET', KEYS[2], 'write') == ARGV[8] then
+    return {'ok'}
+  end
   return {'conflict', tostring(current)}
 end
 local prefix, run_id, session = ARGV[1], ARGV[2], ARGV[7]
@@ -17,8 +22,8 @@ if current == 0 then
 end
 redis.call('SET', KEYS[1], ARGV[4])
 redis.call('HSET', KEYS[2], 'version', current + 1, 'state', ARGV[5],
-  'updated_at', ARGV[6], 'session', session)
-for i = 8, #ARGV, 2 do
+  'updated_at', ARGV[6], 'session', session, 'write', ARGV[8])
+for i = 9, #ARGV, 2 do
   redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
 end
 if old_session and old_session ~= '' and old_session ~= session then
