@@ -11,7 +11,7 @@ from typing import Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, field_validator
 
 from durably.errors import InvalidInputError
-from durably.validation import identifier, positive, storable_json
+from durably.validation import finite, identifier, positive, storable_json
 
 DEFAULT_QUEUE = "default"
 
@@ -104,13 +104,17 @@ def _built(fields: dict[str, object], fields_set: set[str]) -> WorkItem:
 
 
 def checked_item(item: WorkItem) -> WorkItem:
-    """``item`` once its ids are re-checked, as every backing does before any I/O: an item
-    built with ``model_construct`` skips the validators. Raises `InvalidInputError`."""
+    """``item`` once its ids and its ``available_at`` (a finite instant) are checked, as
+    every backing does before any I/O: an item built with ``model_construct`` skips the
+    validators. Raises `InvalidInputError`."""
     identifier(item.tenant, "tenant")
     identifier(item.id, "item_id")
     identifier(item.queue, "queue")
     if item.dedupe_key is not None:
         identifier(item.dedupe_key, "dedupe_key")
+    if item.available_at is not None:
+        # NaN or an infinity orders against no clock reading: never due, or a store error.
+        finite(item.available_at, "available_at")
     return item
 
 

@@ -24,13 +24,13 @@ RETURNING *
 
 -- name: next_tenant
 -- Fairness step 1: the tenant with a due item whose turn is lowest (never served = 0);
--- ties go to the tenant whose due item is oldest.
+-- ties go to the tenant whose oldest due item (availability, then enqueue order) is oldest.
+-- Ordered by row, not by per-tenant MIN()s: those mix two different items of a tenant.
 SELECT w.tenant
 FROM durably_work AS w
 LEFT JOIN durably_work_turns AS t ON t.queue = w.queue AND t.tenant = w.tenant
 WHERE w.queue = :queue AND w.state = 'queued' AND w.available_at <= :now
-GROUP BY w.tenant
-ORDER BY COALESCE(MAX(t.turn), 0), MIN(w.available_at), MIN(w.seq)
+ORDER BY COALESCE(t.turn, 0), w.available_at, w.seq
 LIMIT 1
 
 -- name: claim_next_of_tenant
@@ -77,6 +77,7 @@ SET state = CASE WHEN :dead THEN 'dead_lettered' ELSE 'queued' END,
     available_at = CASE WHEN :dead THEN available_at ELSE :available_at END,
     worker = NULL,
     lease_expires_at = NULL,
+    claimed_at = NULL,
     failures = :failures
 WHERE seq = :seq AND state = 'claimed' AND worker = :worker
   AND lease_expires_at = :lease_expires_at

@@ -310,6 +310,29 @@ class QueueLeaseCases(QueueFixtures):
             assert await work_queue.claim(worker="w1") is None
             clock.advance(0.5)
 
+    async def test_a_settled_failure_leaves_the_item_unheld_with_no_claim_instant(
+        self, work_queue: WorkQueue, tenant: str, queue_name: str, clock: ManualClock
+    ) -> None:
+        # A requeue and a dead letter end the holding: the item keeps its first claim, but
+        # no worker, lease or current claim instant (as the next claim sets a new one).
+        for item_id in ("requeued", "dead"):
+            await work_queue.enqueue(new_item(tenant, item_id, queue=queue_name))
+            await work_queue.claim(worker="w1", queue=queue_name)
+        clock.advance(1)
+        requeued = await work_queue.fail("requeued", tenant=tenant, worker="w1", error="e")
+        dead = await work_queue.fail("dead", tenant=tenant, worker="w1", error="e", retryable=False)
+        (listed,) = await work_queue.dead_letters(tenant=tenant, queue=queue_name)
+        clock.advance(POLICY.backoff_for(1))
+        reclaimed = await work_queue.claim(worker="w2", queue=queue_name)
+        assert reclaimed is not None
+        assert (reclaimed.id, reclaimed.claimed_at) == (
+            "requeued",
+            START + 1 + POLICY.backoff_for(1),
+        )
+        for item in (requeued, dead, listed):
+            assert (item.worker, item.lease_expires_at, item.claimed_at) == (None, None, None)
+            assert item.first_claimed_at == START
+
     async def test_a_failure_that_is_not_retryable_dead_letters_at_once(
         self, work_queue: WorkQueue, tenant: str, queue_name: str, clock: ManualClock
     ) -> None:

@@ -289,6 +289,24 @@ class QueueEnqueueCases(QueueFixtures):
                 await work_queue.claim(worker="w1", queue=queue_name, lease_seconds=lease)
         assert (await work_queue.stats(queue=queue_name)).depth == 1
 
+    async def test_an_availability_that_is_not_a_finite_instant_is_refused_and_stores_nothing(
+        self, work_queue: WorkQueue, tenant: str, queue_name: str
+    ) -> None:
+        # A NaN (or infinite) instant cannot be ordered against the clock: a store that
+        # took it kept an item no claim could ever take, holding its id for good.
+        for instant in (math.nan, math.inf, -math.inf):
+            with pytest.raises(InvalidInputError, match="available_at"):
+                await work_queue.enqueue(
+                    new_item(tenant, "x", queue=queue_name, available_at=instant)
+                )
+        fresh = await work_queue.enqueue(new_item(tenant, "x", queue=queue_name))
+        assert (fresh.state, fresh.available_at) == (WorkState.QUEUED, START)
+        stats = await work_queue.stats(queue=queue_name)
+        assert (stats.depth, stats.duplicates_suppressed) == (1, 0)
+        claimed = await work_queue.claim(worker="w1", queue=queue_name)
+        assert claimed is not None
+        assert claimed.id == "x"
+
     async def test_a_payload_no_backing_could_store_is_refused_and_changes_nothing(
         self, work_queue: WorkQueue, tenant: str, queue_name: str
     ) -> None:

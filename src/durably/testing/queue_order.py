@@ -132,5 +132,18 @@ class QueueOrderCases(QueueFixtures):
         clock.advance(work_queue.policy.backoff_for(1))
         assert await drain(work_queue, queue_name, 1) == [(tenant, "flaky")]
 
+    async def test_tenants_at_one_turn_go_by_their_oldest_due_item_not_their_first_enqueue(
+        self, work_queue: WorkQueue, queue_name: str, clock: ManualClock
+    ) -> None:
+        # The tie between tenants is (availability, enqueue order) of each tenant's oldest
+        # due item: a tenant whose earliest enqueue is a later-due item does not win with it.
+        a, b = unique("a"), unique("b")
+        now = clock.now()
+        await work_queue.enqueue(new_item(a, "a-first", queue=queue_name, available_at=now - 1))
+        await work_queue.enqueue(new_item(b, "b-oldest", queue=queue_name, available_at=now - 2))
+        await work_queue.enqueue(new_item(a, "a-oldest", queue=queue_name, available_at=now - 2))
+        taken = await drain(work_queue, queue_name, 3)
+        assert taken == [(b, "b-oldest"), (a, "a-oldest"), (a, "a-first")]
+
 
 __all__ = ["QueueOrderCases", "drain"]
