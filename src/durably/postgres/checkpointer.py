@@ -159,9 +159,10 @@ class PostgresCheckpointer:
 
         A recorded key returns without running; a superseded pass raises `Fenced` before
         the effect (and after it, rolling it back, if superseded meanwhile); a failing
-        effect leaves neither and its exception is re-raised. A value supplied under
-        ``key`` while the effect ran is handed back (``first=False``) and the effect is
-        rolled back; an effect that writes its own step row raises `InvalidInputError`.
+        effect leaves neither and its exception is re-raised. A value recorded under
+        ``key`` while the effect ran (supplied, or by a racing transact, equal or not) is
+        handed back (``first=False``) and the effect is rolled back; an effect that writes
+        its own step row raises `InvalidInputError`.
         """
         identifier(holder.workflow, "workflow")
         identifier(key, "key")
@@ -193,16 +194,16 @@ class PostgresCheckpointer:
         if await self._write_counted(session, holder, key, encoded):
             return Recorded(self._codec.decode(encoded), True)
         stored = await session.fetch(self._sql["stored"], workflow, key, encoded)
-        text, equal, mine = stored[0]
+        text, _, mine = stored[0]
         if mine:
             raise InvalidInputError(
                 f"the effect for step {key!r} wrote the step's own checkpoint row; "
                 "transact records the effect's return value itself"
             )
-        recorded = Recorded(self._codec.decode(text), bool(equal))
-        if not equal:
-            raise _HandBack(recorded)  # the step belongs to the value supplied meanwhile
-        return recorded
+        # Recorded meanwhile (a value supplied, or a racing transact of this key): the step
+        # belongs to that write, so this effect must not commit beside it, even when the
+        # values are equal (two committed effects); like a key found recorded, no win.
+        raise _HandBack(Recorded(self._codec.decode(text), False))
 
     async def _write_counted(self, session: Session, holder: Pass, key: str, encoded: str) -> bool:
         """Fence, renew and insert (`record_counted`): True when written, False when the

@@ -82,9 +82,11 @@ written AS (
 SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM written);
 
 -- name: stored
--- The value under a key, whether it equals a candidate (jsonb equality), and whether this
--- very transaction wrote it (an effect writing its own step row).
-SELECT value::text, value = $3::jsonb, xmin = pg_current_xact_id()::xid
+-- The value under a key, whether it equals a candidate, and whether this very transaction
+-- wrote it (an effect writing its own step row). Equal means the same canonical jsonb text
+-- (key order aside, numbers as written), not jsonb equality, which holds 1 and 1.0 equal
+-- where every other backing compares the codec's text.
+SELECT value::text, value::text = $3::jsonb::text, xmin = pg_current_xact_id()::xid
 FROM {workflow_checkpoint}
 WHERE workflow = $1::text AND key = $2::text;
 

@@ -315,7 +315,7 @@ class RedisCheckpointer:
         count = await self._run(
             _LUA["workflow_discard"],
             self._keys(workflow, "claim", "token", "records", "written", "status"),
-            [],
+            [self._ttl],
         )
         await self._reindex(workflow, None)
         return int(count)

@@ -1,7 +1,9 @@
 -- Delete every record and the status, and raise the fence, in one step.
--- KEYS: claim, token, records, written, status
+-- KEYS: claim, token, records, written, status. ARGV: ttl (ms, 0 = none)
 local now = now_us()
 local count = redis.call('HLEN', KEYS[3])
 redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[1])
 next_token(KEYS[2], now)
+-- SET dropped the token key's expiry: re-arm it, or under a ttl it would outlive the rest.
+rearm(ARGV[1], KEYS[2])
 return count

@@ -5,12 +5,13 @@ local function now_us()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local function fmt(n) return string.format('%.0f', n) end
-local function current_token(token_key) return tonumber(redis.call('GET', token_key) or '0') end
+-- nil while no claim has been handed out: then no pass is current, whatever its token.
+local function current_token(token_key) return tonumber(redis.call('GET', token_key) or '') end
 
 -- The next fencing token: a hybrid logical clock, so a token key lost to expiry or
 -- deletion still yields a token above every pass handed out before.
 local function next_token(token_key, now)
-  local token = math.max(math.floor(now / 1000), current_token(token_key) + 1)
+  local token = math.max(math.floor(now / 1000), (current_token(token_key) or 0) + 1)
   redis.call('SET', token_key, fmt(token))
   return token
 end

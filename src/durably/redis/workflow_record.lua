@@ -8,12 +8,13 @@ local p, token, key = KEYS[1], ARGV[1], ARGV[2]
 local claim = p .. 'claim'
 -- The claim hash, while it exists, carries the current token (only a claim or an extend by
 -- the current token writes it; release and discard delete it), so one read of it both
--- fences and renews; without it, the token key decides (and there is nothing to renew).
+-- fences and renews; without it, the token key decides (and there is nothing to renew;
+-- with no token key no pass was ever handed out, so none matches).
 -- Tokens are compared as the canonical decimal text both sides write.
 local c = redis.call('HMGET', claim, 'token', 'held_until', 'alive_for', 'alive_until')
 if c[1] then
   if c[1] ~= token then return 0 end
-elseif (redis.call('GET', p .. 'token') or '0') ~= token then
+elseif redis.call('GET', p .. 'token') ~= token then
   return 0
 end
 local t = redis.call('TIME')

@@ -16,13 +16,20 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from typing import Any
 
+import pytest
+
+from durably.errors import Fenced
+from durably.status import WorkflowStatus
 from durably.testing.checkpointer_fixtures import LONG, CheckpointerFactory, claimed, lapse, wf
 from durably.testing.checkpointer_inputs import CheckpointerInputCases
 from durably.testing.checkpointer_isolation import CheckpointerIsolationCases
 from durably.testing.checkpointer_records import CheckpointerRecordCases
 from durably.testing.checkpointer_status import CheckpointerStatusCases
 from durably.testing.checkpointer_sweep import CheckpointerSweepCases
+from durably.testing.kit import EffectKit
+from durably.workflows import Pass
 
 
 class CheckpointerClaimCases:
@@ -164,6 +171,31 @@ class CheckpointerClaimCases:
         assert await cp.extend(holder, LONG, LONG)
         assert await cp.claim(workflow, LONG, LONG) is None
         assert (await cp.record(holder, "k", 1)).first
+
+    async def test_a_pass_the_store_never_handed_out_is_fenced_and_takes_nothing(
+        self, checkpointer_factory: CheckpointerFactory, effect_kit: EffectKit[Any]
+    ) -> None:
+        cp = await checkpointer_factory()
+        supplied, untouched, counter = wf("supplied"), wf("untouched"), wf("counter")
+        await cp.supply(supplied, "input", 1)  # records, but never claimed
+        for workflow in (supplied, untouched):
+            for token in (0, 1):
+                forged = Pass(workflow, token)
+                with pytest.raises(Fenced):
+                    await cp.record(forged, "k", "forged")
+                with pytest.raises(Fenced):
+                    await cp.transact(forged, "pay", effect_kit.bump(counter, "forged"))
+                with pytest.raises(Fenced):
+                    await cp.set_status(forged, WorkflowStatus.RUNNING)
+                assert not await cp.renew(forged, LONG)
+                assert not await cp.extend(forged, LONG, LONG)
+                await cp.release(forged)
+            assert await cp.get_status(workflow) is None
+            holder = await cp.claim(workflow, LONG, LONG)
+            assert holder is not None, "a forged pass must not have taken the workflow"
+        assert await effect_kit.count(counter) == 0
+        assert await cp.load(supplied) == {"input": 1}
+        assert await cp.load(untouched) == {}
 
     async def test_release_frees_the_workflow_at_once(
         self, checkpointer_factory: CheckpointerFactory

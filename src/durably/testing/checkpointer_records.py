@@ -98,6 +98,22 @@ class CheckpointerRecordCases:
         again = await cp.record(holder, "k", {"a": 1, "b": 2})
         assert (again.value, again.first) == ({"a": 1, "b": 2}, True)
 
+    async def test_a_number_encoded_differently_is_not_an_equal_value(
+        self, checkpointer_factory: CheckpointerFactory
+    ) -> None:
+        cp = await checkpointer_factory()
+        workflow = wf()
+        holder = await claimed(cp, workflow)
+        for key, stored, other in (("int", 1, 1.0), ("float", 1.0, 1), ("zero", 0, -0.0)):
+            assert cp.codec.encode(stored) != cp.codec.encode(other)
+            await cp.record(holder, key, stored)
+            lost = await cp.record(holder, key, other)
+            assert (lost.value, type(lost.value), lost.first) == (stored, type(stored), False)
+            supplied = await cp.supply(workflow, key, other)
+            assert (supplied.value, supplied.first) == (stored, False)
+            again = await cp.record(holder, key, stored)
+            assert (again.value, type(again.value), again.first) == (stored, type(stored), True)
+
     async def test_a_value_the_codec_reshapes_still_counts_as_this_passes_own(
         self, checkpointer_factory: CheckpointerFactory
     ) -> None:
@@ -200,6 +216,21 @@ class CheckpointerRecordCases:
         assert await effect_kit.count(counter) == 1
         assert sum(r.first for r in results) == 1
         assert len({repr(r.value) for r in results}) == 1
+
+    async def test_racing_transacts_of_one_key_and_one_value_commit_one_effect(
+        self, checkpointer_factory: CheckpointerFactory, effect_kit: EffectKit[Any]
+    ) -> None:
+        cp = await checkpointer_factory()
+        workflow, counter = wf(), wf("counter")
+        holder = await claimed(cp, workflow)
+        results = await asyncio.gather(
+            *(cp.transact(holder, "pay", effect_kit.bump(counter, "paid")) for _ in range(8))
+        )
+        # An equal value is no licence to commit a second effect beside the first.
+        assert await effect_kit.count(counter) == 1
+        assert sum(r.first for r in results) == 1
+        assert all(r.value == "paid" for r in results)
+        assert await cp.load(workflow) == {"pay": "paid"}
 
     async def test_transact_refuses_a_superseded_pass_before_the_effect(
         self, checkpointer_factory: CheckpointerFactory, effect_kit: EffectKit[Any]

@@ -120,6 +120,21 @@ async def test_a_claim_whose_keys_expired_still_outranks_the_pass_before(
         await cp.record(stalled, "b", 2)
 
 
+async def test_with_a_ttl_a_discarded_workflow_leaves_no_key_behind(any_redis: Any) -> None:
+    ns = namespace_for(any_redis)
+    cp = RedisCheckpointer(any_redis, namespace=ns, ttl=0.2)
+    holder = await cp.claim("wf-gone", 30, 30)
+    assert holder is not None
+    await cp.record(holder, "a", 1)
+    await cp.discard("wf-gone")
+    await cp.discard("wf-never-used")
+    await asyncio.sleep(0.35)  # past the ttl: the fenced token key has gone too
+    assert [key async for key in any_redis.scan_iter(match=f"{ns}:wf:*")] == []
+    fresh = await cp.claim("wf-gone", 30, 30)
+    assert fresh is not None
+    assert fresh.token > holder.token
+
+
 async def test_an_enqueued_item_starts_within_two_seconds_despite_a_ten_second_poll(
     any_redis: Any,
 ) -> None:
