@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 from typing import Annotated, Protocol, Self, runtime_checkable
 
@@ -15,6 +16,7 @@ from pydantic import (
     model_validator,
 )
 
+from durably.errors import InvalidInputError
 from durably.redaction import scrub
 from durably.validation import identifier, storable
 
@@ -189,6 +191,13 @@ class StateQuery(BaseModel):
     def _valid_tenant(cls, value: str) -> str:
         return _id(value, "tenant")
 
+    @field_validator("updated_before")
+    @classmethod
+    def _comparable(cls, value: float | None) -> float | None:
+        if value is not None and math.isnan(value):
+            raise ValueError("updated_before must be a number, not NaN")
+        return value
+
 
 class StatePage(BaseModel):
     """One page of runs; ``cursor`` fetches the next page and is None on the last."""
@@ -204,13 +213,69 @@ class StatePage(BaseModel):
         return self
 
 
+COUNTER_LIMIT = 2**63 - 1
+"""The largest counter every backing keeps exactly: a signed 64-bit integer (PostgreSQL's
+``bigint``, Redis's ``HINCRBY``)."""
+
+
+def _counters(usage: Usage, cost_micros: int, iterations: int, cursor: int) -> dict[str, int]:
+    counters = {f"usage.{name}": getattr(usage, name) for name in USAGE_FIELDS}
+    counters.update(cost_micros=cost_micros, iterations=iterations, message_cursor=cursor)
+    return counters
+
+
+def _within_limit(counters: dict[str, int], what: str) -> None:
+    for name, value in counters.items():
+        if value > COUNTER_LIMIT:
+            raise InvalidInputError(f"{what} {name}={value} is over {COUNTER_LIMIT}")
+
+
+def checked_delta(delta: StateDelta) -> StateDelta:
+    """``delta`` if no amount in it is over `COUNTER_LIMIT` (`InvalidInputError`)."""
+    _within_limit(
+        _counters(delta.usage, delta.cost_micros, delta.iterations, delta.messages_read),
+        "patch amount",
+    )
+    return delta
+
+
+def cursor_position(cursor: str | None) -> int:
+    """The creation sequence a listing cursor names (0 for None): plain ASCII decimal
+    digits up to `COUNTER_LIMIT`, as every store hands them out. Anything else (a sign,
+    spaces, underscores, another script's digits) is `InvalidInputError`, before any I/O."""
+    if cursor is None:
+        return 0
+    if not (cursor.isascii() and cursor.isdigit()) or len(cursor) > 19:
+        raise InvalidInputError(f"cursor {cursor!r} was not handed out by a store")
+    position = int(cursor)
+    if position > COUNTER_LIMIT:
+        raise InvalidInputError(f"cursor {cursor!r} was not handed out by a store")
+    return position
+
+
+def listing_start(query: StateQuery) -> int:
+    """The creation sequence ``query`` lists after, once its tenant, its cursor
+    (`cursor_position`) and its ``updated_before`` (NaN compares unlike on every backing)
+    are found usable; `InvalidInputError` before any I/O otherwise, even for a query built
+    with ``model_construct``."""
+    identifier(query.tenant, "tenant")
+    if query.updated_before is not None and math.isnan(query.updated_before):
+        raise InvalidInputError("updated_before must be a number, not NaN")
+    return cursor_position(query.cursor)
+
+
 def checked_run(record: RunRecord) -> RunRecord:
     """``record`` if a store may keep it, as every backing checks before any I/O.
 
     Raises `InvalidInputError` for an empty or unusable id (even on a record built with
-    ``model_construct``, which skips the validators) and for a NUL or a lone surrogate in
-    any other string of the record, which no backing stores alike.
+    ``model_construct``, which skips the validators), for a NUL or a lone surrogate in
+    any other string of the record, for a NaN or infinite float in it (JSON has
+    neither), and for a counter over `COUNTER_LIMIT`, which no backing stores alike.
     """
+    _within_limit(
+        _counters(record.usage, record.cost_micros, record.iterations, record.message_cursor),
+        "run",
+    )
     identifier(record.tenant, "tenant")
     identifier(record.run_id, "run_id")
     identifier(record.agent_name, "agent_name")
@@ -251,15 +316,26 @@ def stored_session(record: SessionRecord, *, version: int, updated_at: float) ->
 
 
 def patched_run(record: RunRecord, delta: StateDelta, *, updated_at: float) -> RunRecord:
-    """``record`` with ``delta`` added and its version bumped (for stores holding blobs)."""
+    """``record`` with ``delta`` added and its version bumped (for stores holding blobs).
+
+    Raises `InvalidInputError` if a sum would pass `COUNTER_LIMIT`, as PostgreSQL and
+    Redis refuse it.
+    """
+    usage = record.usage + delta.usage
+    cost_micros = record.cost_micros + delta.cost_micros
+    iterations = record.iterations + delta.iterations
+    cursor = record.message_cursor + delta.messages_read
+    _within_limit(
+        _counters(usage, cost_micros, iterations, cursor), f"patch of run {record.key}: the sum"
+    )
     return record.model_copy(
         update={
             "version": record.version + 1,
             "updated_at": updated_at,
-            "usage": record.usage + delta.usage,
-            "cost_micros": record.cost_micros + delta.cost_micros,
-            "iterations": record.iterations + delta.iterations,
-            "message_cursor": record.message_cursor + delta.messages_read,
+            "usage": usage,
+            "cost_micros": cost_micros,
+            "iterations": iterations,
+            "message_cursor": cursor,
         }
     )
 
@@ -309,6 +385,7 @@ class StateStore(Protocol):
 
 
 __all__ = [
+    "COUNTER_LIMIT",
     "TERMINAL_STATES",
     "USAGE_FIELDS",
     "RunRecord",
@@ -321,8 +398,11 @@ __all__ = [
     "StateStore",
     "ToolCall",
     "Usage",
+    "checked_delta",
     "checked_run",
     "checked_session",
+    "cursor_position",
+    "listing_start",
     "patched_run",
     "stored_run",
     "stored_session",

@@ -6,7 +6,7 @@ import math
 import re
 from typing import TypeVar
 
-from durably.errors import InvalidInputError
+from durably.errors import InvalidInputError, StatePersistenceError
 
 T = TypeVar("T")
 
@@ -14,6 +14,8 @@ T = TypeVar("T")
 # valid Unicode: a lone surrogate, which a Python str can hold, has no UTF-8 encoding.
 _NUL = "must not contain a NUL character"
 _SURROGATE = "must be valid Unicode (no lone surrogate)"
+# JSON has no NaN or infinity: a store would keep null (or refuse it only in the datastore).
+_NOT_FINITE = "must not hold NaN or an infinite number (JSON has neither)"
 
 
 def identifier(value: object, name: str) -> str:
@@ -32,10 +34,23 @@ def identifier(value: object, name: str) -> str:
     return value
 
 
+def within_size(text: str, limit: int, what: str, store: str) -> str:
+    """``text`` if its UTF-8 form fits in ``limit`` bytes (a store's ``max_value_bytes``),
+    checked before anything is sent; else `StatePersistenceError` from ``store`` with
+    reason ``too_large``. A character takes at most 4 bytes, so only a long text is encoded
+    to be counted (the hot writes are short)."""
+    if len(text) > limit >> 2 and (size := len(text.encode())) > limit:
+        raise StatePersistenceError(
+            store, "too_large", f"{what} of {size} bytes exceeds max_value_bytes={limit}"
+        )
+    return text
+
+
 def storable(value: T, name: str) -> T:
     """Return ``value`` (a string, or a JSON-shaped value of dicts, lists and tuples) if
     every string in it, dict keys included, is text every backing can store: no NUL
-    character and no lone surrogate. Raises `InvalidInputError` naming it."""
+    character and no lone surrogate; and every float in it is finite (JSON has no NaN or
+    infinity). Raises `InvalidInputError` naming it."""
     flaw = _flaw(value)
     if flaw is not None:
         raise InvalidInputError(f"{name} {flaw}")
@@ -80,6 +95,8 @@ def _text_flaw(text: str) -> str | None:
 def _flaw(value: object) -> str | None:
     if isinstance(value, str):
         return _text_flaw(value)
+    if isinstance(value, float):
+        return None if math.isfinite(value) else _NOT_FINITE
     if isinstance(value, dict):
         for key, item in value.items():
             flaw = _text_flaw(key) if isinstance(key, str) else None

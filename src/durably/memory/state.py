@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 
 from durably.clock import Clock, SystemClock
 from durably.errors import (
-    InvalidInputError,
     StateConflictError,
     StateInUseError,
     StateNotFoundError,
@@ -18,6 +17,8 @@ from durably.runs import (
     StateKey,
     StatePage,
     StateQuery,
+    checked_delta,
+    listing_start,
     patched_run,
     stored_run,
     stored_session,
@@ -88,6 +89,7 @@ class MemoryStateStore:
 
     async def patch_run(self, key: StateKey, delta: StateDelta) -> RunRecord:
         """Add ``delta`` and bump the version; `StateNotFoundError` for an absent run."""
+        checked_delta(delta)
         stored = self._tables.runs.get(_key(key))
         if stored is None:
             raise StateNotFoundError(key, "run")
@@ -107,8 +109,8 @@ class MemoryStateStore:
 
     async def list_runs(self, query: StateQuery) -> StatePage:
         """One page of the tenant's runs in creation order (see `StateStore.list_runs`)."""
-        after = _parse_cursor(query.cursor)
-        tenant = identifier(query.tenant, "tenant")
+        after = listing_start(query)
+        tenant = query.tenant
         matches: list[tuple[int, RunRecord]] = []
         for (owner, _), stored in self._tables.runs.items():
             if owner != tenant or stored.sequence <= after:
@@ -188,14 +190,6 @@ class MemoryStateStore:
                     del self._tables.session_runs[(tenant, before)]
         if after is not None:
             self._tables.session_runs.setdefault((tenant, after), set()).add(run_id)
-
-
-def _parse_cursor(cursor: str | None) -> int:
-    if cursor is None:
-        return 0
-    if not (cursor.isascii() and cursor.isdigit()):
-        raise InvalidInputError(f"cursor {cursor!r} was not issued by this store")
-    return int(cursor)
 
 
 __all__ = ["MemoryStateStore"]

@@ -16,14 +16,14 @@ from durably.errors import (
 from durably.postgres import statements
 from durably.postgres.connection import Access
 from durably.postgres.executor import Row, Session
-from durably.postgres.failures import EffectFailed, RetryBudget, state_errors, within_size
+from durably.postgres.failures import EffectFailed, RetryBudget, state_errors
 from durably.postgres.migrate import verify
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
 from durably.postgres.sweep import sweep_finished
 from durably.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.status import WorkflowInfo, WorkflowStatus, checked_report
-from durably.validation import identifier, positive, positive_int
+from durably.validation import identifier, positive, positive_int, within_size
 from durably.workflows import INBOX_DIGITS as _DIGITS
 from durably.workflows import INBOX_PREFIX, Entry, Pass, Recorded, Written
 
@@ -324,7 +324,7 @@ class PostgresCheckpointer:
 
     def _encode(self, value: object) -> str:
         text = self._screened(value)
-        return within_size(text, self._max_bytes, "value")
+        return within_size(text, self._max_bytes, "value", "postgres")
 
     async def _run(self, operation: Callable[[Session], Awaitable[T]]) -> T:
         return await self._access.run(operation, errors=state_errors)

@@ -147,17 +147,6 @@ def _configuration(detail: str) -> ConfigurationError:
     )
 
 
-def within_size(text: str, limit: int, what: str) -> str:
-    """``text`` if its UTF-8 form fits in ``limit`` bytes, before anything is sent; else
-    `StatePersistenceError(reason="too_large")`. A character takes at most 4 bytes, so
-    only a long text is encoded to be counted (the hot writes are short)."""
-    if len(text) > limit >> 2 and (size := len(text.encode())) > limit:
-        raise StatePersistenceError(
-            "postgres", "too_large", f"{what} of {size} bytes exceeds max_value_bytes={limit}"
-        )
-    return text
-
-
 async def after_failure(
     error: Exception, number: int, tries: int, budget: RetryBudget, errors: ErrorFactory
 ) -> None:
@@ -188,5 +177,4 @@ __all__ = [
     "describe",
     "queue_errors",
     "state_errors",
-    "within_size",
 ]

@@ -12,14 +12,14 @@ from durably.errors import LeaseLostError, StatePersistenceError, WorkItemNotFou
 from durably.postgres import statements
 from durably.postgres.connection import Access
 from durably.postgres.executor import Row, Session
-from durably.postgres.failures import RetryBudget, queue_errors, within_size
+from durably.postgres.failures import RetryBudget, queue_errors
 from durably.postgres.migrate import verify
 from durably.postgres.notify import Listener
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
 from durably.redaction import mend_text
 from durably.settings import DEFAULT_MAX_VALUE_BYTES
-from durably.validation import identifier, non_negative, positive_int
+from durably.validation import identifier, non_negative, positive_int, within_size
 from durably.work import (
     DEFAULT_QUEUE,
     QueuePolicy,
@@ -106,7 +106,7 @@ class PostgresWorkQueue:
         checked_item(item)
         now = self._clock.now()
         available_at = item.available_at if item.available_at is not None else now
-        payload = within_size(payload_text(item.payload), self._max_bytes, "payload")
+        payload = within_size(payload_text(item.payload), self._max_bytes, "payload", "postgres")
         statement = self._sql["enqueue"]
         args: tuple[object, ...] = (
             item.tenant,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any, Self
 
 from durably.clock import Clock, SystemClock
 from durably.errors import (
-    InvalidInputError,
     StateConflictError,
     StateInUseError,
     StateNotFoundError,
@@ -16,7 +16,7 @@ from durably.errors import (
 from durably.postgres import statements
 from durably.postgres.connection import Access
 from durably.postgres.executor import Row, Session
-from durably.postgres.failures import RetryBudget, state_errors, within_size
+from durably.postgres.failures import RetryBudget, state_errors
 from durably.postgres.migrate import verify
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
@@ -30,11 +30,13 @@ from durably.runs import (
     StateKey,
     StatePage,
     StateQuery,
+    checked_delta,
+    listing_start,
     stored_run,
     stored_session,
 )
 from durably.settings import DEFAULT_MAX_VALUE_BYTES
-from durably.validation import identifier
+from durably.validation import identifier, within_size
 
 _TEMPLATES = statements.load("state.sql")
 # The column order of the counter columns in state.sql; a Usage field without a column
@@ -125,6 +127,7 @@ class PostgresStateStore:
 
     async def patch_run(self, key: StateKey, delta: StateDelta) -> RunRecord:
         _valid(key)
+        checked_delta(delta)
         amounts = [getattr(delta.usage, name) for name in _USAGE_COLUMNS]
         amounts += [delta.cost_micros, delta.iterations, delta.messages_read]
         now = self._clock.now()
@@ -141,8 +144,7 @@ class PostgresStateStore:
         return bool(rows)
 
     async def list_runs(self, query: StateQuery) -> StatePage:
-        identifier(query.tenant, "tenant")
-        after = _cursor_position(query.cursor)
+        after = listing_start(query)
         state = query.state.value if query.state is not None else None
         rows = await self._run(
             lambda s: s.fetch(
@@ -223,7 +225,27 @@ class PostgresStateStore:
 
     def _encode(self, document: dict[str, Any]) -> str:
         text = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
-        return within_size(text, self._max_bytes, "record")
+        if "e+" in text:  # perhaps a float jsonb would give back as an int (see _jsonb)
+            text = _jsonb(document)
+        return within_size(text, self._max_bytes, "record", "postgres")
+
+
+def _jsonb(value: Any) -> str:
+    """``value`` as JSON whose every float ``jsonb`` keeps a float.
+
+    ``jsonb`` holds a number as ``numeric`` and prints ``1e+20`` as
+    ``100000000000000000000``, which reads back an int; written out with a fraction
+    digit (``100000000000000000000.0``) it reads back the same float.
+    """
+    if isinstance(value, float):
+        number = repr(value)
+        return f"{Decimal(number):f}.0" if "e+" in number else number
+    if isinstance(value, dict):
+        items = (f"{json.dumps(k, ensure_ascii=False)}:{_jsonb(v)}" for k, v in value.items())
+        return "{" + ",".join(items) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_jsonb(item) for item in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _valid(key: StateKey) -> None:
@@ -248,18 +270,6 @@ def _run_record(key: StateKey, row: Row, *, from_body: bool = False) -> RunRecor
     if not from_body:
         document.update(tenant=key.tenant, run_id=key.id)
     return RunRecord.model_validate_json(json.dumps(document))
-
-
-def _cursor_position(cursor: str | None) -> int:
-    if cursor is None:
-        return 0
-    try:
-        position = int(cursor)
-    except ValueError:
-        raise InvalidInputError(f"not a cursor of this store: {cursor!r}") from None
-    if position < 0:
-        raise InvalidInputError(f"not a cursor of this store: {cursor!r}")
-    return position
 
 
 __all__ = ["PostgresStateStore"]

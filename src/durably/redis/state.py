@@ -23,6 +23,7 @@ from durably.redis.preflight import preflight
 from durably.redis.scripts import scripts
 from durably.redis.settings import RedisStoreSettings
 from durably.runs import (
+    COUNTER_LIMIT,
     TERMINAL_STATES,
     USAGE_FIELDS,
     RunRecord,
@@ -32,6 +33,8 @@ from durably.runs import (
     StatePage,
     StateQuery,
     Usage,
+    checked_delta,
+    listing_start,
     stored_run,
     stored_session,
 )
@@ -177,8 +180,10 @@ class RedisStateStore:
         return stored
 
     async def patch_run(self, key: StateKey, delta: StateDelta) -> RunRecord:
-        """Add ``delta`` server-side and bump the version; `StateNotFoundError` if absent."""
+        """Add ``delta`` server-side and bump the version; `StateNotFoundError` if absent,
+        `InvalidInputError` (and nothing added) if a counter would pass `COUNTER_LIMIT`."""
         self._checked(key)
+        checked_delta(delta)
         ns = self._redis.namespace
         reply = await self._call(
             "state_patch_run",
@@ -187,6 +192,10 @@ class RedisStateStore:
         )
         if not reply:
             raise StateNotFoundError(key, "run")
+        if text(reply[0]) == "overflow":
+            raise InvalidInputError(
+                f"patch of run {key}: {text(reply[1])} would pass {COUNTER_LIMIT}"
+            )
         return _merged(reply[0], reply[1])
 
     async def delete_run(self, key: StateKey) -> bool:
@@ -206,13 +215,7 @@ class RedisStateStore:
 
     async def list_runs(self, query: StateQuery) -> StatePage:
         """One page of the tenant's runs in creation order (never short while more match)."""
-        identifier(query.tenant, "tenant")
-        after = 0
-        if query.cursor is not None:
-            try:
-                after = int(query.cursor)
-            except ValueError:
-                raise InvalidInputError(f"cursor {query.cursor!r} is not one of ours") from None
+        after = listing_start(query)
         prefix = self._prefix(query.tenant)
         found: list[tuple[int, RunRecord]] = []
         want = query.limit + 1  # one beyond the page tells whether a next page exists
@@ -279,7 +282,7 @@ class RedisStateStore:
         )
         outcome = text(reply[0])
         if outcome == "in_use":
-            raise StateInUseError(key, tuple(sorted(text(run) for run in reply[1:])))
+            raise StateInUseError(key, tuple(text(run) for run in reply[1:]))
         return outcome == "deleted"
 
 

@@ -6,13 +6,21 @@ local prefix = ARGV[1]
 local terminal = {}
 for i = 3, #ARGV do terminal[ARGV[i]] = true end
 local ids = redis.call('SMEMBERS', KEYS[2])
-local live = {'in_use'}
+local live, seqs = {}, {}
 for _, id in ipairs(ids) do
-  local state = redis.call('HGET', prefix .. 'meta:' .. #id .. ':' .. id, 'state')
-  if state and not terminal[state] then live[#live + 1] = id end
+  local meta = redis.call('HMGET', prefix .. 'meta:' .. #id .. ':' .. id, 'state', 'seq')
+  if meta[1] and not terminal[meta[1]] then
+    live[#live + 1] = id
+    seqs[id] = tonumber(meta[2])
+  end
 end
 if ARGV[2] ~= '1' then
-  if #live > 1 then return live end
+  if #live > 0 then
+    -- Named in creation order, as every backing names them.
+    table.sort(live, function(a, b) return seqs[a] < seqs[b] end)
+    table.insert(live, 1, 'in_use')
+    return live
+  end
 else
   for _, id in ipairs(ids) do
     local seg = #id .. ':' .. id

@@ -13,7 +13,7 @@ from durably.retention import FINISHED, sweep_arguments
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
 from durably.status import WorkflowInfo, WorkflowStatus, checked_report
-from durably.validation import identifier, positive, positive_int
+from durably.validation import identifier, positive, positive_int, within_size
 from durably.workflows import Entry, Pass, Recorded, Written, inbox_key
 
 _SQL = load_statements("checkpointer.sql")
@@ -228,6 +228,7 @@ class SqliteCheckpointer:
         self._db = database
         self._codec: CheckpointCodec = codec if codec is not None else JsonCodec()
         self._encode = screened_encode(self._codec)
+        self._max_bytes = database.settings.max_value_bytes
 
     @property
     def codec(self) -> CheckpointCodec:
@@ -235,9 +236,10 @@ class SqliteCheckpointer:
         return self._codec
 
     def encode(self, value: object) -> str:
-        """``value`` as the codec's text, refused (`InvalidInputError`) before any I/O if
-        no store could keep it (`durably.codec.screened_encode`)."""
-        return self._encode(value)
+        """``value`` as the codec's text, refused before any I/O when no store could keep
+        it (`InvalidInputError`, `durably.codec.screened_encode`) or it is over
+        ``max_value_bytes`` (`StatePersistenceError(reason="too_large")`)."""
+        return within_size(self._encode(value), self._max_bytes, "value", "sqlite")
 
     @property
     def database(self) -> Database:

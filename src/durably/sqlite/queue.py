@@ -17,7 +17,7 @@ from durably.errors import (
 from durably.redaction import mend_text
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
-from durably.validation import identifier, positive_int
+from durably.validation import identifier, positive_int, within_size
 from durably.work import (
     DEFAULT_QUEUE,
     QueuePolicy,
@@ -62,14 +62,18 @@ class BoundSqliteWorkQueue:
     work in the same commit as the run that asks for it. Same semantics as `SqliteWorkQueue`.
     """
 
-    def __init__(self, tx: Transaction, clock: Clock, policy: QueuePolicy) -> None:
+    def __init__(
+        self, tx: Transaction, clock: Clock, policy: QueuePolicy, max_value_bytes: int
+    ) -> None:
         self._tx = tx
         self._clock = clock
         self._policy = policy
+        self._max_bytes = max_value_bytes
 
     def enqueue(self, item: WorkItem) -> WorkItem:
         """Queue ``item``; a live item with its id or dedupe key is returned unchanged."""
-        return self._enqueue(checked_item(item), payload_text(item.payload))
+        payload = payload_text(checked_item(item).payload)
+        return self._enqueue(item, within_size(payload, self._max_bytes, "payload", "sqlite"))
 
     def _enqueue(self, item: WorkItem, payload: str) -> WorkItem:
         """`enqueue` of a checked item whose payload is rendered (``payload``)."""
@@ -269,6 +273,7 @@ class SqliteWorkQueue:
         self._db = database
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._policy = policy if policy is not None else QueuePolicy()
+        self._max_bytes = database.settings.max_value_bytes
 
     @property
     def policy(self) -> QueuePolicy:
@@ -282,7 +287,7 @@ class SqliteWorkQueue:
 
     def bound(self, tx: Transaction) -> BoundSqliteWorkQueue:
         """This queue's operations inside the open transaction ``tx``."""
-        return BoundSqliteWorkQueue(tx, self._clock, self._policy)
+        return BoundSqliteWorkQueue(tx, self._clock, self._policy, self._max_bytes)
 
     async def _write(self, queue: str, operation: str, fn: _QueueOp[_T]) -> _T:
         try:
@@ -294,7 +299,10 @@ class SqliteWorkQueue:
 
     async def enqueue(self, item: WorkItem) -> WorkItem:
         """Queue ``item`` (idempotent on id and dedupe key while live)."""
-        payload = payload_text(checked_item(item).payload)  # refused before the transaction
+        # Refused before the transaction opens.
+        payload = within_size(
+            payload_text(checked_item(item).payload), self._max_bytes, "payload", "sqlite"
+        )
         return await self._write(item.queue, "enqueue", lambda q: q._enqueue(item, payload))
 
     async def claim(

@@ -6,7 +6,6 @@ import json
 
 from durably.clock import Clock, SystemClock
 from durably.errors import (
-    InvalidInputError,
     StateConflictError,
     StateInUseError,
     StateNotFoundError,
@@ -19,15 +18,17 @@ from durably.runs import (
     StateKey,
     StatePage,
     StateQuery,
+    checked_delta,
     checked_run,
     checked_session,
+    listing_start,
     patched_run,
     stored_run,
     stored_session,
 )
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
-from durably.validation import identifier
+from durably.validation import identifier, within_size
 
 _SQL = load_statements("state.sql")
 _LIVE_STATES = json.dumps([state.value for state in RunState if not state.terminal])
@@ -42,14 +43,6 @@ def _session_key(key: StateKey) -> dict[str, str]:
     return {"tenant": identifier(key.tenant, "tenant"), "session_id": identifier(key.id, "id")}
 
 
-def _parse_cursor(cursor: str | None) -> int:
-    if cursor is None:
-        return 0
-    if not cursor.isdigit() or not cursor.isascii():
-        raise InvalidInputError(f"not a cursor this store handed out: {cursor!r}")
-    return int(cursor)
-
-
 class BoundSqliteStateStore:
     """The state store's operations inside an open `Transaction` (synchronous).
 
@@ -58,9 +51,10 @@ class BoundSqliteStateStore:
     as `SqliteStateStore`; nothing is retried.
     """
 
-    def __init__(self, tx: Transaction, clock: Clock) -> None:
+    def __init__(self, tx: Transaction, clock: Clock, max_value_bytes: int) -> None:
         self._tx = tx
         self._clock = clock
+        self._max_bytes = max_value_bytes
 
     def get_run(self, key: StateKey) -> RunRecord | None:
         """The run at ``key``, or None."""
@@ -70,16 +64,18 @@ class BoundSqliteStateStore:
     def put_run(self, record: RunRecord) -> RunRecord:
         """Compare-and-set write; `StateConflictError` with both versions."""
         saved = stored_run(record, version=record.version + 1, updated_at=self._clock.now())
+        text = within_size(saved.model_dump_json(), self._max_bytes, f"run {record.key}", "sqlite")
         params = _run_key(record.key)
         row = self._tx.one(_SQL["run_version"], params)
         actual = 0 if row is None else int(row[0])
         if actual != record.version:
             raise StateConflictError(record.key, record.version, actual)
-        self._write_run(saved, insert=row is None)
+        self._write_run(saved, insert=row is None, text=text)
         return saved
 
     def patch_run(self, key: StateKey, delta: StateDelta) -> RunRecord:
         """Add ``delta`` and bump the version under the write lock; `StateNotFoundError`."""
+        checked_delta(delta)
         current = self.get_run(key)
         if current is None:
             raise StateNotFoundError(key, "run")
@@ -87,7 +83,7 @@ class BoundSqliteStateStore:
         self._write_run(merged, insert=False)
         return merged
 
-    def _write_run(self, record: RunRecord, *, insert: bool) -> None:
+    def _write_run(self, record: RunRecord, *, insert: bool, text: str | None = None) -> None:
         self._tx.execute(
             _SQL["insert_run" if insert else "update_run"],
             {
@@ -96,7 +92,7 @@ class BoundSqliteStateStore:
                 "state": record.state.value,
                 "version": record.version,
                 "updated_at": record.updated_at,
-                "record": record.model_dump_json(),
+                "record": record.model_dump_json() if text is None else text,
             },
         )
 
@@ -109,8 +105,8 @@ class BoundSqliteStateStore:
         rows = self._tx.all(
             _SQL["list_runs"],
             {
-                "tenant": identifier(query.tenant, "tenant"),
-                "after": _parse_cursor(query.cursor),
+                "after": listing_start(query),
+                "tenant": query.tenant,
                 "state": None if query.state is None else query.state.value,
                 "updated_before": query.updated_before,
                 "limit": query.limit + 1,
@@ -129,6 +125,9 @@ class BoundSqliteStateStore:
     def put_session(self, record: SessionRecord) -> SessionRecord:
         """Compare-and-set write of a session; `StateConflictError`."""
         saved = stored_session(record, version=record.version + 1, updated_at=self._clock.now())
+        text = within_size(
+            saved.model_dump_json(), self._max_bytes, f"session {record.key}", "sqlite"
+        )
         params = _session_key(record.key)
         row = self._tx.one(_SQL["session_version"], params)
         actual = 0 if row is None else int(row[0])
@@ -136,7 +135,7 @@ class BoundSqliteStateStore:
             raise StateConflictError(record.key, record.version, actual)
         self._tx.execute(
             _SQL["upsert_session"],
-            {**params, "version": saved.version, "record": saved.model_dump_json()},
+            {**params, "version": saved.version, "record": text},
         )
         return saved
 
@@ -175,7 +174,7 @@ class SqliteStateStore:
 
     def bound(self, tx: Transaction) -> BoundSqliteStateStore:
         """This store's operations inside the open transaction ``tx``."""
-        return BoundSqliteStateStore(tx, self._clock)
+        return BoundSqliteStateStore(tx, self._clock, self._db.settings.max_value_bytes)
 
     async def get_run(self, key: StateKey) -> RunRecord | None:
         """The run at ``key``, or None."""
@@ -190,6 +189,7 @@ class SqliteStateStore:
     async def patch_run(self, key: StateKey, delta: StateDelta) -> RunRecord:
         """Add ``delta``, bump the version; `StateNotFoundError` for an absent run."""
         _run_key(key)
+        checked_delta(delta)  # refused before the transaction opens
         return await self._db.transaction(lambda tx: self.bound(tx).patch_run(key, delta))
 
     async def delete_run(self, key: StateKey) -> bool:
@@ -199,8 +199,7 @@ class SqliteStateStore:
 
     async def list_runs(self, query: StateQuery) -> StatePage:
         """One page of the tenant's runs in creation order; the cursor is opaque."""
-        identifier(query.tenant, "tenant")
-        _parse_cursor(query.cursor)
+        listing_start(query)  # refused before the transaction opens
         return await self._db.transaction(lambda tx: self.bound(tx).list_runs(query), write=False)
 
     async def get_session(self, key: StateKey) -> SessionRecord | None:

@@ -16,16 +16,20 @@ The suite brings its own ``clock`` (a `ManualClock`) and passes it to the factor
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
+from pydantic import JsonValue
 
 from durably.clock import ManualClock
-from durably.errors import StateConflictError, StateNotFoundError
+from durably.errors import InvalidInputError, StateConflictError, StateNotFoundError
 from durably.runs import (
     RunRecord,
     RunState,
+    SessionRecord,
     StateDelta,
     StateKey,
+    StateQuery,
     StateStore,
     ToolCall,
     Usage,
@@ -206,6 +210,36 @@ class StateWriteCases(StateFixtures):
             await state_store.patch_run(key, StateDelta(iterations=1))
         assert await state_store.get_run(key) is None
 
+    async def test_a_counter_past_a_signed_64_bit_integer_is_refused_and_changes_nothing(
+        self, state_store: StateStore, tenant: str
+    ) -> None:
+        # PostgreSQL's bigint and Redis's HINCRBY hold a signed 64-bit integer; every
+        # backing refuses a larger counter alike instead of keeping it on some of them.
+        top = 2**63 - 1
+        for fields in (
+            {"usage": Usage(cached_tokens=top + 1)},
+            {"cost_micros": top + 1},
+            {"iterations": top + 1},
+            {"message_cursor": top + 1},
+        ):
+            with pytest.raises(InvalidInputError):
+                await state_store.put_run(new_run(tenant, "fresh", **fields))
+        assert await state_store.get_run(StateKey(tenant=tenant, id="fresh")) is None
+        full = await state_store.put_run(
+            new_run(tenant, "full", usage=Usage(output_tokens=top), cost_micros=1)
+        )
+        for delta in (
+            StateDelta(usage=Usage(input_tokens=1, output_tokens=1), cost_micros=1),
+            StateDelta(cost_micros=top),
+            StateDelta(iterations=top + 1),
+            StateDelta(usage=Usage(requests=top + 1)),
+        ):
+            with pytest.raises(InvalidInputError):
+                await state_store.patch_run(full.key, delta)
+        assert await state_store.get_run(full.key) == full
+        patched = await state_store.patch_run(full.key, StateDelta(cost_micros=top - 1))
+        assert (patched.cost_micros, patched.usage.output_tokens) == (top, top)
+
     async def test_every_field_survives_a_round_trip(
         self, state_store: StateStore, tenant: str
     ) -> None:
@@ -243,6 +277,37 @@ class StateWriteCases(StateFixtures):
         assert read == stored
         assert read is not None
         assert read.model_copy(update={"version": 0, "updated_at": 0.0}) == run
+
+    async def test_a_float_comes_back_a_float_of_the_same_value_however_it_is_written(
+        self, state_store: StateStore, tenant: str
+    ) -> None:
+        # 1e20 == 10**20 in Python, so compare the JSON each renders: an integral float
+        # written with an exponent must not come back an int (nor an int as a float).
+        numbers: list[object] = [1e20, -1.5e300, 1e16, 1.7976931348623157e308, 2.0, 0.1]
+        numbers += [1e-7, 5e-324, -2.5, 10**20, 7]
+        document: dict[str, JsonValue] = {"n": numbers, "deep": {"x": [1e22]}}  # type: ignore[dict-item]
+        run = new_run(
+            tenant,
+            session_id="s",
+            metadata=document,
+            pending_tool_calls=(ToolCall(id="c", name="n", arguments=document),),
+        )
+        stored = await state_store.put_run(run)
+        patched = await state_store.patch_run(run.key, StateDelta(iterations=1))
+        read = await state_store.get_run(run.key)
+        listed = (await state_store.list_runs(StateQuery(tenant=tenant))).records
+        assert read is not None
+        assert len(listed) == 1
+        expected = json.dumps(document, sort_keys=True)
+        for record in (stored, patched, read, listed[0]):
+            assert json.dumps(record.metadata, sort_keys=True) == expected
+            arguments = record.pending_tool_calls[0].arguments
+            assert json.dumps(arguments, sort_keys=True) == expected
+        session = SessionRecord(session_id="s", tenant=tenant, metadata=document)
+        await state_store.put_session(session)
+        kept = await state_store.get_session(session.key)
+        assert kept is not None
+        assert json.dumps(kept.metadata, sort_keys=True) == expected
 
     async def test_secrets_in_tool_call_arguments_are_masked_before_they_are_stored(
         self, state_store: StateStore, tenant: str

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from durably.errors import InvalidInputError, StateInUseError, StateNotFoundError
@@ -215,6 +217,33 @@ class StateIsolationCases(StateFixtures):
         assert await state_store.get_session(StateKey(tenant=tenant, id="fresh")) is None
         patched = await state_store.patch_run(kept.key, StateDelta(iterations=1))
         assert (patched.version, patched.metadata) == (kept.version + 1, {"k": "v"})
+
+    @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf], ids=["nan", "inf", "-inf"])
+    async def test_a_number_json_cannot_hold_is_refused_and_changes_nothing(
+        self, state_store: StateStore, tenant: str, bad: float
+    ) -> None:
+        # JSON has no NaN or infinity: storing one as null (or failing in the datastore)
+        # would read back something else than was written.
+        kept = await state_store.put_run(new_run(tenant, "kept", metadata={"k": 1.5}))
+        session = await state_store.put_session(
+            SessionRecord(session_id="kept", tenant=tenant, metadata={"k": 1.5})
+        )
+        run_changes: list[dict[str, object]] = [
+            {"metadata": {"k": bad}},
+            {"metadata": {"k": [1, {"deep": [bad]}]}},
+            {"pending_tool_calls": (ToolCall(id="c", name="n", arguments={"a": bad}),)},
+        ]
+        for change in run_changes:
+            for run in (kept, new_run(tenant, "fresh")):
+                with pytest.raises(InvalidInputError):
+                    await state_store.put_run(run.model_copy(update=change))
+        for record in (session, SessionRecord(session_id="fresh", tenant=tenant)):
+            with pytest.raises(InvalidInputError):
+                await state_store.put_session(record.model_copy(update={"metadata": {"k": bad}}))
+        assert await state_store.get_run(kept.key) == kept
+        assert await state_store.get_run(StateKey(tenant=tenant, id="fresh")) is None
+        assert await state_store.get_session(session.key) == session
+        assert await state_store.get_session(StateKey(tenant=tenant, id="fresh")) is None
 
     async def test_a_patch_to_another_tenants_run_is_refused_and_changes_nothing(
         self, state_store: StateStore, tenant: str

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 
 import pytest
 
@@ -62,6 +63,33 @@ class StateListingCases(StateFixtures):
     ) -> None:
         page = await state_store.list_runs(StateQuery(tenant=tenant))
         assert (page.records, page.cursor) == ((), None)
+
+    @pytest.mark.parametrize(
+        "cursor", ["", "abc", "-1", " 1", "1 ", "+1", "1_0", "1.5", "\u0661", "9" * 23]
+    )
+    async def test_a_cursor_no_store_hands_out_is_refused_alike(
+        self, state_store: StateStore, tenant: str, cursor: str
+    ) -> None:
+        # Cursors are decimal positions; whatever else int() would parse (signs, spaces,
+        # underscores, other scripts' digits) or no backing can hold is InvalidInputError.
+        await state_store.put_run(new_run(tenant))
+        with pytest.raises(InvalidInputError):
+            await state_store.list_runs(StateQuery(tenant=tenant, cursor=cursor))
+
+    async def test_an_update_time_bound_that_is_not_a_number_is_refused(
+        self, state_store: StateStore, tenant: str
+    ) -> None:
+        # NaN compares false in Python and Lua but greater than every number in
+        # PostgreSQL, and SQLite binds it as NULL: each backing would list something else.
+        await state_store.put_run(new_run(tenant))
+        with pytest.raises(ValueError, match="updated_before"):
+            StateQuery(tenant=tenant, updated_before=math.nan)
+        query = StateQuery.model_construct(tenant=tenant, updated_before=math.nan, limit=50)
+        with pytest.raises(InvalidInputError):
+            await state_store.list_runs(query)
+        for bound, listed in ((math.inf, 1), (-math.inf, 0)):
+            page = await state_store.list_runs(StateQuery(tenant=tenant, updated_before=bound))
+            assert len(page.records) == listed
 
     async def test_a_cursor_walks_every_run_exactly_once_in_creation_order(
         self, state_store: StateStore, tenant: str, clock: ManualClock

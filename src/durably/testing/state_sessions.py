@@ -83,6 +83,19 @@ class StateSessionCases(StateFixtures):
         for run in (live, pending, done):
             assert await state_store.get_run(run.key) == run
 
+    async def test_a_refused_deletion_names_the_live_runs_in_creation_order(
+        self, state_store: StateStore, tenant: str
+    ) -> None:
+        session = await state_store.put_session(new_session(tenant))
+        for run_id in ("zeta", "mid", "alpha", "done"):
+            state = RunState.COMPLETED if run_id == "done" else RunState.RUNNING
+            await state_store.put_run(
+                new_run(tenant, run_id, session_id=session.session_id, state=state)
+            )
+        with pytest.raises(StateInUseError) as refused:
+            await state_store.delete_session(session.key)
+        assert refused.value.live_runs == ("zeta", "mid", "alpha")
+
     async def test_cascade_deletes_the_session_and_every_one_of_its_runs(
         self, state_store: StateStore, tenant: str
     ) -> None:
