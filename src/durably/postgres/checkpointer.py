@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, Self, TypeVar
@@ -17,6 +18,7 @@ from durably.postgres import statements
 from durably.postgres.connection import Access
 from durably.postgres.executor import Row, Session
 from durably.postgres.failures import EffectFailed, RetryBudget, state_errors
+from durably.postgres.jsonb import jsonb_text
 from durably.postgres.migrate import verify
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
@@ -324,6 +326,8 @@ class PostgresCheckpointer:
 
     def _encode(self, value: object) -> str:
         text = self._screened(value)
+        if "e+" in text:  # perhaps a float jsonb would give back as an int
+            text = jsonb_text(json.loads(text))
         return within_size(text, self._max_bytes, "value", "postgres")
 
     async def _run(self, operation: Callable[[Session], Awaitable[T]]) -> T:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from decimal import Decimal
 from typing import Any, Self
 
 from durably.clock import Clock, SystemClock
@@ -17,6 +16,7 @@ from durably.postgres import statements
 from durably.postgres.connection import Access
 from durably.postgres.executor import Row, Session
 from durably.postgres.failures import RetryBudget, state_errors
+from durably.postgres.jsonb import jsonb_text
 from durably.postgres.migrate import verify
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
@@ -225,27 +225,9 @@ class PostgresStateStore:
 
     def _encode(self, document: dict[str, Any]) -> str:
         text = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
-        if "e+" in text:  # perhaps a float jsonb would give back as an int (see _jsonb)
-            text = _jsonb(document)
+        if "e+" in text:  # perhaps a float jsonb would give back as an int
+            text = jsonb_text(document)
         return within_size(text, self._max_bytes, "record", "postgres")
-
-
-def _jsonb(value: Any) -> str:
-    """``value`` as JSON whose every float ``jsonb`` keeps a float.
-
-    ``jsonb`` holds a number as ``numeric`` and prints ``1e+20`` as
-    ``100000000000000000000``, which reads back an int; written out with a fraction
-    digit (``100000000000000000000.0``) it reads back the same float.
-    """
-    if isinstance(value, float):
-        number = repr(value)
-        return f"{Decimal(number):f}.0" if "e+" in number else number
-    if isinstance(value, dict):
-        items = (f"{json.dumps(k, ensure_ascii=False)}:{_jsonb(v)}" for k, v in value.items())
-        return "{" + ",".join(items) + "}"
-    if isinstance(value, list | tuple):
-        return "[" + ",".join(_jsonb(item) for item in value) + "]"
-    return json.dumps(value, ensure_ascii=False)
 
 
 def _valid(key: StateKey) -> None:

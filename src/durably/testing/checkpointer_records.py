@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -113,6 +114,25 @@ class CheckpointerRecordCases:
             assert (supplied.value, supplied.first) == (stored, False)
             again = await cp.record(holder, key, stored)
             assert (again.value, type(again.value), again.first) == (stored, type(stored), True)
+
+    async def test_a_float_comes_back_a_float_however_it_is_written(
+        self, checkpointer_factory: CheckpointerFactory
+    ) -> None:
+        # 1e20 == 10**20 in Python: compare the JSON each renders, so a float written with
+        # an exponent must not come back an int (PostgreSQL's jsonb printed it as one).
+        cp = await checkpointer_factory()
+        workflow = wf()
+        holder = await claimed(cp, workflow)
+        value = {"big": 1e20, "far": [1.7976931348623157e308, -1.5e300], "int": 10**20}
+        expected = json.dumps(value, sort_keys=True)
+        recorded = await cp.record(holder, "k", value)
+        loaded = (await cp.load(workflow))["k"]
+        supplied = await cp.supply(workflow, "input", 1e22)
+        for got in (recorded.value, loaded):
+            assert json.dumps(got, sort_keys=True) == expected
+        assert (await cp.load(workflow))["input"] == supplied.value
+        assert isinstance((await cp.load(workflow))["input"], float)
+        assert (await cp.record(holder, "k", value)).first  # its own encoding still wins
 
     async def test_a_value_the_codec_reshapes_still_counts_as_this_passes_own(
         self, checkpointer_factory: CheckpointerFactory
