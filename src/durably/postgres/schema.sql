@@ -25,8 +25,13 @@ CREATE TABLE IF NOT EXISTS {runs} (
     iterations bigint NOT NULL DEFAULT 0,
     message_cursor bigint NOT NULL DEFAULT 0,
     body jsonb NOT NULL,
+    write_token text,
     PRIMARY KEY (tenant, run_id)
 );
+-- Added after the first layout: a version-1 database made before it gains the column here.
+-- Each put_run's own token, so a retry whose first attempt committed (its answer lost with
+-- the connection) finds its write instead of reporting a conflict.
+ALTER TABLE {runs} ADD COLUMN IF NOT EXISTS write_token text;
 CREATE UNIQUE INDEX IF NOT EXISTS {runs_name}_by_seq ON {runs} (tenant, seq);
 CREATE INDEX IF NOT EXISTS {runs_name}_by_session ON {runs} (tenant, session_id)
     WHERE session_id IS NOT NULL;
@@ -37,8 +42,10 @@ CREATE TABLE IF NOT EXISTS {sessions} (
     version bigint NOT NULL,
     updated_at double precision NOT NULL,
     body jsonb NOT NULL,
+    write_token text,
     PRIMARY KEY (tenant, session_id)
 );
+ALTER TABLE {sessions} ADD COLUMN IF NOT EXISTS write_token text;
 
 -- Rewritten on every claim, heartbeat and settle: vacuum it far more often than the default.
 -- Its text keys compare byte for byte (COLLATE "C"): code-point order, as every backing

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Sequence
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from durably.clock import Clock, SystemClock
 from durably.errors import (
@@ -110,20 +111,21 @@ class PostgresStateStore:
         counters = [getattr(stored.usage, name) for name in _USAGE_COLUMNS]
         counters += [stored.cost_micros, stored.iterations, stored.message_cursor]
         head = [record.tenant, record.run_id, stored.state.value, stored.session_id, now]
+        token = secrets.token_hex(8)  # tells a retry of this write from another writer's
 
         async def write(session: Session) -> Sequence[Row]:
             if record.version == 0:
-                return await session.fetch(self._sql["insert_run"], *head, *counters, body)
+                return await session.fetch(self._sql["insert_run"], *head, *counters, body, token)
             return await session.fetch(
-                self._sql["update_run"], *head, *counters, body, record.version
+                self._sql["update_run"], *head, *counters, body, token, record.version
             )
 
         if await self._run(write):
             return stored
         found = await self._run(
-            lambda s: s.fetch(self._sql["run_version"], record.tenant, record.run_id)
+            lambda s: s.fetch(self._sql["run_version"], record.tenant, record.run_id, token)
         )
-        raise StateConflictError(record.key, record.version, int(found[0][0]) if found else 0)
+        return _own_write(stored, record.key, record.version, found)
 
     async def patch_run(self, key: StateKey, delta: StateDelta) -> RunRecord:
         _valid(key)
@@ -180,10 +182,12 @@ class PostgresStateStore:
         stored = stored_session(record, version=record.version + 1, updated_at=now)
         body = self._encode(stored.model_dump(mode="json", exclude={"version", "updated_at"}))
 
+        token = secrets.token_hex(8)  # tells a retry of this write from another writer's
+
         async def write(session: Session) -> Sequence[Row]:
             if record.version == 0:
                 return await session.fetch(
-                    self._sql["insert_session"], record.tenant, record.session_id, now, body
+                    self._sql["insert_session"], record.tenant, record.session_id, now, body, token
                 )
             return await session.fetch(
                 self._sql["update_session"],
@@ -191,15 +195,16 @@ class PostgresStateStore:
                 record.session_id,
                 now,
                 body,
+                token,
                 record.version,
             )
 
         if await self._run(write):
             return stored
         found = await self._run(
-            lambda s: s.fetch(self._sql["session_version"], record.tenant, record.session_id)
+            lambda s: s.fetch(self._sql["session_version"], record.tenant, record.session_id, token)
         )
-        raise StateConflictError(record.key, record.version, int(found[0][0]) if found else 0)
+        return _own_write(stored, record.key, record.version, found)
 
     async def delete_session(self, key: StateKey, *, cascade: bool = False) -> bool:
         _valid(key)
@@ -228,6 +233,18 @@ class PostgresStateStore:
         if "e+" in text:  # perhaps a float jsonb would give back as an int
             text = jsonb_text(document)
         return within_size(text, self._max_bytes, "record", "postgres")
+
+
+_Stored = TypeVar("_Stored", RunRecord, SessionRecord)
+
+
+def _own_write(stored: _Stored, key: StateKey, expected: int, found: Sequence[Row]) -> _Stored:
+    """``stored`` if the version found is the one this very write made (a retry whose
+    first attempt committed, its answer lost with the connection); else the conflict."""
+    version, mine = (int(found[0][0]), bool(found[0][1])) if found else (0, False)
+    if mine and version == expected + 1:
+        return stored
+    raise StateConflictError(key, expected, version)
 
 
 def _valid(key: StateKey) -> None:

@@ -12,12 +12,12 @@ WHERE tenant = $1::text AND run_id = $2::text;
 INSERT INTO {runs} (
     tenant, run_id, version, state, session_id, updated_at,
     input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens,
-    requests, tool_calls, cost_micros, iterations, message_cursor, body
+    requests, tool_calls, cost_micros, iterations, message_cursor, body, write_token
 )
 VALUES (
     $1::text, $2::text, 1, $3::text, $4::text, $5::float8,
     $6::bigint, $7::bigint, $8::bigint, $9::bigint, $10::bigint,
-    $11::bigint, $12::bigint, $13::bigint, $14::bigint, $15::bigint, $16::jsonb
+    $11::bigint, $12::bigint, $13::bigint, $14::bigint, $15::bigint, $16::jsonb, $17::text
 )
 ON CONFLICT DO NOTHING
 RETURNING version;
@@ -28,12 +28,14 @@ SET version = version + 1, state = $3::text, session_id = $4::text, updated_at =
     input_tokens = $6::bigint, output_tokens = $7::bigint, cached_tokens = $8::bigint,
     cache_write_tokens = $9::bigint, reasoning_tokens = $10::bigint, requests = $11::bigint,
     tool_calls = $12::bigint, cost_micros = $13::bigint, iterations = $14::bigint,
-    message_cursor = $15::bigint, body = $16::jsonb
-WHERE tenant = $1::text AND run_id = $2::text AND version = $17::bigint
+    message_cursor = $15::bigint, body = $16::jsonb, write_token = $17::text
+WHERE tenant = $1::text AND run_id = $2::text AND version = $18::bigint
 RETURNING version;
 
 -- name: run_version
-SELECT version FROM {runs} WHERE tenant = $1::text AND run_id = $2::text;
+-- The stored version, and whether the write holding it carried this token.
+SELECT version, write_token IS NOT DISTINCT FROM $3::text
+FROM {runs} WHERE tenant = $1::text AND run_id = $2::text;
 
 -- name: patch_run
 UPDATE {runs}
@@ -74,19 +76,21 @@ FROM {sessions}
 WHERE tenant = $1::text AND session_id = $2::text;
 
 -- name: insert_session
-INSERT INTO {sessions} (tenant, session_id, version, updated_at, body)
-VALUES ($1::text, $2::text, 1, $3::float8, $4::jsonb)
+INSERT INTO {sessions} (tenant, session_id, version, updated_at, body, write_token)
+VALUES ($1::text, $2::text, 1, $3::float8, $4::jsonb, $5::text)
 ON CONFLICT DO NOTHING
 RETURNING version;
 
 -- name: update_session
 UPDATE {sessions}
-SET version = version + 1, updated_at = $3::float8, body = $4::jsonb
-WHERE tenant = $1::text AND session_id = $2::text AND version = $5::bigint
+SET version = version + 1, updated_at = $3::float8, body = $4::jsonb, write_token = $5::text
+WHERE tenant = $1::text AND session_id = $2::text AND version = $6::bigint
 RETURNING version;
 
 -- name: session_version
-SELECT version FROM {sessions} WHERE tenant = $1::text AND session_id = $2::text;
+-- The stored version, and whether the write holding it carried this token.
+SELECT version, write_token IS NOT DISTINCT FROM $3::text
+FROM {sessions} WHERE tenant = $1::text AND session_id = $2::text;
 
 -- name: lock_session
 SELECT 1 FROM {sessions} WHERE tenant = $1::text AND session_id = $2::text FOR UPDATE;

@@ -22,6 +22,7 @@ from durably.postgres import (
     verify,
 )
 from durably.postgres.executor import database_for
+from durably.runs import RunRecord, SessionRecord
 from tests.pg_service import Stores, close_pool, open_pool
 
 pytestmark = pytest.mark.postgres
@@ -83,6 +84,24 @@ async def test_the_published_schema_can_be_applied_by_another_tool(pg_stores: St
             if statement.strip():
                 await session.fetch(statement)
     await verify(pg_stores.pool, StateTables(schema=schema))
+
+
+async def test_migrate_gives_an_earlier_layout_the_write_token_columns(pg_stores: Stores) -> None:
+    # Databases made before runs and sessions carried a write token (same schema version)
+    # gain the columns on the next migrate, and writes work again.
+    tables = await pg_stores.tables()
+    for table in (tables.runs, tables.sessions):
+        await fetch(
+            pg_stores.pool, f"ALTER TABLE {tables.qualified(table)} DROP COLUMN write_token"
+        )
+    store = PostgresStateStore(pg_stores.pool, clock=ManualClock(), tables=tables)
+    with pytest.raises(ConfigurationError, match="migrate"):
+        await store.put_run(RunRecord(run_id="r", tenant="t", agent_name="a"))
+    await migrate(pg_stores.pool, tables)
+    await verify(pg_stores.pool, tables)
+    run = await store.put_run(RunRecord(run_id="r", tenant="t", agent_name="a"))
+    session = await store.put_session(SessionRecord(session_id="s", tenant="t"))
+    assert (run.version, session.version) == (1, 1)
 
 
 async def test_the_work_table_is_vacuumed_aggressively(pg_stores: Stores) -> None:

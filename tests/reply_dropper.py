@@ -1,0 +1,60 @@
+"""A real TCP proxy that loses one answer: for tests of a write whose reply never arrives
+although the server applied it (the connection dropped in between)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+
+class ReplyDropper:
+    """Forwards connections to the server on ``port``; the first request carrying ``marker``
+    reaches the server, its reply is read and thrown away, and the client's connection is
+    closed: the write is applied, and its answer lost with the connection."""
+
+    def __init__(self, port: int, marker: bytes) -> None:
+        self._port = port
+        self._marker = marker
+        self.dropped = 0
+        self._listener: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        """Listen on a free loopback port; returns it."""
+        self._listener = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return int(self._listener.sockets[0].getsockname()[1])
+
+    async def stop(self) -> None:
+        """Stop listening (connections still open end with their clients)."""
+        if self._listener is not None:
+            self._listener.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self._port)
+        back = asyncio.create_task(self._pump(up_reader, writer))
+        try:
+            while chunk := await reader.read(65536):
+                up_writer.write(chunk)
+                await up_writer.drain()
+                if self.dropped == 0 and self._marker in chunk:
+                    self.dropped += 1
+                    back.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await back
+                    await up_reader.read(65536)  # the server's reply: applied, never delivered
+                    break
+        finally:
+            back.cancel()
+            writer.close()
+            up_writer.close()
+
+    @staticmethod
+    async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        try:
+            while chunk := await source.read(65536):
+                sink.write(chunk)
+                await sink.drain()
+        finally:
+            sink.close()  # the server hung up: so does the proxy, toward the client
+
+
+__all__ = ["ReplyDropper"]
