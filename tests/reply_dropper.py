@@ -17,6 +17,7 @@ class ReplyDropper:
         self._marker = marker
         self.dropped = 0
         self._listener: asyncio.Server | None = None
+        self._serving: set[asyncio.Task[None]] = set()
 
     async def start(self) -> int:
         """Listen on a free loopback port; returns it."""
@@ -24,11 +25,17 @@ class ReplyDropper:
         return int(self._listener.sockets[0].getsockname()[1])
 
     async def stop(self) -> None:
-        """Stop listening (connections still open end with their clients)."""
+        """Stop listening and end every connection still open (within the test's loop)."""
         if self._listener is not None:
             self._listener.close()
+        for task in self._serving:
+            task.cancel()
+        await asyncio.gather(*self._serving, return_exceptions=True)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._serving.add(task)
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self._port)
         back = asyncio.create_task(self._pump(up_reader, writer))
         try:
@@ -44,8 +51,10 @@ class ReplyDropper:
                     break
         finally:
             back.cancel()
+            await asyncio.gather(back, return_exceptions=True)
             writer.close()
             up_writer.close()
+            self._serving.discard(task)
 
     @staticmethod
     async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
