@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
@@ -18,6 +19,7 @@ from durably.errors import (
     Suspended,
     Swallowed,
 )
+from durably.tasks import stop
 from durably.validation import identifier, positive, positive_int
 from durably.workflows import (
     Blocked,
@@ -32,6 +34,8 @@ from durably.workflows import (
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+_logger = logging.getLogger(__name__)
 
 Parse = Callable[[object], T]
 Body = Callable[["Run"], Awaitable[T]]
@@ -62,6 +66,9 @@ class Run:
         self._used: set[str] = set()
         self._suspensions: list[Suspended] = []
         self._cursor: str | None = None
+        # The refusal of a write that found this pass superseded, kept so the pass ends
+        # `Fenced` even if the body absorbed it (a gather with return_exceptions=True).
+        self._fenced: Fenced | None = None
         self.replayed = 0
         """Steps answered from the record in this pass (their effects did not run)."""
         self.performed = 0
@@ -215,6 +222,10 @@ class Run:
                 if task.cancelled():
                     raise
                 cancelled = True
+            except Fenced as fenced:
+                if self._fenced is None:
+                    self._fenced = fenced
+                raise
         if cancelled:
             raise asyncio.CancelledError
         return result
@@ -234,7 +245,8 @@ async def resume(
     """Run one pass of ``body`` under ``holder`` and say how it ended.
 
     Returns `Completed`, `Sleeping` (the earliest deadline when several) or `Blocked`.
-    Raises `Fenced`/`Contended` bare (also from inside task groups), the body's own
+    Raises `Fenced`/`Contended` bare (also from inside task groups, and `Fenced` also when
+    the body absorbed it and carried on), the body's own
     exception when it failed (a failure beats a suspension), and `Swallowed` when the body
     caught a suspension and returned.
     """
@@ -246,6 +258,8 @@ async def resume(
         value = await body(run)
     except BaseException as exc:
         return _ended_by(run, exc)
+    if run._fenced is not None:
+        raise run._fenced
     if run.suspensions:
         raise Swallowed(holder.workflow, run.suspensions)
     return Completed(value)
@@ -267,6 +281,8 @@ def _ended_by(run: Run, exc: BaseException) -> Sleeping | Blocked:
             raise leaf from (exc if leaf is not exc else None)
     if any(not isinstance(leaf, Exception | Suspended) for leaf in leaves):
         raise exc  # cancellation, KeyboardInterrupt, SystemExit: not ours to classify
+    if run._fenced is not None:  # the body absorbed the refusal, then failed or suspended
+        raise run._fenced from exc
     failures = [leaf for leaf in leaves if isinstance(leaf, Exception)]
     if failures:
         if len(failures) == 1:
@@ -314,14 +330,24 @@ async def advance(
     try:
         return await resume(holder, checkpointer, body, clock=clock)
     finally:
-        keepalive.cancel()
-        await asyncio.gather(keepalive, return_exceptions=True)
+        await stop(keepalive)
         await checkpointer.release(holder)
 
 
 async def _keep_alive(checkpointer: Checkpointer[Any], holder: Pass, alive: float) -> None:
-    # Renew at a third of the window so one slow round trip cannot let the claim lapse.
-    while await checkpointer.renew(holder, alive):
+    # Renew at a third of the window so one slow round trip cannot let the claim lapse. A
+    # renewal that fails (the store busy or away for a moment) is tried again at the next
+    # turn: the claim lapses only if the failures outlast the window, never after one.
+    while True:
+        try:
+            if not await checkpointer.renew(holder, alive):
+                return  # superseded, or the budget is spent
+        except Exception:
+            _logger.warning(
+                "renewing the claim on workflow %r failed; retrying",
+                holder.workflow,
+                exc_info=True,
+            )
         await asyncio.sleep(alive / 3)
 
 

@@ -18,6 +18,7 @@ from durably.clock import Clock
 from durably.errors import ConfigurationError, Contended, DurablyError, Fenced, LeaseLostError
 from durably.runtime import Run, resume
 from durably.status import WorkflowStatus
+from durably.tasks import stop
 from durably.validation import positive_int
 from durably.work import QueuePolicy, WorkItem, WorkQueue
 from durably.workflows import Blocked, Completed, Delivery, Durable, Pass, Sleeping
@@ -247,8 +248,7 @@ class QueueService(Service):
             await self._settle_failure(ctx, item, exc, fields)
             return
         finally:
-            beating.cancel()
-            await asyncio.gather(beating, return_exceptions=True)
+            await stop(beating)
         try:
             await self.queue.complete(item.id, tenant=item.tenant, worker=ctx.worker)
         except LeaseLostError as exc:
@@ -408,8 +408,7 @@ class WorkflowService(Service):
             await self._settle_failure(ctx, delivery, holder, attempts, exc, fields)
             return False
         finally:
-            keeping.cancel()
-            await asyncio.gather(keeping, return_exceptions=True)
+            await stop(keeping)
         counts = f"{runs[0].performed} performed, {runs[0].replayed} replayed" if runs else ""
         scheduler = self.durable.scheduler
         if isinstance(outcome, Completed):

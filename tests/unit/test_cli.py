@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from durably import QueuePolicy, RunRecord, RunState, WorkItem
+from durably import QueuePolicy, RunRecord, RunState, Usage, WorkItem
 from durably.cli import main
 from durably.cli.stores import describe, open_stores, scrub
 from durably.status import WorkflowStatus
@@ -100,6 +100,36 @@ def test_runs_show_prints_one_record_and_fails_for_a_missing_one(
     assert "Traceback" not in out + err
 
 
+def test_runs_show_prints_every_usage_field_of_the_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "usage.db"
+    usage = Usage(
+        input_tokens=1101,
+        output_tokens=2202,
+        cached_tokens=3303,
+        cache_write_tokens=4404,
+        reasoning_tokens=5505,
+        requests=6606,
+        tool_calls=7707,
+    )
+
+    async def seed() -> None:
+        stores = await open_stores(dsn(path))
+        try:
+            await stores.state.put_run(
+                RunRecord(run_id="r", tenant="acme", agent_name="a", usage=usage)
+            )
+        finally:
+            await stores.close()
+
+    asyncio.run(seed())
+    code, out, _ = run_cli(capsys, "runs", "show", "--dsn", dsn(path), "--tenant", "acme", "r")
+    assert code == 0
+    for name, value in usage.model_dump().items():
+        assert str(value) in out, f"{name} ({value}) is missing from `runs show`"
+
+
 def test_queue_stats_dead_letters_and_requeue_work_together(
     seeded: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -122,6 +152,39 @@ def test_queue_stats_dead_letters_and_requeue_work_together(
     )
     stats = json.loads(out)["mail"]
     assert (stats["depth"], stats["dead_lettered"]) == (1, 0)
+
+
+def test_requeue_of_a_dead_letter_whose_dedupe_key_a_live_item_holds_is_not_reported_done(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Enqueueing the dead letter again returns the live item holding its dedupe key (a
+    # duplicate): nothing was requeued, and the dead letter stays dead.
+    path = tmp_path / "dedupe.db"
+
+    async def seed() -> None:
+        stores = await open_stores(dsn(path), policy=QueuePolicy(max_attempts=1))
+        try:
+            await stores.queue.enqueue(WorkItem(id="old", tenant="acme", dedupe_key="invoice-7"))
+            assert await stores.queue.claim(worker="w") is not None
+            await stores.queue.fail("old", tenant="acme", worker="w", error="boom")
+            await stores.queue.enqueue(WorkItem(id="new", tenant="acme", dedupe_key="invoice-7"))
+        finally:
+            await stores.close()
+
+    asyncio.run(seed())
+    argv = ("queue", "requeue", "--dsn", dsn(path), "--tenant", "acme", "old")
+    code, out, err = run_cli(capsys, *argv, "--json")
+    reported = json.loads(out)
+    assert reported["requeued"] == []
+    assert reported["duplicates"] == {"old": "new"}
+    assert code == 1
+    code, out, err = run_cli(capsys, *argv)
+    assert "requeued 0 item(s)" in out
+    assert "'new'" in err
+    code, out, _ = run_cli(
+        capsys, "queue", "dead-letters", "--dsn", dsn(path), "--tenant", "acme", "--json"
+    )
+    assert [i["id"] for i in json.loads(out)["dead_letters"]] == ["old"]
 
 
 def test_requeue_of_an_item_that_is_not_dead_fails_with_exit_code_one(

@@ -304,6 +304,24 @@ async def test_fenced_surfaces_bare_from_inside_a_task_group() -> None:
     assert caught.value.token == stale.token
 
 
+async def test_a_fence_absorbed_by_gather_still_surfaces_bare() -> None:
+    # The pass was superseded; the body's gather kept the refusal as a result and the body
+    # returned. The pass must not be reported Completed: its caller would act on a result
+    # of a workflow another pass now owns.
+    checkpointer = MemoryCheckpointer()
+    stale = await claimed(checkpointer)
+    await checkpointer.discard("wf")
+
+    async def body(run: Run) -> str:
+        results = await asyncio.gather(run.step("a", lambda: 1), return_exceptions=True)
+        assert isinstance(results[0], Fenced)
+        return "carried on"
+
+    with pytest.raises(Fenced) as caught:
+        await resume(stale, checkpointer, body)
+    assert caught.value.token == stale.token
+
+
 async def test_contended_surfaces_bare_when_another_pass_holds_the_workflow() -> None:
     checkpointer = MemoryCheckpointer()
     await claimed(checkpointer)

@@ -120,14 +120,32 @@ async def requeue_items(args: argparse.Namespace) -> int:
         missing = [] if args.all else [i for i in args.item_ids if i not in by_id]
         progress = Progress("requeued", len(chosen))
         done: list[WorkItem] = []
+        # A live item holding the dead letter's dedupe key is returned instead (a
+        # duplicate): that dead letter was not requeued and stays dead.
+        duplicates: dict[str, str] = {}
         for item in chosen:
-            done.append(await stores.queue.enqueue(fresh_copy(item)))
+            queued = await stores.queue.enqueue(fresh_copy(item))
+            if queued.id == item.id:
+                done.append(queued)
+            else:
+                duplicates[item.id] = queued.id
             progress.advance()
         progress.finish()
     if args.json:
-        emit_json({"requeued": [i.id for i in done], "not_dead_lettered": missing})
+        emit_json(
+            {
+                "requeued": [i.id for i in done],
+                "not_dead_lettered": missing,
+                "duplicates": duplicates,
+            }
+        )
     else:
         print(f"requeued {len(done)} item(s) of tenant {args.tenant!r}")
     for item_id in missing:
         print(f"durably: {item_id!r} is not a dead letter of {args.tenant!r}", file=sys.stderr)
-    return 1 if missing else 0
+    for item_id, live in duplicates.items():
+        print(
+            f"durably: {item_id!r} not requeued: live item {live!r} holds its dedupe key",
+            file=sys.stderr,
+        )
+    return 1 if missing or duplicates else 0

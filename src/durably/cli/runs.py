@@ -106,6 +106,7 @@ async def show_run(args: argparse.Namespace) -> int:
         ["input tokens", usage.input_tokens],
         ["output tokens", usage.output_tokens],
         ["cached tokens", usage.cached_tokens],
+        ["cache write tokens", usage.cache_write_tokens],
         ["reasoning tokens", usage.reasoning_tokens],
         ["requests", usage.requests],
         ["tool calls", usage.tool_calls],

@@ -102,7 +102,12 @@ ON CONFLICT (workflow, key) DO NOTHING;
 
 -- name: append
 -- One nextval spent twice, as the inbox key and the position, so the two orders agree.
-WITH n AS (SELECT nextval('{workflow_seq_text}') AS position)
+-- It is taken under a lock on the workflow's inbox held to the commit, so appends to one
+-- workflow commit in number order: a message never becomes visible below one a pass has
+-- already read past (`receive` takes what lies after the last message it returned).
+WITH turn AS (
+    SELECT pg_advisory_xact_lock(hashtext('{workflow_checkpoint_text}'), hashtext($1::text))
+), n AS (SELECT nextval('{workflow_seq_text}') AS position FROM turn)
 INSERT INTO {workflow_checkpoint} (workflow, key, value, seq)
 SELECT $1::text, $2::text || lpad(n.position::text, $3::integer, '0'), $4::jsonb, n.position
 FROM n

@@ -270,3 +270,72 @@ async def test_a_custom_codecs_text_that_is_not_json_is_invalid_input_not_unavai
         await cp.supply("wf", "input", "{unclosed")
     assert await cp.load("wf") == {"kept": {"k": "v"}}
     assert await cp.renew(holder, LONG)
+
+
+async def test_a_message_whose_append_commits_after_a_later_numbered_one_is_still_received(
+    pg_stores: Stores,
+) -> None:
+    # Two senders append to one inbox at once; the first to take a number commits last.
+    # A pass that ran in between must not make the first message unreachable: `receive`
+    # reads "after the last message received", so a key that becomes visible later must
+    # never sort before one already seen.
+    from durably.postgres.executor import session_for
+    from durably.runtime import Run, advance
+    from durably.workflows import Blocked, Completed
+
+    cp = await checkpointer(pg_stores)
+
+    async def body(run: Run) -> list[object]:
+        got: list[object] = []
+        batch = 0
+        while len(got) < 2:
+            got += [entry.value for entry in await run.receive(f"batch-{batch}")]
+            batch += 1
+        return sorted(got, key=str)
+
+    numbered, finish = asyncio.Event(), asyncio.Event()
+
+    async def slow_sender() -> None:
+        pool = pg_stores.pool
+        acquire = pool.connection() if pg_stores.driver == "psycopg" else pool.acquire()
+        async with acquire as connection, connection.transaction():
+            await cp.append_on(session_for(connection), "wf", cp.encode("first"))
+            numbered.set()
+            await finish.wait()
+
+    slow = asyncio.create_task(slow_sender())
+    await numbered.wait()
+    fast = asyncio.create_task(cp.append("wf", "second"))
+    await asyncio.wait({fast}, timeout=1.0)  # done at once unless appends queue up
+    assert isinstance(await advance("wf", cp, body), Blocked)
+    finish.set()
+    await slow
+    await fast
+    assert await advance("wf", cp, body) == Completed(["first", "second"])
+
+
+async def test_advance_returns_when_the_pass_ends_while_its_renewal_waits_for_the_pool(
+    pg_stores: Stores, postgres_dsn: str
+) -> None:
+    # A fresh pool holds one connection: the keep-alive's first renewal waits while the pool
+    # grows, and the pass ends meanwhile. psycopg-pool waits with asyncio.wait_for, which on
+    # Python 3.11 drops a cancel that lands as the wait completes; the keep-alive must still
+    # stop, or advance hangs with the claim renewed until its budget is spent.
+    from durably.runtime import Run, advance
+    from durably.workflows import Completed
+    from tests.pg_service import close_pool, open_pool
+
+    tables = await pg_stores.tables()
+
+    async def body(run: Run) -> str:
+        return "done"
+
+    for attempt in range(5):
+        pool = await open_pool(pg_stores.driver, postgres_dsn)
+        try:
+            cp = PostgresCheckpointer(pool, tables=tables)
+            outcome = await asyncio.wait_for(advance(f"wf-{attempt}", cp, body), 5.0)
+            assert outcome == Completed("done")
+            assert await cp.claim(f"wf-{attempt}", LONG, LONG) is not None  # released
+        finally:
+            await close_pool(pool)
