@@ -13,6 +13,7 @@ import functools
 import os
 import random
 import sqlite3
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -129,6 +130,7 @@ class Database:
         self._connection: sqlite3.Connection | None = connection
         self._closed = False
         self._pulse: asyncio.Event | None = None
+        self._closing: asyncio.Future[None] | None = None
 
     @property
     def path(self) -> str:
@@ -240,14 +242,15 @@ class Database:
 
     async def close(self) -> None:
         """Close the connection after every job already queued, including one a cancelled
-        caller left running, has finished. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        try:
-            await asyncio.wrap_future(self._executor.submit(self._close_connection))
-        finally:
-            self._executor.shutdown(wait=False)
+        caller left running, has finished. Idempotent: every call waits for that close."""
+        if self._closing is None:
+            self._closed = True
+            self._closing = asyncio.wrap_future(self._executor.submit(self._close_connection))
+            self._executor.shutdown(wait=False)  # the jobs already queued still run
+        # Shielded: a cancelled closer must not cancel the close itself, which would leave
+        # the connection open for good (a later close would find nothing to do).
+        if not self._closing.done():
+            await asyncio.shield(self._closing)
 
     def _close_connection(self) -> None:
         connection, self._connection = self._connection, None
@@ -271,7 +274,8 @@ async def connect(
     The file is put in WAL mode with ``synchronous=FULL`` and the settings' busy timeout;
     the schema is created idempotently under the write lock. Raises `ConfigurationError`
     naming the file when it cannot be opened or written, is not a SQLite database, or has
-    a schema version newer than this code understands.
+    a schema version newer than this code understands; `StatePersistenceError(reason=
+    "contended")` when another connection keeps the file locked past the busy timeout.
     """
     if settings is None:
         if path is None:
@@ -308,7 +312,7 @@ def _open(path: str, settings: SqliteStoreSettings) -> sqlite3.Connection:
         raise ConfigurationError(f"cannot open SQLite database {path}: {exc}") from exc
     connection.row_factory = sqlite3.Row
     try:
-        connection.execute(_SQL["journal_wal"]).fetchall()
+        _journal_wal(connection, settings)
         connection.execute(_SQL["synchronous_full"])
         _migrate(connection, path)
     except ConfigurationError:
@@ -316,8 +320,26 @@ def _open(path: str, settings: SqliteStoreSettings) -> sqlite3.Connection:
         raise
     except sqlite3.Error as exc:
         connection.close()
+        if _is_busy(exc):  # another connection kept the lock past the busy timeout
+            raise StatePersistenceError(f"sqlite {path}", "contended", str(exc)) from exc
         raise ConfigurationError(f"cannot use {path} as a durably SQLite database: {exc}") from exc
     return connection
+
+
+def _journal_wal(connection: sqlite3.Connection, settings: SqliteStoreSettings) -> None:
+    # While other connections open a fresh file, switching it to WAL fails with SQLITE_BUSY
+    # at once, without calling the busy handler: wait it out here, up to the busy timeout.
+    deadline = time.monotonic() + settings.busy_timeout_seconds
+    delay = 0.001
+    while True:
+        try:
+            connection.execute(_SQL["journal_wal"]).fetchall()
+            return
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay * random.uniform(0.5, 1.0))  # on the database thread, not the loop
+        delay = min(delay * 2, 0.1)
 
 
 def _migrate(connection: sqlite3.Connection, path: str) -> None:

@@ -197,3 +197,26 @@ async def test_a_failure_inside_a_transaction_is_reported_as_itself_and_rolled_b
     with pytest.raises(KeyError, match="after the write"):
         await db.transaction(write_then_fail)
     assert await store.get_run(run.key) is None
+
+
+async def test_a_close_whose_caller_was_cancelled_still_closes_the_file_after_the_running_job(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "cancelled-close.db"
+    db = await connect(path)
+    gate = Gate()
+    running = asyncio.create_task(db.transaction(lambda tx: gate.hold()))
+    await gate.wait_entered()
+
+    closing = asyncio.create_task(db.close())
+    await asyncio.sleep(0.05)
+    closing.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await closing
+    gate.release.set()
+    await asyncio.wait_for(running, WAIT)
+    await asyncio.wait_for(db.close(), WAIT)  # idempotent: waits for the close under way
+
+    # The last connection to a WAL file checkpoints it and removes the -wal file on close.
+    wal_left = await asyncio.to_thread(Path(f"{path}-wal").exists)
+    assert not wal_left, "the connection was left open"

@@ -4,12 +4,21 @@ python worker_process.py leave <db>           write a run, work and a checkpoint
 python worker_process.py claim <db> <worker>  say "ready", wait for "go" on stdin, then
                                               claim, work 2 ms and complete until the queue
                                               is empty, printing each claimed item id
+python worker_process.py open <dir> <rounds>  say "ready", wait for "go <start> <interval>"
+                                              on stdin, then open <dir>/<n>.db at wall time
+                                              start + n * interval for each round n,
+                                              printing "ok" or the error of each
+python worker_process.py hold <db>            take the write lock, say "holding", keep it
+                                              until a line arrives on stdin, then commit
 """
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import sys
+import time
+from pathlib import Path
 
 from durably.clock import SystemClock
 from durably.runs import RunRecord, RunState
@@ -65,12 +74,42 @@ async def claim(path: str, worker: str) -> None:
         await db.close()
 
 
+async def open_fresh(directory: str, rounds: int) -> None:
+    print("ready", flush=True)
+    start, interval = map(float, (await asyncio.to_thread(sys.stdin.readline)).split()[1:])
+    for n in range(rounds):
+        at = start + n * interval
+        await asyncio.sleep(max(0.0, at - time.time() - 0.01))
+        while time.time() < at:  # spin the last moment: the processes start together
+            pass
+        try:
+            db = await connect(Path(directory) / f"{n}.db")
+        except Exception as exc:
+            print(f"round {n}: {type(exc).__name__}: {exc}", flush=True)
+        else:
+            await db.close()
+            print("ok", flush=True)
+
+
+def hold(path: str) -> None:
+    connection = sqlite3.connect(path, isolation_level=None)
+    connection.execute("BEGIN IMMEDIATE")
+    print("holding", flush=True)
+    sys.stdin.readline()
+    connection.execute("COMMIT")
+    connection.close()
+
+
 def main() -> None:
     command, path, *rest = sys.argv[1:]
     if command == "leave":
         asyncio.run(leave(path))
     elif command == "claim":
         asyncio.run(claim(path, rest[0]))
+    elif command == "hold":
+        hold(path)
+    elif command == "open":
+        asyncio.run(open_fresh(path, int(rest[0])))
     else:
         raise SystemExit(f"unknown command {command!r}")
 
