@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from durably.errors import ConfigurationError
 
@@ -18,12 +18,15 @@ async def _config(client: Any, name: str) -> list[str]:
         if nodes is None:
             reply = await client.config_get(name)
             return [_text(reply.get(name, ""))]
+        # A cluster client knows its primaries only once it has read the cluster's layout;
+        # a fresh one (as `RedisStoreSettings.client` builds) would list none.
+        await client.initialize()
         values = []
         for node in nodes():
             reply = await client.config_get(name, target_nodes=node)
             values.append(_text(reply.get(name, "")))
         return values
-    except RedisError as error:
+    except (RedisError, RedisClusterException) as error:
         raise ConfigurationError(
             f"cannot read Redis setting {name!r} ({type(error).__name__}); the server must "
             "allow CONFIG GET, or pass durable=False to skip the checks"

@@ -19,6 +19,7 @@ from redis.exceptions import (
     MasterDownError,
     MaxConnectionsError,
     ReadOnlyError,
+    RedisClusterException,
     SlotNotCoveredError,
     TryAgainError,
 )
@@ -41,6 +42,17 @@ TRANSIENT: tuple[type[BaseException], ...] = (
     ConnectionError,
     TimeoutError,
 )
+# What `Retry.call` looks at: the transient errors, and the cluster client's report that it
+# reached none of its nodes (all down or restarting), which is a `RedisClusterException`
+# raised from the connection error, not a `ConnectionError` itself.
+_CAUGHT: tuple[type[BaseException], ...] = (*TRANSIENT, RedisClusterException)
+
+
+def transient(error: BaseException) -> bool:
+    """Whether ``error`` is worth waiting out (a cluster client's "cannot be connected" is)."""
+    return isinstance(error, TRANSIENT) or (
+        isinstance(error, RedisClusterException) and isinstance(error.__cause__, TRANSIENT)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +81,9 @@ class Retry:
                 return await function(*args)
             except MaxConnectionsError:
                 raise PoolExhaustedError("redis", self.pool_size) from None
-            except TRANSIENT as error:
+            except _CAUGHT as error:
+                if not transient(error):
+                    raise
                 if attempt + 1 >= self.max_attempts:
                     # The error text can carry a host and port, never the DSN's password.
                     raise RetriesSpent(type(error).__name__) from None
@@ -86,4 +100,4 @@ class RetriesSpent(Exception):
         self.detail = detail
 
 
-__all__ = ["TRANSIENT", "RetriesSpent", "Retry"]
+__all__ = ["TRANSIENT", "RetriesSpent", "Retry", "transient"]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from typing import Any
+import subprocess
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import pytest
 import pytest_asyncio
@@ -20,6 +22,7 @@ from durably.errors import (
 )
 from durably.redis import (
     RedisCheckpointer,
+    RedisScheduler,
     RedisStateStore,
     RedisStoreSettings,
     RedisWorkQueue,
@@ -27,9 +30,11 @@ from durably.redis import (
 )
 from durably.redis.connection import text
 from durably.redis.settings import RedisStoreSettings as Settings
-from tests.redis_service import RedisServer, free_port, start_server
+from tests.redis_service import REDIS_CLI, RedisServer, free_port, start_server
 
 pytestmark = pytest.mark.redis
+
+T = TypeVar("T")
 
 EVICTING = ("allkeys-lru", "allkeys-lfu", "allkeys-random", "volatile-ttl")
 
@@ -200,3 +205,108 @@ async def test_enqueue_and_record_reload_their_scripts_after_a_script_flush(
     claimed = await queue.claim(worker="w")
     assert claimed is not None
     assert claimed.id == "i"
+
+
+def _unreachable_cluster_settings() -> Settings:
+    return Settings(
+        dsn=SecretStr(f"redis://127.0.0.1:{free_port()}/0"),
+        cluster=True,
+        max_attempts=3,
+        backoff_seconds=0.01,
+        connect_timeout_seconds=0.2,
+    )
+
+
+async def test_an_unreachable_cluster_is_retried_then_reported_unavailable() -> None:
+    # A cluster client that reaches none of its nodes raises RedisClusterException (not a
+    # ConnectionError): every store must still report the typed, retryable error.
+    settings = _unreachable_cluster_settings()
+    client = settings.client()
+    store = RedisStateStore(client, clock=ManualClock(), settings=settings)
+    with pytest.raises(StatePersistenceError) as lost:
+        await store.get_run(RunRecord(run_id="r", tenant="t", agent_name="a").key)
+    assert lost.value.reason == "unavailable"
+    assert lost.value.retryable
+    queue = RedisWorkQueue(client, clock=ManualClock(), settings=settings)
+    with pytest.raises(QueueUnavailableError):
+        await queue.enqueue(WorkItem(id="i", tenant="t"))
+    with pytest.raises(QueueUnavailableError):
+        await queue.claim_waiting(worker="w", within=0.5)
+    with pytest.raises(QueueUnavailableError):
+        await queue.wait_for_work(within=0.5)
+    with pytest.raises(StatePersistenceError):
+        await RedisCheckpointer(client, settings=settings).claim("wf", 10.0, 10.0)
+    with pytest.raises(StatePersistenceError):
+        await RedisScheduler(client, settings=settings).next_ready(0.5)
+    await client.aclose()
+
+
+async def test_preflight_of_an_unreachable_cluster_is_refused_as_for_a_single_server() -> None:
+    client = _unreachable_cluster_settings().client()
+    with pytest.raises(ConfigurationError, match="cannot read Redis setting"):
+        await preflight(client)
+    await client.aclose()
+
+
+def _one_node_cluster(*persistence: str) -> RedisServer:
+    """A cluster of one master holding every slot, for one test alone; the AOF on unless
+    ``persistence`` says otherwise."""
+    node = start_server(
+        "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+        *(persistence or ("--appendonly", "yes", "--appendfsync", "always")),
+    )  # fmt: skip
+    assert REDIS_CLI is not None
+    subprocess.run(
+        [REDIS_CLI, "-p", str(node.port), "cluster", "addslotsrange", "0", "16383"],
+        check=True,
+        capture_output=True,
+    )
+    return node
+
+
+async def _until_served(operation: Callable[[], Awaitable[T]]) -> T:
+    """``operation``'s result once the (re)started cluster serves it; a bounded wait."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return await operation()
+        except (QueueUnavailableError, StatePersistenceError):
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+
+
+async def test_a_cluster_killed_and_restarted_is_reported_unavailable_then_serves_again() -> None:
+    node = _one_node_cluster()
+    settings = Settings(dsn=SecretStr(node.url), cluster=True, max_attempts=2, backoff_seconds=0.01)
+    client = settings.client()
+    queue = RedisWorkQueue(client, clock=ManualClock(5.0), settings=settings)
+    store = RedisStateStore(client, clock=ManualClock(5.0), settings=settings)
+    await _until_served(lambda: queue.enqueue(WorkItem(id="before", tenant="t")))
+    node.kill()
+    with pytest.raises(QueueUnavailableError):
+        await queue.claim(worker="w")
+    with pytest.raises(QueueUnavailableError):
+        await queue.claim_waiting(worker="w", within=0.5)
+    with pytest.raises(StatePersistenceError):
+        await store.put_run(RunRecord(run_id="r", tenant="t", agent_name="a"))
+    node.start()
+    claimed = await _until_served(lambda: queue.claim(worker="w"))
+    assert claimed is not None
+    assert claimed.id == "before"
+    await client.aclose()
+
+
+async def test_open_with_a_fresh_cluster_client_refuses_a_cluster_without_persistence() -> None:
+    # settings.client() builds a cluster client that has not read the cluster's layout yet:
+    # preflight must still read every primary's settings, not an empty list of them.
+    node = _one_node_cluster("--appendonly", "no", "--save", "")
+    settings = Settings(dsn=SecretStr(node.url), cluster=True)
+    client = settings.client()
+    with pytest.raises(ConfigurationError, match="persistence is off"):
+        await RedisWorkQueue.open(client, settings=settings)
+    fresh = settings.client()
+    with pytest.raises(ConfigurationError, match="persistence is off"):
+        await preflight(fresh)
+    await fresh.aclose()
+    await client.aclose()
