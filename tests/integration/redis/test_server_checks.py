@@ -144,13 +144,21 @@ async def test_an_oversized_value_is_refused_before_anything_is_sent() -> None:
     await client.aclose()
 
 
-async def test_an_unreachable_server_is_retried_then_reported_unavailable() -> None:
-    settings = Settings(
+def _unreachable_settings(*, cluster: bool) -> Settings:
+    return Settings(
         dsn=SecretStr(f"redis://127.0.0.1:{free_port()}/0"),
+        cluster=cluster,
         max_attempts=3,
         backoff_seconds=0.01,
         connect_timeout_seconds=0.2,
     )
+
+
+@pytest.mark.parametrize("cluster", [False, True], ids=["standalone", "cluster"])
+async def test_an_unreachable_server_is_retried_then_reported_unavailable(cluster: bool) -> None:
+    # A cluster client that reaches none of its nodes raises RedisClusterException (not a
+    # ConnectionError): every store must still report the typed, retryable error.
+    settings = _unreachable_settings(cluster=cluster)
     client = settings.client()
     store = RedisStateStore(client, clock=ManualClock(), settings=settings)
     with pytest.raises(StatePersistenceError) as lost:
@@ -161,6 +169,16 @@ async def test_an_unreachable_server_is_retried_then_reported_unavailable() -> N
     queue = RedisWorkQueue(client, clock=ManualClock(), settings=settings)
     with pytest.raises(QueueUnavailableError):
         await queue.claim(worker="w")
+    with pytest.raises(QueueUnavailableError):
+        await queue.enqueue(WorkItem(id="i", tenant="t"))
+    with pytest.raises(QueueUnavailableError):
+        await queue.claim_waiting(worker="w", within=0.5)
+    with pytest.raises(QueueUnavailableError):
+        await queue.wait_for_work(within=0.5)
+    with pytest.raises(StatePersistenceError):
+        await RedisCheckpointer(client, settings=settings).claim("wf", 10.0, 10.0)
+    with pytest.raises(StatePersistenceError):
+        await RedisScheduler(client, settings=settings).next_ready(0.5)
     await client.aclose()
 
 
@@ -207,42 +225,8 @@ async def test_enqueue_and_record_reload_their_scripts_after_a_script_flush(
     assert claimed.id == "i"
 
 
-def _unreachable_cluster_settings() -> Settings:
-    return Settings(
-        dsn=SecretStr(f"redis://127.0.0.1:{free_port()}/0"),
-        cluster=True,
-        max_attempts=3,
-        backoff_seconds=0.01,
-        connect_timeout_seconds=0.2,
-    )
-
-
-async def test_an_unreachable_cluster_is_retried_then_reported_unavailable() -> None:
-    # A cluster client that reaches none of its nodes raises RedisClusterException (not a
-    # ConnectionError): every store must still report the typed, retryable error.
-    settings = _unreachable_cluster_settings()
-    client = settings.client()
-    store = RedisStateStore(client, clock=ManualClock(), settings=settings)
-    with pytest.raises(StatePersistenceError) as lost:
-        await store.get_run(RunRecord(run_id="r", tenant="t", agent_name="a").key)
-    assert lost.value.reason == "unavailable"
-    assert lost.value.retryable
-    queue = RedisWorkQueue(client, clock=ManualClock(), settings=settings)
-    with pytest.raises(QueueUnavailableError):
-        await queue.enqueue(WorkItem(id="i", tenant="t"))
-    with pytest.raises(QueueUnavailableError):
-        await queue.claim_waiting(worker="w", within=0.5)
-    with pytest.raises(QueueUnavailableError):
-        await queue.wait_for_work(within=0.5)
-    with pytest.raises(StatePersistenceError):
-        await RedisCheckpointer(client, settings=settings).claim("wf", 10.0, 10.0)
-    with pytest.raises(StatePersistenceError):
-        await RedisScheduler(client, settings=settings).next_ready(0.5)
-    await client.aclose()
-
-
 async def test_preflight_of_an_unreachable_cluster_is_refused_as_for_a_single_server() -> None:
-    client = _unreachable_cluster_settings().client()
+    client = _unreachable_settings(cluster=True).client()
     with pytest.raises(ConfigurationError, match="cannot read Redis setting"):
         await preflight(client)
     await client.aclose()
