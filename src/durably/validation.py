@@ -73,23 +73,25 @@ def storable_json(text: str, name: str) -> str:
 def encodable(text: str, name: str) -> str:
     """Return ``text`` if it has a UTF-8 encoding (no lone surrogate), as every backing
     needs to send or store it. Raises `InvalidInputError` naming it."""
-    if not text.isascii():
-        try:
-            text.encode()
-        except UnicodeEncodeError:
-            raise InvalidInputError(f"{name} {_SURROGATE}") from None
+    if _unencodable(text):
+        raise InvalidInputError(f"{name} {_SURROGATE}")
     return text
+
+
+def _unencodable(text: str) -> bool:
+    if text.isascii():
+        return False
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _text_flaw(text: str) -> str | None:
     if "\x00" in text:
         return _NUL
-    if not text.isascii():
-        try:
-            text.encode()
-        except UnicodeEncodeError:
-            return _SURROGATE
-    return None
+    return _SURROGATE if _unencodable(text) else None
 
 
 def _flaw(value: object) -> str | None:

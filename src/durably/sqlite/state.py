@@ -19,8 +19,6 @@ from durably.runs import (
     StatePage,
     StateQuery,
     checked_delta,
-    checked_run,
-    checked_session,
     listing_start,
     patched_run,
     stored_run,
@@ -63,8 +61,10 @@ class BoundSqliteStateStore:
 
     def put_run(self, record: RunRecord) -> RunRecord:
         """Compare-and-set write; `StateConflictError` with both versions."""
-        saved = stored_run(record, version=record.version + 1, updated_at=self._clock.now())
-        text = within_size(saved.model_dump_json(), self._max_bytes, f"run {record.key}", "sqlite")
+        return self._put_run(record, *_prepared_run(record, self._clock.now(), self._max_bytes))
+
+    def _put_run(self, record: RunRecord, saved: RunRecord, text: str) -> RunRecord:
+        """`put_run` of ``record``, already checked and rendered (``saved`` as ``text``)."""
         params = _run_key(record.key)
         row = self._tx.one(_SQL["run_version"], params)
         actual = 0 if row is None else int(row[0])
@@ -75,7 +75,10 @@ class BoundSqliteStateStore:
 
     def patch_run(self, key: StateKey, delta: StateDelta) -> RunRecord:
         """Add ``delta`` and bump the version under the write lock; `StateNotFoundError`."""
-        checked_delta(delta)
+        return self._patch_run(key, checked_delta(delta))
+
+    def _patch_run(self, key: StateKey, delta: StateDelta) -> RunRecord:
+        """`patch_run` of a checked ``delta``."""
         current = self.get_run(key)
         if current is None:
             raise StateNotFoundError(key, "run")
@@ -102,10 +105,14 @@ class BoundSqliteStateStore:
 
     def list_runs(self, query: StateQuery) -> StatePage:
         """One page of the tenant's runs in creation order."""
+        return self._list_runs(query, listing_start(query))
+
+    def _list_runs(self, query: StateQuery, after: int) -> StatePage:
+        """`list_runs` of a checked ``query`` listing after creation sequence ``after``."""
         rows = self._tx.all(
             _SQL["list_runs"],
             {
-                "after": listing_start(query),
+                "after": after,
                 "tenant": query.tenant,
                 "state": None if query.state is None else query.state.value,
                 "updated_before": query.updated_before,
@@ -124,10 +131,11 @@ class BoundSqliteStateStore:
 
     def put_session(self, record: SessionRecord) -> SessionRecord:
         """Compare-and-set write of a session; `StateConflictError`."""
-        saved = stored_session(record, version=record.version + 1, updated_at=self._clock.now())
-        text = within_size(
-            saved.model_dump_json(), self._max_bytes, f"session {record.key}", "sqlite"
-        )
+        prepared = _prepared_session(record, self._clock.now(), self._max_bytes)
+        return self._put_session(record, *prepared)
+
+    def _put_session(self, record: SessionRecord, saved: SessionRecord, text: str) -> SessionRecord:
+        """`put_session` of ``record``, already checked and rendered (``saved`` as ``text``)."""
         params = _session_key(record.key)
         row = self._tx.one(_SQL["session_version"], params)
         actual = 0 if row is None else int(row[0])
@@ -166,6 +174,7 @@ class SqliteStateStore:
     def __init__(self, database: Database, *, clock: Clock | None = None) -> None:
         self._db = database
         self._clock: Clock = clock if clock is not None else SystemClock()
+        self._max_bytes = database.settings.max_value_bytes
 
     @property
     def database(self) -> Database:
@@ -174,7 +183,7 @@ class SqliteStateStore:
 
     def bound(self, tx: Transaction) -> BoundSqliteStateStore:
         """This store's operations inside the open transaction ``tx``."""
-        return BoundSqliteStateStore(tx, self._clock, self._db.settings.max_value_bytes)
+        return BoundSqliteStateStore(tx, self._clock, self._max_bytes)
 
     async def get_run(self, key: StateKey) -> RunRecord | None:
         """The run at ``key``, or None."""
@@ -183,14 +192,15 @@ class SqliteStateStore:
 
     async def put_run(self, record: RunRecord) -> RunRecord:
         """Compare-and-set write; raises `StateConflictError` with both versions."""
-        checked_run(record)  # refused before the transaction opens
-        return await self._db.transaction(lambda tx: self.bound(tx).put_run(record))
+        # Checked and rendered before the transaction opens (and only then).
+        saved, text = _prepared_run(record, self._clock.now(), self._max_bytes)
+        return await self._db.transaction(lambda tx: self.bound(tx)._put_run(record, saved, text))
 
     async def patch_run(self, key: StateKey, delta: StateDelta) -> RunRecord:
         """Add ``delta``, bump the version; `StateNotFoundError` for an absent run."""
         _run_key(key)
         checked_delta(delta)  # refused before the transaction opens
-        return await self._db.transaction(lambda tx: self.bound(tx).patch_run(key, delta))
+        return await self._db.transaction(lambda tx: self.bound(tx)._patch_run(key, delta))
 
     async def delete_run(self, key: StateKey) -> bool:
         """Delete the run; False if there was none."""
@@ -199,8 +209,10 @@ class SqliteStateStore:
 
     async def list_runs(self, query: StateQuery) -> StatePage:
         """One page of the tenant's runs in creation order; the cursor is opaque."""
-        listing_start(query)  # refused before the transaction opens
-        return await self._db.transaction(lambda tx: self.bound(tx).list_runs(query), write=False)
+        after = listing_start(query)  # refused before the transaction opens
+        return await self._db.transaction(
+            lambda tx: self.bound(tx)._list_runs(query, after), write=False
+        )
 
     async def get_session(self, key: StateKey) -> SessionRecord | None:
         """The session at ``key``, or None."""
@@ -209,8 +221,10 @@ class SqliteStateStore:
 
     async def put_session(self, record: SessionRecord) -> SessionRecord:
         """Compare-and-set write of a session; raises `StateConflictError`."""
-        checked_session(record)
-        return await self._db.transaction(lambda tx: self.bound(tx).put_session(record))
+        saved, text = _prepared_session(record, self._clock.now(), self._max_bytes)
+        return await self._db.transaction(
+            lambda tx: self.bound(tx)._put_session(record, saved, text)
+        )
 
     async def delete_session(self, key: StateKey, *, cascade: bool = False) -> bool:
         """Delete a session; `StateInUseError` while one of its runs is live unless
@@ -219,6 +233,20 @@ class SqliteStateStore:
         return await self._db.transaction(
             lambda tx: self.bound(tx).delete_session(key, cascade=cascade)
         )
+
+
+def _prepared_run(record: RunRecord, now: float, limit: int) -> tuple[RunRecord, str]:
+    """``record`` as stored at ``now`` (`stored_run` checks it) and its text, within
+    ``limit`` bytes (`StatePersistenceError(reason="too_large")` otherwise)."""
+    saved = stored_run(record, version=record.version + 1, updated_at=now)
+    return saved, within_size(saved.model_dump_json(), limit, f"run {record.key}", "sqlite")
+
+
+def _prepared_session(record: SessionRecord, now: float, limit: int) -> tuple[SessionRecord, str]:
+    """``record`` as stored at ``now`` (`stored_session` checks it) and its text, within
+    ``limit`` bytes."""
+    saved = stored_session(record, version=record.version + 1, updated_at=now)
+    return saved, within_size(saved.model_dump_json(), limit, f"session {record.key}", "sqlite")
 
 
 __all__ = ["BoundSqliteStateStore", "SqliteStateStore"]
