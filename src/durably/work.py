@@ -277,12 +277,14 @@ class WorkQueue(Protocol):
         """Record a failed attempt: requeue with backoff or dead-letter, per the policy."""
         ...
 
-    async def reap(self) -> int:
-        """Return every lapsed item to the queue (attempt counted); the number reaped."""
+    async def reap(self) -> list[WorkItem]:
+        """Return every lapsed item to the queue (attempt counted); the items moved, as
+        they now stand (queued again or dead-lettered)."""
         ...
 
-    async def adopt(self, *, worker: str) -> int:
-        """Give back at once everything ``worker`` holds (after a restart); the count."""
+    async def adopt(self, *, worker: str) -> list[WorkItem]:
+        """Give back at once everything ``worker`` holds (after a restart); the items
+        moved, as they now stand."""
         ...
 
     async def dead_letters(

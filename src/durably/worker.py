@@ -12,6 +12,7 @@ import secrets
 import signal
 import socket
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 from durably.clock import Clock, SystemClock
@@ -191,7 +192,10 @@ class Worker:
             else:
                 if reaped:
                     self._logger.info(
-                        "reaped %d lapsed work item(s)", reaped, extra={"worker": self._name}
+                        "reaped %d lapsed work item(s): %s",
+                        len(reaped),
+                        _named(item.id for item in reaped),
+                        extra={"worker": self._name},
                     )
         now = self._clock.now()
         for service in self._workflows:
@@ -208,7 +212,12 @@ class Worker:
             if woken:
                 self._logger.info("woke %d sleeping workflow(s)", woken, extra=fields)
             if reclaimed:
-                self._logger.info("reclaimed %d abandoned delivery(ies)", reclaimed, extra=fields)
+                self._logger.info(
+                    "reclaimed %d abandoned delivery(ies): %s",
+                    len(reclaimed),
+                    _named(reclaimed),
+                    extra=fields,
+                )
         while self._dues and self._dues[0] <= now:
             heapq.heappop(self._dues)
 
@@ -304,8 +313,9 @@ class Worker:
             adopted = await queue.adopt(worker=self._name)
             if adopted:
                 self._logger.info(
-                    "adopted %d item(s) held by an earlier worker of this name",
-                    adopted,
+                    "adopted %d item(s) held by an earlier worker of this name: %s",
+                    len(adopted),
+                    _named(item.id for item in adopted),
                     extra={"worker": self._name},
                 )
         for service in self._workflows:
@@ -383,8 +393,18 @@ class Worker:
                 continue
             if adopted:
                 self._logger.info(
-                    "gave back %d unfinished work item(s)", adopted, extra={"worker": self._name}
+                    "gave back %d unfinished work item(s): %s",
+                    len(adopted),
+                    _named(item.id for item in adopted),
+                    extra={"worker": self._name},
                 )
+
+
+def _named(ids: Iterable[str], shown: int = 10) -> str:
+    """Ids for a log line: the first ``shown`` (repr, so odd characters stay visible)."""
+    listed = list(ids)
+    head = ", ".join(repr(i) for i in listed[:shown])
+    return head if len(listed) <= shown else f"{head} and {len(listed) - shown} more"
 
 
 async def start_workflow(durable: Durable[Any], workflow: str, input: object = None) -> None:

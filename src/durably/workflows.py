@@ -229,8 +229,9 @@ class Scheduler(Protocol):
         """Take one ready workflow, waiting up to ``within`` seconds for one."""
         ...
 
-    async def reclaim(self, idle: float) -> int:
-        """Make deliveries taken more than ``idle`` seconds ago visible again (0 = all)."""
+    async def reclaim(self, idle: float) -> list[str]:
+        """Make deliveries taken more than ``idle`` seconds ago visible again (0 = all);
+        the workflows whose delivery was reclaimed."""
         ...
 
     async def extend(self, delivery: Delivery, within: float) -> bool:

@@ -148,15 +148,15 @@ async def test_a_delivery_comes_back_exactly_when_its_lease_ends(clock: ManualCl
     assert second.receipt != first.receipt
 
 
-async def test_reclaim_counts_only_deliveries_idle_long_enough(clock: ManualClock) -> None:
+async def test_reclaim_names_only_deliveries_idle_long_enough(clock: ManualClock) -> None:
     scheduler = MemoryScheduler(lease=60, now=clock.now)
     await scheduler.make_ready("old")
     assert await scheduler.next_ready(0) is not None
     clock.advance(10)
     await scheduler.make_ready("young")
     assert await scheduler.next_ready(0) is not None
-    assert await scheduler.reclaim(10.001) == 0
-    assert await scheduler.reclaim(10) == 1
+    assert await scheduler.reclaim(10.001) == []
+    assert await scheduler.reclaim(10) == ["old"]
 
 
 async def test_several_waiting_takers_each_wake_for_their_own_workflow() -> None:

@@ -168,34 +168,34 @@ class MemoryWorkQueue:
         )
         return self._settle(item, settlement, error)
 
-    async def reap(self) -> int:
-        """Return every claimed item whose lease lapsed (attempt counted, backoff applied)."""
+    async def reap(self) -> list[WorkItem]:
+        """Return every claimed item whose lease lapsed (attempt counted, backoff applied);
+        the items moved, as they now stand."""
         now = self._clock.now()
-        count = 0
+        reaped: list[WorkItem] = []
         for slot in list(self._tables.items.values()):
             item = slot.item()
             lapsed = item.lease_expires_at is not None and item.lease_expires_at <= now
             if item.state is WorkState.CLAIMED and lapsed:
                 settlement = self._policy.settle_failure(item.attempts, retryable=True, now=now)
-                self._settle(item, settlement, _LEASE_EXPIRED)
+                reaped.append(self._settle(item, settlement, _LEASE_EXPIRED))
                 self._tables.reaped[item.queue] += 1
-                count += 1
-        return count
+        return reaped
 
-    async def adopt(self, *, worker: str) -> int:
-        """Give back at once everything ``worker`` holds, lapsed or not (attempt counted)."""
+    async def adopt(self, *, worker: str) -> list[WorkItem]:
+        """Give back at once everything ``worker`` holds, lapsed or not (attempt counted);
+        the items moved, as they now stand."""
         identifier(worker, "worker")
         now = self._clock.now()
-        count = 0
+        adopted: list[WorkItem] = []
         for slot in list(self._tables.items.values()):
             item = slot.item()
             if item.state is WorkState.CLAIMED and item.worker == worker:
                 settlement = self._policy.settle_failure(
                     item.attempts, retryable=True, now=now, immediate=True
                 )
-                self._settle(item, settlement, _ADOPTED)
-                count += 1
-        return count
+                adopted.append(self._settle(item, settlement, _ADOPTED))
+        return adopted
 
     async def dead_letters(
         self, *, tenant: str, limit: int = 50, queue: str | None = None

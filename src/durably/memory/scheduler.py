@@ -119,16 +119,17 @@ class MemoryScheduler:
             except TimeoutError:
                 pass
 
-    async def reclaim(self, idle: float) -> int:
-        """Make deliveries taken at least ``idle`` seconds ago visible now (0 = all)."""
+    async def reclaim(self, idle: float) -> list[str]:
+        """Make deliveries taken at least ``idle`` seconds ago visible now (0 = all); the
+        workflows reclaimed."""
         non_negative(idle, "idle")
         now = self._now()
-        reclaimed = 0
-        for entry in self._entries.values():
+        reclaimed: list[str] = []
+        for workflow, entry in self._entries.items():
             if entry.receipt is not None and now - entry.taken_at >= idle:
                 entry.receipt = None
                 entry.visible_at = now
-                reclaimed += 1
+                reclaimed.append(workflow)
         if reclaimed:
             self._notify()
         return reclaimed

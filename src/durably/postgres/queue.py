@@ -4,6 +4,7 @@ tenants served in rotation through a turns table, every settle fenced on the lea
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Self
 
@@ -253,35 +254,35 @@ class PostgresWorkQueue:
             raise await self._lost(item_id, tenant, worker, now, "fail")
         return settled
 
-    async def reap(self) -> int:
+    async def reap(self) -> list[WorkItem]:
         now = self._clock.now()
         lapsed = await self._run(
             lambda s: s.fetch(self._sql["lapsed"], now, _BATCH), "reap", DEFAULT_QUEUE
         )
-        reaped: dict[str, int] = {}
+        reaped: list[WorkItem] = []
         for row in lapsed:
-            item = _item(row)
-            if await self._settle(item, error="lease expired", retryable=True, now=now):
-                reaped[item.queue] = reaped.get(item.queue, 0) + 1
-        for queue, count in reaped.items():
+            settled = await self._settle(_item(row), error="lease expired", retryable=True, now=now)
+            if settled is not None:
+                reaped.append(settled)
+        for queue, count in Counter(item.queue for item in reaped).items():
             await self._run(
                 lambda s, q=queue, n=count: s.fetch(self._sql["count_reaped"], q, n), "reap", queue
             )
-        return sum(reaped.values())
+        return reaped
 
-    async def adopt(self, *, worker: str) -> int:
+    async def adopt(self, *, worker: str) -> list[WorkItem]:
         identifier(worker, "worker")
         now = self._clock.now()
         held = await self._run(
             lambda s: s.fetch(self._sql["held_by"], worker, _BATCH * 20), "adopt", DEFAULT_QUEUE
         )
-        adopted = 0
+        adopted: list[WorkItem] = []
         for row in held:
-            item = _item(row)
             settled = await self._settle(
-                item, error="adopted after restart", retryable=True, now=now, immediate=True
+                _item(row), error="adopted after restart", retryable=True, now=now, immediate=True
             )
-            adopted += settled is not None
+            if settled is not None:
+                adopted.append(settled)
         return adopted
 
     async def dead_letters(

@@ -143,12 +143,12 @@ class PostgresScheduler:
         )
         return int(rows[0][0])
 
-    async def reclaim(self, idle: float) -> int:
+    async def reclaim(self, idle: float) -> list[str]:
         idle = non_negative(idle, "idle")
         rows = await self._run(
             lambda s: s.fetch(self._sql["reclaim"], self._namespace, idle, self._channel)
         )
-        return int(rows[0][0])
+        return [row[0] for row in rows]
 
     async def extend(self, delivery: Delivery, within: float) -> bool:
         identifier(delivery.workflow, "workflow")

@@ -64,10 +64,10 @@ WITH returned AS (
     SET visible_at = now(), receipt = NULL, taken_at = NULL
     WHERE namespace = $1::text AND receipt IS NOT NULL
       AND taken_at <= now() - make_interval(secs => $2::float8)
-    RETURNING 1
+    RETURNING workflow
 )
-SELECT count(*), CASE WHEN count(*) > 0 THEN pg_notify($3::text, $1::text)::text END
-FROM returned;
+-- One notification per row, folded into one by the server (same channel and payload).
+SELECT workflow, pg_notify($3::text, $1::text)::text FROM returned;
 
 -- name: extend
 UPDATE {workflow_queue}

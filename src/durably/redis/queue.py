@@ -375,36 +375,34 @@ class RedisWorkQueue:
             "queue_fail", item_id, tenant, worker, [number(now), error, *instants]
         )
 
-    async def reap(self) -> int:
-        """Return every lapsed item to the queue (attempt counted); the number reaped."""
+    async def reap(self) -> list[WorkItem]:
+        """Return every lapsed item to the queue (attempt counted); the items moved, as
+        they now stand."""
         now = self._clock.now()
         instants = self._requeue_instants(now=now, retryable=True, immediate=False)
-        total = 0
+        reaped: list[WorkItem] = []
         while True:
-            count = int(
-                await self._call(
-                    "queue_reap",
-                    [self._prefix + "queues"],
-                    [number(now), _LEASE_EXPIRED, str(_REAP_BATCH), *instants],
-                    "*",
-                    "reap",
-                )
+            batch = await self._call(
+                "queue_reap",
+                [self._prefix + "queues"],
+                [number(now), _LEASE_EXPIRED, str(_REAP_BATCH), *instants],
+                "*",
+                "reap",
             )
-            total += count
-            if count < _REAP_BATCH:
-                return total
+            reaped.extend(_item(fields) for fields in batch)
+            if len(batch) < _REAP_BATCH:
+                return reaped
 
-    async def adopt(self, *, worker: str) -> int:
-        """Give back at once everything ``worker`` holds, lapsed or not; the count."""
+    async def adopt(self, *, worker: str) -> list[WorkItem]:
+        """Give back at once everything ``worker`` holds, lapsed or not; the items moved."""
         identifier(worker, "worker")
         now = self._clock.now()
         instants = self._requeue_instants(now=now, retryable=True, immediate=True)
         held = f"{self._prefix}held:{keys.segment(worker)}"
-        return int(
-            await self._call(
-                "queue_adopt", [held], [number(now), _ADOPTED, *instants], "*", "adopt"
-            )
+        moved = await self._call(
+            "queue_adopt", [held], [number(now), _ADOPTED, *instants], "*", "adopt"
         )
+        return [_item(fields) for fields in moved]
 
     async def dead_letters(
         self, *, tenant: str, limit: int = 50, queue: str | None = None

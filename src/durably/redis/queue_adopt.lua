@@ -1,8 +1,10 @@
 -- Give back at once everything one worker holds. KEYS: the worker's held set.
--- ARGV: prefix, now, error, then the requeue instants
+-- ARGV: prefix, now, error, then the requeue instants. Returns the items moved.
 local now = tonumber(ARGV[2])
 local due = {}
 for i = 4, #ARGV do due[#due + 1] = ARGV[i] end
-local held = redis.call('SMEMBERS', KEYS[1])
-for _, ref in ipairs(held) do settle(ref, read_item(item_key(ref)), ARGV[3], due, now) end
-return #held
+local moved = {}
+for _, ref in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  moved[#moved + 1] = settle(ref, read_item(item_key(ref)), ARGV[3], due, now)
+end
+return moved

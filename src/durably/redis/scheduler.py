@@ -127,9 +127,11 @@ class RedisScheduler:
             timeout = max(wait, 0.001)
             await self._redis.state(functools.partial(client.blpop, [bell], timeout=timeout))
 
-    async def reclaim(self, idle: float) -> int:
-        """Make deliveries taken at least ``idle`` seconds ago visible again (0 = all)."""
-        return int(await self._run("scheduler_reclaim", [_us(non_negative(idle, "idle"))]))
+    async def reclaim(self, idle: float) -> list[str]:
+        """Make deliveries taken at least ``idle`` seconds ago visible again (0 = all); the
+        workflows reclaimed."""
+        reclaimed = await self._run("scheduler_reclaim", [_us(non_negative(idle, "idle"))])
+        return [text(workflow) for workflow in reclaimed]
 
     async def extend(self, delivery: Delivery, within: float) -> bool:
         """Keep ``delivery`` invisible for ``within`` more seconds; False if not held."""

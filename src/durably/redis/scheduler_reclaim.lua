@@ -3,11 +3,11 @@
 local now = now_us()
 local idle = tonumber(ARGV[2])
 local held = redis.call('HGETALL', taken)
-local count = 0
+local reclaimed = {}
 for i = 1, #held, 2 do
   if now - tonumber(held[i + 1]) >= idle then
     make_ready(held[i], now)
-    count = count + 1
+    reclaimed[#reclaimed + 1] = held[i]
   end
 end
-return count
+return reclaimed

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import Counter
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -201,28 +202,32 @@ class BoundSqliteWorkQueue:
         )
         return None if updated is None else _item(updated)
 
-    def reap(self) -> int:
-        """Return every lapsed item to the queue, each fenced on the lease it saw."""
+    def reap(self) -> list[WorkItem]:
+        """Return every lapsed item to the queue, each fenced on the lease it saw; the
+        items moved, as they now stand."""
         now = self._clock.now()
-        per_queue: dict[str, int] = {}
+        reaped: list[WorkItem] = []
         for row in self._tx.all(_SQL["lapsed_leases"], {"now": now}):
             settlement = self._policy.settle_failure(row["attempts"], retryable=True, now=now)
-            if self._settle(row, settlement, _REAPED_ERROR) is not None:
-                per_queue[row["queue"]] = per_queue.get(row["queue"], 0) + 1
+            settled = self._settle(row, settlement, _REAPED_ERROR)
+            if settled is not None:
+                reaped.append(settled)
+        per_queue = Counter(item.queue for item in reaped)
         for queue, count in per_queue.items():
             self._tx.execute(_SQL["count_reaped"], {"queue": queue, "count": count})
-        return sum(per_queue.values())
+        return reaped
 
-    def adopt(self, *, worker: str) -> int:
-        """Give back at once everything ``worker`` holds, lapsed or not."""
+    def adopt(self, *, worker: str) -> list[WorkItem]:
+        """Give back at once everything ``worker`` holds, lapsed or not; the items moved."""
         now = self._clock.now()
-        adopted = 0
+        adopted: list[WorkItem] = []
         for row in self._tx.all(_SQL["held_by_worker"], {"worker": worker}):
             settlement = self._policy.settle_failure(
                 row["attempts"], retryable=True, now=now, immediate=True
             )
-            if self._settle(row, settlement, _ADOPTED_ERROR) is not None:
-                adopted += 1
+            settled = self._settle(row, settlement, _ADOPTED_ERROR)
+            if settled is not None:
+                adopted.append(settled)
         return adopted
 
     def dead_letters(
@@ -342,12 +347,12 @@ class SqliteWorkQueue:
             "*", "fail", lambda q: q._fail(item_id, tenant, worker, error, retryable)
         )
 
-    async def reap(self) -> int:
-        """Return every lapsed item to the queue; the number reaped."""
+    async def reap(self) -> list[WorkItem]:
+        """Return every lapsed item to the queue; the items moved, as they now stand."""
         return await self._write("*", "reap", lambda q: q.reap())
 
-    async def adopt(self, *, worker: str) -> int:
-        """Give back at once everything ``worker`` holds; the count."""
+    async def adopt(self, *, worker: str) -> list[WorkItem]:
+        """Give back at once everything ``worker`` holds; the items moved."""
         identifier(worker, "worker")
         return await self._write("*", "adopt", lambda q: q.adopt(worker=worker))
 

@@ -63,10 +63,11 @@ class BoundSqliteScheduler:
         params = {"namespace": self._namespace, "until": now, "now": self._tx.store_now}
         return self._tx.execute(_SQL["wake_due"], params).rowcount
 
-    def reclaim(self, idle: float) -> int:
-        """Make hand-outs older than ``idle`` seconds visible again, receipts forgotten."""
+    def reclaim(self, idle: float) -> list[str]:
+        """Make hand-outs older than ``idle`` seconds visible again, receipts forgotten;
+        the workflows reclaimed."""
         params = {"namespace": self._namespace, "idle": idle, "now": self._tx.store_now}
-        return self._tx.execute(_SQL["reclaim"], params).rowcount
+        return [row[0] for row in self._tx.all(_SQL["reclaim"], params)]
 
     def extend(self, delivery: Delivery, within: float) -> bool:
         """Keep ``delivery`` invisible for ``within`` more seconds if it is still held."""
@@ -174,8 +175,9 @@ class SqliteScheduler:
             except TimeoutError:
                 pass
 
-    async def reclaim(self, idle: float) -> int:
-        """Make deliveries taken ``idle`` or more seconds ago visible again (0: all)."""
+    async def reclaim(self, idle: float) -> list[str]:
+        """Make deliveries taken ``idle`` or more seconds ago visible again (0: all); the
+        workflows reclaimed."""
         idle = non_negative(idle, "idle")
         reclaimed = await self._db.transaction(lambda tx: self.bound(tx).reclaim(idle))
         if reclaimed:

@@ -40,6 +40,7 @@ WHERE namespace = :namespace AND state = 'sleeping' AND due <= :until
 UPDATE durably_workflow_queue
 SET visible_at = :now, receipt = NULL, taken_at = NULL
 WHERE namespace = :namespace AND receipt IS NOT NULL AND :now - taken_at >= :idle
+RETURNING workflow
 
 -- name: extend
 UPDATE durably_workflow_queue SET visible_at = :now + :within

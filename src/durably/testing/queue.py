@@ -139,10 +139,22 @@ class QueueLeaseCases(QueueFixtures):
         await work_queue.enqueue(new_item(tenant, "job", queue=queue_name))
         await work_queue.claim(worker="w1", queue=queue_name)
         clock.advance(POLICY.lease_seconds - 1)
-        assert await work_queue.reap() == 0
+        assert await work_queue.reap() == []
         clock.advance(1)  # the lease lapses at exactly lease_expires_at
-        assert await work_queue.reap() == 1
-        assert await work_queue.reap() == 0
+        (reaped,) = await work_queue.reap()
+        assert (reaped.id, reaped.tenant, reaped.state, reaped.attempts) == (
+            "job",
+            tenant,
+            WorkState.QUEUED,
+            1,
+        )
+        assert (reaped.worker, reaped.lease_expires_at, reaped.failures) == (
+            None,
+            None,
+            ("lease expired",),
+        )
+        assert reaped.available_at == clock.now() + POLICY.backoff_for(1)
+        assert await work_queue.reap() == []
         assert await work_queue.claim(worker="w2", queue=queue_name) is None
         clock.advance(POLICY.backoff_for(1))
         again = await work_queue.claim(worker="w2", queue=queue_name)
@@ -162,11 +174,11 @@ class QueueLeaseCases(QueueFixtures):
         assert beat.lease_expires_at == START + 8 + POLICY.lease_seconds
         assert (beat.state, beat.worker) == (WorkState.CLAIMED, "w1")
         clock.advance(8)  # past the claim's own lease
-        assert await work_queue.reap() == 0
+        assert await work_queue.reap() == []
         beat = await work_queue.heartbeat("job", tenant=tenant, worker="w1")
         assert beat.lease_expires_at == START + POLICY.max_lease_seconds  # never past the cap
         clock.advance(8)
-        assert await work_queue.reap() == 0
+        assert await work_queue.reap() == []
         done = await work_queue.complete("job", tenant=tenant, worker="w1")
         assert (done.state, done.attempts) == (WorkState.COMPLETED, 0)
 
@@ -177,8 +189,8 @@ class QueueLeaseCases(QueueFixtures):
             await work_queue.enqueue(new_item(tenant, f"i{n}", queue=queue_name))
             await work_queue.claim(worker="w1", queue=queue_name)
         clock.advance(POLICY.lease_seconds)
-        counts = await asyncio.gather(*(work_queue.reap() for _ in range(5)))
-        assert sum(counts) == 3
+        reaped = await asyncio.gather(*(work_queue.reap() for _ in range(5)))
+        assert sorted(item.id for items in reaped for item in items) == ["i0", "i1", "i2"]
         clock.advance(POLICY.backoff_for(1))
         again = [await work_queue.claim(worker="w2", queue=queue_name) for _ in range(3)]
         assert [item.attempts for item in again if item] == [1, 1, 1]
@@ -198,7 +210,8 @@ class QueueLeaseCases(QueueFixtures):
             return_exceptions=True,
         )
         complete, reaped, heartbeat, fail = results
-        assert reaped == 1
+        assert isinstance(reaped, list)
+        assert [item.id for item in reaped] == ["job"]
         for lost in (complete, heartbeat, fail):
             assert isinstance(lost, LeaseLostError)
             assert lost.reason in ("expired", "taken")
@@ -217,9 +230,9 @@ class QueueLeaseCases(QueueFixtures):
             *(work_queue.reap() for _ in range(3)),
             *(work_queue.heartbeat("job", tenant=tenant, worker="w1") for _ in range(3)),
         )
-        assert results[:3] == [0, 0, 0]
+        assert results[:3] == [[], [], []]
         clock.advance(1)  # past the first lease, inside the renewed one
-        assert await work_queue.reap() == 0
+        assert await work_queue.reap() == []
         done = await work_queue.complete("job", tenant=tenant, worker="w1")
         assert (done.state, done.attempts, done.failures) == (WorkState.COMPLETED, 0, ())
 
@@ -259,7 +272,7 @@ class QueueLeaseCases(QueueFixtures):
                 await call()
             assert lost.value.reason == "expired"
         assert (await work_queue.stats(queue=queue_name)).claimed == 1
-        assert await work_queue.reap() == 1
+        assert [item.id for item in await work_queue.reap()] == ["job"]
 
     async def test_a_heartbeat_past_the_lease_cap_is_refused_as_capped(
         self, work_queue: WorkQueue, tenant: str, queue_name: str, clock: ManualClock
@@ -396,7 +409,8 @@ class QueueLeaseCases(QueueFixtures):
             clock.advance(POLICY.backoff_cap_seconds)
             assert await work_queue.claim(worker="w1", queue=queue_name) is not None
             clock.advance(POLICY.lease_seconds)
-            assert await work_queue.reap() == 1
+            (reaped,) = await work_queue.reap()
+        assert (reaped.state, reaped.attempts) == (WorkState.DEAD_LETTERED, POLICY.max_attempts)
         (letter,) = await work_queue.dead_letters(tenant=tenant)
         assert (letter.state, letter.attempts) == (WorkState.DEAD_LETTERED, POLICY.max_attempts)
         assert letter.failures == ("lease expired",) * POLICY.max_attempts
@@ -406,12 +420,19 @@ class QueueLeaseCases(QueueFixtures):
     ) -> None:
         for n in range(3):
             await work_queue.enqueue(new_item(tenant, f"i{n}", queue=queue_name))
-        await work_queue.claim(worker="restarted", queue=queue_name)
-        await work_queue.claim(worker="restarted", queue=queue_name)
+        held = [await work_queue.claim(worker="restarted", queue=queue_name) for _ in range(2)]
         other = await work_queue.claim(worker="other", queue=queue_name)
         assert other is not None
-        assert await work_queue.adopt(worker="restarted") == 2
-        assert await work_queue.adopt(worker="restarted") == 0
+        adopted = await work_queue.adopt(worker="restarted")
+        assert sorted(item.id for item in adopted) == sorted(i.id for i in held if i)
+        for given_back in adopted:
+            assert (given_back.state, given_back.worker, given_back.attempts) == (
+                WorkState.QUEUED,
+                None,
+                1,
+            )
+            assert given_back.failures == ("adopted after restart",)
+        assert await work_queue.adopt(worker="restarted") == []
         back = [await work_queue.claim(worker="new", queue=queue_name) for _ in range(2)]
         assert all(item is not None for item in back)
         for item in back:
@@ -428,9 +449,10 @@ class QueueLeaseCases(QueueFixtures):
         await work_queue.enqueue(new_item(tenant, "job", queue=queue_name))
         for _ in range(POLICY.max_attempts - 1):
             assert await work_queue.claim(worker="w1", queue=queue_name) is not None
-            assert await work_queue.adopt(worker="w1") == 1
+            assert len(await work_queue.adopt(worker="w1")) == 1
         assert await work_queue.claim(worker="w1", queue=queue_name) is not None
-        assert await work_queue.adopt(worker="w1") == 1
+        (adopted,) = await work_queue.adopt(worker="w1")
+        assert (adopted.state, adopted.attempts) == (WorkState.DEAD_LETTERED, POLICY.max_attempts)
         (letter,) = await work_queue.dead_letters(tenant=tenant, queue=queue_name)
         assert (letter.id, letter.attempts) == ("job", POLICY.max_attempts)
         assert await work_queue.claim(worker="w1", queue=queue_name) is None

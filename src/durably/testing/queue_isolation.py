@@ -64,8 +64,8 @@ class QueueIsolationCases(QueueFixtures):
         with pytest.raises(LeaseLostError) as lost:
             await work_queue.complete(held["x"], tenant=tenant, worker="x*")
         assert (lost.value.holder, lost.value.reason) == ("x", "taken")
-        assert await work_queue.adopt(worker="x*") == 1
-        assert await work_queue.adopt(worker="x") == 1
+        assert [item.id for item in await work_queue.adopt(worker="x*")] == [held["x*"]]
+        assert [item.id for item in await work_queue.adopt(worker="x")] == [held["x"]]
         for worker in workers:
             if worker in ("x", "x*"):
                 continue
