@@ -20,6 +20,7 @@ from durably.runs import (
 )
 from durably.runtime import Run, advance, resume
 from durably.status import WorkflowInfo, WorkflowStatus
+from durably.stores import Stores, open_stores
 from durably.work import QueuePolicy, QueueStats, WorkItem, WorkPriority, WorkQueue, WorkState
 from durably.worker import Worker, start_workflow
 from durably.workflows import (
@@ -66,6 +67,7 @@ __all__ = [
     "StatePage",
     "StateQuery",
     "StateStore",
+    "Stores",
     "SystemClock",
     "ToolCall",
     "Usage",
@@ -78,6 +80,7 @@ __all__ = [
     "WorkflowStatus",
     "Written",
     "advance",
+    "open_stores",
     "resume",
     "start_workflow",
 ]

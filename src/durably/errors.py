@@ -28,6 +28,18 @@ class ConfigurationError(DurablyError):
     """The store, schema or settings are wrong; fix the deployment, do not retry."""
 
 
+class DsnError(ConfigurationError, ValueError):
+    """A DSN is malformed or names no backing; refused before any I/O. Its message never
+    contains the DSN."""
+
+
+class StoreUnavailableError(DurablyError):
+    """The store a DSN names could not be reached (down, unreachable, timed out). Retryable;
+    its message never contains the DSN or a password."""
+
+    retryable = True
+
+
 class InvalidInputError(DurablyError, ValueError):
     """An argument was refused before any I/O (empty id, NUL character, bad duration)."""
 
@@ -192,6 +204,7 @@ class ScheduledWakeup(Suspended):
 __all__ = [
     "ConfigurationError",
     "Contended",
+    "DsnError",
     "DurablyError",
     "Fenced",
     "InputNeeded",
@@ -208,6 +221,7 @@ __all__ = [
     "StateInUseError",
     "StateNotFoundError",
     "StatePersistenceError",
+    "StoreUnavailableError",
     "Suspended",
     "Swallowed",
     "WorkItemNotFoundError",

@@ -17,8 +17,9 @@ import pytest
 
 from durably import QueuePolicy, RunRecord, RunState, Usage, WorkItem
 from durably.cli import main
-from durably.cli.stores import describe, open_stores, scrub
+from durably.dsn import describe, scrub
 from durably.status import WorkflowStatus
+from durably.stores import open_stores
 from durably.worker import start_workflow
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from durably.cli.stores import open_stores
 from durably.status import WorkflowStatus
+from durably.stores import open_stores
 from tests.unit.test_cli import dsn, run_cli
 
 

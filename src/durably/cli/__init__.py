@@ -17,8 +17,14 @@ from typing import Any
 from pydantic import ValidationError
 
 from durably.cli import demo, queue, runs, schema, sweep, worker, workflows
-from durably.cli.stores import StoreUnavailable, UsageError
-from durably.errors import DurablyError, InvalidInputError
+from durably.cli.stores import UsageError
+from durably.errors import (
+    ConfigurationError,
+    DsnError,
+    DurablyError,
+    InvalidInputError,
+    StoreUnavailableError,
+)
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -49,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command: Command = args.run
     try:
         return asyncio.run(command(args))
-    except (UsageError, InvalidInputError) as exc:
+    except (UsageError, InvalidInputError, DsnError) as exc:
         parser.exit(EXIT_USAGE, f"durably: error: {exc}\n")
     except ValidationError as exc:  # an argument a model refused (an empty id, say)
         reasons = "; ".join(
@@ -57,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for e in exc.errors()
         )
         parser.exit(EXIT_USAGE, f"durably: error: {reasons}\n")
-    except StoreUnavailable as exc:
+    except (StoreUnavailableError, ConfigurationError) as exc:
         print(f"durably: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except DurablyError as exc:

@@ -8,15 +8,10 @@ from importlib.resources import files
 from typing import Any
 
 from durably.cli.render import emit_json
-from durably.cli.stores import (
-    StoreUnavailable,
-    UsageError,
-    add_dsn,
-    describe,
-    dsn_from,
-    open_stores,
-    scheme_of,
-)
+from durably.cli.stores import UsageError, add_dsn, dsn_from
+from durably.dsn import describe, parse
+from durably.errors import ConfigurationError
+from durably.stores import open_stores
 
 # The schema files each SQL backing ships, in the order they are applied.
 SCHEMA_FILES = {"sqlite": ("schema.sql",), "postgresql": ("schema.sql",)}
@@ -48,12 +43,12 @@ def schema_text(backing: str) -> str | None:
     try:
         root = files(package)
     except ModuleNotFoundError:
-        raise StoreUnavailable(f"the {backing} backing is not available") from None
+        raise ConfigurationError(f"the {backing} backing is not available") from None
     parts = []
     for name in SCHEMA_FILES[backing]:
         resource = root / name
         if not resource.is_file():
-            raise StoreUnavailable(f"the {backing} backing ships no {name} in this build")
+            raise ConfigurationError(f"the {backing} backing ships no {name} in this build")
         parts.append(resource.read_text(encoding="utf-8"))
     return "\n".join(parts)
 
@@ -80,7 +75,7 @@ async def show_schema(args: argparse.Namespace) -> int:
     if args.backing:
         backing = args.backing
     elif args.dsn:
-        backing = scheme_of(args.dsn)
+        backing = parse(args.dsn).backing
     else:
         raise UsageError("name a backing: --backing sqlite|postgresql|redis|memory, or --dsn")
     text = schema_text(backing)
@@ -97,12 +92,10 @@ async def show_schema(args: argparse.Namespace) -> int:
 async def run_migrate(args: argparse.Namespace) -> int:
     """Bring the store's schema up to date (opening a store migrates it)."""
     dsn = dsn_from(args.dsn)
-    backing = scheme_of(dsn)
+    backing = parse(dsn).backing
     stores = await open_stores(dsn)
     try:
-        if backing == "postgresql":
-            postgres = importlib.import_module("durably.postgres")
-            await postgres.migrate(stores.database)
+        await stores.migrate()
     finally:
         await stores.close()
     version = schema_version(backing)

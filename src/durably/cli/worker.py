@@ -26,7 +26,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from durably.cli.stores import Stores, UsageError, add_dsn, describe, dsn_from, opened
+from durably.cli.stores import UsageError, add_dsn, dsn_from, opened
+from durably.dsn import describe
+from durably.stores import Stores
 
 
 def register(commands: Any) -> None:
@@ -84,7 +86,7 @@ async def run_worker(args: argparse.Namespace) -> int:
     logging.basicConfig(level=getattr(logging, args.log_level), handlers=[handler])
     from durably.worker import Worker
 
-    async with opened(args) as stores:
+    async with opened(args, create=True) as stores:
         worker = Worker(
             name=args.name,
             poll_seconds=args.poll_seconds,

@@ -11,13 +11,14 @@ import sqlite3
 import time
 from typing import Any
 
-from durably.cli.stores import Stores, UsageError
+from durably.cli.stores import UsageError
 from durably.demo.ledger import Ledger, StepOutcome
 from durably.demo.provider import Reply, SimulatedModel, use_tool
 from durably.errors import StateConflictError
 from durably.runs import RunState, StateDelta, StateKey, Usage
 from durably.runtime import Run
 from durably.sqlite import Database, SqliteStateStore, Transaction
+from durably.stores import Stores
 from durably.work import QueuePolicy
 
 KIND = "demo-agent"

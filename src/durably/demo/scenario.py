@@ -22,11 +22,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from durably.cli.stores import Stores, open_stores
 from durably.demo.agent import KIND, SCHEDULER_LEASE
 from durably.demo.ledger import Ledger
 from durably.runs import RunRecord, StateKey
 from durably.status import WorkflowStatus
+from durably.stores import Stores, open_stores
 
 # Kill the first worker once this many paid calls were billed (of about 19).
 KILL_AFTER_BILLED = 7

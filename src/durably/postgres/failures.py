@@ -15,12 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from durably.dsn import scrub
 from durably.errors import (
     ConfigurationError,
     DurablyError,
     InvalidInputError,
     QueueUnavailableError,
     StatePersistenceError,
+    StoreUnavailableError,
 )
 
 Kind = Literal["configuration", "contended", "transient", "invalid", "failed"]
@@ -103,6 +105,20 @@ def describe(error: BaseException) -> str:
     if message is None:
         message = str(error).splitlines()[0] if str(error) else ""
     return f"{type(error).__name__} (SQLSTATE {code}): {message}"
+
+
+def connect_error(error: BaseException, dsn: str) -> DurablyError:
+    """What a failed first connection means, without the DSN's secrets: what the server
+    refused (a database or role that does not exist, a failed login) is a
+    `ConfigurationError`; anything else (refused, unreachable, timed out) is a
+    `StoreUnavailableError`."""
+    code = sqlstate(error)
+    text = scrub(str(error), dsn) or type(error).__name__
+    # psycopg reports a refused connection with no SQLSTATE, the server's words after FATAL.
+    refused = text.split("FATAL:", 1)[1].strip() if "FATAL:" in text else None
+    if refused is not None or (code is not None and code.startswith(("3D", "28"))):
+        return ConfigurationError(f"the server refused the connection: {refused or text}")
+    return StoreUnavailableError(f"cannot connect: {text.splitlines()[0]}")
 
 
 ErrorFactory = Callable[[Kind, str], DurablyError]

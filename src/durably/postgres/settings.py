@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any, ClassVar
 
 from pydantic import Field, PositiveFloat, SecretStr
 
-from durably.postgres.failures import RetryBudget
+from durably.dsn import scrub
+from durably.errors import ConfigurationError
+from durably.postgres.failures import RetryBudget, connect_error
 from durably.settings import StoreSettings
 
 
@@ -47,13 +50,32 @@ class PostgresStoreSettings(StoreSettings):
         }
 
 
-async def open_pool(settings: PostgresStoreSettings) -> Any:
-    """An open psycopg ``AsyncConnectionPool`` sized ``settings.pool_size``, whose
-    connections carry ``statement_timeout``."""
+async def open_pool(settings: PostgresStoreSettings, *, driver: str = "psycopg") -> Any:
+    """An open pool sized ``settings.pool_size`` whose connections carry
+    ``statement_timeout``: a psycopg ``AsyncConnectionPool``, or an asyncpg ``Pool`` with
+    ``driver="asyncpg"``.
+
+    The first connection is made once, before the pool, so a database that does not exist,
+    a refused login or an unreachable server is reported at once (`ConfigurationError` for
+    what the server refused, `StoreUnavailableError` otherwise) instead of after the pool's
+    retries. Neither message, nor any line psycopg-pool logs, contains the DSN's password.
+    """
+    dsn = settings.dsn.get_secret_value()
+    if driver == "asyncpg":
+        return await _open_asyncpg(settings, dsn)
+    if driver != "psycopg":
+        raise ConfigurationError(f"unknown PostgreSQL driver {driver!r}: psycopg or asyncpg")
+    import psycopg
     from psycopg_pool import AsyncConnectionPool
 
+    scrub_pool_logs(dsn)
+    try:
+        probe = await psycopg.AsyncConnection.connect(dsn, **settings.pool_kwargs())
+    except Exception as error:
+        raise connect_error(error, dsn) from None
+    await probe.close()
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        settings.dsn.get_secret_value(),
+        dsn,
         min_size=1,
         max_size=settings.pool_size,
         kwargs=settings.pool_kwargs(),
@@ -64,4 +86,47 @@ async def open_pool(settings: PostgresStoreSettings) -> Any:
     return pool
 
 
-__all__ = ["PostgresStoreSettings", "open_pool"]
+async def _open_asyncpg(settings: PostgresStoreSettings, dsn: str) -> Any:
+    import asyncpg
+
+    timeout_ms = int(settings.statement_timeout_seconds * 1000)
+    try:
+        return await asyncpg.create_pool(
+            dsn,
+            min_size=1,
+            max_size=settings.pool_size,
+            timeout=settings.connect_timeout_seconds,
+            server_settings={"statement_timeout": str(timeout_ms)},
+        )
+    except Exception as error:
+        raise connect_error(error, dsn) from None
+
+
+class _PoolLogScrubber(logging.Filter):
+    """Takes the passwords of the DSNs pools were opened with out of psycopg-pool's log
+    lines (it logs each failed connection attempt with the driver's message)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dsns: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        for dsn in self.dsns:
+            message = scrub(message, dsn)
+        record.msg, record.args = message, None
+        return True
+
+
+_POOL_LOGS = _PoolLogScrubber()
+
+
+def scrub_pool_logs(dsn: str) -> None:
+    """Scrub ``dsn``'s secrets from psycopg-pool's log records from now on."""
+    _POOL_LOGS.dsns.add(dsn)
+    pool_logger = logging.getLogger("psycopg.pool")
+    if _POOL_LOGS not in pool_logger.filters:
+        pool_logger.addFilter(_POOL_LOGS)
+
+
+__all__ = ["PostgresStoreSettings", "open_pool", "scrub_pool_logs"]

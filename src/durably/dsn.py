@@ -1,0 +1,126 @@
+"""DSNs: which backing (and driver) a DSN names, a description of it that is safe to print,
+and text with its secrets taken out.
+
+The schemes: ``memory://``; ``sqlite:///relative.db`` or ``sqlite:////absolute.db``;
+``postgresql://`` (also ``postgres://``, ``postgresql+psycopg://`` and
+``postgresql+asyncpg://``, the forms SQLAlchemy-style ``DATABASE_URL``s use); ``redis://``
+and ``rediss://``. Nothing here does I/O, and no error raised here contains the DSN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from durably.errors import DsnError
+
+BACKINGS = ("memory", "sqlite", "postgresql", "redis")
+_ALIASES = {"postgres": "postgresql", "rediss": "redis", "sqlite3": "sqlite"}
+# The driver part of ``postgresql+driver://``: psycopg 3 (also under SQLAlchemy's names for
+# psycopg 2, whose DSNs it reads alike) or asyncpg.
+_PG_DRIVERS = {
+    "psycopg": "psycopg",
+    "psycopg3": "psycopg",
+    "psycopg2": "psycopg",
+    "asyncpg": "asyncpg",
+}
+_SHAPES = (
+    "a DSN looks like sqlite:///path/to/file.db, postgresql://host/db, "
+    "redis://host:6379/0 or memory://"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Dsn:
+    """A parsed DSN: the backing, the driver (PostgreSQL only) and the URL that driver is
+    given (the ``+driver`` part removed)."""
+
+    backing: str
+    driver: str | None
+    url: str
+
+
+def parse(dsn: str) -> Dsn:
+    """The backing and driver ``dsn`` names; `DsnError` (before any I/O) when it is
+    malformed or names none."""
+    if not isinstance(dsn, str) or "://" not in dsn:
+        raise DsnError(_SHAPES)
+    scheme, rest = dsn.split("://", 1)
+    base, plus, driver_name = scheme.lower().partition("+")
+    backing = _ALIASES.get(base, base)
+    if backing not in BACKINGS:
+        raise DsnError(f"unknown DSN scheme {base!r}: use one of {', '.join(BACKINGS)}")
+    driver: str | None = None
+    if backing == "postgresql":
+        driver = _PG_DRIVERS.get(driver_name) if plus else "psycopg"
+        if driver is None:
+            raise DsnError(
+                f"unknown PostgreSQL driver {driver_name!r}: use postgresql://, "
+                "postgresql+psycopg:// or postgresql+asyncpg://"
+            )
+        url = f"postgresql://{rest}"
+    elif plus:
+        raise DsnError(f"a {backing} DSN names no driver (got {scheme.lower()!r})")
+    else:
+        url = f"{base}://{rest}"
+    if backing == "sqlite":
+        sqlite_path(url)
+    elif backing in ("postgresql", "redis"):
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 -- reading it checks it
+        except ValueError:
+            raise DsnError(f"malformed {backing} DSN: its host or port cannot be read") from None
+    return Dsn(backing=backing, driver=driver, url=url)
+
+
+def sqlite_path(dsn: str) -> str:
+    """The file a ``sqlite:///path`` DSN names (``sqlite:////abs`` or ``sqlite:///rel``)."""
+    rest = dsn.split("://", 1)[1]
+    if not rest.startswith("/"):
+        raise DsnError("a SQLite DSN is sqlite:///relative/path.db or sqlite:////absolute/path.db")
+    path = unquote(rest[1:].split("?", 1)[0])
+    if not path:
+        raise DsnError("the SQLite DSN names no file: use sqlite:///path/to/file.db")
+    return path
+
+
+def describe(dsn: str) -> str:
+    """What ``dsn`` names, safe to print: backing, host, port and database, or the SQLite
+    path; never a user or a password."""
+    parsed = parse(dsn)
+    if parsed.backing == "memory":
+        return "memory (this process only)"
+    if parsed.backing == "sqlite":
+        return f"sqlite {sqlite_path(parsed.url)}"
+    parts = urlsplit(parsed.url)
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parsed.backing} {parts.hostname or 'localhost'}{port}{parts.path or ''}"
+
+
+def secrets(dsn: str) -> list[str]:
+    """The secret parts of ``dsn`` as they may appear in a message: the whole DSN, the
+    password (as written and decoded) and any ``password=`` query value. Read without a
+    URL parser, so a DSN that does not parse still gives its password up."""
+    found = [dsn]
+    rest = dsn.split("://", 1)[-1]
+    authority = rest.split("?", 1)[0]
+    if "@" in authority:
+        userinfo = authority.rsplit("@", 1)[0]
+        if ":" in userinfo:
+            found.append(userinfo.split(":", 1)[1])
+    if "?" in rest:
+        query = rest.split("?", 1)[1]
+        found.extend(v for k, v in parse_qsl(query) if k.lower() in ("password", "pass"))
+    found.extend([unquote(s) for s in found])
+    return sorted({s for s in found if s}, key=len, reverse=True)
+
+
+def scrub(message: str, dsn: str) -> str:
+    """``message`` with the DSN and its password replaced by placeholders."""
+    for secret in secrets(dsn):
+        message = message.replace(secret, "<dsn>" if secret == dsn else "***")
+    return message
+
+
+__all__ = ["BACKINGS", "Dsn", "describe", "parse", "scrub", "secrets", "sqlite_path"]
