@@ -141,14 +141,20 @@ class Run:
         seconds = positive(duration, "duration")
         self._use(key)
         if key in self._records:
-            due = float(cast(float, self._records[key]))
+            wakeups = self._wakeup(key)
         else:
             deadline = self._clock.now() + seconds
-            recorded = await self._write(self._checkpointer.record(self._holder, key, deadline))
-            due = float(cast(float, self._land(key, recorded)))
-        if self._clock.now() >= due:
-            return
-        raise self._suspend(ScheduledWakeup(key, due))
+            wakeups = []
+
+            def landed(recorded: Recorded[object]) -> None:
+                self._land(key, recorded)
+                wakeups.extend(self._wakeup(key))
+
+            # The wakeup is noted as the deadline lands, also when a sibling's suspension
+            # cancels this sleep meanwhile: the pass must still be woken at the deadline.
+            await self._write(self._checkpointer.record(self._holder, key, deadline), landed)
+        if wakeups:
+            raise wakeups[0]
 
     async def awaiting(self, key: str, parse: Parse[T] = _identity) -> T:
         """The value supplied under ``key`` from outside (`Durable.arrive`); until one
@@ -209,9 +215,18 @@ class Run:
         self._suspensions.append(suspension)
         return suspension
 
-    async def _write(self, write: Awaitable[R]) -> R:
+    def _wakeup(self, key: str) -> list[ScheduledWakeup]:
+        """The (noted) suspension of sleep ``key`` while its recorded deadline is ahead."""
+        due = float(cast(float, self._records[key]))
+        if self._clock.now() >= due:
+            return []
+        wakeup = ScheduledWakeup(key, due)
+        self._suspend(wakeup)
+        return [wakeup]
+
+    async def _write(self, write: Awaitable[R], landed: Callable[[R], None] | None = None) -> R:
         """Await a checkpoint write to its end even if the caller is cancelled meanwhile;
-        the cancellation is delivered once the write has landed."""
+        ``landed`` sees the result first, then the cancellation is delivered."""
         task = asyncio.ensure_future(write)
         cancelled = False
         while True:
@@ -226,6 +241,8 @@ class Run:
                 if self._fenced is None:
                     self._fenced = fenced
                 raise
+        if landed is not None:
+            landed(result)
         if cancelled:
             raise asyncio.CancelledError
         return result
@@ -296,15 +313,19 @@ def _ended_by(run: Run, exc: BaseException) -> Sleeping | Blocked:
 
 
 def outcome_of(suspensions: list[Suspended]) -> Sleeping | Blocked:
-    """The outcome several suspensions add up to: the earliest deadline if any sleeps,
-    otherwise everything waited and listened for."""
+    """The outcome several suspensions add up to: `Blocked` on everything waited and
+    listened for, with the earliest deadline as its ``due`` if the body also sleeps;
+    `Sleeping` at the earliest deadline if the body only sleeps."""
     wakeups = [s for s in suspensions if isinstance(s, ScheduledWakeup)]
-    if wakeups:
-        first = min(wakeups, key=lambda s: s.due)
-        return Sleeping(first.key, first.due)
+    first = min(wakeups, key=lambda s: s.due) if wakeups else None
     listening = frozenset(s.key for s in suspensions if isinstance(s, MessageNeeded))
-    waiting = frozenset(s.key for s in suspensions if not isinstance(s, MessageNeeded))
-    return Blocked(waiting=waiting, listening=listening)
+    waiting = frozenset(
+        s.key for s in suspensions if not isinstance(s, MessageNeeded | ScheduledWakeup)
+    )
+    if waiting or listening:
+        return Blocked(waiting, listening, None if first is None else first.due)
+    assert first is not None, "a pass suspends on something"
+    return Sleeping(first.key, first.due)
 
 
 async def advance(

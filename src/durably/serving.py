@@ -434,13 +434,24 @@ class WorkflowService(Service):
             await checkpointer.set_status(
                 holder, WorkflowStatus.BLOCKED, attempts=attempts, error=last_error
             )
-            await scheduler.done(delivery)
-            ctx.logger.info(
-                "workflow blocked waiting for %s (%s)",
-                sorted(outcome.waiting | outcome.listening),
-                counts,
-                extra=fields,
-            )
+            waited = sorted(outcome.waiting | outcome.listening)
+            if outcome.due is None:
+                await scheduler.done(delivery)
+                ctx.logger.info(
+                    "workflow blocked waiting for %s (%s)", waited, counts, extra=fields
+                )
+            else:
+                # A timeout beside the wait: run again at the deadline unless a value or
+                # message makes the workflow ready first.
+                await scheduler.wake_at(delivery, outcome.due)
+                ctx.note_due(outcome.due)
+                ctx.logger.info(
+                    "workflow blocked waiting for %s until %.3f (%s)",
+                    waited,
+                    outcome.due,
+                    counts,
+                    extra=fields,
+                )
         return False
 
     async def _settle_failure(

@@ -86,10 +86,16 @@ class Sleeping:
 
 @dataclass(frozen=True, slots=True)
 class Blocked:
-    """The body waits for values (``waiting``) or messages (``listening``) from outside."""
+    """The body waits for values (``waiting``) or messages (``listening``) from outside.
+
+    ``due`` is the earliest deadline the body also sleeps until (a timeout beside the
+    wait, say in a task group), or None: the workflow runs again then if nothing
+    arrives first.
+    """
 
     waiting: frozenset[str]
     listening: frozenset[str]
+    due: float | None = None
 
     def __post_init__(self) -> None:
         if not self.waiting and not self.listening:

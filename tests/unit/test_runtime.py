@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import re
+import textwrap
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -466,3 +469,32 @@ async def test_every_duration_of_the_runtime_is_refused_by_name_when_not_positiv
     with pytest.raises(ValueError, match="alive"):
         await advance("wf", checkpointer, body, alive=bad)
     assert await checkpointer.load("wf") == {}
+
+
+def _approval_window_body() -> Any:
+    """The "give up waiting at a deadline" body of docs/concepts.md, exactly as written."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "concepts.md").read_text()
+    block = next(b for b in re.findall(r"```python\n(.*?)```", text, re.DOTALL) if "window" in b)
+    namespace: dict[str, Any] = {"Run": Run}
+    exec(compile(textwrap.dedent(block), "docs/concepts.md", "exec"), namespace)
+    return namespace["body"]
+
+
+async def test_the_documented_approval_window_times_out_at_its_deadline() -> None:
+    checkpointer = MemoryCheckpointer()
+    clock = ManualClock(0.0)
+    body = _approval_window_body()
+    assert await once(checkpointer, body, clock=clock) == Sleeping("approval window", 86_400.0)
+    clock.advance(86_400)
+    assert await once(checkpointer, body, clock=clock) == Completed("timed out")
+
+
+async def test_the_documented_approval_window_takes_an_approval_arriving_in_time() -> None:
+    durable = MemoryDurable(MemoryCheckpointer(), MemoryScheduler())
+    clock = ManualClock(0.0)
+    body = _approval_window_body()
+    assert await once(durable.checkpointer, body, clock=clock) == Sleeping(
+        "approval window", 86_400.0
+    )
+    await durable.arrive("wf", "approval", "ana")
+    assert await once(durable.checkpointer, body, clock=clock) == Completed("ana")

@@ -352,6 +352,38 @@ async def test_a_sleeping_workflow_runs_again_after_its_deadline_on_the_workers_
     assert len(passes) == 2
 
 
+async def test_a_wait_for_approval_with_a_timeout_in_a_task_group_runs_again_at_the_timeout() -> (
+    None
+):
+    clock = ManualClock()
+    start = clock.now()
+    durable = memory_durable("approve")
+    passes: list[float] = []
+    timeout = 3600.0
+
+    async def body(run: Run) -> str:
+        passes.append(run.clock.now())
+        if run.clock.now() >= start + timeout and run.pending("approval"):
+            return "timed out"
+        async with asyncio.TaskGroup() as group:
+            approval = group.create_task(run.awaiting("approval", str))
+            group.create_task(run.sleep("timeout", timeout))
+        return approval.result()
+
+    worker = quick(clock=clock)
+    worker.workflow("approve", body, durable)
+    async with serving(worker):
+        await start_workflow(durable, "ask")
+        await eventually(lambda: _status_is(durable, "ask", WorkflowStatus.BLOCKED))
+        clock.advance(timeout - 1)
+        await asyncio.sleep(0.1)  # five maintenance rounds, one second early
+        assert passes == [start]
+        clock.advance(1)
+        await eventually(lambda: _status_is(durable, "ask", WorkflowStatus.COMPLETED))
+    assert passes == [start, start + timeout]
+    assert (await durable.checkpointer.load("ask")).get("timeout") == start + timeout
+
+
 async def test_a_blocked_workflow_runs_again_when_its_value_arrives() -> None:
     durable = memory_durable("approve")
 

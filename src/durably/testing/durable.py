@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
 from durably.errors import Fenced, InvalidInputError
 from durably.status import WorkflowStatus
+from durably.testing.durable_passes import DurableFactory, DurablePassCases
 from durably.testing.refused import UNSTORABLE_TEXTS, UNUSABLE_IDS
 from durably.workflows import INBOX_PREFIX, Delivery, Durable, Scheduler
-
-DurableFactory = Callable[[], Awaitable[Durable[Any]]]
 
 LONG = 30.0
 T0 = 1_000_000.0  # an instant on the caller's clock
@@ -45,7 +43,7 @@ async def take(scheduler: Scheduler, workflow: str) -> Delivery:
     return delivery
 
 
-class DurableConformance:
+class DurableConformance(DurablePassCases):
     """Every test here must pass for every `Durable` durably ships."""
 
     async def test_arrive_records_first_writer_wins_and_makes_the_workflow_ready(
@@ -224,3 +222,6 @@ class DurableConformance:
                     await durable.deliver(workflow, value)
         assert await durable.checkpointer.load(workflow) == {}
         assert await durable.scheduler.next_ready(0) is None
+
+
+__all__ = ["DurableConformance", "DurableFactory"]
