@@ -16,7 +16,7 @@ from pydantic import (
     model_validator,
 )
 
-from durably.errors import InvalidInputError
+from durably.errors import InvalidInputError, StatePersistenceError
 from durably.redaction import scrub
 from durably.validation import identifier, storable
 
@@ -288,16 +288,46 @@ def checked_run(record: RunRecord) -> RunRecord:
     return record
 
 
-def stored_run(record: RunRecord, *, version: int, updated_at: float) -> RunRecord:
+def stored_run(
+    record: RunRecord,
+    *,
+    version: int,
+    updated_at: float,
+    max_bytes: int | None = None,
+    store: str = "memory",
+) -> RunRecord:
     """The record as a store keeps it: checked (`checked_run`), secrets scrubbed, new
-    version and time."""
-    return checked_run(record).model_copy(
+    version and time. With ``max_bytes`` (a store's ``max_value_bytes``), tool-call
+    arguments whose text alone is over it are refused before they are scrubbed:
+    `StatePersistenceError` from ``store`` with reason ``too_large``."""
+    checked_run(record)
+    if max_bytes is not None:
+        size = sum(_text_length(call.arguments) for call in record.pending_tool_calls)
+        if size > max_bytes:
+            raise StatePersistenceError(
+                store,
+                "too_large",
+                f"tool-call arguments of run {record.key} hold {size} characters of text,"
+                f" over max_value_bytes={max_bytes}",
+            )
+    return record.model_copy(
         update={
             "version": version,
             "updated_at": updated_at,
             "pending_tool_calls": tuple(call.scrubbed() for call in record.pending_tool_calls),
         }
     )
+
+
+def _text_length(value: object) -> int:
+    """How many characters of text ``value`` holds (a lower bound on its stored bytes)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(len(key) + _text_length(item) for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return sum(_text_length(item) for item in value)
+    return 0
 
 
 def checked_session(record: SessionRecord) -> SessionRecord:

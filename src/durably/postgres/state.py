@@ -106,7 +106,13 @@ class PostgresStateStore:
 
     async def put_run(self, record: RunRecord) -> RunRecord:
         now = self._clock.now()
-        stored = stored_run(record, version=record.version + 1, updated_at=now)
+        stored = stored_run(
+            record,
+            version=record.version + 1,
+            updated_at=now,
+            max_bytes=self._max_bytes,
+            store="postgres",
+        )
         body = self._encode(stored.model_dump(mode="json", exclude=set(_RUN_COLUMNS | {"version"})))
         counters = [getattr(stored.usage, name) for name in _USAGE_COLUMNS]
         counters += [stored.cost_micros, stored.iterations, stored.message_cursor]

@@ -150,7 +150,13 @@ class RedisStateStore:
 
     async def put_run(self, record: RunRecord) -> RunRecord:
         """Compare-and-set write; `StateConflictError` when the stored version differs."""
-        stored = stored_run(record, version=record.version + 1, updated_at=self._clock.now())
+        stored = stored_run(
+            record,
+            version=record.version + 1,
+            updated_at=self._clock.now(),
+            max_bytes=self._redis.max_value_bytes,
+            store="redis",
+        )
         blob = stored.model_dump_json()
         self._redis.check_size(blob, f"run {record.key}")
         ns, tenant = self._redis.namespace, record.tenant

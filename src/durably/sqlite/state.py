@@ -238,7 +238,9 @@ class SqliteStateStore:
 def _prepared_run(record: RunRecord, now: float, limit: int) -> tuple[RunRecord, str]:
     """``record`` as stored at ``now`` (`stored_run` checks it) and its text, within
     ``limit`` bytes (`StatePersistenceError(reason="too_large")` otherwise)."""
-    saved = stored_run(record, version=record.version + 1, updated_at=now)
+    saved = stored_run(
+        record, version=record.version + 1, updated_at=now, max_bytes=limit, store="sqlite"
+    )
     return saved, within_size(saved.model_dump_json(), limit, f"run {record.key}", "sqlite")
 
 
