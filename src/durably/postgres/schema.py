@@ -15,7 +15,7 @@ SCHEMA_VERSION = 1
 
 # Lower-case, unquoted-safe names only: a table name is interpolated (a placeholder cannot
 # name a relation), so anything else is refused rather than escaped.
-_PLAIN = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_PLAIN = re.compile(r"[a-z_][a-z0-9_]{0,62}")  # whole string: fullmatch, as "$" passes a final "\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +45,7 @@ class StateTables:
             value = getattr(self, field.name)
             if value is None and field.name == "schema":
                 continue
-            if not isinstance(value, str) or not _PLAIN.match(value):
+            if not isinstance(value, str) or not _PLAIN.fullmatch(value):
                 raise ConfigurationError(
                     f"StateTables.{field.name} must be a plain lower-case identifier "
                     f"(letters, digits, underscores; at most 63), got {value!r}"

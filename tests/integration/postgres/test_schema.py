@@ -125,6 +125,14 @@ def test_table_names_must_be_plain_identifiers(name: str) -> None:
         StateTables(schema=name)
 
 
+@pytest.mark.parametrize("name", ["runs\n", "runs\n\n", "runs\r"])
+def test_a_table_name_with_a_trailing_line_break_is_refused(name: str) -> None:
+    with pytest.raises(ConfigurationError):
+        StateTables(runs=name)
+    with pytest.raises(ConfigurationError):
+        StateTables(schema=name)
+
+
 def test_a_codec_that_does_not_render_json_is_refused_at_construction() -> None:
     class Base64Codec:
         def encode(self, value: object) -> str:
