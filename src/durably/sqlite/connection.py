@@ -302,6 +302,7 @@ def _open(path: str, settings: SqliteStoreSettings) -> sqlite3.Connection:
             raise ConfigurationError(
                 f"cannot create SQLite database {path}: directory {target.parent} does not exist"
             )
+        _create_owner_only(path)
     try:
         connection = sqlite3.connect(
             path,
@@ -324,6 +325,18 @@ def _open(path: str, settings: SqliteStoreSettings) -> sqlite3.Connection:
             raise StatePersistenceError(f"sqlite {path}", "contended", str(exc)) from exc
         raise ConfigurationError(f"cannot use {path} as a durably SQLite database: {exc}") from exc
     return connection
+
+
+def _create_owner_only(path: str) -> None:
+    # SQLite gives the -wal and -shm files the mode of the database file, so creating the
+    # file 0600 (an empty file is a new database) keeps all three from other users. A file
+    # that exists keeps its mode: that is its owner's choice.
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise ConfigurationError(f"cannot create SQLite database {path}: {exc}") from exc
 
 
 def _journal_wal(connection: sqlite3.Connection, settings: SqliteStoreSettings) -> None:
