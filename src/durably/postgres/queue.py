@@ -36,6 +36,8 @@ from durably.work import (
 
 _TEMPLATES = statements.load("queue.sql")
 _BATCH = 500
+CLAIM_MOST = 1000
+"""The most items one `PostgresWorkQueue.claim_many` takes (queue.sql's claim relies on it)."""
 # Enum members by stored value: a dict lookup is cheaper than the enum call per row.
 _PRIORITIES = {int(member): member for member in WorkPriority}
 _STATES = {member.value: member for member in WorkState}
@@ -164,14 +166,15 @@ class PostgresWorkQueue:
         limit: int = 10,
     ) -> list[WorkItem]:
         """Take up to ``limit`` due items in one statement, each under its own lease, as
-        ``limit`` claims would (a batch may take several items of the first tenant)."""
+        ``limit`` claims would (a batch may take several items of the first tenant). One
+        call takes at most `CLAIM_MOST` (1000) items, whatever ``limit`` asks."""
         identifier(worker, "worker")
         identifier(queue, "queue")
         lease = self._policy.lease_for(lease_seconds)
-        positive_int(limit, "limit")
+        take = min(positive_int(limit, "limit"), CLAIM_MOST)
         now = self._clock.now()
         rows = await self._access.run(
-            lambda s: s.fetch(self._sql["claim"], queue, now, worker, lease, limit),
+            lambda s: s.fetch(self._sql["claim"], queue, now, worker, lease, take),
             errors=queue_errors(queue, "claim"),
         )
         return [_item(row) for row in rows]
@@ -411,4 +414,4 @@ def _item(row: Row, state: WorkState | None = None) -> WorkItem:
     )
 
 
-__all__ = ["PostgresWorkQueue"]
+__all__ = ["CLAIM_MOST", "PostgresWorkQueue"]
