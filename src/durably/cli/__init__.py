@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from durably.cli import demo, queue, runs, schema, sweep, worker, workflows
+from durably.cli.render import printable
 from durably.cli.stores import UsageError
 from durably.errors import (
     ConfigurationError,
@@ -64,10 +65,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         parser.exit(EXIT_USAGE, f"durably: error: {reasons}\n")
     except (StoreUnavailableError, ConfigurationError) as exc:
-        print(f"durably: {exc}", file=sys.stderr)
+        print(f"durably: {printable(str(exc))}", file=sys.stderr)
         return EXIT_FAILED
     except DurablyError as exc:
-        print(f"durably: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"durably: {type(exc).__name__}: {printable(str(exc))}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
         print("durably: interrupted", file=sys.stderr)

@@ -36,8 +36,31 @@ def emit_json(value: object, out: TextIO | None = None) -> None:
     stream.write(json.dumps(plain(value), indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
+def printable(text: str) -> str:
+    """``text`` safe to print to a terminal: control characters (ESC, BEL, CR, backspace,
+    the C1 range...) and line breaks shown as escapes (``\\x1b``, ``\\n``), so a stored
+    value cannot move the cursor, clear the screen, retitle the window or plant a link
+    (``--json`` prints the exact value)."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _escaped(ch) for ch in text)
+
+
+def _escaped(ch: str) -> str:
+    code = ord(ch)
+    if ch in "\n\r\t":
+        return {"\n": "\\n", "\r": "\\r", "\t": "\\t"}[ch]
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
 def cell(value: object) -> str:
-    """How one value reads in a table."""
+    """How one value reads in a table (control characters escaped: `printable`)."""
+    return printable(_cell(value))
+
+
+def _cell(value: object) -> str:
     if value is None:
         return "-"
     if isinstance(value, Enum):
@@ -123,4 +146,4 @@ class Progress:
             self._stream.flush()
 
 
-__all__ = ["Progress", "cell", "dollars", "emit_json", "plain", "table", "when"]
+__all__ = ["Progress", "cell", "dollars", "emit_json", "plain", "printable", "table", "when"]

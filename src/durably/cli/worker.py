@@ -48,7 +48,11 @@ def register(commands: Any) -> None:
         "--maintenance-seconds", type=float, default=5.0, help="period of reap / wake_due"
     )
     worker.add_argument(
-        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"]
+        "--log-level",
+        default="INFO",
+        type=str.upper,
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="DEBUG, INFO, WARNING or ERROR, in any case (default INFO)",
     )
     worker.set_defaults(run=run_worker)
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from durably.cli.render import cell, emit_json, table
+from durably.cli.render import cell, emit_json, printable, table
 from durably.cli.stores import UsageError, add_dsn, opened
 from durably.codec import JsonCodec
 from durably.status import WorkflowStatus
@@ -89,7 +89,7 @@ async def show_workflow(args: argparse.Namespace) -> int:
     if info is not None:
         print(f"status    {info.status.value} (attempts {info.attempts}, {cell(info.updated_at)})")
         if info.last_error:
-            print(f"error     {info.last_error}")
+            print(f"error     {printable(info.last_error)}")
     else:
         print("status    - (never run by a worker)")
     if history:
