@@ -33,6 +33,12 @@ def _dsn_for(database: str) -> str:
 @pytest.fixture(scope="session")
 def postgres_dsn() -> str:
     """The DSN of a database created for this test run (dropped after the session)."""
+    return create_database()
+
+
+def create_database() -> str:
+    """Create a database for this test run (dropped after the session); its DSN. Skips
+    (or fails, under DURABLY_REQUIRE_SERVICES=1) when the server is unreachable."""
     try:
         import psycopg
     except ImportError:  # pragma: no cover
@@ -211,6 +217,7 @@ __all__ = [
     "PostgresEffectKit",
     "Stores",
     "close_pool",
+    "create_database",
     "effect_kit",
     "open_pool",
     "pg_driver",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
@@ -31,9 +32,29 @@ class CheckpointCodec(Protocol):
 # One encoder for every call (json.dumps with options builds a new one each time).
 _ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False).encode
 
+# A JSON string (kept as it is), or a number token that is a negative zero ("-0", "-0.0",
+# "-0e5", ...): not followed by what would make it another number.
+_STRING_OR_NEGATIVE_ZERO = re.compile(
+    r'"(?:[^"\\]|\\.)*"'  # a string
+    r"|-(?=0(?:\.0+)?(?:[eE][+-]?\d+)?(?![\d.eE]))"  # the sign of a negative zero
+)
+
+
+def without_negative_zero(text: str) -> str:
+    """JSON ``text`` with every negative zero written as zero.
+
+    PostgreSQL's ``jsonb`` holds numbers as ``numeric``, which has no negative zero, and
+    the stores compare recorded values by their text: every backing therefore records
+    ``-0.0`` as ``0.0`` (equal in Python), so a later ``0.0`` is an equal write on all.
+    """
+    if "-0" not in text:
+        return text
+    return _STRING_OR_NEGATIVE_ZERO.sub(lambda m: "" if m[0] == "-" else m[0], text)
+
 
 class JsonCodec:
-    """JSON with sorted keys and no NaN/Infinity. A tuple comes back as a list.
+    """JSON with sorted keys and no NaN/Infinity. A tuple comes back as a list, and a
+    negative zero as zero (`without_negative_zero`).
 
     ``encode`` refuses (`InvalidInputError`, a `ValueError`) a value holding a string with
     a NUL character or a lone surrogate, which PostgreSQL's ``jsonb`` cannot hold: every
@@ -43,7 +64,7 @@ class JsonCodec:
     renders_json = True
 
     def encode(self, value: object) -> str:
-        text = _ENCODE(value)
+        text = without_negative_zero(_ENCODE(value))
         # The text is ASCII (NUL and surrogates come out escaped): without a backslash it
         # holds nothing jsonb refuses.
         if "\\" not in text:
@@ -74,7 +95,8 @@ def screened_encode(codec: CheckpointCodec) -> Callable[[object], str]:
     encodes checkpointed values through this."""
     if type(codec) is JsonCodec:
         return codec.encode
-    screen = storable_json if renders_json(codec) else encodable
+    json_text = renders_json(codec)
+    screen = storable_json if json_text else encodable
 
     def encode(value: object) -> str:
         text = codec.encode(value)
@@ -82,9 +104,15 @@ def screened_encode(codec: CheckpointCodec) -> Callable[[object], str]:
             raise InvalidInputError(
                 f"{type(codec).__name__}.encode must return text, got {type(text).__name__}"
             )
-        return screen(text, "value")
+        return screen(without_negative_zero(text) if json_text else text, "value")
 
     return encode
 
 
-__all__ = ["CheckpointCodec", "JsonCodec", "renders_json", "screened_encode"]
+__all__ = [
+    "CheckpointCodec",
+    "JsonCodec",
+    "renders_json",
+    "screened_encode",
+    "without_negative_zero",
+]

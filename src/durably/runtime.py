@@ -30,6 +30,7 @@ from durably.workflows import (
     Recorded,
     Sleeping,
     is_inbox_key,
+    step_key,
 )
 
 T = TypeVar("T")
@@ -200,9 +201,7 @@ class Run:
     # -- internals ---------------------------------------------------------------------
 
     def _use(self, key: str) -> None:
-        identifier(key, "step key")
-        if is_inbox_key(key):
-            raise ValueError(f"step key {key!r} lies in the inbox key space ('inbox:...')")
+        step_key(key, "step key")
         if key in self._used:
             raise ValueError(f"step key {key!r} used twice in one pass")
         self._used.add(key)

@@ -9,7 +9,9 @@ from datetime import datetime
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from durably.codec import CheckpointCodec
+from durably.errors import InvalidInputError
 from durably.status import WorkflowInfo, WorkflowStatus
+from durably.validation import identifier
 
 EffectT = TypeVar("EffectT")
 EffectT_contra = TypeVar("EffectT_contra", contravariant=True)
@@ -27,6 +29,19 @@ def inbox_key(position: int) -> str:
 def is_inbox_key(key: str) -> bool:
     """Whether ``key`` lies in the key space `append` names (refused as a step name)."""
     return key.startswith(INBOX_PREFIX)
+
+
+def step_key(key: object, name: str = "key") -> str:
+    """``key`` if a value may be written under it by `record`, `supply` or `transact`: an
+    identifier outside the inbox key space, which `append` alone names (a value written
+    there would pass for a message). `InvalidInputError` otherwise, before any I/O."""
+    checked = identifier(key, name)
+    if is_inbox_key(checked):
+        raise InvalidInputError(
+            f"{name} {checked!r} lies in the inbox key space ({INBOX_PREFIX!r}...), "
+            "which only append may write"
+        )
+    return checked
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,4 +346,5 @@ __all__ = [
     "Written",
     "inbox_key",
     "is_inbox_key",
+    "step_key",
 ]

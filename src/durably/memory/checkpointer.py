@@ -18,7 +18,7 @@ from durably.errors import Fenced
 from durably.retention import FINISHED, sweep_arguments
 from durably.status import WorkflowInfo, WorkflowStatus, checked_report
 from durably.validation import identifier, positive, positive_int
-from durably.workflows import Entry, Pass, Recorded, Written, inbox_key
+from durably.workflows import Entry, Pass, Recorded, Written, inbox_key, step_key
 
 MemoryEffect = Callable[[dict[str, object]], object]
 """An effect for `MemoryCheckpointer.transact`: a function over a working copy of the
@@ -143,7 +143,7 @@ class MemoryCheckpointer:
 
     async def record(self, holder: Pass, key: str, value: object) -> Recorded[object]:
         """Write ``key`` once (first writer wins); `Fenced` if ``holder`` was superseded."""
-        identifier(key, "key")
+        step_key(key)
         encoded = self._encode(value)
         claim = self._fence(holder)
         recorded = self._insert(holder.workflow, key, encoded)
@@ -157,7 +157,7 @@ class MemoryCheckpointer:
         before it; an effect that raises (or a value the codec refuses) leaves neither.
         """
         identifier(holder.workflow, "workflow")
-        identifier(key, "key")
+        step_key(key)
         existing = self._records.get(holder.workflow, {}).get(key)
         if existing is not None:
             return Recorded(self._codec.decode(existing.encoded), False)
@@ -265,7 +265,7 @@ class MemoryCheckpointer:
 
     def _supply_now(self, workflow: str, key: str, value: object) -> Recorded[object]:
         identifier(workflow, "workflow")
-        identifier(key, "key")
+        step_key(key)
         return self._insert(workflow, key, self._encode(value))
 
     def _append_now(self, workflow: str, value: object) -> Entry:

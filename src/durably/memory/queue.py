@@ -258,6 +258,8 @@ class MemoryWorkQueue:
         if slot is None:
             raise WorkItemNotFoundError(item_id, tenant)
         item = slot.item()
+        if item.state is WorkState.COMPLETED:  # kept only for reading: it is gone
+            raise WorkItemNotFoundError(item_id, tenant)
         if item.state is not WorkState.CLAIMED or item.worker != worker:
             holder = item.worker if item.state is WorkState.CLAIMED else None
             raise LeaseLostError(item_id, worker, holder, "taken")

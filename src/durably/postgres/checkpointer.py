@@ -27,7 +27,7 @@ from durably.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.status import WorkflowInfo, WorkflowStatus, checked_report
 from durably.validation import identifier, positive, positive_int, within_size
 from durably.workflows import INBOX_DIGITS as _DIGITS
-from durably.workflows import INBOX_PREFIX, Entry, Pass, Recorded, Written
+from durably.workflows import INBOX_PREFIX, Entry, Pass, Recorded, Written, step_key
 
 PostgresEffect = Callable[[Any], Awaitable[object]]
 """A `transact` effect: an async callback given the open transaction's cursor (psycopg
@@ -141,7 +141,7 @@ class PostgresCheckpointer:
 
     async def record(self, holder: Pass, key: str, value: object) -> Recorded[object]:
         workflow = identifier(holder.workflow, "workflow")
-        identifier(key, "key")
+        step_key(key)
         encoded = self._encode(value)
         return await self._access.run(
             self._record_on, holder, workflow, key, encoded, errors=state_errors
@@ -167,7 +167,7 @@ class PostgresCheckpointer:
         its own step row raises `InvalidInputError`.
         """
         identifier(holder.workflow, "workflow")
-        identifier(key, "key")
+        step_key(key)
 
         async def run(session: Session) -> Recorded[object]:
             try:
@@ -221,7 +221,7 @@ class PostgresCheckpointer:
 
     async def supply(self, workflow: str, key: str, value: object) -> Recorded[object]:
         identifier(workflow, "workflow")
-        identifier(key, "key")
+        step_key(key)
         encoded = self._encode(value)
         return await self._run(lambda s: self.supply_on(s, workflow, key, encoded))
 

@@ -12,7 +12,7 @@ from durably.postgres.executor import Session
 from durably.postgres.failures import state_errors
 from durably.postgres.scheduler import PostgresScheduler
 from durably.validation import identifier
-from durably.workflows import Entry, Recorded
+from durably.workflows import Entry, Recorded, step_key
 
 T = TypeVar("T")
 
@@ -43,7 +43,7 @@ class PostgresDurable:
 
     async def arrive(self, workflow: str, key: str, value: object) -> Recorded[object]:
         identifier(workflow, "workflow")
-        identifier(key, "key")
+        step_key(key)
         encoded = self._checkpointer.encode(value)
 
         async def run(session: Session) -> Recorded[object]:

@@ -144,8 +144,10 @@ class PostgresWorkQueue:
                 self._sql["find_live"], item.tenant, item.id, item.queue, item.dedupe_key
             )
             if found:
-                await session.fetch(self._sql["count_duplicate"], item.queue)
-                return _item(found[0])
+                live = _item(found[0])
+                # Counted where the live item is: the queue whose stats show it.
+                await session.fetch(self._sql["count_duplicate"], live.queue)
+                return live
         raise StatePersistenceError("postgres", "contended", "enqueue kept racing")
 
     async def claim(
@@ -229,7 +231,7 @@ class PostgresWorkQueue:
         now = self._clock.now()
         rows = await self._fetch("complete", item_id, tenant, worker, now)
         if rows:
-            return _item(rows[0], WorkState.COMPLETED)
+            return _item(rows[0])
         raise await self._lost(item_id, tenant, worker, now, "complete")
 
     async def fail(
@@ -357,9 +359,9 @@ class PostgresWorkQueue:
         rows = await self._run(
             lambda s: s.fetch(self._sql["get_item"], tenant, item_id), operation, DEFAULT_QUEUE
         )
-        if not rows:
+        item = _item(rows[0]) if rows else None
+        if item is None or item.state == WorkState.COMPLETED:  # a completed item is gone
             return WorkItemNotFoundError(item_id, tenant)
-        item = _item(rows[0])
         if item.state != WorkState.CLAIMED:
             return LeaseLostError(item_id, worker, None, "taken")
         if item.worker != worker:
@@ -373,7 +375,7 @@ class PostgresWorkQueue:
         return LeaseLostError(item_id, worker, item.worker, "taken")
 
 
-def _item(row: Row, state: WorkState | None = None) -> WorkItem:
+def _item(row: Row) -> WorkItem:
     """A row this store wrote, as a `WorkItem` without re-validation: every value was
     checked by `enqueue` or computed by the statements, and this is the hot path."""
     (
@@ -402,7 +404,7 @@ def _item(row: Row, state: WorkState | None = None) -> WorkItem:
             "priority": _PRIORITIES.get(priority) or WorkPriority(priority),
             "dedupe_key": dedupe_key,
             "attempts": attempts,
-            "state": state or _STATES.get(stored_state) or WorkState(stored_state),
+            "state": _STATES.get(stored_state) or WorkState(stored_state),
             "worker": worker,
             "enqueued_at": enqueued_at,
             "available_at": available_at,

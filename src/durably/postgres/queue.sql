@@ -187,11 +187,12 @@ RETURNING tenant, id, queue, payload::text, priority, dedupe_key, attempts, stat
 
 -- name: complete
 -- Completed items are deleted: nothing reads them again, and their id and key are free.
+-- The item is answered as it now stands: completed, without a lease.
 DELETE FROM {work}
 WHERE tenant = $1::text AND id = $2::text AND state = 'claimed' AND worker = $3::text
   AND lease_expires_at > $4::float8
-RETURNING tenant, id, queue, payload::text, priority, dedupe_key, attempts, state, worker,
-          enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at,
+RETURNING tenant, id, queue, payload::text, priority, dedupe_key, attempts, 'completed', worker,
+          enqueued_at, available_at, NULL::float8, first_claimed_at, claimed_at,
           failures::text;
 
 -- name: settle

@@ -26,7 +26,16 @@ from durably.redis.settings import RedisStoreSettings
 from durably.retention import FINISHED, sweep_arguments
 from durably.status import WorkflowInfo, WorkflowStatus, checked_report
 from durably.validation import identifier, positive, positive_int
-from durably.workflows import INBOX_DIGITS, INBOX_PREFIX, Entry, Pass, Recorded, Written, inbox_key
+from durably.workflows import (
+    INBOX_DIGITS,
+    INBOX_PREFIX,
+    Entry,
+    Pass,
+    Recorded,
+    Written,
+    inbox_key,
+    step_key,
+)
 
 _LUA = scripts(
     "workflow_claim",
@@ -224,7 +233,7 @@ class RedisCheckpointer:
 
     async def record(self, holder: Pass, key: str, value: object) -> Recorded[object]:
         """Write ``key`` once (first writer wins); `Fenced` if ``holder`` was superseded."""
-        identifier(key, "key")
+        step_key(key)
         encoded = self._screened(value)
         raw = encoded.encode()  # once: for the size check and as sent
         if len(raw) > self._redis.max_value_bytes:
@@ -258,7 +267,7 @@ class RedisCheckpointer:
         an effect that raises leaves neither effect nor record and raises `LuaEffectError`.
         Raises `InvalidInputError` when one of the effect's keys is in another slot.
         """
-        identifier(key, "key")
+        step_key(key)
         if not isinstance(effect, LuaEffect):
             raise InvalidInputError(f"RedisCheckpointer.transact takes a LuaEffect, not {effect!r}")
         own = self._keys(holder.workflow, "claim", "token", "records", "written", "seq", "status")
@@ -289,7 +298,7 @@ class RedisCheckpointer:
 
     async def supply(self, workflow: str, key: str, value: object) -> Recorded[object]:
         """First-writer-wins write from outside any pass; takes no claim."""
-        identifier(key, "key")
+        step_key(key)
         encoded = self._encode(value, f"value of {key!r}")
         reply = await self._run(
             _LUA["workflow_supply"],

@@ -3,7 +3,8 @@
 -- Why the caller does not hold the item read as ``f``, or false if it does.
 -- Returns {reason, holder} with reason 'missing' | 'taken' | 'expired' | 'capped'.
 local function not_held(f, worker, now, cap_seconds)
-  if not f[STATE] then return {'missing', ''} end
+  -- A completed item is kept a while for reading only: to its holders it is gone.
+  if not f[STATE] or f[STATE] == 'completed' then return {'missing', ''} end
   if f[STATE] ~= 'claimed' or f[WORKER] ~= worker then
     return {'taken', f[STATE] == 'claimed' and f[WORKER] or ''}
   end

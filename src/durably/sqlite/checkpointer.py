@@ -14,7 +14,7 @@ from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
 from durably.status import WorkflowInfo, WorkflowStatus, checked_report
 from durably.validation import identifier, positive, positive_int, within_size
-from durably.workflows import Entry, Pass, Recorded, Written, inbox_key
+from durably.workflows import Entry, Pass, Recorded, Written, inbox_key, step_key
 
 _SQL = load_statements("checkpointer.sql")
 _SWEEP = load_statements("sweep.sql")
@@ -285,7 +285,7 @@ class SqliteCheckpointer:
         """Write ``key`` once (first writer wins); raises `Fenced` if ``holder`` was
         superseded, writing nothing."""
         _check_pass(holder)
-        identifier(key, "key")
+        step_key(key)
         encoded = self.encode(value)
         return await self._db.transaction(lambda tx: self.bound(tx).record(holder, key, encoded))
 
@@ -297,7 +297,7 @@ class SqliteCheckpointer:
         its exception is re-raised.
         """
         _check_pass(holder)
-        identifier(key, "key")
+        step_key(key)
 
         def run(tx: Transaction) -> Recorded[object]:
             bound = self.bound(tx)
@@ -314,7 +314,7 @@ class SqliteCheckpointer:
     async def supply(self, workflow: str, key: str, value: object) -> Recorded[object]:
         """First-writer-wins write from outside any pass; takes no claim."""
         identifier(workflow, "workflow")
-        identifier(key, "key")
+        step_key(key)
         encoded = self.encode(value)
         return await self._db.transaction(lambda tx: self.bound(tx).insert(workflow, key, encoded))
 

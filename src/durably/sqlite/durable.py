@@ -7,7 +7,7 @@ from durably.sqlite.checkpointer import SqliteCheckpointer, SqliteEffect
 from durably.sqlite.connection import Transaction
 from durably.sqlite.scheduler import SqliteScheduler
 from durably.validation import identifier
-from durably.workflows import Entry, Recorded
+from durably.workflows import Entry, Recorded, step_key
 
 
 class SqliteDurable:
@@ -41,7 +41,7 @@ class SqliteDurable:
     async def arrive(self, workflow: str, key: str, value: object) -> Recorded[object]:
         """Supply ``key`` (first writer wins) and make the workflow ready, in one commit."""
         identifier(workflow, "workflow")
-        identifier(key, "key")
+        step_key(key)
         encoded = self._checkpointer.encode(value)
 
         def arrive(tx: Transaction) -> Recorded[object]:

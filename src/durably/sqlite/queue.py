@@ -138,7 +138,7 @@ class BoundSqliteWorkQueue:
     ) -> sqlite3.Row:
         # The fence shared by heartbeat, complete and fail.
         row = self._tx.one(_SQL["get_item"], {"tenant": tenant, "id": item_id})
-        if row is None:
+        if row is None or row["state"] == WorkState.COMPLETED:  # a completed item is gone
             raise WorkItemNotFoundError(item_id, tenant)
         if row["state"] != WorkState.CLAIMED or row["worker"] != worker:
             holder = row["worker"] if row["state"] == WorkState.CLAIMED else None

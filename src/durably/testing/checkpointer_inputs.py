@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import math
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
-from durably.errors import Fenced
+from durably.errors import Fenced, InvalidInputError
 from durably.status import WorkflowStatus
 from durably.testing.checkpointer_fixtures import (
     LONG,
@@ -15,6 +18,7 @@ from durably.testing.checkpointer_fixtures import (
     claimed,
     wf,
 )
+from durably.testing.kit import EffectKit
 from durably.workflows import INBOX_PREFIX
 
 
@@ -74,6 +78,50 @@ class CheckpointerInputCases:
         loaded = await cp.load(workflow)
         assert list(loaded) == sorted(keys)
         assert sorted(loaded.values(), key=repr) == sorted(range(16), key=repr)
+
+    async def test_keys_in_the_inbox_key_space_are_refused_before_anything_is_written(
+        self, checkpointer_factory: CheckpointerFactory, effect_kit: EffectKit[Any]
+    ) -> None:
+        # The store names inbox keys: a value written under one would be reported by a
+        # later `append` as that message's (or hide it), so no write may take one.
+        cp = await checkpointer_factory()
+        workflow = wf()
+        holder = await claimed(cp, workflow)
+        taken = f"{INBOX_PREFIX}{1:020d}"
+        counter = f"inbox-{workflow}"
+        writes: list[Callable[[], Awaitable[object]]] = [
+            lambda: cp.supply(workflow, taken, "forged"),
+            lambda: cp.record(holder, taken, "forged"),
+            lambda: cp.transact(holder, taken, effect_kit.bump(counter, "forged")),
+            lambda: cp.supply(workflow, INBOX_PREFIX, "forged"),
+        ]
+        for write in writes:
+            with pytest.raises(InvalidInputError, match="inbox"):
+                await write()
+        assert await effect_kit.count(counter) == 0
+        assert await cp.load(workflow) == {}
+        entry = await cp.append(workflow, {"message": 1})
+        assert await cp.load(workflow) == {entry.key: {"message": 1}}
+        assert (await cp.supply(workflow, "inbox", "fine")).first  # only the prefix is taken
+
+    async def test_negative_zero_is_recorded_as_zero(
+        self, checkpointer_factory: CheckpointerFactory
+    ) -> None:
+        # PostgreSQL's jsonb holds no negative zero; every backing records it as 0.0, so
+        # a later 0.0 is an equal write everywhere and the value reads back alike.
+        cp = await checkpointer_factory()
+        workflow = wf()
+        first = await cp.supply(workflow, "k", -0.0)
+        second = await cp.supply(workflow, "k", 0.0)
+        assert (first.first, second.first) == (True, True)
+        holder = await claimed(cp, workflow)
+        recorded = await cp.record(holder, "nested", {"x": [-0.0, "-0.0"]})
+        assert (await cp.record(holder, "nested", {"x": [0.0, "-0.0"]})).first
+        loaded: dict[str, Any] = await cp.load(workflow)
+        for value in (first.value, second.value, loaded["k"], loaded["nested"]["x"][0]):
+            assert isinstance(value, float)
+            assert (value, math.copysign(1.0, value)) == (0.0, 1.0)
+        assert recorded.value == loaded["nested"] == {"x": [0.0, "-0.0"]}
 
     async def test_appends_and_records_share_one_first_recorded_order(
         self, checkpointer_factory: CheckpointerFactory

@@ -76,6 +76,18 @@ class DurableConformance(DurablePassCases):
         await take(durable.scheduler, workflow)
         assert await durable.scheduler.next_ready(0) is None
 
+    async def test_arrive_refuses_a_key_in_the_inbox_key_space(
+        self, durable_factory: DurableFactory
+    ) -> None:
+        durable = await prepared(durable_factory)
+        workflow = wf()
+        with pytest.raises(InvalidInputError, match="inbox"):
+            await durable.arrive(workflow, f"{INBOX_PREFIX}{1:020d}", "forged")
+        assert await durable.checkpointer.load(workflow) == {}
+        assert await durable.scheduler.next_ready(0) is None
+        entry = await durable.deliver(workflow, "real")
+        assert await durable.checkpointer.load(workflow) == {entry.key: "real"}
+
     async def test_concurrent_deliveries_all_land_in_order_under_one_wakeup(
         self, durable_factory: DurableFactory
     ) -> None:

@@ -119,6 +119,27 @@ class QueueLeaseCases(QueueFixtures):
         stats = await work_queue.stats(queue=queue_name)
         assert (stats.depth, stats.claimed, stats.dead_lettered) == (0, 0, 0)
 
+    async def test_a_completed_item_is_gone_for_its_former_holder(
+        self, work_queue: WorkQueue, tenant: str, queue_name: str
+    ) -> None:
+        # Completing ends the item (PostgreSQL deletes it, Redis expires it later): every
+        # backing answers a late call as for a missing item, at once and forever.
+        await work_queue.enqueue(new_item(tenant, "job", queue=queue_name))
+        claimed = await work_queue.claim(worker="w1", queue=queue_name)
+        assert claimed is not None
+        done = await work_queue.complete("job", tenant=tenant, worker="w1")
+        assert (done.state, done.worker, done.lease_expires_at) == (
+            WorkState.COMPLETED,
+            "w1",
+            None,
+        )
+        assert done.claimed_at == claimed.claimed_at
+        for worker in ("w1", "w2"):
+            for call in _holder_calls(work_queue, "job", tenant, worker):
+                with pytest.raises(WorkItemNotFoundError) as missing:
+                    await call()
+                assert (missing.value.item_id, missing.value.tenant) == ("job", tenant)
+
     async def test_of_concurrent_completions_by_the_holder_exactly_one_succeeds(
         self, work_queue: WorkQueue, tenant: str, queue_name: str
     ) -> None:

@@ -83,6 +83,16 @@ class QueueEnqueueCases(QueueFixtures):
         assert (await work_queue.stats(queue=queue_name)).depth == 2
         assert (await work_queue.stats(queue=queue_name)).duplicates_suppressed == 0
 
+    async def test_a_duplicate_is_counted_on_the_queue_of_the_item_it_found(
+        self, work_queue: WorkQueue, tenant: str, queue_name: str
+    ) -> None:
+        other_queue = unique("queue")
+        await work_queue.enqueue(new_item(tenant, "job", queue=other_queue))
+        found = await work_queue.enqueue(new_item(tenant, "job", queue=queue_name))
+        assert (found.id, found.queue) == ("job", other_queue)
+        assert (await work_queue.stats(queue=other_queue)).duplicates_suppressed == 1
+        assert (await work_queue.stats(queue=queue_name)).duplicates_suppressed == 0
+
     async def test_concurrent_enqueues_of_one_dedupe_key_make_one_item(
         self, work_queue: WorkQueue, tenant: str, queue_name: str
     ) -> None:
