@@ -409,7 +409,11 @@ class WorkflowService(Service):
             return False
         finally:
             await stop(keeping)
-        counts = f"{runs[0].performed} performed, {runs[0].replayed} replayed" if runs else ""
+        counts = (
+            f"this pass: {runs[0].performed} steps run, {runs[0].replayed} replayed from records"
+            if runs
+            else ""
+        )
         scheduler = self.durable.scheduler
         if isinstance(outcome, Completed):
             await checkpointer.set_status(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -13,6 +14,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from durably.demo.scenario import RUNS
+
+PASS_COUNTS = re.compile(r"this pass: (\d+) steps run, (\d+) replayed from records")
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
@@ -83,6 +87,23 @@ def test_the_demo_survives_a_killed_worker_and_no_paid_step_runs_twice(tmp_path:
 
     # A failing tool was retried with backoff, and the attempt was counted.
     assert any(r["attempts"] == 1 for r in report["runs"])
+
+    # Every tool a run called (an approved action calls its tool too) is on its record's
+    # usage, once: replays do not count again.
+    tools = {name: sum(1 for a in plan if a["kind"] != "sleep") for _, name, _, _, plan in RUNS}
+    for run in report["runs"]:
+        assert run["tool_calls"] == tools[run["run_id"].split("-", 1)[1]] > 0
+
+    # The summary counts steps as the workers' logs do: a finished pass logs the steps it
+    # ran and replayed; the summary adds every pass, a killed one's included.
+    logged = [0, 0]
+    for log in tmp_path.glob("durably-demo.db.worker-*.log"):
+        for ran, replayed in PASS_COUNTS.findall(log.read_text()):
+            logged[0] += int(ran)
+            logged[1] += int(replayed)
+    assert logged[0] > 0
+    assert sum(r["steps_run"] for r in report["runs"]) >= logged[0]
+    assert sum(r["steps_replayed"] for r in report["runs"]) >= logged[1]
 
     # Running it again works: a new batch in the same file, the old one kept.
     again = run_demo(tmp_path)

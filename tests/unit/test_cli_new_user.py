@@ -3,11 +3,13 @@ and what it suggests works."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
 from durably.cli import build_parser, main
+from durably.cli.demo import command_name
 
 INSPECTIONS = [
     ("runs", "list", "--tenant", "acme"),
@@ -39,3 +41,21 @@ def test_inspecting_a_sqlite_file_that_does_not_exist_refuses_instead_of_creatin
 def test_the_worker_log_level_is_read_in_any_case(level: str) -> None:
     args = build_parser().parse_args(["worker", "jobs:setup", "--log-level", level])
     assert args.log_level == level.upper()
+
+
+def test_the_demo_suggests_a_command_that_runs_from_the_readers_shell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    venv_bin = tmp_path / ".venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    program = venv_bin / "durably"
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", [".venv/bin/durably", "demo"])
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # the venv is not activated
+    assert command_name() == ".venv/bin/durably"
+    monkeypatch.setenv("PATH", f"{venv_bin}:/usr/bin:/bin")  # it is
+    assert command_name() == "durably"
+    monkeypatch.setattr(sys, "argv", ["/somewhere/durably/__main__.py", "demo"])
+    assert command_name().endswith(" -m durably")

@@ -3,12 +3,32 @@
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
 from typing import Any
 
 from durably.cli.render import dollars, emit_json, table
 
 DEFAULT_PATH = "durably-demo.db"
+HEADERS = [
+    "tenant",
+    "run",
+    "state",
+    "steps run",
+    "replayed",
+    "paid calls",
+    "tool calls",
+    "tokens",
+    "cost",
+    "failed passes",
+]
+LEGEND = (
+    "steps run: step effects executed, over every pass of the run (model calls, tool calls\n"
+    "  and the usage each charged); the worker logs the same count per pass as 'steps run'.\n"
+    "replayed: steps a pass answered from the record instead of running them again.\n"
+    "failed passes: passes that raised and were retried (0: none failed)."
+)
 
 
 def register(commands: Any) -> None:
@@ -50,6 +70,7 @@ async def run_demo(args: argparse.Namespace) -> int:
             r.steps_run,
             r.steps_replayed,
             r.paid_calls,
+            r.tool_calls,
             r.tokens,
             dollars(r.cost_micros),
             r.attempts,
@@ -66,14 +87,16 @@ async def run_demo(args: argparse.Namespace) -> int:
             sum(r.steps_run for r in report.runs),
             sum(r.steps_replayed for r in report.runs),
             report.paid_calls_billed,
+            sum(r.tool_calls for r in report.runs),
             total_tokens,
             dollars(total_cost),
             sum(r.attempts for r in report.runs),
         ]
     )
-    headers = ["tenant", "run", "state", "steps run", "replayed", "paid calls", "tokens", "cost"]
     print()
-    print(table(rows, [*headers, "attempts"], right=(3, 4, 5, 6, 7, 8)))
+    print(table(rows, HEADERS, right=tuple(range(3, len(HEADERS)))))
+    print()
+    print(LEGEND)
     print()
     print(
         f"Paid model calls billed: {report.paid_calls_billed}, for "
@@ -99,10 +122,29 @@ async def run_demo(args: argparse.Namespace) -> int:
     )
     print(
         f"Batch {report.batch} in {report.path} ({state}); "
-        f"took {report.seconds:.1f}s. Inspect it: durably runs list --dsn sqlite:///{args.db} "
-        f"--tenant acme"
+        f"took {report.seconds:.1f}s. Inspect it: {command_name()} runs list "
+        f"--dsn sqlite:///{args.db} --tenant acme"
     )
     return 0 if report.ok else 1
+
+
+def command_name() -> str:
+    """How to run this ``durably`` again from the reader's shell: ``durably`` when PATH
+    finds this very program, else the path it was started by (``.venv/bin/durably``
+    after ``make demo``), or ``python -m durably`` with this interpreter."""
+    started = sys.argv[0]
+    if os.path.basename(started) == "durably":
+        found = shutil.which("durably")
+        if found is not None and os.path.realpath(found) == os.path.realpath(started):
+            return "durably"
+        return _shortest(started)
+    return f"{_shortest(sys.executable)} -m durably"
+
+
+def _shortest(path: str) -> str:
+    # Relative to the current directory when it is inside it (".venv/bin/durably").
+    relative = os.path.relpath(path)
+    return relative if not relative.startswith("..") else path
 
 
 def _fields(report: Any) -> dict[str, Any]:

@@ -69,7 +69,7 @@ class Agent:
                 await run.sleep(f"sleep:{i}", float(action["seconds"]))
                 await self._set_state(key, RunState.RUNNING)
                 continue
-            result = await self._tool(run, batch, f"tool:{i}:{action['tool']}", action)
+            result = await self._tool(run, batch, key, f"tool:{i}:{action['tool']}", action)
             notes.append(str(result))
         final = await self._think(run, batch, key, "model:final", " / ".join(notes))
         await self._set_state(key, RunState.COMPLETED)
@@ -102,11 +102,21 @@ class Agent:
             bound.patch_run(key, delta)
             return {"cost_micros": reply.cost_micros}
 
-        await run.transact(f"usage:{step}", charge)
+        await self._counted(run, batch, f"usage:{step}", charge)
         return reply
 
+    async def _counted(self, run: Run, batch: int, step: str, effect: object) -> object:
+        """``run.transact(step, effect)``, noted in the ledger as the runtime counts it (ran
+        in this pass, or replayed from the record), so the demo's figures are the worker's."""
+        await self._replayed(run, batch, step)
+        first = run.pending(step)
+        value: object = await run.transact(step, effect)
+        if first:
+            await self._note(batch, run.workflow, step, "ran")
+        return value
+
     async def _tool(
-        self, run: Run, batch: int, step: str, action: dict[str, Any]
+        self, run: Run, batch: int, key: StateKey, step: str, action: dict[str, Any]
     ) -> dict[str, object]:
         await self._replayed(run, batch, step)
 
@@ -125,6 +135,15 @@ class Agent:
 
         result: object = await run.step(step, call)
         assert isinstance(result, dict)
+        state, database = self._state, self._database
+
+        def count_call(cursor: sqlite3.Cursor) -> int:
+            # One tool call on the run's usage, committed with this record: counted once.
+            bound = state.bound(Transaction(database, cursor.connection))
+            bound.patch_run(key, StateDelta(usage=Usage(tool_calls=1)))
+            return 1
+
+        await self._counted(run, batch, f"usage:{step}", count_call)
         return result
 
     async def _replayed(self, run: Run, batch: int, step: str) -> None:

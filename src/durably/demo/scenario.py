@@ -125,6 +125,7 @@ class RunSummary:
     tokens: int
     cost_micros: int
     attempts: int
+    tool_calls: int = 0
 
 
 @dataclass
@@ -438,6 +439,7 @@ class Demo:
                     tokens=record.usage.total_tokens if record else 0,
                     cost_micros=record.cost_micros if record else 0,
                     attempts=info.attempts if info else 0,
+                    tool_calls=record.usage.tool_calls if record else 0,
                 )
             )
 
