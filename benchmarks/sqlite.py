@@ -15,6 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from benchmarks import sqlite_idle
 from durably.sqlite import SqliteCheckpointer, SqliteWorkQueue, connect
 from durably.work import WorkItem
 
@@ -113,6 +114,7 @@ def main() -> None:
     print(f"{'operation':<{width}}  {'per second':>10}")
     for name, rate in figures:
         print(f"{name:<{width}}  {rate:>10,.0f}")
+    sqlite_idle.main()
 
 
 if __name__ == "__main__":

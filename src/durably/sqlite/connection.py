@@ -16,6 +16,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -60,12 +61,14 @@ class Transaction:
     Valid only inside the function given to `Database.transaction`; do not keep it.
     """
 
-    __slots__ = ("_connection", "_now", "database")
+    __slots__ = ("_connection", "_now", "database", "work_added")
 
     def __init__(self, database: Database, connection: sqlite3.Connection) -> None:
         self.database = database
         self._connection = connection
         self._now: float | None = None
+        self.work_added = False
+        """Set by a bound queue that made an item claimable: the commit wakes idle waiters."""
 
     @property
     def store_now(self) -> float:
@@ -110,6 +113,15 @@ class Transaction:
             )
 
 
+@dataclass(frozen=True, slots=True)
+class WriteMark:
+    """Where a SQLite file stood when a waiter last looked (see `Database.written_by_others`)."""
+
+    watched: int
+    commits: int
+    own: int
+
+
 class Database:
     """A SQLite file opened by `connect`: one connection, one thread, serial transactions.
 
@@ -130,6 +142,10 @@ class Database:
         self._connection: sqlite3.Connection | None = connection
         self._closed = False
         self._pulse: asyncio.Event | None = None
+        self._work_pulse: asyncio.Event | None = None
+        self._watcher: sqlite3.Connection | None = None  # read on the event loop only
+        self._busy_reads = 0
+        self._commits = 0  # write transactions this Database committed
         self._closing: asyncio.Future[None] | None = None
 
     @property
@@ -165,22 +181,28 @@ class Database:
         attempt = 1
         while True:
             try:
-                return await self._submit(functools.partial(self._run, fn, write))
+                result, work_added = await self._submit(functools.partial(self._run, fn, write))
             except _LockBusy as busy:
                 if attempt >= self._settings.max_attempts:
                     raise StatePersistenceError(
                         self.label, "contended", f"write lock busy after {attempt} tries"
                     ) from busy.__cause__
-            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-            delay *= 2
-            attempt += 1
+                await asyncio.sleep(delay * random.uniform(0.5, 1.0))
+                delay *= 2
+                attempt += 1
+                continue
+            if write:
+                self._commits += 1
+            if work_added:
+                self._notify_work()
+            return result
 
     async def _submit(self, job: Callable[[], T]) -> T:
         if self._closed:
             raise DatabaseClosedError(f"SQLite database {self._path} is closed")
         return await asyncio.wrap_future(self._executor.submit(job))
 
-    def _run(self, fn: Callable[[Transaction], T], write: bool) -> T:
+    def _run(self, fn: Callable[[Transaction], T], write: bool) -> tuple[T, bool]:
         # Runs on the database thread, start to finish: nothing here awaits.
         connection = self._connection
         if connection is None:
@@ -199,7 +221,7 @@ class Database:
                 connection.commit()
             except sqlite3.Error as exc:
                 raise self.persistence_error(exc) from exc
-            return result
+            return result, tx.work_added
         except BaseException:
             # Report the failure as itself: a rollback of a transaction that is already
             # gone (ended by a callback, or by SQLite after an I/O error) must not mask it.
@@ -238,6 +260,69 @@ class Database:
             self._pulse = asyncio.Event()
         return self._pulse
 
+    # --- wakeups for idle work queues ----------------------------------------------------
+
+    def work_pulse(self) -> asyncio.Event:
+        """An event set when a transaction of this `Database` that made work claimable
+        commits (take it before looking for work)."""
+        if self._work_pulse is None:
+            self._work_pulse = asyncio.Event()
+        return self._work_pulse
+
+    def _notify_work(self) -> None:
+        if self._work_pulse is not None:
+            self._work_pulse.set()
+            self._work_pulse = None
+
+    async def write_mark(self) -> WriteMark:
+        """Where the file stands now, for `written_by_others` to compare against."""
+        return WriteMark(self._watched_version(), self._commits, await self._own_version())
+
+    async def written_by_others(self, mark: WriteMark) -> tuple[bool, WriteMark]:
+        """Whether another process or connection committed to the file since ``mark``,
+        and the mark to compare against next.
+
+        Cheap enough to poll from the event loop while idle: SQLite's ``PRAGMA
+        data_version`` read on a watching connection of this `Database` reads shared
+        memory and never waits for a lock (a busy file counts as a change). Only when
+        this `Database` committed meanwhile too does it ask its own connection, whose
+        counter ignores its own commits, on the database thread.
+        """
+        watched = self._watched_version()
+        if watched == mark.watched:
+            return False, mark
+        if self._commits == mark.commits:
+            return True, WriteMark(watched, mark.commits, mark.own)
+        own = await self._own_version()
+        return own != mark.own, WriteMark(watched, self._commits, own)
+
+    def _watched_version(self) -> int:
+        if self._closed:
+            raise DatabaseClosedError(f"SQLite database {self._path} is closed")
+        if self._path == ":memory:":
+            return 0  # a private database: no other connection can write it
+        try:
+            if self._watcher is None:
+                self._watcher = sqlite3.connect(self._path, timeout=0, check_same_thread=False)
+            return int(self._watcher.execute(_SQL["data_version"]).fetchone()[0])
+        except sqlite3.Error as exc:
+            if _is_busy(exc):
+                self._busy_reads += 1
+                return -self._busy_reads  # never equal to a real version: look again
+            raise self.persistence_error(exc) from exc
+
+    async def _own_version(self) -> int:
+        return await self._submit(self._read_own_version)
+
+    def _read_own_version(self) -> int:
+        connection = self._connection
+        if connection is None:
+            raise DatabaseClosedError(f"SQLite database {self._path} is closed")
+        try:
+            return int(connection.execute(_SQL["data_version"]).fetchone()[0])
+        except sqlite3.Error as exc:
+            raise self.persistence_error(exc) from exc
+
     # --- closing -------------------------------------------------------------------------
 
     async def close(self) -> None:
@@ -256,6 +341,9 @@ class Database:
         connection, self._connection = self._connection, None
         if connection is not None:
             connection.close()
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.close()
 
     async def __aenter__(self) -> Database:
         return self

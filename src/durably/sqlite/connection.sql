@@ -33,3 +33,7 @@ PRAGMA journal_mode = WAL
 
 -- name: synchronous_full
 PRAGMA synchronous = FULL
+
+-- name: data_version
+-- Changes when another connection commits to the file (never for this connection's own).
+PRAGMA data_version

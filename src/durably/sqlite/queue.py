@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from collections import Counter
@@ -18,7 +19,7 @@ from durably.errors import (
 from durably.redaction import mend_text
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
-from durably.validation import identifier, positive_int, within_size
+from durably.validation import identifier, non_negative, positive_int, within_size
 from durably.work import (
     DEFAULT_QUEUE,
     QueuePolicy,
@@ -108,6 +109,7 @@ class BoundSqliteWorkQueue:
                 "failures": json.dumps(list(item.failures)),
             },
         )
+        tx.work_added = True
         return _item(row)
 
     def claim(
@@ -200,7 +202,11 @@ class BoundSqliteWorkQueue:
                 "failures": json.dumps(failures),
             },
         )
-        return None if updated is None else _item(updated)
+        if updated is None:
+            return None
+        if not settlement.dead:
+            self._tx.work_added = True  # requeued: an idle worker may take it
+        return _item(updated)
 
     def reap(self) -> list[WorkItem]:
         """Return every lapsed item to the queue, each fenced on the lease it saw; the
@@ -309,6 +315,39 @@ class SqliteWorkQueue:
             payload_text(checked_item(item).payload), self._max_bytes, "payload", "sqlite"
         )
         return await self._write(item.queue, "enqueue", lambda q: q._enqueue(item, payload))
+
+    async def wait_for_work(self, queue: str = DEFAULT_QUEUE, within: float = 1.0) -> bool:
+        """Wait up to ``within`` seconds for work that may be claimable; whether some came.
+
+        An enqueue (or requeue) committed through this store's `Database` wakes the waiter
+        at once; one committed by another process or connection is noticed within
+        ``settings.watch_seconds`` (`Database.written_by_others`, a read of shared memory,
+        so an idle waiter costs next to nothing). Any queue's work wakes it, and so can other
+        writes by other processes: a wake is a hint to claim, never a promise. An item
+        that only becomes due later is found by the caller's next poll.
+        """
+        identifier(queue, "queue")
+        within = non_negative(within, "within")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        # The pulse is taken before looking, so no enqueue is missed; one task waits on it
+        # for the whole wait (a task per look would cost more than the look).
+        pulsed = asyncio.ensure_future(self._db.work_pulse().wait())
+        try:
+            mark = await self._db.write_mark()
+            watch = self._db.settings.watch_seconds
+            while True:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return False
+                await asyncio.wait((pulsed,), timeout=min(remaining, watch))
+                if pulsed.done():
+                    return True
+                written, mark = await self._db.written_by_others(mark)
+                if written:
+                    return True
+        finally:
+            pulsed.cancel()
 
     async def claim(
         self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None

@@ -16,7 +16,9 @@ class SqliteStoreSettings(StoreSettings):
     ``busy_timeout_seconds`` is how long one statement waits for a lock held by another
     connection before `BEGIN IMMEDIATE` is retried (``max_attempts`` tries in all,
     ``backoff_seconds`` doubling in between); ``poll_seconds`` is how often a waiting
-    `SqliteScheduler.next_ready` looks for work another process made ready.
+    `SqliteScheduler.next_ready` looks for work another process made ready;
+    ``watch_seconds`` is how often an idle `SqliteWorkQueue.wait_for_work` asks SQLite
+    whether another connection wrote (``PRAGMA data_version``, a read of one counter).
     """
 
     env_var: ClassVar[str] = "DURABLY_SQLITE_PATH"
@@ -24,6 +26,7 @@ class SqliteStoreSettings(StoreSettings):
     path: str = Field(description="database file (':memory:' for a private in-memory one)")
     busy_timeout_seconds: PositiveFloat = 5.0
     poll_seconds: PositiveFloat = 0.05
+    watch_seconds: PositiveFloat = 0.01
 
     @field_validator("path")
     @classmethod
