@@ -15,6 +15,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from durably.errors import DsnError
 
 BACKINGS = ("memory", "sqlite", "postgresql", "redis")
+DSN_ENV = "DURABLY_DSN"
+"""The environment variable the CLI and `durably.App` read a DSN from when given none."""
 _ALIASES = {"postgres": "postgresql", "rediss": "redis", "sqlite3": "sqlite"}
 # The driver part of ``postgresql+driver://``: psycopg 3 (also under SQLAlchemy's names for
 # psycopg 2, whose DSNs it reads alike) or asyncpg.
@@ -123,4 +125,4 @@ def scrub(message: str, dsn: str) -> str:
     return message
 
 
-__all__ = ["BACKINGS", "Dsn", "describe", "parse", "scrub", "secrets", "sqlite_path"]
+__all__ = ["BACKINGS", "DSN_ENV", "Dsn", "describe", "parse", "scrub", "secrets", "sqlite_path"]

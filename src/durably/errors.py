@@ -153,6 +153,110 @@ class Swallowed(DurablyError):
         )
 
 
+# --- the application layer (`durably.App`) ------------------------------------------------
+
+
+class NonRetryable(DurablyError):
+    """Raise it from a step to fail the step at once, whatever its retry policy allows."""
+
+
+class WorkflowStopped(DurablyError):
+    """Raised out of a workflow body to end the workflow with ``status`` (``"parked"`` or
+    ``"cancelled"``) instead of failing it. The worker reports that status, uses no
+    attempt and schedules no further pass."""
+
+    status: str = "parked"
+
+
+class NondeterminismError(WorkflowStopped):
+    """A replay called a step with other arguments than the recorded call at that key (the
+    body changed under an in-flight workflow). Parks the workflow: fix the code, then
+    ``handle.resume()``."""
+
+    def __init__(self, workflow: str, key: str, detail: str) -> None:
+        self.workflow = workflow
+        self.key = key
+        super().__init__(f"workflow {workflow!r}, step {key!r}: {detail}")
+
+
+class IncompatibleRecordError(WorkflowStopped):
+    """A recorded value no longer validates as its annotated type (a model changed under an
+    in-flight workflow). Parks the workflow: fix the model, then ``handle.resume()``."""
+
+    def __init__(self, workflow: str, key: str, type_name: str, stored: str, detail: str) -> None:
+        self.workflow = workflow
+        self.key = key
+        self.type_name = type_name
+        self.stored = stored
+        super().__init__(
+            f"workflow {workflow!r}: the record at {key!r} is no longer a valid "
+            f"{type_name} ({detail}); stored JSON: {stored[:500]}"
+        )
+
+
+class StepFailedError(DurablyError):
+    """A step failed for good (retries exhausted or not retryable); its error is recorded,
+    so every replay raises this same error at the same call."""
+
+    def __init__(self, workflow: str, key: str, error_type: str, message: str) -> None:
+        self.workflow = workflow
+        self.key = key
+        self.error_type = error_type
+        self.error_message = message
+        super().__init__(f"step {key!r} of workflow {workflow!r} failed: {error_type}: {message}")
+
+
+class StepResultError(NonRetryable):
+    """A step returned a value its annotation cannot encode; the step's effect already ran."""
+
+
+class StepTimeoutError(DurablyError):
+    """One attempt of a step outlived its ``timeout``."""
+
+    retryable = True
+
+
+class WorkflowFailedError(DurablyError):
+    """The workflow ended FAILED; ``error`` is the failure it recorded."""
+
+    def __init__(self, workflow: str, error: str | None) -> None:
+        self.workflow = workflow
+        self.error = error
+        super().__init__(f"workflow {workflow!r} failed: {error}")
+
+
+class ChildWorkflowFailedError(WorkflowFailedError):
+    """A child workflow awaited with ``ctx.child`` failed (``workflow`` names the child)."""
+
+
+class WorkflowCancelledError(DurablyError):
+    """The workflow was cancelled."""
+
+    def __init__(self, workflow: str) -> None:
+        self.workflow = workflow
+        super().__init__(f"workflow {workflow!r} was cancelled")
+
+
+class WorkflowConflictError(DurablyError):
+    """A workflow of this id exists under another kind."""
+
+    def __init__(self, workflow: str, kind: str, existing: str) -> None:
+        self.workflow = workflow
+        self.kind = kind
+        self.existing = existing
+        super().__init__(
+            f"workflow {workflow!r} exists as kind {existing!r}; cannot start it as {kind!r}"
+        )
+
+
+class WorkflowNotFoundError(DurablyError):
+    """No workflow has this id (never started, or removed by the retention sweep)."""
+
+    def __init__(self, workflow: str) -> None:
+        self.workflow = workflow
+        super().__init__(f"workflow {workflow!r} not found (never started, or swept)")
+
+
 # --- workflow control signals -------------------------------------------------------------
 
 
@@ -202,17 +306,21 @@ class ScheduledWakeup(Suspended):
 
 
 __all__ = [
+    "ChildWorkflowFailedError",
     "ConfigurationError",
     "Contended",
     "DsnError",
     "DurablyError",
     "Fenced",
+    "IncompatibleRecordError",
     "InputNeeded",
     "Interruption",
     "InvalidInputError",
     "LeaseLostError",
     "LeaseLostReason",
     "MessageNeeded",
+    "NonRetryable",
+    "NondeterminismError",
     "PersistenceReason",
     "PoolExhaustedError",
     "QueueUnavailableError",
@@ -221,8 +329,16 @@ __all__ = [
     "StateInUseError",
     "StateNotFoundError",
     "StatePersistenceError",
+    "StepFailedError",
+    "StepResultError",
+    "StepTimeoutError",
     "StoreUnavailableError",
     "Suspended",
     "Swallowed",
     "WorkItemNotFoundError",
+    "WorkflowCancelledError",
+    "WorkflowConflictError",
+    "WorkflowFailedError",
+    "WorkflowNotFoundError",
+    "WorkflowStopped",
 ]

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
 from typing import Any, TypeVar, cast
 
 from durably.clock import Clock, SystemClock
@@ -89,6 +90,12 @@ class Run:
     def clock(self) -> Clock:
         """The caller's clock, which `sleep` deadlines are measured on."""
         return self._clock
+
+    @property
+    def recorded(self) -> Mapping[str, object]:
+        """Every record this pass knows (loaded at its start, plus its own writes),
+        read-only; inbox messages included under their ``inbox:`` keys."""
+        return MappingProxyType(self._records)
 
     @property
     def suspensions(self) -> tuple[Suspended, ...]:

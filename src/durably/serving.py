@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from durably.clock import Clock
-from durably.errors import ConfigurationError, Contended, DurablyError, Fenced, LeaseLostError
+from durably.errors import (
+    ConfigurationError,
+    Contended,
+    DurablyError,
+    Fenced,
+    LeaseLostError,
+    WorkflowStopped,
+)
 from durably.runtime import Run, resume
 from durably.status import WorkflowStatus
 from durably.tasks import stop
@@ -350,6 +357,11 @@ class WorkflowService(Service):
         self.start(self._pass(ctx, delivery))
         return True
 
+    async def serve_one(self, ctx: Context, delivery: Delivery) -> None:
+        """Run one pass for ``delivery`` now, as the claim loop does in a slot (used to
+        drive workflows step by step, e.g. `durably.App.run_until_idle`)."""
+        await self._pass(ctx, delivery)
+
     async def _pass(self, ctx: Context, delivery: Delivery) -> None:
         """One pass: claim, run the body under renewal, report the outcome, release."""
         fields = self.fields(ctx, delivery.workflow)
@@ -469,6 +481,14 @@ class WorkflowService(Service):
     ) -> None:
         checkpointer = self.durable.checkpointer
         error = repr(exc)
+        if isinstance(exc, WorkflowStopped):
+            # Parked or cancelled: no attempt used, no further pass until resumed.
+            await checkpointer.set_status(
+                holder, WorkflowStatus(exc.status), attempts=attempts, error=error
+            )
+            await self.durable.scheduler.done(delivery)
+            ctx.logger.warning("workflow %s: %s", exc.status, error, extra=fields)
+            return
         settled = self.policy.settle_failure(
             attempts, retryable=retryable(exc), now=ctx.clock.now()
         )

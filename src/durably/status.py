@@ -14,28 +14,42 @@ from durably.validation import non_negative_int
 class WorkflowStatus(StrEnum):
     """Where a workflow is, as of its last pass."""
 
+    PENDING = "pending"
+    """Started, no pass run yet (reported by `durably.App` handles; stores never hold it)."""
     RUNNING = "running"
     SLEEPING = "sleeping"
     BLOCKED = "blocked"
     COMPLETED = "completed"
     FAILED = "failed"
+    CANCELLED = "cancelled"
+    PARKED = "parked"
+    """Stopped without using attempts (nondeterminism, an incompatible record, exhausted
+    crash recovery): no further passes until resumed."""
 
     @property
     def finished(self) -> bool:
-        """Completed and failed workflows run no more passes on their own."""
-        return self in (WorkflowStatus.COMPLETED, WorkflowStatus.FAILED)
+        """Completed, failed and cancelled workflows run no more passes on their own (and
+        the retention sweep removes them); a parked one waits to be resumed."""
+        return self in (WorkflowStatus.COMPLETED, WorkflowStatus.FAILED, WorkflowStatus.CANCELLED)
 
 
 @dataclass(frozen=True, slots=True)
 class WorkflowInfo:
     """A workflow's status, failed attempts so far, last error and when it was set
-    (timezone-aware, the store's clock)."""
+    (timezone-aware, the store's clock).
+
+    Stores report the first five fields; `durably.App` handles add what the workflow's
+    start recorded: its ``kind``, ``tenant``, ``created`` time and ``parent`` id."""
 
     workflow: str
     status: WorkflowStatus
     attempts: int
     last_error: str | None
     updated_at: datetime
+    kind: str | None = None
+    tenant: str | None = None
+    created: datetime | None = None
+    parent: str | None = None
 
 
 def checked_report(

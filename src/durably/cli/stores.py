@@ -11,12 +11,10 @@ import contextlib
 import os
 from collections.abc import AsyncIterator
 
-from durably.dsn import parse
+from durably.dsn import DSN_ENV, parse
 from durably.errors import DsnError
 from durably.stores import Stores, open_stores
 from durably.work import QueuePolicy
-
-DSN_ENV = "DURABLY_DSN"
 
 
 class UsageError(ValueError):

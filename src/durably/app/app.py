@@ -1,0 +1,302 @@
+"""`App`: the application layer over one backing's stores: registers workflows and steps,
+starts them, finds their handles, and serves them with the engine's `Worker`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import timedelta
+from types import TracebackType
+from typing import Any, Concatenate, ParamSpec, TypeVar, overload
+
+from durably.app import records
+from durably.app.context import Context
+from durably.app.driving import Driver
+from durably.app.handles import WorkflowHandle
+from durably.app.retry import Retry
+from durably.app.steps import Step
+from durably.app.values import ANY, Duration, seconds_of
+from durably.app.workflow import Workflow
+from durably.clock import Clock, SystemClock
+from durably.dsn import DSN_ENV, describe, parse
+from durably.errors import ConfigurationError, WorkflowNotFoundError
+from durably.status import WorkflowStatus
+from durably.stores import Stores, open_stores
+from durably.validation import identifier
+from durably.workflows import Durable
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+DEFAULT_DSN = "sqlite:///durably.db"
+_logger = logging.getLogger("durably.app")
+
+
+class App:
+    """Workflows and steps over the stores one DSN names (``sqlite:///file.db``,
+    ``postgresql://...``, ``redis://...``, ``memory://``).
+
+    ``dsn=None`` reads ``$DURABLY_DSN``, else ``sqlite:///durably.db``. The stores open
+    lazily on first use (creating or migrating the schema; ``migrate=False`` only
+    verifies it); close them with ``await app.close()`` or ``async with app:``.
+    ``retention`` is how long finished workflows are kept (and their ids stay
+    idempotent) before `serve` sweeps them.
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        clock: Clock | None = None,
+        tenant: str = "default",
+        retention: Duration = timedelta(days=7),
+        migrate: bool = True,
+    ) -> None:
+        self._implicit = dsn is None and not os.environ.get(DSN_ENV)
+        self.dsn = dsn or os.environ.get(DSN_ENV) or DEFAULT_DSN
+        parse(self.dsn)  # a malformed DSN fails here (DsnError), not at first use
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.tenant = identifier(tenant, "tenant")
+        self.retention = seconds_of(retention, "retention")
+        self._migrate = migrate
+        self._workflows: dict[str, Workflow[Any, Any]] = {}
+        self._steps: dict[str, Step[Any, Any]] = {}
+        self._stores: Stores | None = None
+        self._opening: asyncio.Lock | None = None
+        self._durables: dict[str, Durable[Any]] = {}
+        self._driver = Driver(self)
+
+    # --- registering -----------------------------------------------------------------------
+
+    @overload
+    def workflow(
+        self, fn: Callable[Concatenate[Context, P], Awaitable[R]], /
+    ) -> Workflow[P, R]: ...
+
+    @overload
+    def workflow(
+        self,
+        /,
+        *,
+        name: str | None = None,
+        retry: Retry | None = None,
+        timeout: Duration | None = None,
+        max_recovery_attempts: int = 100,
+    ) -> Callable[[Callable[Concatenate[Context, P], Awaitable[R]]], Workflow[P, R]]: ...
+
+    def workflow(
+        self,
+        fn: Callable[..., Awaitable[Any]] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        retry: Retry | None = None,
+        timeout: Duration | None = None,
+        max_recovery_attempts: int = 100,
+    ) -> Any:
+        """Register an ``async def`` workflow body whose first parameter is the
+        `durably.Context`. Its kind is ``name`` or ``module.qualname``.
+
+        Raises `ConfigurationError` at decoration for a default kind under ``__main__``, a
+        kind registered twice, a parameter named ``id``/``tenant``/``timeout``, or a
+        missing or unencodable annotation.
+        """
+        seconds = None if timeout is None else seconds_of(timeout, "timeout")
+        if isinstance(max_recovery_attempts, bool) or not isinstance(max_recovery_attempts, int):
+            raise ConfigurationError("max_recovery_attempts must be an int")
+        if max_recovery_attempts < 1:
+            raise ConfigurationError("max_recovery_attempts must be at least 1")
+
+        def register(body: Callable[..., Awaitable[Any]]) -> Workflow[Any, Any]:
+            kind = name if name is not None else _default_name(body, "workflow")
+            if kind in self._workflows:
+                raise ConfigurationError(f"workflow kind {kind!r} is registered twice")
+            workflow: Workflow[Any, Any] = Workflow(
+                self,
+                body,
+                kind=kind,
+                retry=retry,
+                timeout=seconds,
+                max_recovery_attempts=max_recovery_attempts,
+            )
+            self._workflows[kind] = workflow
+            return workflow
+
+        return register if fn is None else register(fn)
+
+    @overload
+    def step(self, fn: Callable[P, Awaitable[R]], /) -> Step[P, R]: ...
+
+    @overload
+    def step(self, fn: Callable[P, R], /) -> Step[P, R]: ...
+
+    @overload
+    def step(
+        self,
+        /,
+        *,
+        name: str | None = None,
+        retry: Retry | None = None,
+        timeout: Duration | None = None,
+    ) -> Callable[[Callable[P, R]], Step[P, R]]: ...
+
+    def step(
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        retry: Retry | None = None,
+        timeout: Duration | None = None,
+    ) -> Any:
+        """Register a step (``async def``, or plain ``def`` run in a thread). Awaited in a
+        workflow body its result is recorded; elsewhere it just runs. ``retry`` opts in to
+        retries (default: one attempt); ``timeout`` bounds each attempt.
+
+        Raises `ConfigurationError` for a step name registered twice or a missing or
+        unencodable annotation.
+        """
+        seconds = None if timeout is None else seconds_of(timeout, "timeout")
+
+        def register(function: Callable[..., Any]) -> Step[Any, Any]:
+            # A step's default name is its qualified name alone: it keys records, so it
+            # stays short and the same whether its module runs as __main__ or is imported.
+            step_name = name if name is not None else function.__qualname__
+            if step_name in self._steps:
+                raise ConfigurationError(
+                    f"step name {step_name!r} is registered twice (give one of them name=)"
+                )
+            step: Step[Any, Any] = Step(function, name=step_name, retry=retry, timeout=seconds)
+            self._steps[step_name] = step
+            return step
+
+        return register if fn is None else register(fn)
+
+    @property
+    def workflows(self) -> dict[str, Workflow[Any, Any]]:
+        """Every registered workflow by kind."""
+        return dict(self._workflows)
+
+    # --- finding ---------------------------------------------------------------------------
+
+    async def get_handle(self, id: str) -> WorkflowHandle[Any]:
+        """The handle of existing workflow ``id`` (of any kind; its result decoded with the
+        registered kind's return type when this App has it); `WorkflowNotFoundError`."""
+        identifier(id, "id")
+        stored = await (await self.stores()).checkpointer.load(id)
+        start = stored.get(records.START)
+        if not isinstance(start, dict):
+            raise WorkflowNotFoundError(id)
+        kind = str(start.get("kind"))
+        registered = self._workflows.get(kind)
+        result = registered.signature.result if registered is not None else ANY
+        return WorkflowHandle(self, id, kind, result, False)
+
+    # --- serving ---------------------------------------------------------------------------
+
+    async def serve(
+        self, workflows: Iterable[str] | None = None, queues: Iterable[str] | None = None
+    ) -> None:
+        """Serve every registered workflow kind (or only the kinds named) with a `Worker`
+        until SIGTERM/SIGINT, then shut down gracefully. ``queues`` names the task queues
+        to serve (none are registered by this release)."""
+        if self._implicit:
+            _logger.warning(
+                "serving on the implicit default store %s: pass a DSN or set %s",
+                DEFAULT_DSN,
+                DSN_ENV,
+            )
+        await self._driver.serve(workflows, queues)
+
+    async def run_until_idle(self, *, advance: bool = True) -> int:
+        """Run every due workflow until nothing is runnable; with ``advance`` and a
+        `ManualClock`, move the clock to each next deadline (sleeps, backoffs, recv
+        timeouts) and go on. Returns the number of passes run. For tests."""
+        return await self._driver.run_until_idle(advance=advance)
+
+    # --- stores ----------------------------------------------------------------------------
+
+    async def stores(self) -> Stores:
+        """The stores, opened (and the schema made ready) on first use."""
+        if self._stores is not None:
+            return self._stores
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._stores is None:
+                stores = await open_stores(self.dsn, clock=self.clock)
+                try:
+                    await (stores.migrate() if self._migrate else stores.verify())
+                except BaseException:
+                    await stores.close()
+                    raise
+                _logger.info("opened %s", describe(self.dsn))
+                self._stores = stores
+        return self._stores
+
+    def durable(self, kind: str) -> Durable[Any]:
+        """The `Durable` whose scheduler serves workflow kind ``kind`` (stores open)."""
+        if self._stores is None:
+            raise RuntimeError("the App's stores are not open yet")
+        durable = self._durables.get(kind)
+        if durable is None:
+            durable = self._stores.durable(kind)
+            self._durables[kind] = durable
+        return durable
+
+    async def resume(self, id: str, kind: str) -> None:
+        """Open a new generation of workflow ``id`` (a cancel from before no longer
+        applies), reset its status and make it ready."""
+        stores = await self.stores()
+        checkpointer = stores.checkpointer
+        stored = await checkpointer.load(id)
+        marker = records.occurrence(records.RESUMES, records.generation(stored) + 1)
+        await checkpointer.supply(id, marker, True)
+        holder = await checkpointer.claim(id, 30.0, 30.0)
+        if holder is not None:
+            try:
+                await checkpointer.set_status(holder, WorkflowStatus.PENDING)
+            finally:
+                await checkpointer.release(holder)
+        await self.durable(kind).scheduler.make_ready(id)
+
+    async def close(self) -> None:
+        """Close the stores (idempotent); the App opens them again if used later."""
+        stores, self._stores = self._stores, None
+        durables, self._durables = self._durables, {}
+        for durable in durables.values():
+            closer = getattr(durable.scheduler, "close", None)
+            if closer is not None:
+                await closer()
+        if stores is not None:
+            await stores.close()
+
+    async def __aenter__(self) -> App:
+        await self.stores()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"<durably.App {describe(self.dsn)}>"
+
+
+def _default_name(fn: Callable[..., Any], what: str) -> str:
+    module = getattr(fn, "__module__", None) or "__main__"
+    if module == "__main__":
+        raise ConfigurationError(
+            f"{what} {fn.__qualname__!r} is defined in __main__: give it name= (a script and "
+            "a worker importing it would disagree on its default name)"
+        )
+    return f"{module}.{fn.__qualname__}"
+
+
+__all__ = ["DEFAULT_DSN", "App"]

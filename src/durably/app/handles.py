@@ -1,0 +1,193 @@
+"""`WorkflowHandle`: a started workflow seen from outside, from any process."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from durably.app import records
+from durably.app.topics import Topic
+from durably.app.values import ANY, Duration, Value, seconds_of
+from durably.errors import (
+    InvalidInputError,
+    WorkflowCancelledError,
+    WorkflowFailedError,
+    WorkflowNotFoundError,
+)
+from durably.status import WorkflowInfo, WorkflowStatus
+
+if TYPE_CHECKING:
+    from durably.app.app import App
+
+R = TypeVar("R")
+
+# How often a waiting handle looks again: quickly at first, then at most this often.
+_FIRST_LOOK = 0.01
+_SLOWEST_LOOK = 0.5
+
+
+class WorkflowFinishedError(InvalidInputError):
+    """The workflow has finished (completed, failed or cancelled): it takes no messages."""
+
+
+class WorkflowHandle(Generic[R]):
+    """A workflow started by `Workflow.start` or found by ``get_handle``: its id, result,
+    status, messages, events, cancel and resume."""
+
+    def __init__(self, app: App, id: str, kind: str, result: Value, created: bool) -> None:
+        self._app = app
+        self._id = id
+        self._kind = kind
+        self._result = result
+        self._created = created
+
+    @property
+    def id(self) -> str:
+        """The workflow's id."""
+        return self._id
+
+    @property
+    def kind(self) -> str:
+        """The workflow's kind."""
+        return self._kind
+
+    @property
+    def created(self) -> bool:
+        """Whether the call that gave this handle created the workflow (False when the id
+        existed already, or for a handle found with ``get_handle``)."""
+        return self._created
+
+    async def result(self, timeout: Duration | None = None) -> R:
+        """The workflow's decoded return value, waiting for it up to ``timeout`` (seconds
+        or a timedelta; None waits for ever).
+
+        Raises `WorkflowFailedError` (carrying the recorded error), `WorkflowCancelledError`,
+        `TimeoutError`, or `WorkflowNotFoundError` for an unknown (or swept) id.
+        """
+        from durably.app.context import current_workflow
+
+        if current_workflow() is not None:
+            raise InvalidInputError(
+                "awaiting handle.result() inside a workflow body would hold the pass; use ctx.child"
+            )
+        limit = None if timeout is None else seconds_of(timeout, "timeout")
+        loop = asyncio.get_running_loop()
+        deadline = None if limit is None else loop.time() + limit
+        checkpointer = (await self._app.stores()).checkpointer
+        look = _FIRST_LOOK
+        while True:
+            info = await checkpointer.get_status(self._id)
+            if info is not None:
+                if info.status is WorkflowStatus.COMPLETED:
+                    stored = await checkpointer.load(self._id)
+                    if records.RESULT in stored:
+                        return self._result.decode(stored[records.RESULT])  # type: ignore[no-any-return]
+                elif info.status is WorkflowStatus.FAILED:
+                    raise WorkflowFailedError(self._id, info.last_error)
+                elif info.status is WorkflowStatus.CANCELLED:
+                    raise WorkflowCancelledError(self._id)
+            elif records.START not in await checkpointer.load(self._id):
+                raise WorkflowNotFoundError(self._id)
+            wait = look
+            if deadline is not None:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise TimeoutError(f"workflow {self._id!r} has not finished")
+                wait = min(wait, remaining)
+            await asyncio.sleep(wait)
+            look = min(look * 2, _SLOWEST_LOOK)
+
+    async def status(self) -> WorkflowInfo:
+        """The workflow's status with its kind, tenant, created time and parent
+        (`WorkflowStatus.PENDING` before its first pass); `WorkflowNotFoundError` if none."""
+        checkpointer = (await self._app.stores()).checkpointer
+        stored = await checkpointer.load(self._id)
+        start = stored.get(records.START)
+        if not isinstance(start, dict):
+            raise WorkflowNotFoundError(self._id)
+        info = await checkpointer.get_status(self._id)
+        created = datetime.fromtimestamp(float(start.get("created", 0.0)), UTC)
+        if info is None:
+            info = WorkflowInfo(self._id, WorkflowStatus.PENDING, 0, None, created)
+        parent = start.get("parent")
+        return dataclasses.replace(
+            info,
+            kind=str(start.get("kind")),
+            tenant=str(start.get("tenant")),
+            created=created,
+            parent=None if parent is None else str(parent),
+        )
+
+    async def send(self, topic: Topic[Any], value: object) -> None:
+        """Send ``value`` on ``topic`` to this workflow and make it ready, atomically.
+
+        Raises `InvalidInputError` naming the topic for a value of the wrong type (before
+        any I/O), `WorkflowNotFoundError` for an unknown workflow and
+        `WorkflowFinishedError` for a finished or cancelled one.
+        """
+        if not isinstance(topic, Topic):
+            raise InvalidInputError(f"send needs a durably.Topic, got {type(topic).__name__}")
+        data = topic.encode(value)
+        info = await self.status()
+        if info.status.finished:
+            raise WorkflowFinishedError(
+                f"workflow {self._id!r} is {info.status.value}: it takes no messages"
+            )
+        await self._app.durable(self._kind).deliver(self._id, {"topic": topic.name, "value": data})
+
+    async def get_event(
+        self, key: str, timeout: Duration | None = None, *, type: Any = None
+    ) -> Any:
+        """The latest value the workflow published under event ``key`` (decoded as ``type``
+        if given), waiting up to ``timeout`` for a first one; `TimeoutError` after that,
+        None at once when ``timeout`` is None and there is none yet."""
+        value = ANY if type is None else Value.of(type, f"event {key!r}")
+        limit = None if timeout is None else seconds_of(timeout, "timeout")
+        loop = asyncio.get_running_loop()
+        deadline = None if limit is None else loop.time() + limit
+        checkpointer = (await self._app.stores()).checkpointer
+        look = _FIRST_LOOK
+        while True:
+            found, data = records.latest_event(await checkpointer.load(self._id), key)
+            if found:
+                return value.decode(data)
+            if deadline is None:
+                return None
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise TimeoutError(f"workflow {self._id!r} published no event {key!r}")
+            await asyncio.sleep(min(look, remaining))
+            look = min(look * 2, _SLOWEST_LOOK)
+
+    async def cancel(self) -> bool:
+        """Ask the workflow to stop: the body sees `asyncio.CancelledError` at its next
+        step, sleep, recv or child (a sleeping or waiting workflow is woken for it). True
+        if this call changed anything (False for a finished or already cancelled one)."""
+        info = await self.status()
+        if info.status.finished:
+            return False
+        stored = await (await self._app.stores()).checkpointer.load(self._id)
+        key = records.cancel_key(records.generation(stored))
+        recorded = await self._app.durable(self._kind).arrive(self._id, key, True)
+        return recorded.first
+
+    async def resume(self) -> bool:
+        """Make a parked, failed or cancelled workflow ready again on the code deployed now
+        (recorded steps still answer from the record); False for any other state."""
+        info = await self.status()
+        if info.status not in (
+            WorkflowStatus.PARKED,
+            WorkflowStatus.FAILED,
+            WorkflowStatus.CANCELLED,
+        ):
+            return False
+        await self._app.resume(self._id, self._kind)
+        return True
+
+    def __repr__(self) -> str:
+        return f"<WorkflowHandle {self._kind} {self._id!r}>"
+
+
+__all__ = ["WorkflowFinishedError", "WorkflowHandle"]

@@ -1,0 +1,102 @@
+"""`Step`: a function whose result a workflow records, registered with ``@app.step``."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, ParamSpec, TypeVar
+
+from durably.app.context import (
+    StepContext,
+    bind_step,
+    bind_workflow,
+    current_workflow,
+    is_async,
+    unbind_step,
+    unbind_workflow,
+)
+from durably.app.records import user_key
+from durably.app.retry import ONCE, Retry
+from durably.app.values import Signature
+from durably.errors import StepTimeoutError
+from durably.validation import identifier
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Step(Generic[P, R]):
+    """A registered step. Awaited inside a workflow body, its result is recorded under the
+    step's name and the call's occurrence (checked against the arguments on replay);
+    awaited elsewhere, it simply runs the function (a plain ``def`` in a thread).
+    """
+
+    def __init__(
+        self,
+        fn: Callable[P, Awaitable[R]] | Callable[P, R],
+        *,
+        name: str,
+        retry: Retry | None,
+        timeout: float | None,
+        key: str | None = None,
+    ) -> None:
+        self.fn = fn
+        self.name = user_key(identifier(name, "step name"), "step name")
+        self.retry = retry if retry is not None else ONCE
+        self.timeout = timeout
+        self.signature = Signature(fn, f"step {name!r}")
+        self._key = key
+        self._async = is_async(fn)
+        functools.update_wrapper(self, fn)
+
+    def keyed(self, key: str) -> Step[P, R]:
+        """This step with the explicit key ``key`` (instead of name plus occurrence), for
+        calls whose order varies between passes, such as fan-out in concurrent branches."""
+        identifier(key, "step key")
+        return Step(
+            self.fn,
+            name=self.name,
+            retry=self.retry,
+            timeout=self.timeout,
+            key=f"{self.name}[{key}]",
+        )
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
+        ctx = current_workflow()
+        if ctx is None:
+            return self._plain(args, kwargs)
+        # The key is taken now, at the call, so concurrent branches keep their call order.
+        key = self._key if self._key is not None else ctx._call_key(self.name)
+        return ctx._call_step(self, key, args, kwargs)
+
+    async def _plain(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
+        if self._async:
+            return await self.fn(*args, **kwargs)  # type: ignore[no-any-return,misc]
+        return await asyncio.to_thread(self.fn, *args, **kwargs)  # type: ignore[arg-type]
+
+    async def invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any], info: StepContext) -> R:
+        """Run one attempt inside a workflow: `durably.context()` gives ``info``, further
+        step calls inside run plainly, and ``timeout`` bounds the attempt
+        (`StepTimeoutError`)."""
+        outer = bind_workflow(None)
+        inner = bind_step(info)
+        try:
+            if self.timeout is None:
+                return await self._plain(args, kwargs)
+            try:
+                return await asyncio.wait_for(self._plain(args, kwargs), self.timeout)
+            except TimeoutError:
+                raise StepTimeoutError(
+                    f"step {info.step!r} of workflow {info.workflow!r} timed out after "
+                    f"{self.timeout}s (attempt {info.attempt})"
+                ) from None
+        finally:
+            unbind_step(inner)
+            unbind_workflow(outer)
+
+    def __repr__(self) -> str:
+        return f"<durably step {self.name!r}>"
+
+
+__all__ = ["Step"]

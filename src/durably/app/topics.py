@@ -1,0 +1,36 @@
+"""`Topic`: a typed message channel into workflows, shared by sender and receiver."""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+
+from durably.app.values import Value
+from durably.errors import InvalidInputError
+from durably.validation import identifier
+
+T = TypeVar("T")
+
+
+class Topic(Generic[T]):
+    """A named message type: ``handle.send(topic, value)`` sends, ``ctx.recv(topic)``
+    receives. The value is validated against ``type`` before any I/O."""
+
+    def __init__(self, name: str, type: type[T] | Any) -> None:
+        self.name = identifier(name, "topic name")
+        self.value = Value.of(type, f"topic {name!r}")
+
+    def encode(self, value: object) -> object:
+        """``value`` as JSON-ready data; `InvalidInputError` naming the topic if it is not
+        a valid message of this topic."""
+        try:
+            return self.value.encode(value)
+        except Exception as exc:
+            raise InvalidInputError(
+                f"topic {self.name!r}: not a valid {self.value.type_name}: {exc}"
+            ) from None
+
+    def __repr__(self) -> str:
+        return f"Topic({self.name!r}, {self.value.type_name})"
+
+
+__all__ = ["Topic"]

@@ -1,0 +1,182 @@
+"""Typed values: every annotation of a workflow, step or topic becomes a pydantic adapter at
+decoration time, so arguments, results and messages are encoded to JSON before any I/O and
+decoded to their declared types on every pass (the first one included)."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import math
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
+
+from durably.errors import ConfigurationError, InvalidInputError
+
+Duration = float | int | timedelta
+"""A duration: seconds as a number, or a `timedelta`."""
+
+
+def seconds_of(value: object, name: str) -> float:
+    """``value`` (a number of seconds or a `timedelta`) in seconds, if finite and positive;
+    `InvalidInputError` naming ``name`` otherwise."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise InvalidInputError(
+            f"{name} must be seconds or a timedelta, got {type(value).__name__}"
+        )
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise InvalidInputError(f"{name} must be positive and finite, got {value!r}")
+    return seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    """One annotated type and its pydantic adapter: ``encode`` gives JSON-ready data,
+    ``decode`` the typed value back."""
+
+    type_name: str
+    adapter: TypeAdapter[Any]
+
+    @classmethod
+    def of(cls, annotation: object, what: str) -> Value:
+        """The adapter for ``annotation``; `ConfigurationError` naming ``what`` when
+        pydantic cannot encode that type."""
+        try:
+            adapter: TypeAdapter[Any] = TypeAdapter(annotation)  # type: ignore[arg-type]
+        except (PydanticSchemaGenerationError, PydanticUserError, TypeError, NameError) as exc:
+            raise ConfigurationError(
+                f"{what}: cannot encode annotation {annotation!r}: {exc}"
+            ) from None
+        return cls(getattr(annotation, "__name__", repr(annotation)), adapter)
+
+    def encode(self, value: object) -> object:
+        """``value`` checked against the type and rendered as JSON-ready data. Raises
+        `ValidationError` (a `ValueError`) or pydantic's serialization error."""
+        return self.adapter.dump_python(self.adapter.validate_python(value), mode="json")
+
+    def decode(self, data: object) -> Any:
+        """The typed value of JSON-ready ``data``; `ValidationError` if it does not fit."""
+        return self.adapter.validate_python(data)
+
+
+ANY = Value("Any", TypeAdapter(Any))
+
+
+@dataclass(frozen=True, slots=True)
+class Parameter:
+    """A parameter of a workflow or step: its name, kind and value adapter."""
+
+    name: str
+    kind: inspect._ParameterKind
+    value: Value
+
+
+class Signature:
+    """A function's parameters (after a leading context, if ``skip`` is 1) and result, each
+    with its adapter, read from its annotations at decoration time."""
+
+    def __init__(self, fn: Callable[..., Any], what: str, *, skip: int = 0) -> None:
+        self.what = what
+        try:
+            hints = typing.get_type_hints(fn)
+        except Exception as exc:
+            raise ConfigurationError(f"{what}: cannot resolve its annotations: {exc}") from None
+        self._signature = inspect.signature(fn)
+        parameters = list(self._signature.parameters.values())
+        self.leading = parameters[:skip]
+        self.parameters: list[Parameter] = []
+        for parameter in parameters[skip:]:
+            if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+                raise ConfigurationError(
+                    f"{what}: *args and **kwargs are not supported (parameter {parameter.name!r})"
+                )
+            if parameter.name not in hints:
+                raise ConfigurationError(
+                    f"{what}: parameter {parameter.name!r} has no annotation (values are "
+                    "encoded from annotations)"
+                )
+            value = Value.of(hints[parameter.name], f"{what}, parameter {parameter.name!r}")
+            self.parameters.append(Parameter(parameter.name, parameter.kind, value))
+        if "return" not in hints:
+            raise ConfigurationError(f"{what}: the return annotation is missing (-> T or -> None)")
+        self.result = Value.of(hints["return"], f"{what}, return value")
+        self._bindable = self._signature.replace(parameters=parameters[skip:])
+
+    @property
+    def names(self) -> list[str]:
+        """The parameter names, in order."""
+        return [p.name for p in self.parameters]
+
+    def encode_args(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, object]:
+        """The call's arguments by name, defaults applied, each encoded; `InvalidInputError`
+        naming the function and parameter for a call that does not fit."""
+        try:
+            bound = self._bindable.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise InvalidInputError(f"{self.what}: {exc}") from None
+        bound.apply_defaults()
+        encoded: dict[str, object] = {}
+        for parameter in self.parameters:
+            try:
+                encoded[parameter.name] = parameter.value.encode(bound.arguments[parameter.name])
+            except (ValueError, TypeError) as exc:
+                raise InvalidInputError(
+                    f"{self.what}, argument {parameter.name!r}: cannot encode as "
+                    f"{parameter.value.type_name}: {exc}"
+                ) from None
+            except Exception as exc:  # pydantic's serialization errors
+                raise InvalidInputError(
+                    f"{self.what}, argument {parameter.name!r}: {type(exc).__name__}: {exc}"
+                ) from None
+        return encoded
+
+    def decode_args(self, encoded: Mapping[str, object]) -> tuple[list[Any], dict[str, Any]]:
+        """Positional and keyword arguments decoded from `encode_args`'s output. Raises
+        `ValidationError` (or `KeyError` for a missing one) when a stored value no longer
+        fits its annotation."""
+        positional: list[Any] = []
+        keywords: dict[str, Any] = {}
+        for parameter in self.parameters:
+            value = parameter.value.decode(encoded[parameter.name])
+            if parameter.kind is inspect.Parameter.KEYWORD_ONLY:
+                keywords[parameter.name] = value
+            else:
+                positional.append(value)
+        return positional, keywords
+
+
+def digest(encoded: object) -> str:
+    """A short, stable digest of JSON-ready data (a step's arguments)."""
+    text = json.dumps(encoded, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def stored_text(value: object) -> str:
+    """A recorded value as JSON text, for error messages."""
+    try:
+        return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+__all__ = [
+    "ANY",
+    "Duration",
+    "Parameter",
+    "Signature",
+    "ValidationError",
+    "Value",
+    "digest",
+    "seconds_of",
+    "stored_text",
+]

@@ -1,0 +1,213 @@
+"""`Workflow`: a registered workflow body, its start/run/get_handle, and the engine body
+(`Run` -> result) the Worker serves it with."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
+
+from durably.app import records
+from durably.app.context import Context, bind_workflow, current_workflow, unbind_workflow
+from durably.app.handles import WorkflowHandle
+from durably.app.retry import Retry
+from durably.app.values import Duration, Signature, seconds_of, stored_text
+from durably.errors import (
+    ConfigurationError,
+    DurablyError,
+    IncompatibleRecordError,
+    WorkflowConflictError,
+    WorkflowStopped,
+)
+from durably.runtime import Run
+from durably.validation import identifier
+
+if TYPE_CHECKING:
+    from durably.app.app import App
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+OPTIONS = ("id", "tenant", "timeout")
+"""Keyword options of `Workflow.start`; a body parameter may not take these names."""
+
+
+class BodyFailed(DurablyError):
+    """A workflow body raised: the workflow ends FAILED (its error kept as the original's
+    repr), unless the workflow opted in to body retries."""
+
+    def __init__(self, error: BaseException, *, retryable: bool) -> None:
+        self.error = error
+        super().__init__(repr(error), retryable=retryable)
+
+    def __repr__(self) -> str:
+        return repr(self.error)
+
+
+class Cancelled(WorkflowStopped):
+    """The body let the cancellation `WorkflowHandle.cancel` asked for end it."""
+
+    status = "cancelled"
+
+
+class Workflow(Generic[P, R]):
+    """A registered workflow. ``await wf.start(*args)`` starts one and returns its handle;
+    ``await wf.run(*args)`` starts one and waits for its result."""
+
+    def __init__(
+        self,
+        app: App,
+        fn: Callable[Concatenate[Context, P], Awaitable[R]],
+        *,
+        kind: str,
+        retry: Retry | None,
+        timeout: float | None,
+        max_recovery_attempts: int,
+    ) -> None:
+        self.app = app
+        self.fn = fn
+        self.kind = identifier(kind, "workflow kind")
+        self.retry = retry
+        self.timeout = timeout
+        self.max_recovery_attempts = max_recovery_attempts
+        what = f"workflow {kind!r}"
+        self.signature = Signature(fn, what, skip=1)
+        if not self.signature.leading:
+            raise ConfigurationError(f"{what}: the first parameter must be the durably.Context")
+        first = self.signature.leading[0]
+        if first.kind not in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD):
+            raise ConfigurationError(f"{what}: the first parameter must be the durably.Context")
+        hint = fn.__annotations__.get(first.name)
+        if hint is not None and hint not in (Context, "Context", "durably.Context"):
+            raise ConfigurationError(
+                f"{what}: the first parameter must be the durably.Context, got {hint!r}"
+            )
+        for name in self.signature.names:
+            if name in OPTIONS:
+                raise ConfigurationError(
+                    f"{what}: parameter {name!r} collides with start()'s {name}= option"
+                )
+        self.__name__ = getattr(fn, "__name__", kind)
+        self.__doc__ = fn.__doc__
+
+    async def start(
+        self,
+        *args: Any,
+        id: str | None = None,
+        tenant: str | None = None,
+        timeout: Duration | None = None,
+        **kwargs: Any,
+    ) -> WorkflowHandle[R]:
+        """Start this workflow with ``args`` and return its handle.
+
+        ``id`` defaults to a fresh one; starting an id that exists starts nothing and
+        returns its handle (``handle.created`` is False; the first start's arguments win).
+        Raises `InvalidInputError` for arguments that do not fit the signature (before any
+        I/O) and `WorkflowConflictError` when the id exists under another kind.
+        """
+        if current_workflow() is not None:
+            raise ConfigurationError(
+                f"workflow {self.kind!r}: start() inside a workflow body is not recorded "
+                "yet; use ctx.start_child"
+            )
+        encoded = self.signature.encode_args(args, kwargs)
+        workflow = identifier(id, "id") if id is not None else str(uuid.uuid4())
+        owner = identifier(tenant, "tenant") if tenant is not None else self.app.tenant
+        limit = timeout if timeout is not None else self.timeout
+        seconds = None if limit is None else seconds_of(limit, "timeout")
+        now = self.app.clock.now()
+        start = records.start_record(
+            kind=self.kind,
+            args=encoded,
+            tenant=owner,
+            created=now,
+            timeout_at=None if seconds is None else now + seconds,
+        )
+        stores = await self.app.stores()
+        recorded = await stores.checkpointer.supply(workflow, records.START, start)
+        existing = recorded.value
+        kind = existing.get("kind") if isinstance(existing, dict) else None
+        if kind != self.kind:
+            raise WorkflowConflictError(workflow, self.kind, str(kind))
+        durable = self.app.durable(self.kind)
+        # A start that crashed between its record and its wakeup is repaired by the next.
+        if recorded.first or await stores.checkpointer.get_status(workflow) is None:
+            await durable.scheduler.make_ready(workflow)
+        return WorkflowHandle(self.app, workflow, self.kind, self.signature.result, recorded.first)
+
+    async def run(
+        self,
+        *args: Any,
+        id: str | None = None,
+        tenant: str | None = None,
+        timeout: Duration | None = None,
+        **kwargs: Any,
+    ) -> R:
+        """Start this workflow and wait for its result (see `start` and
+        `WorkflowHandle.result`). Refused inside a workflow body: use ``ctx.child``."""
+        if current_workflow() is not None:
+            raise ConfigurationError(
+                f"workflow {self.kind!r}: awaiting run() inside a workflow body would hold "
+                "the pass; use ctx.child"
+            )
+        handle = await self.start(*args, id=id, tenant=tenant, timeout=timeout, **kwargs)
+        return await handle.result()
+
+    async def get_handle(self, id: str) -> WorkflowHandle[R]:
+        """The handle of existing workflow ``id`` of this kind; `WorkflowNotFoundError` if
+        there is none, `WorkflowConflictError` if it is of another kind."""
+        handle = await self.app.get_handle(id)
+        if handle.kind != self.kind:
+            raise WorkflowConflictError(id, self.kind, handle.kind)
+        return WorkflowHandle(self.app, id, self.kind, self.signature.result, False)
+
+    async def body(self, run: Run) -> object:
+        """One pass of this workflow over the engine's `Run` (what the Worker serves)."""
+        start = run.recorded.get(records.START)
+        if not isinstance(start, dict):
+            raise BodyFailed(
+                ConfigurationError(f"workflow {run.workflow!r} has no start record"),
+                retryable=False,
+            )
+        ctx = Context(run, start, self.kind)
+        try:
+            positional, keywords = self.signature.decode_args(start.get("args", {}))
+        except (ValueError, KeyError) as exc:
+            raise IncompatibleRecordError(
+                run.workflow,
+                records.START,
+                f"arguments of {self.kind}",
+                stored_text(start.get("args")),
+                str(exc),
+            ) from None
+        token = bind_workflow(ctx)
+        try:
+            value = await self.fn(ctx, *positional, **keywords)
+        except asyncio.CancelledError as exc:
+            if ctx._stopped is not None:
+                raise ctx._stopped from None
+            current = asyncio.current_task()
+            if ctx._cancel_delivered and (current is None or not current.cancelling()):
+                raise Cancelled(f"workflow {run.workflow!r} was cancelled") from exc
+            raise
+        except Exception as exc:
+            if ctx._stopped is not None:
+                raise ctx._stopped from exc
+            raise BodyFailed(exc, retryable=self.retry is not None) from exc
+        finally:
+            unbind_workflow(token)
+        if ctx._stopped is not None:
+            raise ctx._stopped
+        try:
+            encoded = self.signature.result.encode(value)
+        except Exception as exc:
+            raise BodyFailed(exc, retryable=False) from exc
+        await run.step(records.RESULT, lambda: encoded)
+        return value
+
+    def __repr__(self) -> str:
+        return f"<durably workflow {self.kind!r}>"
+
+
+__all__ = ["OPTIONS", "BodyFailed", "Cancelled", "Workflow"]
