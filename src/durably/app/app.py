@@ -9,7 +9,7 @@ import os
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, overload
 
 from durably.app import records
 from durably.app.context import Context
@@ -31,6 +31,18 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_DSN = "sqlite:///durably.db"
+
+
+class StepDecorator(Protocol):
+    """What ``@app.step(...)`` with options returns: registers an async or plain step."""
+
+    @overload
+    def __call__(self, fn: Callable[P, Awaitable[R]], /) -> Step[P, R]: ...
+
+    @overload
+    def __call__(self, fn: Callable[P, R], /) -> Step[P, R]: ...
+
+
 _logger = logging.getLogger("durably.app")
 
 
@@ -140,7 +152,7 @@ class App:
         name: str | None = None,
         retry: Retry | None = None,
         timeout: Duration | None = None,
-    ) -> Callable[[Callable[P, R]], Step[P, R]]: ...
+    ) -> StepDecorator: ...
 
     def step(
         self,
@@ -299,4 +311,4 @@ def _default_name(fn: Callable[..., Any], what: str) -> str:
     return f"{module}.{fn.__qualname__}"
 
 
-__all__ = ["DEFAULT_DSN", "App"]
+__all__ = ["DEFAULT_DSN", "App", "StepDecorator"]

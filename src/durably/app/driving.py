@@ -90,7 +90,7 @@ class Driver:
                     ran = True
             if ran:
                 continue
-            self._dues = [due for due in self._dues if due > now]
+            self._dues[:] = [due for due in self._dues if due > now]
             if not advance or not self._dues or not isinstance(clock, ManualClock):
                 return passes
             clock.advance(min(self._dues) - now)

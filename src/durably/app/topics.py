@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 from durably.app.values import Value
 from durably.errors import InvalidInputError
 from durably.validation import identifier
 
-T = TypeVar("T")
+T = TypeVar("T", covariant=True)
 
 
 class Topic(Generic[T]):
     """A named message type: ``handle.send(topic, value)`` sends, ``ctx.recv(topic)``
     receives. The value is validated against ``type`` before any I/O."""
 
-    def __init__(self, name: str, type: type[T] | Any) -> None:
+    @overload
+    def __init__(self: Topic[T], name: str, type: type[T]) -> None: ...
+
+    @overload
+    def __init__(self: Topic[Any], name: str, type: Any) -> None: ...
+
+    def __init__(self, name: str, type: Any) -> None:
         self.name = identifier(name, "topic name")
         self.value = Value.of(type, f"topic {name!r}")
 

@@ -28,16 +28,16 @@ async def sweep_finished(
     is not live; the number swept (see `Checkpointer.sweep`)."""
     sweep_arguments(finished_before, limit)
     sql = statements.render_all(_TEMPLATES, tables.names)
-    completed, failed = (status.value for status in FINISHED)
+    finished = [status.value for status in FINISHED]
 
     async def candidates(session: Session, *, wanted: int) -> Sequence[Row]:
-        return await session.fetch(sql["finished"], completed, failed, finished_before, wanted)
+        return await session.fetch(sql["finished"], finished, finished_before, wanted)
 
     async def one(session: Session, *, workflow: str) -> bool:
         held = await session.fetch(sql["lock_claim"], workflow)
         if held and held[0][0]:
             return False  # a live pass took it since it was chosen
-        rows = await session.fetch(sql["sweep"], workflow, completed, failed, finished_before)
+        rows = await session.fetch(sql["sweep"], workflow, finished, finished_before)
         return int(rows[0][0]) > 0
 
     swept = 0

@@ -3,14 +3,14 @@
 -- status (all of which lock that row) between the check and the deletes.
 
 -- name: finished
--- $1, $2: the finished statuses; $3: the cutoff; $4: how many.
+-- $1: the finished statuses; $2: the cutoff; $3: how many.
 SELECT s.workflow
 FROM {workflow_status} AS s
 LEFT JOIN {workflow_claim} AS c ON c.workflow = s.workflow
-WHERE s.status IN ($1::text, $2::text) AND s.updated_at < $3::timestamptz
+WHERE s.status = ANY($1::text[]) AND s.updated_at < $2::timestamptz
   AND (c.workflow IS NULL OR c.alive_until <= now())
 ORDER BY s.updated_at
-LIMIT $4::integer;
+LIMIT $3::integer;
 
 -- name: lock_claim
 -- Whether a live pass holds the workflow (no row: no claim at all).
@@ -21,8 +21,8 @@ SELECT alive_until > now() FROM {workflow_claim} WHERE workflow = $1::text FOR U
 -- the records and the claim go only with it.
 WITH finished AS (
     DELETE FROM {workflow_status}
-    WHERE workflow = $1::text AND status IN ($2::text, $3::text)
-      AND updated_at < $4::timestamptz
+    WHERE workflow = $1::text AND status = ANY($2::text[])
+      AND updated_at < $3::timestamptz
     RETURNING workflow
 ),
 records AS (

@@ -159,12 +159,13 @@ class BoundSqliteCheckpointer:
     def sweep(self, *, before: float, limit: int) -> list[str]:
         """Delete up to ``limit`` finished workflows updated before ``before`` whose claim
         is not live (records, status, claim, inbox position); the ids swept."""
-        completed, failed = (status.value for status in FINISHED)
+        completed, failed, cancelled = (status.value for status in FINISHED)
         chosen = self._tx.all(
             _SWEEP["finished"],
             {
                 "completed": completed,
                 "failed": failed,
+                "cancelled": cancelled,
                 "before": before,
                 "now": self._tx.store_now,
                 "limit": limit,

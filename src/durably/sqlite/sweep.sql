@@ -5,7 +5,7 @@
 -- Finished workflows last updated before :before whose claim (if any) is not live.
 SELECT s.workflow, c.token FROM durably_workflow_status AS s
 LEFT JOIN durably_workflow_claim AS c ON c.workflow = s.workflow
-WHERE s.status IN (:completed, :failed) AND s.updated_at < :before
+WHERE s.status IN (:completed, :failed, :cancelled) AND s.updated_at < :before
   AND (c.workflow IS NULL OR c.alive_until <= :now)
 ORDER BY s.updated_at, s.workflow
 LIMIT :limit

@@ -1,0 +1,73 @@
+"""`AppConformance` on every backing: memory, SQLite, PostgreSQL and Redis, each test over
+a store of its own (a fresh SQLite file, or the run's PostgreSQL database and a Redis
+database flushed first)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from durably.app import App
+from durably.clock import Clock
+from durably.testing.app import AppConformance, AppFactory
+from tests.pg_service import postgres_dsn
+from tests.redis_service import durable_server
+
+__all__ = ["postgres_dsn"]
+
+# Redis database index the App suite owns on the shared test server (flushed per test).
+REDIS_DB = 7
+
+
+async def _apps(dsn: str) -> AsyncIterator[AppFactory]:
+    made: list[App] = []
+
+    async def make(clock: Clock) -> App:
+        app = App(dsn, clock=clock)
+        made.append(app)
+        return app
+
+    try:
+        yield make
+    finally:
+        for app in made:
+            await app.close()
+
+
+class TestMemoryApp(AppConformance):
+    @pytest.fixture
+    async def app_factory(self) -> AsyncIterator[AppFactory]:
+        async for factory in _apps("memory://"):
+            yield factory
+
+
+class TestSqliteApp(AppConformance):
+    @pytest.fixture
+    async def app_factory(self, tmp_path: Path) -> AsyncIterator[AppFactory]:
+        async for factory in _apps(f"sqlite:///{tmp_path / 'app.db'}"):
+            yield factory
+
+
+class TestPostgresApp(AppConformance):
+    # One database for the run: each test registers kinds of its own (their default names
+    # hold the test's name) and ids are fresh, so tests never serve each other's workflows.
+    @pytest.fixture
+    async def app_factory(self, postgres_dsn: str) -> AsyncIterator[AppFactory]:
+        async for factory in _apps(postgres_dsn):
+            yield factory
+
+
+class TestRedisApp(AppConformance):
+    @pytest.fixture
+    async def app_factory(self) -> AsyncIterator[AppFactory]:
+        redis = pytest.importorskip("redis.asyncio")
+        url = f"{durable_server().url}/{REDIS_DB}"
+        client = redis.from_url(url)
+        try:
+            await client.flushdb()
+        finally:
+            await client.aclose()
+        async for factory in _apps(url):
+            yield factory
