@@ -134,10 +134,13 @@ class PoolExhaustedError(DurablyError):
 
     retryable = True
 
-    def __init__(self, store: str, pool_size: int | None = None) -> None:
+    def __init__(self, store: str, pool_size: int | None = None, detail: str = "") -> None:
         self.store = store
         self.pool_size = pool_size
-        super().__init__(f"{store} connection pool exhausted (size {pool_size})")
+        size = "" if pool_size is None else f" (size {pool_size})"
+        super().__init__(
+            f"{store} connection pool exhausted{size}" + (f": {detail}" if detail else "")
+        )
 
 
 class Swallowed(DurablyError):

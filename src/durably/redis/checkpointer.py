@@ -7,7 +7,6 @@ that outlives the claim hash, so a token never rewinds, not even after keys expi
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -58,6 +57,7 @@ _SWEEP_GRACE_MS = str(3_600_000)  # how long a swept token key outlives the cloc
 _TRANSACT = Script.load("workflow_transact.lua", "workflow_lib.lua").source
 _MARKER = "--@effect"
 _STATUSES = [status.value for status in WorkflowStatus]
+_STATUS_FIELDS = ["status", "attempts", "has_error", "error", "updated_at"]
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -362,7 +362,7 @@ class RedisCheckpointer:
                 start = "(" + names[-1]
                 while names and swept < limit:
                     chunk, names = names[: limit - swept], names[limit - swept :]
-                    gone = await asyncio.gather(*(self._sweep_one(n, args) for n in chunk))
+                    gone = await self._redis.bounded(self._sweep_one(n, args) for n in chunk)
                     for name, went in zip(chunk, gone, strict=True):
                         if went:
                             swept += 1
@@ -419,21 +419,24 @@ class RedisCheckpointer:
         """The last reported status, or None (never reported, or discarded)."""
         (status_key,) = self._keys(workflow, "status")
         client = self._redis.client
-        reply = await self._redis.state(
-            lambda: client.hmget(
-                status_key, ["status", "attempts", "has_error", "error", "updated_at"]
-            )
-        )
-        if reply[0] is None:
-            return None
-        status, attempts, has_error, error, updated_at = (text(v) for v in reply)
-        return WorkflowInfo(
-            workflow,
-            WorkflowStatus(status),
-            int(attempts),
-            error if has_error == "1" else None,
-            _utc(updated_at),
-        )
+        reply = await self._redis.state(lambda: client.hmget(status_key, _STATUS_FIELDS))
+        return _info(workflow, reply)
+
+    async def _statuses(self, workflows: list[str]) -> list[WorkflowInfo | None]:
+        """`get_status` of each workflow in one pipeline: one connection (one per node on
+        a cluster), however many workflows."""
+        status_keys = [self._keys(workflow, "status")[0] for workflow in workflows]
+        client = self._redis.client
+
+        async def read() -> list[Any]:
+            async with client.pipeline(transaction=False) as pipe:
+                for status_key in status_keys:
+                    pipe.hmget(status_key, _STATUS_FIELDS)
+                replies: list[Any] = await pipe.execute()
+                return replies
+
+        replies = await self._redis.state(read)
+        return [_info(w, reply) for w, reply in zip(workflows, replies, strict=True)]
 
     async def list_status(
         self, *, status: WorkflowStatus | None = None, limit: int = 50, after: str | None = None
@@ -454,14 +457,27 @@ class RedisCheckpointer:
             if not batch:
                 break
             names = [text(name) for name in batch]
-            infos = await asyncio.gather(*(self.get_status(name) for name in names))
-            for info in infos:
+            for info in await self._statuses(names):
                 if info is not None and (wanted is None or info.status is wanted):
                     found.append(info)
                     if len(found) == limit:
                         break
             start = "(" + names[-1]
         return found
+
+
+def _info(workflow: str, reply: list[Any]) -> WorkflowInfo | None:
+    """A status read as ``_STATUS_FIELDS``; None where none was reported."""
+    if reply[0] is None:
+        return None
+    status, attempts, has_error, error, updated_at = (text(v) for v in reply)
+    return WorkflowInfo(
+        workflow,
+        WorkflowStatus(status),
+        int(attempts),
+        error if has_error == "1" else None,
+        _utc(updated_at),
+    )
 
 
 class LuaEffectError(RuntimeError):

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from durably.errors import StatePersistenceError
 from durably.redis.keys import DEFAULT_NAMESPACE, namespace
+from durably.redis.pool import pool_size
 from durably.redis.retry import Retry
 from durably.redis.settings import DEFAULT_MAX_VALUE_BYTES, RedisStoreSettings
 
@@ -29,8 +31,20 @@ class RedisConnection:
         self.retry = Retry(
             max_attempts=settings.max_attempts if settings else 3,
             backoff_seconds=settings.backoff_seconds if settings else 0.05,
-            pool_size=settings.pool_size if settings else None,
+            pool_size=pool_size(client),
         )
+
+    async def bounded(self, calls: Iterable[Awaitable[T]]) -> list[T]:
+        """Await ``calls`` (coroutines, started here) with a few in flight at once, their
+        results in order: a batch takes at most half the client's pool (at most 8), so it
+        neither exhausts a pool that refuses nor crowds out the calls waiting beside it."""
+        share = asyncio.Semaphore(max(1, min(8, (self.retry.pool_size or 16) // 2)))
+
+        async def one(call: Awaitable[T]) -> T:
+            async with share:
+                return await call
+
+        return list(await asyncio.gather(*(one(call) for call in calls)))
 
     def check_size(self, text: str, what: str) -> None:
         """Refuse ``text`` over ``max_value_bytes`` before anything is sent."""

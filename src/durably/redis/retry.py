@@ -79,8 +79,8 @@ class Retry:
         for attempt in range(self.max_attempts):
             try:
                 return await function(*args)
-            except MaxConnectionsError:
-                raise PoolExhaustedError("redis", self.pool_size) from None
+            except MaxConnectionsError as refused:
+                raise PoolExhaustedError("redis", self.pool_size, str(refused)) from None
             except _CAUGHT as error:
                 if not transient(error):
                     raise

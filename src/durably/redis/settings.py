@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import Field, PositiveInt, SecretStr, field_validator
+from pydantic import Field, PositiveFloat, PositiveInt, SecretStr, field_validator
 
 from durably.redis.keys import DEFAULT_NAMESPACE, namespace
 from durably.settings import StoreSettings
@@ -27,6 +27,9 @@ class RedisStoreSettings(StoreSettings):
     namespace: str = DEFAULT_NAMESPACE
     cluster: bool = Field(False, description="connect with a cluster-aware client")
     max_value_bytes: PositiveInt = DEFAULT_MAX_VALUE_BYTES
+    pool_timeout_seconds: PositiveFloat = Field(
+        5.0, description="wait for a free pooled connection before PoolExhaustedError"
+    )
 
     @field_validator("namespace")
     @classmethod
@@ -36,14 +39,19 @@ class RedisStoreSettings(StoreSettings):
     def client(self, **options: Any) -> Any:
         """A redis-py asyncio client for ``dsn`` (a `RedisCluster` when ``cluster``).
 
-        The client itself retries nothing: durably's stores wait out a failover with their
-        own bounded budget (``max_attempts``, ``backoff_seconds``), and two layers of
-        retries would multiply the wait.
+        Up to ``pool_size`` connections; a call finding them all busy waits up to
+        ``pool_timeout_seconds`` for one, then raises `PoolExhaustedError` (a cluster
+        client, whose pools are per node, refuses at once). The client itself retries
+        nothing: durably's stores wait out a failover with their own bounded budget
+        (``max_attempts``, ``backoff_seconds``), and two layers of retries would multiply
+        the wait.
         """
         from redis.asyncio import Redis
         from redis.asyncio.cluster import RedisCluster
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
+
+        from durably.redis.pool import WaitingPool
 
         url = self.dsn.get_secret_value()
         common: dict[str, Any] = {
@@ -54,7 +62,9 @@ class RedisStoreSettings(StoreSettings):
         }
         if self.cluster:
             return RedisCluster.from_url(url, **common)
-        return Redis.from_url(url, **common)
+        return Redis.from_pool(
+            WaitingPool.from_url(url, timeout=self.pool_timeout_seconds, **common)
+        )
 
 
 __all__ = ["RedisStoreSettings"]
