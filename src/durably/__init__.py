@@ -15,6 +15,9 @@ from durably.app import (
     WorkflowHandle,
     context,
 )
+from durably.claimcheck import ClaimCheckStore
+from durably.claimchecked import ClaimCheckedCheckpointer, ClaimCheckedDurable, ClaimCheckedQueue
+from durably.claimpolicy import ClaimCheckPolicy
 from durably.clock import Clock, ManualClock, SystemClock
 from durably.codec import CheckpointCodec, JsonCodec
 from durably.errors import (
@@ -70,6 +73,11 @@ __all__ = [
     "CheckpointCodec",
     "Checkpointer",
     "ChildWorkflowFailedError",
+    "ClaimCheckPolicy",
+    "ClaimCheckStore",
+    "ClaimCheckedCheckpointer",
+    "ClaimCheckedDurable",
+    "ClaimCheckedQueue",
     "Clock",
     "Completed",
     "Context",

@@ -11,6 +11,7 @@ from typing import Literal
 
 PersistenceReason = Literal["unavailable", "contended", "too_large"]
 LeaseLostReason = Literal["taken", "expired", "capped"]
+ClaimUnavailableReason = Literal["missing", "expired"]
 
 
 class DurablyError(Exception):
@@ -141,6 +142,18 @@ class PoolExhaustedError(DurablyError):
         super().__init__(
             f"{store} connection pool exhausted{size}" + (f": {detail}" if detail else "")
         )
+
+
+class ClaimUnavailableError(DurablyError):
+    """A claim-check handle whose blob is gone: never stored here, forgotten, or past its
+    time to live (``reason`` "missing" or "expired"). Not retryable: the value is lost."""
+
+    retryable = False
+
+    def __init__(self, handle: str, reason: ClaimUnavailableReason) -> None:
+        self.handle = handle
+        self.reason = reason
+        super().__init__(f"claim check {handle} is unavailable ({reason})")
 
 
 class Swallowed(DurablyError):
@@ -310,6 +323,8 @@ class ScheduledWakeup(Suspended):
 
 __all__ = [
     "ChildWorkflowFailedError",
+    "ClaimUnavailableError",
+    "ClaimUnavailableReason",
     "ConfigurationError",
     "Contended",
     "DsnError",

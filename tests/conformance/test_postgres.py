@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 
+from durably.claimcheck import ClaimCheckStore
 from durably.clock import Clock
 from durably.postgres import (
     PostgresCheckpointer,
+    PostgresClaimCheckStore,
     PostgresDurable,
     PostgresScheduler,
     PostgresStateStore,
@@ -18,12 +20,14 @@ from durably.postgres import (
 from durably.runs import StateStore
 from durably.testing import (
     CheckpointerConformance,
+    ClaimCheckStoreConformance,
     DurableConformance,
     SchedulerConformance,
     StateStoreConformance,
     WorkQueueConformance,
 )
 from durably.testing.checkpointer import CheckpointerFactory
+from durably.testing.claimcheck import ClaimCheckStoreFactory
 from durably.testing.durable import DurableFactory
 from durably.testing.queue import WorkQueueFactory
 from durably.testing.scheduler import SchedulerFactory
@@ -108,4 +112,17 @@ class TestPostgresScheduler(SchedulerConformance):
 
 
 class TestPostgresDurable(DurableConformance):
+    pass
+
+
+@pytest.fixture
+def claim_store_factory(pg_stores: Stores) -> ClaimCheckStoreFactory:
+    async def make(clock: Clock) -> ClaimCheckStore:
+        tables = await pg_stores.tables()
+        return PostgresClaimCheckStore(pg_stores.pool, clock=clock, tables=tables)
+
+    return make
+
+
+class TestPostgresClaimCheckStore(ClaimCheckStoreConformance):
     pass

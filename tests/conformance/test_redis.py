@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
+from durably.claimcheck import ClaimCheckStore
 from durably.clock import Clock
 from durably.redis import (
     RedisCheckpointer,
+    RedisClaimCheckStore,
     RedisDurable,
     RedisEffectKit,
     RedisScheduler,
@@ -22,12 +24,14 @@ from durably.redis import (
 from durably.runs import StateStore
 from durably.testing import (
     CheckpointerConformance,
+    ClaimCheckStoreConformance,
     DurableConformance,
     SchedulerConformance,
     StateStoreConformance,
     WorkQueueConformance,
 )
 from durably.testing.checkpointer import CheckpointerFactory
+from durably.testing.claimcheck import ClaimCheckStoreFactory
 from durably.testing.durable import DurableFactory
 from durably.testing.queue import WorkQueueFactory
 from durably.testing.scheduler import SchedulerFactory
@@ -113,4 +117,16 @@ class TestRedisScheduler(SchedulerConformance):
 
 
 class TestRedisDurable(DurableConformance):
+    pass
+
+
+@pytest.fixture
+def claim_store_factory(any_redis: Any) -> ClaimCheckStoreFactory:
+    async def make(clock: Clock) -> ClaimCheckStore:
+        return RedisClaimCheckStore(any_redis, clock=clock, namespace=namespace_for(any_redis))
+
+    return make
+
+
+class TestRedisClaimCheckStore(ClaimCheckStoreConformance):
     pass

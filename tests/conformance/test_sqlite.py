@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 
+from durably.claimcheck import ClaimCheckStore
 from durably.clock import Clock
 from durably.runs import StateStore
 from durably.sqlite import (
     Database,
     SqliteCheckpointer,
+    SqliteClaimCheckStore,
     SqliteDurable,
     SqliteEffect,
     SqliteScheduler,
@@ -23,12 +25,14 @@ from durably.sqlite import (
 )
 from durably.testing import (
     CheckpointerConformance,
+    ClaimCheckStoreConformance,
     DurableConformance,
     SchedulerConformance,
     StateStoreConformance,
     WorkQueueConformance,
 )
 from durably.testing.checkpointer import CheckpointerFactory
+from durably.testing.claimcheck import ClaimCheckStoreFactory
 from durably.testing.durable import DurableFactory
 from durably.testing.queue import WorkQueueFactory
 from durably.testing.scheduler import SchedulerFactory
@@ -174,4 +178,16 @@ class TestSqliteScheduler(SchedulerConformance):
 
 
 class TestSqliteDurable(DurableConformance):
+    pass
+
+
+@pytest.fixture
+def claim_store_factory(files: Files) -> ClaimCheckStoreFactory:
+    async def make(clock: Clock) -> ClaimCheckStore:
+        return SqliteClaimCheckStore(await files.open(), clock=clock)
+
+    return make
+
+
+class TestSqliteClaimCheckStore(ClaimCheckStoreConformance):
     pass

@@ -1,6 +1,7 @@
 """durably.memory: every protocol over in-process dicts, for tests and single-process tools."""
 
 from durably.memory.checkpointer import MemoryCheckpointer, MemoryEffect
+from durably.memory.claims import MemoryClaimCheckStore
 from durably.memory.durable import MemoryDurable
 from durably.memory.effects import MemoryEffectKit
 from durably.memory.queue import MemoryWorkQueue
@@ -9,6 +10,7 @@ from durably.memory.state import MemoryStateStore
 
 __all__ = [
     "MemoryCheckpointer",
+    "MemoryClaimCheckStore",
     "MemoryDurable",
     "MemoryEffect",
     "MemoryEffectKit",

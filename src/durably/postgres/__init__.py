@@ -5,6 +5,7 @@ own migration tool), then build stores with ``open()`` (which runs `verify`).
 """
 
 from durably.postgres.checkpointer import PostgresCheckpointer, PostgresEffect
+from durably.postgres.claims import PostgresClaimCheckStore
 from durably.postgres.durable import PostgresDurable
 from durably.postgres.executor import Executor
 from durably.postgres.migrate import migrate, verify
@@ -19,6 +20,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "Executor",
     "PostgresCheckpointer",
+    "PostgresClaimCheckStore",
     "PostgresDurable",
     "PostgresEffect",
     "PostgresScheduler",

@@ -39,6 +39,7 @@ class StateTables:
     workflow_queue: str = "workflow_queue"
     workflow_status: str = "workflow_status"
     workflow_seq: str = "workflow_seq"
+    claim_check: str = "durably_claim_check"
 
     def __post_init__(self) -> None:
         for field in fields(self):

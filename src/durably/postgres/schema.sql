@@ -148,6 +148,15 @@ CREATE INDEX IF NOT EXISTS {workflow_status_name}_by_status ON {workflow_status}
 CREATE INDEX IF NOT EXISTS {workflow_status_name}_by_age ON {workflow_status}
     (status, updated_at);
 
+-- Claim-check blobs, one per distinct content: `digest` is the SHA-256 of `data`,
+-- `expires_at` the store's clock time it lapses at ('Infinity': never).
+CREATE TABLE IF NOT EXISTS {claim_check} (
+    digest text COLLATE "C" PRIMARY KEY,
+    data bytea NOT NULL,
+    expires_at double precision NOT NULL
+);
+CREATE INDEX IF NOT EXISTS {claim_check_name}_by_expiry ON {claim_check} (expires_at);
+
 INSERT INTO {schema_version} (version)
 SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
 

@@ -5,6 +5,7 @@ keys share one hash slot. `open()` classmethods run `preflight`; constructors sk
 """
 
 from durably.redis.checkpointer import LuaEffectError, RedisCheckpointer
+from durably.redis.claims import RedisClaimCheckStore
 from durably.redis.durable import RedisDurable
 from durably.redis.effects import LuaEffect, RedisEffectKit
 from durably.redis.preflight import preflight
@@ -17,6 +18,7 @@ __all__ = [
     "LuaEffect",
     "LuaEffectError",
     "RedisCheckpointer",
+    "RedisClaimCheckStore",
     "RedisDurable",
     "RedisEffectKit",
     "RedisScheduler",

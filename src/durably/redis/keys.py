@@ -85,6 +85,17 @@ def scheduler_prefix(ns: str, scheduler_namespace: str) -> str:
     return f"{ns}:sched:{{{segment(scheduler_namespace)}}}:"
 
 
+def claim_key(ns: str, digest: str) -> str:
+    """A claim-check blob's hash; its digest is the hash tag (blobs spread over slots)."""
+    return f"{ns}:claim:{{{digest}}}"
+
+
+def claim_pattern(ns: str) -> str:
+    """A SCAN pattern matching every claim-check blob of ``ns`` (glob characters escaped)."""
+    escaped = "".join(f"\\{c}" if c in "*?[]\\" else c for c in ns)
+    return f"{escaped}:claim:*"
+
+
 def slot(key: str) -> int:
     """The cluster hash slot of ``key``."""
     return int(key_slot(key.encode()))
@@ -92,6 +103,8 @@ def slot(key: str) -> int:
 
 __all__ = [
     "DEFAULT_NAMESPACE",
+    "claim_key",
+    "claim_pattern",
     "item_key",
     "item_ref",
     "namespace",

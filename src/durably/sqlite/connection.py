@@ -26,7 +26,7 @@ from durably.sqlite.statements import load_script, load_statements
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The schema version this code writes and understands (`durably_schema_version`)."""
 
 _SQL = load_statements("connection.sql")

@@ -1,4 +1,4 @@
--- durably's tables in an embedded SQLite file: schema version 1.
+-- durably's tables in an embedded SQLite file: schema version 2.
 -- Applied by `durably.sqlite.connect` inside one BEGIN IMMEDIATE, so processes opening a
 -- fresh file at once create it exactly once. Every statement is idempotent.
 
@@ -136,3 +136,11 @@ CREATE TABLE IF NOT EXISTS durably_workflow_queue (
 
 CREATE INDEX IF NOT EXISTS durably_workflow_queue_visible
     ON durably_workflow_queue (namespace, state, visible_at, workflow);
+
+-- Claim-check blobs (added in schema version 2), one per distinct content: `digest` is
+-- the SHA-256 of `data`, `expires_at` the store's clock time it lapses at (Inf: never).
+CREATE TABLE IF NOT EXISTS durably_claim_check (
+    digest TEXT PRIMARY KEY,
+    data BLOB NOT NULL,
+    expires_at REAL NOT NULL
+);

@@ -1,0 +1,33 @@
+"""The claim-check policy's own checks, and `ClaimCheckedDurable` over the memory stores."""
+
+from __future__ import annotations
+
+import pytest
+
+from durably import ClaimCheckedDurable, ClaimCheckPolicy
+from durably.errors import InvalidInputError
+from durably.memory import MemoryCheckpointer, MemoryClaimCheckStore, MemoryDurable
+from durably.memory.scheduler import MemoryScheduler
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("threshold", 0), ("threshold", 1.5), ("head", -1), ("ttl", 0)]
+)
+def test_a_policy_with_a_bad_setting_is_refused(field: str, value: object) -> None:
+    with pytest.raises(InvalidInputError, match=field):
+        ClaimCheckPolicy(MemoryClaimCheckStore(), **{field: value})  # type: ignore[arg-type]
+
+
+async def test_values_arriving_and_delivered_from_outside_travel_as_handles() -> None:
+    claims = MemoryClaimCheckStore()
+    inner = MemoryDurable(MemoryCheckpointer(), MemoryScheduler())
+    durable = ClaimCheckedDurable(inner, ClaimCheckPolicy(claims, threshold=100))
+    big = "a" * 1000
+    assert (await durable.arrive("wf", "approval", big)).value == big
+    entry = await durable.deliver("wf", {"message": big})
+    assert entry.value == {"message": big}
+    assert await claims.held() == 2
+    stored = await inner.checkpointer.load("wf")
+    assert all(isinstance(value, dict) and "durably:claim" in value for value in stored.values())
+    assert await durable.checkpointer.load("wf") == {"approval": big, entry.key: {"message": big}}
+    assert (await durable.arrive("wf", "approval", "other")).value == big  # first writer won
