@@ -5,16 +5,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 
 
 class ReplyDropper:
     """Forwards connections to the server on ``port``; the first request carrying ``marker``
     reaches the server, its reply is read and thrown away, and the client's connection is
-    closed: the write is applied, and its answer lost with the connection."""
+    closed: the write is applied, and its answer lost with the connection. ``meanwhile``,
+    when given, runs after the write was applied and before the client learns of the loss
+    (what other clients do in that window: a worker completing the item, say)."""
 
-    def __init__(self, port: int, marker: bytes) -> None:
+    def __init__(
+        self,
+        port: int,
+        marker: bytes,
+        meanwhile: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         self._port = port
         self._marker = marker
+        self.meanwhile = meanwhile
         self.dropped = 0
         self._listener: asyncio.Server | None = None
         self._serving: set[asyncio.Task[None]] = set()
@@ -48,6 +57,8 @@ class ReplyDropper:
                     with contextlib.suppress(asyncio.CancelledError):
                         await back
                     await up_reader.read(65536)  # the server's reply: applied, never delivered
+                    if self.meanwhile is not None:
+                        await self.meanwhile()
                     break
         finally:
             back.cancel()

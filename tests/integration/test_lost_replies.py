@@ -1,21 +1,29 @@
-"""A state write whose answer is lost with the connection after the server applied it: the
-retry must not report the caller's own write as someone else's (a version conflict). A real
-TCP proxy between the client and a real server (Redis, PostgreSQL with either driver) drops
-that one answer; SQLite and memory have no connection to lose."""
+"""A write whose answer is lost with the connection after the server applied it: the retry
+must not report the caller's own state write as someone else's (a version conflict), nor
+make a second work item of one enqueue. A real TCP proxy between the client and a real
+server (Redis, PostgreSQL with either driver) drops that one answer; SQLite and memory
+have no connection to lose."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from pydantic import SecretStr
 
-from durably import ManualClock, RunRecord, SessionRecord, StateKey
+from durably import ManualClock, RunRecord, SessionRecord, StateKey, WorkItem, WorkQueue
 from durably.errors import StateConflictError
-from durably.postgres import PostgresStateStore, PostgresStoreSettings, StateTables, migrate
-from durably.redis import RedisStateStore, RedisStoreSettings
+from durably.postgres import (
+    PostgresStateStore,
+    PostgresStoreSettings,
+    PostgresWorkQueue,
+    StateTables,
+    migrate,
+)
+from durably.redis import RedisStateStore, RedisStoreSettings, RedisWorkQueue
 from durably.runs import StateStore
 from tests.pg_service import close_pool, open_pool, postgres_dsn
 from tests.redis_service import durable_server, unique_namespace
@@ -24,53 +32,82 @@ from tests.reply_dropper import ReplyDropper
 __all__ = ["postgres_dsn"]
 
 MARKER = b"lost-reply"
+BACKINGS = [
+    pytest.param("redis", marks=pytest.mark.redis),
+    pytest.param("psycopg", marks=pytest.mark.postgres),
+    pytest.param("asyncpg", marks=pytest.mark.postgres),
+]
 
 
-async def _redis(dropper: ReplyDropper) -> tuple[StateStore, Any]:
-    url = f"redis://127.0.0.1:{await dropper.start()}/0"
-    settings = RedisStoreSettings(
-        dsn=SecretStr(url), namespace=unique_namespace(), max_attempts=5, backoff_seconds=0.01
-    )
-    client = settings.client()
-    return RedisStateStore(client, clock=ManualClock(), settings=settings), client.aclose
+@dataclass
+class Proxied:
+    """A backing reached through the dropper: a Redis client or a PostgreSQL pool."""
+
+    dropper: ReplyDropper
+    redis: RedisStoreSettings | None = None
+    client: Any = None
+    postgres: PostgresStoreSettings | None = None
+    pool: Any = None
+    tables: StateTables | None = None
+
+    def store(self, on_redis: Any, on_postgres: Any) -> Any:
+        """``on_redis`` or ``on_postgres`` (a store class) over this backing."""
+        if self.redis is not None:
+            return on_redis(self.client, clock=ManualClock(), settings=self.redis)
+        return on_postgres(
+            self.pool, clock=ManualClock(), settings=self.postgres, tables=self.tables
+        )
+
+    async def close(self) -> None:
+        if self.client is not None:
+            await self.client.aclose()
+        if self.pool is not None:
+            await close_pool(self.pool)
+        await self.dropper.stop()
 
 
-async def _postgres(dropper: ReplyDropper, dsn: str, driver: str) -> tuple[StateStore, Any]:
-    parts = urlsplit(dsn)
-    port = await dropper.start()
-    proxied = urlunsplit(parts._replace(netloc=f"{parts.username}@127.0.0.1:{port}"))
-    pool = await open_pool(driver, proxied, size=2)
-    tables = StateTables(schema=f"t_{unique_namespace()}")
-    await migrate(pool, tables)
-    settings = PostgresStoreSettings(dsn=SecretStr(proxied), max_attempts=5, backoff_seconds=0.01)
-    store = PostgresStateStore(pool, clock=ManualClock(), settings=settings, tables=tables)
-    return store, lambda: close_pool(pool)
-
-
-@pytest.fixture(
-    params=[
-        pytest.param("redis", marks=pytest.mark.redis),
-        pytest.param("psycopg", marks=pytest.mark.postgres),
-        pytest.param("asyncpg", marks=pytest.mark.postgres),
-    ]
-)
-async def dropping_store(
-    request: pytest.FixtureRequest,
-) -> AsyncIterator[tuple[StateStore, ReplyDropper]]:
+@pytest.fixture(params=BACKINGS)
+async def proxied(request: pytest.FixtureRequest) -> AsyncIterator[Proxied]:
     if request.param == "redis":
         dropper = ReplyDropper(durable_server().port, MARKER)
-        store, close = await _redis(dropper)
+        url = f"redis://127.0.0.1:{await dropper.start()}/0"
+        settings = RedisStoreSettings(
+            dsn=SecretStr(url), namespace=unique_namespace(), max_attempts=5, backoff_seconds=0.01
+        )
+        backing = Proxied(dropper, redis=settings, client=settings.client())
     else:
         dsn = request.getfixturevalue("postgres_dsn")
-        dropper = ReplyDropper(urlsplit(dsn).port or 5432, MARKER)
-        store, close = await _postgres(dropper, dsn, str(request.param))
+        parts = urlsplit(dsn)
+        dropper = ReplyDropper(parts.port or 5432, MARKER)
+        port = await dropper.start()
+        proxied = urlunsplit(parts._replace(netloc=f"{parts.username}@127.0.0.1:{port}"))
+        pool = await open_pool(str(request.param), proxied, size=2)
+        tables = StateTables(schema=f"t_{unique_namespace()}")
+        await migrate(pool, tables)
+        pg = PostgresStoreSettings(dsn=SecretStr(proxied), max_attempts=5, backoff_seconds=0.01)
+        backing = Proxied(dropper, postgres=pg, pool=pool, tables=tables)
+    yield backing
+    await backing.close()
+
+
+@pytest.fixture
+async def dropping_store(proxied: Proxied) -> tuple[StateStore, ReplyDropper]:
+    store: StateStore = proxied.store(RedisStateStore, PostgresStateStore)
     # Warm up first (scripts loaded, statements prepared): the request dropped must be the
     # write itself, applied by the server.
     await store.put_run(RunRecord(run_id="warm", tenant="t", agent_name="a"))
     await store.put_session(SessionRecord(session_id="warm", tenant="t"))
-    yield store, dropper
-    await close()
-    await dropper.stop()
+    return store, proxied.dropper
+
+
+@pytest.fixture
+async def dropping_queue(proxied: Proxied) -> tuple[WorkQueue, ReplyDropper]:
+    queue: WorkQueue = proxied.store(RedisWorkQueue, PostgresWorkQueue)
+    await queue.enqueue(WorkItem(id="warm", tenant="t"))
+    warm = await queue.claim(worker="w")
+    assert warm is not None
+    await queue.complete(warm.id, tenant="t", worker="w")
+    return queue, proxied.dropper
 
 
 async def test_a_run_write_whose_answer_was_lost_is_not_reported_as_a_conflict(
@@ -103,3 +140,37 @@ async def test_another_writers_landed_write_is_still_a_conflict(
     await store.put_run(record)
     with pytest.raises(StateConflictError):
         await store.put_run(record)  # the same record, the same instant: another write
+
+
+async def test_an_enqueue_whose_answer_was_lost_makes_one_item_though_it_ran_meanwhile(
+    dropping_queue: tuple[WorkQueue, ReplyDropper],
+) -> None:
+    queue, dropper = dropping_queue
+    runs: list[str] = []
+
+    async def a_worker_runs_it() -> None:  # before the client's retry reaches the server
+        claimed = await queue.claim(worker="w")
+        assert claimed is not None
+        runs.append(claimed.id)
+        await queue.complete(claimed.id, tenant="t", worker="w")
+
+    dropper.meanwhile = a_worker_runs_it
+    enqueued = await queue.enqueue(WorkItem(id="lost-reply", tenant="t", payload={"n": "1"}))
+    assert dropper.dropped == 1
+    assert (enqueued.id, enqueued.payload) == ("lost-reply", {"n": "1"})
+    assert await queue.claim(worker="w") is None  # no copy to run a second time
+    assert runs == ["lost-reply"]
+    assert (await queue.stats()).duplicates_suppressed == 0
+
+
+async def test_an_enqueue_whose_answer_was_lost_returns_its_own_live_item(
+    dropping_queue: tuple[WorkQueue, ReplyDropper],
+) -> None:
+    queue, dropper = dropping_queue
+    enqueued = await queue.enqueue(WorkItem(id="lost-reply", tenant="t"))
+    assert dropper.dropped == 1
+    claimed = await queue.claim(worker="w")
+    assert claimed is not None
+    assert claimed.id == enqueued.id == "lost-reply"
+    assert await queue.claim(worker="w") is None
+    assert (await queue.stats()).duplicates_suppressed == 0

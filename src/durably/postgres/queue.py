@@ -4,6 +4,7 @@ tenants served in rotation through a turns table, every settle fenced on the lea
 from __future__ import annotations
 
 import json
+import secrets
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Self
@@ -38,6 +39,9 @@ _TEMPLATES = statements.load("queue.sql")
 _BATCH = 500
 CLAIM_MOST = 1000
 """The most items one `PostgresWorkQueue.claim_many` takes (queue.sql's claim relies on it)."""
+ENQUEUE_TOKEN_SECONDS = 600.0
+"""How long an enqueue's token is kept for a retry of that call to find: far beyond any
+retry budget; `reap` forgets older tokens."""
 # Enum members by stored value: a dict lookup is cheaper than the enum call per row.
 _PRIORITIES = {int(member): member for member in WorkPriority}
 _STATES = {member.value: member for member in WorkState}
@@ -120,6 +124,7 @@ class PostgresWorkQueue:
             now,
             available_at,
             self._channel,
+            secrets.token_hex(8),  # a retry of this call finds the item it wrote by it
         )
         if item.dedupe_key is not None or item.attempts or item.failures:
             statement = self._sql["enqueue_carrying"]
@@ -138,6 +143,8 @@ class PostgresWorkQueue:
         for _ in range(5):
             if await session.count(statement, *args):
                 return None
+            if await session.fetch(self._sql["enqueued_by"], args[8]):
+                return None  # this call wrote the item before its answer was lost
             if await session.fetch(self._sql["drop_terminal"], item.tenant, item.id):
                 continue  # a finished item held the id: it is freed, insert again
             found = await session.fetch(
@@ -273,6 +280,11 @@ class PostgresWorkQueue:
             await self._run(
                 lambda s, q=queue, n=count: s.fetch(self._sql["count_reaped"], q, n), "reap", queue
             )
+        await self._run(
+            lambda s: s.count(self._sql["forget_enqueues"], now - ENQUEUE_TOKEN_SECONDS, _BATCH),
+            "reap",
+            DEFAULT_QUEUE,
+        )
         return reaped
 
     async def adopt(self, *, worker: str) -> list[WorkItem]:

@@ -4,28 +4,52 @@
 
 -- name: enqueue
 -- A tenant's place in the rotation is written when it is first served (see claim), so an
--- enqueue is one row. $1 tenant, $2 id, $3 queue, $4 payload, $5 priority, $6 now,
--- $7 available_at, $8 the channel to notify.
+-- enqueue is one row, and its token's. $1 tenant, $2 id, $3 queue, $4 payload,
+-- $5 priority, $6 now, $7 available_at, $8 the channel to notify, $9 the call's token.
+-- A token already kept means this call is a retry whose first attempt wrote the item (its
+-- answer lost): nothing is written again, even when the item has completed since.
 -- Whether the row was written is read from the command status, not from RETURNING (a
 -- result without rows is cheaper on both ends), so the notification is sent from the
 -- FROM clause: also for an id already queued, where it wakes a waiter for nothing new.
 -- Either way it is delivered only if the transaction commits.
-INSERT INTO {work} (tenant, id, queue, payload, priority, state, enqueued_at, available_at)
-SELECT $1::text, $2::text, $3::text, $4::jsonb, $5::integer, 'queued', $6::float8, $7::float8
-FROM (SELECT pg_notify($8::text, $3::text)) AS wake
-ON CONFLICT DO NOTHING;
+WITH fresh AS (
+    INSERT INTO {work} (tenant, id, queue, payload, priority, state, enqueued_at, available_at)
+    SELECT $1::text, $2::text, $3::text, $4::jsonb, $5::integer, 'queued', $6::float8,
+           $7::float8
+    FROM (SELECT pg_notify($8::text, $3::text)) AS wake
+    WHERE NOT EXISTS (SELECT 1 FROM {enqueues} WHERE token = $9::text)
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+)
+INSERT INTO {enqueues} (token, tenant, id, written_at)
+SELECT $9::text, $1::text, $2::text, $6::float8 FROM fresh;
 
 -- name: enqueue_carrying
--- enqueue for an item with a dedupe key, or carrying attempts and failures: $9 dedupe
--- key, $10 attempts, $11 failures (the common case binds three parameters fewer).
-INSERT INTO {work} (
-    tenant, id, queue, payload, priority, state, enqueued_at, available_at,
-    dedupe_key, attempts, failures
+-- enqueue for an item with a dedupe key, or carrying attempts and failures: $10 dedupe
+-- key, $11 attempts, $12 failures (the common case binds three parameters fewer).
+WITH fresh AS (
+    INSERT INTO {work} (
+        tenant, id, queue, payload, priority, state, enqueued_at, available_at,
+        dedupe_key, attempts, failures
+    )
+    SELECT $1::text, $2::text, $3::text, $4::jsonb, $5::integer, 'queued', $6::float8,
+           $7::float8, $10::text, $11::integer, $12::jsonb
+    FROM (SELECT pg_notify($8::text, $3::text)) AS wake
+    WHERE NOT EXISTS (SELECT 1 FROM {enqueues} WHERE token = $9::text)
+    ON CONFLICT DO NOTHING
+    RETURNING 1
 )
-SELECT $1::text, $2::text, $3::text, $4::jsonb, $5::integer, 'queued', $6::float8, $7::float8,
-       $9::text, $10::integer, $11::jsonb
-FROM (SELECT pg_notify($8::text, $3::text)) AS wake
-ON CONFLICT DO NOTHING;
+INSERT INTO {enqueues} (token, tenant, id, written_at)
+SELECT $9::text, $1::text, $2::text, $6::float8 FROM fresh;
+
+-- name: enqueued_by
+-- Whether the call with token $1 wrote an item (a retry asks, once its insert wrote none).
+SELECT 1 FROM {enqueues} WHERE token = $1::text;
+
+-- name: forget_enqueues
+-- Tokens older than $1, a batch of at most $2 (reap keeps the table to a few minutes).
+DELETE FROM {enqueues}
+WHERE ctid = ANY (ARRAY(SELECT ctid FROM {enqueues} WHERE written_at < $1::float8 LIMIT $2));
 
 -- name: drop_terminal
 DELETE FROM {work}

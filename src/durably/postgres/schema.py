@@ -34,6 +34,7 @@ class StateTables:
     turns: str = "durably_queue_turns"
     turn_seq: str = "durably_turn_seq"
     counters: str = "durably_queue_counters"
+    enqueues: str = "durably_enqueue_tokens"
     workflow_checkpoint: str = "workflow_checkpoint"
     workflow_claim: str = "workflow_claim"
     workflow_queue: str = "workflow_queue"

@@ -99,6 +99,18 @@ CREATE TABLE IF NOT EXISTS {counters} (
     duplicates_suppressed bigint NOT NULL DEFAULT 0
 );
 
+-- One row per enqueue that wrote an item, for a while: its token lets a retry of that call
+-- (its answer lost with the connection) find it even after the item completed and was
+-- deleted. `reap` forgets rows older than a few minutes, through the BRIN index (rows are
+-- written in time order, and the index costs next to nothing to keep).
+CREATE TABLE IF NOT EXISTS {enqueues} (
+    token text COLLATE "C" PRIMARY KEY,
+    tenant text COLLATE "C" NOT NULL,
+    id text COLLATE "C" NOT NULL,
+    written_at double precision NOT NULL
+) WITH (autovacuum_vacuum_scale_factor = 0.01);
+CREATE INDEX IF NOT EXISTS {enqueues_name}_written ON {enqueues} USING brin (written_at);
+
 CREATE SEQUENCE IF NOT EXISTS {workflow_seq};
 
 CREATE TABLE IF NOT EXISTS {workflow_checkpoint} (

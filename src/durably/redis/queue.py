@@ -9,6 +9,7 @@ script as an argument; `QueuePolicy` decides every retry and the scripts only ap
 from __future__ import annotations
 
 import json
+import secrets
 from typing import Any, Self
 
 from redis.exceptions import NoScriptError
@@ -227,6 +228,7 @@ class RedisWorkQueue:
             payload,
             _PRIORITY_TEXT.get(item.priority) or str(int(item.priority)).encode(),
             number(now),
+            secrets.token_hex(8),  # a retry of this call finds its own item by it
             *extra,
         )
         try:

@@ -1,19 +1,23 @@
 -- Queue an item unless a live one holds its id or dedupe key.
 -- KEYS: item hash. ARGV: prefix, tenant, member (the 16-digit enqueue order, then the id:
--- see order.py), queue, payload (JSON), priority, now, then optionally available_at ('' or
--- absent: now), a dedupe key ('' or absent: none), and the attempts and failures
--- (segments) the item already carries (absent: 0 and none).
--- Answers 1 when queued (the caller knows the rest), or the live holder's item.
+-- see order.py), queue, payload (JSON), priority, now, the enqueue's token (one per call,
+-- kept in the item), then optionally available_at ('' or absent: now), a dedupe key (''
+-- or absent: none), and the attempts and failures (segments) the item already carries
+-- (absent: 0 and none).
+-- Answers 1 when queued (the caller knows the rest), or the live holder's item. A retry of
+-- an enqueue that landed (its reply lost) finds its token on the item, whatever became of
+-- the item since, and answers 1 again: one call, one item.
 -- The common path (a new item) is written out flat: each helper call, closure and
 -- intermediate string costs server time on every enqueue.
 local item = KEYS[1]
 local tenant, member, queue, payload = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local priority, now, available, dedupe = ARGV[6], ARGV[7], ARGV[8], ARGV[9]
+local priority, now, token, available, dedupe = ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]
 local id = string.sub(member, 17)
 if available == '' then available = nil end
 if dedupe == '' then dedupe = nil end
 local state = redis.call('HGET', item, 'state')
 if state or dedupe then
+  if state and redis.call('HGET', item, 'enqueue') == token then return 1 end
   -- Rare paths: a live item or dedupe key holds it, or a terminal item frees its id.
   local holder = nil
   if state == 'queued' or state == 'claimed' then
@@ -46,21 +50,23 @@ end
 -- Fields that are still unset are not written (a missing field reads as unset), nor are
 -- the attempts (0 while missing) and, for an item due at once, its availability (the
 -- enqueue time while missing): read_item's readers supply both.
-if dedupe or available or ARGV[10] then
+if dedupe or available or ARGV[11] then
   -- Rarer fields, only when the item has them.
   local fields = {'payload', payload, 'tenant', tenant, 'id', id, 'queue', queue,
-    'priority', priority, 'member', member, 'state', 'queued', 'enqueued_at', now}
+    'priority', priority, 'member', member, 'state', 'queued', 'enqueued_at', now,
+    'enqueue', token}
   local function add(name, value) fields[#fields + 1] = name; fields[#fields + 1] = value end
   if dedupe then
     add('dedupe', dedupe)
     redis.call('HSET', base .. 'dedupe', seg(tenant) .. seg(queue) .. seg(dedupe), id)
   end
   if available then add('available_at', available) end
-  if ARGV[10] then add('attempts', ARGV[10]); add('failures', ARGV[11]) end
+  if ARGV[11] then add('attempts', ARGV[11]); add('failures', ARGV[12]) end
   redis.call('HSET', item, unpack(fields))
 else
   redis.call('HSET', item, 'payload', payload, 'tenant', tenant, 'id', id, 'queue', queue,
-    'priority', priority, 'member', member, 'state', 'queued', 'enqueued_at', now)
+    'priority', priority, 'member', member, 'state', 'queued', 'enqueued_at', now,
+    'enqueue', token)
 end
 -- add_ready and ring (queue_lib.lua), inline: the queue's segment is built once.
 local q = #queue .. ':' .. queue
