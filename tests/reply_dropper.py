@@ -73,8 +73,11 @@ class ReplyDropper:
             while chunk := await source.read(65536):
                 sink.write(chunk)
                 await sink.drain()
-        finally:
-            sink.close()  # the server hung up: so does the proxy, toward the client
+        except asyncio.CancelledError:
+            raise  # the answer is being dropped: `_serve` closes toward the client, later
+        except OSError:
+            pass
+        sink.close()  # the server hung up: so does the proxy, toward the client
 
 
 __all__ = ["ReplyDropper"]
