@@ -56,7 +56,7 @@ class Access:
                     async with session.transaction():
                         return await operation(session, *args)
             except Exception as error:
-                await after_failure(error, number, tries, budget, errors)
+                await after_failure(error, number, tries, budget, errors, self.database.pool_size)
         raise AssertionError("unreachable")  # pragma: no cover
 
 

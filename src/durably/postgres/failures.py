@@ -20,15 +20,24 @@ from durably.errors import (
     ConfigurationError,
     DurablyError,
     InvalidInputError,
+    PoolExhaustedError,
     QueueUnavailableError,
     StatePersistenceError,
     StoreUnavailableError,
 )
 
-Kind = Literal["configuration", "contended", "transient", "invalid", "failed"]
+Kind = Literal["configuration", "contended", "transient", "invalid", "failed", "exhausted"]
 
 _CONFIGURATION = frozenset({"42P01", "42703", "3F000", "42883", "42704"})
 _CONTENDED = frozenset({"40001", "40P01"})
+_TOO_MANY_CONNECTIONS = "53300"
+# The server's words for 53300, for psycopg, which reports a refused connection without
+# its SQLSTATE: the server is out of connections (for everyone, the role or the database).
+_OUT_OF_CONNECTIONS = (
+    "too many clients",
+    "too many connections",
+    "remaining connection slots are reserved",
+)
 # Connection exceptions, insufficient resources, operator intervention (admin shutdown,
 # crash recovery), and the two contention states: worth another try on a fresh connection.
 _TRANSIENT_PREFIXES = ("08", "53", "57P", "40")
@@ -75,6 +84,8 @@ def classify(error: BaseException) -> Kind | None:
     if not _driver_error(error):
         return None
     code = sqlstate(error)
+    if out_of_connections(error):
+        return "exhausted"
     if code is None:
         name = type(error).__name__
         # Client-side errors with no SQLSTATE: a dropped connection is transient, a value
@@ -93,6 +104,22 @@ def classify(error: BaseException) -> Kind | None:
     if code.startswith(_TRANSIENT_PREFIXES):
         return "transient"
     return "failed"
+
+
+def out_of_connections(error: BaseException) -> bool:
+    """Whether the server refused a connection because it has none left (SQLSTATE 53300):
+    not transient for this caller, who should back off (`PoolExhaustedError`)."""
+    code = sqlstate(error)
+    if code is not None:
+        return code == _TOO_MANY_CONNECTIONS
+    return any(words in str(error) for words in _OUT_OF_CONNECTIONS)
+
+
+def server_words(error: BaseException) -> str:
+    """What the server said, after ``FATAL:`` when a refused connection quotes it (psycopg
+    prefixes the host and port)."""
+    text = str(error).strip()
+    return text.split("FATAL:", 1)[1].strip() if "FATAL:" in text else text.splitlines()[0]
 
 
 def describe(error: BaseException) -> str:
@@ -114,6 +141,8 @@ def connect_error(error: BaseException, dsn: str) -> DurablyError:
     `StoreUnavailableError`."""
     code = sqlstate(error)
     text = scrub(str(error), dsn) or type(error).__name__
+    if out_of_connections(error):
+        return PoolExhaustedError("postgres", None, f"the server refused: {server_words(error)}")
     # psycopg reports a refused connection with no SQLSTATE, the server's words after FATAL.
     refused = text.split("FATAL:", 1)[1].strip() if "FATAL:" in text else None
     if refused is not None or (code is not None and code.startswith(("3D", "28"))):
@@ -164,10 +193,17 @@ def _configuration(detail: str) -> ConfigurationError:
 
 
 async def after_failure(
-    error: Exception, number: int, tries: int, budget: RetryBudget, errors: ErrorFactory
+    error: Exception,
+    number: int,
+    tries: int,
+    budget: RetryBudget,
+    errors: ErrorFactory,
+    pool_size: int | None = None,
 ) -> None:
     """Try ``number`` of ``tries`` failed with ``error``: return after the backoff when a
-    transient error leaves tries to spend, else raise what the caller should see."""
+    transient error leaves tries to spend, else raise what the caller should see (a
+    server out of connections at once, as `PoolExhaustedError` of a pool of
+    ``pool_size``)."""
     if isinstance(error, EffectFailed):
         raise error.error from None
     if isinstance(error, DurablyError):
@@ -175,6 +211,9 @@ async def after_failure(
     kind = classify(error)
     if kind is None:
         raise error
+    if kind == "exhausted":
+        detail = f"the server refused a connection: {server_words(error)}"
+        raise PoolExhaustedError("postgres", pool_size, detail) from None
     if kind in ("transient", "contended") and number < tries:
         await asyncio.sleep(budget.delay(number))
         return
