@@ -64,7 +64,10 @@ class JsonCodec:
     renders_json = True
 
     def encode(self, value: object) -> str:
-        text = without_negative_zero(_ENCODE(value))
+        try:
+            text = without_negative_zero(_ENCODE(value))
+        except RecursionError:
+            raise InvalidInputError("value nests too deeply to encode as JSON") from None
         # The text is ASCII (NUL and surrogates come out escaped): without a backslash it
         # holds nothing jsonb refuses.
         if "\\" not in text:

@@ -284,7 +284,9 @@ def checked_run(record: RunRecord) -> RunRecord:
     storable(record.awaiting_approval, "awaiting_approval")
     storable(record.metadata, "metadata")
     for call in record.pending_tool_calls:
-        storable((call.id, call.name, call.arguments), "pending_tool_calls")
+        storable(call.id, "pending_tool_calls id")
+        storable(call.name, "pending_tool_calls name")
+        storable(call.arguments, "pending_tool_calls arguments")
     return record
 
 

@@ -18,19 +18,33 @@ _SURROGATE = "must be valid Unicode (no lone surrogate)"
 _NOT_FINITE = "must not hold NaN or an infinite number (JSON has neither)"
 
 
+MAX_ID_BYTES = 512
+"""The longest id or key every backing takes, in UTF-8 bytes: tenants, run, session, item
+and workflow ids, dedupe and step keys, queue, namespace and worker names. PostgreSQL
+indexes up to three of them in one btree entry, which holds about 2,700 bytes."""
+
+
 def identifier(value: object, name: str) -> str:
     """Return ``value`` if it is a usable id: a non-empty string without NUL characters
-    that is valid Unicode (no lone surrogate). Raises `InvalidInputError` naming it."""
+    that is valid Unicode (no lone surrogate), at most `MAX_ID_BYTES` in UTF-8. Raises
+    `InvalidInputError` naming it."""
     if not isinstance(value, str):
         raise InvalidInputError(f"{name} must be a string, got {type(value).__name__}")
     if not value:
         raise InvalidInputError(f"{name} must not be empty")
     # Every store call checks its ids: an ASCII id without NUL (the usual one) is settled
     # by two scans in C; any other is looked at as every stored text is (`_text_flaw`).
-    if "\x00" in value or not value.isascii():
+    ascii_text = value.isascii()
+    if "\x00" in value or not ascii_text:
         flaw = _text_flaw(value)
         if flaw is not None:
             raise InvalidInputError(f"{name} {flaw}")
+    # A character is 1 to 4 bytes: only a long id is encoded to be counted.
+    if (
+        len(value) > MAX_ID_BYTES >> 2
+        and (len(value) if ascii_text else len(value.encode())) > MAX_ID_BYTES
+    ):
+        raise InvalidInputError(f"{name} must be at most {MAX_ID_BYTES} bytes in UTF-8")
     return value
 
 
@@ -46,12 +60,22 @@ def within_size(text: str, limit: int, what: str, store: str) -> str:
     return text
 
 
+MAX_DEPTH = 64
+"""How deeply a stored JSON value (a record's metadata, a tool call's arguments) may nest:
+64 dicts or lists inside one another. Deeper values are refused when written, because a
+reader (pydantic's JSON parser stops near 200 levels, Python's near 1,000) could not read
+them back."""
+
+_TOO_DEEP = f"must not nest dicts and lists more than {MAX_DEPTH} levels deep"
+
+
 def storable(value: T, name: str) -> T:
     """Return ``value`` (a string, or a JSON-shaped value of dicts, lists and tuples) if
     every string in it, dict keys included, is text every backing can store: no NUL
-    character and no lone surrogate; and every float in it is finite (JSON has no NaN or
-    infinity). Raises `InvalidInputError` naming it."""
-    flaw = _flaw(value)
+    character and no lone surrogate; every float in it is finite (JSON has no NaN or
+    infinity); and it nests at most `MAX_DEPTH` dicts and lists deep. Raises
+    `InvalidInputError` naming it."""
+    flaw = _flaw(value, 0)
     if flaw is not None:
         raise InvalidInputError(f"{name} {flaw}")
     return value
@@ -94,19 +118,24 @@ def _text_flaw(text: str) -> str | None:
     return _SURROGATE if _unencodable(text) else None
 
 
-def _flaw(value: object) -> str | None:
+def _flaw(value: object, depth: int) -> str | None:
+    # ``depth``: how many dicts and lists hold ``value``.
     if isinstance(value, str):
         return _text_flaw(value)
     if isinstance(value, float):
         return None if math.isfinite(value) else _NOT_FINITE
     if isinstance(value, dict):
+        if depth >= MAX_DEPTH:
+            return _TOO_DEEP
         for key, item in value.items():
             flaw = _text_flaw(key) if isinstance(key, str) else None
-            if flaw is not None or (flaw := _flaw(item)) is not None:
+            if flaw is not None or (flaw := _flaw(item, depth + 1)) is not None:
                 return flaw
     elif isinstance(value, list | tuple):
+        if depth >= MAX_DEPTH:
+            return _TOO_DEEP
         for item in value:
-            if (flaw := _flaw(item)) is not None:
+            if (flaw := _flaw(item, depth + 1)) is not None:
                 return flaw
     return None
 

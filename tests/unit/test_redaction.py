@@ -10,7 +10,8 @@ import time
 import pytest
 from pydantic import JsonValue
 
-from durably.errors import StatePersistenceError
+from durably.codec import JsonCodec
+from durably.errors import InvalidInputError, StatePersistenceError
 from durably.redaction import (
     EMAIL_MASK,
     MAX_ERROR_CHARS,
@@ -195,3 +196,11 @@ def test_arguments_over_the_size_limit_are_refused_before_they_are_scrubbed(
     with pytest.raises(StatePersistenceError) as caught:
         stored_run(run, version=1, updated_at=0.0, max_bytes=1024, store="sqlite")
     assert caught.value.reason == "too_large"
+
+
+def test_a_step_value_too_deep_to_encode_is_refused_as_bad_input() -> None:
+    value: list[object] = []
+    for _ in range(5000):
+        value = [value]
+    with pytest.raises(InvalidInputError, match="deep"):
+        JsonCodec().encode(value)

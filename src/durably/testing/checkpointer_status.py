@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from durably.errors import Fenced, InvalidInputError
+from durably.redaction import MAX_ERROR_CHARS, TRUNCATED_MARKER
 from durably.status import WorkflowStatus
 from durably.testing.checkpointer_fixtures import (
     LONG,
@@ -114,6 +115,22 @@ class CheckpointerStatusCases:
             "boom 💥",
         )
         assert failed.updated_at >= info.updated_at
+
+    async def test_a_huge_error_is_stored_cut_to_the_limit_with_a_marker(
+        self, checkpointer_factory: CheckpointerFactory
+    ) -> None:
+        cp = await checkpointer_factory()
+        workflow = wf()
+        holder = await claimed(cp, workflow)
+        huge = "é" * (20 << 20)  # 20 Mi characters, 40 MiB of UTF-8
+        failed = await cp.set_status(holder, WorkflowStatus.FAILED, error=huge)
+        stored = await cp.get_status(workflow)
+        assert stored == failed
+        assert stored.last_error is not None
+        assert len(stored.last_error) == MAX_ERROR_CHARS
+        assert stored.last_error == huge[: MAX_ERROR_CHARS - len(TRUNCATED_MARKER)] + (
+            TRUNCATED_MARKER
+        )
 
     async def test_a_bad_status_report_is_refused_and_stores_nothing(
         self, checkpointer_factory: CheckpointerFactory

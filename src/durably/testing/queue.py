@@ -22,6 +22,7 @@ import pytest
 
 from durably.clock import ManualClock
 from durably.errors import InvalidInputError, LeaseLostError, WorkItemNotFoundError
+from durably.redaction import MAX_ERROR_CHARS, TRUNCATED_MARKER
 from durably.testing.queue_enqueue import QueueEnqueueCases
 from durably.testing.queue_fixtures import (
     POLICY,
@@ -405,6 +406,17 @@ class QueueLeaseCases(QueueFixtures):
         assert (dead.state, dead.failures) == (WorkState.DEAD_LETTERED, ("boom\ufffd \ufffd é",))
         (stored,) = await work_queue.dead_letters(tenant=tenant)
         assert stored.failures == ("boom\ufffd \ufffd é",)
+
+    async def test_a_huge_failure_text_is_stored_cut_to_the_limit_with_a_marker(
+        self, work_queue: WorkQueue, tenant: str, queue_name: str
+    ) -> None:
+        await work_queue.enqueue(new_item(tenant, "job", queue=queue_name))
+        await work_queue.claim(worker="w1", queue=queue_name)
+        huge = "x" * (20 << 20)  # 20 MiB
+        cut = huge[: MAX_ERROR_CHARS - len(TRUNCATED_MARKER)] + TRUNCATED_MARKER
+        dead = await work_queue.fail("job", tenant=tenant, worker="w1", error=huge, retryable=False)
+        (stored,) = await work_queue.dead_letters(tenant=tenant)
+        assert dead.failures == stored.failures == (cut,)
 
     async def test_exhausted_attempts_dead_letter_the_item(
         self, work_queue: WorkQueue, tenant: str, queue_name: str, clock: ManualClock

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-UNUSABLE_IDS = ("", "nul\x00inside", "lone\ud800surrogate")
-"""Ids no store accepts: empty, holding a NUL, or not valid Unicode (a lone surrogate,
-which UTF-8 cannot encode)."""
+UNUSABLE_IDS = ("", "nul\x00inside", "lone\ud800surrogate", "x" * 3000, "é" * 257)
+"""Ids no store accepts: empty, holding a NUL, not valid Unicode (a lone surrogate, which
+UTF-8 cannot encode), or over `durably.validation.MAX_ID_BYTES` in UTF-8 (3,000 bytes; 257
+two-byte characters)."""
 
 UNSTORABLE_TEXTS = ("nul\x00inside", "lone\ud800surrogate", "\udfff")
 """Text no backing stores inside a value or a record: PostgreSQL's ``jsonb`` holds no NUL

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from pydantic import JsonValue
 
 from durably.errors import InvalidInputError, StateInUseError, StateNotFoundError
 from durably.runs import (
@@ -20,10 +21,19 @@ from durably.runs import (
 from durably.testing.refused import UNSTORABLE_TEXTS, UNUSABLE_IDS
 from durably.testing.state_fixtures import StateFixtures, new_run, unique
 from durably.testing.state_listing import AWKWARD_IDS, walk
+from durably.validation import MAX_DEPTH
 
 # Ids where one is a prefix, a glob or a pattern of another: a store that matched keys by
 # pattern or split them on a separator would confuse them.
 NEAR_IDS = ("x", "x:", "x*", "x?", "x[ab]", "x%", "x_", "{x}", "x ", "x:y")
+
+
+def nested(depth: int) -> dict[str, JsonValue]:
+    """A dict nesting ``depth`` dicts (itself included) inside one another."""
+    value: dict[str, JsonValue] = {"leaf": 1}
+    for _ in range(depth - 1):
+        value = {"a": value}
+    return value
 
 
 class StateIsolationCases(StateFixtures):
@@ -244,6 +254,36 @@ class StateIsolationCases(StateFixtures):
         assert await state_store.get_run(StateKey(tenant=tenant, id="fresh")) is None
         assert await state_store.get_session(session.key) == session
         assert await state_store.get_session(StateKey(tenant=tenant, id="fresh")) is None
+
+    async def test_a_record_nested_past_the_depth_limit_is_refused_and_the_tenant_stays_readable(
+        self, state_store: StateStore, tenant: str
+    ) -> None:
+        # Stored, a value nested ~250 deep could not be read back (pydantic's JSON parser
+        # stops near 200 levels): get_run and every list_runs of the tenant would fail.
+        kept = await state_store.put_run(new_run(tenant, "kept", metadata=nested(MAX_DEPTH)))
+        deep = nested(250)
+        for change in (
+            {"metadata": deep},
+            {"metadata": {"list": [deep]}},
+            {"pending_tool_calls": (ToolCall(id="c", name="n", arguments=deep),)},
+        ):
+            for run in (kept, new_run(tenant, "fresh")):
+                with pytest.raises(InvalidInputError, match="deep"):
+                    await state_store.put_run(run.model_copy(update=change))
+        with pytest.raises(InvalidInputError, match="deep"):
+            await state_store.put_session(
+                SessionRecord(session_id="s", tenant=tenant, metadata=deep)
+            )
+        call = ToolCall(id="c", name="n", arguments=nested(MAX_DEPTH))
+        fits = await state_store.put_run(new_run(tenant, "fits", pending_tool_calls=(call,)))
+        session = await state_store.put_session(
+            SessionRecord(session_id="s", tenant=tenant, metadata=nested(MAX_DEPTH))
+        )
+        assert await state_store.get_run(kept.key) == kept
+        assert await state_store.get_run(fits.key) == fits
+        assert await state_store.get_run(StateKey(tenant=tenant, id="fresh")) is None
+        assert await state_store.get_session(session.key) == session
+        assert (await state_store.list_runs(StateQuery(tenant=tenant))).records == (kept, fits)
 
     async def test_a_patch_to_another_tenants_run_is_refused_and_changes_nothing(
         self, state_store: StateStore, tenant: str
