@@ -18,7 +18,7 @@ from pydantic import (
 
 from durably.errors import InvalidInputError, StatePersistenceError
 from durably.redaction import scrub
-from durably.validation import identifier, storable
+from durably.validation import identifier, positive_int, storable
 
 _FROZEN = ConfigDict(frozen=True, strict=True, extra="forbid")
 
@@ -402,6 +402,12 @@ class StateStore(Protocol):
         """One page of the tenant's runs in creation order."""
         ...
 
+    async def tenants(self, *, after: str | None = None, limit: int = 1000) -> list[str]:
+        """Tenants that have at least one run, in code point order: those after ``after``,
+        at most ``limit`` (1 to 10,000). For operators (``durably runs list`` without
+        ``--tenant``), not a hot path: Redis scans its keys to answer."""
+        ...
+
     async def get_session(self, key: StateKey) -> SessionRecord | None:
         """The session at ``key``, or None."""
         ...
@@ -416,8 +422,21 @@ class StateStore(Protocol):
         ...
 
 
+MAX_TENANTS_PAGE = 10_000
+
+
+def checked_tenants_page(after: str | None, limit: int) -> None:
+    """Refuse a `StateStore.tenants` request before any I/O (`InvalidInputError`)."""
+    if after is not None:
+        identifier(after, "after")
+    positive_int(limit, "limit")
+    if limit > MAX_TENANTS_PAGE:
+        raise InvalidInputError(f"limit must be at most {MAX_TENANTS_PAGE}, got {limit}")
+
+
 __all__ = [
     "COUNTER_LIMIT",
+    "MAX_TENANTS_PAGE",
     "TERMINAL_STATES",
     "USAGE_FIELDS",
     "RunRecord",
@@ -433,6 +452,7 @@ __all__ = [
     "checked_delta",
     "checked_run",
     "checked_session",
+    "checked_tenants_page",
     "cursor_position",
     "listing_start",
     "patched_run",

@@ -288,9 +288,10 @@ class WorkQueue(Protocol):
         ...
 
     async def dead_letters(
-        self, *, tenant: str, limit: int = 50, queue: str | None = None
+        self, *, tenant: str | None = None, limit: int = 50, queue: str | None = None
     ) -> list[WorkItem]:
-        """Dead-lettered items of ``tenant``, oldest first."""
+        """Dead-lettered items of ``tenant`` (of every tenant when None), optionally of one
+        queue, oldest enqueued first."""
         ...
 
     async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:

@@ -3,13 +3,17 @@ and what it suggests works."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import sys
 from pathlib import Path
 
 import pytest
 
+from durably import QueuePolicy, RunRecord, WorkItem
 from durably.cli import build_parser, main
 from durably.cli.demo import command_name
+from durably.stores import open_stores
 
 INSPECTIONS = [
     ("runs", "list", "--tenant", "acme"),
@@ -59,3 +63,47 @@ def test_the_demo_suggests_a_command_that_runs_from_the_readers_shell(
     assert command_name() == "durably"
     monkeypatch.setattr(sys, "argv", ["/somewhere/durably/__main__.py", "demo"])
     assert command_name().endswith(" -m durably")
+
+
+async def _seed_tenants(path: Path) -> None:
+    stores = await open_stores(f"sqlite:///{path}", policy=QueuePolicy(max_attempts=1))
+    try:
+        for tenant, count in (("globex", 2), ("acme", 2), ("zeta", 1)):
+            for n in range(count):
+                await stores.state.put_run(
+                    RunRecord(run_id=f"{tenant}-{n}", tenant=tenant, agent_name="a")
+                )
+        for tenant in ("globex", "acme"):
+            await stores.queue.enqueue(WorkItem(id=f"{tenant}-job", tenant=tenant, queue="mail"))
+            held = await stores.queue.claim(worker="w", queue="mail")
+            assert held is not None
+            await stores.queue.fail(held.id, tenant=tenant, worker="w", error="no")
+    finally:
+        await stores.close()
+
+
+def test_runs_list_and_dead_letters_show_every_tenant_when_none_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "app.db"
+    asyncio.run(_seed_tenants(path))
+    dsn = f"sqlite:///{path}"
+    assert main(["runs", "list", "--dsn", dsn]) == 0
+    out = capsys.readouterr().out
+    order = ["acme-0", "acme-1", "globex-0", "globex-1", "zeta-0"]
+    assert [out.index(run) for run in order] == sorted(out.index(run) for run in order)
+    assert "tenant" in out.splitlines()[0]
+    assert main(["runs", "list", "--dsn", dsn, "--limit", "3", "--json"]) == 0
+    page = json.loads(capsys.readouterr().out)
+    assert [r["run_id"] for r in page["runs"]] == order[:3]
+    assert page["more"] is True
+    assert main(["runs", "list", "--dsn", dsn, "--limit", "2", "--all", "--json"]) == 0
+    assert [r["run_id"] for r in json.loads(capsys.readouterr().out)["runs"]] == order
+    assert main(["runs", "list", "--dsn", dsn, "--tenant", "zeta", "--json"]) == 0
+    assert [r["run_id"] for r in json.loads(capsys.readouterr().out)["runs"]] == ["zeta-0"]
+    assert main(["queue", "dead-letters", "--dsn", dsn, "--json"]) == 0
+    dead = json.loads(capsys.readouterr().out)["dead_letters"]
+    assert [(d["tenant"], d["id"]) for d in dead] == [
+        ("globex", "globex-job"),
+        ("acme", "acme-job"),
+    ]

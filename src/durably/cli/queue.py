@@ -22,9 +22,11 @@ def register(commands: Any) -> None:
     stats.add_argument("--json", action="store_true", help="JSON for scripts")
     stats.set_defaults(run=show_stats)
 
-    dead = sub.add_parser("dead-letters", help="a tenant's dead-lettered items, oldest first")
+    dead = sub.add_parser(
+        "dead-letters", help="dead-lettered items, oldest first (every tenant's by default)"
+    )
     add_dsn(dead)
-    dead.add_argument("--tenant", required=True)
+    dead.add_argument("--tenant", help="only this tenant's (default: every tenant)")
     dead.add_argument("--queue", help="only this queue (default: every queue)")
     dead.add_argument("--limit", type=int, default=50)
     dead.add_argument("--json", action="store_true", help="JSON for scripts")
@@ -68,7 +70,7 @@ async def show_stats(args: argparse.Namespace) -> int:
 
 
 async def show_dead_letters(args: argparse.Namespace) -> int:
-    """Print a tenant's dead letters with their last error."""
+    """Print dead letters (one tenant's, or every tenant's) with their last error."""
     if args.limit < 1:
         raise UsageError("--limit must be at least 1")
     async with opened(args) as stores:
@@ -79,13 +81,18 @@ async def show_dead_letters(args: argparse.Namespace) -> int:
         emit_json({"dead_letters": items})
         return 0
     if not items:
-        print(f"no dead letters for tenant {args.tenant!r}")
+        print(
+            "no dead letters" + (f" for tenant {args.tenant!r}" if args.tenant is not None else "")
+        )
         return 0
     rows = [
-        [i.id, i.queue, i.attempts, when(i.enqueued_at), (i.failures or ("-",))[-1][:60]]
+        [i.tenant, i.id, i.queue, i.attempts, when(i.enqueued_at), (i.failures or ("-",))[-1][:60]]
         for i in items
     ]
-    print(table(rows, ["item", "queue", "attempts", "enqueued", "last error"], right=(2,)))
+    headers = ["tenant", "item", "queue", "attempts", "enqueued", "last error"]
+    print(table(rows, headers, right=(3,)))
+    if len(items) == args.limit:
+        print(f"(more may follow: --limit above {args.limit})")
     return 0
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from durably.cli.render import Progress, dollars, emit_json, table, when
 from durably.cli.stores import UsageError, add_dsn, opened
-from durably.runs import RunRecord, RunState, StateKey, StateQuery
+from durably.runs import RunRecord, RunState, StateKey, StateQuery, StateStore
 
 
 def register(commands: Any) -> None:
@@ -16,9 +16,11 @@ def register(commands: Any) -> None:
     group = commands.add_parser("runs", help="list and show agent run records")
     sub = group.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    listing = sub.add_parser("list", help="a tenant's runs in creation order")
+    listing = sub.add_parser(
+        "list", help="runs in creation order, tenant by tenant (every tenant's by default)"
+    )
     add_dsn(listing)
-    listing.add_argument("--tenant", required=True, help="whose runs")
+    listing.add_argument("--tenant", help="only this tenant's runs (default: every tenant)")
     listing.add_argument("--state", choices=[s.value for s in RunState], help="only this state")
     listing.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
     listing.add_argument("--all", action="store_true", help="every run, page after page")
@@ -35,6 +37,7 @@ def register(commands: Any) -> None:
 
 def _row(record: RunRecord) -> list[object]:
     return [
+        record.tenant,
         record.run_id,
         record.agent_name,
         record.state,
@@ -46,40 +49,62 @@ def _row(record: RunRecord) -> list[object]:
     ]
 
 
-HEADERS = ["run", "agent", "state", "tokens", "cost", "iterations", "version", "updated"]
+HEADERS = ["tenant", "run", "agent", "state", "tokens", "cost", "iterations", "version", "updated"]
 
 
 async def list_runs(args: argparse.Namespace) -> int:
-    """Print a tenant's runs (one page, or every page with ``--all``)."""
+    """Print runs: one tenant's or every tenant's (tenant by tenant, each in creation
+    order); one page of ``--limit`` rows, or every run with ``--all``."""
     if args.limit < 1 or args.limit > 1000:
         raise UsageError("--limit must be between 1 and 1000")
     state = RunState(args.state) if args.state else None
     records: list[RunRecord] = []
+    more = False
+    cursor: str | None = None
     async with opened(args) as stores:
-        cursor: str | None = None
+        one = args.tenant is not None
+        tenants = [args.tenant] if one else await _every_tenant(stores.state)
         progress = Progress("runs read") if args.all else None
-        while True:
-            page = await stores.state.list_runs(
-                StateQuery(tenant=args.tenant, state=state, limit=args.limit, cursor=cursor)
-            )
-            records.extend(page.records)
-            if progress is not None:
-                progress.set(len(records))
-            cursor = page.cursor
-            if cursor is None or not args.all:
+        for tenant in tenants:
+            cursor = None
+            while not more:
+                room = args.limit if args.all else args.limit - len(records)
+                if room <= 0:  # the page is full and runs of another tenant may follow
+                    more = True
+                    break
+                page = await stores.state.list_runs(
+                    StateQuery(tenant=tenant, state=state, limit=room, cursor=cursor)
+                )
+                records.extend(page.records)
+                if progress is not None:
+                    progress.set(len(records))
+                cursor = page.cursor
+                if cursor is None:
+                    break
+                more = not args.all
+            if more:
                 break
         if progress is not None:
             progress.finish()
     if args.json:
-        emit_json({"runs": records, "cursor": None if args.all else cursor})
+        emit_json({"runs": records, "cursor": cursor if more and one else None, "more": more})
         return 0
     if not records:
-        print(f"no runs for tenant {args.tenant!r}")
+        print("no runs" + (f" for tenant {args.tenant!r}" if one else ""))
         return 0
-    print(table([_row(r) for r in records], HEADERS, right=(3, 4, 5, 6)))
-    if cursor is not None and not args.all:
-        print(f"(more runs: pass --all, or --limit above {args.limit})")
+    print(table([_row(r) for r in records], HEADERS, right=(4, 5, 6, 7)))
+    if more:
+        print(f"(more runs may follow: pass --all, or --limit above {args.limit})")
     return 0
+
+
+async def _every_tenant(state: StateStore) -> list[str]:
+    tenants: list[str] = []
+    while page := await state.tenants(after=tenants[-1] if tenants else None, limit=1000):
+        tenants.extend(page)
+        if len(page) < 1000:
+            break
+    return tenants
 
 
 async def show_run(args: argparse.Namespace) -> int:

@@ -198,10 +198,12 @@ class MemoryWorkQueue:
         return adopted
 
     async def dead_letters(
-        self, *, tenant: str, limit: int = 50, queue: str | None = None
+        self, *, tenant: str | None = None, limit: int = 50, queue: str | None = None
     ) -> list[WorkItem]:
-        """Dead-lettered items of ``tenant`` (optionally of one queue), oldest first."""
-        identifier(tenant, "tenant")
+        """Dead-lettered items of ``tenant`` (every tenant when None; optionally of one
+        queue), oldest first."""
+        if tenant is not None:
+            identifier(tenant, "tenant")
         if queue is not None:
             identifier(queue, "queue")
         positive_int(limit, "limit")
@@ -209,7 +211,7 @@ class MemoryWorkQueue:
             (
                 (slot.sequence, item)
                 for (owner, _), slot in self._tables.items.items()
-                if owner == tenant
+                if (tenant is None or owner == tenant)
                 and (item := slot.item()).state is WorkState.DEAD_LETTERED
                 and (queue is None or item.queue == queue)
             ),

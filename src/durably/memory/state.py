@@ -18,6 +18,7 @@ from durably.runs import (
     StatePage,
     StateQuery,
     checked_delta,
+    checked_tenants_page,
     listing_start,
     patched_run,
     stored_run,
@@ -126,6 +127,12 @@ class MemoryStateStore:
         more = len(matches) > query.limit
         cursor = str(page[-1][0]) if more else None
         return StatePage(records=tuple(record for _, record in page), cursor=cursor)
+
+    async def tenants(self, *, after: str | None = None, limit: int = 1000) -> list[str]:
+        """Tenants with at least one run, in code point order (see `StateStore.tenants`)."""
+        checked_tenants_page(after, limit)
+        owners = {owner for owner, _ in self._tables.runs}
+        return sorted(o for o in owners if after is None or o > after)[:limit]
 
     # --- sessions -----------------------------------------------------------------------
 

@@ -303,9 +303,11 @@ class PostgresWorkQueue:
         return adopted
 
     async def dead_letters(
-        self, *, tenant: str, limit: int = 50, queue: str | None = None
+        self, *, tenant: str | None = None, limit: int = 50, queue: str | None = None
     ) -> list[WorkItem]:
-        identifier(tenant, "tenant")
+        """Dead-lettered items of ``tenant`` (every tenant when None), oldest first."""
+        if tenant is not None:
+            identifier(tenant, "tenant")
         if queue is not None:
             identifier(queue, "queue")
         positive_int(limit, "limit")

@@ -256,7 +256,8 @@ SELECT tenant, id, queue, payload::text, priority, dedupe_key, attempts, state, 
        enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at,
        failures::text
 FROM {work}
-WHERE tenant = $1::text AND state = 'dead_lettered' AND ($2::text IS NULL OR queue = $2::text)
+WHERE ($1::text IS NULL OR tenant = $1::text) AND state = 'dead_lettered'
+  AND ($2::text IS NULL OR queue = $2::text)
 ORDER BY seq
 LIMIT $3::integer;
 

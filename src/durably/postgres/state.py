@@ -32,6 +32,7 @@ from durably.runs import (
     StatePage,
     StateQuery,
     checked_delta,
+    checked_tenants_page,
     listing_start,
     stored_run,
     stored_session,
@@ -170,6 +171,12 @@ class PostgresStateStore:
         )
         cursor = str(int(page[-1][13])) if len(rows) > query.limit else None
         return StatePage(records=records, cursor=cursor)
+
+    async def tenants(self, *, after: str | None = None, limit: int = 1000) -> list[str]:
+        """Tenants with at least one run, in code point order (see `StateStore.tenants`)."""
+        checked_tenants_page(after, limit)
+        rows = await self._run(lambda s: s.fetch(self._sql["tenants"], after, limit))
+        return [str(row[0]) for row in rows]
 
     # --- sessions -------------------------------------------------------------------------
 

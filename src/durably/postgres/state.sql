@@ -70,6 +70,14 @@ WHERE tenant = $1::text
 ORDER BY seq
 LIMIT $5::integer;
 
+-- name: tenants
+-- COLLATE "C" orders by UTF-8 bytes, which is code point order, whatever the database's.
+SELECT DISTINCT tenant COLLATE "C" AS tenant
+FROM {runs}
+WHERE ($1::text IS NULL OR tenant COLLATE "C" > $1::text COLLATE "C")
+ORDER BY tenant COLLATE "C"
+LIMIT $2::integer;
+
 -- name: get_session
 SELECT version, updated_at, body::text
 FROM {sessions}

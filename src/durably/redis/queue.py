@@ -407,17 +407,24 @@ class RedisWorkQueue:
         return [_item(fields) for fields in moved]
 
     async def dead_letters(
-        self, *, tenant: str, limit: int = 50, queue: str | None = None
+        self, *, tenant: str | None = None, limit: int = 50, queue: str | None = None
     ) -> list[WorkItem]:
-        """Dead-lettered items of ``tenant`` (optionally of one queue), oldest first."""
-        identifier(tenant, "tenant")
+        """Dead-lettered items of ``tenant`` (every tenant when None; optionally of one
+        queue), oldest first."""
+        if tenant is not None:
+            identifier(tenant, "tenant")
         if queue is not None:
             identifier(queue, "queue")
         positive_int(limit, "limit")
+        every = tenant is None
         reply = await self._call(
             "queue_dead_letters",
-            [f"{self._prefix}dead-tenant:{keys.segment(tenant)}"],
-            [str(limit), queue or ""],
+            [
+                f"{self._prefix}queues"
+                if tenant is None
+                else f"{self._prefix}dead-tenant:{keys.segment(tenant)}"
+            ],
+            [str(limit), queue or "", "all" if every else "tenant"],
             queue or "*",
             "dead_letters",
         )

@@ -34,6 +34,7 @@ from durably.runs import (
     StateQuery,
     Usage,
     checked_delta,
+    checked_tenants_page,
     listing_start,
     stored_run,
     stored_session,
@@ -251,6 +252,25 @@ class RedisStateStore:
             cursor=str(page[-1][0]) if more else None,
         )
 
+    async def tenants(self, *, after: str | None = None, limit: int = 1000) -> list[str]:
+        """Tenants with at least one run, in code point order (see `StateStore.tenants`):
+        read by scanning for their run indexes (on every primary of a cluster), so an
+        operator's call, not a hot path."""
+        checked_tenants_page(after, limit)
+        found = await self._redis.state(self._scan_tenants)
+        return sorted(t for t in found if after is None or t > after)[:limit]
+
+    async def _scan_tenants(self) -> set[str]:
+        head = f"{self._redis.namespace}:state:{{"
+        pattern = f"{_glob_escaped(head)}*}}:runs"
+        found: set[str] = set()
+        async for key in self._redis.client.scan_iter(match=pattern, count=1000):
+            # head, then the tenant's segment "<bytes>:<tenant>", then "}:runs"
+            size, _, rest = text(key)[len(head) :].partition(":")
+            if size.isdigit():
+                found.add(rest.encode()[: int(size)].decode())
+        return found
+
     async def get_session(self, key: StateKey) -> SessionRecord | None:
         """The session at ``key``, or None."""
         self._checked(key)
@@ -290,6 +310,11 @@ class RedisStateStore:
         if outcome == "in_use":
             raise StateInUseError(key, tuple(text(run) for run in reply[1:]))
         return outcome == "deleted"
+
+
+def _glob_escaped(value: str) -> str:
+    """``value`` matched literally by a SCAN ``MATCH`` pattern."""
+    return "".join(f"\\{ch}" if ch in "*?[]\\" else ch for ch in value)
 
 
 __all__ = ["RedisStateStore"]

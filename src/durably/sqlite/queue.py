@@ -237,9 +237,9 @@ class BoundSqliteWorkQueue:
         return adopted
 
     def dead_letters(
-        self, *, tenant: str, limit: int = 50, queue: str | None = None
+        self, *, tenant: str | None = None, limit: int = 50, queue: str | None = None
     ) -> list[WorkItem]:
-        """Dead-lettered items of ``tenant``, oldest first."""
+        """Dead-lettered items of ``tenant`` (every tenant when None), oldest first."""
         rows = self._tx.all(
             _SQL["dead_letters"], {"tenant": tenant, "queue": queue, "limit": limit}
         )
@@ -396,10 +396,11 @@ class SqliteWorkQueue:
         return await self._write("*", "adopt", lambda q: q.adopt(worker=worker))
 
     async def dead_letters(
-        self, *, tenant: str, limit: int = 50, queue: str | None = None
+        self, *, tenant: str | None = None, limit: int = 50, queue: str | None = None
     ) -> list[WorkItem]:
-        """Dead-lettered items of ``tenant``, oldest first."""
-        identifier(tenant, "tenant")
+        """Dead-lettered items of ``tenant`` (every tenant when None), oldest first."""
+        if tenant is not None:
+            identifier(tenant, "tenant")
         if queue is not None:
             identifier(queue, "queue")
         positive_int(limit, "limit")

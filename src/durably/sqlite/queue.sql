@@ -101,7 +101,8 @@ ON CONFLICT (queue) DO UPDATE SET reaped = reaped + excluded.reaped
 
 -- name: dead_letters
 SELECT * FROM durably_work
-WHERE tenant = :tenant AND state = 'dead_lettered' AND (:queue IS NULL OR queue = :queue)
+WHERE (:tenant IS NULL OR tenant = :tenant) AND state = 'dead_lettered'
+    AND (:queue IS NULL OR queue = :queue)
 ORDER BY seq
 LIMIT :limit
 

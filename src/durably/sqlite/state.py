@@ -19,6 +19,7 @@ from durably.runs import (
     StatePage,
     StateQuery,
     checked_delta,
+    checked_tenants_page,
     listing_start,
     patched_run,
     stored_run,
@@ -124,6 +125,12 @@ class BoundSqliteStateStore:
         records = tuple(RunRecord.model_validate_json(row[1]) for row in page)
         return StatePage(records=records, cursor=cursor)
 
+    def tenants(self, *, after: str | None = None, limit: int = 1000) -> list[str]:
+        """Tenants with at least one run, in code point order."""
+        checked_tenants_page(after, limit)
+        rows = self._tx.all(_SQL["tenants"], {"after": after, "limit": limit})
+        return [str(row[0]) for row in rows]
+
     def get_session(self, key: StateKey) -> SessionRecord | None:
         """The session at ``key``, or None."""
         row = self._tx.one(_SQL["get_session"], _session_key(key))
@@ -212,6 +219,13 @@ class SqliteStateStore:
         after = listing_start(query)  # refused before the transaction opens
         return await self._db.transaction(
             lambda tx: self.bound(tx)._list_runs(query, after), write=False
+        )
+
+    async def tenants(self, *, after: str | None = None, limit: int = 1000) -> list[str]:
+        """Tenants with at least one run, in code point order (see `StateStore.tenants`)."""
+        checked_tenants_page(after, limit)
+        return await self._db.transaction(
+            lambda tx: self.bound(tx).tenants(after=after, limit=limit), write=False
         )
 
     async def get_session(self, key: StateKey) -> SessionRecord | None:

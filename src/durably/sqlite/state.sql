@@ -30,6 +30,13 @@ WHERE tenant = :tenant
 ORDER BY seq
 LIMIT :limit
 
+-- name: tenants
+-- SQLite compares text by its UTF-8 bytes: code point order.
+SELECT DISTINCT tenant FROM durably_runs
+WHERE (:after IS NULL OR tenant > :after)
+ORDER BY tenant
+LIMIT :limit
+
 -- name: live_session_runs
 SELECT run_id FROM durably_runs
 WHERE tenant = :tenant AND session_id = :session_id

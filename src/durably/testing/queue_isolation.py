@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from durably.clock import ManualClock
 from durably.errors import InvalidInputError, LeaseLostError, WorkItemNotFoundError
 from durably.testing.queue_fixtures import QueueFixtures, new_item, unique
 from durably.testing.refused import UNUSABLE_IDS
@@ -138,6 +139,27 @@ class QueueIsolationCases(QueueFixtures):
         assert await work_queue.dead_letters(tenant=other) == []
         done = await work_queue.complete("job", tenant=tenant, worker="w1")
         assert (done.state, done.attempts) == (WorkState.COMPLETED, 0)
+
+    async def test_dead_letters_of_every_tenant_come_oldest_first_when_no_tenant_is_named(
+        self, work_queue: WorkQueue, tenant: str, queue_name: str, clock: ManualClock
+    ) -> None:
+        other, elsewhere = unique("other"), unique("queue")
+        made = [(tenant, queue_name), (other, elsewhere), (other, queue_name), (tenant, elsewhere)]
+        for n, (owner, queue) in enumerate(made):
+            await work_queue.enqueue(new_item(owner, f"dead {n}", queue=queue))
+            clock.advance(1)
+        for n, (owner, queue) in enumerate(made):
+            held = await work_queue.claim(worker="w", queue=queue)
+            assert held is not None
+            assert held.id == f"dead {n}"
+            await work_queue.fail(held.id, tenant=owner, worker="w", error="x", retryable=False)
+        everyone = await work_queue.dead_letters(limit=1000)
+        mine = [i.id for i in everyone if i.tenant in (tenant, other)]
+        assert mine == ["dead 0", "dead 1", "dead 2", "dead 3"]
+        one_queue = await work_queue.dead_letters(queue=queue_name)
+        assert [(i.tenant, i.id) for i in one_queue] == [(tenant, "dead 0"), (other, "dead 2")]
+        assert [i.id for i in await work_queue.dead_letters(queue=elsewhere, limit=1)] == ["dead 1"]
+        assert [i.id for i in await work_queue.dead_letters(tenant=other)] == ["dead 1", "dead 2"]
 
 
 __all__ = ["NEAR_IDS", "QueueIsolationCases"]

@@ -286,5 +286,32 @@ class StateListingCases(StateFixtures):
                 await state_store.delete_session(key)
         assert (await state_store.list_runs(StateQuery(tenant=tenant))).records == ()
 
+    async def test_tenants_lists_every_tenant_with_runs_once_in_code_point_order(
+        self, state_store: StateStore
+    ) -> None:
+        base = unique("tenants")
+        names = [f"{base}:{suffix}" for suffix in ("b", "a", "é", "🚀", "{x}", "*", "a b")]
+        for name in names:
+            for n in range(2):
+                await state_store.put_run(new_run(name, f"r{n}"))
+        listed = [t for t in await state_store.tenants(limit=10_000) if t.startswith(base)]
+        assert listed == sorted(names)
+        after = sorted(names)[2]
+        later = [t for t in await state_store.tenants(after=after, limit=10_000)]
+        assert [t for t in later if t.startswith(base)] == sorted(names)[3:]
+        assert all(t > after for t in later)
+        assert len(await state_store.tenants(after=base, limit=2)) <= 2
+        await state_store.delete_run(StateKey(tenant=names[0], id="r0"))
+        await state_store.delete_run(StateKey(tenant=names[0], id="r1"))
+        listed = [t for t in await state_store.tenants(limit=10_000) if t.startswith(base)]
+        assert listed == sorted(names[1:])
+
+    @pytest.mark.parametrize("bad", [{"limit": 0}, {"limit": 10_001}, {"after": ""}])
+    async def test_tenants_refuses_a_bad_page_before_any_io(
+        self, state_store: StateStore, bad: dict[str, object]
+    ) -> None:
+        with pytest.raises(InvalidInputError):
+            await state_store.tenants(**bad)  # type: ignore[arg-type]
+
 
 __all__ = ["AWKWARD_IDS", "StateListingCases", "walk"]
