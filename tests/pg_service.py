@@ -36,9 +36,10 @@ def postgres_dsn() -> str:
     return create_database()
 
 
-def create_database() -> str:
+def create_database(*settings: str) -> str:
     """Create a database for this test run (dropped after the session); its DSN. Skips
-    (or fails, under DURABLY_REQUIRE_SERVICES=1) when the server is unreachable."""
+    (or fails, under DURABLY_REQUIRE_SERVICES=1) when the server is unreachable. Its
+    sessions start with each of ``settings`` ("name = value", by ``ALTER DATABASE``)."""
     try:
         import psycopg
     except ImportError:  # pragma: no cover
@@ -52,7 +53,9 @@ def create_database() -> str:
         raise
     with admin:
         admin.execute(f'CREATE DATABASE "{name}"')
-    _CREATED.append(name)
+        _CREATED.append(name)
+        for setting in settings:
+            admin.execute(f'ALTER DATABASE "{name}" SET {setting}')
     return _dsn_for(name)
 
 

@@ -83,7 +83,7 @@ class PostgresCheckpointer:
         tables: StateTables | None = None,
     ) -> Self:
         """A checkpointer after `verify` accepted the database."""
-        await verify(pool, tables)
+        await verify(pool, tables, durable=settings.durable if settings else True)
         return cls(pool, codec=codec, settings=settings, tables=tables)
 
     @property

@@ -42,7 +42,7 @@ class PostgresClaimCheckStore:
         tables: StateTables | None = None,
     ) -> Self:
         """A store after `verify` accepted the database (`ConfigurationError` otherwise)."""
-        await verify(pool, tables)
+        await verify(pool, tables, durable=settings.durable if settings else True)
         return cls(pool, clock=clock, settings=settings, tables=tables)
 
     async def put(self, data: bytes | str, *, ttl: float | None = None) -> str:

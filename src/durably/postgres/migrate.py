@@ -30,9 +30,11 @@ async def migrate(pool: Any, tables: StateTables | None = None) -> None:
     await Access.over(pool, RetryBudget()).run(apply, errors=state_errors, transaction=True)
 
 
-async def verify(pool: Any, tables: StateTables | None = None) -> None:
+async def verify(pool: Any, tables: StateTables | None = None, *, durable: bool = True) -> None:
     """Refuse a database this release cannot use: a missing schema, a schema version other
-    than `SCHEMA_VERSION`, or connections without a ``statement_timeout``. Changes nothing.
+    than `SCHEMA_VERSION`, or connections without a ``statement_timeout``; and, unless
+    ``durable=False``, one that may lose acknowledged commits (``synchronous_commit`` off
+    or ``fsync`` off). Changes nothing.
 
     Raises `ConfigurationError`.
     """
@@ -63,6 +65,26 @@ async def verify(pool: Any, tables: StateTables | None = None) -> None:
                 "hold a pooled connection forever; set one (e.g. options='-c "
                 "statement_timeout=30000', or PostgresStoreSettings + open_pool())"
             )
+        if durable:
+            _refuse_lossy_commits(*(await session.fetch(queries["durability"]))[0])
+
+
+def _refuse_lossy_commits(synchronous_commit: str, fsync: str) -> None:
+    """A commit acknowledged before its WAL reaches the disk can vanish in a crash: the
+    item, step record or wakeup the caller was told about. ``local`` still flushes."""
+    if synchronous_commit == "off":
+        raise ConfigurationError(
+            "the server acknowledges commits before they are on disk (synchronous_commit = "
+            "off, for this role, database or server): a crash loses acknowledged work; set "
+            "it on (ALTER DATABASE ... SET synchronous_commit = on), or pass durable=False "
+            "in PostgresStoreSettings to accept the loss"
+        )
+    if fsync == "off":
+        raise ConfigurationError(
+            "the server never flushes to disk (fsync = off): a crash loses acknowledged "
+            "work and can corrupt the database; turn fsync on, or pass durable=False in "
+            "PostgresStoreSettings to accept the loss"
+        )
 
 
 __all__ = ["migrate", "verify"]

@@ -84,7 +84,7 @@ class PostgresWorkQueue:
         tables: StateTables | None = None,
     ) -> Self:
         """A queue after `verify` accepted the database (`ConfigurationError` otherwise)."""
-        await verify(pool, tables)
+        await verify(pool, tables, durable=settings.durable if settings else True)
         return cls(pool, clock=clock, policy=policy, settings=settings, tables=tables)
 
     @property

@@ -55,7 +55,7 @@ class PostgresScheduler:
         tables: StateTables | None = None,
     ) -> Self:
         """A scheduler after `verify` accepted the database."""
-        await verify(pool, tables)
+        await verify(pool, tables, durable=settings.durable if settings else True)
         return cls(pool, namespace=namespace, lease=lease, settings=settings, tables=tables)
 
     @property

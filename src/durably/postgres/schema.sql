@@ -178,6 +178,11 @@ SELECT version FROM {schema_version};
 -- name: statement_timeout
 SELECT current_setting('statement_timeout');
 
+-- name: durability
+-- What a commit waits for, as this connection sees it (a role's or database's own
+-- ALTER ... SET included), and whether the server flushes at all.
+SELECT current_setting('synchronous_commit'), current_setting('fsync');
+
 -- name: migrate_lock
 SELECT pg_advisory_xact_lock(hashtext('durably.migrate'));
 

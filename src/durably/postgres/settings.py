@@ -22,6 +22,10 @@ class PostgresStoreSettings(StoreSettings):
     env_var: ClassVar[str] = "DURABLY_POSTGRES_DSN"
 
     dsn: SecretStr
+    durable: bool = Field(
+        True,
+        description="verify() refuses synchronous_commit = off and fsync = off unless False",
+    )
     pool_timeout_seconds: PositiveFloat = Field(
         5.0, description="wait for a free pooled connection before PoolExhaustedError"
     )

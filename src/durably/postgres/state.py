@@ -88,7 +88,7 @@ class PostgresStateStore:
         tables: StateTables | None = None,
     ) -> Self:
         """A store after `verify` accepted the database (`ConfigurationError` otherwise)."""
-        await verify(pool, tables)
+        await verify(pool, tables, durable=settings.durable if settings else True)
         return cls(pool, clock=clock, settings=settings, tables=tables)
 
     def bound(self, connection: Any) -> PostgresStateStore:
