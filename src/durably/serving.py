@@ -38,6 +38,9 @@ Body = Callable[[Run], Awaitable[object]]
 # that was deleted meanwhile.
 GIVE_BACK_SECONDS = 0.001
 
+RECOVERED = "a pass ended without reporting: its worker died or lost its claim"
+"""The error a recovered pass reports (workflows served with ``max_recoveries``)."""
+
 
 @dataclass(slots=True)
 class Context:
@@ -329,6 +332,7 @@ class WorkflowService(Service):
         policy: QueuePolicy,
         budget: float,
         alive: float,
+        max_recoveries: int | None = None,
     ) -> None:
         super().__init__(concurrency)
         self.kind = kind
@@ -337,6 +341,9 @@ class WorkflowService(Service):
         self.policy = policy
         self.budget = budget
         self.alive = alive
+        self.max_recoveries = (
+            None if max_recoveries is None else positive_int(max_recoveries, "max_recoveries")
+        )
 
     def fields(self, ctx: Context, workflow: str | None = None) -> dict[str, object]:
         fields: dict[str, object] = {"worker": ctx.worker, "kind": self.kind}
@@ -399,6 +406,13 @@ class WorkflowService(Service):
         info = await checkpointer.get_status(delivery.workflow)
         attempts = info.attempts if info is not None else 0
         last_error = info.last_error if info is not None else None
+        recovered = info is not None and info.status is WorkflowStatus.RUNNING
+        if self.max_recoveries is not None and recovered:  # the last pass never reported
+            attempts += 1
+            last_error = RECOVERED
+            if attempts > self.max_recoveries:
+                await self._park_crashing(ctx, delivery, holder, attempts, fields)
+                return False
         await checkpointer.set_status(
             holder, WorkflowStatus.RUNNING, attempts=attempts, error=last_error
         )
@@ -415,6 +429,12 @@ class WorkflowService(Service):
             if lost and current is not None and not current.cancelling():
                 ctx.logger.warning("workflow pass lost its claim; cancelled", extra=fields)
                 return True
+            if self.max_recoveries is not None:
+                # Given back at shutdown: not a crash, so the next pass counts nothing.
+                with contextlib.suppress(Exception):
+                    await checkpointer.set_status(
+                        holder, WorkflowStatus.PENDING, attempts=attempts, error=last_error
+                    )
             raise
         except Exception as exc:
             await self._settle_failure(ctx, delivery, holder, attempts, exc, fields)
@@ -469,6 +489,21 @@ class WorkflowService(Service):
                     extra=fields,
                 )
         return False
+
+    async def _park_crashing(
+        self,
+        ctx: Context,
+        delivery: Delivery,
+        holder: Pass,
+        attempts: int,
+        fields: dict[str, object],
+    ) -> None:
+        error = f"parked after {attempts} passes ended without reporting ({RECOVERED})"
+        await self.durable.checkpointer.set_status(
+            holder, WorkflowStatus.PARKED, attempts=attempts, error=error
+        )
+        await self.durable.scheduler.done(delivery)
+        ctx.logger.error("workflow %s", error, extra=fields)
 
     async def _settle_failure(
         self,
@@ -560,6 +595,7 @@ class WorkflowService(Service):
 
 __all__ = [
     "GIVE_BACK_SECONDS",
+    "RECOVERED",
     "Body",
     "Context",
     "Handler",

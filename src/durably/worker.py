@@ -106,13 +106,17 @@ class Worker:
         policy: QueuePolicy | None = None,
         budget: float = 3600.0,
         alive: float = 30.0,
+        max_recoveries: int | None = None,
     ) -> None:
         """Serve workflows of ``kind`` from ``durable.scheduler`` (whose namespace is the
         kind) with ``body``, at most ``concurrency`` passes at once.
 
         Each pass claims the workflow for ``budget`` seconds, renewed every ``alive``/3
         seconds. A body that raises is retried with ``policy``'s backoff (default
-        `QueuePolicy()`) and marked failed past its ``max_attempts``. Raises `ValueError`
+        `QueuePolicy()`) and marked failed past its ``max_attempts``. With
+        ``max_recoveries``, a pass that ended without reporting (its worker died or lost
+        its claim) counts as an attempt and the workflow is parked past that many; a pass
+        given back at shutdown counts nothing. Raises `ValueError`
         for a bad argument, a kind registered twice or a scheduler of another namespace,
         `RuntimeError` while running.
         """
@@ -137,6 +141,7 @@ class Worker:
                 policy=policy if policy is not None else QueuePolicy(),
                 budget=budget,
                 alive=alive,
+                max_recoveries=max_recoveries,
             )
         )
 

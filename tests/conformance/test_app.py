@@ -37,6 +37,8 @@ async def _apps(dsn: str) -> AsyncIterator[AppFactory]:
 
 
 class TestMemoryApp(AppConformance):
+    shares_stores = False
+
     @pytest.fixture
     async def app_factory(self) -> AsyncIterator[AppFactory]:
         async for factory in _apps("memory://"):

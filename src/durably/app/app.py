@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, overload
 
 from durably.app import records
+from durably.app.cancels import Cancels
 from durably.app.context import Context
 from durably.app.driving import Driver
 from durably.app.handles import WorkflowHandle
@@ -79,6 +80,8 @@ class App:
         self._opening: asyncio.Lock | None = None
         self._durables: dict[str, Durable[Any]] = {}
         self._driver = Driver(self)
+        self.cancels = Cancels(self)
+        """What running passes ask whether a cancel arrived since they began."""
 
     # --- registering -----------------------------------------------------------------------
 

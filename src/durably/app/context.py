@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic_core import to_jsonable_python
 
@@ -20,7 +20,9 @@ from durably.app import records
 from durably.app.topics import Topic
 from durably.app.values import Duration, Value, digest, seconds_of, stored_text
 from durably.errors import (
+    ChildWorkflowFailedError,
     IncompatibleRecordError,
+    InputNeeded,
     InvalidInputError,
     MessageNeeded,
     NondeterminismError,
@@ -33,9 +35,14 @@ from durably.validation import identifier
 from durably.workflows import is_inbox_key
 
 if TYPE_CHECKING:
+    from durably.app.handles import WorkflowHandle
     from durably.app.steps import Step
+    from durably.app.workflow import Workflow
 
 T = TypeVar("T")
+
+DURABLE_BACKOFF = 5.0
+"""A step's backoff longer than this many seconds is a durable sleep, not an in-pass wait."""
 
 _workflow: contextvars.ContextVar[Context | None] = contextvars.ContextVar(
     "durably_workflow", default=None
@@ -86,23 +93,46 @@ class _ReplayQuiet(logging.LoggerAdapter):  # type: ignore[type-arg]
         return msg, kwargs
 
 
+class CancelWatch(Protocol):
+    """Tells a pass of a cancel that arrived after it began (checked before fresh steps)."""
+
+    async def arrived(self, workflow: str, marker: str) -> bool:
+        """Whether ``marker`` is recorded for ``workflow`` now (cheap when unlikely)."""
+        ...
+
+
 class Context:
     """A workflow body's handle on the durable world: recorded steps, time, randomness,
     sleeps, messages and events. Built by the App for each pass; never constructed by hand.
     """
 
-    def __init__(self, run: Run, start: Mapping[str, Any], kind: str) -> None:
+    def __init__(
+        self,
+        run: Run,
+        start: Mapping[str, Any],
+        kind: str,
+        *,
+        cancels: CancelWatch | None = None,
+    ) -> None:
         self._run = run
         self._start = start
         self._kind = kind
+        self._cancels = cancels
         self._counts: dict[str, int] = {}
         self._consumed: set[str] = set()
         recorded = run.recorded
         # Records not yet met in this pass: while any remain, the body is replaying.
         self._unmet = {key for key in recorded if not records.bookkeeping(key)}
-        self._cancel_key = records.cancel_key(records.generation(recorded))
+        self.generation = records.generation(recorded)
+        """The resume generation this pass runs in (1, plus one per resume)."""
+        self._cancel_key = records.cancel_key(self.generation)
+        timeout_at = start.get("timeout_at")
+        self.deadline: float | None = None if timeout_at is None else float(timeout_at)
+        """When the workflow's ``timeout`` cancels it (the caller's clock), if it has one."""
+        self._timed_out = self.deadline is not None and run.clock.now() >= self.deadline
         self._stopped: WorkflowStopped | None = None
         self._cancel_delivered = False
+        self._cancel_arrived = False
         self.logger: logging.LoggerAdapter[logging.Logger] = _ReplayQuiet(
             logging.getLogger(f"durably.workflow.{kind}"), self
         )
@@ -164,7 +194,9 @@ class Context:
         seconds = seconds_of(duration, "duration")
         key = self._next(f"{records.PREFIX}sleep")
         self._meet(key)
-        self._deliver_cancel()
+        due = self._run.recorded.get(key)
+        if not isinstance(due, int | float) or due > self._run.clock.now():
+            self._deliver_cancel()  # a sleep not over yet is where a cancel is seen
         await self._run.sleep(key, seconds)
 
     async def step(self, key: str, fn: Callable[[], Awaitable[T] | T]) -> T:
@@ -172,7 +204,7 @@ class Context:
         the value must be plain JSON) and return its recorded value."""
         records.user_key(identifier(key, "step key"), "step key")
         self._meet(key)
-        self._deliver_cancel()
+        self._deliver_cancel(key)
         return await self._run.step(key, fn)
 
     async def transact(
@@ -182,7 +214,7 @@ class Context:
         (`durably.Run.transact`: SQL backings and Redis Lua effects)."""
         records.user_key(identifier(key, "step key"), "step key")
         self._meet(key)
-        self._deliver_cancel()
+        self._deliver_cancel(key)
         if parse is None:
             return await self._run.transact(key, effect)
         return await self._run.transact(key, effect, parse)
@@ -219,7 +251,7 @@ class Context:
         seconds = None if timeout is None else seconds_of(timeout, "timeout")
         key = self._next(f"{records.PREFIX}recv:{topic.name}")
         self._meet(key)
-        self._deliver_cancel()
+        self._deliver_cancel(key)
         recorded = self._run.recorded
         if key not in recorded:
             chosen = self._next_message(topic)
@@ -241,6 +273,85 @@ class Context:
         data = message.get("value") if isinstance(message, dict) else None
         return self._decode(topic.value, data, message_key)  # type: ignore[no-any-return]
 
+    # --- children ---------------------------------------------------------------------------
+
+    async def child(
+        self, fn: Workflow[Any, T], *args: Any, id: str | None = None, **kwargs: Any
+    ) -> T:
+        """Start (or find) a child workflow of ``fn`` with ``args`` and wait for its result
+        without holding a worker: the pass ends until the child ends. Recorded like a step.
+        The child's id defaults to one derived from this workflow's id, its kind and the
+        call's occurrence; it inherits this workflow's tenant. Raises
+        `ChildWorkflowFailedError` if the child failed or was cancelled."""
+        key, handle = await self._start_workflow(
+            fn, args, kwargs, id=id, tenant=None, timeout=None, child=True
+        )
+        end = records.end_key(key)
+        self._meet(end)
+        self._deliver_cancel(end)
+        if end in self._run.recorded:
+            ended: object = await self._run.step(end, lambda: None)
+        else:
+            checkpointer = (await fn.app.stores()).checkpointer
+            outcome = records.ending(await checkpointer.load(handle.id))
+            if outcome is None:
+                raise InputNeeded(end)  # the child wakes this workflow when it ends
+            ended = await self._run.step(end, lambda: outcome)
+        if not isinstance(ended, dict) or "v" not in ended:
+            error = ended.get("e") if isinstance(ended, dict) else None
+            raise ChildWorkflowFailedError(handle.id, None if error is None else str(error))
+        return self._decode(fn.signature.result, ended["v"], end)  # type: ignore[no-any-return]
+
+    async def start_child(
+        self, fn: Workflow[Any, T], *args: Any, id: str | None = None, **kwargs: Any
+    ) -> WorkflowHandle[T]:
+        """Start (or find) a child workflow of ``fn`` and return its handle without
+        waiting (fan-out). Recorded; the id and tenant as for `child`."""
+        _, handle = await self._start_workflow(
+            fn, args, kwargs, id=id, tenant=None, timeout=None, child=True
+        )
+        return handle
+
+    async def _start_workflow(
+        self,
+        fn: Workflow[Any, T],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        id: str | None,
+        tenant: str | None,
+        timeout: Duration | None,
+        child: bool,
+    ) -> tuple[str, WorkflowHandle[T]]:
+        key = self._next(f"{records.CHILD if child else records.STARTED}{fn.kind}")
+        self._meet(key)
+        self._deliver_cancel(key)
+        start = fn.prepare(
+            args,
+            kwargs,
+            tenant=tenant if tenant is not None else self.tenant,
+            timeout=timeout,
+            parent=self.id if child else None,
+            parent_kind=self.kind if child else None,
+        )
+        workflow = (
+            identifier(id, "id") if id is not None else f"{self.id}/{key[len(records.PREFIX) :]}"
+        )
+
+        async def launch() -> object:
+            return {"id": workflow, "created": await fn.launch(workflow, start)}
+
+        started: object = await self._run.step(key, launch)
+        info = started if isinstance(started, dict) else {}
+        return key, fn.handle(str(info.get("id", workflow)), bool(info.get("created", False)))
+
+    async def _outside(self, name: str, call: Callable[[], Awaitable[object]]) -> object:
+        """Run an App call made inside the body (a send, a cancel) once, recorded."""
+        key = self._next(f"{records.PREFIX}{name}")
+        self._meet(key)
+        self._deliver_cancel(key)
+        return await self._run.step(key, call)
+
     # --- steps (called by `Step.__call__`) -----------------------------------------------
 
     def _call_key(self, name: str) -> str:
@@ -252,7 +363,9 @@ class Context:
         arguments = step.signature.encode_args(args, kwargs)
         marker = digest(arguments)
         self._meet(key)
-        self._deliver_cancel()
+        if self._cancels is not None and key not in self._run.recorded:
+            self._cancel_arrived = await self._cancels.arrived(self.id, self._cancel_key)
+        self._deliver_cancel(key)
         failure: list[BaseException] = []
 
         async def effect() -> object:
@@ -282,7 +395,14 @@ class Context:
     async def _attempts(
         self, step: Step[..., Any], key: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
+        # Attempts that ended in a durable backoff in earlier passes left their deadline.
         attempt = 1
+        while records.retry_key(key, attempt) in self._run.recorded:
+            attempt += 1
+        if attempt > 1:
+            waited = records.retry_key(key, attempt - 1)
+            self._meet(waited)
+            await self._run.sleep(waited, DURABLE_BACKOFF)  # the recorded deadline rules
         while True:
             info = StepContext(self.id, key, attempt, self.tenant, self.kind)
             try:
@@ -290,8 +410,18 @@ class Context:
             except Exception as exc:
                 if not step.retry.retries(exc, attempt):
                     raise
-                self.logger.warning("step %r attempt %d failed: %r; retrying", key, attempt, exc)
-                await asyncio.sleep(step.retry.backoff(attempt))
+                delay = step.retry.backoff(attempt)
+                self.logger.warning(
+                    "step %r attempt %d failed: %r; retrying in %.3fs", key, attempt, exc, delay
+                )
+                if delay > DURABLE_BACKOFF:
+                    # A long wait ends the pass and frees the worker; the workflow wakes for
+                    # the next attempt at the recorded deadline.
+                    waiting = records.retry_key(key, attempt)
+                    self._meet(waiting)
+                    await self._run.sleep(waiting, delay)
+                elif delay > 0:
+                    await asyncio.sleep(delay)
                 attempt += 1
 
     def _parse_step(self, step: Step[..., Any], key: str, marker: str, stored: object) -> Any:
@@ -358,10 +488,16 @@ class Context:
             self._stopped = error
         return error
 
-    def _deliver_cancel(self) -> None:
-        if not self._cancel_delivered and self._cancel_key in self._run.recorded:
+    def _deliver_cancel(self, key: str | None = None) -> None:
+        """Raise the cancellation (once per pass) at a point the body has not passed
+        before: a call whose ``key`` is recorded replays, so a cancel lands where it
+        first could, on every pass alike."""
+        if self._cancel_delivered or (key is not None and key in self._run.recorded):
+            return
+        if self._timed_out or self._cancel_arrived or self._cancel_key in self._run.recorded:
             self._cancel_delivered = True
-            raise asyncio.CancelledError(f"workflow {self.id!r} was cancelled")
+            reason = "timed out" if self._timed_out else "was cancelled"
+            raise asyncio.CancelledError(f"workflow {self.id!r} {reason}")
 
 
 def is_async(fn: Callable[..., Any]) -> bool:
@@ -390,6 +526,7 @@ def unbind_step(token: contextvars.Token[StepContext | None]) -> None:
 
 
 __all__ = [
+    "CancelWatch",
     "Context",
     "StepContext",
     "bind_step",

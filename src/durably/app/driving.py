@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from durably.clock import ManualClock
 from durably.errors import ConfigurationError
@@ -17,6 +17,7 @@ from durably.worker import LOGGER_NAME, Worker
 
 if TYPE_CHECKING:
     from durably.app.app import App
+    from durably.app.workflow import Workflow
 
 # A guard against a workflow that never stops being ready (a bug, not a test's intent).
 MAX_PASSES = 100_000
@@ -48,7 +49,7 @@ class Driver:
         worker = Worker(clock=self._app.clock)
         for kind in kinds:
             workflow = self._app.workflows[kind]
-            worker.workflow(kind, workflow.body, self._app.durable(kind))
+            worker.workflow(kind, workflow.body, self._app.durable(kind), **_options(workflow))
         await worker.run()
 
     async def run_until_idle(self, *, advance: bool) -> int:
@@ -67,13 +68,7 @@ class Driver:
         )
         services = [
             WorkflowService(
-                kind,
-                workflow.body,
-                self._app.durable(kind),
-                concurrency=1,
-                policy=QueuePolicy(),
-                budget=3600.0,
-                alive=30.0,
+                kind, workflow.body, self._app.durable(kind), concurrency=1, **_options(workflow)
             )
             for kind, workflow in self._app.workflows.items()
         ]
@@ -95,6 +90,28 @@ class Driver:
                 return passes
             clock.advance(min(self._dues) - now)
         raise RuntimeError(f"run_until_idle: still busy after {MAX_PASSES} passes")
+
+
+def _options(workflow: Workflow[Any, Any]) -> dict[str, Any]:
+    """How the engine serves ``workflow``: its body retries (only with ``retry=``; a store
+    error on the way is retried by the default policy), its crash recoveries, a pass's
+    budget and liveness window."""
+    retry = workflow.retry
+    policy = (
+        QueuePolicy()
+        if retry is None
+        else QueuePolicy(
+            max_attempts=retry.max_attempts,
+            backoff_seconds=max(retry.initial, 0.001),
+            backoff_cap_seconds=max(retry.maximum, retry.initial, 0.001),
+        )
+    )
+    return {
+        "policy": policy,
+        "max_recoveries": workflow.max_recovery_attempts,
+        "budget": 3600.0,
+        "alive": 30.0,
+    }
 
 
 def _raise(exc: BaseException) -> None:

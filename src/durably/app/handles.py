@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from durably.app import records
+from durably.app.context import current_workflow
 from durably.app.topics import Topic
 from durably.app.values import ANY, Duration, Value, seconds_of
 from durably.errors import (
@@ -66,8 +67,6 @@ class WorkflowHandle(Generic[R]):
         Raises `WorkflowFailedError` (carrying the recorded error), `WorkflowCancelledError`,
         `TimeoutError`, or `WorkflowNotFoundError` for an unknown (or swept) id.
         """
-        from durably.app.context import current_workflow
-
         if current_workflow() is not None:
             raise InvalidInputError(
                 "awaiting handle.result() inside a workflow body would hold the pass; use ctx.child"
@@ -102,6 +101,10 @@ class WorkflowHandle(Generic[R]):
     async def status(self) -> WorkflowInfo:
         """The workflow's status with its kind, tenant, created time and parent
         (`WorkflowStatus.PENDING` before its first pass); `WorkflowNotFoundError` if none."""
+        _, info = await self._look()
+        return info
+
+    async def _look(self) -> tuple[dict[str, object], WorkflowInfo]:
         checkpointer = (await self._app.stores()).checkpointer
         stored = await checkpointer.load(self._id)
         start = stored.get(records.START)
@@ -112,7 +115,7 @@ class WorkflowHandle(Generic[R]):
         if info is None:
             info = WorkflowInfo(self._id, WorkflowStatus.PENDING, 0, None, created)
         parent = start.get("parent")
-        return dataclasses.replace(
+        return stored, dataclasses.replace(
             info,
             kind=str(start.get("kind")),
             tenant=str(start.get("tenant")),
@@ -130,12 +133,22 @@ class WorkflowHandle(Generic[R]):
         if not isinstance(topic, Topic):
             raise InvalidInputError(f"send needs a durably.Topic, got {type(topic).__name__}")
         data = topic.encode(value)
-        info = await self.status()
-        if info.status.finished:
-            raise WorkflowFinishedError(
-                f"workflow {self._id!r} is {info.status.value}: it takes no messages"
-            )
-        await self._app.durable(self._kind).deliver(self._id, {"topic": topic.name, "value": data})
+        message = {"topic": topic.name, "value": data}
+
+        async def deliver() -> object:
+            info = await self.status()
+            if info.status.finished:
+                raise WorkflowFinishedError(
+                    f"workflow {self._id!r} is {info.status.value}: it takes no messages"
+                )
+            entry = await self._app.durable(self._kind).deliver(self._id, message)
+            return entry.key
+
+        ctx = current_workflow()
+        if ctx is None:
+            await deliver()
+        else:  # inside a body: sent once, recorded
+            await ctx._outside("send", deliver)
 
     async def get_event(
         self, key: str, timeout: Duration | None = None, *, type: Any = None
@@ -165,12 +178,25 @@ class WorkflowHandle(Generic[R]):
         """Ask the workflow to stop: the body sees `asyncio.CancelledError` at its next
         step, sleep, recv or child (a sleeping or waiting workflow is woken for it). True
         if this call changed anything (False for a finished or already cancelled one)."""
-        info = await self.status()
+        ctx = current_workflow()
+        if ctx is not None:  # inside a body: cancelled once, recorded
+            return bool(await ctx._outside("cancel", self._cancel))
+        return await self._cancel()
+
+    async def _cancel(self) -> bool:
+        stored, info = await self._look()
         if info.status.finished:
             return False
-        stored = await (await self._app.stores()).checkpointer.load(self._id)
         key = records.cancel_key(records.generation(stored))
         recorded = await self._app.durable(self._kind).arrive(self._id, key, True)
+        self._app.cancels.asked(self._id)
+        # Children started by the body are cancelled with it (those still running).
+        for child in records.children(stored):
+            try:
+                handle = await self._app.get_handle(child)
+            except WorkflowNotFoundError:
+                continue
+            await handle._cancel()
         return recorded.first
 
     async def resume(self) -> bool:

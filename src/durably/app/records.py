@@ -18,6 +18,16 @@ RESULT = "durably:result"
 """The encoded return value, written as the body returns."""
 CANCEL = "durably:cancel"
 """The cancellation markers `WorkflowHandle.cancel` supplies, one per resume generation."""
+FAILED = "durably:failed"
+"""``durably:failed#G``: the error that ended resume generation G (wakes a parent)."""
+CANCELLED = "durably:cancelled"
+"""``durably:cancelled#G``: generation G ended cancelled (wakes a parent)."""
+CHILD = "durably:child:"
+"""``durably:child:KIND#N``: the id of the N-th child of KIND a body started."""
+STARTED = "durably:start:"
+"""``durably:start:KIND#N``: the id of the N-th workflow of KIND a body started (no child)."""
+TIMEOUT = "durably:timeout"
+"""The wakeup at a workflow's ``timeout`` deadline (never recorded)."""
 RESUMES = "durably:resume"
 """The markers `WorkflowHandle.resume` supplies (``durably:resume#1``, ...)."""
 EVENT = "durably:event:"
@@ -29,13 +39,18 @@ def occurrence(name: str, count: int) -> str:
 
 
 def generation(stored: Mapping[str, object]) -> int:
-    """How many times the workflow was resumed (each resume opens a new generation)."""
-    return sum(1 for key in stored if key.startswith(f"{RESUMES}#"))
+    """The workflow's resume generation: 1, plus one per resume."""
+    return 1 + sum(1 for key in stored if key.startswith(f"{RESUMES}#"))
 
 
 def cancel_key(generation: int) -> str:
     """The cancellation marker of resume generation ``generation``."""
     return occurrence(CANCEL, generation)
+
+
+def retry_key(step_key: str, attempt: int) -> str:
+    """The deadline of the durable backoff after failed attempt ``attempt`` of a step."""
+    return f"{step_key}:retry#{attempt}"
 
 
 def event_key(key: str, count: int) -> str:
@@ -57,9 +72,9 @@ def latest_event(records: dict[str, object], key: str) -> tuple[bool, object]:
 
 
 def bookkeeping(key: str) -> bool:
-    """Whether ``key`` is the App's own bookkeeping (start, result, cancel, resume, inbox
-    messages) rather than work a body recorded."""
-    return key in (START, RESULT) or key.startswith((CANCEL, RESUMES, "inbox:"))
+    """Whether ``key`` is the App's own bookkeeping (start, result, endings, cancel,
+    resume, inbox messages) rather than work a body recorded."""
+    return key in (START, RESULT) or key.startswith((CANCEL, RESUMES, FAILED, CANCELLED, "inbox:"))
 
 
 def user_key(key: str, what: str) -> str:
@@ -76,6 +91,7 @@ def start_record(
     tenant: str,
     created: float,
     parent: str | None = None,
+    parent_kind: str | None = None,
     timeout_at: float | None = None,
 ) -> dict[str, Any]:
     """What `start` supplies under `START` (first writer wins)."""
@@ -85,23 +101,61 @@ def start_record(
         "tenant": tenant,
         "created": created,
         "parent": parent,
+        "parent_kind": parent_kind,
         "timeout_at": timeout_at,
     }
 
 
+def end_key(key: str) -> str:
+    """Where a parent records how the child it started under ``key`` ended."""
+    return f"{key}:end"
+
+
+def ending(stored: Mapping[str, object]) -> dict[str, object] | None:
+    """How a workflow's latest generation ended, from its records: ``{"v": result}``,
+    ``{"e": error}`` or ``{"e": "cancelled", "cancelled": True}``; None while it runs."""
+    if RESULT in stored:
+        return {"v": stored[RESULT]}
+    current = generation(stored)
+    failed = stored.get(occurrence(FAILED, current))
+    if failed is not None:
+        return {"e": str(failed)}
+    if occurrence(CANCELLED, current) in stored:
+        return {"e": "cancelled", "cancelled": True}
+    return None
+
+
+def children(stored: Mapping[str, object]) -> list[str]:
+    """The ids of the children a workflow started (recorded under `CHILD` keys)."""
+    found: list[str] = []
+    for key, value in stored.items():
+        if key.startswith(CHILD) and not key.endswith(":end") and isinstance(value, dict):
+            found.append(str(value.get("id")))
+    return found
+
+
 __all__ = [
     "CANCEL",
+    "CANCELLED",
+    "CHILD",
     "EVENT",
+    "FAILED",
     "PREFIX",
     "RESULT",
     "RESUMES",
     "START",
+    "STARTED",
+    "TIMEOUT",
     "bookkeeping",
     "cancel_key",
+    "children",
+    "end_key",
+    "ending",
     "event_key",
     "generation",
     "latest_event",
     "occurrence",
+    "retry_key",
     "start_record",
     "user_key",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from durably.app import records
@@ -17,6 +17,8 @@ from durably.errors import (
     ConfigurationError,
     DurablyError,
     IncompatibleRecordError,
+    ScheduledWakeup,
+    Suspended,
     WorkflowConflictError,
     WorkflowStopped,
 )
@@ -43,6 +45,13 @@ class BodyFailed(DurablyError):
 
     def __repr__(self) -> str:
         return repr(self.error)
+
+
+class Recorded(Exception):
+    """A failure read back from the record; its repr is the recorded text."""
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 class Cancelled(WorkflowStopped):
@@ -106,35 +115,59 @@ class Workflow(Generic[P, R]):
         Raises `InvalidInputError` for arguments that do not fit the signature (before any
         I/O) and `WorkflowConflictError` when the id exists under another kind.
         """
-        if current_workflow() is not None:
-            raise ConfigurationError(
-                f"workflow {self.kind!r}: start() inside a workflow body is not recorded "
-                "yet; use ctx.start_child"
+        ctx = current_workflow()
+        if ctx is not None:  # inside a body: recorded, with an id derived from the parent's
+            _, handle = await ctx._start_workflow(
+                self, args, kwargs, id=id, tenant=tenant, timeout=timeout, child=False
             )
-        encoded = self.signature.encode_args(args, kwargs)
+            return handle
+        start = self.prepare(args, kwargs, tenant=tenant, timeout=timeout)
         workflow = identifier(id, "id") if id is not None else str(uuid.uuid4())
+        return self.handle(workflow, await self.launch(workflow, start))
+
+    def prepare(
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        tenant: str | None,
+        timeout: Duration | None,
+        parent: str | None = None,
+        parent_kind: str | None = None,
+    ) -> dict[str, Any]:
+        """The start record for a call with ``args``, checked before any I/O."""
+        encoded = self.signature.encode_args(args, kwargs)
         owner = identifier(tenant, "tenant") if tenant is not None else self.app.tenant
         limit = timeout if timeout is not None else self.timeout
         seconds = None if limit is None else seconds_of(limit, "timeout")
         now = self.app.clock.now()
-        start = records.start_record(
+        return records.start_record(
             kind=self.kind,
             args=encoded,
             tenant=owner,
             created=now,
+            parent=parent,
+            parent_kind=parent_kind,
             timeout_at=None if seconds is None else now + seconds,
         )
+
+    async def launch(self, workflow: str, start: dict[str, Any]) -> bool:
+        """Supply ``start`` for ``workflow`` (first writer wins) and make it ready; whether
+        this call created it. `WorkflowConflictError` if the id has another kind."""
         stores = await self.app.stores()
         recorded = await stores.checkpointer.supply(workflow, records.START, start)
         existing = recorded.value
         kind = existing.get("kind") if isinstance(existing, dict) else None
         if kind != self.kind:
             raise WorkflowConflictError(workflow, self.kind, str(kind))
-        durable = self.app.durable(self.kind)
         # A start that crashed between its record and its wakeup is repaired by the next.
         if recorded.first or await stores.checkpointer.get_status(workflow) is None:
-            await durable.scheduler.make_ready(workflow)
-        return WorkflowHandle(self.app, workflow, self.kind, self.signature.result, recorded.first)
+            await self.app.durable(self.kind).scheduler.make_ready(workflow)
+        return recorded.first
+
+    def handle(self, workflow: str, created: bool = False) -> WorkflowHandle[R]:
+        """A typed handle on ``workflow`` (no I/O; the id is not checked)."""
+        return WorkflowHandle(self.app, workflow, self.kind, self.signature.result, created)
 
     async def run(
         self,
@@ -160,7 +193,7 @@ class Workflow(Generic[P, R]):
         handle = await self.app.get_handle(id)
         if handle.kind != self.kind:
             raise WorkflowConflictError(id, self.kind, handle.kind)
-        return WorkflowHandle(self.app, id, self.kind, self.signature.result, False)
+        return self.handle(id)
 
     async def body(self, run: Run) -> object:
         """One pass of this workflow over the engine's `Run` (what the Worker serves)."""
@@ -170,7 +203,14 @@ class Workflow(Generic[P, R]):
                 ConfigurationError(f"workflow {run.workflow!r} has no start record"),
                 retryable=False,
             )
-        ctx = Context(run, start, self.kind)
+        ended = records.ending(run.recorded)
+        if ended is not None:  # a wakeup after the end: report the same end, run nothing
+            if "v" in ended:
+                return self.signature.result.decode(ended["v"])
+            if ended.get("cancelled"):
+                raise Cancelled(f"workflow {run.workflow!r} was cancelled")
+            raise BodyFailed(Recorded(str(ended.get("e"))), retryable=False)
+        ctx = Context(run, start, self.kind, cancels=self.app.cancels)
         try:
             positional, keywords = self.signature.decode_args(start.get("args", {}))
         except (ValueError, KeyError) as exc:
@@ -184,27 +224,51 @@ class Workflow(Generic[P, R]):
         token = bind_workflow(ctx)
         try:
             value = await self.fn(ctx, *positional, **keywords)
+        except Suspended as exc:
+            if ctx.deadline is None or ctx._timed_out:
+                raise
+            # The pass waits or sleeps: its workflow timeout wakes it too.
+            timeout = ScheduledWakeup(records.TIMEOUT, ctx.deadline)
+            raise BaseExceptionGroup("suspended", [exc, timeout]) from None
         except asyncio.CancelledError as exc:
             if ctx._stopped is not None:
                 raise ctx._stopped from None
             current = asyncio.current_task()
             if ctx._cancel_delivered and (current is None or not current.cancelling()):
+                await self._end(run, ctx, records.CANCELLED, "cancelled")
                 raise Cancelled(f"workflow {run.workflow!r} was cancelled") from exc
             raise
         except Exception as exc:
             if ctx._stopped is not None:
                 raise ctx._stopped from exc
+            if isinstance(exc, DurablyError) and exc.retryable:
+                raise  # a store error on the way: the worker retries the pass
+            if self.retry is None:
+                await self._end(run, ctx, records.FAILED, repr(exc))
             raise BodyFailed(exc, retryable=self.retry is not None) from exc
         finally:
             unbind_workflow(token)
+            self.app.cancels.forget(run.workflow)
         if ctx._stopped is not None:
             raise ctx._stopped
         try:
             encoded = self.signature.result.encode(value)
         except Exception as exc:
+            await self._end(run, ctx, records.FAILED, repr(exc))
             raise BodyFailed(exc, retryable=False) from exc
         await run.step(records.RESULT, lambda: encoded)
+        await self._wake_parent(start)
         return value
+
+    async def _end(self, run: Run, ctx: Context, name: str, error: str) -> None:
+        """Record how this generation ended (failed or cancelled) and wake a parent."""
+        await run.step(records.occurrence(name, ctx.generation), lambda: error)
+        await self._wake_parent(ctx._start)
+
+    async def _wake_parent(self, start: Mapping[str, Any]) -> None:
+        parent, kind = start.get("parent"), start.get("parent_kind")
+        if parent is not None and kind is not None:
+            await self.app.durable(str(kind)).scheduler.make_ready(str(parent))
 
     def __repr__(self) -> str:
         return f"<durably workflow {self.kind!r}>"

@@ -1,0 +1,50 @@
+"""`Cancels`: how a running pass learns of a cancel that arrived after it began.
+
+A pass reads the cancel marker with its records when it starts. A cancel made later is
+seen before the body's next fresh step: at once when this process made it, otherwise by a
+look at the workflow's records at most once per `LOOK_SECONDS` of the pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from durably.app.app import App
+
+LOOK_SECONDS = 1.0
+"""How often, at most, a pass reads its records to see a cancel from another process."""
+
+
+class Cancels:
+    """The cancels this process asked for, and a rate-limited look for the others."""
+
+    def __init__(self, app: App) -> None:
+        self._app = app
+        self._asked: set[str] = set()
+        self._looked: dict[str, float] = {}
+
+    def asked(self, workflow: str) -> None:
+        """Note that this process cancelled ``workflow``."""
+        self._asked.add(workflow)
+
+    async def arrived(self, workflow: str, marker: str) -> bool:
+        """Whether a cancel for ``workflow`` (its ``marker``) is known now."""
+        if workflow in self._asked:
+            return True
+        now = asyncio.get_running_loop().time()
+        last = self._looked.setdefault(workflow, now)
+        if now - last < LOOK_SECONDS:
+            return False
+        self._looked[workflow] = now
+        stored = await (await self._app.stores()).checkpointer.load(workflow)
+        return marker in stored
+
+    def forget(self, workflow: str) -> None:
+        """Drop what is kept for ``workflow`` (its pass ended)."""
+        self._asked.discard(workflow)
+        self._looked.pop(workflow, None)
+
+
+__all__ = ["LOOK_SECONDS", "Cancels"]

@@ -1,0 +1,105 @@
+"""What the App conformance suites share: value types of every supported kind, topics, a
+fresh-id helper and the ``app`` fixture (an App on a `ManualClock`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import date, datetime
+from decimal import Decimal
+
+import pytest
+from pydantic import BaseModel
+
+from durably.app import App, Topic
+from durably.clock import Clock, ManualClock
+
+AppFactory = Callable[[Clock], Awaitable[App]]
+"""Each call an App over the test's one store (every call of one test shares it)."""
+
+
+class Ticket(BaseModel):
+    title: str
+    priority: int = 1
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+@dataclasses.dataclass
+class Point:
+    x: float
+    y: float
+
+
+class Everything(BaseModel):
+    when: datetime
+    day: date
+    id: uuid.UUID
+    amount: Decimal
+    colour: Colour
+    point: Point
+    tags: list[str]
+    pair: tuple[int, str]
+    table: dict[str, int]
+    maybe: int | None
+
+
+class Reply(BaseModel):
+    """A step's value as first deployed."""
+
+    text: str
+
+
+class ReplyWithScore(BaseModel):
+    """The same value after a deploy added a required field (an unsafe model change)."""
+
+    text: str
+    score: float
+
+
+class ReplyWithDefault(BaseModel):
+    """The fix: the new field has a default (a safe model change)."""
+
+    text: str
+    score: float = 0.0
+
+
+APPROVAL: Topic[bool] = Topic("approval", bool)
+NOTE: Topic[str] = Topic("note", str)
+
+
+def fresh_id() -> str:
+    return f"wf-{uuid.uuid4().hex[:12]}"
+
+
+class AppFixtures:
+    """The ``app`` fixture: an App on a `ManualClock` from the subclass's ``app_factory``."""
+
+    shares_stores = True
+    """Whether two Apps of one test see one store (not on memory, whose stores live in
+    the App that opened them): tests of a deploy between two Apps need it."""
+
+    @pytest.fixture
+    async def app(self, app_factory: AppFactory) -> App:
+        return await app_factory(ManualClock())
+
+
+__all__ = [
+    "APPROVAL",
+    "NOTE",
+    "AppFactory",
+    "AppFixtures",
+    "Colour",
+    "Everything",
+    "Point",
+    "Reply",
+    "ReplyWithDefault",
+    "ReplyWithScore",
+    "Ticket",
+    "fresh_id",
+]
