@@ -55,7 +55,8 @@ class App:
     lazily on first use (creating or migrating the schema; ``migrate=False`` only
     verifies it); close them with ``await app.close()`` or ``async with app:``.
     ``retention`` is how long finished workflows are kept (and their ids stay
-    idempotent) before `serve` sweeps them.
+    idempotent) before `serve` sweeps them. ``lease`` is how long a pass whose worker
+    died keeps its workflow before another worker takes it over (a live pass renews it).
     """
 
     def __init__(
@@ -66,6 +67,7 @@ class App:
         tenant: str = "default",
         retention: Duration = timedelta(days=7),
         migrate: bool = True,
+        lease: Duration = 30.0,
     ) -> None:
         self._implicit = dsn is None and not os.environ.get(DSN_ENV)
         self.dsn = dsn or os.environ.get(DSN_ENV) or DEFAULT_DSN
@@ -73,6 +75,7 @@ class App:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.tenant = identifier(tenant, "tenant")
         self.retention = seconds_of(retention, "retention")
+        self.lease = seconds_of(lease, "lease")
         self._migrate = migrate
         self._workflows: dict[str, Workflow[Any, Any]] = {}
         self._steps: dict[str, Step[Any, Any]] = {}
@@ -212,18 +215,35 @@ class App:
     # --- serving ---------------------------------------------------------------------------
 
     async def serve(
-        self, workflows: Iterable[str] | None = None, queues: Iterable[str] | None = None
+        self,
+        workflows: Iterable[str] | None = None,
+        queues: Iterable[str] | None = None,
+        *,
+        concurrency: int = 10,
+        grace: Duration = 30.0,
     ) -> None:
-        """Serve every registered workflow kind (or only the kinds named) with a `Worker`
-        until SIGTERM/SIGINT, then shut down gracefully. ``queues`` names the task queues
-        to serve (none are registered by this release)."""
+        """Serve every registered workflow kind (or only the kinds named) with a `Worker`,
+        at most ``concurrency`` passes per kind at once, until SIGTERM/SIGINT; then stop
+        claiming, give in-flight passes ``grace`` to finish and give the rest back
+        (which counts against no recovery limit). ``queues`` names the task queues to
+        serve (none are registered by this release). Sweeps finished workflows older than
+        ``retention`` in bounded rounds while it runs."""
         if self._implicit:
             _logger.warning(
                 "serving on the implicit default store %s: pass a DSN or set %s",
                 DEFAULT_DSN,
                 DSN_ENV,
             )
-        await self._driver.serve(workflows, queues)
+        await self._driver.serve(
+            workflows, queues, concurrency=concurrency, grace=seconds_of(grace, "grace")
+        )
+
+    async def sweep(self, *, limit: int = 500) -> int:
+        """One bounded round of the retention sweep (what `serve` runs every minute):
+        remove up to ``limit`` workflows that finished (completed, failed or cancelled)
+        more than ``retention`` ago; the number removed. A swept id can be started
+        afresh; its handle's `result` raises `WorkflowNotFoundError`."""
+        return await self._driver.sweep(limit)
 
     async def run_until_idle(self, *, advance: bool = True) -> int:
         """Run every due workflow until nothing is runnable; with ``advance`` and a
@@ -257,7 +277,7 @@ class App:
             raise RuntimeError("the App's stores are not open yet")
         durable = self._durables.get(kind)
         if durable is None:
-            durable = self._stores.durable(kind)
+            durable = self._stores.durable(kind, lease=self.lease)
             self._durables[kind] = durable
         return durable
 

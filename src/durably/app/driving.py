@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from durably.clock import ManualClock
@@ -18,6 +19,11 @@ from durably.worker import LOGGER_NAME, Worker
 if TYPE_CHECKING:
     from durably.app.app import App
     from durably.app.workflow import Workflow
+
+SWEEP_LIMIT = 500
+"""Workflows one round of the retention sweep removes at most."""
+SWEEP_SECONDS = 60.0
+"""Seconds between sweep rounds while `serve` runs."""
 
 # A guard against a workflow that never stops being ready (a bug, not a test's intent).
 MAX_PASSES = 100_000
@@ -40,17 +46,59 @@ class Driver:
             raise ConfigurationError(f"no workflow registered under kind(s) {unknown}")
         return kinds
 
-    async def serve(self, workflows: Iterable[str] | None, queues: Iterable[str] | None) -> None:
+    async def serve(
+        self,
+        workflows: Iterable[str] | None,
+        queues: Iterable[str] | None,
+        *,
+        concurrency: int,
+        grace: float,
+    ) -> None:
         """Run a `Worker` for the kinds named (default: all) until it is stopped."""
         kinds = self._kinds(workflows)
         if queues is not None and list(queues):
             raise ConfigurationError(f"no task queue registered under {list(queues)}")
         await self._app.stores()
-        worker = Worker(clock=self._app.clock)
+        worker = Worker(clock=self._app.clock, grace_seconds=grace)
         for kind in kinds:
             workflow = self._app.workflows[kind]
-            worker.workflow(kind, workflow.body, self._app.durable(kind), **_options(workflow))
-        await worker.run()
+            options = _options(workflow, self._app.lease)
+            worker.workflow(
+                kind, workflow.body, self._app.durable(kind), concurrency=concurrency, **options
+            )
+        sweeping = asyncio.create_task(self._sweep_periodically())
+        try:
+            await worker.run()
+        finally:
+            sweeping.cancel()
+            await asyncio.gather(sweeping, return_exceptions=True)
+
+    async def sweep(self, limit: int = SWEEP_LIMIT) -> int:
+        """One bounded round of the retention sweep: up to ``limit`` workflows finished
+        (completed, failed or cancelled) longer than the App's ``retention`` ago, with
+        their wakeups; the number swept."""
+        stores = await self._app.stores()
+        before = datetime.now(UTC) - timedelta(seconds=self._app.retention)
+        schedulers = [self._app.durable(kind).scheduler for kind in self._app.workflows]
+
+        async def swept(workflow: str) -> None:
+            for scheduler in schedulers:
+                await scheduler.cancel(workflow)
+
+        return await stores.checkpointer.sweep(finished_before=before, limit=limit, on_swept=swept)
+
+    async def _sweep_periodically(self) -> None:
+        logger = logging.getLogger(LOGGER_NAME)
+        while True:
+            try:
+                swept = await self.sweep()
+            except Exception:
+                logger.exception("the retention sweep failed; trying again later")
+                swept = 0
+            if swept:
+                logger.info("swept %d finished workflow(s)", swept)
+            # A full round may have left more: go on at once, else wait for the next.
+            await asyncio.sleep(0 if swept >= SWEEP_LIMIT else SWEEP_SECONDS)
 
     async def run_until_idle(self, *, advance: bool) -> int:
         """Run every ready workflow one pass at a time until none is; with ``advance`` and a
@@ -68,7 +116,11 @@ class Driver:
         )
         services = [
             WorkflowService(
-                kind, workflow.body, self._app.durable(kind), concurrency=1, **_options(workflow)
+                kind,
+                workflow.body,
+                self._app.durable(kind),
+                concurrency=1,
+                **_options(workflow, self._app.lease),
             )
             for kind, workflow in self._app.workflows.items()
         ]
@@ -92,7 +144,7 @@ class Driver:
         raise RuntimeError(f"run_until_idle: still busy after {MAX_PASSES} passes")
 
 
-def _options(workflow: Workflow[Any, Any]) -> dict[str, Any]:
+def _options(workflow: Workflow[Any, Any], lease: float) -> dict[str, Any]:
     """How the engine serves ``workflow``: its body retries (only with ``retry=``; a store
     error on the way is retried by the default policy), its crash recoveries, a pass's
     budget and liveness window."""
@@ -110,7 +162,7 @@ def _options(workflow: Workflow[Any, Any]) -> dict[str, Any]:
         "policy": policy,
         "max_recoveries": workflow.max_recovery_attempts,
         "budget": 3600.0,
-        "alive": 30.0,
+        "alive": lease,
     }
 
 
@@ -118,4 +170,4 @@ def _raise(exc: BaseException) -> None:
     raise exc
 
 
-__all__ = ["MAX_PASSES", "Driver"]
+__all__ = ["MAX_PASSES", "SWEEP_LIMIT", "SWEEP_SECONDS", "Driver"]

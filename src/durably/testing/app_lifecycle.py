@@ -13,6 +13,7 @@ from durably.errors import (
     ChildWorkflowFailedError,
     StepFailedError,
     WorkflowCancelledError,
+    WorkflowNotFoundError,
 )
 from durably.status import WorkflowStatus
 from durably.testing.app_fixtures import (
@@ -246,6 +247,37 @@ class AppLifecycle(AppFixtures):
         started = await handle.result(timeout=5)
         assert started == f"{handle.id}/start:{inbox.kind}#1"
         assert await (await inbox.get_handle(started)).result(timeout=5) == "hello"
+
+    async def test_the_retention_sweep_removes_finished_workflows_and_frees_their_ids(
+        self, app_factory: AppFactory
+    ) -> None:
+        app = await app_factory(ManualClock())
+        app.retention = 0.001  # everything finished is old enough
+
+        @app.workflow
+        async def quick(ctx: Context, n: int) -> int:
+            return n
+
+        @app.workflow
+        async def waiting(ctx: Context) -> str | None:
+            return await ctx.recv(NOTE)
+
+        done = await quick.start(1)
+        cancelled = await waiting.start()
+        kept = await waiting.start()
+        await app.run_until_idle()
+        await cancelled.cancel()
+        await app.run_until_idle()
+        await asyncio.sleep(0.01)
+        assert await app.sweep() >= 2
+        for gone in (done, cancelled):
+            with pytest.raises(WorkflowNotFoundError):
+                await gone.result(timeout=5)
+        assert (await kept.status()).status is WorkflowStatus.BLOCKED
+        again = await quick.start(2, id=done.id)
+        assert again.created
+        await app.run_until_idle()
+        assert await again.result(timeout=5) == 2
 
     async def test_a_model_gaining_a_required_field_parks_and_resumes_after_a_fix(
         self, app_factory: AppFactory
