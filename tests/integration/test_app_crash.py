@@ -156,7 +156,11 @@ async def test_graceful_shutdowns_count_no_recovery(tmp_path: Path, effects: Pat
         handle = await app.workflows["lingers"].start()
         for round in range(1, 3):
             worker = spawn(dsn, effects)
-            await wait_for(lambda r=round: len(lines(effects, "linger")) == r, "the step")
+
+            def started(expected: int = round) -> bool:
+                return len(lines(effects, "linger")) == expected
+
+            await wait_for(started, "the step")
             assert stop(worker) == 0  # SIGTERM: the pass is given back after the grace
             info = await handle.status()
             assert (info.status, info.attempts) == (WorkflowStatus.PENDING, 0)
