@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint docs bench clean
+.PHONY: demo test lint docs bench fuzz clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -26,6 +26,14 @@ lint: $(STAMP)
 # The docs site, built strictly: a broken link or a docstring mkdocstrings cannot read fails.
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+# The lockstep model tests (tests/model) with a large random budget; CI runs them small and
+# derandomized. A failure prints a @reproduce_failure blob to replay it.
+FUZZ_EXAMPLES ?= 300
+FUZZ_STEPS ?= 60
+fuzz: $(STAMP)
+	DURABLY_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) DURABLY_FUZZ_STEPS=$(FUZZ_STEPS) \
+		$(BIN)/pytest -q -p no:cacheprovider tests/model -o timeout=0
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

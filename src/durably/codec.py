@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from durably.errors import InvalidInputError
 from durably.validation import encodable, storable, storable_json
@@ -30,6 +31,8 @@ class CheckpointCodec(Protocol):
 
 
 # One encoder for every call (json.dumps with options builds a new one each time).
+T = TypeVar("T")
+
 _ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False).encode
 
 # A JSON string (kept as it is), or a number token that is a negative zero ("-0", "-0.0",
@@ -50,6 +53,25 @@ def without_negative_zero(text: str) -> str:
     if "-0" not in text:
         return text
     return _STRING_OR_NEGATIVE_ZERO.sub(lambda m: "" if m[0] == "-" else m[0], text)
+
+
+def unsigned_zeros(value: T) -> T:
+    """``value`` (JSON-shaped: dicts, lists, scalars) with every ``-0.0`` as ``0.0``, for
+    records stored as JSON, as `without_negative_zero` does for text. Returns ``value``
+    itself when it holds no negative zero."""
+    if isinstance(value, float):
+        negative_zero = value == 0.0 and math.copysign(1.0, value) < 0
+        return 0.0 if negative_zero else value  # type: ignore[return-value]
+    if isinstance(value, dict):
+        changed = {key: unsigned_zeros(item) for key, item in value.items()}
+        same = all(changed[key] is item for key, item in value.items())
+        return value if same else changed  # type: ignore[return-value]
+    if isinstance(value, list | tuple):
+        items = [unsigned_zeros(item) for item in value]
+        if all(new is old for new, old in zip(items, value, strict=True)):
+            return value
+        return type(value)(items)
+    return value
 
 
 class JsonCodec:
@@ -117,5 +139,6 @@ __all__ = [
     "JsonCodec",
     "renders_json",
     "screened_encode",
+    "unsigned_zeros",
     "without_negative_zero",
 ]

@@ -16,6 +16,7 @@ from pydantic import (
     model_validator,
 )
 
+from durably.codec import unsigned_zeros
 from durably.errors import InvalidInputError, StatePersistenceError
 from durably.redaction import scrub
 from durably.validation import identifier, positive_int, storable
@@ -316,9 +317,18 @@ def stored_run(
         update={
             "version": version,
             "updated_at": updated_at,
-            "pending_tool_calls": tuple(call.scrubbed() for call in record.pending_tool_calls),
+            "pending_tool_calls": tuple(
+                _unsigned_call(call.scrubbed()) for call in record.pending_tool_calls
+            ),
+            "metadata": unsigned_zeros(record.metadata),
         }
     )
+
+
+def _unsigned_call(call: ToolCall) -> ToolCall:
+    """``call`` with its arguments' negative zeros as zeros (`unsigned_zeros`)."""
+    arguments = unsigned_zeros(call.arguments)
+    return call if arguments is call.arguments else call.model_copy(update={"arguments": arguments})
 
 
 def _text_length(value: object) -> int:
@@ -344,7 +354,13 @@ def checked_session(record: SessionRecord) -> SessionRecord:
 
 def stored_session(record: SessionRecord, *, version: int, updated_at: float) -> SessionRecord:
     """The session as a store keeps it: checked (`checked_session`), new version and time."""
-    return checked_session(record).model_copy(update={"version": version, "updated_at": updated_at})
+    return checked_session(record).model_copy(
+        update={
+            "version": version,
+            "updated_at": updated_at,
+            "metadata": unsigned_zeros(record.metadata),
+        }
+    )
 
 
 def patched_run(record: RunRecord, delta: StateDelta, *, updated_at: float) -> RunRecord:

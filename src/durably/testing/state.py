@@ -278,6 +278,30 @@ class StateWriteCases(StateFixtures):
         assert read is not None
         assert read.model_copy(update={"version": 0, "updated_at": 0.0}) == run
 
+    async def test_a_negative_zero_is_stored_as_zero_and_answered_so(
+        self, state_store: StateStore, tenant: str
+    ) -> None:
+        # PostgreSQL's jsonb has no -0.0: every backing stores zero, and answers the write
+        # with what a later read gives back.
+        document: dict[str, JsonValue] = {"z": -0.0, "deep": [{"z": -0.0}], "text": "-0.0"}
+        zero: dict[str, JsonValue] = {"z": 0.0, "deep": [{"z": 0.0}], "text": "-0.0"}
+        run = new_run(
+            tenant,
+            metadata=document,
+            pending_tool_calls=(ToolCall(id="c", name="n", arguments=document),),
+        )
+        stored = await state_store.put_run(run)
+        read = await state_store.get_run(run.key)
+        assert read is not None
+        session = SessionRecord(session_id="s", tenant=tenant, metadata=document)
+        answered = await state_store.put_session(session)
+        kept = await state_store.get_session(session.key)
+        assert kept is not None
+        documents = [stored.metadata, read.metadata, answered.metadata, kept.metadata]
+        documents += [stored.pending_tool_calls[0].arguments, read.pending_tool_calls[0].arguments]
+        for got in documents:
+            assert json.dumps(got, sort_keys=True) == json.dumps(zero, sort_keys=True)
+
     async def test_a_float_comes_back_a_float_of_the_same_value_however_it_is_written(
         self, state_store: StateStore, tenant: str
     ) -> None:
