@@ -24,6 +24,7 @@ from durably.errors import (
     WorkflowStopped,
 )
 from durably.runtime import Run, resume
+from durably.settling import settle_within_lease
 from durably.status import WorkflowStatus
 from durably.tasks import stop
 from durably.validation import positive_int
@@ -241,7 +242,8 @@ class QueueService(Service):
         shutdown) leave the item for the queue to hand out again."""
         fields = self.fields(ctx, item)
         lost: list[LeaseLostError] = []
-        beating = asyncio.create_task(self._heartbeat(ctx, item, handling, lost))
+        held = [item]  # as the last heartbeat left it: the lease a settle may retry within
+        beating = asyncio.create_task(self._heartbeat(ctx, held, handling, lost))
         try:
             await handling
         except asyncio.CancelledError:
@@ -255,12 +257,19 @@ class QueueService(Service):
                 return
             raise  # shutdown: the worker gives the item back with `adopt`
         except Exception as exc:
-            await self._settle_failure(ctx, item, exc, fields)
+            await self._settle_failure(ctx, held[0], exc, fields)
             return
         finally:
             await stop(beating)
         try:
-            await self.queue.complete(item.id, tenant=item.tenant, worker=ctx.worker)
+            await settle_within_lease(
+                lambda: self.queue.complete(item.id, tenant=item.tenant, worker=ctx.worker),
+                lease_expires_at=held[0].lease_expires_at,
+                clock=ctx.clock,
+                logger=ctx.logger,
+                what="complete a work item",
+                fields=fields,
+            )
         except LeaseLostError as exc:
             ctx.logger.warning(
                 "work item finished after its lease was lost (%s); not completed",
@@ -276,12 +285,19 @@ class QueueService(Service):
         self, ctx: Context, item: WorkItem, exc: Exception, fields: dict[str, object]
     ) -> None:
         try:
-            settled = await self.queue.fail(
-                item.id,
-                tenant=item.tenant,
-                worker=ctx.worker,
-                error=repr(exc),  # every queue keeps it mended (redaction.mend_text)
-                retryable=retryable(exc),
+            settled = await settle_within_lease(
+                lambda: self.queue.fail(
+                    item.id,
+                    tenant=item.tenant,
+                    worker=ctx.worker,
+                    error=repr(exc),  # every queue keeps it mended (redaction.mend_text)
+                    retryable=retryable(exc),
+                ),
+                lease_expires_at=item.lease_expires_at,
+                clock=ctx.clock,
+                logger=ctx.logger,
+                what="record a work item's failure",
+                fields=fields,
             )
         except LeaseLostError as lost:
             ctx.logger.warning(
@@ -301,16 +317,17 @@ class QueueService(Service):
     async def _heartbeat(
         self,
         ctx: Context,
-        item: WorkItem,
+        held: list[WorkItem],
         handling: asyncio.Future[None],
         lost: list[LeaseLostError],
     ) -> None:
         # A third of the lease, so one slow round trip cannot let it lapse.
         interval = self.queue.policy.lease_for(None) / 3
+        item = held[0]
         while True:
             await asyncio.sleep(interval)
             try:
-                await self.queue.heartbeat(item.id, tenant=item.tenant, worker=ctx.worker)
+                held[0] = await self.queue.heartbeat(item.id, tenant=item.tenant, worker=ctx.worker)
             except LeaseLostError as exc:
                 lost.append(exc)
                 handling.cancel()
