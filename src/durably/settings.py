@@ -6,10 +6,12 @@ Adapters never read the environment themselves; `from_env` is the one place that
 from __future__ import annotations
 
 import os
+import random
 from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, SecretStr
 
+from durably.backoff import Jitter
 from durably.errors import ConfigurationError
 
 DEFAULT_MAX_VALUE_BYTES = 1024 * 1024
@@ -27,6 +29,12 @@ class StoreSettings(BaseModel):
     pool_size: PositiveInt = 10
     connect_timeout_seconds: PositiveFloat = 5.0
     max_value_bytes: PositiveInt = DEFAULT_MAX_VALUE_BYTES
+    jitter: Jitter = Field(
+        default=random.random,
+        exclude=True,
+        repr=False,
+        description="source of retry jitter, a float in [0, 1) per call (fix it in tests)",
+    )
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None, **overrides: Any) -> Self:

@@ -4,8 +4,10 @@ bound to the caller's open transaction (retrying nothing)."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, TypeVar, TypeVarTuple
 
+from durably.clock import Clock
 from durably.postgres.executor import Database, Session, database_for, session_for
 from durably.postgres.failures import ErrorFactory, RetryBudget, after_failure
 
@@ -22,9 +24,10 @@ class Access:
         self.bound_session = bound
 
     @classmethod
-    def over(cls, pool: Any, budget: RetryBudget) -> Access:
-        """Access through ``pool`` (psycopg or asyncpg)."""
-        return cls(database_for(pool), budget)
+    def over(cls, pool: Any, budget: RetryBudget, clock: Clock | None = None) -> Access:
+        """Access through ``pool`` (psycopg or asyncpg), pausing between tries on ``clock``
+        (the store's; the budget's own when None)."""
+        return cls(database_for(pool), budget if clock is None else replace(budget, clock=clock))
 
     def bound(self, connection: Any) -> Access:
         """The same access running inside ``connection``'s open transaction."""

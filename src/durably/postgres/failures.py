@@ -12,9 +12,11 @@ import asyncio
 import functools
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
+from durably.backoff import Jitter, pause_seconds
+from durably.clock import Clock, SystemClock
 from durably.dsn import scrub
 from durably.errors import (
     ConfigurationError,
@@ -45,16 +47,18 @@ _TRANSIENT_PREFIXES = ("08", "53", "57P", "40")
 
 @dataclass(frozen=True, slots=True)
 class RetryBudget:
-    """How hard an unbound call tries: attempts (first included) and the first delay."""
+    """How hard an unbound call tries: attempts (first included) and the first delay; the
+    pauses run on ``clock`` (the store's) with ``jitter`` drawn as `pause_seconds` says."""
 
     max_attempts: int = 3
     backoff_seconds: float = 0.05
     pool_timeout_seconds: float = 5.0
+    clock: Clock = field(default_factory=SystemClock)
+    jitter: Jitter = random.random
 
     def delay(self, attempt: int) -> float:
         """Jittered delay after failed try number ``attempt`` (1-based), doubling."""
-        base = self.backoff_seconds * 2.0 ** (attempt - 1)
-        return base * random.uniform(0.5, 1.0)
+        return pause_seconds(self.backoff_seconds, attempt, self.jitter)
 
 
 class EffectFailed(Exception):
@@ -215,7 +219,7 @@ async def after_failure(
         detail = f"the server refused a connection: {server_words(error)}"
         raise PoolExhaustedError("postgres", pool_size, detail) from None
     if kind in ("transient", "contended") and number < tries:
-        await asyncio.sleep(budget.delay(number))
+        await budget.clock.sleep(budget.delay(number))
         return
     mapped = errors(kind, describe(error))
     if sqlstate(error) is None:

@@ -68,7 +68,9 @@ class PostgresWorkQueue:
         self._tables = tables or StateTables()
         self._max_bytes = settings.max_value_bytes if settings else DEFAULT_MAX_VALUE_BYTES
         self._poll_seconds = settings.poll_seconds if settings else 1.0
-        self._access = Access.over(pool, settings.retry if settings else RetryBudget())
+        self._access = Access.over(
+            pool, settings.retry if settings else RetryBudget(), clock=self._clock
+        )
         self._sql = statements.render_all(_TEMPLATES, self._tables.names)
         self._channel = self._tables.channel("work")
         self._listener = Listener(self._access.database, [self._channel])

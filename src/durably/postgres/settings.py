@@ -43,6 +43,7 @@ class PostgresStoreSettings(StoreSettings):
             max_attempts=self.max_attempts,
             backoff_seconds=self.backoff_seconds,
             pool_timeout_seconds=self.pool_timeout_seconds,
+            jitter=self.jitter,
         )
 
     def pool_kwargs(self) -> dict[str, Any]:

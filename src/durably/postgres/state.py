@@ -75,7 +75,9 @@ class PostgresStateStore:
         self._clock = clock or SystemClock()
         self._tables = tables or StateTables()
         self._max_bytes = settings.max_value_bytes if settings else DEFAULT_MAX_VALUE_BYTES
-        self._access = Access.over(pool, settings.retry if settings else RetryBudget())
+        self._access = Access.over(
+            pool, settings.retry if settings else RetryBudget(), clock=self._clock
+        )
         self._sql = statements.render_all(_TEMPLATES, self._tables.names)
 
     @classmethod

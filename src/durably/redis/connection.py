@@ -6,6 +6,9 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
+from pydantic import SecretStr
+
+from durably.clock import Clock, SystemClock
 from durably.errors import StatePersistenceError
 from durably.redis.keys import DEFAULT_NAMESPACE, namespace
 from durably.redis.pool import pool_size
@@ -23,15 +26,20 @@ class RedisConnection:
         client: Any,
         settings: RedisStoreSettings | None,
         namespace_override: str | None,
+        clock: Clock | None = None,
     ) -> None:
         self.client = client
         chosen = namespace_override or (settings.namespace if settings else DEFAULT_NAMESPACE)
         self.namespace = namespace(chosen)
         self.max_value_bytes = settings.max_value_bytes if settings else DEFAULT_MAX_VALUE_BYTES
+        defaults = settings or RedisStoreSettings(dsn=SecretStr("unused"))
+        # Pauses between tries run on the store's clock (a `ManualClock` moves through them).
         self.retry = Retry(
-            max_attempts=settings.max_attempts if settings else 3,
-            backoff_seconds=settings.backoff_seconds if settings else 0.05,
+            max_attempts=defaults.max_attempts,
+            backoff_seconds=defaults.backoff_seconds,
             pool_size=pool_size(client),
+            clock=clock or SystemClock(),
+            jitter=defaults.jitter,
         )
 
     async def bounded(self, calls: Iterable[Awaitable[T]]) -> list[T]:

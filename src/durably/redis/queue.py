@@ -138,8 +138,8 @@ class RedisWorkQueue:
         namespace: str | None = None,
         completed_retention_seconds: int = 86_400,
     ) -> None:
-        self._redis = RedisConnection(client, settings, namespace)
         self._clock = clock or SystemClock()
+        self._redis = RedisConnection(client, settings, namespace, self._clock)
         self._policy = policy or QueuePolicy()
         self._prefix = keys.queue_prefix(self._redis.namespace)
         self._item_prefix = f"{self._prefix}item:"

@@ -7,10 +7,9 @@ it surfaces at once as `PoolExhaustedError`.
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from redis.exceptions import (
@@ -26,6 +25,8 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from durably.backoff import Jitter, pause_seconds
+from durably.clock import Clock, SystemClock
 from durably.errors import PoolExhaustedError
 
 T = TypeVar("T")
@@ -57,11 +58,14 @@ def transient(error: BaseException) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Retry:
-    """Try an operation up to ``max_attempts`` times, sleeping ``backoff * 2**n`` with jitter."""
+    """Try an operation up to ``max_attempts`` times, pausing between tries as
+    `pause_seconds` says, on ``clock``."""
 
     max_attempts: int = 3
     backoff_seconds: float = 0.05
     pool_size: int | None = None
+    clock: Clock = field(default_factory=SystemClock)
+    jitter: Jitter = random.random
 
     async def run(
         self, operation: Callable[[], Awaitable[T]], give_up: Callable[[str], Exception]
@@ -87,8 +91,9 @@ class Retry:
                 if attempt + 1 >= self.max_attempts:
                     # The error text can carry a host and port, never the DSN's password.
                     raise RetriesSpent(type(error).__name__) from None
-                delay = self.backoff_seconds * 2**attempt
-                await asyncio.sleep(delay * random.uniform(0.5, 1.5))
+                await self.clock.sleep(
+                    pause_seconds(self.backoff_seconds, attempt + 1, self.jitter)
+                )
         raise AssertionError("unreachable")  # pragma: no cover
 
 

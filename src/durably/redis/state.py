@@ -107,8 +107,8 @@ class RedisStateStore:
         settings: RedisStoreSettings | None = None,
         namespace: str | None = None,
     ) -> None:
-        self._redis = RedisConnection(client, settings, namespace)
         self._clock = clock or SystemClock()
+        self._redis = RedisConnection(client, settings, namespace, self._clock)
 
     @classmethod
     async def open(

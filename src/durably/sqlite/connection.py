@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from durably.backoff import pause_seconds
+from durably.clock import Clock, SystemClock
 from durably.errors import ConfigurationError, DurablyError, StatePersistenceError
 from durably.sqlite.settings import SqliteStoreSettings
 from durably.sqlite.statements import load_script, load_statements
@@ -135,9 +137,11 @@ class Database:
         settings: SqliteStoreSettings,
         executor: ThreadPoolExecutor,
         connection: sqlite3.Connection,
+        clock: Clock | None = None,
     ) -> None:
         self._path = path
         self._settings = settings
+        self._clock: Clock = clock or SystemClock()
         self._executor = executor
         self._connection: sqlite3.Connection | None = connection
         self._closed = False
@@ -177,7 +181,6 @@ class Database:
         it must not touch the event loop. A busy lock is retried ``max_attempts`` times
         before `StatePersistenceError(reason="contended")`.
         """
-        delay = self._settings.backoff_seconds
         attempt = 1
         while True:
             try:
@@ -187,8 +190,10 @@ class Database:
                     raise StatePersistenceError(
                         self.label, "contended", f"write lock busy after {attempt} tries"
                     ) from busy.__cause__
-                await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-                delay *= 2
+                settings = self._settings
+                await self._clock.sleep(
+                    pause_seconds(settings.backoff_seconds, attempt, settings.jitter)
+                )
                 attempt += 1
                 continue
             if write:
@@ -356,8 +361,12 @@ async def connect(
     path: str | os.PathLike[str] | None = None,
     *,
     settings: SqliteStoreSettings | None = None,
+    clock: Clock | None = None,
 ) -> Database:
     """Open (creating if needed) the durably database at ``path`` and migrate it.
+
+    A write lock still busy after the busy timeout is tried again ``max_attempts`` times
+    in all, pausing between tries on ``clock`` (`SystemClock` by default).
 
     The file is put in WAL mode with ``synchronous=FULL`` and the settings' busy timeout;
     the schema is created idempotently under the write lock. Raises `ConfigurationError`
@@ -378,7 +387,7 @@ async def connect(
     except BaseException:
         executor.shutdown(wait=False)
         raise
-    return Database(resolved, settings, executor, connection)
+    return Database(resolved, settings, executor, connection, clock)
 
 
 def _open(path: str, settings: SqliteStoreSettings) -> sqlite3.Connection:

@@ -181,7 +181,8 @@ async def test_killing_and_restarting_the_server_loses_no_acknowledged_write() -
         connect_timeout_seconds=0.5,
     )
     client: Redis = settings.client()
-    store = RedisStateStore(client, clock=ManualClock(), settings=settings)
+    # Retries pause on the store's clock: this one must really wait out the restart.
+    store = RedisStateStore(client, clock=SystemClock(), settings=settings)
     acknowledged: list[RunRecord] = []
 
     async def writer(lane: int) -> None:
