@@ -55,6 +55,11 @@ def session_runs_key(ns: str, tenant: str, session_id: str) -> str:
     return f"{state_prefix(ns, tenant)}session-runs:{segment(session_id)}"
 
 
+def session_deleting_key(ns: str, tenant: str, session_id: str) -> str:
+    """The runs of this session a cascading ``delete_session`` is deleting, batch by batch."""
+    return f"{state_prefix(ns, tenant)}session-deleting:{segment(session_id)}"
+
+
 def queue_prefix(ns: str) -> str:
     """Every queue key of the namespace starts with this; the namespace is the hash tag."""
     return f"{ns}:queue:{{{segment(ns)}}}:"
