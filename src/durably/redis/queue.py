@@ -249,7 +249,7 @@ class RedisWorkQueue:
         now = self._clock.now()
         reply = await self._call(
             "queue_claim",
-            [self._key("active", queue)],
+            [self._key("rota", queue)],
             [queue, worker, number(now), number(now + lease), *_PRIORITIES],
             queue,
             "claim",
@@ -283,7 +283,7 @@ class RedisWorkQueue:
         lease = self._policy.lease_for(lease_seconds)
         bell = self._key("bell", queue)
         rung = f"{self._key('rung', queue)}{keys.segment(worker)}"
-        key_list = [self._key("active", queue), rung]
+        key_list = [self._key("rota", queue), rung]
         script, client = _LUA["queue_claim"], self._redis.client
         rang = False  # whether the wait ended on a ring (not on ``within``)
 
@@ -436,14 +436,14 @@ class RedisWorkQueue:
         now = self._clock.now()
         reply = await self._call(
             "queue_stats",
-            [self._key("active", queue)],
+            [self._key("rota", queue)],
             [queue, number(now), *_PRIORITIES],
             queue,
             "stats",
         )
         oldest = text(reply[3])
         return QueueStats(
-            depth=int(reply[0]),
+            depth=int(text(reply[0])),
             claimed=int(reply[1]),
             dead_lettered=int(reply[2]),
             oldest_age_seconds=now - float(oldest) if oldest else 0.0,

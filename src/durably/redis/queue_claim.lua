@@ -1,6 +1,7 @@
 -- Take one due item, in one step: tenants in rotation (lowest turn, ties to the oldest
--- due item), then priority, availability and enqueue order within the tenant.
--- KEYS: the queue's active-tenant set, and for a waiting claim the list its wait moved a
+-- due item), then priority, availability and enqueue order within the tenant. Reads the
+-- first of the rotation's sorted sets (queue_lib.lua), never every tenant.
+-- KEYS: the queue's rotation set, and for a waiting claim the list its wait moved a
 -- doorbell ring into. ARGV: prefix, queue, worker, now, lease_expires_at, then the
 -- priorities, highest first.
 local queue, worker, now, expires = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
@@ -15,43 +16,76 @@ if KEYS[2] then
     now = rung
   end
 end
-local tenants = redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')
-local best = nil
-for i = 1, #tenants, 2 do
-  local tenant, turn = tenants[i], tonumber(tenants[i + 1])
-  if best and turn > best.turn then break end
-  -- Alone at its turn (the list is sorted by turn), a tenant with a due item wins outright:
-  -- its highest-priority item is enough, with no oldest item to compare against others.
-  local alone = not best and (not tenants[i + 3] or tonumber(tenants[i + 3]) > turn)
-  local pick, oldest_at, oldest_member = nil, nil, nil
-  for p = 6, #ARGV do
-    local hit = redis.call('ZRANGEBYSCORE', ready_key(queue, tenant, ARGV[p]), '-inf', now,
-      'WITHSCORES', 'LIMIT', 0, 1)
-    if hit[1] then
-      local at = tonumber(hit[2])
-      if not pick then pick = {priority = ARGV[p], member = hit[1]} end
-      if not oldest_at or at < oldest_at or (at == oldest_at and hit[1] < oldest_member) then
-        oldest_at, oldest_member = at, hit[1]
-      end
-      if alone then break end
+local priorities = {unpack(ARGV, 6)}
+local rota, fresh, waiting = qkey('rota', queue), qkey('fresh', queue), qkey('waiting', queue)
+local fresh_of, turns = qkey('fresh-of', queue), qkey('turns', queue)
+if redis.call('EXISTS', qkey('active', queue)) == 1 then relayout(queue, priorities) end
+-- Tenants whose earliest item has come due join the rotation: by their turn if they were
+-- ever served, else among the fresh by their oldest item. Each is promoted once per time it
+-- comes due, so this costs a claim nothing while no delayed tenant is due; at most PROMOTE
+-- a claim, earliest first, so no script runs long when thousands come due at one instant
+-- (the rest join over the next claims).
+local due = redis.call('ZRANGEBYSCORE', waiting, '-inf', now, 'LIMIT', 0, PROMOTE)
+if due[1] then
+  for _, tenant in ipairs(due) do
+    local turn = redis.call('HGET', turns, tenant)
+    if turn then
+      redis.call('ZADD', rota, turn, tenant)
+    else
+      local at, member = head_of(queue, tenant, priorities)
+      local mine = turn_order(member, tenant)
+      redis.call('ZADD', fresh, at, mine)
+      redis.call('HSET', fresh_of, tenant, mine)
     end
   end
-  if pick then
-    local seq = string.sub(oldest_member, 1, 16)
-    if not best or turn < best.turn or oldest_at < best.at
-        or (oldest_at == best.at and seq < best.seq) then
-      best = {tenant = tenant, turn = turn, at = oldest_at, seq = seq,
-        priority = pick.priority, member = pick.member}
-    end
+  redis.call('ZREM', waiting, unpack(due))
+end
+-- The first fresh tenant (turn 0) goes before every served one; else the lowest turn.
+local tenant, first_fresh = nil, redis.call('ZRANGE', fresh, 0, 0)[1]
+if first_fresh then
+  tenant = string.sub(first_fresh, 17)
+else
+  tenant = redis.call('ZRANGE', rota, 0, 0)[1]
+  if not tenant then return false end
+end
+-- Within the tenant, the highest priority's oldest due item (a tenant in rota or fresh
+-- has one due).
+local priority, member = nil, nil
+for _, p in ipairs(priorities) do
+  local hit = redis.call('ZRANGEBYSCORE', ready_key(queue, tenant, p), '-inf', now,
+    'LIMIT', 0, 1)
+  if hit[1] then priority, member = p, hit[1]; break end
+end
+-- The served tenant goes to the back of the rotation, or out of it (delayed or empty).
+local turn = redis.call('INCR', qkey('turn', queue))
+if first_fresh then
+  redis.call('ZREM', fresh, first_fresh)
+  redis.call('HDEL', fresh_of, tenant)
+end
+if member then
+  redis.call('ZREM', ready_key(queue, tenant, priority), member)
+  redis.call('HINCRBY', qkey('stats', queue), 'depth', -1)
+end
+local at = head_of(queue, tenant, priorities)
+if at and at <= tonumber(now) then
+  redis.call('ZADD', rota, turn, tenant)
+  redis.call('ZADD', qkey('heads', queue), at, tenant)
+else
+  redis.call('ZREM', rota, tenant)
+  redis.call('HSET', turns, tenant, turn)
+  if at then
+    redis.call('ZADD', waiting, at, tenant)
+    redis.call('ZADD', qkey('heads', queue), at, tenant)
+  else
+    redis.call('ZREM', qkey('heads', queue), tenant)
   end
 end
-if not best then return false end
-local id = string.sub(best.member, 17)
-local ref = seg(best.tenant) .. seg(id)
+-- Only a store changed outside these scripts leaves a tenant in the rotation with nothing
+-- due; it has been put right above, and this claim finds nothing.
+if not member then return false end
+local id = string.sub(member, 17)
+local ref = seg(tenant) .. seg(id)
 local item = item_key(ref)
--- The served tenant goes to the back of the rotation.
-local turn = redis.call('INCR', qkey('turn', queue))
-remove_ready(queue, best.tenant, best.priority, best.member, {unpack(ARGV, 6)}, turn)
 local f = read_item(item)
 if not f[FIRST_CLAIMED] or f[FIRST_CLAIMED] == '' then
   f[FIRST_CLAIMED] = now

@@ -72,7 +72,8 @@ end
 local q = #queue .. ':' .. queue
 redis.call('ZADD', base .. 'ready:' .. q .. #tenant .. ':' .. tenant .. ':' .. priority,
   available or now, member)
-if not redis.call('ZSCORE', base .. 'active:' .. q, tenant) then join(queue, tenant) end
+redis.call('HINCRBY', base .. 'stats:' .. q, 'depth', 1)
+place(queue, tenant, member, tonumber(available or now), tonumber(now))
 if not available or tonumber(available) <= tonumber(now) then
   local bell = base .. 'bell:' .. q
   if redis.call('LLEN', bell) < 64 then redis.call('LPUSH', bell, now) end

@@ -17,37 +17,107 @@ local function ring(queue, due_at)
   if redis.call('LLEN', bell) < 64 then redis.call('LPUSH', bell, due_at) end
 end
 
--- A tenant is in the queue's rotation (the active set, scored by its turn) exactly while it
--- has a queued item, due or delayed. Membership is read, not counted, so an enqueue into an
--- active tenant writes only its ready set; and the active set is also what `stats` walks.
-local function join(queue, tenant)
-  -- A tenant coming back keeps the turn it had, so emptying out never jumps the queue.
-  local turn = redis.call('HGET', qkey('turns', queue), tenant) or 0
-  redis.call('ZADD', qkey('active', queue), turn, tenant)
-  -- The registry `reap` walks; a queue with an active tenant is in it already.
+-- Where a queue's tenants stand (docs/redis.md, "Claiming and fairness"), so a claim reads
+-- the first of a sorted set instead of every tenant:
+--   rota     served tenants with a due item, scored by their turn;
+--   fresh    never-served tenants with a due item, scored by their oldest item's
+--            availability, member its 16-digit enqueue order then the tenant (the tie-break
+--            SPEC gives turn 0); fresh-of maps the tenant to that member;
+--   waiting  tenants whose queued items are all delayed, scored by the earliest
+--            availability; a claim promotes those that have come due (up to PROMOTE);
+--   heads    every tenant with a queued item, by its earliest availability (what `stats`
+--            reads for the oldest due item);
+--   turns    a served tenant's turn while it is out of rota (it keeps it when it returns).
+-- A tenant with a queued item is in exactly one of rota, fresh and waiting.
+local PROMOTE = 200
+local function turn_order(member, tenant) return string.sub(member, 1, 16) .. tenant end
+
+-- ``tenant`` has a new queued item ``member``, available at ``available`` (a number):
+-- its place follows, as of ``now``.
+local function place(queue, tenant, member, available, now)
+  redis.call('ZADD', qkey('heads', queue), 'LT', available, tenant)
+  if redis.call('ZSCORE', qkey('rota', queue), tenant) then return end
+  local fresh_key, fresh_of = qkey('fresh', queue), qkey('fresh-of', queue)
+  local mine = turn_order(member, tenant)
+  local fresh = redis.call('HGET', fresh_of, tenant)
+  if fresh then
+    -- Due and never served: the tenant's tie-break is its oldest item, which this may be.
+    local at = tonumber(redis.call('ZSCORE', fresh_key, fresh))
+    if available < at or (available == at and mine < fresh) then
+      redis.call('ZREM', fresh_key, fresh)
+      redis.call('ZADD', fresh_key, available, mine)
+      redis.call('HSET', fresh_of, tenant, mine)
+    end
+    return
+  end
+  -- The registry `reap` walks.
   redis.call('SADD', base .. 'queues', queue)
+  if available > now then
+    redis.call('ZADD', qkey('waiting', queue), 'LT', available, tenant)
+    return
+  end
+  -- Due now, so older than whatever the tenant had waiting: it joins the rotation.
+  redis.call('ZREM', qkey('waiting', queue), tenant)
+  local turn = redis.call('HGET', qkey('turns', queue), tenant)
+  if turn then
+    redis.call('ZADD', qkey('rota', queue), turn, tenant)
+  else
+    redis.call('ZADD', fresh_key, available, mine)
+    redis.call('HSET', fresh_of, tenant, mine)
+  end
 end
-local function add_ready(queue, tenant, priority, member, available)
+local function add_ready(queue, tenant, priority, member, available, now)
   redis.call('ZADD', ready_key(queue, tenant, priority), available, member)
-  if not redis.call('ZSCORE', qkey('active', queue), tenant) then join(queue, tenant) end
+  redis.call('HINCRBY', qkey('stats', queue), 'depth', 1)
+  place(queue, tenant, member, tonumber(available), tonumber(now))
 end
 
--- Take ``member`` out of its ready set and send the served tenant to the back of the
--- rotation with ``turn``. ``priorities``: every priority's name (ARGV of the claim), to see
--- the tenant emptied. A tenant's turn lives in the active set while it has queued items
--- and is kept in the turns hash only once it leaves (one write per claim, not two), so a
--- tenant coming back keeps the turn it had.
-local function remove_ready(queue, tenant, priority, member, priorities, turn)
-  redis.call('ZREM', ready_key(queue, tenant, priority), member)
-  local sets = {}
-  for i, p in ipairs(priorities) do sets[i] = ready_key(queue, tenant, p) end
-  local active = qkey('active', queue)
-  if redis.call('EXISTS', unpack(sets)) == 0 then
-    redis.call('HSET', qkey('turns', queue), tenant, turn)
-    redis.call('ZREM', active, tenant)
-  else
-    redis.call('ZADD', active, 'XX', turn, tenant)
+-- The tenant's oldest queued item over ``priorities``: its availability and member, or nil.
+local function head_of(queue, tenant, priorities)
+  local at, member = nil, nil
+  for _, p in ipairs(priorities) do
+    local first = redis.call('ZRANGE', ready_key(queue, tenant, p), 0, 0, 'WITHSCORES')
+    if first[1] then
+      local score = tonumber(first[2])
+      if not at or score < at or (score == at and first[1] < member) then
+        at, member = score, first[1]
+      end
+    end
   end
+  return at, member
+end
+
+-- A queue written before the rotation sets kept its tenants in one set scored by turn
+-- ('active', 0 = never served), walked by every claim, and counted no depth. The first
+-- claim or stats call after the upgrade moves those tenants to waiting with their turns (a
+-- claim promotes them at once), taking them out of wherever an enqueue since the upgrade
+-- placed them without their turn, and counts the depth once, over every tenant.
+local function relayout(queue, priorities)
+  local active, fresh_of = qkey('active', queue), qkey('fresh-of', queue)
+  local old = redis.call('ZRANGE', active, 0, -1, 'WITHSCORES')
+  for i = 1, #old, 2 do
+    local tenant, turn = old[i], old[i + 1]
+    if tonumber(turn) > 0 then redis.call('HSET', qkey('turns', queue), tenant, turn) end
+    local fresh = redis.call('HGET', fresh_of, tenant)
+    if fresh then
+      redis.call('ZREM', qkey('fresh', queue), fresh)
+      redis.call('HDEL', fresh_of, tenant)
+    end
+    redis.call('ZREM', qkey('rota', queue), tenant)
+    local at = head_of(queue, tenant, priorities)
+    if at then
+      redis.call('ZADD', qkey('waiting', queue), at, tenant)
+      redis.call('ZADD', qkey('heads', queue), at, tenant)
+    end
+  end
+  local depth = 0
+  for _, tenant in ipairs(redis.call('ZRANGE', qkey('heads', queue), 0, -1)) do
+    for _, p in ipairs(priorities) do
+      depth = depth + redis.call('ZCARD', ready_key(queue, tenant, p))
+    end
+  end
+  redis.call('HSET', qkey('stats', queue), 'depth', depth)
+  redis.call('DEL', active)
 end
 
 -- An item as one read, answered whole (queue.py reads it by position): the payload (JSON),

@@ -37,7 +37,7 @@ local function settle(ref, f, error, due, now)
     local at = due[attempts]
     redis.call('HSET', item, 'state', 'queued', 'attempts', attempts, 'worker', '',
       'lease_expires_at', '', 'claimed_at', '', 'available_at', at, 'failures', failures)
-    add_ready(queue, tenant, f[PRIORITY], f[MEMBER], at)
+    add_ready(queue, tenant, f[PRIORITY], f[MEMBER], at, now)
     if tonumber(at) <= now then ring(queue, at) end
     f[STATE], f[AVAILABLE] = 'queued', at
   end

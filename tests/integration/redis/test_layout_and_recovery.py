@@ -42,7 +42,7 @@ def test_a_run_its_counters_and_its_session_index_share_one_slot() -> None:
 
 def test_every_key_of_a_queue_namespace_is_in_one_slot() -> None:
     prefix = keys.queue_prefix("jobs")
-    names = [keys.item_key("jobs", "t{1}", "i:1"), prefix + "active:7:default", prefix + "queues"]
+    names = [keys.item_key("jobs", "t{1}", "i:1"), prefix + "rota:7:default", prefix + "queues"]
     assert len({keys.slot(name) for name in names}) == 1
 
 

@@ -1,5 +1,5 @@
 """Redis queue layout: where a tenant's turn is kept while it is queued and after it leaves
-(the active set, then the turns hash), and which item fields an enqueue stores."""
+(the rotation sets, then the turns hash), and which item fields an enqueue stores."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from durably import ManualClock, WorkItem, WorkPriority, WorkState
-from durably.redis import RedisWorkQueue
+from durably import ManualClock, QueuePolicy, WorkItem, WorkPriority, WorkState
+from durably.redis import RedisWorkQueue, keys
 from tests.redis_service import namespace_for
 
 pytestmark = pytest.mark.redis
@@ -104,3 +104,118 @@ async def test_an_item_enqueued_with_attempts_and_failures_keeps_them(any_redis:
     assert (stored.attempts, stored.dedupe_key, stored.available_at) == (1, "k", 2000.0)
     duplicate = await queue.enqueue(WorkItem(id="other", tenant="t", queue="q", dedupe_key="k"))
     assert (duplicate.id, duplicate.attempts, duplicate.available_at) == ("j", 1, 2000.0)
+
+
+async def test_a_tenant_whose_only_item_comes_due_later_is_promoted_in_turn_order(
+    any_redis: Any,
+) -> None:
+    # a's only item waits out a delay while b and c are served; once due, a goes by the
+    # turn it already had (before b and c), and d, never served, before every served one.
+    clock = ManualClock(1000.0)
+    queue = RedisWorkQueue(any_redis, clock=clock, namespace=namespace_for(any_redis))
+    for tenant, item_id in (("a", "a0"), ("b", "b0"), ("c", "c0")):
+        await queue.enqueue(WorkItem(id=item_id, tenant=tenant, queue="q"))
+    for item_id in ("b1", "b2", "c1", "c2"):
+        await queue.enqueue(WorkItem(id=item_id, tenant=item_id[0], queue="q"))
+    await queue.enqueue(WorkItem(id="a1", tenant="a", queue="q", available_at=1010.0))
+    await queue.enqueue(WorkItem(id="d0", tenant="d", queue="q", available_at=1005.0))
+    assert [await _take(queue) for _ in range(4)] == [
+        ("a", "a0"),
+        ("b", "b0"),
+        ("c", "c0"),
+        ("b", "b1"),
+    ]
+    clock.advance(11)
+    taken = [await _take(queue) for _ in range(5)]
+    assert taken == [("d", "d0"), ("a", "a1"), ("c", "c1"), ("b", "b2"), ("c", "c2")]
+    assert await queue.claim(worker="w", queue="q") is None
+
+
+async def test_stats_counters_stay_exact_through_every_operation(any_redis: Any) -> None:
+    clock = ManualClock(1000.0)
+    policy = QueuePolicy(lease_seconds=10, max_attempts=2, backoff_seconds=5)
+    queue = RedisWorkQueue(
+        any_redis, clock=clock, policy=policy, namespace=namespace_for(any_redis)
+    )
+
+    async def counts() -> tuple[int, int, int]:
+        stats = await queue.stats(queue="q")
+        return stats.depth, stats.claimed, stats.dead_lettered
+
+    for n in range(6):
+        await queue.enqueue(WorkItem(id=f"i{n}", tenant=f"t{n % 3}", queue="q"))
+    await queue.enqueue(WorkItem(id="late", tenant="t9", queue="q", available_at=2000.0))
+    await queue.enqueue(WorkItem(id="i0", tenant="t0", queue="q"))  # a duplicate
+    assert await counts() == (7, 0, 0)
+    held = [await queue.claim(worker="w", queue="q") for _ in range(4)]
+    assert await counts() == (3, 4, 0)
+    first, second, third, fourth = (item for item in held if item is not None)
+    await queue.complete(first.id, tenant=first.tenant, worker="w")
+    await queue.fail(second.id, tenant=second.tenant, worker="w", error="again")
+    await queue.fail(third.id, tenant=third.tenant, worker="w", error="no", retryable=False)
+    assert await counts() == (4, 1, 1)
+    clock.advance(11)  # the fourth's lease lapses
+    assert len(await queue.reap()) == 1
+    assert await counts() == (5, 0, 1)
+    again = await queue.claim(worker="w2", queue="q")
+    assert again is not None
+    assert len(await queue.adopt(worker="w2")) == 1
+    assert await counts() == (5, 0, 1)
+    stats = await queue.stats(queue="q")
+    assert stats.oldest_age_seconds == pytest.approx(11.0)
+    while (item := await queue.claim(worker="w", queue="q")) is not None:
+        await queue.complete(item.id, tenant=item.tenant, worker="w")
+    assert await counts() == (2, 0, 1)  # the late one, and the reaped one's backoff
+    assert (await queue.stats(queue="q")).oldest_age_seconds == 0.0
+    clock.advance(policy.backoff_for(1))
+    assert await _take(queue) == (fourth.tenant, fourth.id)
+    assert await counts() == (1, 0, 1)
+
+
+async def test_a_queue_written_before_the_rotation_sets_is_served_in_the_same_order(
+    any_redis: Any,
+) -> None:
+    # The earlier layout kept every tenant with a queued item in one set scored by its turn
+    # ('active', 0 = never served) and counted no depth. Rewritten into it, the queue keeps
+    # its order, its turns and its depth.
+    clock = ManualClock(1000.0)
+    ns = namespace_for(any_redis)
+    queue = RedisWorkQueue(any_redis, clock=clock, namespace=ns)
+    for tenant, item_id in (("a", "a0"), ("b", "b0"), ("a", "a1"), ("b", "b1"), ("c", "c0")):
+        await queue.enqueue(WorkItem(id=item_id, tenant=tenant, queue="q"))
+        clock.advance(1)
+    assert await _take(queue) == ("a", "a0")
+    prefix = keys.queue_prefix(ns)
+    q = keys.segment("q")
+    turns = {"a": await any_redis.zscore(f"{prefix}rota:{q}", "a"), "b": 0, "c": 0}
+    for kind in ("rota", "fresh", "fresh-of", "waiting", "heads"):
+        await any_redis.delete(f"{prefix}{kind}:{q}")
+    await any_redis.hdel(f"{prefix}stats:{q}", "depth")
+    await any_redis.zadd(f"{prefix}active:{q}", turns)
+    await queue.enqueue(WorkItem(id="d0", tenant="d", queue="q"))  # after the upgrade
+    assert (await queue.stats(queue="q")).depth == 5
+    taken = [await _take(queue) for _ in range(5)]
+    assert taken == [("b", "b0"), ("c", "c0"), ("d", "d0"), ("a", "a1"), ("b", "b1")]
+    assert await any_redis.exists(f"{prefix}active:{q}") == 0
+
+
+async def test_a_claim_among_many_tied_tenants_reads_a_few_keys_not_every_tenant(
+    any_redis: Any,
+) -> None:
+    if "Cluster" in type(any_redis).__name__:
+        pytest.skip("command counts are per node")
+    clock = ManualClock(1000.0)
+    queue = RedisWorkQueue(any_redis, clock=clock, namespace=namespace_for(any_redis))
+    for n in range(300):  # never served: all at turn 0, tied until their oldest items
+        await queue.enqueue(WorkItem(id="i", tenant=f"t{n:03}", queue="q"))
+    clock.advance(1)
+    await any_redis.config_resetstat()
+    claimed = await queue.claim(worker="w", queue="q")
+    assert claimed is not None
+    assert claimed.tenant == "t000"
+    calls = sum(
+        int(stats["calls"])
+        for name, stats in (await any_redis.info("commandstats")).items()
+        if name not in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_info")
+    )
+    assert calls < 40, {k: v["calls"] for k, v in (await any_redis.info("commandstats")).items()}
