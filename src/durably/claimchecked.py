@@ -112,6 +112,9 @@ class ClaimCheckedCheckpointer(Generic[EffectT]):
     ) -> list[WorkflowInfo]:
         return await self._inner.list_status(status=status, limit=limit, after=after)
 
+    async def workflows(self, *, after: str | None = None, limit: int = 1000) -> list[str]:
+        return await self._inner.workflows(after=after, limit=limit)
+
     async def sweep(
         self,
         *,

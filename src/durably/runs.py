@@ -19,7 +19,7 @@ from pydantic import (
 from durably.codec import unsigned_zeros
 from durably.errors import InvalidInputError, StatePersistenceError
 from durably.redaction import scrub
-from durably.validation import identifier, positive_int, storable
+from durably.validation import identifier, storable
 
 _FROZEN = ConfigDict(frozen=True, strict=True, extra="forbid")
 
@@ -438,21 +438,8 @@ class StateStore(Protocol):
         ...
 
 
-MAX_TENANTS_PAGE = 10_000
-
-
-def checked_tenants_page(after: str | None, limit: int) -> None:
-    """Refuse a `StateStore.tenants` request before any I/O (`InvalidInputError`)."""
-    if after is not None:
-        identifier(after, "after")
-    positive_int(limit, "limit")
-    if limit > MAX_TENANTS_PAGE:
-        raise InvalidInputError(f"limit must be at most {MAX_TENANTS_PAGE}, got {limit}")
-
-
 __all__ = [
     "COUNTER_LIMIT",
-    "MAX_TENANTS_PAGE",
     "TERMINAL_STATES",
     "USAGE_FIELDS",
     "RunRecord",
@@ -468,7 +455,6 @@ __all__ = [
     "checked_delta",
     "checked_run",
     "checked_session",
-    "checked_tenants_page",
     "cursor_position",
     "listing_start",
     "patched_run",

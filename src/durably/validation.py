@@ -195,3 +195,18 @@ def finite(value: float, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvalidInputError(f"{name} must be a finite number, got {value!r}")
     return float(value)
+
+
+MAX_PAGE = 10_000
+"""The most ids one page of an operator's listing returns."""
+
+
+def listing_page(after: str | None, limit: int) -> None:
+    """Refuse a page of an operator's listing (`StateStore.tenants`,
+    `Checkpointer.workflows`) before any I/O: ``after`` None or a usable id, ``limit`` from
+    1 to `MAX_PAGE` (`InvalidInputError`)."""
+    if after is not None:
+        identifier(after, "after")
+    positive_int(limit, "limit")
+    if limit > MAX_PAGE:
+        raise InvalidInputError(f"limit must be at most {MAX_PAGE}, got {limit}")

@@ -198,6 +198,13 @@ class Checkpointer(Protocol[EffectT_contra]):
         """Statuses ordered by workflow id, those after ``after``, filtered by ``status``."""
         ...
 
+    async def workflows(self, *, after: str | None = None, limit: int = 1000) -> list[str]:
+        """Ids of the workflows that have records or a status (a started workflow no
+        worker ran yet included), in code point order: those after ``after``, at most
+        ``limit`` (1 to 10,000). For operators (``durably workflows list``), not a hot
+        path: Redis scans its keys to answer."""
+        ...
+
     async def sweep(
         self,
         *,

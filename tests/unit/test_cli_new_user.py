@@ -10,10 +10,13 @@ from pathlib import Path
 
 import pytest
 
+import durably
 from durably import QueuePolicy, RunRecord, WorkItem
 from durably.cli import build_parser, main
 from durably.cli.demo import command_name
+from durably.status import WorkflowStatus
 from durably.stores import open_stores
+from durably.worker import start_workflow
 
 INSPECTIONS = [
     ("runs", "list", "--tenant", "acme"),
@@ -107,3 +110,75 @@ def test_runs_list_and_dead_letters_show_every_tenant_when_none_is_named(
         ("globex", "globex-job"),
         ("acme", "acme-job"),
     ]
+
+
+async def _seed_workflows(path: Path) -> None:
+    app = durably.App(f"sqlite:///{path}")
+
+    @app.workflow(name="triage")
+    async def triage(ctx: durably.Context, n: int) -> int:
+        return n
+
+    await triage.start(1, id="app-wf")
+    await app.close()
+    stores = await open_stores(f"sqlite:///{path}")
+    try:
+        await start_workflow(stores.durable("greeter"), "engine-wf", {"name": "Ada"})
+        holder = await stores.checkpointer.claim("ran-wf", 5.0, 5.0)
+        assert holder is not None
+        await stores.checkpointer.set_status(holder, WorkflowStatus.COMPLETED)
+    finally:
+        await stores.close()
+
+
+async def _ready(path: Path, kind: str) -> str | None:
+    stores = await open_stores(f"sqlite:///{path}")
+    try:
+        delivery = await stores.durable(kind).scheduler.next_ready(0)
+        return None if delivery is None else delivery.workflow
+    finally:
+        await stores.close()
+
+
+def test_workflows_list_shows_kinds_and_workflows_no_worker_ran_yet(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "wf.db"
+    asyncio.run(_seed_workflows(path))
+    dsn = f"sqlite:///{path}"
+    assert main(["workflows", "list", "--dsn", dsn, "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["workflows"]
+    assert [(w["workflow"], w["kind"], w["status"]["status"]) for w in listed] == [
+        ("app-wf", "triage", "pending"),
+        ("engine-wf", None, "pending"),
+        ("ran-wf", None, "completed"),
+    ]
+    assert main(["workflows", "list", "--dsn", dsn]) == 0
+    out = capsys.readouterr().out
+    assert "kind" in out.splitlines()[0]
+    assert "pending (never run)" in out
+    assert main(["workflows", "list", "--dsn", dsn, "--status", "pending", "--json"]) == 0
+    pending = [w["workflow"] for w in json.loads(capsys.readouterr().out)["workflows"]]
+    assert pending == ["app-wf", "engine-wf"]
+    assert main(["workflows", "show", "--dsn", dsn, "app-wf"]) == 0
+    assert "kind      triage" in capsys.readouterr().out
+
+
+def test_workflows_delete_finds_the_kind_and_refuses_to_guess_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "wf.db"
+    asyncio.run(_seed_workflows(path))
+    dsn = f"sqlite:///{path}"
+    assert main(["workflows", "delete", "--dsn", dsn, "no-such-wf"]) == 1
+    assert "no workflow 'no-such-wf'" in capsys.readouterr().err
+    assert asyncio.run(_ready(path, "triage")) == "app-wf"
+    assert main(["workflows", "delete", "--dsn", dsn, "app-wf"]) == 0
+    assert "of kind 'triage'" in capsys.readouterr().out
+    assert asyncio.run(_ready(path, "triage")) is None  # its wakeup went with it
+    with pytest.raises(SystemExit) as refused:
+        main(["workflows", "delete", "--dsn", dsn, "engine-wf"])
+    assert refused.value.code == 2
+    assert "pass --kind" in capsys.readouterr().err
+    assert main(["workflows", "delete", "--dsn", dsn, "engine-wf", "--kind", "greeter"]) == 0
+    assert asyncio.run(_ready(path, "greeter")) is None

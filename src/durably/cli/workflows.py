@@ -6,10 +6,12 @@ import argparse
 import sys
 from typing import Any
 
+from durably.app.records import START
 from durably.cli.render import cell, emit_json, printable, table
 from durably.cli.stores import UsageError, add_dsn, opened
 from durably.codec import JsonCodec
-from durably.status import WorkflowStatus
+from durably.status import WorkflowInfo, WorkflowStatus
+from durably.workflows import Checkpointer
 
 
 def register(commands: Any) -> None:
@@ -35,32 +37,84 @@ def register(commands: Any) -> None:
     add_dsn(delete)
     delete.add_argument("workflow", metavar="WORKFLOW")
     delete.add_argument(
-        "--kind", default="default", help="the workflow kind its worker serves (default: default)"
+        "--kind",
+        help="the kind whose wakeups to cancel (default: the kind its start recorded; "
+        "needed for workflows not started through durably.App)",
     )
     delete.add_argument("--json", action="store_true", help="JSON for scripts")
     delete.set_defaults(run=delete_workflow)
 
 
 async def list_workflows(args: argparse.Namespace) -> int:
-    """Print one page of statuses."""
+    """Print one page of workflows in id order, each with its kind when its start recorded
+    one; a workflow started but not yet run by a worker is listed as pending."""
     if not 1 <= args.limit <= 1000:
         raise UsageError("--limit must be between 1 and 1000")
     status = WorkflowStatus(args.status) if args.status else None
     async with opened(args) as stores:
-        infos = await stores.checkpointer.list_status(
-            status=status, limit=args.limit, after=args.after
-        )
+        checkpointer = stores.checkpointer
+        if status is None or status is WorkflowStatus.PENDING:
+            rows = await _every_workflow(checkpointer, status, args.limit, args.after)
+        else:
+            infos = await checkpointer.list_status(
+                status=status, limit=args.limit, after=args.after
+            )
+            rows = [(i.workflow, i) for i in infos]
+        kinds = [recorded_kind(await checkpointer.load(workflow)) for workflow, _ in rows]
+    listed = [
+        {"workflow": workflow, "kind": kind, "status": info or _PENDING}
+        for (workflow, info), kind in zip(rows, kinds, strict=True)
+    ]
     if args.json:
-        emit_json({"workflows": infos, "next_after": infos[-1].workflow if infos else None})
+        emit_json({"workflows": listed, "next_after": rows[-1][0] if rows else None})
         return 0
-    if not infos:
+    if not rows:
         print("no workflows" + (f" with status {status.value}" if status else ""))
         return 0
-    rows = [[i.workflow, i.status, i.attempts, i.updated_at, i.last_error] for i in infos]
-    print(table(rows, ["workflow", "status", "attempts", "updated", "last error"], right=(2,)))
-    if len(infos) == args.limit:
-        print(f"(more may follow: --after {infos[-1].workflow!r})")
+    table_rows = [
+        [workflow, kind, *(_cells(info) if info else ["pending (never run)", 0, None, None])]
+        for (workflow, info), kind in zip(rows, kinds, strict=True)
+    ]
+    headers = ["workflow", "kind", "status", "attempts", "updated", "last error"]
+    print(table(table_rows, headers, right=(3,)))
+    if len(rows) == args.limit:
+        print(f"(more may follow: --after {rows[-1][0]!r})")
     return 0
+
+
+_PENDING = {"status": WorkflowStatus.PENDING.value, "attempts": 0}
+"""How a workflow no worker ran yet reads in ``--json`` (stores keep no status for it)."""
+
+
+def _cells(info: WorkflowInfo) -> list[object]:
+    return [info.status, info.attempts, info.updated_at, info.last_error]
+
+
+async def _every_workflow(
+    checkpointer: Checkpointer[Any], status: WorkflowStatus | None, limit: int, after: str | None
+) -> list[tuple[str, WorkflowInfo | None]]:
+    """Workflows after ``after`` with their status (None: never run), all or (``status``
+    pending) only those no worker ran yet or a resume reset, at most ``limit``."""
+    found: list[tuple[str, WorkflowInfo | None]] = []
+    while len(found) < limit:
+        ids = await checkpointer.workflows(after=after, limit=limit)
+        for workflow in ids:
+            info = await checkpointer.get_status(workflow)
+            if status is None or info is None or info.status is WorkflowStatus.PENDING:
+                found.append((workflow, info))
+                if len(found) == limit:
+                    break
+        if len(ids) < limit:
+            break
+        after = ids[-1]
+    return found
+
+
+def recorded_kind(stored: dict[str, object]) -> str | None:
+    """The kind a workflow's start recorded (`durably.App` records it), or None."""
+    start = stored.get(START)
+    kind = start.get("kind") if isinstance(start, dict) else None
+    return kind if isinstance(kind, str) else None
 
 
 def _short(value: object, width: int = 70) -> str:
@@ -76,16 +130,19 @@ async def show_workflow(args: argparse.Namespace) -> int:
     if info is None and not history:
         print(f"durably: no workflow {args.workflow!r}", file=sys.stderr)
         return 1
+    kind = recorded_kind({key: written.value for key, written in history.items()})
     if args.json:
         emit_json(
             {
                 "workflow": args.workflow,
+                "kind": kind,
                 "status": info,
                 "history": [{"key": k, "value": w.value, "at": w.at} for k, w in history.items()],
             }
         )
         return 0
-    print(f"workflow  {args.workflow}")
+    print(f"workflow  {printable(args.workflow)}")
+    print(f"kind      {printable(kind) if kind else '- (not recorded: not started by an App)'}")
     if info is not None:
         print(f"status    {info.status.value} (attempts {info.attempts}, {cell(info.updated_at)})")
         if info.last_error:
@@ -100,11 +157,31 @@ async def show_workflow(args: argparse.Namespace) -> int:
 
 
 async def delete_workflow(args: argparse.Namespace) -> int:
-    """Delete a workflow's records and wakeups."""
+    """Delete a workflow's records and cancel its wakeups in its kind's scheduler; exit 1
+    if there is no such workflow."""
     async with opened(args) as stores:
-        deleted = await stores.durable(args.kind).delete(args.workflow)
+        info = await stores.checkpointer.get_status(args.workflow)
+        stored = await stores.checkpointer.load(args.workflow)
+        if info is None and not stored:
+            print(f"durably: no workflow {args.workflow!r}", file=sys.stderr)
+            return 1
+        recorded = recorded_kind(stored)
+        if recorded is not None and args.kind is not None and args.kind != recorded:
+            raise UsageError(
+                f"workflow {args.workflow!r} is of kind {recorded!r}, not {args.kind!r}"
+            )
+        kind = args.kind or recorded
+        if kind is None:
+            raise UsageError(
+                f"the kind of workflow {args.workflow!r} is not recorded (it was not started "
+                "by durably.App): pass --kind, the kind its worker serves"
+            )
+        deleted = await stores.durable(kind).delete(args.workflow)
     if args.json:
-        emit_json({"workflow": args.workflow, "records_deleted": deleted})
+        emit_json({"workflow": args.workflow, "kind": kind, "records_deleted": deleted})
     else:
-        print(f"deleted workflow {args.workflow!r}: {deleted} record(s) discarded")
+        print(
+            f"deleted workflow {args.workflow!r} of kind {kind!r}: "
+            f"{deleted} record(s) discarded, its wakeups cancelled"
+        )
     return 0

@@ -17,8 +17,15 @@ from durably.codec import CheckpointCodec, JsonCodec, screened_encode
 from durably.errors import Fenced
 from durably.retention import FINISHED, sweep_arguments
 from durably.status import WorkflowInfo, WorkflowStatus, checked_report
-from durably.validation import identifier, positive, positive_int
-from durably.workflows import Entry, Pass, Recorded, Written, inbox_key, step_key
+from durably.validation import identifier, listing_page, positive, positive_int
+from durably.workflows import (
+    Entry,
+    Pass,
+    Recorded,
+    Written,
+    inbox_key,
+    step_key,
+)
 
 MemoryEffect = Callable[[dict[str, object]], object]
 """An effect for `MemoryCheckpointer.transact`: a function over a working copy of the
@@ -226,6 +233,12 @@ class MemoryCheckpointer:
             if len(found) == limit:
                 break
         return found
+
+    async def workflows(self, *, after: str | None = None, limit: int = 1000) -> list[str]:
+        """Workflows with records or a status, in code point order."""
+        listing_page(after, limit)
+        known = {w for w, records in self._records.items() if records} | set(self._statuses)
+        return sorted(w for w in known if after is None or w > after)[:limit]
 
     # --- retention ---------------------------------------------------------------------------
 

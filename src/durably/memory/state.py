@@ -18,13 +18,12 @@ from durably.runs import (
     StatePage,
     StateQuery,
     checked_delta,
-    checked_tenants_page,
     listing_start,
     patched_run,
     stored_run,
     stored_session,
 )
-from durably.validation import identifier
+from durably.validation import identifier, listing_page
 
 _Key = tuple[str, str]
 
@@ -130,7 +129,7 @@ class MemoryStateStore:
 
     async def tenants(self, *, after: str | None = None, limit: int = 1000) -> list[str]:
         """Tenants with at least one run, in code point order (see `StateStore.tenants`)."""
-        checked_tenants_page(after, limit)
+        listing_page(after, limit)
         owners = {owner for owner, _ in self._tables.runs}
         return sorted(o for o in owners if after is None or o > after)[:limit]
 

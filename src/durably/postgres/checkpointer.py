@@ -25,9 +25,16 @@ from durably.postgres.settings import PostgresStoreSettings
 from durably.postgres.sweep import sweep_finished
 from durably.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.status import WorkflowInfo, WorkflowStatus, checked_report
-from durably.validation import identifier, positive, positive_int, within_size
+from durably.validation import identifier, listing_page, positive, positive_int, within_size
 from durably.workflows import INBOX_DIGITS as _DIGITS
-from durably.workflows import INBOX_PREFIX, Entry, Pass, Recorded, Written, step_key
+from durably.workflows import (
+    INBOX_PREFIX,
+    Entry,
+    Pass,
+    Recorded,
+    Written,
+    step_key,
+)
 
 PostgresEffect = Callable[[Any], Awaitable[object]]
 """A `transact` effect: an async callback given the open transaction's cursor (psycopg
@@ -311,6 +318,12 @@ class PostgresCheckpointer:
         wanted = WorkflowStatus(status).value if status is not None else None
         rows = await self._run(lambda s: s.fetch(self._sql["list_status"], wanted, after, limit))
         return [_info(row) for row in rows]
+
+    async def workflows(self, *, after: str | None = None, limit: int = 1000) -> list[str]:
+        """Workflows with records or a status, in code point order."""
+        listing_page(after, limit)
+        rows = await self._run(lambda s: s.fetch(self._sql["workflows"], after, limit))
+        return [str(row[0]) for row in rows]
 
     # --- internals ------------------------------------------------------------------------
 

@@ -143,6 +143,15 @@ SELECT workflow, status, attempts, last_error, updated_at
 FROM {workflow_status}
 WHERE workflow = $1::text;
 
+-- name: workflows
+SELECT workflow COLLATE "C" AS workflow FROM {workflow_checkpoint}
+WHERE ($1::text IS NULL OR workflow COLLATE "C" > $1::text COLLATE "C")
+UNION
+SELECT workflow COLLATE "C" FROM {workflow_status}
+WHERE ($1::text IS NULL OR workflow COLLATE "C" > $1::text COLLATE "C")
+ORDER BY 1
+LIMIT $2::integer;
+
 -- name: list_status
 SELECT workflow, status, attempts, last_error, updated_at
 FROM {workflow_status}

@@ -32,13 +32,12 @@ from durably.runs import (
     StatePage,
     StateQuery,
     checked_delta,
-    checked_tenants_page,
     listing_start,
     stored_run,
     stored_session,
 )
 from durably.settings import DEFAULT_MAX_VALUE_BYTES
-from durably.validation import identifier, within_size
+from durably.validation import identifier, listing_page, within_size
 
 _TEMPLATES = statements.load("state.sql")
 # The column order of the counter columns in state.sql; a Usage field without a column
@@ -176,7 +175,7 @@ class PostgresStateStore:
 
     async def tenants(self, *, after: str | None = None, limit: int = 1000) -> list[str]:
         """Tenants with at least one run, in code point order (see `StateStore.tenants`)."""
-        checked_tenants_page(after, limit)
+        listing_page(after, limit)
         rows = await self._run(lambda s: s.fetch(self._sql["tenants"], after, limit))
         return [str(row[0]) for row in rows]
 

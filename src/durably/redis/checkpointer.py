@@ -24,7 +24,7 @@ from durably.redis.scripts import Script, scripts
 from durably.redis.settings import RedisStoreSettings
 from durably.retention import FINISHED, sweep_arguments
 from durably.status import WorkflowInfo, WorkflowStatus, checked_report
-from durably.validation import identifier, positive, positive_int
+from durably.validation import identifier, listing_page, positive, positive_int
 from durably.workflows import (
     INBOX_DIGITS,
     INBOX_PREFIX,
@@ -463,6 +463,20 @@ class RedisCheckpointer:
                     if len(found) == limit:
                         break
             start = "(" + names[-1]
+        return found
+
+    async def workflows(self, *, after: str | None = None, limit: int = 1000) -> list[str]:
+        """Workflows with records or a status, in code point order (see
+        `Checkpointer.workflows`): records are found by scanning keys (every primary of a
+        cluster), statuses from their index."""
+        listing_page(after, limit)
+        found = await self._redis.state(self._scan_workflows)
+        return sorted(w for w in found if after is None or w > after)[:limit]
+
+    async def _scan_workflows(self) -> set[str]:
+        head = f"{self._redis.namespace}:wf:{{"
+        found = await keys.scan_tagged(self._redis.client, head, "}:records")
+        found.update(text(n) for n in await self._redis.client.zrange(self._index + "all", 0, -1))
         return found
 
 

@@ -9,6 +9,8 @@ an id containing braces still yields the same tag every time it is used.
 
 from __future__ import annotations
 
+from typing import Any
+
 from redis.crc import key_slot
 
 from durably.errors import InvalidInputError
@@ -106,6 +108,19 @@ def slot(key: str) -> int:
     return int(key_slot(key.encode()))
 
 
+async def scan_tagged(client: Any, head: str, tail: str) -> set[str]:
+    """The ids ``X`` of every key ``head + segment(X) + tail`` (``head`` ending in the hash
+    tag's ``{``), found by SCAN over every primary: for operators' listings, not hot paths."""
+    pattern = "".join(f"\\{ch}" if ch in "*?[]\\" else ch for ch in head) + "*" + tail
+    found: set[str] = set()
+    async for key in client.scan_iter(match=pattern, count=1000):
+        name = key.decode() if isinstance(key, bytes) else str(key)
+        size, _, rest = name[len(head) :].partition(":")
+        if size.isdigit():
+            found.add(rest.encode()[: int(size)].decode())
+    return found
+
+
 __all__ = [
     "DEFAULT_NAMESPACE",
     "claim_key",
@@ -116,6 +131,7 @@ __all__ = [
     "queue_prefix",
     "run_key",
     "run_meta_key",
+    "scan_tagged",
     "scheduler_prefix",
     "segment",
     "session_key",

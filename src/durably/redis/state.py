@@ -34,12 +34,11 @@ from durably.runs import (
     StateQuery,
     Usage,
     checked_delta,
-    checked_tenants_page,
     listing_start,
     stored_run,
     stored_session,
 )
-from durably.validation import identifier
+from durably.validation import identifier, listing_page
 
 _LUA = scripts(
     "state_put_run",
@@ -258,20 +257,13 @@ class RedisStateStore:
         """Tenants with at least one run, in code point order (see `StateStore.tenants`):
         read by scanning for their run indexes (on every primary of a cluster), so an
         operator's call, not a hot path."""
-        checked_tenants_page(after, limit)
+        listing_page(after, limit)
         found = await self._redis.state(self._scan_tenants)
         return sorted(t for t in found if after is None or t > after)[:limit]
 
     async def _scan_tenants(self) -> set[str]:
         head = f"{self._redis.namespace}:state:{{"
-        pattern = f"{_glob_escaped(head)}*}}:runs"
-        found: set[str] = set()
-        async for key in self._redis.client.scan_iter(match=pattern, count=1000):
-            # head, then the tenant's segment "<bytes>:<tenant>", then "}:runs"
-            size, _, rest = text(key)[len(head) :].partition(":")
-            if size.isdigit():
-                found.add(rest.encode()[: int(size)].decode())
-        return found
+        return await keys.scan_tagged(self._redis.client, head, "}:runs")
 
     async def get_session(self, key: StateKey) -> SessionRecord | None:
         """The session at ``key``, or None."""
@@ -335,11 +327,6 @@ class RedisStateStore:
             if outcome == "deleted":
                 return True
             drained = True
-
-
-def _glob_escaped(value: str) -> str:
-    """``value`` matched literally by a SCAN ``MATCH`` pattern."""
-    return "".join(f"\\{ch}" if ch in "*?[]\\" else ch for ch in value)
 
 
 __all__ = ["RedisStateStore"]

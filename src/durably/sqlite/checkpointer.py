@@ -13,8 +13,15 @@ from durably.retention import FINISHED, sweep_arguments
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
 from durably.status import WorkflowInfo, WorkflowStatus, checked_report
-from durably.validation import identifier, positive, positive_int, within_size
-from durably.workflows import Entry, Pass, Recorded, Written, inbox_key, step_key
+from durably.validation import identifier, listing_page, positive, positive_int, within_size
+from durably.workflows import (
+    Entry,
+    Pass,
+    Recorded,
+    Written,
+    inbox_key,
+    step_key,
+)
 
 _SQL = load_statements("checkpointer.sql")
 _SWEEP = load_statements("sweep.sql")
@@ -217,6 +224,11 @@ class BoundSqliteCheckpointer:
         }
         return [_info(row) for row in self._tx.all(_SQL["list_status"], params)]
 
+    def workflows(self, *, after: str | None, limit: int) -> list[str]:
+        """Workflows with records or a status, in code point order."""
+        rows = self._tx.all(_SQL["workflows"], {"after": after, "limit": limit})
+        return [str(row[0]) for row in rows]
+
 
 class SqliteCheckpointer:
     """A `Checkpointer` over a SQLite `Database`; its effects are `SqliteEffect` callbacks.
@@ -397,6 +409,14 @@ class SqliteCheckpointer:
         return await self._db.transaction(
             lambda tx: self.bound(tx).list_status(status=wanted, limit=limit, after=after),
             write=False,
+        )
+
+    async def workflows(self, *, after: str | None = None, limit: int = 1000) -> list[str]:
+        """Workflows with records or a status, in code point order (see
+        `Checkpointer.workflows`)."""
+        listing_page(after, limit)
+        return await self._db.transaction(
+            lambda tx: self.bound(tx).workflows(after=after, limit=limit), write=False
         )
 
 

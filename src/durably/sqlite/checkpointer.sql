@@ -84,5 +84,12 @@ WHERE (:status IS NULL OR status = :status) AND (:after IS NULL OR workflow > :a
 ORDER BY workflow
 LIMIT :limit
 
+-- name: workflows
+SELECT workflow FROM durably_workflow_checkpoint WHERE (:after IS NULL OR workflow > :after)
+UNION
+SELECT workflow FROM durably_workflow_status WHERE (:after IS NULL OR workflow > :after)
+ORDER BY workflow
+LIMIT :limit
+
 -- name: delete_status
 DELETE FROM durably_workflow_status WHERE workflow = :workflow

@@ -19,7 +19,6 @@ from durably.runs import (
     StatePage,
     StateQuery,
     checked_delta,
-    checked_tenants_page,
     listing_start,
     patched_run,
     stored_run,
@@ -27,7 +26,7 @@ from durably.runs import (
 )
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
-from durably.validation import identifier, within_size
+from durably.validation import identifier, listing_page, within_size
 
 _SQL = load_statements("state.sql")
 _LIVE_STATES = json.dumps([state.value for state in RunState if not state.terminal])
@@ -127,7 +126,7 @@ class BoundSqliteStateStore:
 
     def tenants(self, *, after: str | None = None, limit: int = 1000) -> list[str]:
         """Tenants with at least one run, in code point order."""
-        checked_tenants_page(after, limit)
+        listing_page(after, limit)
         rows = self._tx.all(_SQL["tenants"], {"after": after, "limit": limit})
         return [str(row[0]) for row in rows]
 
@@ -223,7 +222,7 @@ class SqliteStateStore:
 
     async def tenants(self, *, after: str | None = None, limit: int = 1000) -> list[str]:
         """Tenants with at least one run, in code point order (see `StateStore.tenants`)."""
-        checked_tenants_page(after, limit)
+        listing_page(after, limit)
         return await self._db.transaction(
             lambda tx: self.bound(tx).tenants(after=after, limit=limit), write=False
         )

@@ -197,3 +197,32 @@ class CheckpointerStatusCases:
         first_done = done[0]
         later = await cp.list_status(status=WorkflowStatus.COMPLETED, after=first_done, limit=2)
         assert [i.workflow for i in later] == done[1:3]
+
+    async def test_workflows_lists_every_workflow_with_records_or_a_status_in_id_order(
+        self, checkpointer_factory: CheckpointerFactory
+    ) -> None:
+        cp = await checkpointer_factory()
+        tag = uuid.uuid4().hex[:6]
+        started = [f"{tag}-{s}" for s in ("b", "é", "{x}", "a b")]  # records, never run
+        reported = [f"{tag}-{s}" for s in ("a", "😀", "*")]  # a status, no records
+        both = f"{tag}-c"
+        for workflow in [*started, both]:
+            await cp.supply(workflow, "input", {"n": 1})
+        for workflow in [*reported, both]:
+            await cp.set_status(await claimed(cp, workflow), WorkflowStatus.RUNNING)
+        everything = sorted([*started, *reported, both])
+        listed = [w for w in await cp.workflows() if w.startswith(tag)]
+        assert listed == everything
+        later = await cp.workflows(after=everything[2], limit=10_000)
+        assert [w for w in later if w.startswith(tag)] == everything[3:]
+        assert len(await cp.workflows(after=tag, limit=2)) == 2
+        await cp.discard(started[0])
+        assert started[0] not in await cp.workflows(after=tag, limit=10_000)
+
+    @pytest.mark.parametrize("bad", [{"limit": 0}, {"limit": 10_001}, {"after": ""}])
+    async def test_workflows_refuses_a_bad_page_before_any_io(
+        self, checkpointer_factory: CheckpointerFactory, bad: dict[str, object]
+    ) -> None:
+        cp = await checkpointer_factory()
+        with pytest.raises(InvalidInputError):
+            await cp.workflows(**bad)  # type: ignore[arg-type]
