@@ -125,3 +125,19 @@ async def test_a_server_that_cannot_be_reached_is_store_unavailable(
         await durably.open_stores(make_dsn())
     assert caught.value.retryable
     assert PASSWORD not in str(caught.value)
+
+
+def test_a_server_that_is_shutting_down_is_unavailable_not_misconfigured() -> None:
+    from durably.postgres.failures import connect_error
+
+    class FakeServerRefusal(Exception):  # psycopg's shape: no SQLSTATE, the server's words
+        __module__ = "psycopg"
+
+    said = (
+        'connection failed: connection to server at "127.0.0.1", port 5432 failed: '
+        f"FATAL:  the database system is shutting down ({PASSWORD})"
+    )
+    error = connect_error(FakeServerRefusal(said), f"postgresql://u:{PASSWORD}@h/db")
+    assert isinstance(error, StoreUnavailableError)
+    assert "shutting down" in str(error)
+    assert PASSWORD not in str(error)

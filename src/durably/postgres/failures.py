@@ -140,18 +140,25 @@ def describe(error: BaseException) -> str:
 
 def connect_error(error: BaseException, dsn: str) -> DurablyError:
     """What a failed first connection means, without the DSN's secrets: what the server
-    refused (a database or role that does not exist, a failed login) is a
-    `ConfigurationError`; anything else (refused, unreachable, timed out) is a
+    refused for who or where (a database or role that does not exist, a failed login, no
+    access) is a `ConfigurationError`; a server out of connections a `PoolExhaustedError`;
+    anything else (refused, unreachable, starting up, shutting down, timed out) a
     `StoreUnavailableError`."""
     code = sqlstate(error)
-    text = scrub(str(error), dsn) or type(error).__name__
+    words = scrub(server_words(error), dsn) or type(error).__name__
     if out_of_connections(error):
-        return PoolExhaustedError("postgres", None, f"the server refused: {server_words(error)}")
-    # psycopg reports a refused connection with no SQLSTATE, the server's words after FATAL.
-    refused = text.split("FATAL:", 1)[1].strip() if "FATAL:" in text else None
-    if refused is not None or (code is not None and code.startswith(("3D", "28"))):
-        return ConfigurationError(f"the server refused the connection: {refused or text}")
-    return StoreUnavailableError(f"cannot connect: {text.splitlines()[0]}")
+        return PoolExhaustedError("postgres", None, f"the server refused: {words}")
+    refused = code.startswith(("3D", "28", "42")) if code is not None else None
+    if refused is None:  # psycopg: no SQLSTATE, only the server's words after FATAL
+        refused = "FATAL:" in str(error) and any(w in words for w in _REFUSED_WORDS)
+    if refused:
+        return ConfigurationError(f"the server refused the connection: {words}")
+    return StoreUnavailableError(f"cannot connect: {words}")
+
+
+# What the server says when it refuses a connection for who or where it is to: the
+# deployment is wrong, and trying again will not help.
+_REFUSED_WORDS = ("does not exist", "authentication failed", "pg_hba.conf", "permission denied")
 
 
 ErrorFactory = Callable[[Kind, str], DurablyError]
