@@ -25,6 +25,7 @@ from durably.status import WorkflowStatus
 from durably.testing.checkpointer_fixtures import LONG, CheckpointerFactory, claimed, lapse, wf
 from durably.testing.checkpointer_inputs import CheckpointerInputCases
 from durably.testing.checkpointer_isolation import CheckpointerIsolationCases
+from durably.testing.checkpointer_races import CheckpointerRaceCases
 from durably.testing.checkpointer_records import CheckpointerRecordCases
 from durably.testing.checkpointer_status import CheckpointerStatusCases
 from durably.testing.checkpointer_sweep import CheckpointerSweepCases
@@ -220,6 +221,7 @@ class CheckpointerClaimCases:
 
 class CheckpointerConformance(
     CheckpointerClaimCases,
+    CheckpointerRaceCases,
     CheckpointerRecordCases,
     CheckpointerInputCases,
     CheckpointerStatusCases,

@@ -12,6 +12,7 @@ import pytest
 import pytest_asyncio
 from pydantic import SecretStr
 from redis.asyncio import Redis
+from redis.exceptions import NoPermissionError
 
 from durably import ManualClock, Recorded, RunRecord, WorkItem, WorkState
 from durably.errors import (
@@ -78,6 +79,44 @@ async def test_preflight_accepts_save_points_without_the_aof(scratch: Any) -> No
     await scratch.config_set("appendonly", "no")
     await scratch.config_set("save", "3600 1")
     await preflight(scratch)
+
+
+@pytest.mark.parametrize(
+    ("policy", "appendonly", "refused"),
+    [("allkeys-lru", "no", True), ("noeviction", "no", True), ("noeviction", "yes", False)],
+)
+async def test_preflight_never_changes_the_servers_configuration(
+    scratch: Any, policy: str, appendonly: str, refused: bool
+) -> None:
+    await scratch.config_set("maxmemory-policy", policy)
+    await scratch.config_set("appendonly", appendonly)
+    # A user that may read the configuration but not change it: a CONFIG SET (or REWRITE)
+    # from preflight would fail as NOPERM instead of passing unseen.
+    user = "preflight-reader"
+    await scratch.acl_setuser(
+        user,
+        enabled=True,
+        nopass=True,
+        commands=["+@all", "-config|set", "-config|rewrite", "-config|resetstat"],
+        keys=["*"],
+        reset=True,
+    )
+    reader = Redis(
+        host="127.0.0.1", port=scratch.connection_pool.connection_kwargs["port"], username=user
+    )
+    try:
+        before = await scratch.config_get("*")
+        if refused:
+            with pytest.raises(ConfigurationError):
+                await preflight(reader)
+        else:
+            await preflight(reader)
+        assert await scratch.config_get("*") == before
+        with pytest.raises(NoPermissionError):  # the guard itself holds
+            await reader.config_set("maxmemory-policy", policy)
+    finally:
+        await reader.aclose()
+        await scratch.acl_deluser(user)
 
 
 async def test_preflight_with_durable_false_makes_no_call_at_all() -> None:
