@@ -32,15 +32,19 @@ import time
 import uuid
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+from pydantic import SecretStr
 from redis.asyncio import Redis
 
 from durably.clock import SystemClock
-from durably.redis import RedisCheckpointer, RedisWorkQueue
+from durably.redis import RedisCheckpointer, RedisStoreSettings, RedisWorkQueue
 from durably.work import WorkItem
 from durably.worker import Worker
+from redis import Redis as SyncRedis
 
 ITEMS = 2000
 CONCURRENCY = 10
@@ -66,6 +70,26 @@ def server() -> Iterator[str]:
     if configured:
         yield configured
         return
+    with _started("--appendonly", "yes", "--appendfsync", "everysec") as url:
+        yield url
+
+
+@contextmanager
+def replica(primary: str) -> Iterator[str]:
+    """A throwaway replica of ``primary`` (in sync before it is yielded): its URL."""
+    parts = urlsplit(primary)
+    with _started("--replicaof", parts.hostname or "127.0.0.1", str(parts.port or 6379)) as url:
+        client = SyncRedis.from_url(primary)
+        for _ in range(1500):
+            if "online" in str(client.info("replication").get("slave0", "")):
+                break
+            time.sleep(0.02)
+        client.close()
+        yield url
+
+
+@contextmanager
+def _started(*options: str) -> Iterator[str]:
     binary = shutil.which("redis-server")
     if binary is None:
         raise RuntimeError("redis-server not found and DURABLY_BENCH_REDIS_DSN not set")
@@ -82,12 +106,11 @@ def server() -> Iterator[str]:
             "127.0.0.1",
             "--dir",
             directory,
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "everysec",
             "--save",
             "",
+            "--repl-diskless-sync-delay",
+            "0",
+            *options,
         ],
         stdout=subprocess.DEVNULL,
     )
@@ -169,6 +192,21 @@ async def enqueues(url: str, floor_first: bool) -> tuple[float, float]:
         await queue.enqueue(WorkItem(id=f"item-{n}", tenant=f"tenant-{n % 10}"))
 
     result = await interleaved(lambda n: floor.enqueue(f"item-{n}"), ours)
+    await client.aclose()
+    return result
+
+
+async def replicated_enqueues(url: str, plain_first: bool) -> tuple[float, float]:
+    """durably's enqueue without and with waiting for one replica (``replicas=1``)."""
+    client = Redis.from_url(url)
+    plain = RedisWorkQueue(client, clock=SystemClock(), namespace=fresh())
+    settings = RedisStoreSettings(dsn=SecretStr(url), namespace=fresh(), replicas=1)
+    waiting = RedisWorkQueue(client, clock=SystemClock(), settings=settings)
+
+    async def enqueue(queue: RedisWorkQueue, n: int) -> None:
+        await queue.enqueue(WorkItem(id=f"item-{n}", tenant=f"tenant-{n % 10}"))
+
+    result = await interleaved(partial(enqueue, plain), partial(enqueue, waiting))
     await client.aclose()
     return result
 
@@ -447,15 +485,24 @@ def main() -> None:
         print(f"median of {RUNS} pairs after {WARMUP} warm-up pair(s)")
         print(f"{'figure':44} {'floor':>10} {'durably':>10} {'ratio':>7}  ratio range")
         for label, measure, higher_is_better in rows:
-            floors, oursides = paired(measure, url)
-            ratios = sorted(o / f for f, o in zip(floors, oursides, strict=True))
-            scale = 1.0 if higher_is_better else 1000.0
-            print(
-                f"{label:44} {statistics.median(floors) * scale:10.1f} "
-                f"{statistics.median(oursides) * scale:10.1f} "
-                f"{statistics.median(ratios):6.3f}x  {ratios[0]:.2f}-{ratios[-1]:.2f}",
-                flush=True,
-            )
+            _row(label, measure, higher_is_better, url)
+        if not os.environ.get("DURABLY_BENCH_REDIS_DSN"):
+            # A replica of our own, started only now: the rows above run without one. The
+            # "floor" column is durably's enqueue without waiting.
+            with replica(url):
+                _row("enqueue/s, WAIT 1 replica (vs without)", replicated_enqueues, True, url)
+
+
+def _row(label: str, measure: Pair, higher_is_better: bool, url: str) -> None:
+    floors, oursides = paired(measure, url)
+    ratios = sorted(o / f for f, o in zip(floors, oursides, strict=True))
+    scale = 1.0 if higher_is_better else 1000.0
+    print(
+        f"{label:44} {statistics.median(floors) * scale:10.1f} "
+        f"{statistics.median(oursides) * scale:10.1f} "
+        f"{statistics.median(ratios):6.3f}x  {ratios[0]:.2f}-{ratios[-1]:.2f}",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -144,6 +144,25 @@ class PoolExhaustedError(DurablyError):
         )
 
 
+class ReplicationTimeoutError(DurablyError):
+    """A write the primary applied was acknowledged by fewer replicas than the settings ask
+    for (``wanted``) within ``timeout_seconds``: it is not yet safe from a failover to a
+    replica. Retryable: a retry rewrites nothing already written (or writes it again) and
+    waits once more."""
+
+    retryable = True
+
+    def __init__(self, store: str, wanted: int, acknowledged: int, timeout_seconds: float):
+        self.store = store
+        self.wanted = wanted
+        self.acknowledged = acknowledged
+        self.timeout_seconds = timeout_seconds
+        super().__init__(
+            f"{store} write acknowledged by {acknowledged} of the {wanted} replica(s) wanted "
+            f"within {timeout_seconds}s; it is on the primary only and a failover may lose it"
+        )
+
+
 class ClaimUnavailableError(DurablyError):
     """A claim-check handle whose blob is gone: never stored here, forgotten, or past its
     time to live (``reason`` "missing" or "expired"). Not retryable: the value is lost."""
@@ -342,6 +361,7 @@ __all__ = [
     "PersistenceReason",
     "PoolExhaustedError",
     "QueueUnavailableError",
+    "ReplicationTimeoutError",
     "ScheduledWakeup",
     "StateConflictError",
     "StateInUseError",

@@ -12,6 +12,7 @@ from durably.clock import Clock, SystemClock
 from durably.errors import StatePersistenceError
 from durably.redis.keys import DEFAULT_NAMESPACE, namespace
 from durably.redis.pool import pool_size
+from durably.redis.replication import ReplicaWait
 from durably.redis.retry import Retry
 from durably.redis.settings import DEFAULT_MAX_VALUE_BYTES, RedisStoreSettings
 
@@ -28,6 +29,8 @@ class RedisConnection:
         namespace_override: str | None,
         clock: Clock | None = None,
     ) -> None:
+        if settings is not None and settings.replicas:
+            client = ReplicaWait(client, settings.replicas, settings.replica_timeout_seconds)
         self.client = client
         chosen = namespace_override or (settings.namespace if settings else DEFAULT_NAMESPACE)
         self.namespace = namespace(chosen)

@@ -14,6 +14,22 @@ from typing import Any
 from redis.exceptions import NoScriptError
 
 _HERE = Path(__file__).parent
+# The scripts that only read: no replica needs to acknowledge them (`ReplicaWait`).
+_READS = frozenset(
+    {
+        "queue_stats.lua",
+        "queue_dead_letters.lua",
+        "state_get_run.lua",
+        "state_list_runs.lua",
+        "workflow_load.lua",
+    }
+)
+_READ_ONLY: set[bytes | str] = set()  # their SHAs (as sent) and sources
+
+
+def read_only(script: bytes | str) -> bool:
+    """Whether ``script`` (a SHA as `Script.run` sends it, or a source) only reads."""
+    return script in _READ_ONLY
 
 
 class Script:
@@ -24,6 +40,8 @@ class Script:
         self.source = source
         self.sha = hashlib.sha1(source.encode()).hexdigest()
         self._sha = self.sha.encode()
+        if name in _READS:
+            _READ_ONLY.update((self._sha, source))
 
     @classmethod
     def load(cls, filename: str, prelude: str | tuple[str, ...] | None = None) -> Script:
@@ -53,4 +71,4 @@ def scripts(*names: str, prelude: str | tuple[str, ...] | None = None) -> dict[s
     return {name: Script.load(f"{name}.lua", prelude) for name in names}
 
 
-__all__ = ["Script", "scripts"]
+__all__ = ["Script", "read_only", "scripts"]

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import Field, PositiveFloat, PositiveInt, SecretStr, field_validator
+from pydantic import (
+    Field,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 
 from durably.redis.keys import DEFAULT_NAMESPACE, namespace
 from durably.settings import StoreSettings
@@ -17,7 +25,10 @@ class RedisStoreSettings(StoreSettings):
     """Settings of the Redis backing; read ``DURABLY_REDIS_DSN`` with `from_env`.
 
     ``durable=False`` accepts a server without persistence (dev, or work that can be
-    recreated elsewhere); ``namespace`` prefixes every key and shards queues.
+    recreated elsewhere); ``namespace`` prefixes every key and shards queues. ``replicas``
+    makes each write wait until that many replicas have it (``WAIT``), so a failover to
+    one of them keeps every acknowledged write; `ReplicationTimeoutError` when they do not
+    acknowledge within ``replica_timeout_seconds``. Not with ``cluster``.
     """
 
     env_var: ClassVar[str] = "DURABLY_REDIS_DSN"
@@ -27,9 +38,22 @@ class RedisStoreSettings(StoreSettings):
     namespace: str = DEFAULT_NAMESPACE
     cluster: bool = Field(False, description="connect with a cluster-aware client")
     max_value_bytes: PositiveInt = DEFAULT_MAX_VALUE_BYTES
+    replicas: NonNegativeInt = Field(
+        0,
+        description="replicas that must acknowledge each write (WAIT) before it returns",
+    )
+    replica_timeout_seconds: PositiveFloat = Field(
+        1.0, description="how long a write waits for them, then ReplicationTimeoutError"
+    )
     pool_timeout_seconds: PositiveFloat = Field(
         5.0, description="wait for a free pooled connection before PoolExhaustedError"
     )
+
+    @model_validator(mode="after")
+    def _replicas_standalone(self) -> RedisStoreSettings:
+        if self.replicas and self.cluster:
+            raise ValueError("replicas (WAIT after each write) needs a standalone primary")
+        return self
 
     @field_validator("namespace")
     @classmethod
