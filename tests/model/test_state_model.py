@@ -230,4 +230,4 @@ class StateMachine(Lockstep[StateStore]):
 
 
 def test_every_backing_answers_a_state_sequence_alike(services: Services) -> None:
-    drive(lambda: StateMachine(services), examples=8, steps=30)
+    drive(lambda: StateMachine(services), examples=6, steps=25)

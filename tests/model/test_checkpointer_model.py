@@ -1,0 +1,259 @@
+"""The checkpointer in lockstep: claims, fenced records, supplies, appends, statuses,
+discards and the retention sweep, every answer the same on memory, SQLite, PostgreSQL and
+Redis.
+
+Leases run on each store's own clock, which no test moves: claims here are long, so one
+lapses only when released. Tokens and inbox keys are numbered differently by each backing
+(PostgreSQL draws both from one global sequence): a pass is compared as "a pass", and an
+inbox key by its rank among the workflow's messages.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import strategies as st
+from hypothesis.stateful import precondition, rule
+
+from durably.memory import MemoryCheckpointer
+from durably.postgres import PostgresCheckpointer
+from durably.redis import RedisCheckpointer
+from durably.sqlite import SqliteCheckpointer
+from durably.status import WorkflowInfo, WorkflowStatus
+from durably.workflows import Checkpointer, Entry, Pass, Recorded, Written, is_inbox_key
+from tests.model.lockstep import Backing, Lockstep, Services, canon, drive
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis]
+
+LONG = 3600.0
+WORKFLOWS = ("w1", "w2", "w:3 {x}")
+KEYS = ("a", "b", "c", "inbox:00000000000000000001")
+STATUSES = (WorkflowStatus.RUNNING, WorkflowStatus.COMPLETED, WorkflowStatus.FAILED)
+
+VALUES = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-3, 3),
+        st.sampled_from((0.0, -0.0, 1.5, 1e20, -2.5e-7, 10**20)),
+        st.text(alphabet='ab"\\é🚀 -0.', max_size=4),
+    ),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from("xyz"), inner),
+    max_leaves=6,
+)
+
+
+def info(answer: Any) -> object:
+    """A status without its time (the store's clock)."""
+    if isinstance(answer, WorkflowInfo):
+        return canon((answer.workflow, answer.status, answer.attempts, answer.last_error))
+    if isinstance(answer, list):
+        return [info(one) for one in answer]
+    return canon(answer)
+
+
+class CheckpointerMachine(Lockstep[Checkpointer[Any]]):
+    """One `Checkpointer` per backing, moved in lockstep."""
+
+    def __init__(self, services: Services) -> None:
+        super().__init__(services)
+        # Per backing: every pass of each workflow, oldest first; inbox key -> rank.
+        self.passes: list[dict[str, list[Pass]]] = [{} for _ in self.backings]
+        self.ranks: list[dict[tuple[str, str], int]] = [{} for _ in self.backings]
+        self.appended: dict[str, int] = {}
+
+    async def build(self) -> list[Backing[Checkpointer[Any]]]:
+        services = self.services
+        return [
+            Backing("memory", MemoryCheckpointer()),
+            Backing("sqlite", SqliteCheckpointer(await services.database())),
+            Backing(
+                "postgres", PostgresCheckpointer(services.pool, tables=await services.tables())
+            ),
+            Backing("redis", RedisCheckpointer(services.redis, namespace=services.namespace())),
+        ]
+
+    # --- normalising --------------------------------------------------------------------
+
+    def _key(self, index: int, workflow: str, key: str) -> str:
+        if not is_inbox_key(key):
+            return key
+        return f"inbox#{self.ranks[index].get((workflow, key), -1)}"
+
+    def _records(self, workflow: str) -> Any:
+        """Normalise a load or history answer of each backing (by position)."""
+        position = iter(range(len(self.backings)))
+
+        def normal(answer: dict[str, object]) -> object:
+            index = next(position)
+            return canon(
+                [
+                    (self._key(index, workflow, key), v.value if isinstance(v, Written) else v)
+                    for key, v in answer.items()
+                ]
+            )
+
+        return normal
+
+    def _holder(self, index: int, workflow: str, which: int) -> Pass:
+        passes = self.passes[index][workflow]
+        return passes[max(0, len(passes) - 1 - which)]
+
+    # --- rules ----------------------------------------------------------------------------
+
+    @rule(workflow=st.sampled_from(WORKFLOWS))
+    def claim(self, workflow: str) -> None:
+        answers = self.each(
+            lambda b: b.store.claim(workflow, LONG, LONG),
+            lambda answer: isinstance(answer, Pass),
+            label=f"claim {workflow}",
+        )
+        for index, answer in enumerate(answers):
+            if isinstance(answer, Pass):
+                passes = self.passes[index].setdefault(workflow, [])
+                assert not passes or answer.token > passes[-1].token, "a token went back"
+                passes.append(answer)
+
+    def _claimed(self) -> bool:
+        return bool(self.passes[0])
+
+    @precondition(_claimed)
+    @rule(
+        data=st.data(),
+        key=st.sampled_from(KEYS),
+        value=VALUES,
+        which=st.sampled_from((0, 0, 0, 1)),
+    )
+    def record(self, data: st.DataObject, key: str, value: object, which: int) -> None:
+        workflow = data.draw(st.sampled_from(sorted(self.passes[0])))
+        holders = {b.name: self._holder(i, workflow, which) for i, b in enumerate(self.backings)}
+        self.each(
+            lambda b: b.store.record(holders[b.name], key, value),
+            lambda answer: canon((answer.value, answer.first)),
+            label=f"record {workflow}/{key} by pass -{which}",
+        )
+
+    @rule(workflow=st.sampled_from(WORKFLOWS), key=st.sampled_from(KEYS), value=VALUES)
+    def supply(self, workflow: str, key: str, value: object) -> None:
+        self.each(
+            lambda b: b.store.supply(workflow, key, value),
+            lambda answer: canon((answer.value, answer.first)),
+            label=f"supply {workflow}/{key}",
+        )
+
+    @rule(workflow=st.sampled_from(WORKFLOWS), value=VALUES)
+    def append(self, workflow: str, value: object) -> None:
+        answers = self.each(
+            lambda b: b.store.append(workflow, value),
+            lambda answer: canon(answer.value),
+            label=f"append to {workflow}",
+        )
+        rank = self.appended[workflow] = self.appended.get(workflow, 0) + 1
+        for index, answer in enumerate(answers):
+            if isinstance(answer, Entry):
+                assert is_inbox_key(answer.key)
+                assert all(answer.key > key for (w, key) in self.ranks[index] if w == workflow)
+                self.ranks[index][(workflow, answer.key)] = rank
+
+    @rule(workflow=st.sampled_from(WORKFLOWS))
+    def load(self, workflow: str) -> None:
+        self.each(lambda b: b.store.load(workflow), self._records(workflow), f"load {workflow}")
+
+    @rule(workflow=st.sampled_from(WORKFLOWS))
+    def history(self, workflow: str) -> None:
+        answers = self.each(
+            lambda b: b.store.history(workflow), self._records(workflow), f"history {workflow}"
+        )
+        for answer in answers:
+            assert isinstance(answer, dict)
+            times = [written.at for written in answer.values()]
+            assert times == sorted(times), "landing times went back in record order"
+
+    @rule(workflow=st.sampled_from(WORKFLOWS))
+    def discard(self, workflow: str) -> None:
+        self.each(lambda b: b.store.discard(workflow), label=f"discard {workflow}")
+
+    @precondition(_claimed)
+    @rule(
+        data=st.data(),
+        how=st.sampled_from(("release", "renew", "extend")),
+        which=st.sampled_from((0, 0, 1)),
+    )
+    def hold(self, data: st.DataObject, how: str, which: int) -> None:
+        workflow = data.draw(st.sampled_from(sorted(self.passes[0])))
+        holders = {b.name: self._holder(i, workflow, which) for i, b in enumerate(self.backings)}
+
+        def call(b: Backing[Checkpointer[Any]]) -> Any:
+            holder = holders[b.name]
+            if how == "release":
+                return b.store.release(holder)
+            if how == "renew":
+                return b.store.renew(holder, LONG)
+            return b.store.extend(holder, LONG * 2, LONG)
+
+        self.each(call, label=f"{how} {workflow} by pass -{which}")
+
+    @precondition(_claimed)
+    @rule(
+        data=st.data(),
+        status=st.sampled_from(STATUSES),
+        attempts=st.integers(0, 2),
+        error=st.sampled_from((None, "boom", "nul\x00")),
+        which=st.sampled_from((0, 0, 1)),
+    )
+    def set_status(
+        self,
+        data: st.DataObject,
+        status: WorkflowStatus,
+        attempts: int,
+        error: str | None,
+        which: int,
+    ) -> None:
+        workflow = data.draw(st.sampled_from(sorted(self.passes[0])))
+        holders = {b.name: self._holder(i, workflow, which) for i, b in enumerate(self.backings)}
+        self.each(
+            lambda b: b.store.set_status(holders[b.name], status, attempts=attempts, error=error),
+            info,
+            label=f"set_status {workflow} {status}",
+        )
+
+    @rule(workflow=st.sampled_from(WORKFLOWS))
+    def get_status(self, workflow: str) -> None:
+        self.each(lambda b: b.store.get_status(workflow), info, label=f"get_status {workflow}")
+
+    @rule(
+        status=st.sampled_from((None, *STATUSES)),
+        limit=st.integers(1, 3),
+        after=st.sampled_from((None, "w1")),
+    )
+    def list_status(self, status: WorkflowStatus | None, limit: int, after: str | None) -> None:
+        self.each(
+            lambda b: b.store.list_status(status=status, limit=limit, after=after),
+            info,
+            label=f"list_status {status} after {after}",
+        )
+
+    @rule(everything=st.booleans(), limit=st.integers(1, 3))
+    def sweep(self, everything: bool, limit: int) -> None:
+        # The cutoff is on the stores' clocks: an hour ahead takes every finished workflow
+        # whose claim is not live, an hour back none.
+        cutoff = datetime.now(UTC) + timedelta(hours=1 if everything else -1)
+        self.each(
+            lambda b: b.store.sweep(finished_before=cutoff, limit=limit),
+            label=f"sweep everything={everything} limit={limit}",
+        )
+
+    @rule(workflow=st.sampled_from(WORKFLOWS))
+    def recorded_or_not(self, workflow: str) -> None:
+        # A supply that lost: first-writer-wins seen from outside a pass.
+        self.each(
+            lambda b: b.store.supply(workflow, "a", "late"),
+            lambda answer: canon(answer.first if isinstance(answer, Recorded) else answer),
+            label=f"late supply to {workflow}",
+        )
+
+
+def test_every_backing_answers_a_checkpointer_sequence_alike(services: Services) -> None:
+    drive(lambda: CheckpointerMachine(services), examples=5, steps=30)
