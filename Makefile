@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint docs bench fuzz clean
+.PHONY: demo test lint docs bench bench-peers fuzz clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -38,5 +38,13 @@ fuzz: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
+# durably's Worker against PgQueuer, SAQ and arq, pinned in a virtual environment of its
+# own so the peers never become durably's dependencies.
+PEERS_VENV := .venv-peers
+bench-peers:
+	test -d $(PEERS_VENV) || $(PY) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/pip install --quiet -r benchmarks/peers/requirements.txt -e '.[postgres,redis]'
+	$(PEERS_VENV)/bin/python -m benchmarks.peers
+
 clean:
-	rm -rf $(VENV) site durably-demo.db*
+	rm -rf $(VENV) $(PEERS_VENV) site durably-demo.db*

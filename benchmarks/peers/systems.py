@@ -1,0 +1,273 @@
+"""The systems `make bench-peers` compares, each behind one small adapter.
+
+Every adapter enqueues a no-op job carrying the instant it was sent (the system-wide
+monotonic clock, so another process can read it) and runs that system's own worker with a
+given concurrency, calling ``done(sent)`` as each job starts. Each system runs with its
+defaults except the concurrency, as a user would run it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, Protocol
+
+Done = Callable[[float], None]
+
+
+class System(Protocol):
+    """One queue library over one server."""
+
+    name: str
+    backing: str  # "postgres" or "redis": which peers it is compared with
+
+    async def open(self) -> None:
+        """Connect, on a fresh database or key prefix of its own."""
+
+    async def enqueue(self, sent: float) -> None:
+        """Enqueue one job, stamped with ``sent``."""
+
+    async def fill(self, count: int) -> None:
+        """Enqueue ``count`` jobs as fast as the system allows (untimed set-up)."""
+
+    async def work(self, concurrency: int, done: Done, stop: asyncio.Event) -> None:
+        """Run the system's worker until ``stop`` is set."""
+
+    async def close(self) -> None:
+        """Disconnect (the database or keys stay until `drop`)."""
+
+
+async def _until(stop: asyncio.Event, running: asyncio.Future[Any]) -> None:
+    waiting = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({waiting, running}, return_when=asyncio.FIRST_COMPLETED)
+    waiting.cancel()
+    if running.done():
+        running.result()  # a worker that died says why
+
+
+class Durably:
+    """durably's `Worker` over a `WorkQueue` opened from a DSN."""
+
+    def __init__(self, dsn: str, backing: str) -> None:
+        self.name = f"durably ({backing})"
+        self.backing = backing
+        self._dsn = dsn
+        self._stores: Any = None
+        self._tenants = 1
+
+    async def open(self) -> None:
+        from durably import open_stores
+
+        self._stores = await open_stores(self._dsn)
+        migrate = getattr(self._stores, "migrate", None)
+        if migrate is not None:
+            await migrate()
+
+    async def enqueue(self, sent: float) -> None:
+        from durably.work import WorkItem
+
+        await self._stores.queue.enqueue(
+            WorkItem(id=uuid.uuid4().hex, tenant="bench", payload={"sent": repr(sent)})
+        )
+
+    async def fill(self, count: int) -> None:
+        sent = time.monotonic()
+        for _ in range(count):
+            await self.enqueue(sent)
+
+    async def work(self, concurrency: int, done: Done, stop: asyncio.Event) -> None:
+        from durably.work import WorkItem
+        from durably.worker import Worker
+
+        async def handler(item: WorkItem) -> None:
+            done(float(item.payload["sent"]))
+
+        worker = Worker()
+        worker.handle(self._stores.queue, handler, concurrency=concurrency)
+        running = asyncio.ensure_future(worker.run(install_signal_handlers=False))
+        try:
+            await _until(stop, running)
+        finally:
+            worker.stop()
+            await running
+
+    async def close(self) -> None:
+        if self._stores is not None:
+            await self._stores.close()
+
+
+class PgQueuer:
+    """PgQueuer's `QueueManager` over asyncpg (its own recommended driver)."""
+
+    name = "PgQueuer"
+    backing = "postgres"
+
+    def __init__(self, dsn: str) -> None:
+        self._dsn = dsn
+        self._connection: Any = None
+        self._queries: Any = None
+
+    async def open(self) -> None:
+        import asyncpg
+        from pgqueuer import AsyncpgDriver, Queries
+
+        self._connection = await asyncpg.connect(self._dsn)
+        self._queries = Queries(AsyncpgDriver(self._connection))
+        with contextlib.suppress(Exception):  # installed by an earlier process of this run
+            await self._queries.install()
+
+    async def enqueue(self, sent: float) -> None:
+        await self._queries.enqueue("bench", repr(sent).encode())
+
+    async def fill(self, count: int) -> None:
+        sent = repr(time.monotonic()).encode()
+        for start in range(0, count, 1000):
+            size = min(1000, count - start)
+            await self._queries.enqueue(["bench"] * size, [sent] * size, [0] * size)
+
+    async def work(self, concurrency: int, done: Done, stop: asyncio.Event) -> None:
+        import asyncpg
+        from pgqueuer import AsyncpgDriver, Job, Queries, QueueManager
+
+        # The manager owns its connection (it listens on it), as PgQueuer's docs set it up.
+        connection = await asyncpg.connect(self._dsn)
+        manager = QueueManager(Queries(AsyncpgDriver(connection)))
+
+        async def bench(job: Job) -> None:
+            assert job.payload is not None
+            done(float(job.payload.decode()))
+
+        manager.entrypoint("bench", concurrency_limit=concurrency)(bench)
+
+        running = asyncio.ensure_future(manager.run(batch_size=concurrency))
+        try:
+            await _until(stop, running)
+        finally:
+            manager.shutdown.set()
+            await running
+            await connection.close()
+
+    async def close(self) -> None:
+        if self._connection is not None:
+            await self._connection.close()
+
+
+class Saq:
+    """SAQ's `Worker` over its Redis queue."""
+
+    name = "SAQ"
+    backing = "redis"
+
+    def __init__(self, url: str, name: str) -> None:
+        self._url = url
+        self._queue_name = name
+        self._queue: Any = None
+
+    async def open(self) -> None:
+        from saq import Queue
+
+        self._queue = Queue.from_url(self._url, name=self._queue_name)
+        await self._queue.connect()
+
+    async def enqueue(self, sent: float) -> None:
+        await self._queue.enqueue("bench", sent=sent)
+
+    async def fill(self, count: int) -> None:
+        sent = time.monotonic()
+        for _ in range(count):
+            await self._queue.enqueue("bench", sent=sent)
+
+    async def work(self, concurrency: int, done: Done, stop: asyncio.Event) -> None:
+        from saq import Worker
+
+        async def bench(ctx: Any, *, sent: float) -> None:
+            done(sent)
+
+        worker = Worker(self._queue, functions=[("bench", bench)], concurrency=concurrency)
+        running = asyncio.ensure_future(worker.start())
+        try:
+            await _until(stop, running)
+        finally:
+            await worker.stop()
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+
+    async def close(self) -> None:
+        if self._queue is not None:
+            await self._queue.disconnect()
+
+
+class Arq:
+    """arq's `Worker` over its Redis queue."""
+
+    name = "arq"
+    backing = "redis"
+
+    def __init__(self, url: str, name: str) -> None:
+        self._url = url
+        self._queue_name = name
+        self._redis: Any = None
+
+    def _settings(self) -> Any:
+        from arq.connections import RedisSettings
+
+        return RedisSettings.from_dsn(self._url)
+
+    async def open(self) -> None:
+        from arq import create_pool
+
+        self._redis = await create_pool(self._settings(), default_queue_name=self._queue_name)
+
+    async def enqueue(self, sent: float) -> None:
+        await self._redis.enqueue_job("bench", sent)
+
+    async def fill(self, count: int) -> None:
+        sent = time.monotonic()
+        for _ in range(count):
+            await self._redis.enqueue_job("bench", sent)
+
+    async def work(self, concurrency: int, done: Done, stop: asyncio.Event) -> None:
+        from arq.worker import Worker, func
+
+        async def bench(ctx: Any, sent: float) -> None:
+            done(sent)
+
+        worker = Worker(
+            functions=[func(bench, name="bench")],
+            redis_settings=self._settings(),
+            queue_name=self._queue_name,
+            max_jobs=concurrency,
+            handle_signals=False,
+        )
+        running = asyncio.ensure_future(worker.async_run())
+        try:
+            await _until(stop, running)
+        finally:
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+            with contextlib.suppress(asyncio.CancelledError):  # its cancelled jobs' tasks
+                await worker.close()
+
+    async def close(self) -> None:
+        if self._redis is not None:
+            await self._redis.aclose()
+
+
+def everything(postgres_dsn: str, redis_url: str) -> list[System]:
+    """A fresh instance of every system, on the given servers (unique queue names)."""
+    name = f"bench-{uuid.uuid4().hex[:8]}"
+    return [
+        Durably(postgres_dsn, "postgres"),
+        PgQueuer(postgres_dsn),
+        Durably(redis_url, "redis"),
+        Saq(redis_url, name),
+        Arq(redis_url, name),
+    ]
+
+
+__all__ = ["Arq", "Done", "Durably", "PgQueuer", "Saq", "System", "everything"]
