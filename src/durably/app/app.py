@@ -228,7 +228,7 @@ class App:
         (which counts against no recovery limit). ``queues`` names the task queues to
         serve (none are registered by this release). Sweeps finished workflows older than
         ``retention`` in bounded rounds while it runs."""
-        if self._implicit:
+        if self._implicit and self.dsn == DEFAULT_DSN:
             _logger.warning(
                 "serving on the implicit default store %s: pass a DSN or set %s",
                 DEFAULT_DSN,

@@ -18,16 +18,13 @@ from pydantic_core import to_jsonable_python
 
 from durably.app import records
 from durably.app.topics import Topic
-from durably.app.values import Duration, Value, digest, seconds_of, stored_text
+from durably.app.values import Duration, Value, seconds_of, stored_text
 from durably.errors import (
     ChildWorkflowFailedError,
     IncompatibleRecordError,
     InputNeeded,
     InvalidInputError,
     MessageNeeded,
-    NondeterminismError,
-    StepFailedError,
-    StepResultError,
     WorkflowStopped,
 )
 from durably.runtime import Run
@@ -360,90 +357,9 @@ class Context:
     async def _call_step(
         self, step: Step[..., Any], key: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        arguments = step.signature.encode_args(args, kwargs)
-        marker = digest(arguments)
-        self._meet(key)
-        if self._cancels is not None and key not in self._run.recorded:
-            self._cancel_arrived = await self._cancels.arrived(self.id, self._cancel_key)
-        self._deliver_cancel(key)
-        failure: list[BaseException] = []
+        from durably.app.recording import recorded_call
 
-        async def effect() -> object:
-            try:
-                value = await self._attempts(step, key, args, kwargs)
-            except Exception as exc:
-                failure.append(exc)
-                return {"a": marker, "e": [type(exc).__name__, str(exc)]}
-            try:
-                encoded = step.signature.result.encode(value)
-            except Exception as exc:
-                error = StepResultError(f"step {key!r} returned a value it cannot encode: {exc}")
-                failure.append(error)
-                return {"a": marker, "e": ["StepResultError", str(error)]}
-            return {"a": marker, "v": encoded}
-
-        def parse(stored: object) -> Any:
-            return self._parse_step(step, key, marker, stored)
-
-        try:
-            return await self._run.step(key, effect, parse)
-        except StepFailedError as exc:
-            if failure:
-                raise exc from failure[0]
-            raise
-
-    async def _attempts(
-        self, step: Step[..., Any], key: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        # Attempts that ended in a durable backoff in earlier passes left their deadline.
-        attempt = 1
-        while records.retry_key(key, attempt) in self._run.recorded:
-            attempt += 1
-        if attempt > 1:
-            waited = records.retry_key(key, attempt - 1)
-            self._meet(waited)
-            await self._run.sleep(waited, DURABLE_BACKOFF)  # the recorded deadline rules
-        while True:
-            info = StepContext(self.id, key, attempt, self.tenant, self.kind)
-            try:
-                return await step.invoke(args, kwargs, info)
-            except Exception as exc:
-                if not step.retry.retries(exc, attempt):
-                    raise
-                delay = step.retry.backoff(attempt)
-                self.logger.warning(
-                    "step %r attempt %d failed: %r; retrying in %.3fs", key, attempt, exc, delay
-                )
-                if delay > DURABLE_BACKOFF:
-                    # A long wait ends the pass and frees the worker; the workflow wakes for
-                    # the next attempt at the recorded deadline.
-                    waiting = records.retry_key(key, attempt)
-                    self._meet(waiting)
-                    await self._run.sleep(waiting, delay)
-                elif delay > 0:
-                    await asyncio.sleep(delay)
-                attempt += 1
-
-    def _parse_step(self, step: Step[..., Any], key: str, marker: str, stored: object) -> Any:
-        if not isinstance(stored, dict) or "a" not in stored:
-            raise self._park(
-                NondeterminismError(
-                    self.id, key, f"the record there was not written by step {step.name!r}"
-                )
-            )
-        if stored["a"] != marker:
-            raise self._park(
-                NondeterminismError(
-                    self.id,
-                    key,
-                    f"step {step.name!r} was called with other arguments than the recorded "
-                    "call (the body changed, or concurrent calls need .keyed(key))",
-                )
-            )
-        if "e" in stored:
-            error_type, message = stored["e"]
-            raise StepFailedError(self.id, key, str(error_type), str(message))
-        return self._decode(step.signature.result, stored.get("v"), key)
+        return await recorded_call(self, step, key, args, kwargs)
 
     # --- internals -----------------------------------------------------------------------
 

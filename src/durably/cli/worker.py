@@ -1,6 +1,12 @@
-"""``durably worker MODULE:ATTR --dsn DSN``: serve handlers and workflows from your code.
+"""``durably worker MODULE:ATTR``: serve handlers and workflows from your code.
 
-The convention: ``MODULE:ATTR`` names a callable ``setup(worker, stores)`` (plain or
+``MODULE:ATTR`` names either a `durably.App`, served with ``app.serve()`` (``--workflow
+KIND`` and ``--queue NAME``, each repeatable, serve only those; ``--dsn`` replaces the
+App's own DSN)::
+
+    $ durably worker myapp.flows:app --workflow triage
+
+or a callable ``setup(worker, stores)`` (plain or
 ``async``) that registers on the `durably.Worker` it is given, using the `Stores` opened
 from the DSN::
 
@@ -39,8 +45,22 @@ def register(commands: Any) -> None:
         description="Serve the handlers and workflows that MODULE:ATTR, a callable "
         "setup(worker, stores), registers on a durably.Worker.",
     )
-    worker.add_argument("target", metavar="MODULE:ATTR", help="e.g. myapp.jobs:setup")
+    worker.add_argument(
+        "target", metavar="MODULE:ATTR", help="a durably.App (myapp.flows:app) or setup callable"
+    )
     add_dsn(worker)
+    worker.add_argument(
+        "--workflow",
+        action="append",
+        metavar="KIND",
+        help="with an App: serve only this workflow kind (repeatable)",
+    )
+    worker.add_argument(
+        "--queue",
+        action="append",
+        metavar="NAME",
+        help="with an App: serve only this task queue (repeatable)",
+    )
     worker.add_argument("--name", help="worker name (default host:pid:random)")
     worker.add_argument("--poll-seconds", type=float, default=1.0, help="fallback poll period")
     worker.add_argument("--grace-seconds", type=float, default=30.0, help="shutdown grace")
@@ -58,7 +78,7 @@ def register(commands: Any) -> None:
 
 
 def load_target(target: str) -> Callable[..., Any]:
-    """The callable ``MODULE:ATTR`` names; `UsageError` when it cannot be found."""
+    """The App or callable ``MODULE:ATTR`` names; `UsageError` when it cannot be found."""
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise UsageError(f"{target!r} is not MODULE:ATTR (e.g. myapp.jobs:setup)")
@@ -73,21 +93,35 @@ def load_target(target: str) -> Callable[..., Any]:
         if not hasattr(found, part):
             raise UsageError(f"module {module_name!r} has no attribute {attr!r}")
         found = getattr(found, part)
+    from durably.app import App
+
+    if isinstance(found, App):
+        return found.serve
     if not callable(found):
-        raise UsageError(f"{target!r} is not callable: it must be setup(worker, stores)")
+        raise UsageError(
+            f"{target!r} is neither a durably.App nor callable: it must be an App or "
+            "setup(worker, stores)"
+        )
     return found
 
 
 async def run_worker(args: argparse.Namespace) -> int:
     """Open the stores, let the target register, and serve until stopped."""
     setup = load_target(args.target)
-    dsn = dsn_from(args.dsn)
+    dsn = dsn_from(args.dsn) if args.dsn or not _is_app(setup) else ""
     for name in ("poll_seconds", "grace_seconds", "maintenance_seconds"):
         if getattr(args, name) <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
     handler = logging.StreamHandler()
     handler.setFormatter(FieldsFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(level=getattr(logging, args.log_level), handlers=[handler])
+    app = getattr(setup, "__self__", None)
+    from durably.app import App
+
+    if isinstance(app, App):
+        return await _serve_app(app, args)
+    if args.workflow or args.queue:
+        raise UsageError("--workflow and --queue select what a durably.App serves")
     from durably.worker import Worker
 
     async with opened(args, create=True) as stores:
@@ -102,6 +136,23 @@ async def run_worker(args: argparse.Namespace) -> int:
             "worker %s serving %s from %s", worker.name, args.target, describe(dsn)
         )
         await worker.run()
+    return 0
+
+
+def _is_app(target: object) -> bool:
+    from durably.app import App
+
+    return isinstance(getattr(target, "__self__", None), App)
+
+
+async def _serve_app(app: Any, args: argparse.Namespace) -> int:
+    if args.dsn:
+        app.dsn = dsn_from(args.dsn)
+    logging.getLogger("durably.cli").info("serving %s from %s", args.target, describe(app.dsn))
+    try:
+        await app.serve(args.workflow, args.queue, grace=args.grace_seconds)
+    finally:
+        await app.close()
     return 0
 
 
