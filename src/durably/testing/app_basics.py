@@ -92,15 +92,24 @@ class AppBasics(AppFixtures):
         assert await app.run_until_idle() == 1
         assert await second.result(timeout=5) == "first"
 
-    async def test_concurrent_starts_of_one_id_create_one_workflow(self, app: App) -> None:
-        @app.workflow
-        async def once(ctx: Context, n: int) -> int:
-            return n
+    async def test_a_hundred_concurrent_starts_of_one_id_create_one_workflow(
+        self, app_factory: AppFactory
+    ) -> None:
+        kind = f"once-{fresh_id()}"
+        apps = [await app_factory(ManualClock()) for _ in range(4 if self.shares_stores else 1)]
+        for app in apps:  # separate Apps: separate connections racing
+
+            @app.workflow(name=kind)
+            async def once(ctx: Context, n: int) -> int:
+                return n
 
         workflow = fresh_id()
-        handles = await asyncio.gather(*(once.start(n, id=workflow) for n in range(20)))
+        starts = [apps[n % len(apps)].workflows[kind].start(n, id=workflow) for n in range(100)]
+        handles = await asyncio.gather(*starts)
         assert sum(handle.created for handle in handles) == 1
-        assert await app.run_until_idle() == 1
+        assert sum([await app.run_until_idle() for app in apps]) == 1
+        first = next(n for n, handle in enumerate(handles) if handle.created)
+        assert await handles[0].result(timeout=5) == first
 
     async def test_the_same_id_under_another_kind_is_a_conflict(self, app: App) -> None:
         @app.workflow
