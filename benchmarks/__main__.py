@@ -11,7 +11,7 @@ import sys
 import time
 import traceback
 
-SECTIONS = ("sqlite", "postgres", "redis")
+SECTIONS = ("sqlite", "postgres", "redis", "app")
 
 
 def main(argv: list[str]) -> int:

@@ -111,6 +111,9 @@ class Signature:
             raise ConfigurationError(f"{what}: the return annotation is missing (-> T or -> None)")
         self.result = Value.of(hints["return"], f"{what}, return value")
         self._bindable = self._signature.replace(parameters=parameters[skip:])
+        self._positional = all(
+            p.kind is not inspect.Parameter.KEYWORD_ONLY for p in self.parameters
+        )
 
     @property
     def names(self) -> list[str]:
@@ -120,15 +123,21 @@ class Signature:
     def encode_args(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, object]:
         """The call's arguments by name, defaults applied, each encoded; `InvalidInputError`
         naming the function and parameter for a call that does not fit."""
-        try:
-            bound = self._bindable.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise InvalidInputError(f"{self.what}: {exc}") from None
-        bound.apply_defaults()
+        if not kwargs and len(args) == len(self.parameters) and self._positional:
+            arguments: Mapping[str, Any] = {
+                parameter.name: value for parameter, value in zip(self.parameters, args)
+            }  # the common call, without inspect's binding
+        else:
+            try:
+                bound = self._bindable.bind(*args, **kwargs)
+            except TypeError as exc:
+                raise InvalidInputError(f"{self.what}: {exc}") from None
+            bound.apply_defaults()
+            arguments = bound.arguments
         encoded: dict[str, object] = {}
         for parameter in self.parameters:
             try:
-                encoded[parameter.name] = parameter.value.encode(bound.arguments[parameter.name])
+                encoded[parameter.name] = parameter.value.encode(arguments[parameter.name])
             except (ValueError, TypeError) as exc:
                 raise InvalidInputError(
                     f"{self.what}, argument {parameter.name!r}: cannot encode as "
