@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import statistics
@@ -66,8 +67,9 @@ async def engine_steps(app: App) -> float:
 
     async def body(run: Run) -> None:
         for n in range(STEPS):
-            value = {"n": n, "tokens": 128}
-            await run.step(records.occurrence("pay", n + 1), lambda: value)
+            await run.step(
+                records.occurrence("pay", n + 1), functools.partial(dict, n=n, tokens=128)
+            )
 
     holder = await checkpointer.claim(workflow, 3600.0, 30.0)
     assert holder is not None
@@ -102,8 +104,7 @@ async def engine_workflows(app: App, completions: Completions) -> float:
 
     async def body(run: Run) -> int:
         for n in range(FIVE):
-            value = {"n": n}
-            await run.step(f"step-{n}", lambda: value)
+            await run.step(f"step-{n}", functools.partial(dict, n=n))
         return FIVE
 
     for n in range(WORKFLOWS):

@@ -125,7 +125,8 @@ class Signature:
         naming the function and parameter for a call that does not fit."""
         if not kwargs and len(args) == len(self.parameters) and self._positional:
             arguments: Mapping[str, Any] = {
-                parameter.name: value for parameter, value in zip(self.parameters, args)
+                parameter.name: value
+                for parameter, value in zip(self.parameters, args, strict=True)
             }  # the common call, without inspect's binding
         else:
             try:
