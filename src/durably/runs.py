@@ -241,9 +241,10 @@ def checked_delta(delta: StateDelta) -> StateDelta:
 
 
 def cursor_position(cursor: str | None) -> int:
-    """The creation sequence a listing cursor names (0 for None): plain ASCII decimal
-    digits up to `COUNTER_LIMIT`, as every store hands them out. Anything else (a sign,
-    spaces, underscores, another script's digits) is `InvalidInputError`, before any I/O."""
+    """The place among its tenant's runs a listing cursor names (0 for None): plain ASCII
+    decimal digits up to `COUNTER_LIMIT`, as every store hands them out. Anything else (a
+    sign, spaces, underscores, another script's digits) is `InvalidInputError`, before any
+    I/O."""
     if cursor is None:
         return 0
     if not (cursor.isascii() and cursor.isdigit()) or len(cursor) > 19:

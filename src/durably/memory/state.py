@@ -30,7 +30,7 @@ _Key = tuple[str, str]
 
 @dataclass(slots=True)
 class _StoredRun:
-    sequence: int  # assigned once at first insert; the listing order
+    sequence: int  # its place among its tenant's runs, assigned at first insert
     text: str
     session_id: str | None
 
@@ -41,7 +41,9 @@ class _Tables:
     sessions: dict[_Key, str] = field(default_factory=dict)
     # (tenant, session_id) -> run ids whose record names that session
     session_runs: dict[_Key, set[str]] = field(default_factory=dict)
-    sequence: int = 0
+    # tenant -> the last place handed out among its runs (the listing order and cursor, so
+    # a cursor tells a tenant nothing about other tenants' runs)
+    sequences: dict[str, int] = field(default_factory=dict)
 
 
 def _key(key: StateKey) -> _Key:
@@ -79,8 +81,9 @@ class MemoryStateStore:
         if actual != record.version:
             raise StateConflictError(record.key, record.version, actual)
         if current is None:
-            self._tables.sequence += 1
-            current = _StoredRun(self._tables.sequence, "", None)
+            place = self._tables.sequences.get(record.tenant, 0) + 1
+            self._tables.sequences[record.tenant] = place
+            current = _StoredRun(place, "", None)
             self._tables.runs[key] = current
         self._move_session(record.tenant, record.run_id, current.session_id, saved.session_id)
         current.text = text

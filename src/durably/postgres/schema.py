@@ -29,6 +29,7 @@ class StateTables:
     schema: str | None = None
     schema_version: str = "durably_schema_version"
     runs: str = "durably_runs"
+    run_seq: str = "durably_run_seq"
     sessions: str = "durably_sessions"
     work: str = "durably_work"
     turns: str = "durably_queue_turns"

@@ -33,6 +33,18 @@ CREATE TABLE IF NOT EXISTS {runs} (
 -- the connection) finds its write instead of reporting a conflict.
 ALTER TABLE {runs} ADD COLUMN IF NOT EXISTS write_token text;
 CREATE UNIQUE INDEX IF NOT EXISTS {runs_name}_by_seq ON {runs} (tenant, seq);
+-- Added after the first layout: a run's place among its tenant's runs, the listing order
+-- and the cursor, so that a cursor tells a tenant nothing about other tenants' runs. Runs
+-- stored before it take `seq`, which orders each tenant's runs alike.
+ALTER TABLE {runs} ADD COLUMN IF NOT EXISTS tenant_seq bigint;
+UPDATE {runs} SET tenant_seq = seq WHERE tenant_seq IS NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS {runs_name}_by_tenant_seq ON {runs} (tenant, tenant_seq);
+-- The last place handed out per tenant: kept when runs are deleted, so a place is never
+-- handed out twice and a cursor never skips a run created after it.
+CREATE TABLE IF NOT EXISTS {run_seq} (
+    tenant text PRIMARY KEY,
+    last bigint NOT NULL
+);
 CREATE INDEX IF NOT EXISTS {runs_name}_by_session ON {runs} (tenant, session_id)
     WHERE session_id IS NOT NULL;
 

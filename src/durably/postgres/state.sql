@@ -1,5 +1,6 @@
--- Runs and sessions. Counters live in columns so a patch adds server-side; `seq` is the
--- creation order listing pages by (assigned once, never rewritten).
+-- Runs and sessions. Counters live in columns so a patch adds server-side; `tenant_seq` is
+-- the run's place among its tenant's runs, the order listing pages by (assigned once,
+-- never rewritten).
 
 -- name: get_run
 SELECT version, updated_at, input_tokens, output_tokens, cached_tokens, cache_write_tokens,
@@ -9,16 +10,29 @@ FROM {runs}
 WHERE tenant = $1::text AND run_id = $2::text;
 
 -- name: insert_run
+-- The run takes its tenant's next place (`tenant_seq`); a tenant's first counter starts
+-- after the runs it already has.
+WITH place AS (
+    INSERT INTO {run_seq} AS counter (tenant, last)
+    VALUES (
+        $1::text,
+        (SELECT coalesce(max(tenant_seq), 0) FROM {runs} WHERE tenant = $1::text) + 1
+    )
+    ON CONFLICT (tenant) DO UPDATE SET last = counter.last + 1
+    RETURNING last
+)
 INSERT INTO {runs} (
     tenant, run_id, version, state, session_id, updated_at,
     input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens,
-    requests, tool_calls, cost_micros, iterations, message_cursor, body, write_token
+    requests, tool_calls, cost_micros, iterations, message_cursor, body, write_token,
+    tenant_seq
 )
-VALUES (
+SELECT
     $1::text, $2::text, 1, $3::text, $4::text, $5::float8,
     $6::bigint, $7::bigint, $8::bigint, $9::bigint, $10::bigint,
-    $11::bigint, $12::bigint, $13::bigint, $14::bigint, $15::bigint, $16::jsonb, $17::text
-)
+    $11::bigint, $12::bigint, $13::bigint, $14::bigint, $15::bigint, $16::jsonb, $17::text,
+    place.last
+FROM place
 ON CONFLICT DO NOTHING
 RETURNING version;
 
@@ -61,13 +75,13 @@ DELETE FROM {runs} WHERE tenant = $1::text AND run_id = $2::text RETURNING 1;
 -- name: list_runs
 SELECT version, updated_at, input_tokens, output_tokens, cached_tokens, cache_write_tokens,
        reasoning_tokens, requests, tool_calls, cost_micros, iterations, message_cursor,
-       body::text, seq
+       body::text, tenant_seq
 FROM {runs}
 WHERE tenant = $1::text
   AND ($2::text IS NULL OR state = $2::text)
   AND ($3::float8 IS NULL OR updated_at < $3::float8)
-  AND seq > $4::bigint
-ORDER BY seq
+  AND tenant_seq > $4::bigint
+ORDER BY tenant_seq
 LIMIT $5::integer;
 
 -- name: tenants

@@ -28,7 +28,7 @@ from durably.sqlite.statements import load_script, load_statements
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The schema version this code writes and understands (`durably_schema_version`)."""
 
 _SQL = load_statements("connection.sql")
@@ -452,6 +452,15 @@ def _journal_wal(connection: sqlite3.Connection, settings: SqliteStoreSettings) 
         delay = min(delay * 2, 0.1)
 
 
+def _add_tenant_seq(connection: sqlite3.Connection) -> None:
+    # Version 3 lists runs by their place within the tenant: a file made earlier gains the
+    # column (SQLite's ALTER has no IF NOT EXISTS), set to `seq`, which orders alike.
+    columns = {row[0] for row in connection.execute(_SQL["runs_columns"])}
+    if columns and "tenant_seq" not in columns:
+        connection.execute(_SQL["add_tenant_seq"])
+        connection.execute(_SQL["fill_tenant_seq"])
+
+
 def _migrate(connection: sqlite3.Connection, path: str) -> None:
     connection.execute(_SQL["begin_write"])
     try:
@@ -464,6 +473,7 @@ def _migrate(connection: sqlite3.Connection, path: str) -> None:
                 f"version {SCHEMA_VERSION} this durably understands; upgrade durably"
             )
         if found < SCHEMA_VERSION:
+            _add_tenant_seq(connection)
             for statement in _SCHEMA:
                 connection.execute(statement)
             connection.execute(_SQL["set_schema_version"], {"version": SCHEMA_VERSION})

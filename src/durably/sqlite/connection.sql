@@ -37,3 +37,12 @@ PRAGMA synchronous = FULL
 -- name: data_version
 -- Changes when another connection commits to the file (never for this connection's own).
 PRAGMA data_version
+
+-- name: runs_columns
+SELECT name FROM pragma_table_info('durably_runs')
+
+-- name: add_tenant_seq
+ALTER TABLE durably_runs ADD COLUMN tenant_seq INTEGER
+
+-- name: fill_tenant_seq
+UPDATE durably_runs SET tenant_seq = seq WHERE tenant_seq IS NULL

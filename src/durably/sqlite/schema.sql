@@ -1,9 +1,12 @@
--- durably's tables in an embedded SQLite file: schema version 2.
+-- durably's tables in an embedded SQLite file: schema version 3.
 -- Applied by `durably.sqlite.connect` inside one BEGIN IMMEDIATE, so processes opening a
 -- fresh file at once create it exactly once. Every statement is idempotent.
 
 -- Runs: the record is JSON; the columns beside it are what queries filter on.
--- `seq` is the creation sequence (AUTOINCREMENT never reuses a value), the listing order.
+-- `seq` is the creation sequence across tenants (AUTOINCREMENT never reuses a value);
+-- `tenant_seq` is the run's place among its tenant's runs, the listing order and the
+-- cursor, so a cursor tells a tenant nothing about other tenants' runs. (Schema version 3
+-- added the column to earlier files, set to `seq`, which orders each tenant alike.)
 CREATE TABLE IF NOT EXISTS durably_runs (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     tenant TEXT NOT NULL,
@@ -13,8 +16,19 @@ CREATE TABLE IF NOT EXISTS durably_runs (
     version INTEGER NOT NULL,
     updated_at REAL NOT NULL,
     record TEXT NOT NULL,
+    tenant_seq INTEGER,
     UNIQUE (tenant, run_id)
 );
+
+CREATE UNIQUE INDEX IF NOT EXISTS durably_runs_by_tenant_seq
+    ON durably_runs (tenant, tenant_seq);
+
+-- The last `tenant_seq` handed out per tenant: kept when runs are deleted, so a place is
+-- never handed out twice and a cursor never skips a run created after it.
+CREATE TABLE IF NOT EXISTS durably_run_seq (
+    tenant TEXT PRIMARY KEY,
+    last INTEGER NOT NULL
+) WITHOUT ROWID;
 
 CREATE INDEX IF NOT EXISTS durably_runs_by_session
     ON durably_runs (tenant, session_id) WHERE session_id IS NOT NULL;

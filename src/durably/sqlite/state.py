@@ -87,17 +87,18 @@ class BoundSqliteStateStore:
         return merged
 
     def _write_run(self, record: RunRecord, *, insert: bool, text: str | None = None) -> None:
-        self._tx.execute(
-            _SQL["insert_run" if insert else "update_run"],
-            {
-                **_run_key(record.key),
-                "session_id": record.session_id,
-                "state": record.state.value,
-                "version": record.version,
-                "updated_at": record.updated_at,
-                "record": record.model_dump_json() if text is None else text,
-            },
-        )
+        values: dict[str, object] = {
+            **_run_key(record.key),
+            "session_id": record.session_id,
+            "state": record.state.value,
+            "version": record.version,
+            "updated_at": record.updated_at,
+            "record": record.model_dump_json() if text is None else text,
+        }
+        if insert:  # a new run takes the tenant's next place, the listing order
+            (place,) = self._tx.all(_SQL["next_run_place"], {"tenant": record.tenant})
+            values["place"] = place[0]
+        self._tx.execute(_SQL["insert_run" if insert else "update_run"], values)
 
     def delete_run(self, key: StateKey) -> bool:
         """Delete the run; False if there was none."""
@@ -108,7 +109,7 @@ class BoundSqliteStateStore:
         return self._list_runs(query, listing_start(query))
 
     def _list_runs(self, query: StateQuery, after: int) -> StatePage:
-        """`list_runs` of a checked ``query`` listing after creation sequence ``after``."""
+        """`list_runs` of a checked ``query`` listing after the tenant's place ``after``."""
         rows = self._tx.all(
             _SQL["list_runs"],
             {

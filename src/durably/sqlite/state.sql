@@ -6,9 +6,21 @@ SELECT record FROM durably_runs WHERE tenant = :tenant AND run_id = :run_id
 -- name: run_version
 SELECT version FROM durably_runs WHERE tenant = :tenant AND run_id = :run_id
 
+-- name: next_run_place
+-- The tenant's next `tenant_seq`; a tenant's first counter starts after its existing runs.
+INSERT INTO durably_run_seq (tenant, last)
+VALUES (
+    :tenant,
+    (SELECT coalesce(max(tenant_seq), 0) FROM durably_runs WHERE tenant = :tenant) + 1
+)
+ON CONFLICT (tenant) DO UPDATE SET last = last + 1
+RETURNING last
+
 -- name: insert_run
-INSERT INTO durably_runs (tenant, run_id, session_id, state, version, updated_at, record)
-VALUES (:tenant, :run_id, :session_id, :state, :version, :updated_at, :record)
+INSERT INTO durably_runs (
+    tenant, run_id, session_id, state, version, updated_at, record, tenant_seq
+)
+VALUES (:tenant, :run_id, :session_id, :state, :version, :updated_at, :record, :place)
 
 -- name: update_run
 -- An update keeps `seq`, so a run never moves in the listing order.
@@ -22,12 +34,12 @@ DELETE FROM durably_runs WHERE tenant = :tenant AND run_id = :run_id
 
 -- name: list_runs
 -- One row beyond the page says whether another page follows.
-SELECT seq, record FROM durably_runs
+SELECT tenant_seq, record FROM durably_runs
 WHERE tenant = :tenant
-  AND seq > :after
+  AND tenant_seq > :after
   AND (:state IS NULL OR state = :state)
   AND (:updated_before IS NULL OR updated_at < :updated_before)
-ORDER BY seq
+ORDER BY tenant_seq
 LIMIT :limit
 
 -- name: tenants

@@ -102,6 +102,36 @@ class StateListingCases(StateFixtures):
         assert [len(page) for page in pages] == [2, 2, 1]
         assert [run.run_id for page in pages for run in page] == ids
 
+    async def test_a_cursor_tells_a_tenant_nothing_about_other_tenants_runs(
+        self, state_store: StateStore, tenant: str
+    ) -> None:
+        # A tenant whose runs were created while others wrote gets the very same cursors as
+        # one whose runs were created alone: a cursor is a place among its own runs.
+        quiet, busy, other = unique("quiet"), unique("busy"), unique("other")
+        for run_id in ("a", "b", "c"):
+            await state_store.put_run(new_run(quiet, run_id))
+        for run_id in ("a", "b", "c"):
+            await state_store.put_run(new_run(busy, run_id))
+            for n in range(7):
+                await state_store.put_run(new_run(other, f"{run_id}{n}"))
+        await state_store.delete_run(StateKey(tenant=other, id="a0"))
+
+        async def cursors(owner: str) -> list[str | None]:
+            found: list[str | None] = []
+            query = StateQuery(tenant=owner, limit=1)
+            while True:
+                page = await state_store.list_runs(query)
+                found.append(page.cursor)
+                if page.cursor is None:
+                    return found
+                query = query.model_copy(update={"cursor": page.cursor})
+
+        assert await cursors(busy) == await cursors(quiet)
+        # Another tenant's cursor is a place among the caller's own runs, nothing more.
+        first = await state_store.list_runs(StateQuery(tenant=other, limit=1))
+        mine = await state_store.list_runs(StateQuery(tenant=quiet, cursor=first.cursor))
+        assert {run.tenant for run in mine.records} <= {quiet}
+
     async def test_runs_created_concurrently_are_each_listed_exactly_once(
         self, state_store: StateStore, tenant: str
     ) -> None:

@@ -22,7 +22,7 @@ from durably.postgres import (
     verify,
 )
 from durably.postgres.executor import database_for
-from durably.runs import RunRecord, SessionRecord
+from durably.runs import RunRecord, SessionRecord, StateQuery
 from tests.pg_service import Stores, close_pool, open_pool
 
 pytestmark = pytest.mark.postgres
@@ -102,6 +102,29 @@ async def test_migrate_gives_an_earlier_layout_the_write_token_columns(pg_stores
     run = await store.put_run(RunRecord(run_id="r", tenant="t", agent_name="a"))
     session = await store.put_session(SessionRecord(session_id="s", tenant="t"))
     assert (run.version, session.version) == (1, 1)
+
+
+async def test_migrate_gives_earlier_runs_their_places_and_cursors_carry_on(
+    pg_stores: Stores,
+) -> None:
+    # Databases made before listings used each tenant's own places gain the column and the
+    # counter table on the next migrate; earlier runs keep their order, and a cursor handed
+    # out before the migrate (a creation sequence) still lists what follows it.
+    tables = await pg_stores.tables()
+    store = PostgresStateStore(pg_stores.pool, clock=ManualClock(), tables=tables)
+    for run_id in ("a", "b", "c"):
+        await store.put_run(RunRecord(run_id=run_id, tenant="t", agent_name="x"))
+    old_cursor = (await store.list_runs(StateQuery(tenant="t", limit=1))).cursor
+    runs = tables.qualified(tables.runs)
+    await fetch(pg_stores.pool, f"DROP TABLE {tables.qualified(tables.run_seq)}")
+    await fetch(pg_stores.pool, f"ALTER TABLE {runs} DROP COLUMN tenant_seq")
+    await migrate(pg_stores.pool, tables)
+    await verify(pg_stores.pool, tables)
+    await store.put_run(RunRecord(run_id="d", tenant="t", agent_name="x"))
+    page = await store.list_runs(StateQuery(tenant="t"))
+    assert [run.run_id for run in page.records] == ["a", "b", "c", "d"]
+    after = await store.list_runs(StateQuery(tenant="t", cursor=old_cursor))
+    assert [run.run_id for run in after.records] == ["b", "c", "d"]
 
 
 async def test_the_work_table_is_vacuumed_aggressively(pg_stores: Stores) -> None:
