@@ -12,6 +12,7 @@ from durably.workflows import Checkpointer, Pass, Recorded
 
 ROUNDS = 12
 ALIVE = 0.15
+SHORT = 0.4  # a window that lapses within the test, wide enough for a loaded machine
 
 
 async def _late_record(cp: Checkpointer[Any], holder: Pass) -> Recorded[object] | Fenced:
@@ -21,10 +22,18 @@ async def _late_record(cp: Checkpointer[Any], holder: Pass) -> Recorded[object] 
         return fenced
 
 
+async def _claim_and_look(
+    cp: Checkpointer[Any], workflow: str
+) -> tuple[Pass | None, dict[str, object]]:
+    """A new pass's start: its claim, then what it finds recorded."""
+    holder = await cp.claim(workflow, LONG, LONG)
+    return holder, (await cp.load(workflow) if holder is not None else {})
+
+
 class CheckpointerRaceCases:
     """A claim in flight against a write of the pass before it, and liveness per claim."""
 
-    async def test_a_claim_racing_a_record_of_the_lapsed_holder_leaves_exactly_one_winner(
+    async def test_a_record_of_the_lapsed_holder_never_lands_after_a_racing_claim(
         self, checkpointer_factory: CheckpointerFactory
     ) -> None:
         cp = await checkpointer_factory()
@@ -36,34 +45,36 @@ class CheckpointerRaceCases:
             lapsed.append(holder)
         await asyncio.sleep(ALIVE + 0.1)
         # Every round at once: the new claim and the old holder's write in flight together.
-        results = await asyncio.gather(
-            *(cp.claim(h.workflow, LONG, LONG) for h in lapsed),
-            *(_late_record(cp, h) for h in lapsed),
-        )
-        claims, writes = results[:ROUNDS], results[ROUNDS:]
-        for old, new, write in zip(lapsed, claims, writes, strict=True):
+        starts = asyncio.gather(*(_claim_and_look(cp, h.workflow) for h in lapsed))
+        writes = asyncio.gather(*(_late_record(cp, h) for h in lapsed))
+        for old, (new, seen), write in zip(lapsed, await starts, await writes, strict=True):
             loaded = await cp.load(old.workflow)
             if isinstance(write, Fenced):
-                # The new pass came first: the late write was refused and left nothing.
+                # Only a new claim fences: the new pass came first, and the write left
+                # nothing.
                 assert isinstance(new, Pass)
                 assert new.token > old.token
                 assert loaded == {}
-            else:
-                # The write came first: it renewed the old pass, which the claim then met.
-                assert isinstance(write, Recorded)
-                assert write.first
-                assert new is None
-                assert loaded == {"late": "from the lapsed pass"}
+                continue
+            assert isinstance(write, Recorded)
+            assert write.first
+            assert loaded == {"late": "from the lapsed pass"}
+            if new is not None:
+                # The write was accepted, so it landed before the new pass began: what
+                # the new pass found at its start already held it.
+                assert new.token > old.token
+                assert seen == loaded
+            # Otherwise the write came first and renewed the old pass, which the claim met.
 
     async def test_each_claim_lapses_at_its_own_liveness_window(
         self, checkpointer_factory: CheckpointerFactory
     ) -> None:
         cp = await checkpointer_factory()
         short, long = wf("short"), wf("long")
-        assert await cp.claim(short, LONG, 0.2) is not None
+        assert await cp.claim(short, LONG, SHORT) is not None
         assert await cp.claim(long, LONG, LONG) is not None
         assert await cp.claim(short, LONG, LONG) is None
-        await asyncio.sleep(0.35)
+        await asyncio.sleep(SHORT + 0.2)
         assert await cp.claim(short, LONG, LONG) is not None
         assert await cp.claim(long, LONG, LONG) is None
 
@@ -72,9 +83,9 @@ class CheckpointerRaceCases:
     ) -> None:
         cp = await checkpointer_factory()
         workflow = wf()
-        holder = await cp.claim(workflow, 0.2, LONG)
+        holder = await cp.claim(workflow, SHORT, LONG)
         assert holder is not None
-        await asyncio.sleep(0.35)
+        await asyncio.sleep(SHORT + 0.2)
         again = await cp.claim(workflow, LONG, LONG)
         assert again is not None
         assert again.token > holder.token
@@ -86,6 +97,6 @@ class CheckpointerRaceCases:
         workflow = wf()
         holder = await cp.claim(workflow, LONG, LONG)
         assert holder is not None
-        assert await cp.renew(holder, 0.2)  # shorter than the window the claim asked for
-        await asyncio.sleep(0.35)
+        assert await cp.renew(holder, SHORT)  # shorter than the window the claim asked for
+        await asyncio.sleep(SHORT + 0.2)
         assert await cp.claim(workflow, LONG, LONG) is not None
