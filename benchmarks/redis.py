@@ -186,7 +186,7 @@ async def interleaved(floor_step: Step, our_step: Step) -> tuple[float, float]:
 async def enqueues(url: str, floor_first: bool) -> tuple[float, float]:
     client = Redis.from_url(url)
     floor = Floor(client, fresh())
-    queue = RedisWorkQueue(client, clock=SystemClock(), namespace=fresh())
+    queue = RedisWorkQueue(client, clock=SystemClock(), key_prefix=fresh())
 
     async def ours(n: int) -> None:
         await queue.enqueue(WorkItem(id=f"item-{n}", tenant=f"tenant-{n % 10}"))
@@ -225,7 +225,7 @@ async def drain(url: str, kind: str, name: str, loops: int) -> int:
                 done += 1
 
     else:
-        queue = RedisWorkQueue(client, clock=SystemClock(), namespace=name)
+        queue = RedisWorkQueue(client, clock=SystemClock(), key_prefix=name)
 
         async def loop(worker: str) -> None:
             nonlocal done
@@ -245,7 +245,7 @@ async def fill(url: str, kind: str, name: str) -> None:
         for start in range(0, ITEMS, 100):
             await asyncio.gather(*(floor.enqueue(f"item-{n}") for n in range(start, start + 100)))
     else:
-        queue = RedisWorkQueue(client, clock=SystemClock(), namespace=name)
+        queue = RedisWorkQueue(client, clock=SystemClock(), key_prefix=name)
         items = [WorkItem(id=f"item-{n}", tenant=f"tenant-{n % 10}") for n in range(ITEMS)]
         for start in range(0, ITEMS, 100):
             await asyncio.gather(*(queue.enqueue(item) for item in items[start : start + 100]))
@@ -300,7 +300,7 @@ def _enqueuer(url: str, floor_name: str, queue_name: str, commands: Any) -> None
     loop = asyncio.new_event_loop()
     client = Redis.from_url(url)
     floor = Floor(client, floor_name)
-    queue = RedisWorkQueue(client, clock=SystemClock(), namespace=queue_name)
+    queue = RedisWorkQueue(client, clock=SystemClock(), key_prefix=queue_name)
     while (command := commands.recv()) is not None:
         kind, n = command
         sent = time.perf_counter()  # CLOCK_MONOTONIC: comparable across processes
@@ -334,7 +334,7 @@ def make_latencies(separate: bool, doorbell: bool = False) -> Pair:
     async def measure(url: str, floor_first: bool) -> tuple[float, float]:
         client, floor_name, queue_name = Redis.from_url(url), fresh(), fresh()
         floor = Floor(client, floor_name)
-        queue = RedisWorkQueue(client, clock=SystemClock(), namespace=queue_name)
+        queue = RedisWorkQueue(client, clock=SystemClock(), key_prefix=queue_name)
         samples: dict[str, list[float]] = {"floor": [], "durably": []}
         started: list[asyncio.Future[float]] = []
         floor_claimed: list[asyncio.Future[float]] = []
@@ -421,7 +421,7 @@ async def records(url: str, floor_first: bool) -> tuple[float, float]:
     """Workflow records against the floor's enqueue, in alternating chunks."""
     client = Redis.from_url(url)
     floor = Floor(client, fresh())
-    checkpointer = RedisCheckpointer(client, namespace=fresh())
+    checkpointer = RedisCheckpointer(client, key_prefix=fresh())
     # The Worker's defaults (budget 3600 s, alive 30 s): every record renews the window.
     holder = await checkpointer.claim("workflow", 3600.0, 30.0)
     assert holder is not None

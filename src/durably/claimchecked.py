@@ -49,6 +49,10 @@ class ClaimCheckedCheckpointer(Generic[EffectT]):
     def codec(self) -> CheckpointCodec:
         return self._inner.codec
 
+    async def close(self) -> None:
+        """Close the wrapped checkpointer (the claim-check store is the policy's owner's)."""
+        await self._inner.close()
+
     async def _value(self, stored: object) -> object:
         return await self._claims.unstow(stored, self._inner.codec)
 
@@ -169,6 +173,10 @@ class ClaimCheckedDurable(Generic[EffectT]):
     async def delete(self, workflow: str) -> int:
         return await self._inner.delete(workflow)
 
+    async def close(self) -> None:
+        """Close the wrapped durable (the claim-check store is the policy's owner's)."""
+        await self._inner.close()
+
 
 async def checked_write(
     claims: ClaimCheckPolicy,
@@ -263,6 +271,10 @@ class ClaimCheckedQueue:
 
     async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
         return await self._inner.stats(queue=queue)
+
+    async def close(self) -> None:
+        """Close the wrapped queue (the claim-check store is the policy's owner's)."""
+        await self._inner.close()
 
 
 __all__ = [

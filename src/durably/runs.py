@@ -397,6 +397,11 @@ class StateStore(Protocol):
         """The run at ``key``, or None."""
         ...
 
+    async def close(self) -> None:
+        """Release what the store holds of its own; a pool, client or database passed in
+        stays open for its owner. Idempotent."""
+        ...
+
     async def put_run(self, record: RunRecord) -> RunRecord:
         """Store ``record`` if the stored version equals ``record.version`` (absent = 0).
 

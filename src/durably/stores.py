@@ -154,7 +154,7 @@ def _open_memory(clock: Clock, policy: QueuePolicy) -> Stores:
     def make_durable(kind: str, lease: float) -> Durable[Any]:
         # One scheduler per kind, shared by every caller of this process.
         if kind not in schedulers:
-            schedulers[kind] = memory.MemoryScheduler(lease, kind)
+            schedulers[kind] = memory.MemoryScheduler(lease=lease, namespace=kind)
         durable_type = getattr(memory, "MemoryDurable", None)
         if durable_type is not None:
             return durable_type(checkpointer, schedulers[kind])  # type: ignore[no-any-return]

@@ -253,6 +253,11 @@ class WorkQueue(Protocol):
         """The retry and lease policy this queue applies."""
         ...
 
+    async def close(self) -> None:
+        """Release what the store holds of its own, such as a listening connection; a
+        pool, client or database passed in stays open for its owner. Idempotent."""
+        ...
+
     async def enqueue(self, item: WorkItem) -> WorkItem:
         """Queue ``item``; a live item with the same id or dedupe key is returned instead."""
         ...

@@ -20,6 +20,11 @@ T = TypeVar("T")
 INBOX_PREFIX = "inbox:"
 INBOX_DIGITS = 20
 
+DEFAULT_LEASE = 30.0
+"""Seconds a scheduler's delivery stays invisible unless ``lease=`` says otherwise."""
+DEFAULT_NAMESPACE = "default"
+"""The scheduler namespace (the workflow kind a scheduler serves) unless one is named."""
+
 
 def inbox_key(position: int) -> str:
     """The key `append` stores message number ``position`` under; sorts in append order."""
@@ -133,6 +138,11 @@ class Checkpointer(Protocol[EffectT_contra]):
         """The codec values are stored with."""
         ...
 
+    async def close(self) -> None:
+        """Release what the store holds of its own, such as a listening connection; a
+        pool, client or database passed in stays open for its owner. Idempotent."""
+        ...
+
     async def load(self, workflow: str) -> dict[str, object]:
         """Every record, decoded, in first-recorded order; ``{}`` for an unknown workflow."""
         ...
@@ -236,8 +246,18 @@ class Scheduler(Protocol):
         """Seconds a delivery stays invisible to other takers."""
         ...
 
+    @property
+    def namespace(self) -> str:
+        """The namespace this scheduler's entries live in: the workflow kind it serves."""
+        ...
+
     async def prepare(self) -> None:
         """Get ready to serve (idempotent)."""
+        ...
+
+    async def close(self) -> None:
+        """Release what the store holds of its own, such as a listening connection; a
+        pool, client or database passed in stays open for its owner. Idempotent."""
         ...
 
     async def make_ready(self, workflow: str) -> None:
@@ -301,6 +321,10 @@ class Durable(Protocol[EffectT_contra]):
         """Cancel the workflow's wakeups and discard its records; the count discarded."""
         ...
 
+    async def close(self) -> None:
+        """Close the checkpointer and the scheduler (idempotent)."""
+        ...
+
 
 class SplitDurable(Generic[EffectT]):
     """`Durable` over any two stores: records first, then queues.
@@ -335,8 +359,15 @@ class SplitDurable(Generic[EffectT]):
         await self._scheduler.cancel(workflow)
         return await self._checkpointer.discard(workflow)
 
+    async def close(self) -> None:
+        """Close the checkpointer and the scheduler (idempotent)."""
+        await self._checkpointer.close()
+        await self._scheduler.close()
+
 
 __all__ = [
+    "DEFAULT_LEASE",
+    "DEFAULT_NAMESPACE",
     "INBOX_PREFIX",
     "Blocked",
     "Checkpointer",

@@ -46,7 +46,7 @@ __all__ = ["any_redis"]
 @pytest.fixture
 def state_store_factory(any_redis: Any) -> StateStoreFactory:
     async def make(clock: Clock) -> StateStore:
-        return RedisStateStore(any_redis, clock=clock, namespace=namespace_for(any_redis))
+        return RedisStateStore(any_redis, clock=clock, key_prefix=namespace_for(any_redis))
 
     return make
 
@@ -55,7 +55,7 @@ def state_store_factory(any_redis: Any) -> StateStoreFactory:
 def work_queue_factory(any_redis: Any) -> WorkQueueFactory:
     async def make(clock: Clock, policy: QueuePolicy) -> WorkQueue:
         return RedisWorkQueue(
-            any_redis, clock=clock, policy=policy, namespace=namespace_for(any_redis)
+            any_redis, clock=clock, policy=policy, key_prefix=namespace_for(any_redis)
         )
 
     return make
@@ -83,7 +83,7 @@ def effect_kit(any_redis: Any, workflow_namespace: str) -> RedisEffectKit:
 @pytest.fixture
 def checkpointer_factory(any_redis: Any, workflow_namespace: str) -> CheckpointerFactory:
     async def make() -> Checkpointer[Any]:
-        return RedisCheckpointer(any_redis, namespace=workflow_namespace)
+        return RedisCheckpointer(any_redis, key_prefix=workflow_namespace)
 
     return make
 
@@ -91,7 +91,7 @@ def checkpointer_factory(any_redis: Any, workflow_namespace: str) -> Checkpointe
 @pytest.fixture
 def scheduler_factory(any_redis: Any) -> SchedulerFactory:
     async def make(lease: float) -> Scheduler:
-        return RedisScheduler(any_redis, lease=lease, key_namespace=namespace_for(any_redis))
+        return RedisScheduler(any_redis, lease=lease, key_prefix=namespace_for(any_redis))
 
     return make
 
@@ -101,8 +101,8 @@ def durable_factory(any_redis: Any) -> DurableFactory:
     async def make() -> Durable[Any]:
         ns = namespace_for(any_redis)
         return RedisDurable(
-            RedisCheckpointer(any_redis, namespace=ns),
-            RedisScheduler(any_redis, key_namespace=ns),
+            RedisCheckpointer(any_redis, key_prefix=ns),
+            RedisScheduler(any_redis, key_prefix=ns),
         )
 
     return make
@@ -123,7 +123,7 @@ class TestRedisDurable(DurableConformance):
 @pytest.fixture
 def claim_store_factory(any_redis: Any) -> ClaimCheckStoreFactory:
     async def make(clock: Clock) -> ClaimCheckStore:
-        return RedisClaimCheckStore(any_redis, clock=clock, namespace=namespace_for(any_redis))
+        return RedisClaimCheckStore(any_redis, clock=clock, key_prefix=namespace_for(any_redis))
 
     return make
 

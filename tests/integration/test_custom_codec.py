@@ -50,7 +50,7 @@ async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
         client = await connect_redis("standalone")
         ns = unique_namespace()
         try:
-            yield RedisCheckpointer(client, codec=Verbatim(), namespace=ns), None  # type: ignore[arg-type]
+            yield RedisCheckpointer(client, codec=Verbatim(), key_prefix=ns), None  # type: ignore[arg-type]
         finally:
             await drop_namespaces(client, [ns])
             await client.aclose()

@@ -62,7 +62,7 @@ async def serving(worker: Worker) -> AsyncIterator[asyncio.Task[None]]:
 
 
 def memory_durable(kind: str = "default", lease: float = 5.0) -> MemoryDurable:
-    return MemoryDurable(MemoryCheckpointer(), MemoryScheduler(lease, namespace=kind))
+    return MemoryDurable(MemoryCheckpointer(), MemoryScheduler(lease=lease, namespace=kind))
 
 
 def item(item_id: str, tenant: str = "acme", **payload: str) -> WorkItem:

@@ -79,6 +79,9 @@ class MemoryCheckpointer:
         # The highest token of any swept claim: a claim created afresh starts above it.
         self._swept_token = 0
 
+    async def close(self) -> None:
+        """Nothing to release (idempotent): everything lives in this object."""
+
     @property
     def codec(self) -> CheckpointCodec:
         """The codec values are stored with."""

@@ -16,6 +16,11 @@ class MemoryDurable:
         self._checkpointer = checkpointer
         self._scheduler = scheduler
 
+    async def close(self) -> None:
+        """Close the checkpointer and the scheduler (idempotent)."""
+        await self._checkpointer.close()
+        await self._scheduler.close()
+
     @property
     def checkpointer(self) -> MemoryCheckpointer:
         """Where records and claims live."""

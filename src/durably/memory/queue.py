@@ -61,6 +61,9 @@ class MemoryWorkQueue:
         self._policy = policy if policy is not None else QueuePolicy()
         self._tables = _Tables()
 
+    async def close(self) -> None:
+        """Nothing to release (idempotent): everything lives in this object."""
+
     @property
     def policy(self) -> QueuePolicy:
         """The retry and lease policy this queue applies."""

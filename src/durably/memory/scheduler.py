@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from durably.validation import finite, identifier, non_negative, positive
-from durably.workflows import Delivery
+from durably.workflows import DEFAULT_LEASE, DEFAULT_NAMESPACE, Delivery
 
 
 @dataclass(slots=True)
@@ -37,9 +37,9 @@ class MemoryScheduler:
 
     def __init__(
         self,
-        lease: float = 30.0,
-        namespace: str = "default",
         *,
+        namespace: str = DEFAULT_NAMESPACE,
+        lease: float = DEFAULT_LEASE,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
         self._lease = positive(lease, "lease")
@@ -49,6 +49,9 @@ class MemoryScheduler:
         self._changed = asyncio.Event()
         self._receipts = itertools.count(1)
         self._instance = uuid.uuid4().hex
+
+    async def close(self) -> None:
+        """Nothing to release (idempotent): everything lives in this object."""
 
     @property
     def lease(self) -> float:

@@ -65,6 +65,9 @@ class MemoryStateStore:
 
     # --- runs ---------------------------------------------------------------------------
 
+    async def close(self) -> None:
+        """Nothing to release (idempotent): everything lives in this object."""
+
     async def get_run(self, key: StateKey) -> RunRecord | None:
         """The run at ``key``, or None."""
         stored = self._tables.runs.get(_key(key))

@@ -80,6 +80,9 @@ class PostgresCheckpointer:
         self._access = Access.over(pool, settings.retry if settings else RetryBudget())
         self._sql = statements.render_all(_TEMPLATES, self._tables.names)
 
+    async def close(self) -> None:
+        """Nothing of its own to release (idempotent): the pool is its owner's."""
+
     @classmethod
     async def open(
         cls,

@@ -74,7 +74,9 @@ class PostgresDurable:
         return await self._transaction(run)
 
     async def close(self) -> None:
-        """Stop the scheduler's listening connection."""
+        """Close the checkpointer and the scheduler (stops the scheduler's listening
+        connection; idempotent)."""
+        await self._checkpointer.close()
         await self._scheduler.close()
 
     async def _transaction(self, run: Callable[[Session], Awaitable[T]]) -> T:

@@ -17,7 +17,7 @@ from durably.postgres.notify import Listener
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
 from durably.validation import finite, identifier, non_negative, positive
-from durably.workflows import Delivery
+from durably.workflows import DEFAULT_LEASE, DEFAULT_NAMESPACE, Delivery
 
 T = TypeVar("T")
 _TEMPLATES = statements.load("scheduler.sql")
@@ -30,8 +30,8 @@ class PostgresScheduler:
         self,
         pool: Any,
         *,
-        namespace: str = "default",
-        lease: float = 30.0,
+        namespace: str = DEFAULT_NAMESPACE,
+        lease: float = DEFAULT_LEASE,
         settings: PostgresStoreSettings | None = None,
         tables: StateTables | None = None,
     ) -> None:
@@ -49,8 +49,8 @@ class PostgresScheduler:
         cls,
         pool: Any,
         *,
-        namespace: str = "default",
-        lease: float = 30.0,
+        namespace: str = DEFAULT_NAMESPACE,
+        lease: float = DEFAULT_LEASE,
         settings: PostgresStoreSettings | None = None,
         tables: StateTables | None = None,
     ) -> Self:

@@ -79,6 +79,9 @@ class PostgresStateStore:
         )
         self._sql = statements.render_all(_TEMPLATES, self._tables.names)
 
+    async def close(self) -> None:
+        """Nothing of its own to release (idempotent): the pool is its owner's."""
+
     @classmethod
     async def open(
         cls,

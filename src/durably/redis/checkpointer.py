@@ -86,17 +86,21 @@ class RedisCheckpointer:
         *,
         codec: CheckpointCodec | None = None,
         settings: RedisStoreSettings | None = None,
+        key_prefix: str | None = None,
         namespace: str | None = None,
         ttl: float | None = None,
     ) -> None:
-        self._redis = RedisConnection(client, settings, namespace)
+        self._redis = RedisConnection(client, settings, key_prefix, namespace=namespace)
         self._codec: CheckpointCodec = codec or JsonCodec()
         self._screened = screened_encode(self._codec)
         self._ttl = "0" if ttl is None else str(round(positive(ttl, "ttl") * 1000))
         self._record_ttl = () if ttl is None else (self._ttl,)
         self._record_prefixes: dict[str, bytes] = {}
-        self._index = keys.workflow_index_prefix(self._redis.namespace)
+        self._index = keys.workflow_index_prefix(self._redis.key_prefix)
         self._transacts: OrderedDict[str, Script] = OrderedDict()
+
+    async def close(self) -> None:
+        """Nothing of its own to release (idempotent): the client is its owner's."""
 
     @classmethod
     async def open(
@@ -105,12 +109,20 @@ class RedisCheckpointer:
         *,
         settings: RedisStoreSettings,
         codec: CheckpointCodec | None = None,
+        key_prefix: str | None = None,
         namespace: str | None = None,
         ttl: float | None = None,
     ) -> Self:
         """A checkpointer over ``client`` once `preflight` accepted the server."""
         await preflight(client, durable=settings.durable)
-        return cls(client, codec=codec, settings=settings, namespace=namespace, ttl=ttl)
+        return cls(
+            client,
+            codec=codec,
+            settings=settings,
+            key_prefix=key_prefix,
+            namespace=namespace,
+            ttl=ttl,
+        )
 
     @property
     def codec(self) -> CheckpointCodec:
@@ -118,18 +130,18 @@ class RedisCheckpointer:
         return self._codec
 
     @property
-    def namespace(self) -> str:
-        """The key prefix of this checkpointer."""
-        return self._redis.namespace
+    def key_prefix(self) -> str:
+        """The prefix of every key of this checkpointer."""
+        return self._redis.key_prefix
 
     def effect_key(self, workflow: str, name: str) -> str:
         """A key in ``workflow``'s slot, for a `LuaEffect` of that workflow."""
-        return effect_key(self._redis.namespace, identifier(workflow, "workflow"), name)
+        return effect_key(self._redis.key_prefix, identifier(workflow, "workflow"), name)
 
     # --- plumbing --------------------------------------------------------------------------
 
     def _keys(self, workflow: str, *names: str) -> list[str]:
-        prefix = keys.workflow_prefix(self._redis.namespace, identifier(workflow, "workflow"))
+        prefix = keys.workflow_prefix(self._redis.key_prefix, identifier(workflow, "workflow"))
         return [prefix + name for name in names]
 
     def _record_prefix(self, workflow: str) -> bytes:
@@ -137,7 +149,7 @@ class RedisCheckpointer:
         many steps of one workflow)."""
         found = self._record_prefixes.get(workflow)
         if found is None:
-            ns = self._redis.namespace
+            ns = self._redis.key_prefix
             found = keys.workflow_prefix(ns, identifier(workflow, "workflow")).encode()
             if len(self._record_prefixes) >= 256:
                 self._record_prefixes.clear()

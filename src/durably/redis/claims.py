@@ -24,7 +24,7 @@ _GRACE_MS = 60_000  # the server keeps a key this long past its expiry on the st
 
 
 class RedisClaimCheckStore:
-    """A `ClaimCheckStore` over Redis; keys start with ``namespace``. ``open`` runs
+    """A `ClaimCheckStore` over Redis; keys start with ``key_prefix``. ``open`` runs
     `preflight`; the constructor does not. The client stays open for its owner to close."""
 
     def __init__(
@@ -33,9 +33,9 @@ class RedisClaimCheckStore:
         *,
         clock: Clock | None = None,
         settings: RedisStoreSettings | None = None,
-        namespace: str | None = None,
+        key_prefix: str | None = None,
     ) -> None:
-        self._redis = RedisConnection(client, settings, namespace)
+        self._redis = RedisConnection(client, settings, key_prefix)
         self._clock: Clock = clock if clock is not None else SystemClock()
 
     @classmethod
@@ -45,17 +45,17 @@ class RedisClaimCheckStore:
         *,
         clock: Clock | None = None,
         settings: RedisStoreSettings,
-        namespace: str | None = None,
+        key_prefix: str | None = None,
     ) -> Self:
         """A store over ``client`` once `preflight` accepted the server."""
         await preflight(client, durable=settings.durable)
-        return cls(client, clock=clock, settings=settings, namespace=namespace)
+        return cls(client, clock=clock, settings=settings, key_prefix=key_prefix)
 
     async def put(self, data: bytes | str, *, ttl: float | None = None) -> str:
         """Keep ``data`` under its handle for ``ttl`` seconds (None: until forgotten)."""
         checked = deposit(data, ttl, self._clock.now())
         lifetime = "" if ttl is None else str(math.ceil(ttl * 1000) + _GRACE_MS)
-        key = keys.claim_key(self._redis.namespace, checked.digest)
+        key = keys.claim_key(self._redis.key_prefix, checked.digest)
         script, client = _LUA["claims_put"], self._redis.client
         args = [checked.data, number(checked.expires_at), lifetime]
         await self._redis.state(lambda: script(client, [key], args))
@@ -63,7 +63,7 @@ class RedisClaimCheckStore:
 
     async def fetch(self, handle: str) -> bytes:
         """The data behind ``handle``; `ClaimUnavailableError` if missing or expired."""
-        key = keys.claim_key(self._redis.namespace, claim_digest(handle))
+        key = keys.claim_key(self._redis.key_prefix, claim_digest(handle))
         client = self._redis.client
         data, expires_at = await self._redis.state(lambda: client.hmget(key, "data", "expires_at"))
         found = None
@@ -74,12 +74,12 @@ class RedisClaimCheckStore:
 
     async def forget(self, handle: str) -> bool:
         """Drop the blob behind ``handle``; whether there was one."""
-        key = keys.claim_key(self._redis.namespace, claim_digest(handle))
+        key = keys.claim_key(self._redis.key_prefix, claim_digest(handle))
         client = self._redis.client
         return bool(await self._redis.state(lambda: client.delete(key)))
 
     async def purge(self) -> int:
-        """Drop every blob expired on the store's clock; how many (a SCAN of the namespace)."""
+        """Drop every blob expired on the store's clock; how many (a SCAN of the key prefix)."""
         now, dropped, client = self._clock.now(), 0, self._redis.client
         for key in await self._keys():
             expires_at = await self._redis.state(partial(client.hget, key, "expires_at"))
@@ -95,7 +95,7 @@ class RedisClaimCheckStore:
         """Nothing of its own to release (idempotent): the client is its owner's."""
 
     async def _keys(self) -> list[Any]:
-        client, pattern = self._redis.client, keys.claim_pattern(self._redis.namespace)
+        client, pattern = self._redis.client, keys.claim_pattern(self._redis.key_prefix)
 
         async def scan() -> list[Any]:
             return [key async for key in client.scan_iter(match=pattern, count=500)]

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import warnings
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from pydantic import SecretStr
 
 from durably.clock import Clock, SystemClock
-from durably.errors import StatePersistenceError
-from durably.redis.keys import DEFAULT_NAMESPACE, namespace
+from durably.errors import InvalidInputError, StatePersistenceError
+from durably.redis.keys import DEFAULT_NAMESPACE
+from durably.redis.keys import namespace as valid_prefix
 from durably.redis.pool import pool_size
 from durably.redis.replication import ReplicaWait
 from durably.redis.retry import Retry
@@ -26,14 +28,27 @@ class RedisConnection:
         self,
         client: Any,
         settings: RedisStoreSettings | None,
-        namespace_override: str | None,
+        key_prefix: str | None,
         clock: Clock | None = None,
+        *,
+        namespace: str | None = None,
     ) -> None:
         if settings is not None and settings.replicas:
             client = ReplicaWait(client, settings.replicas, settings.replica_timeout_seconds)
         self.client = client
-        chosen = namespace_override or (settings.namespace if settings else DEFAULT_NAMESPACE)
-        self.namespace = namespace(chosen)
+        if namespace is not None:
+            # The keyword's old name (before 0.2; RedisScheduler's was key_namespace=).
+            if key_prefix is not None and key_prefix != namespace:
+                raise InvalidInputError("give key_prefix= only (namespace= is its old name)")
+            warnings.warn(
+                "the Redis key prefix is now given as key_prefix= (namespace= on a "
+                "RedisScheduler names the workflow kind it serves)",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+            key_prefix = namespace
+        chosen = key_prefix or (settings.key_prefix if settings else DEFAULT_NAMESPACE)
+        self.key_prefix = valid_prefix(chosen)
         self.max_value_bytes = settings.max_value_bytes if settings else DEFAULT_MAX_VALUE_BYTES
         defaults = settings or RedisStoreSettings(dsn=SecretStr("unused"))
         # Pauses between tries run on the store's clock (a `ManualClock` moves through them).

@@ -49,9 +49,9 @@ class RedisEffectKit:
     counter over every workflow of the namespace.
     """
 
-    def __init__(self, client: Any, namespace: str, codec: CheckpointCodec | None = None) -> None:
+    def __init__(self, client: Any, key_prefix: str, codec: CheckpointCodec | None = None) -> None:
         self._client = client
-        self._namespace = keys.namespace(namespace)
+        self._key_prefix = keys.namespace(key_prefix)
         self._codec = codec or JsonCodec()
 
     def bump(self, counter: str, value: object) -> LuaEffect:
@@ -64,7 +64,7 @@ class RedisEffectKit:
 
     async def count(self, counter: str) -> int:
         """How many committed bumps ``counter`` has over every workflow (0 if none)."""
-        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", f"{self._namespace}:wf:") + "*"
+        pattern = re.sub(r"([*?\[\]\\])", r"\\\1", f"{self._key_prefix}:wf:") + "*"
         suffix = f":effect:{keys.segment(counter)}"
         pattern += re.sub(r"([*?\[\]\\])", r"\\\1", suffix)
         total = 0

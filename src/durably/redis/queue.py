@@ -135,16 +135,22 @@ class RedisWorkQueue:
         clock: Clock | None = None,
         policy: QueuePolicy | None = None,
         settings: RedisStoreSettings | None = None,
+        key_prefix: str | None = None,
         namespace: str | None = None,
         completed_retention_seconds: int = 86_400,
     ) -> None:
         self._clock = clock or SystemClock()
-        self._redis = RedisConnection(client, settings, namespace, self._clock)
+        self._redis = RedisConnection(
+            client, settings, key_prefix, self._clock, namespace=namespace
+        )
         self._policy = policy or QueuePolicy()
-        self._prefix = keys.queue_prefix(self._redis.namespace)
+        self._prefix = keys.queue_prefix(self._redis.key_prefix)
         self._item_prefix = f"{self._prefix}item:"
         self._raw_prefix = self._prefix.encode()
         self._retention = str(int(completed_retention_seconds))
+
+    async def close(self) -> None:
+        """Nothing of its own to release (idempotent): the client is its owner's."""
 
     @classmethod
     async def open(
@@ -154,11 +160,19 @@ class RedisWorkQueue:
         clock: Clock | None = None,
         policy: QueuePolicy | None = None,
         settings: RedisStoreSettings,
+        key_prefix: str | None = None,
         namespace: str | None = None,
     ) -> Self:
         """A queue over ``client`` once `preflight` accepted the server."""
         await preflight(client, durable=settings.durable)
-        return cls(client, clock=clock, policy=policy, settings=settings, namespace=namespace)
+        return cls(
+            client,
+            clock=clock,
+            policy=policy,
+            settings=settings,
+            key_prefix=key_prefix,
+            namespace=namespace,
+        )
 
     @property
     def policy(self) -> QueuePolicy:

@@ -17,7 +17,7 @@ from durably.redis.preflight import preflight
 from durably.redis.scripts import Script, scripts
 from durably.redis.settings import RedisStoreSettings
 from durably.validation import finite, identifier, non_negative, positive
-from durably.workflows import Delivery
+from durably.workflows import DEFAULT_LEASE, DEFAULT_NAMESPACE, Delivery
 
 _LUA = scripts(
     "scheduler_make_ready",
@@ -46,18 +46,27 @@ class RedisScheduler:
         self,
         client: Any,
         *,
-        namespace: str = "default",
-        lease: float = 30.0,
+        namespace: str = DEFAULT_NAMESPACE,
+        lease: float = DEFAULT_LEASE,
         settings: RedisStoreSettings | None = None,
+        key_prefix: str | None = None,
         key_namespace: str | None = None,
         poll_seconds: float = 1.0,
     ) -> None:
-        self._redis = RedisConnection(client, settings, key_namespace)
+        self._redis = RedisConnection(client, settings, key_prefix, namespace=key_namespace)
         self._lease = positive(lease, "lease")
         self._poll = positive(poll_seconds, "poll_seconds")
         self._namespace = identifier(namespace, "namespace")
-        self._prefix = keys.scheduler_prefix(self._redis.namespace, namespace)
+        self._prefix = keys.scheduler_prefix(self._redis.key_prefix, namespace)
         self._ready = self._prefix + "ready"
+
+    @property
+    def namespace(self) -> str:
+        """The namespace (the workflow kind) this scheduler's entries live in."""
+        return self._namespace
+
+    async def close(self) -> None:
+        """Nothing of its own to release (idempotent): the client is its owner's."""
 
     @classmethod
     async def open(
@@ -65,14 +74,20 @@ class RedisScheduler:
         client: Any,
         *,
         settings: RedisStoreSettings,
-        namespace: str = "default",
-        lease: float = 30.0,
+        namespace: str = DEFAULT_NAMESPACE,
+        lease: float = DEFAULT_LEASE,
         poll_seconds: float = 1.0,
+        key_prefix: str | None = None,
     ) -> Self:
         """A scheduler over ``client`` once `preflight` accepted the server."""
         await preflight(client, durable=settings.durable)
         return cls(
-            client, namespace=namespace, lease=lease, settings=settings, poll_seconds=poll_seconds
+            client,
+            namespace=namespace,
+            lease=lease,
+            settings=settings,
+            poll_seconds=poll_seconds,
+            key_prefix=key_prefix,
         )
 
     @property

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from pydantic import (
+    AliasChoices,
     Field,
     NonNegativeInt,
     PositiveFloat,
@@ -25,7 +26,8 @@ class RedisStoreSettings(StoreSettings):
     """Settings of the Redis backing; read ``DURABLY_REDIS_DSN`` with `from_env`.
 
     ``durable=False`` accepts a server without persistence (dev, or work that can be
-    recreated elsewhere); ``namespace`` prefixes every key and shards queues. ``replicas``
+    recreated elsewhere); ``key_prefix`` (formerly ``namespace``, still accepted) starts
+    every key and shards queues. ``replicas``
     makes each write wait until that many replicas have it (``WAIT``), so a failover to
     one of them keeps every acknowledged write; `ReplicationTimeoutError` when they do not
     acknowledge within ``replica_timeout_seconds``. Not with ``cluster``.
@@ -35,7 +37,9 @@ class RedisStoreSettings(StoreSettings):
 
     dsn: SecretStr
     durable: bool = True
-    namespace: str = DEFAULT_NAMESPACE
+    key_prefix: str = Field(
+        DEFAULT_NAMESPACE, validation_alias=AliasChoices("key_prefix", "namespace")
+    )
     cluster: bool = Field(False, description="connect with a cluster-aware client")
     max_value_bytes: PositiveInt = DEFAULT_MAX_VALUE_BYTES
     replicas: NonNegativeInt = Field(
@@ -55,7 +59,7 @@ class RedisStoreSettings(StoreSettings):
             raise ValueError("replicas (WAIT after each write) needs a standalone primary")
         return self
 
-    @field_validator("namespace")
+    @field_validator("key_prefix")
     @classmethod
     def _valid_namespace(cls, value: str) -> str:
         return namespace(value)

@@ -106,10 +106,16 @@ class RedisStateStore:
         *,
         clock: Clock | None = None,
         settings: RedisStoreSettings | None = None,
+        key_prefix: str | None = None,
         namespace: str | None = None,
     ) -> None:
         self._clock = clock or SystemClock()
-        self._redis = RedisConnection(client, settings, namespace, self._clock)
+        self._redis = RedisConnection(
+            client, settings, key_prefix, self._clock, namespace=namespace
+        )
+
+    async def close(self) -> None:
+        """Nothing of its own to release (idempotent): the client is its owner's."""
 
     @classmethod
     async def open(
@@ -118,11 +124,14 @@ class RedisStateStore:
         *,
         clock: Clock | None = None,
         settings: RedisStoreSettings,
+        key_prefix: str | None = None,
         namespace: str | None = None,
     ) -> Self:
         """A store over ``client`` once `preflight` accepted the server."""
         await preflight(client, durable=settings.durable)
-        return cls(client, clock=clock, settings=settings, namespace=namespace)
+        return cls(
+            client, clock=clock, settings=settings, key_prefix=key_prefix, namespace=namespace
+        )
 
     @staticmethod
     def _checked(key: StateKey) -> StateKey:
@@ -132,7 +141,7 @@ class RedisStateStore:
         return key
 
     def _prefix(self, tenant: str) -> str:
-        return keys.state_prefix(self._redis.namespace, tenant)
+        return keys.state_prefix(self._redis.key_prefix, tenant)
 
     async def _call(self, name: str, key_list: list[str], args: list[Any]) -> Any:
         script = _LUA[name]
@@ -142,7 +151,7 @@ class RedisStateStore:
     async def get_run(self, key: StateKey) -> RunRecord | None:
         """The run at ``key``, or None."""
         self._checked(key)
-        ns = self._redis.namespace
+        ns = self._redis.key_prefix
         reply = await self._call(
             "state_get_run",
             [keys.run_key(ns, key.tenant, key.id), keys.run_meta_key(ns, key.tenant, key.id)],
@@ -161,7 +170,7 @@ class RedisStateStore:
         )
         blob = stored.model_dump_json()
         self._redis.check_size(blob, f"run {record.key}")
-        ns, tenant = self._redis.namespace, record.tenant
+        ns, tenant = self._redis.key_prefix, record.tenant
         prefix = self._prefix(tenant)
         reply = await self._call(
             "state_put_run",
@@ -192,7 +201,7 @@ class RedisStateStore:
         `InvalidInputError` (and nothing added) if a counter would pass `COUNTER_LIMIT`."""
         self._checked(key)
         checked_delta(delta)
-        ns = self._redis.namespace
+        ns = self._redis.key_prefix
         reply = await self._call(
             "state_patch_run",
             [keys.run_key(ns, key.tenant, key.id), keys.run_meta_key(ns, key.tenant, key.id)],
@@ -209,7 +218,7 @@ class RedisStateStore:
     async def delete_run(self, key: StateKey) -> bool:
         """Delete the run; False if there was none."""
         self._checked(key)
-        ns, prefix = self._redis.namespace, self._prefix(key.tenant)
+        ns, prefix = self._redis.key_prefix, self._prefix(key.tenant)
         reply = await self._call(
             "state_delete_run",
             [
@@ -262,13 +271,13 @@ class RedisStateStore:
         return sorted(t for t in found if after is None or t > after)[:limit]
 
     async def _scan_tenants(self) -> set[str]:
-        head = f"{self._redis.namespace}:state:{{"
+        head = f"{self._redis.key_prefix}:state:{{"
         return await keys.scan_tagged(self._redis.client, head, "}:runs")
 
     async def get_session(self, key: StateKey) -> SessionRecord | None:
         """The session at ``key``, or None."""
         self._checked(key)
-        ns = self._redis.namespace
+        ns = self._redis.key_prefix
         client = self._redis.client
         session = keys.session_key(ns, key.tenant, key.id)
         blob = await self._redis.state(lambda: client.hget(session, "blob"))
@@ -279,7 +288,7 @@ class RedisStateStore:
         stored = stored_session(record, version=record.version + 1, updated_at=self._clock.now())
         blob = stored.model_dump_json()
         self._redis.check_size(blob, f"session {record.key}")
-        session = keys.session_key(self._redis.namespace, record.tenant, record.session_id)
+        session = keys.session_key(self._redis.key_prefix, record.tenant, record.session_id)
         token = secrets.token_hex(8)  # tells a retry of this write from another writer's
         reply = await self._call("state_put_session", [session], [str(record.version), blob, token])
         if text(reply[0]) == "conflict":
@@ -290,7 +299,7 @@ class RedisStateStore:
         """Delete a session; `StateInUseError` while a run of it is live, unless ``cascade``
         (which deletes its runs too). False if there was no session."""
         self._checked(key)
-        ns, prefix = self._redis.namespace, self._prefix(key.tenant)
+        ns, prefix = self._redis.key_prefix, self._prefix(key.tenant)
         deleting = keys.session_deleting_key(ns, key.tenant, key.id)
         session_keys = [
             keys.session_key(ns, key.tenant, key.id),

@@ -243,6 +243,9 @@ class SqliteCheckpointer:
         self._encode = screened_encode(self._codec)
         self._max_bytes = database.settings.max_value_bytes
 
+    async def close(self) -> None:
+        """Nothing of its own to release (idempotent): the database is its owner's."""
+
     @property
     def codec(self) -> CheckpointCodec:
         """The codec values are stored with."""

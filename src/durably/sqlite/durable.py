@@ -28,6 +28,11 @@ class SqliteDurable:
         self._scheduler = scheduler
         self._db = checkpointer.database
 
+    async def close(self) -> None:
+        """Close the checkpointer and the scheduler (idempotent)."""
+        await self._checkpointer.close()
+        await self._scheduler.close()
+
     @property
     def checkpointer(self) -> SqliteCheckpointer:
         """Where records and claims live."""

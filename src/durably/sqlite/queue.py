@@ -286,6 +286,9 @@ class SqliteWorkQueue:
         self._policy = policy if policy is not None else QueuePolicy()
         self._max_bytes = database.settings.max_value_bytes
 
+    async def close(self) -> None:
+        """Nothing of its own to release (idempotent): the database is its owner's."""
+
     @property
     def policy(self) -> QueuePolicy:
         """The retry and lease policy this queue applies."""

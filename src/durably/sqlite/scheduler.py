@@ -8,7 +8,7 @@ import uuid
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
 from durably.validation import finite, identifier, non_negative, positive
-from durably.workflows import Delivery
+from durably.workflows import DEFAULT_LEASE, DEFAULT_NAMESPACE, Delivery
 
 _SQL = load_statements("scheduler.sql")
 
@@ -102,10 +102,19 @@ class SqliteScheduler:
     (``settings.poll_seconds``) for work other processes make ready.
     """
 
-    def __init__(self, database: Database, *, lease: float, namespace: str = "default") -> None:
+    def __init__(
+        self,
+        database: Database,
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        lease: float = DEFAULT_LEASE,
+    ) -> None:
         self._db = database
         self._lease = positive(lease, "lease")
         self._namespace = identifier(namespace, "namespace")
+
+    async def close(self) -> None:
+        """Nothing of its own to release (idempotent): the database is its owner's."""
 
     @property
     def lease(self) -> float:

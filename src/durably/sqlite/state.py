@@ -183,6 +183,9 @@ class SqliteStateStore:
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._max_bytes = database.settings.max_value_bytes
 
+    async def close(self) -> None:
+        """Nothing of its own to release (idempotent): the database is its owner's."""
+
     @property
     def database(self) -> Database:
         """The database this store lives in."""

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.redis
 async def test_a_waiting_claim_takes_the_item_enqueued_meanwhile_within_milliseconds(
     any_redis: Any,
 ) -> None:
-    queue = RedisWorkQueue(any_redis, clock=SystemClock(), namespace=namespace_for(any_redis))
+    queue = RedisWorkQueue(any_redis, clock=SystemClock(), key_prefix=namespace_for(any_redis))
     waiting = asyncio.create_task(queue.claim_waiting(worker="w1", queue="q", within=5.0))
     await asyncio.sleep(0.2)  # the claim is blocked on the doorbell
     sent = time.monotonic()
@@ -42,8 +42,8 @@ async def test_a_waiting_claim_claims_as_of_the_ring_when_its_clock_lags(any_red
     # item due, and the claim must see it due (and lease it from then).
     waiter_clock, enqueuer_clock = ManualClock(1000.0), ManualClock(1000.0)
     namespace = namespace_for(any_redis)
-    waiter = RedisWorkQueue(any_redis, clock=waiter_clock, namespace=namespace)
-    enqueuer = RedisWorkQueue(any_redis, clock=enqueuer_clock, namespace=namespace)
+    waiter = RedisWorkQueue(any_redis, clock=waiter_clock, key_prefix=namespace)
+    enqueuer = RedisWorkQueue(any_redis, clock=enqueuer_clock, key_prefix=namespace)
     waiting = asyncio.create_task(waiter.claim_waiting(worker="w1", within=5.0))
     await asyncio.sleep(0.2)
     enqueuer_clock.advance(7.5)
@@ -58,7 +58,7 @@ async def test_a_waiting_claim_claims_as_of_the_ring_when_its_clock_lags(any_red
 async def test_a_waiting_claim_returns_none_after_within_when_nothing_is_enqueued(
     any_redis: Any,
 ) -> None:
-    queue = RedisWorkQueue(any_redis, clock=SystemClock(), namespace=namespace_for(any_redis))
+    queue = RedisWorkQueue(any_redis, clock=SystemClock(), key_prefix=namespace_for(any_redis))
     began = time.monotonic()
     assert await queue.claim_waiting(worker="w1", within=0.3) is None
     waited = time.monotonic() - began
@@ -70,7 +70,7 @@ async def test_a_waiting_claim_takes_a_due_item_at_once_and_leaves_a_delayed_one
     any_redis: Any,
 ) -> None:
     clock = ManualClock(50.0)
-    queue = RedisWorkQueue(any_redis, clock=clock, namespace=namespace_for(any_redis))
+    queue = RedisWorkQueue(any_redis, clock=clock, key_prefix=namespace_for(any_redis))
     await queue.enqueue(WorkItem(id="later", tenant="t", available_at=60.0))
     await queue.enqueue(WorkItem(id="now", tenant="t"))
     began = time.monotonic()
@@ -83,7 +83,7 @@ async def test_a_waiting_claim_takes_a_due_item_at_once_and_leaves_a_delayed_one
 
 
 async def test_waiting_claims_of_several_workers_each_take_one_item(any_redis: Any) -> None:
-    queue = RedisWorkQueue(any_redis, clock=SystemClock(), namespace=namespace_for(any_redis))
+    queue = RedisWorkQueue(any_redis, clock=SystemClock(), key_prefix=namespace_for(any_redis))
     waiting = [
         asyncio.create_task(queue.claim_waiting(worker=f"w{n}", within=5.0)) for n in range(3)
     ]
@@ -98,7 +98,7 @@ async def test_waiting_claims_of_several_workers_each_take_one_item(any_redis: A
 
 
 async def test_a_waiting_claim_refuses_bad_arguments_before_io(any_redis: Any) -> None:
-    queue = RedisWorkQueue(any_redis, clock=SystemClock(), namespace=namespace_for(any_redis))
+    queue = RedisWorkQueue(any_redis, clock=SystemClock(), key_prefix=namespace_for(any_redis))
     with pytest.raises(InvalidInputError):
         await queue.claim_waiting(worker="", within=1.0)
     with pytest.raises(InvalidInputError):
@@ -110,7 +110,7 @@ async def test_a_waiting_claim_refuses_bad_arguments_before_io(any_redis: Any) -
 async def test_a_worker_with_a_ten_second_poll_starts_an_enqueued_item_within_milliseconds(
     any_redis: Any,
 ) -> None:
-    queue = RedisWorkQueue(any_redis, clock=SystemClock(), namespace=namespace_for(any_redis))
+    queue = RedisWorkQueue(any_redis, clock=SystemClock(), key_prefix=namespace_for(any_redis))
     started: asyncio.Future[float] = asyncio.get_running_loop().create_future()
 
     async def handler(item: WorkItem) -> None:
@@ -135,7 +135,7 @@ async def test_a_worker_with_a_ten_second_poll_starts_an_enqueued_item_within_mi
 async def test_a_worker_stopped_while_its_claim_waits_leaves_nothing_held(
     any_redis: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    queue = RedisWorkQueue(any_redis, clock=SystemClock(), namespace=namespace_for(any_redis))
+    queue = RedisWorkQueue(any_redis, clock=SystemClock(), key_prefix=namespace_for(any_redis))
     seen: list[str] = []
 
     async def handler(item: WorkItem) -> None:

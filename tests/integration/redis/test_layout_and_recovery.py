@@ -52,7 +52,7 @@ def test_segments_count_utf8_bytes_as_lua_does() -> None:
 
 
 async def test_tenants_that_look_alike_stay_apart(any_redis: Any) -> None:
-    store = RedisStateStore(any_redis, clock=ManualClock(), namespace=namespace_for(any_redis))
+    store = RedisStateStore(any_redis, clock=ManualClock(), key_prefix=namespace_for(any_redis))
     first = await store.put_run(RunRecord(run_id="b:c", tenant="a", agent_name="first"))
     second = await store.put_run(RunRecord(run_id="c", tenant="a:b", agent_name="second"))
     third = await store.put_run(RunRecord(run_id="c", tenant="a:b:", agent_name="third"))
@@ -66,7 +66,7 @@ async def test_an_effect_key_in_another_slot_is_refused_before_anything_runs(
     any_redis: Any,
 ) -> None:
     ns = namespace_for(any_redis)
-    cp = RedisCheckpointer(any_redis, namespace=ns)
+    cp = RedisCheckpointer(any_redis, key_prefix=ns)
     holder = await cp.claim("wf-cross", 30, 30)
     assert holder is not None
     elsewhere = f"{ns}:other:{{somewhere-else}}"
@@ -89,7 +89,7 @@ async def test_the_cluster_refuses_a_script_reaching_a_key_in_another_slot(
 
 async def test_a_lua_effect_runs_exactly_once_across_ten_passes(any_redis: Any) -> None:
     ns = namespace_for(any_redis)
-    cp = RedisCheckpointer(any_redis, namespace=ns)
+    cp = RedisCheckpointer(any_redis, key_prefix=ns)
     kit = RedisEffectKit(any_redis, ns)
     results = []
     for attempt in range(10):
@@ -106,7 +106,7 @@ async def test_a_claim_whose_keys_expired_still_outranks_the_pass_before(
     any_redis: Any,
 ) -> None:
     ns = namespace_for(any_redis)
-    cp = RedisCheckpointer(any_redis, namespace=ns, ttl=0.2)
+    cp = RedisCheckpointer(any_redis, key_prefix=ns, ttl=0.2)
     stalled = await cp.claim("wf-ttl", 0.1, 0.1)
     assert stalled is not None
     await cp.record(stalled, "a", 1)
@@ -122,7 +122,7 @@ async def test_a_claim_whose_keys_expired_still_outranks_the_pass_before(
 
 async def test_with_a_ttl_a_discarded_workflow_leaves_no_key_behind(any_redis: Any) -> None:
     ns = namespace_for(any_redis)
-    cp = RedisCheckpointer(any_redis, namespace=ns, ttl=0.2)
+    cp = RedisCheckpointer(any_redis, key_prefix=ns, ttl=0.2)
     holder = await cp.claim("wf-gone", 30, 30)
     assert holder is not None
     await cp.record(holder, "a", 1)
@@ -138,7 +138,7 @@ async def test_with_a_ttl_a_discarded_workflow_leaves_no_key_behind(any_redis: A
 async def test_an_enqueued_item_starts_within_two_seconds_despite_a_ten_second_poll(
     any_redis: Any,
 ) -> None:
-    queue = RedisWorkQueue(any_redis, clock=SystemClock(), namespace=namespace_for(any_redis))
+    queue = RedisWorkQueue(any_redis, clock=SystemClock(), key_prefix=namespace_for(any_redis))
     started = asyncio.get_running_loop().create_future()
 
     async def worker() -> None:
@@ -161,7 +161,7 @@ async def test_an_enqueued_item_starts_within_two_seconds_despite_a_ten_second_p
 async def test_a_ready_workflow_starts_within_two_seconds_despite_a_ten_second_poll(
     any_redis: Any,
 ) -> None:
-    scheduler = RedisScheduler(any_redis, key_namespace=namespace_for(any_redis), poll_seconds=10)
+    scheduler = RedisScheduler(any_redis, key_prefix=namespace_for(any_redis), poll_seconds=10)
     taker = asyncio.create_task(scheduler.next_ready(10.0))
     await asyncio.sleep(0.3)
     readied = time.monotonic()

@@ -38,7 +38,7 @@ async def namespace(redis_server: RedisServer) -> AsyncIterator[str]:
 
 
 def settings_for(server: RedisServer, namespace: str, **fields: Any) -> RedisStoreSettings:
-    return RedisStoreSettings(dsn=SecretStr(server.url), namespace=namespace, **fields)
+    return RedisStoreSettings(dsn=SecretStr(server.url), key_prefix=namespace, **fields)
 
 
 def run(n: int) -> RunRecord:
@@ -89,7 +89,7 @@ async def test_a_store_built_without_settings_names_its_clients_pool_size(
     redis_server: RedisServer, namespace: str
 ) -> None:
     client: Any = Redis(host="127.0.0.1", port=redis_server.port, max_connections=1)
-    store = RedisStateStore(client, clock=ManualClock(), namespace=namespace)
+    store = RedisStateStore(client, clock=ManualClock(), key_prefix=namespace)
     held = await client.connection_pool.get_connection()
     try:
         with pytest.raises(PoolExhaustedError) as refused:
@@ -112,12 +112,12 @@ async def test_listing_and_sweeping_five_hundred_workflows_fit_a_pool_of_two(mod
         small = RedisCluster(host="127.0.0.1", port=cluster_servers()[0].port, max_connections=2)
         await small.initialize()
     try:
-        writer = RedisCheckpointer(roomy, namespace=ns)
+        writer = RedisCheckpointer(roomy, key_prefix=ns)
         names = [f"wf-{n:03}" for n in range(500)]
         for start in range(0, len(names), 50):
             await asyncio.gather(*(_complete(writer, name) for name in names[start : start + 50]))
         # A client whose pool refuses at once: nothing may take more than its two connections.
-        reader = RedisCheckpointer(small, namespace=ns)
+        reader = RedisCheckpointer(small, key_prefix=ns)
         listed = await reader.list_status(limit=1000)
         assert [i.workflow for i in listed] == names
         assert {i.status for i in listed} == {WorkflowStatus.COMPLETED}

@@ -25,7 +25,7 @@ async def test_a_tenant_that_empties_out_and_comes_back_keeps_the_turn_it_had(
     any_redis: Any,
 ) -> None:
     clock = ManualClock(1000.0)
-    queue = RedisWorkQueue(any_redis, clock=clock, namespace=namespace_for(any_redis))
+    queue = RedisWorkQueue(any_redis, clock=clock, key_prefix=namespace_for(any_redis))
     for tenant, item_id in (("a", "a0"), ("b", "b0"), ("b", "b1"), ("c", "c0"), ("c", "c1")):
         await queue.enqueue(WorkItem(id=item_id, tenant=tenant, queue="q"))
         clock.advance(1)
@@ -46,7 +46,7 @@ async def test_a_fresh_item_stores_no_attempts_or_availability_it_does_not_need(
     # every item read answers both, before and after a claim.
     clock = ManualClock(1000.0)
     ns = namespace_for(any_redis)
-    queue = RedisWorkQueue(any_redis, clock=clock, namespace=ns)
+    queue = RedisWorkQueue(any_redis, clock=clock, key_prefix=ns)
     queued = await queue.enqueue(WorkItem(id="i", tenant="t", queue="q"))
     assert (queued.attempts, queued.available_at, queued.enqueued_at) == (0, 1000.0, 1000.0)
     again = await queue.enqueue(WorkItem(id="i", tenant="t", queue="q"))  # the live one
@@ -67,7 +67,7 @@ async def test_tenants_at_one_turn_are_ordered_by_their_oldest_due_item_of_any_p
     # so a goes first and hands out its highest priority; a tenant alone at its turn needs
     # no such comparison (the claim stops at its first priority with a due item).
     clock = ManualClock(1000.0)
-    queue = RedisWorkQueue(any_redis, clock=clock, namespace=namespace_for(any_redis))
+    queue = RedisWorkQueue(any_redis, clock=clock, key_prefix=namespace_for(any_redis))
     await queue.enqueue(WorkItem(id="a-low", tenant="a", queue="q", priority=WorkPriority.LOW))
     clock.advance(1)
     await queue.enqueue(WorkItem(id="b-normal", tenant="b", queue="q"))
@@ -83,7 +83,7 @@ async def test_an_item_enqueued_with_attempts_and_failures_keeps_them(any_redis:
     # As every backing does (the returned item is work.queued_copy's): the count and the
     # failures go on from there.
     clock = ManualClock(1000.0)
-    queue = RedisWorkQueue(any_redis, clock=clock, namespace=namespace_for(any_redis))
+    queue = RedisWorkQueue(any_redis, clock=clock, key_prefix=namespace_for(any_redis))
     carried = WorkItem(id="i", tenant="t", queue="q", attempts=2, failures=("a:1", "b 💥"))
     queued = await queue.enqueue(carried)
     assert (queued.attempts, queued.failures, queued.state) == (

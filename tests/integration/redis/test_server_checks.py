@@ -224,7 +224,7 @@ async def test_an_unreachable_server_is_retried_then_reported_unavailable(cluste
 async def test_an_exhausted_pool_is_reported_at_once(redis_server: RedisServer) -> None:
     client = Redis(host="127.0.0.1", port=redis_server.port, max_connections=1)
     settings = Settings(dsn=SecretStr("redis://unused"), pool_size=1, max_attempts=5)
-    queue = RedisWorkQueue(client, clock=ManualClock(), settings=settings, namespace="pool")
+    queue = RedisWorkQueue(client, clock=ManualClock(), settings=settings, key_prefix="pool")
     waiting = asyncio.create_task(queue.wait_for_work("idle-queue", within=2.0))
     await asyncio.sleep(0.1)  # the only connection is now blocked in BLPOP
     with pytest.raises(PoolExhaustedError):
@@ -236,7 +236,7 @@ async def test_an_exhausted_pool_is_reported_at_once(redis_server: RedisServer) 
 
 
 async def test_scripts_are_reloaded_after_a_script_flush(redis_client: Any) -> None:
-    store = RedisStateStore(redis_client, clock=ManualClock(), namespace="flush-test")
+    store = RedisStateStore(redis_client, clock=ManualClock(), key_prefix="flush-test")
     first = await store.put_run(RunRecord(run_id="r", tenant="t", agent_name="a"))
     await redis_client.script_flush()
     again = await store.put_run(first)
@@ -248,8 +248,8 @@ async def test_enqueue_and_record_reload_their_scripts_after_a_script_flush(
     redis_client: Any,
 ) -> None:
     # Both call their script on a path of their own (not Script.run): NOSCRIPT there too.
-    queue = RedisWorkQueue(redis_client, clock=ManualClock(), namespace="flush-queue")
-    checkpointer = RedisCheckpointer(redis_client, namespace="flush-wf")
+    queue = RedisWorkQueue(redis_client, clock=ManualClock(), key_prefix="flush-queue")
+    checkpointer = RedisCheckpointer(redis_client, key_prefix="flush-wf")
     holder = await checkpointer.claim("wf", 60.0, 60.0)
     assert holder is not None
     await redis_client.script_flush()

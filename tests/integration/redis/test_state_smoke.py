@@ -14,7 +14,7 @@ from tests.redis_service import namespace_for
 
 
 async def test_runs_round_trip_patch_and_list(any_redis: Any) -> None:
-    store = RedisStateStore(any_redis, clock=ManualClock(), namespace=namespace_for(any_redis))
+    store = RedisStateStore(any_redis, clock=ManualClock(), key_prefix=namespace_for(any_redis))
     tenant = "a:b{}é"
     runs = [
         await store.put_run(RunRecord(run_id=f"r{i}", tenant=tenant, agent_name="x"))
