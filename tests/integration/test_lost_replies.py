@@ -73,7 +73,7 @@ async def proxied(request: pytest.FixtureRequest) -> AsyncIterator[Proxied]:
         dropper = ReplyDropper(durable_server().port, MARKER)
         url = f"redis://127.0.0.1:{await dropper.start()}/0"
         settings = RedisStoreSettings(
-            dsn=SecretStr(url), namespace=unique_namespace(), max_attempts=5, backoff_seconds=0.01
+            dsn=SecretStr(url), key_prefix=unique_namespace(), max_attempts=5, backoff_seconds=0.01
         )
         backing = Proxied(dropper, redis=settings, client=settings.client())
     else:

@@ -11,8 +11,7 @@ from pydantic import SecretStr
 
 from durably.clock import Clock, SystemClock
 from durably.errors import InvalidInputError, StatePersistenceError
-from durably.redis.keys import DEFAULT_NAMESPACE
-from durably.redis.keys import namespace as valid_prefix
+from durably.redis.keys import DEFAULT_KEY_PREFIX, valid_key_prefix
 from durably.redis.pool import pool_size
 from durably.redis.replication import ReplicaWait
 from durably.redis.retry import Retry
@@ -47,8 +46,8 @@ class RedisConnection:
                 stacklevel=3,
             )
             key_prefix = namespace
-        chosen = key_prefix or (settings.key_prefix if settings else DEFAULT_NAMESPACE)
-        self.key_prefix = valid_prefix(chosen)
+        chosen = key_prefix or (settings.key_prefix if settings else DEFAULT_KEY_PREFIX)
+        self.key_prefix = valid_key_prefix(chosen)
         self.max_value_bytes = settings.max_value_bytes if settings else DEFAULT_MAX_VALUE_BYTES
         defaults = settings or RedisStoreSettings(dsn=SecretStr("unused"))
         # Pauses between tries run on the store's clock (a `ManualClock` moves through them).

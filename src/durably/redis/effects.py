@@ -51,7 +51,7 @@ class RedisEffectKit:
 
     def __init__(self, client: Any, key_prefix: str, codec: CheckpointCodec | None = None) -> None:
         self._client = client
-        self._key_prefix = keys.namespace(key_prefix)
+        self._key_prefix = keys.valid_key_prefix(key_prefix)
         self._codec = codec or JsonCodec()
 
     def bump(self, counter: str, value: object) -> LuaEffect:

@@ -16,7 +16,7 @@ from redis.crc import key_slot
 from durably.errors import InvalidInputError
 from durably.validation import identifier
 
-DEFAULT_NAMESPACE = "durably"
+DEFAULT_KEY_PREFIX = "durably"
 
 
 def segment(value: str) -> str:
@@ -24,11 +24,11 @@ def segment(value: str) -> str:
     return f"{len(value.encode())}:{value}"
 
 
-def namespace(value: str) -> str:
+def valid_key_prefix(value: str) -> str:
     """Return ``value`` if it can prefix keys: a non-empty id without braces."""
-    identifier(value, "namespace")
+    identifier(value, "key_prefix")
     if "{" in value or "}" in value:
-        raise InvalidInputError(f"namespace {value!r} must not contain braces (hash tags)")
+        raise InvalidInputError(f"key_prefix {value!r} must not contain braces (hash tags)")
     return value
 
 
@@ -122,12 +122,11 @@ async def scan_tagged(client: Any, head: str, tail: str) -> set[str]:
 
 
 __all__ = [
-    "DEFAULT_NAMESPACE",
+    "DEFAULT_KEY_PREFIX",
     "claim_key",
     "claim_pattern",
     "item_key",
     "item_ref",
-    "namespace",
     "queue_prefix",
     "run_key",
     "run_meta_key",
@@ -138,6 +137,7 @@ __all__ = [
     "session_runs_key",
     "slot",
     "state_prefix",
+    "valid_key_prefix",
     "workflow_index_prefix",
     "workflow_prefix",
 ]

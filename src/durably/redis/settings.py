@@ -15,7 +15,7 @@ from pydantic import (
     model_validator,
 )
 
-from durably.redis.keys import DEFAULT_NAMESPACE, namespace
+from durably.redis.keys import DEFAULT_KEY_PREFIX, valid_key_prefix
 from durably.settings import StoreSettings
 
 DEFAULT_MAX_VALUE_BYTES = 256 * 1024
@@ -38,7 +38,7 @@ class RedisStoreSettings(StoreSettings):
     dsn: SecretStr
     durable: bool = True
     key_prefix: str = Field(
-        DEFAULT_NAMESPACE, validation_alias=AliasChoices("key_prefix", "namespace")
+        DEFAULT_KEY_PREFIX, validation_alias=AliasChoices("key_prefix", "namespace")
     )
     cluster: bool = Field(False, description="connect with a cluster-aware client")
     max_value_bytes: PositiveInt = DEFAULT_MAX_VALUE_BYTES
@@ -62,7 +62,7 @@ class RedisStoreSettings(StoreSettings):
     @field_validator("key_prefix")
     @classmethod
     def _valid_namespace(cls, value: str) -> str:
-        return namespace(value)
+        return valid_key_prefix(value)
 
     def client(self, **options: Any) -> Any:
         """A redis-py asyncio client for ``dsn`` (a `RedisCluster` when ``cluster``).

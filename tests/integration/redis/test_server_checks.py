@@ -164,7 +164,7 @@ def test_the_dsn_never_appears_in_a_repr_or_a_dump() -> None:
 
 def test_a_namespace_with_braces_is_refused() -> None:
     with pytest.raises(ValueError, match="braces"):
-        Settings(dsn=SecretStr("redis://h"), namespace="a{b}")
+        Settings(dsn=SecretStr("redis://h"), key_prefix="a{b}")
 
 
 async def test_an_oversized_value_is_refused_before_anything_is_sent() -> None:
