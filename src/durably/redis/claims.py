@@ -35,8 +35,8 @@ class RedisClaimCheckStore:
         settings: RedisStoreSettings | None = None,
         key_prefix: str | None = None,
     ) -> None:
-        self._redis = RedisConnection(client, settings, key_prefix)
         self._clock: Clock = clock if clock is not None else SystemClock()
+        self._redis = RedisConnection(client, settings, key_prefix, self._clock)
 
     @classmethod
     async def open(
