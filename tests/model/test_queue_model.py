@@ -54,7 +54,7 @@ class QueueMachine(Lockstep[WorkQueue]):
         )
         redis: Backing[WorkQueue] = Backing("redis", None)  # type: ignore[arg-type]
         redis.store = RedisWorkQueue(
-            services.redis, clock=redis.clock, policy=POLICY, namespace=services.namespace()
+            services.redis, clock=redis.clock, policy=POLICY, key_prefix=services.namespace()
         )
         return [memory, sqlite, postgres, redis]
 

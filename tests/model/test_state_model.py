@@ -71,7 +71,7 @@ class StateMachine(Lockstep[StateStore]):
                 )
             else:
                 backing.store = RedisStateStore(
-                    services.redis, clock=backing.clock, namespace=services.namespace()
+                    services.redis, clock=backing.clock, key_prefix=services.namespace()
                 )
             made.append(backing)
         return made
