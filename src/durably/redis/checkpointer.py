@@ -486,7 +486,7 @@ class RedisCheckpointer:
         return sorted(w for w in found if after is None or w > after)[:limit]
 
     async def _scan_workflows(self) -> set[str]:
-        head = f"{self._redis.namespace}:wf:{{"
+        head = f"{self._redis.key_prefix}:wf:{{"
         found = await keys.scan_tagged(self._redis.client, head, "}:records")
         found.update(text(n) for n in await self._redis.client.zrange(self._index + "all", 0, -1))
         return found

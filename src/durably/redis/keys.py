@@ -97,10 +97,14 @@ def claim_key(ns: str, digest: str) -> str:
     return f"{ns}:claim:{{{digest}}}"
 
 
+def glob_escaped(text: str) -> str:
+    """``text`` matching only itself in a SCAN pattern."""
+    return "".join(f"\\{ch}" if ch in "*?[]\\" else ch for ch in text)
+
+
 def claim_pattern(ns: str) -> str:
-    """A SCAN pattern matching every claim-check blob of ``ns`` (glob characters escaped)."""
-    escaped = "".join(f"\\{c}" if c in "*?[]\\" else c for c in ns)
-    return f"{escaped}:claim:*"
+    """A SCAN pattern matching every claim-check blob of ``ns``."""
+    return f"{glob_escaped(ns)}:claim:*"
 
 
 def slot(key: str) -> int:
@@ -111,7 +115,7 @@ def slot(key: str) -> int:
 async def scan_tagged(client: Any, head: str, tail: str) -> set[str]:
     """The ids ``X`` of every key ``head + segment(X) + tail`` (``head`` ending in the hash
     tag's ``{``), found by SCAN over every primary: for operators' listings, not hot paths."""
-    pattern = "".join(f"\\{ch}" if ch in "*?[]\\" else ch for ch in head) + "*" + tail
+    pattern = glob_escaped(head) + "*" + tail
     found: set[str] = set()
     async for key in client.scan_iter(match=pattern, count=1000):
         name = key.decode() if isinstance(key, bytes) else str(key)
@@ -125,6 +129,7 @@ __all__ = [
     "DEFAULT_KEY_PREFIX",
     "claim_key",
     "claim_pattern",
+    "glob_escaped",
     "item_key",
     "item_ref",
     "queue_prefix",

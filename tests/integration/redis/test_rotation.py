@@ -112,7 +112,7 @@ async def test_a_tenant_whose_only_item_comes_due_later_is_promoted_in_turn_orde
     # a's only item waits out a delay while b and c are served; once due, a goes by the
     # turn it already had (before b and c), and d, never served, before every served one.
     clock = ManualClock(1000.0)
-    queue = RedisWorkQueue(any_redis, clock=clock, namespace=namespace_for(any_redis))
+    queue = RedisWorkQueue(any_redis, clock=clock, key_prefix=namespace_for(any_redis))
     for tenant, item_id in (("a", "a0"), ("b", "b0"), ("c", "c0")):
         await queue.enqueue(WorkItem(id=item_id, tenant=tenant, queue="q"))
     for item_id in ("b1", "b2", "c1", "c2"):
@@ -135,7 +135,7 @@ async def test_stats_counters_stay_exact_through_every_operation(any_redis: Any)
     clock = ManualClock(1000.0)
     policy = QueuePolicy(lease_seconds=10, max_attempts=2, backoff_seconds=5)
     queue = RedisWorkQueue(
-        any_redis, clock=clock, policy=policy, namespace=namespace_for(any_redis)
+        any_redis, clock=clock, policy=policy, key_prefix=namespace_for(any_redis)
     )
 
     async def counts() -> tuple[int, int, int]:
@@ -180,7 +180,7 @@ async def test_a_queue_written_before_the_rotation_sets_is_served_in_the_same_or
     # its order, its turns and its depth.
     clock = ManualClock(1000.0)
     ns = namespace_for(any_redis)
-    queue = RedisWorkQueue(any_redis, clock=clock, namespace=ns)
+    queue = RedisWorkQueue(any_redis, clock=clock, key_prefix=ns)
     for tenant, item_id in (("a", "a0"), ("b", "b0"), ("a", "a1"), ("b", "b1"), ("c", "c0")):
         await queue.enqueue(WorkItem(id=item_id, tenant=tenant, queue="q"))
         clock.advance(1)
@@ -205,7 +205,7 @@ async def test_a_claim_among_many_tied_tenants_reads_a_few_keys_not_every_tenant
     if "Cluster" in type(any_redis).__name__:
         pytest.skip("command counts are per node")
     clock = ManualClock(1000.0)
-    queue = RedisWorkQueue(any_redis, clock=clock, namespace=namespace_for(any_redis))
+    queue = RedisWorkQueue(any_redis, clock=clock, key_prefix=namespace_for(any_redis))
     for n in range(300):  # never served: all at turn 0, tied until their oldest items
         await queue.enqueue(WorkItem(id="i", tenant=f"t{n:03}", queue="q"))
     clock.advance(1)

@@ -19,7 +19,7 @@ async def test_a_cascading_delete_of_a_big_session_runs_in_short_scripts_and_del
     redis_client: Any,
 ) -> None:
     ns = namespace_for(redis_client)
-    store = RedisStateStore(redis_client, clock=ManualClock(), namespace=ns)
+    store = RedisStateStore(redis_client, clock=ManualClock(), key_prefix=ns)
     tenant = "t"
     session = await store.put_session(SessionRecord(session_id="big", tenant=tenant))
     for first in range(0, RUNS, 50):
