@@ -199,8 +199,8 @@ async def enqueues(url: str, floor_first: bool) -> tuple[float, float]:
 async def replicated_enqueues(url: str, plain_first: bool) -> tuple[float, float]:
     """durably's enqueue without and with waiting for one replica (``replicas=1``)."""
     client = Redis.from_url(url)
-    plain = RedisWorkQueue(client, clock=SystemClock(), namespace=fresh())
-    settings = RedisStoreSettings(dsn=SecretStr(url), namespace=fresh(), replicas=1)
+    plain = RedisWorkQueue(client, clock=SystemClock(), key_prefix=fresh())
+    settings = RedisStoreSettings(dsn=SecretStr(url), key_prefix=fresh(), replicas=1)
     waiting = RedisWorkQueue(client, clock=SystemClock(), settings=settings)
 
     async def enqueue(queue: RedisWorkQueue, n: int) -> None:

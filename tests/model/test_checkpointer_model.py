@@ -72,7 +72,7 @@ class CheckpointerMachine(Lockstep[Checkpointer[Any]]):
             Backing(
                 "postgres", PostgresCheckpointer(services.pool, tables=await services.tables())
             ),
-            Backing("redis", RedisCheckpointer(services.redis, namespace=services.namespace())),
+            Backing("redis", RedisCheckpointer(services.redis, key_prefix=services.namespace())),
         ]
 
     # --- normalising --------------------------------------------------------------------

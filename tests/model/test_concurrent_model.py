@@ -68,8 +68,8 @@ class ConcurrentMachine(Lockstep[Stores]):
                 checkpointer = PostgresCheckpointer(services.pool, tables=tables)
             else:
                 ns = services.namespace()
-                queue = RedisWorkQueue(services.redis, clock=clock, policy=POLICY, namespace=ns)
-                checkpointer = RedisCheckpointer(services.redis, namespace=ns)
+                queue = RedisWorkQueue(services.redis, clock=clock, policy=POLICY, key_prefix=ns)
+                checkpointer = RedisCheckpointer(services.redis, key_prefix=ns)
             backing.store = Stores(queue, checkpointer)
             made.append(backing)
         return made

@@ -73,7 +73,7 @@ class SchedulerMachine(Lockstep[Any]):
             ),
             Backing(
                 "redis",
-                RedisScheduler(services.redis, lease=LEASE, key_namespace=services.namespace()),
+                RedisScheduler(services.redis, lease=LEASE, key_prefix=services.namespace()),
             ),
         ]
         for backing in made:
@@ -157,8 +157,8 @@ class DurableMachine(SchedulerMachine):
             Backing(
                 "redis",
                 RedisDurable(
-                    RedisCheckpointer(services.redis, namespace=ns),
-                    RedisScheduler(services.redis, lease=LEASE, key_namespace=ns),
+                    RedisCheckpointer(services.redis, key_prefix=ns),
+                    RedisScheduler(services.redis, lease=LEASE, key_prefix=ns),
                 ),
             ),
         ]

@@ -46,7 +46,7 @@ async def pair() -> AsyncIterator[Pair]:
     replica = start_server("--replicaof", "127.0.0.1", str(primary.port))
     settings = RedisStoreSettings(
         dsn=SecretStr(primary.url),
-        namespace=unique_namespace(),
+        key_prefix=unique_namespace(),
         replicas=1,
         replica_timeout_seconds=10.0,  # generous: the machine is shared
         max_attempts=1,
