@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from durably.app.app import App
 
-LOOK_SECONDS = 1.0
+LOOK_SECONDS = 5.0
 """How often, at most, a pass reads its records to see a cancel from another process."""
 
 
