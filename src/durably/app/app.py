@@ -245,6 +245,12 @@ class App:
         afresh; its handle's `result` raises `WorkflowNotFoundError`."""
         return await self._driver.sweep(limit)
 
+    async def unserved(self) -> list[tuple[str, str]]:
+        """Unfinished workflows (sleeping, blocked or running) whose kind has no body
+        registered on this App, as ``(id, kind)``; each call looks at the next 100
+        statuses, round the whole list. `serve` logs them every minute."""
+        return await self._driver.unserved()
+
     async def run_until_idle(self, *, advance: bool = True) -> int:
         """Run every due workflow until nothing is runnable; with ``advance`` and a
         `ManualClock`, move the clock to each next deadline (sleeps, backoffs, recv

@@ -9,10 +9,12 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from durably.app import records
 from durably.clock import ManualClock
 from durably.errors import ConfigurationError
 from durably.serving import Context as ServingContext
 from durably.serving import WorkflowService
+from durably.status import WorkflowStatus
 from durably.work import QueuePolicy
 from durably.worker import LOGGER_NAME, Worker
 
@@ -24,6 +26,9 @@ SWEEP_LIMIT = 500
 """Workflows one round of the retention sweep removes at most."""
 SWEEP_SECONDS = 60.0
 """Seconds between sweep rounds while `serve` runs."""
+UNSERVED_LIMIT = 100
+"""Statuses one round looks at for workflows whose kind has no body here."""
+UNFINISHED = (WorkflowStatus.SLEEPING, WorkflowStatus.BLOCKED, WorkflowStatus.RUNNING)
 
 # A guard against a workflow that never stops being ready (a bug, not a test's intent).
 MAX_PASSES = 100_000
@@ -35,6 +40,7 @@ class Driver:
     def __init__(self, app: App) -> None:
         self._app = app
         self._dues: list[float] = []
+        self._unserved_after: str | None = None
 
     def _kinds(self, names: Iterable[str] | None) -> list[str]:
         registered = self._app.workflows
@@ -87,9 +93,36 @@ class Driver:
 
         return await stores.checkpointer.sweep(finished_before=before, limit=limit, on_swept=swept)
 
+    async def unserved(self, limit: int = UNSERVED_LIMIT) -> list[tuple[str, str]]:
+        """Up to ``limit`` more unfinished workflows (sleeping, blocked or running; a
+        rolling look over every round) whose kind this App has no body for, as
+        ``(id, kind)``: nothing here will run them."""
+        checkpointer = (await self._app.stores()).checkpointer
+        found: list[tuple[str, str]] = []
+        infos = await checkpointer.list_status(limit=limit, after=self._unserved_after)
+        self._unserved_after = infos[-1].workflow if len(infos) == limit else None
+        for info in infos:
+            if info.status not in UNFINISHED:
+                continue
+            start = (await checkpointer.load(info.workflow)).get(records.START)
+            kind = start.get("kind") if isinstance(start, dict) else None
+            if kind is not None and str(kind) not in self._app.workflows:
+                found.append((info.workflow, str(kind)))
+        return found
+
     async def _sweep_periodically(self) -> None:
         logger = logging.getLogger(LOGGER_NAME)
         while True:
+            try:
+                for workflow, kind in await self.unserved():
+                    logger.warning(
+                        "workflow %r is of kind %r, which has no registered body here",
+                        workflow,
+                        kind,
+                        extra={"workflow": workflow, "kind": kind},
+                    )
+            except Exception:
+                logger.exception("looking for workflows without a body failed")
             try:
                 swept = await self.sweep()
             except Exception:
@@ -170,4 +203,4 @@ def _raise(exc: BaseException) -> None:
     raise exc
 
 
-__all__ = ["MAX_PASSES", "SWEEP_LIMIT", "SWEEP_SECONDS", "Driver"]
+__all__ = ["MAX_PASSES", "SWEEP_LIMIT", "SWEEP_SECONDS", "UNSERVED_LIMIT", "Driver"]

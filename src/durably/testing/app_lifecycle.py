@@ -279,6 +279,27 @@ class AppLifecycle(AppFixtures):
         await app.run_until_idle()
         assert await again.result(timeout=5) == 2
 
+    async def test_a_workflow_whose_kind_has_no_body_is_reported(
+        self, app_factory: AppFactory
+    ) -> None:
+        if not self.shares_stores:
+            pytest.skip("needs two Apps over one store")
+        old = await app_factory(ManualClock())
+
+        @old.workflow(name=f"retired-{fresh_id()}")
+        async def retired(ctx: Context) -> None:
+            await ctx.sleep(60)
+
+        handle = await retired.start()
+        await old.run_until_idle(advance=False)
+        new = await app_factory(ManualClock())  # a deploy that dropped the kind
+        found: list[tuple[str, str]] = []
+        for _ in range(100):  # each call looks at the next page of statuses
+            found += await new.unserved()
+            if (handle.id, retired.kind) in found:
+                break
+        assert (handle.id, retired.kind) in found
+
     async def test_a_model_gaining_a_required_field_parks_and_resumes_after_a_fix(
         self, app_factory: AppFactory
     ) -> None:
