@@ -46,6 +46,9 @@ class Value:
 
     type_name: str
     adapter: TypeAdapter[Any]
+    native: type | None = None
+    """``int``, ``str`` or ``bool`` when that is the whole annotation: a value of exactly
+    that type is its own JSON, so the adapter is skipped (the hot path of small steps)."""
 
     @classmethod
     def of(cls, annotation: object, what: str) -> Value:
@@ -57,15 +60,20 @@ class Value:
             raise ConfigurationError(
                 f"{what}: cannot encode annotation {annotation!r}: {exc}"
             ) from None
-        return cls(getattr(annotation, "__name__", repr(annotation)), adapter)
+        native = annotation if annotation in (int, str, bool) else None
+        return cls(getattr(annotation, "__name__", repr(annotation)), adapter, native)
 
     def encode(self, value: object) -> object:
         """``value`` checked against the type and rendered as JSON-ready data. Raises
         `ValidationError` (a `ValueError`) or pydantic's serialization error."""
+        if self.native is not None and type(value) is self.native:
+            return value
         return self.adapter.dump_python(self.adapter.validate_python(value), mode="json")
 
     def decode(self, data: object) -> Any:
         """The typed value of JSON-ready ``data``; `ValidationError` if it does not fit."""
+        if self.native is not None and type(data) is self.native:
+            return data
         return self.adapter.validate_python(data)
 
 
@@ -165,10 +173,13 @@ class Signature:
         return positional, keywords
 
 
+# One encoder for every call (json.dumps with options builds a new one each time).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+
+
 def digest(encoded: object) -> str:
     """A short, stable digest of JSON-ready data (a step's arguments)."""
-    text = json.dumps(encoded, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+    return hashlib.blake2b(_CANONICAL(encoded).encode(), digest_size=8).hexdigest()
 
 
 def stored_text(value: object) -> str:
