@@ -109,8 +109,22 @@ class BoundSqliteWorkQueue:
                 "failures": json.dumps(list(item.failures)),
             },
         )
+        self._place(row, now)
         tx.work_added = True
         return _item(row)
+
+    def _place(self, row: sqlite3.Row, now: float) -> None:
+        """Keep the rotation index (`place_tenant`) up to date with the queued item ``row``."""
+        self._tx.execute(
+            _SQL["place_tenant"],
+            {
+                "queue": row["queue"],
+                "tenant": row["tenant"],
+                "at": row["available_at"],
+                "seq": row["seq"],
+                "now": now,
+            },
+        )
 
     def claim(
         self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None
@@ -119,21 +133,46 @@ class BoundSqliteWorkQueue:
         tx = self._tx
         now = self._clock.now()
         lease = self._policy.lease_for(lease_seconds)
-        tenant = tx.one(_SQL["next_tenant"], {"queue": queue, "now": now})
-        if tenant is None:
-            return None
-        row = tx.row(
-            _SQL["claim_next_of_tenant"],
-            {
-                "queue": queue,
-                "tenant": tenant[0],
-                "worker": worker,
-                "now": now,
-                "lease_expires_at": now + lease,
-            },
-        )
-        tx.execute(_SQL["send_tenant_to_back"], {"queue": queue, "tenant": tenant[0]})
-        return _item(row)
+        tx.execute(_SQL["promote_due"], {"queue": queue, "now": now})
+        while (found := tx.one(_SQL["next_tenant"], {"queue": queue})) is not None:
+            tenant = found[0]
+            row = tx.one(
+                _SQL["claim_next_of_tenant"],
+                {
+                    "queue": queue,
+                    "tenant": tenant,
+                    "worker": worker,
+                    "now": now,
+                    "lease_expires_at": now + lease,
+                },
+            )
+            head = self._oldest(queue, tenant)
+            tx.execute(
+                _SQL["send_tenant_to_back"],
+                {
+                    "queue": queue,
+                    "tenant": tenant,
+                    "head_at": None if head is None else head[0],
+                    "head_seq": None if head is None else head[1],
+                    "now": now,
+                },
+            )
+            # A tenant in the rotation has a due item unless the table was written outside
+            # this queue; it has just been put where its items say, so look again.
+            if row is not None:
+                return _item(row)
+        return None
+
+    def _oldest(self, queue: str, tenant: str) -> tuple[float, int] | None:
+        """The (availability, seq) of the tenant's oldest queued item, if it has one."""
+        heads = [
+            self._tx.one(
+                _SQL["oldest_of_priority"],
+                {"queue": queue, "tenant": tenant, "priority": int(priority)},
+            )
+            for priority in WorkPriority
+        ]
+        return min(((row[0], row[1]) for row in heads if row is not None), default=None)
 
     def _held(
         self, item_id: str, tenant: str, worker: str, *, renewing: bool = False
@@ -205,6 +244,7 @@ class BoundSqliteWorkQueue:
         if updated is None:
             return None
         if not settlement.dead:
+            self._place(updated, self._clock.now())
             self._tx.work_added = True  # requeued: an idle worker may take it
         return _item(updated)
 
@@ -252,9 +292,9 @@ class BoundSqliteWorkQueue:
             _SQL["stats"], {"queue": queue, "now": now}
         )
         return QueueStats(
-            depth=depth,
-            claimed=claimed,
-            dead_lettered=dead,
+            depth=depth or 0,
+            claimed=claimed or 0,
+            dead_lettered=dead or 0,
             oldest_age_seconds=0.0 if oldest is None else max(0.0, now - oldest),
             reaped=reaped or 0,
             duplicates_suppressed=duplicates or 0,

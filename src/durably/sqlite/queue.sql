@@ -22,15 +22,38 @@ INSERT INTO durably_work (
 )
 RETURNING *
 
+-- name: place_tenant
+-- ``tenant`` has a new queued item (:at, :seq): it becomes the tenant's oldest if older than
+-- what the tenant had, and the tenant joins the rotation if it is due (durably_queue_tenants
+-- in schema.sql). A tenant never seen starts at turn 0.
+INSERT INTO durably_queue_tenants (queue, tenant, turn, head_at, head_seq, due)
+VALUES (:queue, :tenant, 0, :at, :seq, :at <= :now)
+ON CONFLICT (queue, tenant) DO UPDATE
+SET head_at = excluded.head_at, head_seq = excluded.head_seq, due = due OR excluded.due
+WHERE head_at IS NULL OR excluded.head_at < head_at
+   OR (excluded.head_at = head_at AND excluded.head_seq < head_seq)
+
+-- name: promote_due
+-- Tenants whose oldest item has come due join the rotation (the waiting index: nothing is
+-- read while none has).
+UPDATE durably_queue_tenants SET due = 1
+WHERE queue = :queue AND due = 0 AND head_at <= :now
+
 -- name: next_tenant
--- Fairness step 1: the tenant with a due item whose turn is lowest (never served = 0);
--- ties go to the tenant whose oldest due item (availability, then enqueue order) is oldest.
--- Ordered by row, not by per-tenant MIN()s: those mix two different items of a tenant.
-SELECT w.tenant
-FROM durably_work AS w
-LEFT JOIN durably_work_turns AS t ON t.queue = w.queue AND t.tenant = w.tenant
-WHERE w.queue = :queue AND w.state = 'queued' AND w.available_at <= :now
-ORDER BY COALESCE(t.turn, 0), w.available_at, w.seq
+-- Fairness step 1: the tenant in the rotation whose turn is lowest (never served = 0); ties
+-- go to the tenant whose oldest item (availability, then enqueue order) is oldest, which a
+-- tenant in the rotation has due. The first row of the rotation index.
+SELECT tenant FROM durably_queue_tenants
+WHERE queue = :queue AND due = 1
+ORDER BY turn, head_at, head_seq
+LIMIT 1
+
+-- name: oldest_of_priority
+-- The tenant's oldest queued item of one priority (one index seek); the oldest of these
+-- over the priorities is the tenant's oldest.
+SELECT available_at, seq FROM durably_work
+WHERE queue = :queue AND tenant = :tenant AND state = 'queued' AND priority = :priority
+ORDER BY available_at, seq
 LIMIT 1
 
 -- name: claim_next_of_tenant
@@ -50,13 +73,18 @@ WHERE seq = (
 RETURNING *
 
 -- name: send_tenant_to_back
--- Fairness step 2: the served tenant's turn goes above every other turn of the queue.
-INSERT INTO durably_work_turns (queue, tenant, turn)
-VALUES (
-    :queue, :tenant,
-    (SELECT COALESCE(MAX(turn), 0) + 1 FROM durably_work_turns WHERE queue = :queue)
-)
-ON CONFLICT (queue, tenant) DO UPDATE SET turn = excluded.turn
+-- Fairness step 2: the served tenant's turn goes above every other turn of the queue (two
+-- seeks of the rotation index), with its oldest item as it now stands: still in the
+-- rotation if that is due, waiting if not, out of it (turn kept) if it has none.
+UPDATE durably_queue_tenants
+SET turn = 1 + MAX(
+        COALESCE((SELECT MAX(turn) FROM durably_queue_tenants
+                  WHERE queue = :queue AND due = 0), 0),
+        COALESCE((SELECT MAX(turn) FROM durably_queue_tenants
+                  WHERE queue = :queue AND due = 1), 0)),
+    head_at = :head_at, head_seq = :head_seq,
+    due = COALESCE(:head_at <= :now, 0)
+WHERE queue = :queue AND tenant = :tenant
 
 -- name: extend_lease
 UPDATE durably_work SET lease_expires_at = :lease_expires_at
@@ -107,10 +135,12 @@ ORDER BY seq
 LIMIT :limit
 
 -- name: stats
+-- Sizes from the counters the triggers keep (schema.sql); the oldest due item from the
+-- start of the due index.
 SELECT
-    (SELECT COUNT(*) FROM durably_work WHERE queue = :queue AND state = 'queued'),
-    (SELECT COUNT(*) FROM durably_work WHERE queue = :queue AND state = 'claimed'),
-    (SELECT COUNT(*) FROM durably_work WHERE queue = :queue AND state = 'dead_lettered'),
+    (SELECT n FROM durably_queue_sizes WHERE queue = :queue AND state = 'queued'),
+    (SELECT n FROM durably_queue_sizes WHERE queue = :queue AND state = 'claimed'),
+    (SELECT n FROM durably_queue_sizes WHERE queue = :queue AND state = 'dead_lettered'),
     (SELECT MIN(available_at) FROM durably_work
         WHERE queue = :queue AND state = 'queued' AND available_at <= :now),
     (SELECT reaped FROM durably_queue_counters WHERE queue = :queue),

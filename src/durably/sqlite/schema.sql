@@ -1,4 +1,4 @@
--- durably's tables in an embedded SQLite file: schema version 3.
+-- durably's tables in an embedded SQLite file: schema version 4.
 -- Applied by `durably.sqlite.connect` inside one BEGIN IMMEDIATE, so processes opening a
 -- fresh file at once create it exactly once. Every statement is idempotent.
 
@@ -76,13 +76,87 @@ CREATE INDEX IF NOT EXISTS durably_work_by_tenant
 CREATE INDEX IF NOT EXISTS durably_work_leases
     ON durably_work (state, lease_expires_at);
 
--- Tenant turns per queue: the served tenant goes to the back (see durably.work).
+-- Where each tenant of a queue stands in the rotation (durably.sqlite.queue): its turn (0 =
+-- never served; the served tenant goes to the back), its oldest queued item (head_at,
+-- head_seq; NULL when it has none), and whether it is in the rotation (due = 1: its oldest
+-- item was due when it was placed) or waiting for that item to come due (due = 0, promoted
+-- by a claim). A claim reads the first row of the rotation index, not every due item.
+-- Added in schema version 4; version 3 kept only the turns (durably_work_turns).
+CREATE TABLE IF NOT EXISTS durably_queue_tenants (
+    queue TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    head_at REAL,
+    head_seq INTEGER,
+    due INTEGER NOT NULL,
+    PRIMARY KEY (queue, tenant)
+);
+
+CREATE INDEX IF NOT EXISTS durably_queue_tenants_rotation
+    ON durably_queue_tenants (queue, due, turn, head_at, head_seq);
+
+CREATE INDEX IF NOT EXISTS durably_queue_tenants_waiting
+    ON durably_queue_tenants (queue, head_at) WHERE due = 0 AND head_at IS NOT NULL;
+
+-- The upgrade from version 3: every tenant with a queued item or a turn, keeping its turn,
+-- waiting (the first claim promotes those due), then the turns table goes.
 CREATE TABLE IF NOT EXISTS durably_work_turns (
     queue TEXT NOT NULL,
     tenant TEXT NOT NULL,
     turn INTEGER NOT NULL,
     PRIMARY KEY (queue, tenant)
 );
+
+INSERT OR IGNORE INTO durably_queue_tenants (queue, tenant, turn, head_at, head_seq, due)
+SELECT keys.queue, keys.tenant, COALESCE(t.turn, 0), NULL, NULL, 0
+FROM (
+    SELECT queue, tenant FROM durably_work WHERE state = 'queued'
+    UNION SELECT queue, tenant FROM durably_work_turns
+) AS keys
+LEFT JOIN durably_work_turns AS t ON t.queue = keys.queue AND t.tenant = keys.tenant;
+
+UPDATE durably_queue_tenants SET (head_at, head_seq) = (
+    SELECT w.available_at, w.seq FROM durably_work AS w
+    WHERE w.queue = durably_queue_tenants.queue AND w.tenant = durably_queue_tenants.tenant
+      AND w.state = 'queued'
+    ORDER BY w.available_at, w.seq
+    LIMIT 1
+)
+WHERE head_at IS NULL;
+
+DROP TABLE durably_work_turns;
+
+-- How many items of each queue are in each state, kept by the triggers below with every
+-- write (exact, in the same transaction): `stats` reads them instead of counting.
+-- Added in schema version 4, counted once from the items on the upgrade.
+CREATE TABLE IF NOT EXISTS durably_queue_sizes (
+    queue TEXT NOT NULL,
+    state TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY (queue, state)
+);
+
+INSERT OR REPLACE INTO durably_queue_sizes (queue, state, n)
+SELECT queue, state, COUNT(*) FROM durably_work GROUP BY queue, state;
+
+CREATE TRIGGER IF NOT EXISTS durably_work_sized_insert AFTER INSERT ON durably_work
+BEGIN
+    INSERT INTO durably_queue_sizes (queue, state, n) VALUES (new.queue, new.state, 1)
+    ON CONFLICT (queue, state) DO UPDATE SET n = n + 1;
+END;
+
+CREATE TRIGGER IF NOT EXISTS durably_work_sized_delete AFTER DELETE ON durably_work
+BEGIN
+    UPDATE durably_queue_sizes SET n = n - 1 WHERE queue = old.queue AND state = old.state;
+END;
+
+CREATE TRIGGER IF NOT EXISTS durably_work_sized_update AFTER UPDATE OF state, queue
+ON durably_work WHEN old.state IS NOT new.state OR old.queue IS NOT new.queue
+BEGIN
+    UPDATE durably_queue_sizes SET n = n - 1 WHERE queue = old.queue AND state = old.state;
+    INSERT INTO durably_queue_sizes (queue, state, n) VALUES (new.queue, new.state, 1)
+    ON CONFLICT (queue, state) DO UPDATE SET n = n + 1;
+END;
 
 CREATE TABLE IF NOT EXISTS durably_queue_counters (
     queue TEXT PRIMARY KEY,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from durably import ManualClock, QueuePolicy, WorkItem, WorkPriority, WorkState
+from durably import ManualClock, WorkItem, WorkPriority, WorkState
 from durably.redis import RedisWorkQueue, keys
 from tests.redis_service import namespace_for
 
@@ -104,72 +104,6 @@ async def test_an_item_enqueued_with_attempts_and_failures_keeps_them(any_redis:
     assert (stored.attempts, stored.dedupe_key, stored.available_at) == (1, "k", 2000.0)
     duplicate = await queue.enqueue(WorkItem(id="other", tenant="t", queue="q", dedupe_key="k"))
     assert (duplicate.id, duplicate.attempts, duplicate.available_at) == ("j", 1, 2000.0)
-
-
-async def test_a_tenant_whose_only_item_comes_due_later_is_promoted_in_turn_order(
-    any_redis: Any,
-) -> None:
-    # a's only item waits out a delay while b and c are served; once due, a goes by the
-    # turn it already had (before b and c), and d, never served, before every served one.
-    clock = ManualClock(1000.0)
-    queue = RedisWorkQueue(any_redis, clock=clock, key_prefix=namespace_for(any_redis))
-    for tenant, item_id in (("a", "a0"), ("b", "b0"), ("c", "c0")):
-        await queue.enqueue(WorkItem(id=item_id, tenant=tenant, queue="q"))
-    for item_id in ("b1", "b2", "c1", "c2"):
-        await queue.enqueue(WorkItem(id=item_id, tenant=item_id[0], queue="q"))
-    await queue.enqueue(WorkItem(id="a1", tenant="a", queue="q", available_at=1010.0))
-    await queue.enqueue(WorkItem(id="d0", tenant="d", queue="q", available_at=1005.0))
-    assert [await _take(queue) for _ in range(4)] == [
-        ("a", "a0"),
-        ("b", "b0"),
-        ("c", "c0"),
-        ("b", "b1"),
-    ]
-    clock.advance(11)
-    taken = [await _take(queue) for _ in range(5)]
-    assert taken == [("d", "d0"), ("a", "a1"), ("c", "c1"), ("b", "b2"), ("c", "c2")]
-    assert await queue.claim(worker="w", queue="q") is None
-
-
-async def test_stats_counters_stay_exact_through_every_operation(any_redis: Any) -> None:
-    clock = ManualClock(1000.0)
-    policy = QueuePolicy(lease_seconds=10, max_attempts=2, backoff_seconds=5)
-    queue = RedisWorkQueue(
-        any_redis, clock=clock, policy=policy, key_prefix=namespace_for(any_redis)
-    )
-
-    async def counts() -> tuple[int, int, int]:
-        stats = await queue.stats(queue="q")
-        return stats.depth, stats.claimed, stats.dead_lettered
-
-    for n in range(6):
-        await queue.enqueue(WorkItem(id=f"i{n}", tenant=f"t{n % 3}", queue="q"))
-    await queue.enqueue(WorkItem(id="late", tenant="t9", queue="q", available_at=2000.0))
-    await queue.enqueue(WorkItem(id="i0", tenant="t0", queue="q"))  # a duplicate
-    assert await counts() == (7, 0, 0)
-    held = [await queue.claim(worker="w", queue="q") for _ in range(4)]
-    assert await counts() == (3, 4, 0)
-    first, second, third, fourth = (item for item in held if item is not None)
-    await queue.complete(first.id, tenant=first.tenant, worker="w")
-    await queue.fail(second.id, tenant=second.tenant, worker="w", error="again")
-    await queue.fail(third.id, tenant=third.tenant, worker="w", error="no", retryable=False)
-    assert await counts() == (4, 1, 1)
-    clock.advance(11)  # the fourth's lease lapses
-    assert len(await queue.reap()) == 1
-    assert await counts() == (5, 0, 1)
-    again = await queue.claim(worker="w2", queue="q")
-    assert again is not None
-    assert len(await queue.adopt(worker="w2")) == 1
-    assert await counts() == (5, 0, 1)
-    stats = await queue.stats(queue="q")
-    assert stats.oldest_age_seconds == pytest.approx(11.0)
-    while (item := await queue.claim(worker="w", queue="q")) is not None:
-        await queue.complete(item.id, tenant=item.tenant, worker="w")
-    assert await counts() == (2, 0, 1)  # the late one, and the reaped one's backoff
-    assert (await queue.stats(queue="q")).oldest_age_seconds == 0.0
-    clock.advance(policy.backoff_for(1))
-    assert await _take(queue) == (fourth.tenant, fourth.id)
-    assert await counts() == (1, 0, 1)
 
 
 async def test_a_queue_written_before_the_rotation_sets_is_served_in_the_same_order(
