@@ -27,7 +27,7 @@ DSN = os.environ.get("DURABLY_DSN") or f"sqlite:///{tempfile.mkdtemp()}/orders.d
 SHIPPED = durably.Topic("shipped", str)
 
 
-def make_app(version: int) -> tuple[durably.App, Callable[..., Awaitable[object]]]:
+def make_app(version: int) -> tuple[durably.App, durably.Workflow[[str], list[str]]]:
     """The application as deployed at ``version`` (both use the same workflow kind)."""
     app = durably.App(DSN)
 
@@ -48,7 +48,7 @@ def make_app(version: int) -> tuple[durably.App, Callable[..., Awaitable[object]
         done.append(f"shipped as {tracking}")
         return done
 
-    return app, order.start
+    return app, order
 
 
 async def serve_for_a_while(app: durably.App, work: Callable[[], Awaitable[None]]) -> None:
@@ -61,21 +61,21 @@ async def serve_for_a_while(app: durably.App, work: Callable[[], Awaitable[None]
 
 
 async def main() -> None:
-    v1, start_v1 = make_app(1)
+    v1, order_v1 = make_app(1)
 
     async def before_the_deploy() -> None:
-        handle = await start_v1("order-1", id="order-1")
+        handle = await order_v1.start("order-1", id="order-1")
         while (await handle.status()).status is not durably.WorkflowStatus.BLOCKED:
             await asyncio.sleep(0.05)  # charged, now waiting for the warehouse
 
     await serve_for_a_while(v1, before_the_deploy)
     await v1.close()
 
-    v2, start_v2 = make_app(2)
+    v2, order_v2 = make_app(2)
 
     async def after_the_deploy() -> None:
-        first = await v2.get_handle("order-1")
-        second = await start_v2("order-2", id="order-2")
+        first = await order_v2.get_handle("order-1")
+        second = await order_v2.start("order-2", id="order-2")
         for handle in (first, second):
             await handle.send(SHIPPED, f"TRACK-{handle.id}")
         for handle in (first, second):

@@ -247,16 +247,21 @@ class Context:
         timeout is kept for the next `recv`."""
         seconds = None if timeout is None else seconds_of(timeout, "timeout")
         key = self._next(f"{records.PREFIX}recv:{topic.name}")
-        self._meet(key)
+        deadline, waited = f"{key}:deadline", f"{key}:waited"
+        # What an earlier pass left at this wait counts as met whichever way this pass
+        # goes, or the rest of the body would pass for a replay (`replaying`, `patched`).
+        for mark in (key, deadline, waited):
+            self._meet(mark)
         self._deliver_cancel(key)
         recorded = self._run.recorded
         if key not in recorded:
             chosen = self._next_message(topic)
             if chosen is None:
                 if seconds is None:
+                    # A pass that suspends here leaves a record of having reached it, so
+                    # code changed before this point takes the old path on later passes.
+                    await self._run.step(waited, lambda: True)
                     raise MessageNeeded(key)
-                deadline = f"{key}:deadline"
-                self._meet(deadline)
                 await self._run.sleep(deadline, seconds)
             outcome: dict[str, object] = {"t": True} if chosen is None else {"m": chosen}
             taken: object = await self._run.step(key, lambda: outcome)
