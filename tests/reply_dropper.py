@@ -8,23 +8,12 @@ import contextlib
 from collections.abc import Awaitable, Callable
 
 
-class ReplyDropper:
-    """Forwards connections to the server on ``port``; the first request carrying ``marker``
-    reaches the server, its reply is read and thrown away, and the client's connection is
-    closed: the write is applied, and its answer lost with the connection. ``meanwhile``,
-    when given, runs after the write was applied and before the client learns of the loss
-    (what other clients do in that window: a worker completing the item, say)."""
+class Proxy:
+    """A TCP proxy on a free loopback port toward the server on ``port``; subclasses
+    forward each connection in ``_serve``, tracked in ``_serving`` so `stop` ends them."""
 
-    def __init__(
-        self,
-        port: int,
-        marker: bytes,
-        meanwhile: Callable[[], Awaitable[None]] | None = None,
-    ) -> None:
+    def __init__(self, port: int) -> None:
         self._port = port
-        self._marker = marker
-        self.meanwhile = meanwhile
-        self.dropped = 0
         self._listener: asyncio.Server | None = None
         self._serving: set[asyncio.Task[None]] = set()
 
@@ -40,6 +29,28 @@ class ReplyDropper:
         for task in self._serving:
             task.cancel()
         await asyncio.gather(*self._serving, return_exceptions=True)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
+
+
+class ReplyDropper(Proxy):
+    """Forwards connections to the server on ``port``; the first request carrying ``marker``
+    reaches the server, its reply is read and thrown away, and the client's connection is
+    closed: the write is applied, and its answer lost with the connection. ``meanwhile``,
+    when given, runs after the write was applied and before the client learns of the loss
+    (what other clients do in that window: a worker completing the item, say)."""
+
+    def __init__(
+        self,
+        port: int,
+        marker: bytes,
+        meanwhile: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        super().__init__(port)
+        self._marker = marker
+        self.meanwhile = meanwhile
+        self.dropped = 0
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -80,4 +91,4 @@ class ReplyDropper:
         sink.close()  # the server hung up: so does the proxy, toward the client
 
 
-__all__ = ["ReplyDropper"]
+__all__ = ["Proxy", "ReplyDropper"]

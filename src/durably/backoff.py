@@ -8,16 +8,27 @@ jitter.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 Jitter = Callable[[], float]
 """A source of jitter: each call a float in [0, 1) (`random.random` by default)."""
 
+FAILOVER_SECONDS = 10.0
+"""How long a call to a server (PostgreSQL, Redis) keeps trying by default: longer than a
+typical failover (a Redis Cluster promotion took 3.6-4.3 s; a managed PostgreSQL failover
+takes seconds to tens of seconds)."""
+PAUSE_CAP_SECONDS = 1.0
+"""The longest single pause of that default budget."""
 
-def pause_seconds(backoff_seconds: float, attempt: int, jitter: Jitter) -> float:
+
+def pause_seconds(
+    backoff_seconds: float, attempt: int, jitter: Jitter, cap_seconds: float = math.inf
+) -> float:
     """The pause after failed try ``attempt`` (1-based): ``backoff_seconds * 2**(attempt-1)``
-    scaled into [1/2, 1) of itself by one draw of ``jitter``."""
-    return backoff_seconds * 2.0 ** (attempt - 1) * (0.5 + 0.5 * jitter())
+    up to ``cap_seconds``, scaled into [1/2, 1) of itself by one draw of ``jitter``."""
+    doubled = backoff_seconds * 2.0 ** min(attempt - 1, 64)
+    return min(doubled, cap_seconds) * (0.5 + 0.5 * jitter())
 
 
-__all__ = ["Jitter", "pause_seconds"]
+__all__ = ["FAILOVER_SECONDS", "PAUSE_CAP_SECONDS", "Jitter", "pause_seconds"]

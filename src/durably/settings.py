@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, SecretStr
 
-from durably.backoff import Jitter
+from durably.backoff import FAILOVER_SECONDS, PAUSE_CAP_SECONDS, Jitter
 from durably.errors import ConfigurationError
 
 DEFAULT_MAX_VALUE_BYTES = 1024 * 1024
@@ -47,4 +47,19 @@ class StoreSettings(BaseModel):
         return cls(**{field: SecretStr(value) if field == "dsn" else value, **overrides})
 
 
-__all__ = ["DEFAULT_MAX_VALUE_BYTES", "StoreSettings"]
+class ServerStoreSettings(StoreSettings):
+    """The settings of a backing on a server that can fail over (PostgreSQL, Redis): a call
+    keeps trying a transient failure for ``retry_budget_seconds`` (from its first failure),
+    with doubling, jittered pauses of at most ``backoff_cap_seconds`` each, or until
+    ``max_attempts`` tries, whichever ends first."""
+
+    max_attempts: PositiveInt = Field(100, description="tries per call at most")
+    retry_budget_seconds: PositiveFloat = Field(
+        FAILOVER_SECONDS, description="how long a call keeps trying after its first failure"
+    )
+    backoff_cap_seconds: PositiveFloat = Field(
+        PAUSE_CAP_SECONDS, description="the longest single pause between two tries"
+    )
+
+
+__all__ = ["DEFAULT_MAX_VALUE_BYTES", "ServerStoreSettings", "StoreSettings"]

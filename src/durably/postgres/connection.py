@@ -49,6 +49,7 @@ class Access:
         their arguments rather than a closure built per call."""
         budget, bound = self.budget, self.bound_session
         tries = 1 if bound is not None else budget.max_attempts
+        deadline: float | None = None  # the budget's time runs from the first failure
         for number in range(1, tries + 1):
             try:
                 if bound is not None:
@@ -59,7 +60,10 @@ class Access:
                     async with session.transaction():
                         return await operation(session, *args)
             except Exception as error:
-                await after_failure(error, number, tries, budget, errors, self.database.pool_size)
+                if deadline is None:
+                    deadline = budget.clock.now() + budget.budget_seconds
+                pool_size = self.database.pool_size
+                await after_failure(error, number, tries, budget, errors, pool_size, deadline)
         raise AssertionError("unreachable")  # pragma: no cover
 
 

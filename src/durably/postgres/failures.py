@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from durably.backoff import Jitter, pause_seconds
+from durably.backoff import FAILOVER_SECONDS, PAUSE_CAP_SECONDS, Jitter, pause_seconds
 from durably.clock import Clock, SystemClock
 from durably.dsn import scrub
 from durably.errors import (
@@ -50,15 +51,17 @@ class RetryBudget:
     """How hard an unbound call tries: attempts (first included) and the first delay; the
     pauses run on ``clock`` (the store's) with ``jitter`` drawn as `pause_seconds` says."""
 
-    max_attempts: int = 3
+    max_attempts: int = 100
     backoff_seconds: float = 0.05
     pool_timeout_seconds: float = 5.0
+    budget_seconds: float = FAILOVER_SECONDS
+    cap_seconds: float = PAUSE_CAP_SECONDS
     clock: Clock = field(default_factory=SystemClock)
     jitter: Jitter = random.random
 
     def delay(self, attempt: int) -> float:
         """Jittered delay after failed try number ``attempt`` (1-based), doubling."""
-        return pause_seconds(self.backoff_seconds, attempt, self.jitter)
+        return pause_seconds(self.backoff_seconds, attempt, self.jitter, self.cap_seconds)
 
 
 class EffectFailed(Exception):
@@ -210,11 +213,12 @@ async def after_failure(
     budget: RetryBudget,
     errors: ErrorFactory,
     pool_size: int | None = None,
+    deadline: float = math.inf,
 ) -> None:
     """Try ``number`` of ``tries`` failed with ``error``: return after the backoff when a
-    transient error leaves tries to spend, else raise what the caller should see (a
-    server out of connections at once, as `PoolExhaustedError` of a pool of
-    ``pool_size``)."""
+    transient error leaves tries (and time before ``deadline``, on the budget's clock) to
+    spend, else raise what the caller should see (a server out of connections at once, as
+    `PoolExhaustedError` of a pool of ``pool_size``)."""
     if isinstance(error, EffectFailed):
         raise error.error from None
     if isinstance(error, DurablyError):
@@ -226,8 +230,10 @@ async def after_failure(
         detail = f"the server refused a connection: {server_words(error)}"
         raise PoolExhaustedError("postgres", pool_size, detail) from None
     if kind in ("transient", "contended") and number < tries:
-        await budget.clock.sleep(budget.delay(number))
-        return
+        pause = budget.delay(number)
+        if budget.clock.now() + pause <= deadline:
+            await budget.clock.sleep(pause)
+            return
     mapped = errors(kind, describe(error))
     if sqlstate(error) is None:
         # A client-side error may quote connection parameters: do not chain it.

@@ -10,10 +10,10 @@ from pydantic import Field, PositiveFloat, SecretStr
 from durably.dsn import scrub
 from durably.errors import ConfigurationError
 from durably.postgres.failures import RetryBudget, connect_error
-from durably.settings import StoreSettings
+from durably.settings import ServerStoreSettings
 
 
-class PostgresStoreSettings(StoreSettings):
+class PostgresStoreSettings(ServerStoreSettings):
     """Settings for the PostgreSQL backing; ``from_env()`` reads ``DURABLY_POSTGRES_DSN``.
 
     The DSN is a `SecretStr`: it never appears in a repr, a log line or an error.
@@ -42,6 +42,8 @@ class PostgresStoreSettings(StoreSettings):
         return RetryBudget(
             max_attempts=self.max_attempts,
             backoff_seconds=self.backoff_seconds,
+            budget_seconds=self.retry_budget_seconds,
+            cap_seconds=self.backoff_cap_seconds,
             pool_timeout_seconds=self.pool_timeout_seconds,
             jitter=self.jitter,
         )

@@ -54,6 +54,8 @@ class RedisConnection:
         self.retry = Retry(
             max_attempts=defaults.max_attempts,
             backoff_seconds=defaults.backoff_seconds,
+            budget_seconds=defaults.retry_budget_seconds,
+            cap_seconds=defaults.backoff_cap_seconds,
             pool_size=pool_size(client),
             clock=clock or SystemClock(),
             jitter=defaults.jitter,

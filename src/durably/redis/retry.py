@@ -25,7 +25,7 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from durably.backoff import Jitter, pause_seconds
+from durably.backoff import FAILOVER_SECONDS, PAUSE_CAP_SECONDS, Jitter, pause_seconds
 from durably.clock import Clock, SystemClock
 from durably.errors import PoolExhaustedError
 
@@ -58,12 +58,15 @@ def transient(error: BaseException) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Retry:
-    """Try an operation up to ``max_attempts`` times, pausing between tries as
-    `pause_seconds` says, on ``clock``."""
+    """Try an operation up to ``max_attempts`` times and for ``budget_seconds`` after its
+    first failure, pausing between tries as `pause_seconds` says (at most ``cap_seconds``
+    each), on ``clock``."""
 
-    max_attempts: int = 3
+    max_attempts: int = 100
     backoff_seconds: float = 0.05
     pool_size: int | None = None
+    budget_seconds: float = FAILOVER_SECONDS
+    cap_seconds: float = PAUSE_CAP_SECONDS
     clock: Clock = field(default_factory=SystemClock)
     jitter: Jitter = random.random
 
@@ -80,7 +83,8 @@ class Retry:
         """``function(*args)``'s result, retried; `RetriesSpent` once the budget is spent.
         The hot paths use it to avoid building closures per call (they cost the cyclic
         garbage collector's time as well as their own)."""
-        for attempt in range(self.max_attempts):
+        deadline: float | None = None  # set at the first failure
+        for attempt in range(1, self.max_attempts + 1):
             try:
                 return await function(*args)
             except MaxConnectionsError as refused:
@@ -88,12 +92,14 @@ class Retry:
             except _CAUGHT as error:
                 if not transient(error):
                     raise
-                if attempt + 1 >= self.max_attempts:
+                pause = pause_seconds(self.backoff_seconds, attempt, self.jitter, self.cap_seconds)
+                now = self.clock.now()
+                if deadline is None:
+                    deadline = now + self.budget_seconds
+                if attempt >= self.max_attempts or now + pause > deadline:
                     # The error text can carry a host and port, never the DSN's password.
                     raise RetriesSpent(type(error).__name__) from None
-                await self.clock.sleep(
-                    pause_seconds(self.backoff_seconds, attempt + 1, self.jitter)
-                )
+                await self.clock.sleep(pause)
         raise AssertionError("unreachable")  # pragma: no cover
 
 

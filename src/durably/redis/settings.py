@@ -16,13 +16,13 @@ from pydantic import (
 )
 
 from durably.redis.keys import DEFAULT_KEY_PREFIX, valid_key_prefix
-from durably.settings import StoreSettings
+from durably.settings import ServerStoreSettings
 
 DEFAULT_MAX_VALUE_BYTES = 256 * 1024
 """Redis holds everything in memory: a smaller limit than the SQL stores."""
 
 
-class RedisStoreSettings(StoreSettings):
+class RedisStoreSettings(ServerStoreSettings):
     """Settings of the Redis backing; read ``DURABLY_REDIS_DSN`` with `from_env`.
 
     ``durable=False`` accepts a server without persistence (dev, or work that can be

@@ -29,6 +29,24 @@ async def _restart_after(server: RedisServer, seconds: float) -> None:
     await asyncio.to_thread(server.start)
 
 
+async def test_a_call_rides_out_a_server_restart_with_the_default_settings(
+    restartable: RedisServer,
+) -> None:
+    settings = RedisStoreSettings(dsn=SecretStr(restartable.url))
+    client = settings.client()
+    queue = RedisWorkQueue(client, settings=settings)
+    await queue.enqueue(WorkItem(id="before", tenant="t"))
+    restartable.kill()
+    restarting = asyncio.create_task(_restart_after(restartable, 2.0))
+    try:
+        enqueued = await queue.enqueue(WorkItem(id="during", tenant="t"))  # while it is down
+        assert enqueued.id == "during"
+        assert (await queue.stats()).depth == 2
+    finally:
+        await restarting
+        await client.aclose()
+
+
 async def test_the_worker_retries_a_failed_complete_until_it_lands_without_running_it_again(
     restartable: RedisServer,
 ) -> None:
