@@ -10,6 +10,7 @@ inbox key by its rank among the workflow's messages.
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,11 +18,12 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
-from durably.memory import MemoryCheckpointer
-from durably.postgres import PostgresCheckpointer
-from durably.redis import RedisCheckpointer
-from durably.sqlite import SqliteCheckpointer
+from durably.memory import MemoryCheckpointer, MemoryEffectKit
+from durably.postgres import PostgresCheckpointer, StateTables
+from durably.redis import RedisCheckpointer, RedisEffectKit
+from durably.sqlite import Database, SqliteCheckpointer
 from durably.status import WorkflowInfo, WorkflowStatus
+from durably.testing.kit import EffectKit
 from durably.workflows import Checkpointer, Entry, Pass, Recorded, Written, is_inbox_key
 from tests.model.lockstep import Backing, Lockstep, Services, canon, drive
 
@@ -45,6 +47,83 @@ VALUES = st.recursive(
 )
 
 
+class SqliteCounters:
+    """`transact` effects bumping a counter table in the checkpointer's SQLite file."""
+
+    def __init__(self, database: Database) -> None:
+        self._database = database
+
+    def bump(self, counter: str, value: object) -> Any:
+        def effect(cursor: sqlite3.Cursor) -> object:
+            cursor.execute("CREATE TABLE IF NOT EXISTS model_counters (name TEXT PRIMARY KEY, n)")
+            cursor.execute(
+                "INSERT INTO model_counters VALUES (?, 1) ON CONFLICT DO UPDATE SET n = n + 1",
+                (counter,),
+            )
+            return value
+
+        return effect
+
+    def bump_then_fail(self, counter: str) -> Any:
+        bump = self.bump(counter, None)
+
+        def effect(cursor: sqlite3.Cursor) -> object:
+            bump(cursor)
+            raise RuntimeError(f"effect on {counter} failed after its write")
+
+        return effect
+
+    async def count(self, counter: str) -> int:
+        def read(cursor: sqlite3.Cursor) -> int:
+            cursor.execute("CREATE TABLE IF NOT EXISTS model_counters (name TEXT PRIMARY KEY, n)")
+            row = cursor.execute("SELECT n FROM model_counters WHERE name = ?", (counter,))
+            found = row.fetchone()
+            return 0 if found is None else int(found[0])
+
+        return await self._database.transaction(lambda tx: read(tx.cursor()))
+
+
+class PostgresCounters:
+    """`transact` effects bumping a counter table in the checkpointer's schema (psycopg)."""
+
+    def __init__(self, pool: Any, tables: StateTables) -> None:
+        self._pool = pool
+        self._table = f'"{tables.schema}".model_counters'
+
+    async def create(self) -> PostgresCounters:
+        async with self._pool.connection() as connection:
+            await connection.execute(f"CREATE TABLE {self._table} (name text PRIMARY KEY, n int)")
+        return self
+
+    def bump(self, counter: str, value: object) -> Any:
+        async def effect(cursor: Any) -> object:
+            await cursor.execute(
+                f"INSERT INTO {self._table} VALUES (%s, 1) "
+                "ON CONFLICT (name) DO UPDATE SET n = model_counters.n + 1",
+                (counter,),
+            )
+            return value
+
+        return effect
+
+    def bump_then_fail(self, counter: str) -> Any:
+        bump = self.bump(counter, None)
+
+        async def effect(cursor: Any) -> object:
+            await bump(cursor)
+            raise RuntimeError(f"effect on {counter} failed after its write")
+
+        return effect
+
+    async def count(self, counter: str) -> int:
+        async with self._pool.connection() as connection:
+            cursor = await connection.execute(
+                f"SELECT n FROM {self._table} WHERE name = %s", (counter,)
+            )
+            found = await cursor.fetchone()
+        return 0 if found is None else int(found[0])
+
+
 def info(answer: Any) -> object:
     """A status without its time (the store's clock)."""
     if isinstance(answer, WorkflowInfo):
@@ -52,6 +131,14 @@ def info(answer: Any) -> object:
     if isinstance(answer, list):
         return [info(one) for one in answer]
     return canon(answer)
+
+
+def transacted(answer: tuple[object, int]) -> object:
+    """A transact's outcome and how many of its effects committed so far."""
+    outcome, committed = answer
+    if isinstance(outcome, Recorded):
+        outcome = (outcome.value, outcome.first)
+    return canon((outcome, committed))
 
 
 class CheckpointerMachine(Lockstep[Checkpointer[Any]]):
@@ -66,13 +153,22 @@ class CheckpointerMachine(Lockstep[Checkpointer[Any]]):
 
     async def build(self) -> list[Backing[Checkpointer[Any]]]:
         services = self.services
+        memory = MemoryCheckpointer()
+        database = await services.database()
+        tables = await services.tables()
+        ns = services.namespace()
+        # The counters `transact` effects bump, in each checkpointer's own datastore.
+        self.kits: dict[str, EffectKit[Any]] = {
+            "memory": MemoryEffectKit(memory),
+            "sqlite": SqliteCounters(database),
+            "postgres": await PostgresCounters(services.pool, tables).create(),
+            "redis": RedisEffectKit(services.redis, ns),
+        }
         return [
-            Backing("memory", MemoryCheckpointer()),
-            Backing("sqlite", SqliteCheckpointer(await services.database())),
-            Backing(
-                "postgres", PostgresCheckpointer(services.pool, tables=await services.tables())
-            ),
-            Backing("redis", RedisCheckpointer(services.redis, key_prefix=services.namespace())),
+            Backing("memory", memory),
+            Backing("sqlite", SqliteCheckpointer(database)),
+            Backing("postgres", PostgresCheckpointer(services.pool, tables=tables)),
+            Backing("redis", RedisCheckpointer(services.redis, key_prefix=ns)),
         ]
 
     # --- normalising --------------------------------------------------------------------
@@ -133,6 +229,36 @@ class CheckpointerMachine(Lockstep[Checkpointer[Any]]):
             lambda b: b.store.record(holders[b.name], key, value),
             lambda answer: canon((answer.value, answer.first)),
             label=f"record {workflow}/{key} by pass -{which}",
+        )
+
+    @precondition(_claimed)
+    @rule(
+        data=st.data(),
+        key=st.sampled_from(KEYS),
+        value=VALUES,
+        fails=st.sampled_from((False, False, True)),
+        which=st.sampled_from((0, 0, 0, 1)),
+    )
+    def transact(
+        self, data: st.DataObject, key: str, value: object, fails: bool, which: int
+    ) -> None:
+        workflow = data.draw(st.sampled_from(sorted(self.passes[0])))
+        holders = {b.name: self._holder(i, workflow, which) for i, b in enumerate(self.backings)}
+        counter = f"{workflow}/{key}"
+
+        async def call(b: Backing[Checkpointer[Any]]) -> object:
+            kit = self.kits[b.name]
+            effect = kit.bump_then_fail(counter) if fails else kit.bump(counter, value)
+            try:
+                answer: object = await b.store.transact(holders[b.name], key, effect)
+            except Exception as error:  # each backing wraps a failing effect its own way
+                answer = "effect failed" if fails else error
+            return answer, await kit.count(counter)
+
+        self.each(
+            call,
+            transacted,
+            label=f"transact {workflow}/{key} by pass -{which} (failing: {fails})",
         )
 
     @rule(workflow=st.sampled_from(WORKFLOWS), key=st.sampled_from(KEYS), value=VALUES)

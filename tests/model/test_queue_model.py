@@ -143,10 +143,14 @@ class QueueMachine(Lockstep[WorkQueue]):
     def adopt(self, worker: str) -> None:
         self.each(lambda b: b.store.adopt(worker=worker), items, label=f"adopt {worker}")
 
-    @rule(tenant=st.sampled_from(TENANTS), queue=st.sampled_from((None, *QUEUES)))
-    def dead_letters(self, tenant: str, queue: str | None) -> None:
+    @rule(
+        tenant=st.sampled_from((None, *TENANTS)),
+        queue=st.sampled_from((None, *QUEUES)),
+        limit=st.sampled_from((1, 2, 50)),
+    )
+    def dead_letters(self, tenant: str | None, queue: str | None, limit: int) -> None:
         self.each(
-            lambda b: b.store.dead_letters(tenant=tenant, queue=queue),
+            lambda b: b.store.dead_letters(tenant=tenant, queue=queue, limit=limit),
             label=f"dead letters of {tenant} in {queue}",
         )
 

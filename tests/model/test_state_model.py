@@ -174,6 +174,12 @@ class StateMachine(Lockstep[StateStore]):
 
         self.each(walk, pages, label=f"list_runs of {tenant}")
 
+    @rule(after=st.sampled_from((None, "acme", "a", "zzz")), limit=st.integers(1, 3))
+    def tenants(self, after: str | None, limit: int) -> None:
+        self.each(
+            lambda b: b.store.tenants(after=after, limit=limit), label=f"tenants after {after}"
+        )
+
     @rule(
         tenant=st.sampled_from(TENANTS),
         session=st.sampled_from(SESSIONS),
