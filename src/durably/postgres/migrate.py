@@ -6,14 +6,29 @@ from __future__ import annotations
 from typing import Any
 
 from durably.errors import ConfigurationError
+from durably.postgres import statements
 from durably.postgres.connection import Access
 from durably.postgres.executor import Session, database_for
 from durably.postgres.failures import RetryBudget, classify, state_errors
 from durably.postgres.schema import SCHEMA_VERSION, StateTables, schema_queries, schema_statements
 
+_RENAMES = statements.load("migrate.sql")
+
+# Version 1 named the workflow tables without the durably_ prefix. Each table, the indexes
+# (by suffix) that took its name, and the sequence, as version 1 called them.
+_VERSION_1_TABLES = {
+    "workflow_checkpoint": ("pkey",),
+    "workflow_claim": ("pkey",),
+    "workflow_queue": ("pkey", "ready", "sleeping"),
+    "workflow_status": ("pkey", "by_status", "by_age"),
+}
+_VERSION_1_SEQUENCE = "workflow_seq"
+
 
 async def migrate(pool: Any, tables: StateTables | None = None) -> None:
-    """Create whatever of durably's schema is missing (idempotent).
+    """Create whatever of durably's schema is missing (idempotent), after renaming what an
+    earlier version named otherwise (version 1's unprefixed workflow tables, their indexes
+    and sequence) to ``tables``' names, keeping every row.
 
     Runs in one transaction under an advisory lock, so many processes may call it at once.
     """
@@ -24,10 +39,39 @@ async def migrate(pool: Any, tables: StateTables | None = None) -> None:
         await session.fetch(queries["migrate_lock"])
         if tables.schema is not None:
             await session.fetch(queries["create_schema"])
+        await _rename_version_1(session, tables)
         for statement in schema_statements(tables):
             await session.fetch(statement)
 
     await Access.over(pool, RetryBudget()).run(apply, errors=state_errors, transaction=True)
+
+
+async def _rename_version_1(session: Session, tables: StateTables) -> None:
+    """Rename each version-1 relation that exists to its name in ``tables``, unless a
+    relation of that name exists already (a database migrated before, or two layouts side
+    by side, which is left for its owner to sort out)."""
+    for old, suffixes in _VERSION_1_TABLES.items():
+        new = getattr(tables, old)
+        if await _rename(session, tables, "rename_table", old, new):
+            for suffix in suffixes:
+                await _rename(session, tables, "rename_index", f"{old}_{suffix}", f"{new}_{suffix}")
+    await _rename(session, tables, "rename_sequence", _VERSION_1_SEQUENCE, tables.workflow_seq)
+
+
+async def _rename(session: Session, tables: StateTables, kind: str, old: str, new: str) -> bool:
+    """``ALTER ... RENAME`` ``old`` to ``new`` when ``old`` exists and ``new`` does not."""
+    if old == new or not await _exists(session, tables.qualified(old)):
+        return False
+    if await _exists(session, tables.qualified(new)):
+        return False
+    names = {"old": tables.qualified(old), "new": f'"{new}"'}
+    await session.fetch(statements.render(_RENAMES[kind], names))
+    return True
+
+
+async def _exists(session: Session, qualified: str) -> bool:
+    rows = await session.fetch(_RENAMES["relation_exists"], qualified)
+    return bool(rows[0][0])
 
 
 async def verify(pool: Any, tables: StateTables | None = None, *, durable: bool = True) -> None:

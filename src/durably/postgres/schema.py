@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 from durably.errors import ConfigurationError
 from durably.postgres import statements
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """The schema version this release reads and writes; `verify` refuses any other."""
 
 # Lower-case, unquoted-safe names only: a table name is interpolated (a placeholder cannot
@@ -36,11 +36,11 @@ class StateTables:
     turn_seq: str = "durably_turn_seq"
     counters: str = "durably_queue_counters"
     enqueues: str = "durably_enqueue_tokens"
-    workflow_checkpoint: str = "workflow_checkpoint"
-    workflow_claim: str = "workflow_claim"
-    workflow_queue: str = "workflow_queue"
-    workflow_status: str = "workflow_status"
-    workflow_seq: str = "workflow_seq"
+    workflow_checkpoint: str = "durably_workflow_checkpoint"
+    workflow_claim: str = "durably_workflow_claim"
+    workflow_queue: str = "durably_workflow_queue"
+    workflow_status: str = "durably_workflow_status"
+    workflow_seq: str = "durably_workflow_seq"
     claim_check: str = "durably_claim_check"
 
     def __post_init__(self) -> None:

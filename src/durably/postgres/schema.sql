@@ -1,4 +1,4 @@
--- durably's PostgreSQL schema, version 1. Apply it with durably.postgres.migrate() or your
+-- durably's PostgreSQL schema, version 2. Apply it with durably.postgres.migrate() or your
 -- own migration tool; durably never alters a table on its own.
 
 -- name: schema
@@ -182,7 +182,10 @@ CREATE TABLE IF NOT EXISTS {claim_check} (
 CREATE INDEX IF NOT EXISTS {claim_check_name}_by_expiry ON {claim_check} (expires_at);
 
 INSERT INTO {schema_version} (version)
-SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
+SELECT 2 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
+-- Version 2 prefixed the workflow tables with durably_ (`migrate` renames a version-1
+-- database's tables before this script runs; applied by hand, rename them first).
+UPDATE {schema_version} SET version = 2 WHERE version < 2;
 
 -- name: schema_version
 SELECT version FROM {schema_version};

@@ -127,7 +127,7 @@ async def test_an_effect_that_writes_its_own_step_row_is_told_so(
     cp = PostgresCheckpointer(pg_stores.pool, tables=tables)
     holder = await cp.claim("wf", LONG, LONG)
     assert holder is not None
-    table = f'"{tables.schema}".workflow_checkpoint'
+    table = f'"{tables.schema}".{tables.workflow_checkpoint}'
 
     async def sneaky(handle: Any) -> object:
         if pg_driver == "psycopg":

@@ -1,0 +1,123 @@
+"""A database made by schema version 1 (workflow tables without the durably_ prefix) is
+upgraded by `migrate`: its tables, indexes and sequence renamed, every row kept."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durably.postgres import (
+    SCHEMA_VERSION,
+    PostgresCheckpointer,
+    PostgresScheduler,
+    StateTables,
+    migrate,
+    statements,
+    verify,
+)
+from durably.postgres.executor import database_for
+from durably.status import WorkflowStatus
+from tests.pg_service import Stores
+
+pytestmark = pytest.mark.postgres
+
+_VERSION_1 = (Path(__file__).parent / "fixtures" / "schema_version_1.sql").read_text()
+_OLD_NAMES = {
+    "workflow_checkpoint": "workflow_checkpoint",
+    "workflow_claim": "workflow_claim",
+    "workflow_queue": "workflow_queue",
+    "workflow_status": "workflow_status",
+    "workflow_seq": "workflow_seq",
+}
+
+
+async def fetch(pool: Any, statement: str, *args: Any) -> Any:
+    async with database_for(pool).session(5.0) as session:
+        return await session.fetch(statement, *args)
+
+
+async def _version_1_database(pool: Any, schema: str) -> StateTables:
+    """A fresh schema laid out as version 1 left it; its table names."""
+    old = StateTables(schema=schema, **_OLD_NAMES)
+    await fetch(pool, f'CREATE SCHEMA "{schema}"')
+    script = statements.render(_VERSION_1, old.names)
+    for statement in script.split(";\n"):
+        if statement.strip() and not all(
+            line.startswith("--") for line in statement.strip().splitlines()
+        ):
+            await fetch(pool, statement)
+    return old
+
+
+async def _relations(pool: Any, schema: str) -> set[str]:
+    rows = await fetch(
+        pool,
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = $1",
+        schema,
+    )
+    return {str(row[0]) for row in rows}
+
+
+async def test_migrate_renames_a_version_1_database_and_keeps_its_checkpoints(
+    pg_stores: Stores,
+) -> None:
+    pool, schema = pg_stores.pool, f"v1_{uuid.uuid4().hex[:12]}"
+    old = await _version_1_database(pool, schema)
+    assert [
+        tuple(r)
+        for r in await fetch(pool, f'SELECT version FROM "{schema}".durably_schema_version')
+    ] == [(1,)]
+    before = PostgresCheckpointer(pool, tables=old)
+    holder = await before.claim("wf-1", 60, 30)
+    assert holder is not None
+    await before.record(holder, "charge", {"amount": 42})
+    await before.set_status(holder, WorkflowStatus.RUNNING)
+    await before.release(holder)
+    old_scheduler = PostgresScheduler(pool, tables=old, namespace="orders")
+    await old_scheduler.make_ready("wf-1")
+    await old_scheduler.close()
+
+    tables = StateTables(schema=schema)
+    await migrate(pool, tables)
+    await migrate(pool, tables)  # a second run finds nothing to rename
+    await verify(pool, tables)
+
+    after = PostgresCheckpointer(pool, tables=tables)
+    assert await after.load("wf-1") == {"charge": {"amount": 42}}
+    status = await after.get_status("wf-1")
+    assert status is not None
+    assert status.status == "running"
+    again = await after.claim("wf-1", 60, 30)
+    assert again is not None
+    assert again.token > holder.token
+    scheduler = PostgresScheduler(pool, tables=tables, namespace="orders")
+    delivery = await scheduler.next_ready(0)
+    await scheduler.close()
+    assert delivery is not None
+    assert delivery.workflow == "wf-1"
+
+    relations = await _relations(pool, schema)
+    assert not {name for name in relations if name.startswith("workflow_")}
+    assert {
+        "durably_workflow_checkpoint",
+        "durably_workflow_checkpoint_pkey",
+        "durably_workflow_claim_pkey",
+        "durably_workflow_queue_ready",
+        "durably_workflow_queue_sleeping",
+        "durably_workflow_status_by_status",
+        "durably_workflow_status_by_age",
+        "durably_workflow_seq",
+    } <= relations
+    rows = await fetch(pool, f'SELECT version FROM "{schema}".durably_schema_version')
+    assert [tuple(r) for r in rows] == [(SCHEMA_VERSION,)] == [(2,)]
+
+
+async def test_a_fresh_database_has_only_prefixed_tables(pg_stores: Stores) -> None:
+    schema = f"v2_{uuid.uuid4().hex[:12]}"
+    await migrate(pg_stores.pool, StateTables(schema=schema))
+    relations = await _relations(pg_stores.pool, schema)
+    assert all(name.startswith("durably_") for name in relations), sorted(relations)
