@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from durably import ClaimCheckedDurable, ClaimCheckPolicy
@@ -31,3 +34,17 @@ async def test_values_arriving_and_delivered_from_outside_travel_as_handles() ->
     assert all(isinstance(value, dict) and "durably:claim" in value for value in stored.values())
     assert await durable.checkpointer.load("wf") == {"approval": big, entry.key: {"message": big}}
     assert (await durable.arrive("wf", "approval", "other")).value == big  # first writer won
+
+
+def test_the_claim_check_example_in_the_concepts_runs_as_written(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "concepts.md").read_text()
+    section = text.split("## Large values: the claim check", 1)[1]
+    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert match is not None
+    exec(compile(match.group(1), "docs/concepts.md", "exec"), {"__name__": "concepts"})
+    assert capsys.readouterr().out.splitlines() == [
+        "Completed(value=5000000)",
+        "['bytes', 'durably:claim', 'head']",
+    ]
