@@ -1,4 +1,4 @@
-"""``durably workflows list``, ``show`` (with history) and ``delete``."""
+"""``durably workflows list``, ``show`` (with history), ``resume`` and ``delete``."""
 
 from __future__ import annotations
 
@@ -8,15 +8,16 @@ from typing import Any
 
 from durably.app.records import START
 from durably.cli.render import cell, emit_json, printable, table
-from durably.cli.stores import UsageError, add_dsn, opened
+from durably.cli.stores import UsageError, add_dsn, dsn_from, opened
 from durably.codec import JsonCodec
+from durably.errors import WorkflowNotFoundError
 from durably.status import WorkflowInfo, WorkflowStatus
 from durably.workflows import Checkpointer
 
 
 def register(commands: Any) -> None:
     """Add the ``workflows`` command group."""
-    group = commands.add_parser("workflows", help="list, show and delete workflows")
+    group = commands.add_parser("workflows", help="list, show, resume and delete workflows")
     sub = group.add_subparsers(dest="action", metavar="ACTION", required=True)
 
     listing = sub.add_parser("list", help="workflow statuses ordered by id")
@@ -33,6 +34,15 @@ def register(commands: Any) -> None:
     show.add_argument("--json", action="store_true", help="JSON for scripts")
     show.set_defaults(run=show_workflow)
 
+    resume = sub.add_parser(
+        "resume",
+        help="make a parked, failed or cancelled workflow ready again on the code deployed now",
+    )
+    add_dsn(resume)
+    resume.add_argument("workflow", metavar="WORKFLOW")
+    resume.add_argument("--json", action="store_true", help="JSON for scripts")
+    resume.set_defaults(run=resume_workflow)
+
     delete = sub.add_parser("delete", help="cancel a workflow's wakeups and discard its records")
     add_dsn(delete)
     delete.add_argument("workflow", metavar="WORKFLOW")
@@ -43,6 +53,38 @@ def register(commands: Any) -> None:
     )
     delete.add_argument("--json", action="store_true", help="JSON for scripts")
     delete.set_defaults(run=delete_workflow)
+
+
+async def resume_workflow(args: argparse.Namespace) -> int:
+    """Resume a workflow started through `durably.App` (`WorkflowHandle.resume`): exit 0
+    when it was parked, failed or cancelled and is ready again, 1 when it does not exist or
+    is in any other state (nothing changes then)."""
+    from durably.app import App
+
+    async with opened(args):  # the store exists and answers (a missing file is refused)
+        pass
+    app = App(dsn_from(args.dsn), migrate=False)
+    try:
+        try:
+            handle = await app.get_handle(args.workflow)
+        except WorkflowNotFoundError:
+            print(f"durably: no workflow {printable(repr(args.workflow))}", file=sys.stderr)
+            return 1
+        resumed = await handle.resume()
+        status = (await handle.status()).status.value
+    finally:
+        await app.close()
+    if args.json:
+        emit_json({"workflow": args.workflow, "resumed": resumed, "status": status})
+    elif resumed:
+        print(f"resumed {printable(args.workflow)}: {status}, a worker will run it")
+    else:
+        print(
+            f"durably: {printable(args.workflow)} is {status}: only a parked, failed or "
+            "cancelled workflow can be resumed",
+            file=sys.stderr,
+        )
+    return 0 if resumed else 1
 
 
 async def list_workflows(args: argparse.Namespace) -> int:
