@@ -241,6 +241,9 @@ class PsycopgDatabase:
         try:
             connection = await self._pool.getconn(timeout=timeout)
         except PoolTimeout:
+            if await self._server_away():
+                # The pool kept failing to reconnect: an outage, retried as one.
+                raise ConnectionError("the pool could not reach the server") from None
             raise PoolExhaustedError("postgres", self._pool.max_size) from None
         restore = connection.autocommit
         try:
@@ -256,6 +259,23 @@ class PsycopgDatabase:
                     await connection.set_autocommit(False)
             finally:
                 await self._pool.putconn(connection)
+
+    async def _server_away(self) -> bool:
+        """Whether the server refuses a fresh connection now (asked only after the pool's
+        wait ran out: its connections may all be busy, or the server may be gone)."""
+        import psycopg
+
+        conninfo, kwargs = self._pool.conninfo, self._pool.kwargs
+        if not isinstance(conninfo, str):  # computed per connection: not ours to repeat
+            return False
+        try:
+            probe = await psycopg.AsyncConnection.connect(
+                conninfo, **(kwargs if isinstance(kwargs, dict) else {})
+            )
+        except psycopg.OperationalError:
+            return True
+        await probe.close()
+        return False
 
     async def listen_connection(self) -> Any:
         import inspect

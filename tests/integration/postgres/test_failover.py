@@ -1,5 +1,6 @@
 """Riding out a server that goes away for a few seconds with the default settings: a real
-TCP proxy between the pool and the server cuts every connection and refuses new ones."""
+TCP proxy between the pool and the server cuts every connection and refuses new ones, for
+longer than a pool waits for a connection."""
 
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ async def test_a_call_rides_out_a_server_gone_for_seconds_with_the_default_setti
         pool, settings=PostgresStoreSettings(dsn=SecretStr(dsn)), tables=tables
     )
     await queue.enqueue(WorkItem(id="before", tenant="t"))
-    proxy.cut(2.0)
+    # Longer than psycopg's pool waits for a connection (pool_timeout_seconds, 5 s).
+    proxy.cut(6.0)
     enqueued = await queue.enqueue(WorkItem(id="during", tenant="t"))
     assert enqueued.id == "during"
     assert (await queue.stats()).depth == 2
