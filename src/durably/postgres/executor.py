@@ -272,8 +272,10 @@ class PsycopgDatabase:
             probe = await psycopg.AsyncConnection.connect(
                 conninfo, **(kwargs if isinstance(kwargs, dict) else {})
             )
-        except psycopg.OperationalError:
-            return True
+        except psycopg.OperationalError as refused:
+            # A server that answered (FATAL: too many connections, say) is there, and the
+            # pool is what ran out; psycopg quotes its words without the SQLSTATE.
+            return refused.sqlstate is None and "FATAL:" not in str(refused)
         await probe.close()
         return False
 
