@@ -21,11 +21,17 @@ __all__ = ["postgres_dsn"]
 REDIS_DB = 7
 
 
+# DSNs whose schema an App of this run has already migrated: later Apps only verify.
+_MIGRATED: set[str] = set()
+
+
 async def _apps(dsn: str) -> AsyncIterator[AppFactory]:
     made: list[App] = []
 
     async def make(clock: Clock) -> App:
-        app = App(dsn, clock=clock)
+        app = App(dsn, clock=clock, migrate=dsn not in _MIGRATED)
+        await app.stores()
+        _MIGRATED.add(dsn)
         made.append(app)
         return app
 

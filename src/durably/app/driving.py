@@ -112,6 +112,9 @@ class Driver:
 
     async def _sweep_periodically(self) -> None:
         logger = logging.getLogger(LOGGER_NAME)
+        # The first round waits too: a worker starting up (often many at once, after a
+        # deploy) serves its backlog before it sweeps.
+        await asyncio.sleep(SWEEP_SECONDS)
         while True:
             try:
                 for workflow, kind in await self.unserved():
