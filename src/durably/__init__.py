@@ -31,6 +31,7 @@ from durably.errors import (
     WorkflowCancelledError,
     WorkflowConflictError,
     WorkflowFailedError,
+    WorkflowFinishedError,
     WorkflowNotFoundError,
 )
 from durably.runs import (
@@ -125,6 +126,7 @@ __all__ = [
     "WorkflowCancelledError",
     "WorkflowConflictError",
     "WorkflowFailedError",
+    "WorkflowFinishedError",
     "WorkflowHandle",
     "WorkflowInfo",
     "WorkflowNotFoundError",

@@ -284,6 +284,10 @@ class WorkflowConflictError(DurablyError):
         )
 
 
+class WorkflowFinishedError(InvalidInputError):
+    """The workflow has finished (completed, failed or cancelled): it takes no messages."""
+
+
 class WorkflowNotFoundError(DurablyError):
     """No workflow has this id (never started, or removed by the retention sweep)."""
 
@@ -377,6 +381,7 @@ __all__ = [
     "WorkflowCancelledError",
     "WorkflowConflictError",
     "WorkflowFailedError",
+    "WorkflowFinishedError",
     "WorkflowNotFoundError",
     "WorkflowStopped",
 ]

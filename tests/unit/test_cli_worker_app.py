@@ -9,8 +9,12 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
-from durably import App, Context
+import pytest
+
+from durably import App, Context, ManualClock, WorkflowStatus
+from durably.cli import main
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -82,3 +86,49 @@ def test_an_unknown_kind_is_refused_with_its_name(tmp_path: Path) -> None:
     assert process.returncode != 0
     assert "nosuch" in output
     assert "Traceback" not in output
+
+
+def test_workflows_resume_makes_a_parked_workflow_run_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dsn = f"sqlite:///{tmp_path / 'app.db'}"
+    deployed = {"argument": 1}
+
+    def make() -> tuple[App, Any]:
+        app = App(dsn, clock=ManualClock())
+
+        @app.step(name="fetch")
+        async def fetch(n: int) -> int:
+            return n
+
+        @app.workflow(name="changing")
+        async def changing(ctx: Context) -> int:
+            value = await fetch(deployed["argument"])
+            await ctx.sleep(60)
+            return value
+
+        return app, changing
+
+    async def park() -> str:
+        app, changing = make()
+        async with app:
+            handle = await changing.start()
+            await app.run_until_idle(advance=False)
+            deployed["argument"] = 2  # the deploy that parks it
+            await app.run_until_idle()
+            assert (await handle.status()).status is WorkflowStatus.PARKED
+            return str(handle.id)
+
+    workflow = asyncio.run(park())
+    assert main(["workflows", "resume", workflow, "--dsn", dsn]) == 0
+    assert "resumed" in capsys.readouterr().out
+    assert main(["workflows", "resume", workflow, "--dsn", dsn]) == 1  # pending now
+
+    async def finish() -> int:
+        deployed["argument"] = 1  # the fix
+        app, changing = make()
+        async with app:
+            await app.run_until_idle()
+            return int(await (await changing.get_handle(workflow)).result(timeout=5))
+
+    assert asyncio.run(finish()) == 1

@@ -3,7 +3,7 @@ engine's protocols (no backing-specific code here)."""
 
 from durably.app.app import App
 from durably.app.context import Context, StepContext, context
-from durably.app.handles import WorkflowFinishedError, WorkflowHandle
+from durably.app.handles import WorkflowHandle
 from durably.app.retry import Retry
 from durably.app.steps import Step
 from durably.app.topics import Topic
@@ -17,7 +17,6 @@ __all__ = [
     "StepContext",
     "Topic",
     "Workflow",
-    "WorkflowFinishedError",
     "WorkflowHandle",
     "context",
 ]

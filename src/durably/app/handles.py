@@ -15,6 +15,7 @@ from durably.errors import (
     InvalidInputError,
     WorkflowCancelledError,
     WorkflowFailedError,
+    WorkflowFinishedError,
     WorkflowNotFoundError,
 )
 from durably.status import WorkflowInfo, WorkflowStatus
@@ -27,10 +28,6 @@ R = TypeVar("R")
 # How often a waiting handle looks again: quickly at first, then at most this often.
 _FIRST_LOOK = 0.01
 _SLOWEST_LOOK = 0.5
-
-
-class WorkflowFinishedError(InvalidInputError):
-    """The workflow has finished (completed, failed or cancelled): it takes no messages."""
 
 
 class WorkflowHandle(Generic[R]):
@@ -216,4 +213,4 @@ class WorkflowHandle(Generic[R]):
         return f"<WorkflowHandle {self._kind} {self._id!r}>"
 
 
-__all__ = ["WorkflowFinishedError", "WorkflowHandle"]
+__all__ = ["WorkflowHandle"]
