@@ -7,7 +7,7 @@ look at the workflow's records at most once per `LOOK_SECONDS` of the pass.
 
 from __future__ import annotations
 
-import asyncio
+import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ class Cancels:
         """Whether a cancel for ``workflow`` (its ``marker``) is known now."""
         if workflow in self._asked:
             return True
-        now = asyncio.get_running_loop().time()
+        now = time.monotonic()
         last = self._looked.setdefault(workflow, now)
         if now - last < LOOK_SECONDS:
             return False
