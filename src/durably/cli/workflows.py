@@ -54,14 +54,6 @@ def register(commands: Any) -> None:
     delete.add_argument("--json", action="store_true", help="JSON for scripts")
     delete.set_defaults(run=delete_workflow)
 
-    resume = sub.add_parser(
-        "resume", help="make a parked, failed or cancelled durably.App workflow ready again"
-    )
-    add_dsn(resume)
-    resume.add_argument("workflow", metavar="WORKFLOW")
-    resume.add_argument("--json", action="store_true", help="JSON for scripts")
-    resume.set_defaults(run=resume_workflow)
-
 
 async def resume_workflow(args: argparse.Namespace) -> int:
     """Resume a workflow started through `durably.App` (`WorkflowHandle.resume`): exit 0
@@ -235,25 +227,3 @@ async def delete_workflow(args: argparse.Namespace) -> int:
             f"{deleted} record(s) discarded, its wakeups cancelled"
         )
     return 0
-
-
-async def resume_workflow(args: argparse.Namespace) -> int:
-    """Resume a parked, failed or cancelled workflow started by `durably.App` on the code
-    its workers run now; exit 1 if there is no such workflow or it is in another state."""
-    from durably.app import App
-
-    async with App(dsn_from(args.dsn), migrate=False) as app:
-        handle = await app.get_handle(args.workflow)
-        before = (await handle.status()).status
-        resumed = await handle.resume()
-    if args.json:
-        emit_json({"workflow": args.workflow, "was": before.value, "resumed": resumed})
-    elif resumed:
-        print(f"resumed workflow {args.workflow!r} (was {before.value}): it runs again")
-    else:
-        print(
-            f"durably: workflow {args.workflow!r} is {before.value}: only a parked, failed "
-            "or cancelled workflow can be resumed",
-            file=sys.stderr,
-        )
-    return 0 if resumed else 1
