@@ -185,6 +185,28 @@ def canon(value: object) -> object:
     return ("other", repr(value))
 
 
+async def sweep_out(
+    sweep: Callable[[int, Callable[[str], Awaitable[None]]], Awaitable[int]], limit: int
+) -> tuple[list[int], list[str]]:
+    """Call ``sweep(limit, on_swept)`` until a batch comes back short: each batch's count,
+    and every workflow swept (sorted).
+
+    Known disagreement, excluded here: which workflows a sweep takes when its ``limit``
+    binds. Memory, SQLite and PostgreSQL take the oldest finished first; Redis walks its
+    status index in workflow-id order. The machines therefore compare what sweeping to
+    exhaustion removes (and each batch's size), never one limited batch's choice.
+    """
+    counts: list[int] = []
+    swept: list[str] = []
+
+    async def note(workflow: str) -> None:
+        swept.append(workflow)
+
+    while not counts or counts[-1] == limit:
+        counts.append(await sweep(limit, note))
+    return counts, sorted(swept)
+
+
 def drive(machine: Callable[[], RuleBasedStateMachine], examples: int, steps: int) -> None:
     """Run the machine ``machine()`` builds within `budget` (``examples``, ``steps``)."""
     # Hypothesis accepts any factory of machines here; its annotation says a class.
@@ -265,4 +287,5 @@ __all__ = [
     "canon",
     "drive",
     "raised",
+    "sweep_out",
 ]

@@ -25,7 +25,7 @@ from durably.sqlite import Database, SqliteCheckpointer
 from durably.status import WorkflowInfo, WorkflowStatus
 from durably.testing.kit import EffectKit
 from durably.workflows import Checkpointer, Entry, Pass, Recorded, Written, is_inbox_key
-from tests.model.lockstep import Backing, Lockstep, Services, canon, drive
+from tests.model.lockstep import Backing, Lockstep, Services, canon, drive, sweep_out
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -367,7 +367,10 @@ class CheckpointerMachine(Lockstep[Checkpointer[Any]]):
         # whose claim is not live, an hour back none.
         cutoff = datetime.now(UTC) + timedelta(hours=1 if everything else -1)
         self.each(
-            lambda b: b.store.sweep(finished_before=cutoff, limit=limit),
+            lambda b: sweep_out(
+                lambda n, note: b.store.sweep(finished_before=cutoff, limit=n, on_swept=note),
+                limit,
+            ),
             label=f"sweep everything={everything} limit={limit}",
         )
 

@@ -9,6 +9,7 @@ the machine keeps (``self.now``) and moves.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,7 +24,7 @@ from durably.retention import sweep
 from durably.sqlite import SqliteCheckpointer, SqliteDurable, SqliteScheduler
 from durably.status import WorkflowStatus
 from durably.workflows import Delivery, Durable, Scheduler, is_inbox_key
-from tests.model.lockstep import START, Backing, Lockstep, Services, canon, drive
+from tests.model.lockstep import START, Backing, Lockstep, Services, canon, drive, sweep_out
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -216,14 +217,11 @@ class DurableMachine(SchedulerMachine):
     def retention_sweep(self, everything: bool, limit: int) -> None:
         cutoff = datetime.now(UTC) + timedelta(hours=1 if everything else -1)
 
-        async def call(b: Backing[Any]) -> object:
-            swept: list[str] = []
-
-            async def note(workflow: str) -> None:
-                swept.append(workflow)
-
-            count = await sweep(b.store, finished_before=cutoff, limit=limit, on_swept=note)
-            return count, sorted(swept)
+        def call(b: Backing[Any]) -> Awaitable[object]:
+            return sweep_out(
+                lambda n, note: sweep(b.store, finished_before=cutoff, limit=n, on_swept=note),
+                limit,
+            )
 
         self.each(call, label=f"sweep everything={everything} limit={limit}")
 
