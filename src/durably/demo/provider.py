@@ -34,27 +34,6 @@ class Reply:
     output_tokens: int
     cost_micros: int
 
-    def as_record(self) -> dict[str, object]:
-        """The reply as the step records it."""
-        return {
-            "text": self.text,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cost_micros": self.cost_micros,
-        }
-
-    @classmethod
-    def parse(cls, value: object) -> Reply:
-        """A recorded reply back from its record."""
-        if not isinstance(value, dict):
-            raise TypeError(f"not a recorded reply: {value!r}")
-        return cls(
-            text=str(value["text"]),
-            input_tokens=int(value["input_tokens"]),
-            output_tokens=int(value["output_tokens"]),
-            cost_micros=int(value["cost_micros"]),
-        )
-
 
 class SimulatedModel:
     """A paid model API: every answered call is billed in the ledger, by the provider."""

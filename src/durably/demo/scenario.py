@@ -20,13 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from durably.demo.agent import KIND, SCHEDULER_LEASE
+from durably.app import WorkflowHandle
+from durably.demo.agent import APPROVAL, WORKER_ENV, Action, Answer, Brief, agent, app
 from durably.demo.ledger import Ledger
 from durably.runs import RunRecord, StateKey
 from durably.status import WorkflowStatus
-from durably.stores import Stores, open_stores
+from durably.stores import Stores
 
 # Kill the first worker once this many paid calls were billed (of about 19).
 KILL_AFTER_BILLED = 7
@@ -109,6 +109,7 @@ class DemoRun:
     workflow: str
     task: str
     plan: tuple[dict[str, object], ...]
+    handle: WorkflowHandle[Answer]
 
 
 @dataclass
@@ -124,7 +125,7 @@ class RunSummary:
     paid_calls: int
     tokens: int
     cost_micros: int
-    attempts: int
+    tool_retries: int
     tool_calls: int = 0
 
 
@@ -182,15 +183,15 @@ class Demo:
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(self.path + suffix)
         fresh = not await asyncio.to_thread(os.path.exists, self.path)
-        stores = await open_stores(f"sqlite:///{self.path}")
+        app.dsn = f"sqlite:///{self.path}"  # the demo's App, opened on this file
         try:
-            return await self._story(stores, fresh)
+            return await self._story(await app.stores(), fresh)
         finally:
             for process in self._processes:
                 if process.poll() is None:
                     process.kill()
                     process.wait()
-            await stores.close()
+            await app.close()
 
     async def _story(self, stores: Stores, fresh: bool) -> Report:
         ledger = Ledger(stores.database)
@@ -204,8 +205,7 @@ class Demo:
             self.note(
                 f"reusing {self.path}: {earlier} earlier batch(es) kept; this is batch {batch}"
             )
-        durable = stores.durable(KIND, lease=SCHEDULER_LEASE)
-        runs = await self._create_runs(stores, durable, batch)
+        runs = await self._create_runs(stores, batch)
         tenants = sorted({r.tenant for r in runs})
         self.note(f"queued {len(runs)} agent runs for tenants {', '.join(tenants)}")
 
@@ -232,8 +232,8 @@ class Demo:
 
         second = self._spawn(2)
         self.note(f"worker 2 started (pid {second.pid}); it resumes every unfinished run")
-        await self._approve(stores, durable, runs, second)
-        unfinished = await self._wait_finished(stores, runs, second)
+        await self._approve(runs, second)
+        unfinished = await self._wait_finished(runs, second)
         second.send_signal(signal.SIGTERM)
         try:
             await asyncio.to_thread(second.wait, 10.0)
@@ -254,30 +254,28 @@ class Demo:
         report.seconds = time.monotonic() - self._started
         return report
 
-    async def _create_runs(self, stores: Stores, durable: Any, batch: int) -> list[DemoRun]:
-        from durably.worker import start_workflow
-
+    async def _create_runs(self, stores: Stores, batch: int) -> list[DemoRun]:
         runs: list[DemoRun] = []
-        for tenant, name, agent, task, plan in RUNS:
+        for tenant, name, agent_name, task, plan in RUNS:
             run_id = f"b{batch}-{name}"
             workflow = f"demo/{tenant}/{run_id}"
             await stores.state.put_run(
                 RunRecord(
                     run_id=run_id,
                     tenant=tenant,
-                    agent_name=agent,
+                    agent_name=agent_name,
                     metadata={"batch": batch, "task": task, "workflow": workflow},
                 )
             )
-            brief = {
-                "batch": batch,
-                "tenant": tenant,
-                "run_id": run_id,
-                "task": task,
-                "plan": list(plan),
-            }
-            await start_workflow(durable, workflow, brief)
-            runs.append(DemoRun(tenant, run_id, agent, workflow, task, plan))
+            brief = Brief(
+                batch=batch,
+                tenant=tenant,
+                run_id=run_id,
+                task=task,
+                plan=[Action.model_validate(action) for action in plan],
+            )
+            handle = await agent.start(brief, id=workflow, tenant=tenant)
+            runs.append(DemoRun(tenant, run_id, agent_name, workflow, task, plan, handle))
         return runs
 
     def _spawn(self, number: int) -> subprocess.Popen[bytes]:
@@ -287,19 +285,13 @@ class Demo:
             "-m",
             "durably",
             "worker",
-            "durably.demo.agent:serve",
+            "durably.demo.agent:app",
             "--dsn",
             f"sqlite:///{self.path}",
-            "--name",
-            f"demo-worker-{number}",
-            "--poll-seconds",
-            "0.2",
-            "--maintenance-seconds",
-            "0.3",
             "--grace-seconds",
             "5",
         ]
-        env = dict(os.environ)
+        env = {**os.environ, WORKER_ENV: f"demo-worker-{number}"}
         # The child must import this very durably, also when it runs from a source tree.
         source = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (source, env.get("PYTHONPATH")) if p)
@@ -343,32 +335,24 @@ class Demo:
             await asyncio.sleep(0.05)
         raise DemoError("worker 1 did not record its billed calls in time")
 
-    async def _approve(
-        self,
-        stores: Stores,
-        durable: Any,
-        runs: list[DemoRun],
-        process: subprocess.Popen[bytes],
-    ) -> None:
-        """Supply the approval once the run asks for it (it holds no process meanwhile)."""
+    async def _approve(self, runs: list[DemoRun], process: subprocess.Popen[bytes]) -> None:
+        """Send the approval once the run waits for it (it holds no process meanwhile)."""
         run = next(r for r in runs if r.run_id.endswith(APPROVAL_RUN))
         deadline = time.monotonic() + FINISH_TIMEOUT
-        info = None
-        while time.monotonic() < deadline:
-            info = await stores.checkpointer.get_status(run.workflow)
-            if info is not None and info.status is WorkflowStatus.BLOCKED:
-                break
+        info = await run.handle.status()
+        while info.status is not WorkflowStatus.BLOCKED and time.monotonic() < deadline:
             self._check_alive(process, 2)
             await asyncio.sleep(0.05)
+            info = await run.handle.status()
         waited = ""
-        if info is not None and info.status is WorkflowStatus.BLOCKED:
+        if info.status is WorkflowStatus.BLOCKED:
             since = datetime.now(UTC) - info.updated_at
             waited = f" after {since.total_seconds():.1f}s blocked, holding no process"
-        await durable.arrive(run.workflow, "approval", "ops@globex (demo)")
+        await run.handle.send(APPROVAL, "ops@globex (demo)")
         self.note(f"approved send_email for {run.tenant}/{run.run_id}{waited}")
 
     async def _wait_finished(
-        self, stores: Stores, runs: list[DemoRun], process: subprocess.Popen[bytes]
+        self, runs: list[DemoRun], process: subprocess.Popen[bytes]
     ) -> list[str]:
         deadline = time.monotonic() + FINISH_TIMEOUT
         seen = 0
@@ -377,20 +361,15 @@ class Demo:
         while pending and time.monotonic() < deadline:
             still: list[DemoRun] = []
             for run in pending:
-                info = await stores.checkpointer.get_status(run.workflow)
-                if info is None or not info.status.finished:
+                info = await run.handle.status()
+                if not info.status.finished:
                     still.append(run)
-                if info is not None and info.status is WorkflowStatus.SLEEPING:
-                    reason = (
-                        "backing off to retry a failed tool call"
-                        if info.last_error and info.attempts
-                        else "a durable sleep in its plan"
+                if info.status is WorkflowStatus.SLEEPING and run.workflow not in told:
+                    told.add(run.workflow)
+                    self.note(
+                        f"{run.tenant}/{run.run_id} is sleeping (ctx.sleep in its plan); "
+                        "no process holds it"
                     )
-                    if f"{run.workflow}:{reason}" not in told:
-                        told.add(f"{run.workflow}:{reason}")
-                        self.note(
-                            f"{run.tenant}/{run.run_id} is sleeping ({reason}); no process holds it"
-                        )
             pending = still
             done = len(runs) - len(pending)
             if done != seen:
@@ -399,6 +378,9 @@ class Demo:
             self._check_alive(process, 2)
             if pending:
                 await asyncio.sleep(0.1)
+        for run in runs:
+            if run not in pending:
+                await run.handle.result()  # the answer, decoded (raises if a run failed)
         return [f"{r.tenant}/{r.run_id}" for r in pending]
 
     async def _summarise(
@@ -425,20 +407,20 @@ class Demo:
         )
         for run in runs:
             record = await stores.state.get_run(StateKey(tenant=run.tenant, id=run.run_id))
-            info = await stores.checkpointer.get_status(run.workflow)
+            info = await run.handle.status()
             mine = [s for s in steps if s.workflow == run.workflow]
             report.runs.append(
                 RunSummary(
                     tenant=run.tenant,
                     run_id=run.run_id,
                     state=record.state.value if record else "missing",
-                    status=info.status.value if info else "-",
+                    status=info.status.value,
                     steps_run=sum(1 for s in mine if s.outcome == "ran"),
                     steps_replayed=sum(1 for s in mine if s.outcome == "replayed"),
                     paid_calls=sum(1 for c in billed if c.workflow == run.workflow),
                     tokens=record.usage.total_tokens if record else 0,
                     cost_micros=record.cost_micros if record else 0,
-                    attempts=info.attempts if info else 0,
+                    tool_retries=sum(1 for s in mine if s.outcome == "failed"),
                     tool_calls=record.usage.tool_calls if record else 0,
                 )
             )
