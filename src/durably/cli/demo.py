@@ -121,7 +121,7 @@ async def run_demo(args: argparse.Namespace) -> int:
         else f"{report.earlier_batches} earlier batch(es) kept"
     )
     print(
-        f"Batch {report.batch} in {report.path} ({state}); "
+        f"Batch {report.batch} in {_shortest(report.path)} ({state}); "
         f"took {report.seconds:.1f}s. Inspect it: {command_name()} runs list "
         f"--dsn sqlite:///{args.db} --tenant acme"
     )

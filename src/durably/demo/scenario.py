@@ -167,6 +167,9 @@ class Demo:
 
     def __init__(self, path: str, *, say: Say, reset: bool = False) -> None:
         self.path = os.path.abspath(path)
+        relative = os.path.relpath(self.path)
+        self.shown = self.path if relative.startswith("..") else os.path.join(".", relative)
+        """The file as the narration names it (relative to the current directory)."""
         self._say = say
         self._reset = reset
         self._started = time.monotonic()
@@ -200,10 +203,10 @@ class Demo:
         await ledger.set_provider(answering=True)
         batch = await ledger.new_batch(time.time())
         if fresh:
-            self.note(f"created {self.path}")
+            self.note(f"created {self.shown}")
         else:
             self.note(
-                f"reusing {self.path}: {earlier} earlier batch(es) kept; this is batch {batch}"
+                f"reusing {self.shown}: {earlier} earlier batch(es) kept; this is batch {batch}"
             )
         runs = await self._create_runs(stores, batch)
         tenants = sorted({r.tenant for r in runs})
