@@ -174,6 +174,7 @@ class Demo:
         self._reset = reset
         self._started = time.monotonic()
         self._processes: list[subprocess.Popen[bytes]] = []
+        self._retries_told = 0
 
     def note(self, message: str) -> None:
         """Narrate one line, stamped with the seconds since the demo began."""
@@ -236,7 +237,7 @@ class Demo:
         second = self._spawn(2)
         self.note(f"worker 2 started (pid {second.pid}); it resumes every unfinished run")
         await self._approve(runs, second)
-        unfinished = await self._wait_finished(runs, second)
+        unfinished = await self._wait_finished(ledger, batch, runs, second)
         second.send_signal(signal.SIGTERM)
         try:
             await asyncio.to_thread(second.wait, 10.0)
@@ -318,6 +319,7 @@ class Demo:
             billed = [c for c in await ledger.calls(batch) if c.billed]
             if len(billed) >= count:
                 return
+            await self._tell_retries(ledger, batch)
             self._check_alive(process, 1)
             if time.monotonic() > deadline:
                 raise DemoError(f"worker 1 billed only {len(billed)} calls in time")
@@ -354,8 +356,19 @@ class Demo:
         await run.handle.send(APPROVAL, "ops@globex (demo)")
         self.note(f"approved send_email for {run.tenant}/{run.run_id}{waited}")
 
+    async def _tell_retries(self, ledger: Ledger, batch: int) -> None:
+        """Narrate each failed tool attempt once (its step's `durably.Retry` tries again)."""
+        failed = [s for s in await ledger.steps(batch) if s.outcome == "failed"]
+        for event in failed[self._retries_told :]:
+            tenant, run_id = event.workflow.split("/")[1:3]
+            self.note(
+                f"{tenant}/{run_id}: {event.step} failed in {event.worker}; "
+                "its durably.Retry tries again after a backoff"
+            )
+        self._retries_told = max(self._retries_told, len(failed))
+
     async def _wait_finished(
-        self, runs: list[DemoRun], process: subprocess.Popen[bytes]
+        self, ledger: Ledger, batch: int, runs: list[DemoRun], process: subprocess.Popen[bytes]
     ) -> list[str]:
         deadline = time.monotonic() + FINISH_TIMEOUT
         seen = 0
@@ -374,6 +387,7 @@ class Demo:
                         "no process holds it"
                     )
             pending = still
+            await self._tell_retries(ledger, batch)
             done = len(runs) - len(pending)
             if done != seen:
                 seen = done
