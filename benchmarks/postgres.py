@@ -24,13 +24,13 @@ import os
 import statistics
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from durably.clock import SystemClock
-from durably.errors import WorkItemNotFoundError
+from durably.errors import DurablyError, WorkItemNotFoundError
 from durably.postgres import PostgresCheckpointer, PostgresWorkQueue, StateTables, migrate
 from durably.postgres.executor import database_for
 from durably.work import QueuePolicy, WorkItem
@@ -200,10 +200,20 @@ class _CountingQueue(PostgresWorkQueue):
 
     async def complete(self, item_id: str, *, tenant: str, worker: str) -> WorkItem:
         item = await super().complete(item_id, tenant=tenant, worker=worker)
-        self.completed += 1
-        if self.completed == self.target:
-            self.drained.set()
+        self._count(1)
         return item
+
+    async def complete_many(
+        self, items: Sequence[tuple[str, str]], *, worker: str
+    ) -> list[WorkItem | DurablyError]:
+        results = await super().complete_many(items, worker=worker)
+        self._count(sum(isinstance(result, WorkItem) for result in results))
+        return results
+
+    def _count(self, completed: int) -> None:
+        self.completed += completed
+        if self.completed >= self.target:
+            self.drained.set()
 
 
 async def worker_drain(pool: Any, tables: StateTables, total: int) -> float:

@@ -39,6 +39,13 @@ Body = Callable[[Run], Awaitable[object]]
 # that was deleted meanwhile.
 GIVE_BACK_SECONDS = 0.001
 
+GATHER_SECONDS = 0.002
+"""How long a busy queue service waits for more slots to free before it claims: one
+batched claim then refills several slots (see `QueueService._gather_free_slots`)."""
+
+COMPLETE_MOST = 100
+"""The most completions one `complete_many` call of the Worker carries."""
+
 RECOVERED = "a pass ended without reporting: its worker died or lost its claim"
 """The error a recovered pass reports (workflows served with ``max_recoveries``)."""
 
@@ -152,6 +159,9 @@ class QueueService(Service):
         # The idle loop's waiting claim, which a stop (`nudge` once stopping) cancels.
         self._claiming: asyncio.Future[WorkItem | None] | None = None
         self._stopping = asyncio.Event()
+        # Completions waiting for the next `complete_many`, and the task that sends them.
+        self._completing: list[tuple[WorkItem, asyncio.Future[WorkItem | DurablyError]]] = []
+        self._sending: asyncio.Task[None] | None = None
 
     def fields(self, ctx: Context, item: WorkItem | None = None) -> dict[str, object]:
         fields: dict[str, object] = {"worker": ctx.worker, "queue": self.name}
@@ -163,17 +173,43 @@ class QueueService(Service):
         # A queue with a batched claim fills every free slot in one round trip; each item
         # still gets its own lease, heartbeat and fenced settle. Only this loop starts work,
         # so the free slots counted here can only grow while the claim is in flight.
-        free = self.concurrency - len(self.inflight)
         claim_many = getattr(self.queue, "claim_many", None)
+        if claim_many is not None:
+            await self._gather_free_slots(ctx)
+            if ctx.stopping.is_set():
+                return True  # claim nothing more; `serve` sees the stop
+        free = self.concurrency - len(self.inflight)
         if free > 1 and claim_many is not None:
             batch: list[WorkItem] = await claim_many(worker=ctx.worker, queue=self.name, limit=free)
         else:
             item = await self.queue.claim(worker=ctx.worker, queue=self.name)
             batch = [] if item is None else [item]
         for item in batch:
-            ctx.logger.debug("claimed work item", extra=self.fields(ctx, item))
             self._launch(ctx, item)
         return bool(batch)
+
+    async def _gather_free_slots(self, ctx: Context) -> None:
+        """While items are running, wait up to `GATHER_SECONDS` for half the slots to be
+        free, so that one batched claim refills several slots rather than one claim per
+        finished item. An idle service (nothing running) claims at once."""
+        if not self.inflight:
+            return
+        wanted = self.concurrency // 2
+        if self.concurrency - len(self.inflight) >= wanted:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + GATHER_SECONDS
+        timer = loop.call_later(GATHER_SECONDS, self._nudge.set)
+        try:
+            while (
+                self.concurrency - len(self.inflight) < wanted
+                and loop.time() < deadline
+                and not ctx.stopping.is_set()
+            ):
+                self._nudge.clear()
+                await self._nudge.wait()
+        finally:
+            timer.cancel()
 
     async def idle(self, ctx: Context) -> None:
         if getattr(self.queue, "claim_waiting", None) is not None:
@@ -210,7 +246,6 @@ class QueueService(Service):
         finally:
             self._claiming = None
         if item is not None:
-            ctx.logger.debug("claimed work item", extra=self.fields(ctx, item))
             self._launch(ctx, item)
 
     def nudge(self) -> None:
@@ -228,6 +263,8 @@ class QueueService(Service):
         """Start ``item``'s handler and its slot in the same loop turn, the handler first,
         so it begins on the next turn rather than one after the slot's (about 0.1 ms of an
         idle worker's wake-up). The handler never outlives its slot."""
+        if ctx.logger.isEnabledFor(logging.DEBUG):  # the fields cost more than the check
+            ctx.logger.debug("claimed work item", extra=self.fields(ctx, item))
         handling: asyncio.Future[None]
         try:
             handling = asyncio.ensure_future(self.handler(item))
@@ -243,7 +280,13 @@ class QueueService(Service):
         fields = self.fields(ctx, item)
         lost: list[LeaseLostError] = []
         held = [item]  # as the last heartbeat left it: the lease a settle may retry within
-        beating = asyncio.create_task(self._heartbeat(ctx, held, handling, lost))
+        # Most items end long before their first beat: a timer starts the heartbeat task
+        # only once it is due, so a short item costs no task of its own.
+        beating: list[asyncio.Task[None]] = []
+        timer = asyncio.get_running_loop().call_later(
+            self._beat_seconds(),
+            lambda: beating.append(asyncio.create_task(self._heartbeat(ctx, held, handling, lost))),
+        )
         try:
             await handling
         except asyncio.CancelledError:
@@ -260,10 +303,12 @@ class QueueService(Service):
             await self._settle_failure(ctx, held[0], exc, fields)
             return
         finally:
-            await stop(beating)
+            timer.cancel()
+            for task in beating:
+                await stop(task)
         try:
             await settle_within_lease(
-                lambda: self.queue.complete(item.id, tenant=item.tenant, worker=ctx.worker),
+                lambda: self._complete(ctx, item),
                 lease_expires_at=held[0].lease_expires_at,
                 clock=ctx.clock,
                 logger=ctx.logger,
@@ -280,6 +325,49 @@ class QueueService(Service):
             ctx.logger.exception("could not complete a work item", extra=fields)
         else:
             ctx.logger.info("completed work item", extra=fields)
+
+    async def _complete(self, ctx: Context, item: WorkItem) -> WorkItem:
+        """Complete ``item``, batched with the others finishing meanwhile when the queue
+        has `complete_many` (each still fenced on its own lease); raises as `complete`."""
+        complete_many = getattr(self.queue, "complete_many", None)
+        if complete_many is None:
+            return await self.queue.complete(item.id, tenant=item.tenant, worker=ctx.worker)
+        answer: asyncio.Future[WorkItem | DurablyError] = asyncio.get_running_loop().create_future()
+        self._completing.append((item, answer))
+        if self._sending is None:
+            self._sending = asyncio.create_task(self._send_completions(ctx, complete_many))
+        result = await answer
+        if isinstance(result, DurablyError):
+            raise result
+        return result
+
+    async def _send_completions(self, ctx: Context, complete_many: Any) -> None:
+        """Send the waiting completions, one `complete_many` at a time, until none wait:
+        those that finish while a batch is in flight go together in the next."""
+        batch: list[tuple[WorkItem, asyncio.Future[WorkItem | DurablyError]]] = []
+        try:
+            await asyncio.sleep(0)  # those finishing in this same loop turn join the first
+            while self._completing:
+                batch = self._completing[:COMPLETE_MOST]
+                del self._completing[:COMPLETE_MOST]
+                try:
+                    results: list[WorkItem | DurablyError] = await complete_many(
+                        [(item.id, item.tenant) for item, _ in batch], worker=ctx.worker
+                    )
+                except Exception as exc:  # every waiter sees it, and may try again
+                    for _, answer in batch:
+                        if not answer.done():
+                            answer.set_exception(exc)
+                    continue
+                for (_, answer), result in zip(batch, results, strict=True):
+                    if not answer.done():
+                        answer.set_result(result)
+        finally:
+            self._sending = None
+            # Only when this task itself was cancelled: its waiters end with it.
+            for _, answer in [*batch, *self._completing]:
+                answer.cancel()
+            self._completing = []
 
     async def _settle_failure(
         self, ctx: Context, item: WorkItem, exc: Exception, fields: dict[str, object]
@@ -321,11 +409,10 @@ class QueueService(Service):
         handling: asyncio.Future[None],
         lost: list[LeaseLostError],
     ) -> None:
-        # A third of the lease, so one slow round trip cannot let it lapse.
-        interval = self.queue.policy.lease_for(None) / 3
+        """Renew the lease now and every `_beat_seconds` after, until cancelled or lost."""
+        interval = self._beat_seconds()
         item = held[0]
         while True:
-            await asyncio.sleep(interval)
             try:
                 held[0] = await self.queue.heartbeat(item.id, tenant=item.tenant, worker=ctx.worker)
             except LeaseLostError as exc:
@@ -334,6 +421,11 @@ class QueueService(Service):
                 return
             except Exception:
                 ctx.logger.exception("heartbeat failed; retrying", extra=self.fields(ctx, item))
+            await asyncio.sleep(interval)
+
+    def _beat_seconds(self) -> float:
+        """A third of the lease, so one slow round trip cannot let it lapse."""
+        return self.queue.policy.lease_for(None) / 3
 
 
 class WorkflowService(Service):

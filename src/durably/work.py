@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from json.encoder import encode_basestring
@@ -138,6 +138,16 @@ def payload_text(payload: Mapping[str, str]) -> str:
     except TypeError:
         raise InvalidInputError("payload must map strings to strings") from None
     return storable_json(text, "payload")
+
+
+def settle_keys(items: Sequence[tuple[str, str]], worker: str) -> list[tuple[str, str]]:
+    """The ``(item_id, tenant)`` pairs of a `complete_many` call, each id (and ``worker``)
+    checked before any I/O, as every backing does. Raises `InvalidInputError`."""
+    identifier(worker, "worker")
+    keys: list[tuple[str, str]] = []
+    for item_id, tenant in items:
+        keys.append((identifier(item_id, "item_id"), identifier(tenant, "tenant")))
+    return keys
 
 
 def stored_item(fields: dict[str, object]) -> WorkItem:

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from durably.clock import Clock, SystemClock
-from durably.errors import LeaseLostError, WorkItemNotFoundError
+from durably.errors import DurablyError, LeaseLostError, WorkItemNotFoundError
 from durably.redaction import mend_text
 from durably.validation import identifier, positive_int
 from durably.work import (
@@ -20,6 +21,7 @@ from durably.work import (
     checked_item,
     payload_text,
     queued_copy,
+    settle_keys,
 )
 
 _Key = tuple[str, str]  # (tenant, item id)
@@ -159,6 +161,19 @@ class MemoryWorkQueue:
         self._save(done)
         self._forget_dedupe(done)
         return done
+
+    async def complete_many(
+        self, items: Sequence[tuple[str, str]], *, worker: str
+    ) -> list[WorkItem | DurablyError]:
+        """`complete` for each ``(item_id, tenant)``, each fenced on its own lease: per
+        item, in order, the completed item or the error `complete` would have raised."""
+        results: list[WorkItem | DurablyError] = []
+        for item_id, tenant in settle_keys(items, worker):
+            try:
+                results.append(await self.complete(item_id, tenant=tenant, worker=worker))
+            except (LeaseLostError, WorkItemNotFoundError) as lost:
+                results.append(lost)
+        return results
 
     async def fail(
         self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True

@@ -10,7 +10,12 @@ from collections.abc import Sequence
 from typing import Any, Self
 
 from durably.clock import Clock, SystemClock
-from durably.errors import LeaseLostError, StatePersistenceError, WorkItemNotFoundError
+from durably.errors import (
+    DurablyError,
+    LeaseLostError,
+    StatePersistenceError,
+    WorkItemNotFoundError,
+)
 from durably.postgres import statements
 from durably.postgres.connection import Access
 from durably.postgres.executor import Row, Session
@@ -32,6 +37,7 @@ from durably.work import (
     checked_item,
     payload_text,
     queued_copy,
+    settle_keys,
     stored_item,
 )
 
@@ -243,6 +249,33 @@ class PostgresWorkQueue:
             return _item(rows[0])
         raise await self._lost(item_id, tenant, worker, now, "complete")
 
+    async def complete_many(
+        self, items: Sequence[tuple[str, str]], *, worker: str
+    ) -> list[WorkItem | DurablyError]:
+        """`complete` for each ``(item_id, tenant)`` in one statement, each fenced on its
+        own lease: per item, in order, the completed item or the error `complete` would
+        have raised for it (`LeaseLostError`, `WorkItemNotFoundError`)."""
+        keys = settle_keys(items, worker)
+        if not keys:
+            return []
+        now = self._clock.now()
+        tenants = [tenant for _, tenant in keys]
+        ids = [item_id for item_id, _ in keys]
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["complete_many"], tenants, ids, worker, now),
+            "complete",
+            DEFAULT_QUEUE,
+        )
+        done = {(item.id, item.tenant): item for item in map(_item, rows)}
+        results: list[WorkItem | DurablyError] = []
+        for item_id, tenant in keys:
+            found = done.pop((item_id, tenant), None)
+            if found is None:
+                results.append(await self._lost(item_id, tenant, worker, now, "complete"))
+            else:
+                results.append(found)
+        return results
+
     async def fail(
         self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
     ) -> WorkItem:
@@ -371,7 +404,7 @@ class PostgresWorkQueue:
 
     async def _lost(
         self, item_id: str, tenant: str, worker: str, now: float, operation: str
-    ) -> Exception:
+    ) -> DurablyError:
         rows = await self._run(
             lambda s: s.fetch(self._sql["get_item"], tenant, item_id), operation, DEFAULT_QUEUE
         )

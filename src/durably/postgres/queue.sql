@@ -219,6 +219,17 @@ RETURNING tenant, id, queue, payload::text, priority, dedupe_key, attempts, 'com
           enqueued_at, available_at, NULL::float8, first_claimed_at, claimed_at,
           failures::text;
 
+-- name: complete_many
+-- `complete` for many items in one statement (keep the two in step): each row is fenced
+-- on its own holder and lease, as `complete` fences it; rows that fail the fence stay.
+DELETE FROM {work} AS w
+USING unnest($1::text[], $2::text[]) AS done(tenant, id)
+WHERE w.tenant = done.tenant AND w.id = done.id AND w.state = 'claimed'
+  AND w.worker = $3::text AND w.lease_expires_at > $4::float8
+RETURNING w.tenant, w.id, w.queue, w.payload::text, w.priority, w.dedupe_key, w.attempts,
+          'completed', w.worker, w.enqueued_at, w.available_at, NULL::float8,
+          w.first_claimed_at, w.claimed_at, w.failures::text;
+
 -- name: settle
 -- Fenced on the holder and the exact lease the caller saw: a concurrent heartbeat, reap or
 -- settle changes one of them and this writes nothing.

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Sequence
 from typing import Any, Self
 
 from redis.exceptions import NoScriptError
 
 from durably.clock import Clock, SystemClock
 from durably.errors import (
+    DurablyError,
     LeaseLostError,
     QueueUnavailableError,
     WorkItemNotFoundError,
@@ -39,6 +41,7 @@ from durably.work import (
     checked_item,
     payload_text,
     queued_copy,
+    settle_keys,
     stored_item,
 )
 
@@ -379,6 +382,57 @@ class RedisWorkQueue:
         return await self._held_call(
             "queue_complete", item_id, tenant, worker, [number(now), self._retention]
         )
+
+    async def complete_many(
+        self, items: Sequence[tuple[str, str]], *, worker: str
+    ) -> list[WorkItem | DurablyError]:
+        """`complete` for each ``(item_id, tenant)``, the scripts sent in one pipeline and
+        each fenced on its own lease: per item, in order, the completed item or the error
+        `complete` would have raised for it (`LeaseLostError`, `WorkItemNotFoundError`)."""
+        pairs = settle_keys(items, worker)
+        if not pairs:
+            return []
+        now = [number(self._clock.now()), self._retention]
+        script, client = _LUA["queue_complete"], self._redis.client
+
+        async def attempt() -> list[Any]:
+            pipe = client.pipeline(transaction=False)
+            for item_id, tenant in pairs:
+                ref = keys.item_ref(tenant, item_id)
+                # By name, as `claim_waiting` sends it (cluster pipelines refuse `evalsha`).
+                pipe.execute_command(
+                    "EVALSHA",
+                    script.sha,
+                    1,
+                    self._item_prefix + ref,
+                    self._prefix,
+                    ref,
+                    worker,
+                    *now,
+                )
+            replies: list[Any] = await pipe.execute(raise_on_error=False)
+            return replies
+
+        replies = await self._redis.retry.run(
+            attempt, lambda detail: QueueUnavailableError("?", "complete", detail)
+        )
+        results: list[WorkItem | DurablyError] = []
+        for (item_id, tenant), reply in zip(pairs, replies, strict=True):
+            if isinstance(reply, NoScriptError):  # the cache was flushed: this one alone
+                reply = await self._call(
+                    "queue_complete",
+                    [self._item_prefix + keys.item_ref(tenant, item_id)],
+                    [keys.item_ref(tenant, item_id), worker, *now],
+                    "?",
+                    "complete",
+                )
+            elif isinstance(reply, Exception):
+                raise reply
+            try:
+                results.append(self._settled(reply, item_id, tenant, worker))
+            except (LeaseLostError, WorkItemNotFoundError) as lost:
+                results.append(lost)
+        return results
 
     async def fail(
         self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True

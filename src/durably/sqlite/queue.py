@@ -6,11 +6,12 @@ import asyncio
 import json
 import sqlite3
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from durably.clock import Clock, SystemClock
 from durably.errors import (
+    DurablyError,
     LeaseLostError,
     QueueUnavailableError,
     StatePersistenceError,
@@ -30,6 +31,7 @@ from durably.work import (
     WorkState,
     checked_item,
     payload_text,
+    settle_keys,
 )
 
 _SQL = load_statements("queue.sql")
@@ -208,6 +210,19 @@ class BoundSqliteWorkQueue:
         """Finish the item; fenced like `heartbeat`."""
         row = self._held(item_id, tenant, worker)
         return _item(self._tx.row(_SQL["complete_item"], {"seq": row["seq"], "worker": worker}))
+
+    def complete_many(
+        self, items: Sequence[tuple[str, str]], *, worker: str
+    ) -> list[WorkItem | DurablyError]:
+        """`complete` for each ``(item_id, tenant)``, each fenced on its own lease: per
+        item, in order, the completed item or the error `complete` would have raised."""
+        results: list[WorkItem | DurablyError] = []
+        for item_id, tenant in settle_keys(items, worker):
+            try:
+                results.append(self.complete(item_id, tenant=tenant, worker=worker))
+            except (LeaseLostError, WorkItemNotFoundError) as lost:
+                results.append(lost)
+        return results
 
     def fail(
         self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
@@ -418,6 +433,17 @@ class SqliteWorkQueue:
         return await self._write(
             "*", "complete", lambda q: q.complete(item_id, tenant=tenant, worker=worker)
         )
+
+    async def complete_many(
+        self, items: Sequence[tuple[str, str]], *, worker: str
+    ) -> list[WorkItem | DurablyError]:
+        """`complete` for each ``(item_id, tenant)`` in one transaction, each fenced on its
+        own lease: per item, in order, the completed item or the error `complete` would
+        have raised for it (`LeaseLostError`, `WorkItemNotFoundError`)."""
+        keys = settle_keys(items, worker)
+        if not keys:
+            return []
+        return await self._write("*", "complete", lambda q: q.complete_many(keys, worker=worker))
 
     async def fail(
         self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True

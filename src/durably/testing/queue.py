@@ -23,6 +23,7 @@ import pytest
 from durably.clock import ManualClock
 from durably.errors import InvalidInputError, LeaseLostError, WorkItemNotFoundError
 from durably.redaction import MAX_ERROR_CHARS, TRUNCATED_MARKER
+from durably.testing.queue_batches import QueueBatchCases
 from durably.testing.queue_enqueue import QueueEnqueueCases
 from durably.testing.queue_fixtures import (
     POLICY,
@@ -505,7 +506,7 @@ def _holder_calls(
 
 
 class WorkQueueConformance(
-    QueueLeaseCases, QueueEnqueueCases, QueueOrderCases, QueueIsolationCases
+    QueueLeaseCases, QueueEnqueueCases, QueueOrderCases, QueueIsolationCases, QueueBatchCases
 ):
     """Every case a `WorkQueue` must pass; provide ``work_queue_factory``."""
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Sequence
 
 import pytest
 
 from durably.clock import SystemClock
+from durably.errors import DurablyError
 from durably.postgres import PostgresWorkQueue
 from durably.work import QueuePolicy, WorkItem
 from durably.worker import Worker
@@ -78,6 +80,12 @@ class _Counting(PostgresWorkQueue):
     async def complete(self, item_id: str, *, tenant: str, worker: str) -> WorkItem:
         self.held -= 1
         return await super().complete(item_id, tenant=tenant, worker=worker)
+
+    async def complete_many(
+        self, items: Sequence[tuple[str, str]], *, worker: str
+    ) -> list[WorkItem | DurablyError]:
+        self.held -= len(items)
+        return await super().complete_many(items, worker=worker)
 
 
 async def test_a_worker_claims_in_batches_but_never_holds_more_than_its_concurrency(

@@ -1,0 +1,97 @@
+"""`complete_many`, for the queues that offer it: each item settled as `complete` settles
+it, fenced on its own lease, with a result per item in the order asked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from durably.clock import ManualClock
+from durably.errors import InvalidInputError, LeaseLostError, WorkItemNotFoundError
+from durably.testing.queue_fixtures import QueueFixtures, new_item
+from durably.work import WorkQueue, WorkState
+
+
+def _complete_many(work_queue: WorkQueue) -> Any:
+    complete_many = getattr(work_queue, "complete_many", None)
+    if complete_many is None:
+        pytest.skip("this queue has no complete_many")
+    return complete_many
+
+
+class QueueBatchCases(QueueFixtures):
+    """Settling several items in one call."""
+
+    async def test_completing_many_settles_each_held_item_and_names_each_it_could_not(
+        self, work_queue: WorkQueue, tenant: str, queue_name: str
+    ) -> None:
+        complete_many = _complete_many(work_queue)
+        for item_id in ("a", "b", "c", "d"):
+            await work_queue.enqueue(new_item(tenant, item_id, queue=queue_name))
+        for worker in ("w1", "w1", "w1", "w2"):
+            assert await work_queue.claim(worker=worker, queue=queue_name) is not None
+        await work_queue.complete("b", tenant=tenant, worker="w1")
+        results = await complete_many(
+            [("a", tenant), ("b", tenant), ("d", tenant), ("nope", tenant), ("c", tenant)],
+            worker="w1",
+        )
+        assert [type(result).__name__ for result in results] == [
+            "WorkItem",
+            "WorkItemNotFoundError",
+            "LeaseLostError",
+            "WorkItemNotFoundError",
+            "WorkItem",
+        ]
+        assert [(results[0].id, results[0].state), (results[4].id, results[4].state)] == [
+            ("a", WorkState.COMPLETED),
+            ("c", WorkState.COMPLETED),
+        ]
+        assert (results[2].reason, results[2].holder) == ("taken", "w2")
+        # The item another worker holds is untouched: still its holder's to complete.
+        stats = await work_queue.stats(queue=queue_name)
+        assert (stats.depth, stats.claimed) == (0, 1)
+        done = await work_queue.complete("d", tenant=tenant, worker="w2")
+        assert done.state == WorkState.COMPLETED
+        assert await complete_many([], worker="w1") == []
+
+    async def test_completing_many_is_fenced_on_each_items_own_lease(
+        self, work_queue: WorkQueue, tenant: str, queue_name: str, clock: ManualClock
+    ) -> None:
+        complete_many = _complete_many(work_queue)
+        for item_id in ("early", "late"):
+            await work_queue.enqueue(new_item(tenant, item_id, queue=queue_name))
+        await work_queue.claim(worker="w1", queue=queue_name)
+        clock.advance(6)
+        await work_queue.claim(worker="w1", queue=queue_name)
+        clock.advance(6)  # the first lease (10 s) has lapsed, the second has not
+        expired, done = await complete_many([("early", tenant), ("late", tenant)], worker="w1")
+        assert isinstance(expired, LeaseLostError)
+        assert expired.reason == "expired"
+        assert not isinstance(done, Exception)
+        assert (done.id, done.state) == ("late", WorkState.COMPLETED)
+        (reaped,) = await work_queue.reap()
+        assert (reaped.id, reaped.state, reaped.attempts) == ("early", WorkState.QUEUED, 1)
+
+    async def test_completing_many_with_a_bad_id_refuses_all_before_any_is_settled(
+        self, work_queue: WorkQueue, tenant: str, queue_name: str
+    ) -> None:
+        complete_many = _complete_many(work_queue)
+        await work_queue.enqueue(new_item(tenant, "job", queue=queue_name))
+        await work_queue.claim(worker="w1", queue=queue_name)
+        for items, worker in (
+            ([("job", tenant), ("", tenant)], "w1"),
+            ([("job", tenant), ("x", "")], "w1"),
+            ([("job", tenant)], ""),
+        ):
+            with pytest.raises(InvalidInputError):
+                await complete_many(items, worker=worker)
+        stats = await work_queue.stats(queue=queue_name)
+        assert stats.claimed == 1
+        with pytest.raises(WorkItemNotFoundError):
+            await work_queue.complete("nope", tenant=tenant, worker="w1")
+        done = await work_queue.complete("job", tenant=tenant, worker="w1")
+        assert done.state == WorkState.COMPLETED
+
+
+__all__ = ["QueueBatchCases"]
