@@ -80,6 +80,35 @@ def test_the_worker_command_serves_an_app_and_only_the_kinds_named(tmp_path: Pat
     assert "Traceback" not in output
 
 
+def test_the_worker_command_gives_an_app_its_name_and_poll_options(tmp_path: Path) -> None:
+    process = worker(
+        tmp_path, "--name", "night-shift-1", "--poll-seconds", "0.2", "--maintenance-seconds", "0.3"
+    )
+
+    async def use() -> int:
+        app = App(f"sqlite:///{tmp_path / 'app.db'}")
+
+        @app.workflow(name="double")
+        async def double(ctx: Context, n: int) -> int:
+            raise NotImplementedError
+
+        async with app:
+            return await (await double.start(4)).result(timeout=30)
+
+    try:
+        doubled = asyncio.run(use())
+        process.send_signal(signal.SIGTERM)
+        output = process.communicate(timeout=30)[0].decode()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert doubled == 8
+    assert process.returncode == 0, output
+    assert "worker='night-shift-1'" in output
+    assert "Traceback" not in output
+
+
 def test_an_unknown_kind_is_refused_with_its_name(tmp_path: Path) -> None:
     process = worker(tmp_path, "--workflow", "nosuch")
     output = process.communicate(timeout=30)[0].decode()

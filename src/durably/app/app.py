@@ -221,13 +221,18 @@ class App:
         *,
         concurrency: int = 10,
         grace: Duration = 30.0,
+        name: str | None = None,
+        poll: Duration = 1.0,
+        maintenance: Duration = 5.0,
     ) -> None:
         """Serve every registered workflow kind (or only the kinds named) with a `Worker`,
         at most ``concurrency`` passes per kind at once, until SIGTERM/SIGINT; then stop
         claiming, give in-flight passes ``grace`` to finish and give the rest back
         (which counts against no recovery limit). ``queues`` names the task queues to
         serve (none are registered by this release). Sweeps finished workflows older than
-        ``retention`` in bounded rounds while it runs."""
+        ``retention`` in bounded rounds while it runs. ``name`` names the worker in logs
+        and claims (default host:pid:random); ``poll`` is its fallback poll period and
+        ``maintenance`` the period of its wakeups of due sleepers (`Worker`)."""
         if self._implicit and self.dsn == DEFAULT_DSN:
             _logger.warning(
                 "serving on the implicit default store %s: pass a DSN or set %s",
@@ -235,7 +240,13 @@ class App:
                 DSN_ENV,
             )
         await self._driver.serve(
-            workflows, queues, concurrency=concurrency, grace=seconds_of(grace, "grace")
+            workflows,
+            queues,
+            concurrency=concurrency,
+            grace=seconds_of(grace, "grace"),
+            name=name,
+            poll=seconds_of(poll, "poll"),
+            maintenance=seconds_of(maintenance, "maintenance"),
         )
 
     async def sweep(self, *, limit: int = 500) -> int:

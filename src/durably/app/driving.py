@@ -59,13 +59,22 @@ class Driver:
         *,
         concurrency: int,
         grace: float,
+        name: str | None = None,
+        poll: float = 1.0,
+        maintenance: float = 5.0,
     ) -> None:
         """Run a `Worker` for the kinds named (default: all) until it is stopped."""
         kinds = self._kinds(workflows)
         if queues is not None and list(queues):
             raise ConfigurationError(f"no task queue registered under {list(queues)}")
         await self._app.stores()
-        worker = Worker(clock=self._app.clock, grace_seconds=grace)
+        worker = Worker(
+            name=name,
+            clock=self._app.clock,
+            poll_seconds=poll,
+            grace_seconds=grace,
+            maintenance_seconds=maintenance,
+        )
         for kind in kinds:
             workflow = self._app.workflows[kind]
             options = _options(workflow, self._app.lease)

@@ -150,7 +150,14 @@ async def _serve_app(app: Any, args: argparse.Namespace) -> int:
         app.dsn = dsn_from(args.dsn)
     logging.getLogger("durably.cli").info("serving %s from %s", args.target, describe(app.dsn))
     try:
-        await app.serve(args.workflow, args.queue, grace=args.grace_seconds)
+        await app.serve(
+            args.workflow,
+            args.queue,
+            grace=args.grace_seconds,
+            name=args.name,
+            poll=args.poll_seconds,
+            maintenance=args.maintenance_seconds,
+        )
     finally:
         await app.close()
     return 0

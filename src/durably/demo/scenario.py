@@ -292,6 +292,12 @@ class Demo:
             "durably.demo.agent:app",
             "--dsn",
             f"sqlite:///{self.path}",
+            "--name",
+            f"demo-worker-{number}",
+            "--poll-seconds",
+            "0.2",
+            "--maintenance-seconds",
+            "0.5",
             "--grace-seconds",
             "5",
         ]
