@@ -8,13 +8,16 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from durably import App, Context, ManualClock, WorkflowStatus
 from durably.cli import main
+
+T = TypeVar("T")
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -45,6 +48,22 @@ def worker(tmp_path: Path, *argv: str) -> subprocess.Popen[bytes]:
     )
 
 
+def run_then_stop(
+    process: subprocess.Popen[bytes], use: Callable[[], Coroutine[Any, Any, T]]
+) -> tuple[T, str]:
+    """What ``use()`` returns while the worker runs, then the worker's output after a
+    SIGTERM (the worker is killed if the test fails first)."""
+    try:
+        value = asyncio.run(use())
+        process.send_signal(signal.SIGTERM)
+        output = process.communicate(timeout=30)[0].decode()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return value, output
+
+
 def test_the_worker_command_serves_an_app_and_only_the_kinds_named(tmp_path: Path) -> None:
     process = worker(tmp_path, "--workflow", "double", "--log-level", "WARNING")
 
@@ -66,14 +85,7 @@ def test_the_worker_command_serves_an_app_and_only_the_kinds_named(tmp_path: Pat
             await asyncio.sleep(0.5)
             return doubled, (await waiting.status()).status.value
 
-    try:
-        doubled, status = asyncio.run(use())
-        process.send_signal(signal.SIGTERM)
-        output = process.communicate(timeout=30)[0].decode()
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    (doubled, status), output = run_then_stop(process, use)
     assert doubled == 42
     assert status == "pending"  # its kind is not served by this worker
     assert process.returncode == 0, output
@@ -95,14 +107,7 @@ def test_the_worker_command_gives_an_app_its_name_and_poll_options(tmp_path: Pat
         async with app:
             return await (await double.start(4)).result(timeout=30)
 
-    try:
-        doubled = asyncio.run(use())
-        process.send_signal(signal.SIGTERM)
-        output = process.communicate(timeout=30)[0].decode()
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+    doubled, output = run_then_stop(process, use)
     assert doubled == 8
     assert process.returncode == 0, output
     assert "worker='night-shift-1'" in output
