@@ -14,7 +14,7 @@ from durably.clock import ManualClock
 from durably.errors import ConfigurationError
 from durably.serving import Context as ServingContext
 from durably.serving import WorkflowService
-from durably.status import WorkflowStatus
+from durably.status import WorkflowInfo, WorkflowStatus
 from durably.work import QueuePolicy
 from durably.worker import LOGGER_NAME, Worker
 
@@ -28,6 +28,8 @@ SWEEP_SECONDS = 60.0
 """Seconds between sweep rounds while `serve` runs."""
 UNSERVED_LIMIT = 100
 """Statuses one round looks at for workflows whose kind has no body here."""
+NOTE_SECONDS = 10.0
+"""How long the claim that notes an unserved workflow in its status may last."""
 UNFINISHED = (WorkflowStatus.SLEEPING, WorkflowStatus.BLOCKED, WorkflowStatus.RUNNING)
 
 # A guard against a workflow that never stops being ready (a bug, not a test's intent).
@@ -117,7 +119,25 @@ class Driver:
             kind = start.get("kind") if isinstance(start, dict) else None
             if kind is not None and str(kind) not in self._app.workflows:
                 found.append((info.workflow, str(kind)))
+                await self._note_unserved(info, str(kind))
         return found
+
+    async def _note_unserved(self, info: WorkflowInfo, kind: str) -> None:
+        """Say in the workflow's status (its error, the status itself unchanged) that this
+        App has no body for its kind, so `durably workflows list` shows why it stands still;
+        a worker that has the body overwrites the note with its next report. Skipped while
+        a pass holds the workflow: then something does run it."""
+        note = f"no body registered for kind {kind!r} on a worker that looked for it"
+        if info.last_error == note:
+            return
+        checkpointer = (await self._app.stores()).checkpointer
+        holder = await checkpointer.claim(info.workflow, NOTE_SECONDS, NOTE_SECONDS)
+        if holder is None:
+            return
+        try:
+            await checkpointer.set_status(holder, info.status, attempts=info.attempts, error=note)
+        finally:
+            await checkpointer.release(holder)
 
     async def _sweep_periodically(self) -> None:
         logger = logging.getLogger(LOGGER_NAME)

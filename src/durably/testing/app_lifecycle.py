@@ -299,6 +299,11 @@ class AppLifecycle(AppFixtures):
             if (handle.id, retired.kind) in found:
                 break
         assert (handle.id, retired.kind) in found
+        # Its status says why it stands still, and is otherwise as it was.
+        info = await handle.status()
+        assert info.status is WorkflowStatus.SLEEPING
+        assert info.last_error is not None
+        assert repr(retired.kind) in info.last_error
 
     async def test_a_model_gaining_a_required_field_parks_and_resumes_after_a_fix(
         self, app_factory: AppFactory
