@@ -144,3 +144,15 @@ async def test_stats_counters_stay_exact_through_every_operation(make_queue: Mak
     # A dead letter's id taken by a new item: the dead letter is gone with it.
     await queue.enqueue(WorkItem(id=third.id, tenant=third.tenant, queue="q"))
     assert await counts() == (2, 0, 0)
+
+
+async def test_tenants_tied_at_turn_0_are_told_apart_by_microseconds_of_availability(
+    make_queue: Make,
+) -> None:
+    # At a present-day clock (ten digits of seconds) the oldest item decides the tie to the
+    # microsecond: a later-enqueued tenant whose item is due 10 µs earlier goes first.
+    clock = ManualClock(1_700_000_000.0)
+    queue = await make_queue(clock, QueuePolicy())
+    await queue.enqueue(WorkItem(id="a0", tenant="a", queue="q", available_at=1_699_999_999.00002))
+    await queue.enqueue(WorkItem(id="b0", tenant="b", queue="q", available_at=1_699_999_999.00001))
+    assert await drain(queue, "q", 2) == [("b", "b0"), ("a", "a0")]
