@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import durably
 from durably.status import WorkflowStatus
 from durably.stores import open_stores
 from tests.unit.test_cli import dsn, run_cli
@@ -111,3 +112,42 @@ def test_sweep_refuses_bad_arguments_with_exit_code_2(
     assert message in err
     assert "Traceback" not in err
     assert not path.exists(), "arguments are refused before the store is opened"
+
+
+async def _seed_app_workflow(path: Path) -> None:
+    app = durably.App(f"sqlite:///{path}")
+
+    @app.workflow(name="agent")
+    async def agent(ctx: durably.Context, n: int) -> int:
+        return n
+
+    await agent.start(1, id="agent-wf")
+    await app.close()
+    stores = await open_stores(dsn(path))
+    try:
+        # Finished by some pass while its start's wakeup is still waiting in "agent".
+        holder = await stores.checkpointer.claim("agent-wf", 5.0, 5.0)
+        assert holder is not None
+        await stores.checkpointer.set_status(holder, WorkflowStatus.COMPLETED)
+        await stores.checkpointer.release(holder)
+    finally:
+        await stores.close()
+
+
+async def _ready_in(path: Path, kind: str) -> object:
+    stores = await open_stores(dsn(path))
+    try:
+        return await stores.durable(kind).scheduler.next_ready(0)
+    finally:
+        await stores.close()
+
+
+def test_sweep_cancels_an_app_workflows_wakeups_in_the_scheduler_of_its_kind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "app.db"
+    asyncio.run(_seed_app_workflow(path))
+    code, out, _ = run_cli(capsys, "sweep", "--dsn", dsn(path), "--older-than", "0s", "--json")
+    assert code == 0
+    assert json.loads(out)["workflows"] == ["agent-wf"]
+    assert asyncio.run(_ready_in(path, "agent")) is None, "no wakeup of the swept workflow stays"

@@ -9,10 +9,14 @@ from typing import Any
 
 from durably.cli.render import Progress, emit_json
 from durably.cli.stores import UsageError, add_dsn, opened
+from durably.cli.workflows import recorded_kind
+from durably.retention import FINISHED
+from durably.workflows import Checkpointer
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 MAX_LIMIT = 100_000
+_PAGE = 1000
 
 
 def age(text: str) -> timedelta:
@@ -50,7 +54,10 @@ def register(commands: Any) -> None:
         "--kind",
         action="append",
         metavar="KIND",
-        help="the workflow kind(s) whose wakeups to cancel (repeatable; default: default)",
+        help=(
+            "the workflow kind(s) whose wakeups to cancel for workflows whose start recorded "
+            "no kind (repeatable; default: default); an App workflow's own kind is read"
+        ),
     )
     sweep.add_argument("--json", action="store_true", help="JSON for scripts")
     sweep.set_defaults(run=run_sweep)
@@ -64,13 +71,17 @@ async def run_sweep(args: argparse.Namespace) -> int:
     kinds = args.kind or ["default"]
     cutoff = datetime.now(UTC) - older_than
     async with opened(args) as stores:
-        schedulers = [stores.durable(kind).scheduler for kind in kinds]
+        recorded = await _recorded_kinds(stores.checkpointer, cutoff, args.limit)
+        # A workflow swept that was not read beforehand (one finished in between) has its
+        # wakeups cancelled in every kind named or seen.
+        unread = sorted({*kinds, *recorded.values()})
         progress = Progress("swept")
         swept_ids: list[str] = []
 
         async def swept(workflow: str) -> None:
-            for scheduler in schedulers:
-                await scheduler.cancel(workflow)
+            kind = recorded.get(workflow)
+            for name in [kind] if kind is not None else unread:
+                await stores.durable(name).scheduler.cancel(workflow)
             swept_ids.append(workflow)
             progress.advance()
 
@@ -93,6 +104,28 @@ async def run_sweep(args: argparse.Namespace) -> int:
     if count == args.limit:
         print(f"(the limit was reached: run again to sweep more than {args.limit})")
     return 0
+
+
+async def _recorded_kinds(
+    checkpointer: Checkpointer[Any], cutoff: datetime, limit: int
+) -> dict[str, str]:
+    """The kind each sweepable workflow's start recorded (None-recording ones left out),
+    for the ``limit`` oldest: read before the sweep discards the start record."""
+    eligible: list[tuple[datetime, str]] = []
+    for status in FINISHED:
+        after: str | None = None
+        while True:
+            page = await checkpointer.list_status(status=status, limit=_PAGE, after=after)
+            eligible.extend((i.updated_at, i.workflow) for i in page if i.updated_at < cutoff)
+            if len(page) < _PAGE:
+                break
+            after = page[-1].workflow
+    kinds: dict[str, str] = {}
+    for _, workflow in sorted(eligible)[:limit]:
+        kind = recorded_kind(await checkpointer.load(workflow))
+        if kind is not None:
+            kinds[workflow] = kind
+    return kinds
 
 
 __all__ = ["age", "register", "run_sweep"]
