@@ -50,9 +50,9 @@ def build(recipe: Recipe) -> System:
     """The system a recipe names (in this process)."""
     kind, where, name = recipe
     if kind == "durably":
-        return Durably(where, "postgres" if where.startswith("postgresql") else "redis")
+        return Durably(where, "postgres" if where.startswith("postgresql") else "redis", name)
     if kind == "PgQueuer":
-        return PgQueuer(where)
+        return PgQueuer(where, name)
     if kind == "SAQ":
         return Saq(where, name)
     return Arq(where, name)
