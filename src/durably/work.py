@@ -11,7 +11,7 @@ from typing import Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, field_validator
 
 from durably.errors import InvalidInputError
-from durably.validation import finite, identifier, positive, storable_json
+from durably.validation import finite, identifier, positive, positive_int, storable_json
 
 DEFAULT_QUEUE = "default"
 
@@ -138,6 +138,16 @@ def payload_text(payload: Mapping[str, str]) -> str:
     except TypeError:
         raise InvalidInputError("payload must map strings to strings") from None
     return storable_json(text, "payload")
+
+
+BATCH_MOST = 1000
+"""The most items one batched call (`claim_many`) takes, whatever its ``limit`` asks."""
+
+
+def batch_limit(limit: int) -> int:
+    """``limit`` of a `claim_many` call, checked before any I/O and capped at `BATCH_MOST`.
+    Raises `InvalidInputError` for anything but a positive int."""
+    return min(positive_int(limit, "limit"), BATCH_MOST)
 
 
 def settle_keys(items: Sequence[tuple[str, str]], worker: str) -> list[tuple[str, str]]:

@@ -16,22 +16,25 @@ from tests.unit.test_worker import eventually, quick, serving
 
 
 class _Batching(MemoryWorkQueue):
-    """A memory queue with a batched claim, recording every batch call it answers."""
+    """A memory queue recording every batched call it answers."""
 
     def __init__(self) -> None:
         super().__init__()
         self.claims: list[int] = []  # the limit of each claim_many
         self.completions: list[int] = []  # the size of each complete_many
 
-    async def claim_many(self, *, worker: str, queue: str, limit: int) -> list[WorkItem]:
+    async def claim_many(
+        self,
+        *,
+        worker: str,
+        queue: str = "default",
+        lease_seconds: float | None = None,
+        limit: int = 10,
+    ) -> list[WorkItem]:
         self.claims.append(limit)
-        items = []
-        for _ in range(limit):
-            item = await self.claim(worker=worker, queue=queue)
-            if item is None:
-                break
-            items.append(item)
-        return items
+        return await super().claim_many(
+            worker=worker, queue=queue, lease_seconds=lease_seconds, limit=limit
+        )
 
     async def complete_many(
         self, items: Sequence[tuple[str, str]], *, worker: str

@@ -18,6 +18,7 @@ from durably.work import (
     Settlement,
     WorkItem,
     WorkState,
+    batch_limit,
     checked_item,
     payload_text,
     queued_copy,
@@ -139,6 +140,27 @@ class MemoryWorkQueue:
         )
         self._save(claimed)
         return claimed
+
+    async def claim_many(
+        self,
+        *,
+        worker: str,
+        queue: str = DEFAULT_QUEUE,
+        lease_seconds: float | None = None,
+        limit: int = 10,
+    ) -> list[WorkItem]:
+        """Up to ``limit`` claims at once, each item under its own lease, in the order that
+        many single claims would take them (at most `BATCH_MOST`)."""
+        identifier(worker, "worker")
+        identifier(queue, "queue")
+        self._policy.lease_for(lease_seconds)
+        taken: list[WorkItem] = []
+        for _ in range(batch_limit(limit)):
+            item = await self.claim(worker=worker, queue=queue, lease_seconds=lease_seconds)
+            if item is None:
+                break
+            taken.append(item)
+        return taken
 
     async def heartbeat(self, item_id: str, *, tenant: str, worker: str) -> WorkItem:
         """Extend the caller's lease by the policy's ``lease_seconds`` (never past

@@ -20,8 +20,39 @@ def _complete_many(work_queue: WorkQueue) -> Any:
     return complete_many
 
 
+def _claim_many(work_queue: WorkQueue) -> Any:
+    claim_many = getattr(work_queue, "claim_many", None)
+    if claim_many is None:
+        pytest.skip("this queue has no claim_many")
+    return claim_many
+
+
 class QueueBatchCases(QueueFixtures):
-    """Settling several items in one call."""
+    """Claiming and settling several items in one call."""
+
+    async def test_a_batched_claim_takes_what_as_many_single_claims_would_each_leased(
+        self, work_queue: WorkQueue, queue_name: str, clock: ManualClock
+    ) -> None:
+        claim_many = _claim_many(work_queue)
+        for tenant in ("a", "b"):
+            for n in range(3):
+                await work_queue.enqueue(new_item(tenant, f"{tenant}{n}", queue=queue_name))
+                clock.advance(1)
+        batch = await claim_many(worker="w1", queue=queue_name, limit=4)
+        # Tenants in turn, each its oldest first: what four single claims take (in any
+        # order within the batch).
+        assert sorted(item.id for item in batch) == ["a0", "a1", "b0", "b1"]
+        for item in batch:
+            assert (item.state, item.worker) == (WorkState.CLAIMED, "w1")
+            assert item.lease_expires_at == clock.now() + 10
+        rest = await claim_many(worker="w2", queue=queue_name, limit=10)
+        assert sorted(item.id for item in rest) == ["a2", "b2"]
+        assert await claim_many(worker="w2", queue=queue_name, limit=10) == []
+        stats = await work_queue.stats(queue=queue_name)
+        assert (stats.depth, stats.claimed) == (0, 6)
+        for bad in ({"limit": 0}, {"worker": ""}, {"queue": ""}):
+            with pytest.raises(InvalidInputError):
+                await claim_many(**{"worker": "w1", "queue": queue_name, "limit": 2, **bad})
 
     async def test_completing_many_settles_each_held_item_and_names_each_it_could_not(
         self, work_queue: WorkQueue, tenant: str, queue_name: str
