@@ -30,6 +30,10 @@ async def test_every_named_statement_compiles_against_the_schema(
     assert statements, f"{filename} names no statement"
     with sqlite3.connect(path) as raw:
         for name, statement in statements.items():
+            if statement.lstrip().upper().startswith("ALTER TABLE"):
+                # An upgrade step adds what the current schema already has, so it cannot
+                # compile here; the upgrade tests run it against an older file.
+                continue
             try:
                 raw.execute(f"EXPLAIN {statement}", _Nulls())
             except sqlite3.Error as exc:
