@@ -57,6 +57,11 @@ def session_runs_key(ns: str, tenant: str, session_id: str) -> str:
     return f"{state_prefix(ns, tenant)}session-runs:{segment(session_id)}"
 
 
+def session_mark_key(ns: str, tenant: str, session_id: str) -> str:
+    """The session's write mark: set by every ``put_run`` into it, from a tenant counter."""
+    return f"{state_prefix(ns, tenant)}session-mark:{segment(session_id)}"
+
+
 def session_deleting_key(ns: str, tenant: str, session_id: str) -> str:
     """The runs of this session a cascading ``delete_session`` is deleting, batch by batch."""
     return f"{state_prefix(ns, tenant)}session-deleting:{segment(session_id)}"

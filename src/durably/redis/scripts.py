@@ -21,6 +21,7 @@ _READS = frozenset(
         "queue_dead_letters.lua",
         "state_get_run.lua",
         "state_list_runs.lua",
+        "state_session_live.lua",
         "workflow_load.lua",
     }
 )

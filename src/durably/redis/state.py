@@ -49,10 +49,12 @@ _LUA = scripts(
     "state_put_session",
     "state_delete_session",
     "state_delete_session_runs",
+    "state_session_live",
 )
 _USAGE = tuple(f"usage.{name}" for name in USAGE_FIELDS)
 _SCAN_BUDGET = 2000  # index entries one listing script examines before yielding the server
 _DELETE_BATCH = 200  # runs one cascade script deletes before yielding the server (~2 ms)
+_LIVE_BATCH = 200  # runs one look for live runs reads before yielding the server
 
 
 def _counters(record: RunRecord) -> list[str]:
@@ -306,18 +308,17 @@ class RedisStateStore:
             keys.session_runs_key(ns, key.tenant, key.id),
             prefix + "runs",
             deleting,
+            keys.session_mark_key(ns, key.tenant, key.id),
         ]
-        terminal = sorted(state.value for state in TERMINAL_STATES)
         drained = False
         while True:
+            mark = "" if cascade else await self._refuse_while_live(key, session_keys)
             reply = await self._call(
-                "state_delete_session",
-                session_keys,
-                [prefix, "1" if cascade else "0", *terminal],
+                "state_delete_session", session_keys, ["1" if cascade else "0", mark]
             )
             outcome = text(reply[0])
-            if outcome == "in_use":
-                raise StateInUseError(key, tuple(text(run) for run in reply[1:]))
+            if outcome == "changed":
+                continue
             if outcome == "absent":
                 return drained
             if outcome == "deleted" and not cascade:
@@ -336,6 +337,33 @@ class RedisStateStore:
             if outcome == "deleted":
                 return True
             drained = True
+
+    async def _refuse_while_live(self, key: StateKey, session_keys: list[str]) -> str:
+        """`StateInUseError` naming the session's live runs in creation order, if any;
+        else the write mark the look began with. Bounded steps: one script never reads
+        more than a batch of runs."""
+        prefix = self._prefix(key.tenant)
+        terminal = sorted(state.value for state in TERMINAL_STATES)
+        live: list[tuple[int, str]] = []
+        marks: list[str] = []
+        cursor = "0"
+        while True:
+            reply = await self._call(
+                "state_session_live",
+                [session_keys[0], session_keys[1], session_keys[4]],
+                [prefix, cursor, _LIVE_BATCH, *terminal],
+            )
+            if text(reply[0]) == "absent":
+                return ""  # the delete answers for an absent session
+            marks.append(text(reply[0]))
+            cursor = text(reply[1])
+            found = [text(item) for item in reply[2:]]
+            live += [(int(seq), run) for run, seq in zip(found[::2], found[1::2], strict=True)]
+            if cursor == "0":
+                break
+        if live:
+            raise StateInUseError(key, tuple(run for _, run in sorted(set(live))))
+        return marks[0]
 
 
 __all__ = ["RedisStateStore"]

@@ -1,4 +1,5 @@
--- Compare-and-set write of a run: blob, meta hash, creation sequence, session index.
+-- Compare-and-set write of a run: blob, meta hash, creation sequence, session index and
+-- the session's write mark.
 -- KEYS: run blob, run meta, tenant sequence, tenant run index (zset by sequence)
 -- ARGV: tenant prefix, run id, expected version, blob, state, updated_at, session id or '',
 --       the write's token (one per put_run call, kept with the version), then field/value
@@ -31,5 +32,9 @@ if old_session and old_session ~= '' and old_session ~= session then
 end
 if session ~= '' then
   redis.call('SADD', prefix .. 'session-runs:' .. seg(session), run_id)
+  -- The session's write mark (never repeated in the tenant): a delete_session without
+  -- cascade that looked for live runs before this write looks again.
+  redis.call('SET', prefix .. 'session-mark:' .. seg(session),
+    redis.call('INCR', prefix .. 'run-writes'))
 end
 return {'ok'}
