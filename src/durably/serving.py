@@ -39,6 +39,11 @@ Body = Callable[[Run], Awaitable[object]]
 # that was deleted meanwhile.
 GIVE_BACK_SECONDS = 0.001
 
+CONTENDED_TRIES = 10
+"""How often per ``alive`` window a workflow another pass holds is tried again: the
+holder's claim, if its worker died, lapses within one window, so the takeover follows
+within a tenth of a window (not a whole scheduler lease later)."""
+
 GATHER_SECONDS = 0.002
 """How long a busy queue service waits for more slots to free before it claims: one
 batched claim then refills several slots (see `QueueService._gather_free_slots`)."""
@@ -488,8 +493,12 @@ class WorkflowService(Service):
             ctx.logger.exception("claiming a workflow failed", extra=fields)
             return
         if holder is None:
-            # Another pass holds it; the delivery comes back after the scheduler's lease.
+            # Another pass holds it. If that pass's worker died, its claim lapses within one
+            # `alive` window of its last renewal, maybe just after this delivery came back:
+            # try again soon rather than a whole scheduler lease later.
             ctx.logger.debug("workflow is held by another pass", extra=fields)
+            with contextlib.suppress(Exception):
+                await self.durable.scheduler.extend(delivery, self.alive / CONTENDED_TRIES)
             return
         claim_lost = False
         try:
@@ -703,6 +712,7 @@ class WorkflowService(Service):
 
 
 __all__ = [
+    "CONTENDED_TRIES",
     "GIVE_BACK_SECONDS",
     "RECOVERED",
     "Body",
