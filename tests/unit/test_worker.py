@@ -329,6 +329,25 @@ async def test_a_workflow_pass_longer_than_alive_keeps_its_claim() -> None:
     assert effects == ["wf"]
 
 
+async def test_a_workflow_held_by_a_dead_pass_runs_once_its_claim_lapses_not_a_lease_later() -> (
+    None
+):
+    durable = memory_durable("orphan", lease=60.0)
+
+    async def body(run: Run) -> str:
+        return await run.step("work", lambda: "done")
+
+    # A pass whose worker died: its claim lives 0.5 s more, never renewed.
+    assert await durable.checkpointer.claim("wf", 0.5, 0.5) is not None
+    worker = quick()
+    worker.workflow("orphan", body, durable, alive=1.0)
+    async with serving(worker):
+        await start_workflow(durable, "wf")
+        # Refused while the dead claim lives, the delivery comes back within a tenth of
+        # `alive`, not after the scheduler's 60 s lease.
+        await eventually(lambda: _status_is(durable, "wf", WorkflowStatus.COMPLETED), 10.0)
+
+
 async def test_a_sleeping_workflow_runs_again_after_its_deadline_on_the_workers_clock() -> None:
     clock = ManualClock()
     durable = memory_durable("nap")
