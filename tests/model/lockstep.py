@@ -187,24 +187,22 @@ def canon(value: object) -> object:
 
 async def sweep_out(
     sweep: Callable[[int, Callable[[str], Awaitable[None]]], Awaitable[int]], limit: int
-) -> tuple[list[int], list[str]]:
+) -> tuple[list[int], list[list[str]]]:
     """Call ``sweep(limit, on_swept)`` until a batch comes back short: each batch's count,
-    and every workflow swept (sorted).
-
-    Known disagreement, excluded here: which workflows a sweep takes when its ``limit``
-    binds. Memory, SQLite and PostgreSQL take the oldest finished first; Redis walks its
-    status index in workflow-id order. The machines therefore compare what sweeping to
-    exhaustion removes (and each batch's size), never one limited batch's choice.
+    and the workflows each batch swept (sorted within it). Every backing takes the oldest
+    finished first, so a limited batch's choice is compared too.
     """
     counts: list[int] = []
-    swept: list[str] = []
+    batches: list[list[str]] = []
 
     async def note(workflow: str) -> None:
-        swept.append(workflow)
+        batches[-1].append(workflow)
 
     while not counts or counts[-1] == limit:
+        batches.append([])
         counts.append(await sweep(limit, note))
-    return counts, sorted(swept)
+        batches[-1].sort()
+    return counts, batches
 
 
 def drive(machine: Callable[[], RuleBasedStateMachine], examples: int, steps: int) -> None:

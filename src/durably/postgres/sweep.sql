@@ -9,7 +9,7 @@ FROM {workflow_status} AS s
 LEFT JOIN {workflow_claim} AS c ON c.workflow = s.workflow
 WHERE s.status = ANY($1::text[]) AND s.updated_at < $2::timestamptz
   AND (c.workflow IS NULL OR c.alive_until <= now())
-ORDER BY s.updated_at
+ORDER BY s.updated_at, s.workflow
 LIMIT $3::integer;
 
 -- name: lock_claim

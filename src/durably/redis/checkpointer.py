@@ -350,7 +350,8 @@ class RedisCheckpointer:
     ) -> int:
         """Delete up to ``limit`` finished workflows older than ``finished_before`` whose
         claim is not live (records, status, claim), one script each on the workflow's slot;
-        the number swept. Candidates come from the status index in workflow-id order.
+        the number swept. The oldest go first, as on every backing: the status index is
+        read in batches and only the ``limit`` oldest candidates are kept.
 
         The token key stays, fenced past every pass, until the server clock has passed it
         by an hour; a later claim's hybrid logical clock then still outranks it.
@@ -358,11 +359,35 @@ class RedisCheckpointer:
         sweep_arguments(finished_before, limit)
         cutoff = str((finished_before - _EPOCH) // timedelta(microseconds=1))
         args = [cutoff, _SWEEP_GRACE_MS, *(status.value for status in FINISHED)]
-        client = self._redis.client
         swept = 0
+        held: set[str] = set()  # taken by a live pass since it was read: not chosen again
+        while swept < limit:
+            chosen, more = await self._oldest_finished(finished_before, limit - swept, held)
+            for first in range(0, len(chosen), _SWEEP_BATCH):
+                chunk = chosen[first : first + _SWEEP_BATCH]
+                gone = await self._redis.bounded(self._sweep_one(n, args) for n in chunk)
+                for name, went in zip(chunk, gone, strict=True):
+                    if not went:
+                        held.add(name)
+                    else:
+                        swept += 1
+                        if on_swept is not None:
+                            await on_swept(name)
+            if not more:
+                break
+        return swept
+
+    async def _oldest_finished(
+        self, finished_before: datetime, wanted: int, held: set[str]
+    ) -> tuple[list[str], bool]:
+        """Up to ``wanted`` finished workflows last updated before ``finished_before`` and
+        not ``held``, oldest first (ties by id), and whether more were left out."""
+        client = self._redis.client
+        found: dict[str, datetime] = {}
+        more = False
         for status in FINISHED:
             index, start = self._index + f"status:{status.value}", "-"
-            while swept < limit:
+            while True:
                 batch = await self._redis.state(
                     functools.partial(
                         client.zrangebylex, index, start, "+", start=0, num=_SWEEP_BATCH
@@ -372,15 +397,19 @@ class RedisCheckpointer:
                     break
                 names = [text(name) for name in batch]
                 start = "(" + names[-1]
-                while names and swept < limit:
-                    chunk, names = names[: limit - swept], names[limit - swept :]
-                    gone = await self._redis.bounded(self._sweep_one(n, args) for n in chunk)
-                    for name, went in zip(chunk, gone, strict=True):
-                        if went:
-                            swept += 1
-                            if on_swept is not None:
-                                await on_swept(name)
-        return swept
+                for info in await self._statuses(names):
+                    if (
+                        info is not None
+                        and info.status in FINISHED
+                        and info.updated_at < finished_before
+                        and info.workflow not in held
+                    ):
+                        found[info.workflow] = info.updated_at
+                if len(found) > wanted:
+                    more = True
+                    kept = sorted((at, workflow) for workflow, at in found.items())[:wanted]
+                    found = {workflow: at for at, workflow in kept}
+        return [w for _, w in sorted((at, w) for w, at in found.items())], more
 
     async def _sweep_one(self, workflow: str, args: list[str]) -> bool:
         keys_ = self._keys(workflow, "claim", "token", "records", "written", "seq", "status")

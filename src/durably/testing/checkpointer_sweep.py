@@ -121,6 +121,30 @@ class CheckpointerSweepCases:
         for workflow in workflows:
             await _assert_gone(cp, workflow)
 
+    async def test_a_limited_sweep_takes_the_oldest_finished_workflows_first(
+        self, checkpointer_factory: CheckpointerFactory
+    ) -> None:
+        cp = await checkpointer_factory()
+        # Finished in reverse id order, across both finished statuses.
+        oldest, middle, newest = wf("z"), wf("m"), wf("a")
+        finished = []
+        for workflow, status in (
+            (oldest, WorkflowStatus.COMPLETED),
+            (middle, WorkflowStatus.FAILED),
+            (newest, WorkflowStatus.COMPLETED),
+        ):
+            finished.append((await _finish(cp, workflow, status))[1].updated_at)
+            await asyncio.sleep(0.01)  # distinct times on every store's clock
+        assert finished == sorted(set(finished))
+        heard: list[str] = []
+
+        async def swept(workflow: str) -> None:
+            heard.append(workflow)
+
+        assert await cp.sweep(finished_before=_future(), limit=2, on_swept=swept) == 2
+        assert heard == [oldest, middle]
+        assert [info.workflow for info in await cp.list_status()] == [newest]
+
     async def test_on_swept_hears_each_swept_workflow_once(
         self, checkpointer_factory: CheckpointerFactory
     ) -> None:
