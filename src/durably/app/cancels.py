@@ -29,14 +29,21 @@ class Cancels:
         """Note that this process cancelled ``workflow``."""
         self._asked.add(workflow)
 
-    async def arrived(self, workflow: str, marker: str) -> bool:
-        """Whether a cancel for ``workflow`` (its ``marker``) is known now."""
+    def due(self, workflow: str) -> bool:
+        """Whether `arrived` may say anything but False for ``workflow`` now (a cheap
+        check, without I/O, that a pass makes before each fresh step)."""
         if workflow in self._asked:
             return True
         now = time.monotonic()
-        last = self._looked.setdefault(workflow, now)
-        if now - last < LOOK_SECONDS:
+        return now - self._looked.setdefault(workflow, now) >= LOOK_SECONDS
+
+    async def arrived(self, workflow: str, marker: str) -> bool:
+        """Whether a cancel for ``workflow`` (its ``marker``) is known now."""
+        if not self.due(workflow):
             return False
+        if workflow in self._asked:
+            return True
+        now = time.monotonic()
         self._looked[workflow] = now
         stored = await (await self._app.stores()).checkpointer.load(workflow)
         return marker in stored

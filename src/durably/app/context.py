@@ -33,7 +33,6 @@ from durably.workflows import is_inbox_key
 
 if TYPE_CHECKING:
     from durably.app.handles import WorkflowHandle
-    from durably.app.steps import Step
     from durably.app.workflow import Workflow
 
 T = TypeVar("T")
@@ -93,6 +92,10 @@ class _ReplayQuiet(logging.LoggerAdapter):  # type: ignore[type-arg]
 class CancelWatch(Protocol):
     """Tells a pass of a cancel that arrived after it began (checked before fresh steps)."""
 
+    def due(self, workflow: str) -> bool:
+        """Whether `arrived` may say anything but False now (no I/O)."""
+        ...
+
     async def arrived(self, workflow: str, marker: str) -> bool:
         """Whether ``marker`` is recorded for ``workflow`` now (cheap when unlikely)."""
         ...
@@ -118,6 +121,8 @@ class Context:
         self._counts: dict[str, int] = {}
         self._consumed: set[str] = set()
         recorded = run.recorded
+        self._records = recorded
+        """The pass's records (a live, read-only view)."""
         # Records not yet met in this pass: while any remain, the body is replaying.
         self._unmet = {key for key in recorded if not records.bookkeeping(key)}
         self.generation = records.generation(recorded)
@@ -353,18 +358,6 @@ class Context:
         self._meet(key)
         self._deliver_cancel(key)
         return await self._run.step(key, call)
-
-    # --- steps (called by `Step.__call__`) -----------------------------------------------
-
-    def _call_key(self, name: str) -> str:
-        return self._next(name)
-
-    async def _call_step(
-        self, step: Step[..., Any], key: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        from durably.app.recording import recorded_call
-
-        return await recorded_call(self, step, key, args, kwargs)
 
     # --- internals -----------------------------------------------------------------------
 

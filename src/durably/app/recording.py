@@ -21,12 +21,13 @@ async def recorded_call(
     """Run ``step`` once across every pass of ``ctx``'s workflow under ``key``: replayed
     from its record (checked against the arguments' digest), or attempted under its retry
     policy and recorded with its value or its error."""
-    arguments = step.signature.encode_args(args, kwargs)
-    marker = digest(arguments)
-    ctx._meet(key)
-    if ctx._cancels is not None and key not in ctx._run.recorded:
+    marker = digest(step.signature.encode_args(args, kwargs))
+    ctx._unmet.discard(key)
+    fresh = key not in ctx._records
+    if fresh and ctx._cancels is not None and ctx._cancels.due(ctx.id):
         ctx._cancel_arrived = await ctx._cancels.arrived(ctx.id, ctx._cancel_key)
-    ctx._deliver_cancel(key)
+    if fresh and not ctx._cancel_delivered:
+        ctx._deliver_cancel(key)
     failure: list[BaseException] = []
 
     async def effect() -> object:
@@ -59,7 +60,7 @@ async def _attempts(
 ) -> Any:
     # Attempts that ended in a durable backoff in earlier passes left their deadline.
     attempt = 1
-    while records.retry_key(key, attempt) in ctx._run.recorded:
+    while records.retry_key(key, attempt) in ctx._records:
         attempt += 1
     if attempt > 1:
         waited = records.retry_key(key, attempt - 1)

@@ -16,6 +16,7 @@ from durably.app.context import (
     unbind_step,
     unbind_workflow,
 )
+from durably.app.recording import recorded_call
 from durably.app.records import user_key
 from durably.app.retry import ONCE, Retry
 from durably.app.values import Signature
@@ -67,8 +68,8 @@ class Step(Generic[P, R]):
         if ctx is None:
             return self._plain(args, kwargs)
         # The key is taken now, at the call, so concurrent branches keep their call order.
-        key = self._key if self._key is not None else ctx._call_key(self.name)
-        return ctx._call_step(self, key, args, kwargs)
+        key = self._key if self._key is not None else ctx._next(self.name)
+        return recorded_call(ctx, self, key, args, kwargs)
 
     async def _plain(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
         if self._async:
@@ -83,6 +84,8 @@ class Step(Generic[P, R]):
         inner = bind_step(info)
         try:
             if self.timeout is None:
+                if self._async:
+                    return await self.fn(*args, **kwargs)  # type: ignore[no-any-return,misc]
                 return await self._plain(args, kwargs)
             try:
                 return await asyncio.wait_for(self._plain(args, kwargs), self.timeout)

@@ -46,9 +46,11 @@ class Value:
 
     type_name: str
     adapter: TypeAdapter[Any]
-    native: type | None = None
-    """``int``, ``str`` or ``bool`` when that is the whole annotation: a value of exactly
-    that type is its own JSON, so the adapter is skipped (the hot path of small steps)."""
+    plain: Callable[[object], bool] | None = None
+    """For an annotation built only of ``int``, ``str``, ``bool``, ``None``, ``list[...]``
+    and ``dict[str, ...]``: whether a value is exactly of that shape, and so its own JSON
+    (the adapter would give an equal value back); the adapter is skipped for it (the hot
+    path of small steps)."""
 
     @classmethod
     def of(cls, annotation: object, what: str) -> Value:
@@ -60,21 +62,55 @@ class Value:
             raise ConfigurationError(
                 f"{what}: cannot encode annotation {annotation!r}: {exc}"
             ) from None
-        native = annotation if annotation in (int, str, bool) else None
-        return cls(getattr(annotation, "__name__", repr(annotation)), adapter, native)
+        name = getattr(annotation, "__name__", repr(annotation))
+        return cls(name, adapter, _plain_check(annotation, 0))
 
     def encode(self, value: object) -> object:
         """``value`` checked against the type and rendered as JSON-ready data. Raises
         `ValidationError` (a `ValueError`) or pydantic's serialization error."""
-        if self.native is not None and type(value) is self.native:
+        if self.plain is not None and self.plain(value):
             return value
         return self.adapter.dump_python(self.adapter.validate_python(value), mode="json")
 
     def decode(self, data: object) -> Any:
         """The typed value of JSON-ready ``data``; `ValidationError` if it does not fit."""
-        if self.native is not None and type(data) is self.native:
+        if self.plain is not None and self.plain(data):
             return data
         return self.adapter.validate_python(data)
+
+
+_PLAIN_DEPTH = 4
+"""How deeply `_plain_check` follows ``list``/``dict`` annotations (deeper: the adapter)."""
+
+
+def _plain_check(annotation: object, depth: int) -> Callable[[object], bool] | None:
+    """A check that a value is exactly of ``annotation``'s plain JSON shape, or None when
+    the annotation is not built of ``int``, ``str``, ``bool``, ``None``, ``list[X]`` and
+    ``dict[str, X]`` alone (exact types: a subclass or a ``bool`` for an ``int`` takes
+    the adapter, which decides as it always did)."""
+    if annotation in (int, str, bool):
+        exact: type = annotation
+        return lambda value: type(value) is exact
+    if annotation is None or annotation is type(None):
+        return lambda value: value is None
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if depth >= _PLAIN_DEPTH:
+        return None
+    if origin is list and len(args) == 1:
+        item = _plain_check(args[0], depth + 1)
+        if item is None:
+            return None
+        check = item
+        return lambda value: type(value) is list and all(check(v) for v in value)
+    if origin is dict and len(args) == 2 and args[0] is str:
+        entry = _plain_check(args[1], depth + 1)
+        if entry is None:
+            return None
+        fits = entry
+        return lambda value: (
+            type(value) is dict and all(type(k) is str and fits(v) for k, v in value.items())
+        )
+    return None
 
 
 ANY = Value("Any", TypeAdapter(Any))
