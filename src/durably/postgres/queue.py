@@ -44,6 +44,8 @@ from durably.work import (
 _TEMPLATES = statements.load("queue.sql")
 _BATCH = 500
 CLAIM_MOST = 1000
+STATS_EXACT_UP_TO = 1000
+"""`stats` counts each state exactly up to this many items, and estimates above it."""
 """The most items one `PostgresWorkQueue.claim_many` takes (queue.sql's claim relies on it)."""
 ENQUEUE_TOKEN_SECONDS = 600.0
 """How long an enqueue's token is kept for a retry of that call to find: far beyond any
@@ -354,10 +356,20 @@ class PostgresWorkQueue:
         return [_item(row) for row in rows]
 
     async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
+        """A snapshot read in bounded time at any size: each count is exact below
+        `STATS_EXACT_UP_TO` items; a count that reaches it is the planner's estimate (never
+        below the cap). The oldest age, ``reaped`` and ``duplicates_suppressed`` are exact."""
         identifier(queue, "queue")
         now = self._clock.now()
-        rows = await self._run(lambda s: s.fetch(self._sql["stats"], queue, now), "stats", queue)
-        depth, claimed, dead, oldest, reaped, duplicates = rows[0]
+
+        async def read(session: Session) -> list[Any]:
+            row = list((await session.fetch(self._sql["stats"], queue, now, STATS_EXACT_UP_TO))[0])
+            for position, state in enumerate(("queued", "claimed", "dead_lettered")):
+                if row[position] >= STATS_EXACT_UP_TO:
+                    row[position] = await self._estimate(session, queue, state)
+            return row
+
+        depth, claimed, dead, oldest, reaped, duplicates = await self._run(read, "stats", queue)
         return QueueStats(
             depth=int(depth),
             claimed=int(claimed),
@@ -366,6 +378,13 @@ class PostgresWorkQueue:
             reaped=int(reaped or 0),
             duplicates_suppressed=int(duplicates or 0),
         )
+
+    async def _estimate(self, session: Session, queue: str, state: str) -> int:
+        """The planner's row estimate for ``state``'s items in ``queue``, at least the cap."""
+        plan = (await session.fetch(self._sql["stats_estimate"], queue, state))[0][0]
+        if isinstance(plan, str):
+            plan = json.loads(plan)
+        return max(STATS_EXACT_UP_TO, int(plan[0]["Plan"]["Plan Rows"]))
 
     # --- internals ------------------------------------------------------------------------
 

@@ -273,14 +273,29 @@ ORDER BY seq
 LIMIT $3::integer;
 
 -- name: stats
-SELECT count(*) FILTER (WHERE state = 'queued'),
-       count(*) FILTER (WHERE state = 'claimed'),
-       count(*) FILTER (WHERE state = 'dead_lettered'),
-       min(available_at) FILTER (WHERE state = 'queued' AND available_at <= $2::float8),
+-- $1 queue, $2 now, $3 the cap. Each state is counted through its partial index and stops
+-- at the cap (the ORDER BY names the index to walk), so a figure below the cap is exact and
+-- the read is bounded at any size; the oldest due item is the first entry of the oldest
+-- index. See `stats_estimate` for a figure at the cap.
+SELECT (SELECT count(*) FROM (SELECT 1 FROM {work}
+            WHERE queue = $1::text AND state = 'queued'
+            ORDER BY queue, tenant, available_at, seq LIMIT $3::integer) queued),
+       (SELECT count(*) FROM (SELECT 1 FROM {work}
+            WHERE queue = $1::text AND state = 'claimed'
+            ORDER BY lease_expires_at LIMIT $3::integer) claimed),
+       (SELECT count(*) FROM (SELECT 1 FROM {work}
+            WHERE queue = $1::text AND state = 'dead_lettered'
+            ORDER BY tenant, seq LIMIT $3::integer) dead),
+       (SELECT available_at FROM {work}
+            WHERE queue = $1::text AND state = 'queued' AND available_at <= $2::float8
+            ORDER BY queue, available_at LIMIT 1),
        (SELECT reaped FROM {counters} WHERE queue = $1::text),
-       (SELECT duplicates_suppressed FROM {counters} WHERE queue = $1::text)
-FROM {work}
-WHERE queue = $1::text;
+       (SELECT duplicates_suppressed FROM {counters} WHERE queue = $1::text);
+
+-- name: stats_estimate
+-- $1 queue, $2 state: the planner's estimate of the state's items in the queue, from the
+-- table's statistics (as fresh as the last ANALYZE), for a count that reached the cap.
+EXPLAIN (FORMAT JSON) SELECT 1 FROM {work} WHERE queue = $1::text AND state = $2::text;
 
 -- name: next_due
 SELECT min(available_at) FROM {work} WHERE queue = $1::text AND state = 'queued';

@@ -87,6 +87,10 @@ CREATE INDEX IF NOT EXISTS {work_name}_due ON {work}
     (queue, tenant, priority DESC, available_at, seq) WHERE state = 'queued';
 CREATE INDEX IF NOT EXISTS {work_name}_age ON {work} (queue, tenant, available_at, seq)
     WHERE state = 'queued';
+-- A queue's due items oldest first, across tenants: stats' oldest age and next_due read
+-- its first entry rather than every tenant's.
+CREATE INDEX IF NOT EXISTS {work_name}_oldest ON {work} (queue, available_at)
+    WHERE state = 'queued';
 -- Every claimed item, by lease expiry: reap reads the lapsed ones, and adopt (rare: a
 -- restarted worker) filters a worker's own out of these few rows rather than have every
 -- claim write a second index entry.
