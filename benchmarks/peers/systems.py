@@ -147,9 +147,13 @@ class PgQueuer:
             assert job.payload is not None
             done(float(job.payload.decode()))
 
-        manager.entrypoint(self._entrypoint, concurrency_limit=concurrency)(bench)
-
-        running = asyncio.ensure_future(manager.run(batch_size=concurrency))
+        # PgQueuer enforces an entrypoint's concurrency_limit across every worker (in SQL),
+        # so the per-process limit the scenarios mean is its max_concurrent_tasks, which
+        # must be at least twice its batch size.
+        manager.entrypoint(self._entrypoint)(bench)
+        running = asyncio.ensure_future(
+            manager.run(batch_size=max(1, concurrency // 2), max_concurrent_tasks=concurrency)
+        )
         try:
             await _until(stop, running)
         finally:
