@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import sqlite3
 import statistics
 import sys
@@ -111,7 +112,9 @@ async def idle_latencies(directory: Path) -> tuple[list[float], list[float]]:
             side, into, results = (
                 ("durably", started, mine) if n % 2 == 0 else ("floor", floor_started, theirs)
             )
-            await asyncio.sleep(IDLE_SECONDS)
+            # A jittered pause: a fixed one would lock the send to one phase of each
+            # side's 10 ms polling and make the p50 a matter of luck.
+            await asyncio.sleep(IDLE_SECONDS + random.uniform(0, 0.02))
             producer.stdin.write(f"{side} job-{n}\n".encode())
             await producer.stdin.drain()
             await producer.stdout.readline()
