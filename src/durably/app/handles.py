@@ -30,6 +30,29 @@ _FIRST_LOOK = 0.01
 _SLOWEST_LOOK = 0.5
 
 
+class _Looks:
+    """The pauses of a handle waiting on a workflow: doubling from ``_FIRST_LOOK`` to
+    ``_SLOWEST_LOOK``, until the deadline ``timeout`` sets (None: no deadline)."""
+
+    def __init__(self, timeout: Duration | None) -> None:
+        self._loop = asyncio.get_running_loop()
+        limit = None if timeout is None else seconds_of(timeout, "timeout")
+        self.deadline = None if limit is None else self._loop.time() + limit
+        self._look = _FIRST_LOOK
+
+    async def pause(self) -> bool:
+        """Wait until the next look; False, at once, when the deadline has passed."""
+        wait = self._look
+        if self.deadline is not None:
+            remaining = self.deadline - self._loop.time()
+            if remaining <= 0:
+                return False
+            wait = min(wait, remaining)
+        await asyncio.sleep(wait)
+        self._look = min(self._look * 2, _SLOWEST_LOOK)
+        return True
+
+
 class WorkflowHandle(Generic[R]):
     """A workflow started by `Workflow.start` or found by ``get_handle``: its id, result,
     status, messages, events, cancel and resume."""
@@ -68,11 +91,8 @@ class WorkflowHandle(Generic[R]):
             raise InvalidInputError(
                 "awaiting handle.result() inside a workflow body would hold the pass; use ctx.child"
             )
-        limit = None if timeout is None else seconds_of(timeout, "timeout")
-        loop = asyncio.get_running_loop()
-        deadline = None if limit is None else loop.time() + limit
+        looks = _Looks(timeout)
         checkpointer = (await self._app.stores()).checkpointer
-        look = _FIRST_LOOK
         while True:
             info = await checkpointer.get_status(self._id)
             if info is not None:
@@ -86,14 +106,8 @@ class WorkflowHandle(Generic[R]):
                     raise WorkflowCancelledError(self._id)
             elif records.START not in await checkpointer.load(self._id):
                 raise WorkflowNotFoundError(self._id)
-            wait = look
-            if deadline is not None:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    raise TimeoutError(f"workflow {self._id!r} has not finished")
-                wait = min(wait, remaining)
-            await asyncio.sleep(wait)
-            look = min(look * 2, _SLOWEST_LOOK)
+            if not await looks.pause():
+                raise TimeoutError(f"workflow {self._id!r} has not finished")
 
     async def status(self) -> WorkflowInfo:
         """The workflow's status with its kind, tenant, created time and parent
@@ -154,22 +168,16 @@ class WorkflowHandle(Generic[R]):
         if given), waiting up to ``timeout`` for a first one; `TimeoutError` after that,
         None at once when ``timeout`` is None and there is none yet."""
         value = ANY if type is None else Value.of(type, f"event {key!r}")
-        limit = None if timeout is None else seconds_of(timeout, "timeout")
-        loop = asyncio.get_running_loop()
-        deadline = None if limit is None else loop.time() + limit
+        looks = _Looks(timeout)
         checkpointer = (await self._app.stores()).checkpointer
-        look = _FIRST_LOOK
         while True:
             found, data = records.latest_event(await checkpointer.load(self._id), key)
             if found:
                 return value.decode(data)
-            if deadline is None:
+            if looks.deadline is None:
                 return None
-            remaining = deadline - loop.time()
-            if remaining <= 0:
+            if not await looks.pause():
                 raise TimeoutError(f"workflow {self._id!r} published no event {key!r}")
-            await asyncio.sleep(min(look, remaining))
-            look = min(look * 2, _SLOWEST_LOOK)
 
     async def cancel(self) -> bool:
         """Ask the workflow to stop: the body sees `asyncio.CancelledError` at its next
