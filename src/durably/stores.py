@@ -55,8 +55,12 @@ class Stores:
     verifier: Closer = _nothing
 
     def durable(self, kind: str = "default", *, lease: float = 30.0) -> Durable[Any]:
-        """The `Durable` serving workflows of ``kind``; deliveries are leased ``lease`` s."""
-        return self.make_durable(kind, lease)
+        """The `Durable` serving workflows of ``kind``; deliveries are leased ``lease`` s.
+        `close` closes its scheduler (on PostgreSQL, its listening connection) before the
+        connections it runs on."""
+        made = self.make_durable(kind, lease)
+        self.closers.append(made.scheduler.close)
+        return made
 
     async def migrate(self) -> None:
         """Create or update the schema (PostgreSQL: `durably.postgres.migrate` under its
@@ -70,7 +74,8 @@ class Stores:
         await self.verifier()
 
     async def close(self) -> None:
-        """Close every connection this opened (idempotent)."""
+        """Close every connection this opened and every `durable`'s scheduler, the
+        schedulers first (idempotent)."""
         closers, self.closers = self.closers, []
         for close in reversed(closers):
             await close()

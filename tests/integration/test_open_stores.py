@@ -3,6 +3,8 @@ a DSN that cannot be used is a typed error that never shows its password."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -141,3 +143,19 @@ def test_a_server_that_is_shutting_down_is_unavailable_not_misconfigured() -> No
     assert isinstance(error, StoreUnavailableError)
     assert "shutting down" in str(error)
     assert PASSWORD not in str(error)
+
+
+@pytest.mark.parametrize("driver", ["psycopg", "asyncpg"])
+async def test_closing_the_stores_closes_their_durables_listeners_quietly(
+    postgres_dsn: str, driver: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    stores = await durably.open_stores(_with_driver(postgres_dsn, driver))
+    await stores.migrate()
+    made = stores.durable("greeter")
+    listener = made.scheduler.listener  # type: ignore[attr-defined]
+    assert await listener.ready()
+    with caplog.at_level(logging.WARNING, logger="durably"):
+        await stores.close()
+        await asyncio.sleep(0.1)  # a listener that outlived its pool would notice now
+    assert not listener.connected
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
