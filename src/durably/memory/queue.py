@@ -1,5 +1,6 @@
 """A work queue in process memory, applying `QueuePolicy` and the fairness order of
-`durably.work` exactly as the datastore backings do."""
+`durably.work` exactly as the datastore backings do. A claim reads the rotation index
+(`durably.memory.rotation`), not every item."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass, field
 
 from durably.clock import Clock, SystemClock
 from durably.errors import DurablyError, LeaseLostError, WorkItemNotFoundError
+from durably.memory.rotation import Rotation
 from durably.redaction import mend_text
 from durably.validation import identifier, positive_int
 from durably.work import (
@@ -34,7 +36,9 @@ _ADOPTED = "adopted after restart"
 @dataclass(slots=True)
 class _Slot:
     sequence: int  # enqueue order; breaks exact ties in the fairness order
-    text: str
+    queue: str
+    text: str = ""
+    state: WorkState | None = None  # as in ``text``, kept for the counters (None: unsaved)
 
     def item(self) -> WorkItem:
         return WorkItem.model_validate_json(self.text)
@@ -45,8 +49,11 @@ class _Tables:
     items: dict[_Key, _Slot] = field(default_factory=dict)
     # (tenant, queue, dedupe_key) -> id of the live item holding it
     dedupe: dict[tuple[str, str, str], str] = field(default_factory=dict)
-    # queue -> tenant -> turn; serving a tenant moves it above every other turn
-    turns: dict[str, dict[str, int]] = field(default_factory=dict)
+    # queue -> its queued items and tenants in the order claims take them
+    rotations: dict[str, Rotation] = field(default_factory=dict)
+    # items held by a worker, in no order (what reap and adopt look through)
+    claimed: set[_Key] = field(default_factory=set)
+    sizes: Counter[tuple[str, WorkState]] = field(default_factory=Counter)
     reaped: Counter[str] = field(default_factory=Counter)
     duplicates: Counter[str] = field(default_factory=Counter)
     sequence: int = 0
@@ -86,12 +93,14 @@ class MemoryWorkQueue:
             self._tables.duplicates[live.queue] += 1
             return live
         previous = self._tables.items.get((tenant, item_id))
-        if previous is not None:
+        if previous is not None:  # terminal: the new item replaces it
             self._forget_dedupe(previous.item())
+            if previous.state is not None:
+                self._tables.sizes[(previous.queue, previous.state)] -= 1
         now = self._clock.now()
         queued = queued_copy(item, now)
         self._tables.sequence += 1
-        self._tables.items[(tenant, item_id)] = _Slot(self._tables.sequence, "")
+        self._tables.items[(tenant, item_id)] = _Slot(self._tables.sequence, queue)
         self._save(queued)
         if queued.dedupe_key is not None:
             self._tables.dedupe[(tenant, queue, queued.dedupe_key)] = item_id
@@ -105,28 +114,11 @@ class MemoryWorkQueue:
         identifier(queue, "queue")
         lease = self._policy.lease_for(lease_seconds)
         now = self._clock.now()
-        due = [
-            (slot.sequence, item)
-            for slot in self._tables.items.values()
-            if (item := slot.item()).queue == queue
-            and item.state is WorkState.QUEUED
-            and item.available_at is not None
-            and item.available_at <= now
-        ]
-        if not due:
+        rotation = self._tables.rotations.get(queue)
+        taken = None if rotation is None else rotation.take(now)
+        if taken is None:
             return None
-        turns = self._tables.turns.setdefault(queue, {})
-        oldest: dict[str, tuple[float, int]] = {}
-        for sequence, item in due:
-            age = (item.available_at or 0.0, sequence)
-            if item.tenant not in oldest or age < oldest[item.tenant]:
-                oldest[item.tenant] = age
-        tenant = min(oldest, key=lambda t: (turns.get(t, 0), oldest[t]))
-        _, chosen = min(
-            ((sequence, item) for sequence, item in due if item.tenant == tenant),
-            key=lambda pair: (-int(pair[1].priority), pair[1].available_at or 0.0, pair[0]),
-        )
-        turns[tenant] = max(turns.values(), default=0) + 1
+        chosen = self._tables.items[taken].item()
         claimed = chosen.model_copy(
             update={
                 "state": WorkState.CLAIMED,
@@ -213,10 +205,9 @@ class MemoryWorkQueue:
         the items moved, as they now stand."""
         now = self._clock.now()
         reaped: list[WorkItem] = []
-        for slot in list(self._tables.items.values()):
-            item = slot.item()
+        for item in self._claimed_items():
             lapsed = item.lease_expires_at is not None and item.lease_expires_at <= now
-            if item.state is WorkState.CLAIMED and lapsed:
+            if lapsed:
                 settlement = self._policy.settle_failure(item.attempts, retryable=True, now=now)
                 reaped.append(self._settle(item, settlement, _LEASE_EXPIRED))
                 self._tables.reaped[item.queue] += 1
@@ -228,9 +219,8 @@ class MemoryWorkQueue:
         identifier(worker, "worker")
         now = self._clock.now()
         adopted: list[WorkItem] = []
-        for slot in list(self._tables.items.values()):
-            item = slot.item()
-            if item.state is WorkState.CLAIMED and item.worker == worker:
+        for item in self._claimed_items():
+            if item.worker == worker:
                 settlement = self._policy.settle_failure(
                     item.attempts, retryable=True, now=now, immediate=True
                 )
@@ -262,21 +252,14 @@ class MemoryWorkQueue:
     async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
         """Depth, claimed, dead-lettered, oldest due age and cumulative counters."""
         identifier(queue, "queue")
+        rotation = self._tables.rotations.get(queue)
         now = self._clock.now()
-        counts: Counter[WorkState] = Counter()
-        oldest: float | None = None
-        for slot in self._tables.items.values():
-            item = slot.item()
-            if item.queue != queue:
-                continue
-            counts[item.state] += 1
-            due = item.available_at
-            if item.state is WorkState.QUEUED and due is not None and due <= now:
-                oldest = due if oldest is None else min(oldest, due)
+        oldest = None if rotation is None else rotation.oldest(now)
+        sizes = self._tables.sizes
         return QueueStats(
-            depth=counts[WorkState.QUEUED],
-            claimed=counts[WorkState.CLAIMED],
-            dead_lettered=counts[WorkState.DEAD_LETTERED],
+            depth=sizes[(queue, WorkState.QUEUED)],
+            claimed=sizes[(queue, WorkState.CLAIMED)],
+            dead_lettered=sizes[(queue, WorkState.DEAD_LETTERED)],
             oldest_age_seconds=0.0 if oldest is None else now - oldest,
             reaped=self._tables.reaped[queue],
             duplicates_suppressed=self._tables.duplicates[queue],
@@ -338,8 +321,45 @@ class MemoryWorkQueue:
         self._save(settled)
         return settled
 
+    def _claimed_items(self) -> list[WorkItem]:
+        """Every claimed item, in enqueue order (the order SQLite's reap reads them in)."""
+        items = self._tables.items
+        slots = sorted((items[key] for key in self._tables.claimed), key=lambda s: s.sequence)
+        return [slot.item() for slot in slots]
+
     def _save(self, item: WorkItem) -> None:
-        self._tables.items[(item.tenant, item.id)].text = item.model_dump_json()
+        """Store ``item`` and keep the counters, the claimed set and the rotation index in
+        step with its state (a claim has already taken it out of the index)."""
+        tables = self._tables
+        key = (item.tenant, item.id)
+        slot = tables.items[key]
+        slot.text = item.model_dump_json()
+        previous, state = slot.state, item.state
+        slot.state = state
+        if previous is state and state is not WorkState.QUEUED:
+            return
+        if previous is not None:
+            tables.sizes[(slot.queue, previous)] -= 1
+        tables.sizes[(slot.queue, state)] += 1
+        if state is WorkState.CLAIMED:
+            tables.claimed.add(key)
+        elif previous is WorkState.CLAIMED:
+            tables.claimed.discard(key)
+        rotation = tables.rotations.get(slot.queue)
+        if rotation is None:
+            rotation = tables.rotations[slot.queue] = Rotation()
+        if state is WorkState.QUEUED:
+            assert item.available_at is not None  # a queued item always has one
+            rotation.add(
+                item.tenant,
+                item.id,
+                priority=int(item.priority),
+                available_at=item.available_at,
+                sequence=slot.sequence,
+                now=self._clock.now(),
+            )
+        elif previous is WorkState.QUEUED:
+            rotation.discard(item.tenant, item.id, self._clock.now())
 
     def _forget_dedupe(self, item: WorkItem) -> None:
         if item.dedupe_key is None:
