@@ -10,7 +10,7 @@ rounds. ``DURABLY_BENCH_SCALE=full`` adds 1M items on PostgreSQL (a minute or mo
 and runs three rounds instead of one (the figures in docs/benchmarks/scale.md), which
 takes some 30 minutes on a busy two-core machine.
 
-Run with ``python -m benchmarks.scale [sqlite|postgres|redis ...]`` (or ``make bench``).
+Run with ``python -m benchmarks.scale [memory|sqlite|postgres|redis ...]`` (or ``make bench``).
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def main(argv: Sequence[str] = ()) -> None:
     """The scale table of each named backing (all by default)."""
     import importlib
 
-    for name in argv or ("sqlite", "postgres", "redis"):
+    for name in argv or ("memory", "sqlite", "postgres", "redis"):
         module = importlib.import_module(f"benchmarks.scale_{name}")
         print_table(name, module.table())
 
