@@ -11,7 +11,10 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
+
+from redis import VERSION
 
 _HERE = Path(__file__).parent
 # The scripts that only read: no replica needs to acknowledge them (`ReplicaWait`).
@@ -26,6 +29,33 @@ _READS = frozenset(
     }
 )
 _READ_ONLY: set[bytes | str] = set()  # their SHAs (as sent) and sources
+# redis-py before 5.3 names the command when taking a pooled connection (later ones warn).
+_POOL_ARGS: tuple[str, ...] = () if VERSION >= (5, 3) else ("EVALSHA",)
+_metrics: Any = None
+try:  # redis-py 8's own metrics (OpenTelemetry), kept per command when switched on
+    from redis.observability.providers import get_observability_instance as _metrics
+except ImportError:  # pragma: no cover - redis-py before 8
+    pass
+
+
+def _observed() -> bool:
+    """Whether redis-py's own metrics are switched on."""
+    return _metrics is not None and _metrics().get_provider_manager() is not None
+
+
+def _direct_pool(client: Any) -> Any:
+    """The pool of ``client`` when a script may be sent on one of its connections
+    directly: a plain standalone client, not pinned to one connection, with no reply
+    callback of its own for scripts and redis-py's metrics off. Anything else (a cluster,
+    `ReplicaWait`, a subclass) goes through ``execute_command``."""
+    if (
+        type(client) is not Redis
+        or client.connection is not None
+        or "EVALSHA" in client.response_callbacks
+        or _observed()
+    ):
+        return None
+    return client.connection_pool
 
 
 def read_only(script: bytes | str) -> bool:
@@ -54,8 +84,19 @@ class Script:
 
     async def run(self, client: Any, numkeys: int, *keys_and_args: Any) -> Any:
         """Run the script with its ``numkeys`` keys (routing uses the first), then its
-        arguments, flat: one `execute_command` (the hot paths skip redis-py's per-method
-        layers; arguments already in bytes go out as they are)."""
+        arguments, flat (arguments already in bytes go out as they are).
+
+        On a plain client the call is sent on a pooled connection directly: redis-py's
+        ``execute_command`` adds its own retries (the stores retry, see `Retry`) and
+        per-command bookkeeping that cost more client time than the round trip's own
+        packing and parsing. The connection's own error handling is unchanged: a failed
+        send or read drops the connection before the error surfaces."""
+        pool = _direct_pool(client)
+        if pool is not None:
+            try:
+                return await _sent(pool, "EVALSHA", self._sha, numkeys, keys_and_args)
+            except NoScriptError:
+                return await _sent(pool, "EVAL", self.source, numkeys, keys_and_args)
         try:
             # The command name stays text: a cluster client routes EVALSHA by it.
             return await client.execute_command("EVALSHA", self._sha, numkeys, *keys_and_args)
@@ -65,6 +106,19 @@ class Script:
     async def __call__(self, client: Any, keys: list[str], args: list[Any]) -> Any:
         """Run the script with ``keys`` (routing uses the first) and ``args``."""
         return await self.run(client, len(keys), *keys, *args)
+
+
+async def _sent(pool: Any, command: str, script: Any, numkeys: int, rest: tuple[Any, ...]) -> Any:
+    """``command script numkeys *rest`` on a connection of ``pool``: its reply, or the
+    error it raised (a connection that failed mid-call is disconnected by redis-py)."""
+    connection = await pool.get_connection(*_POOL_ARGS)
+    try:
+        await connection.send_packed_command(
+            connection.pack_command(command, script, numkeys, *rest)
+        )
+        return await connection.read_response()
+    finally:
+        await pool.release(connection)
 
 
 def scripts(*names: str, prelude: str | tuple[str, ...] | None = None) -> dict[str, Script]:

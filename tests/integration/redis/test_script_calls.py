@@ -1,0 +1,62 @@
+"""How a script call reaches the server: on a pooled connection directly for a plain
+client, through ``execute_command`` for anything else, and either way a connection that
+answered an error goes back to the pool fit for the next call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.exceptions import ResponseError
+
+from durably.redis.scripts import Script
+from tests.redis_service import RedisServer
+
+_FAILS = Script("return redis.error_reply('ERR refused on purpose')", "fails.lua")
+_ECHOES = Script("return ARGV[1]", "echoes.lua")
+
+
+async def test_a_script_that_errs_leaves_the_one_pooled_connection_usable(
+    redis_server: RedisServer,
+) -> None:
+    pool = BlockingConnectionPool.from_url(redis_server.url, max_connections=1, timeout=1)
+    client = Redis.from_pool(pool)
+    try:
+        for _ in range(3):
+            with pytest.raises(ResponseError, match="refused on purpose"):
+                await _FAILS(client, ["k"], [])
+            assert await _ECHOES(client, ["k"], ["still here"]) == b"still here"
+    finally:
+        await client.aclose()
+
+
+async def test_a_script_missing_from_the_cache_is_sent_whole_on_the_direct_path(
+    redis_client: Any,
+) -> None:
+    script = Script("return 'loaded again'", "again.lua")
+    await redis_client.script_flush()
+    assert await script(redis_client, ["k"], []) == b"loaded again"
+    assert await redis_client.script_exists(script.sha) == [True]
+
+
+class _Counting(Redis):
+    """A client of the application's own: its ``execute_command`` is what it promises."""
+
+    sent: list[str]
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        self.sent.append(str(args[0]))
+        return await super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+
+
+async def test_a_client_subclass_runs_scripts_through_its_own_execute_command(
+    redis_server: RedisServer,
+) -> None:
+    client = _Counting(host="127.0.0.1", port=redis_server.port)
+    client.sent = []
+    try:
+        assert await _ECHOES(client, ["k"], ["via the subclass"]) == b"via the subclass"
+        assert client.sent == ["EVALSHA"] or client.sent == ["EVALSHA", "EVAL"]
+    finally:
+        await client.aclose()
