@@ -67,10 +67,22 @@ class WorkItem(BaseModel):
     claimed_at: float | None = None
     failures: tuple[str, ...] = ()
 
-    @field_validator("id", "tenant", "queue")
+    # One validator a field, without pydantic's info argument (built per call otherwise):
+    # every enqueue's caller builds an item.
+    @field_validator("id")
     @classmethod
-    def _valid_ids(cls, value: str, info: object) -> str:
-        return identifier(value, getattr(info, "field_name", "id"))
+    def _valid_id(cls, value: str) -> str:
+        return identifier(value, "id")
+
+    @field_validator("tenant")
+    @classmethod
+    def _valid_tenant(cls, value: str) -> str:
+        return identifier(value, "tenant")
+
+    @field_validator("queue")
+    @classmethod
+    def _valid_queue(cls, value: str) -> str:
+        return identifier(value, "queue")
 
     @field_validator("dedupe_key")
     @classmethod

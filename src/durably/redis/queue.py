@@ -8,7 +8,9 @@ script as an argument; `QueuePolicy` decides every retry and the scripts only ap
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import secrets
 from collections.abc import Sequence
 from typing import Any, Self
@@ -46,26 +48,51 @@ from durably.work import (
     stored_item,
 )
 
-_LUA = scripts(
-    "queue_enqueue",
-    "queue_claim",
-    "queue_dead_letters",
-    "queue_stats",
-    prelude="queue_lib.lua",
-) | scripts(
-    "queue_heartbeat",
-    "queue_complete",
-    "queue_fail",
-    "queue_reap",
-    "queue_adopt",
-    prelude=("queue_lib.lua", "queue_settle_lib.lua"),
+_LUA = (
+    scripts("queue_enqueue")
+    | scripts(
+        "queue_enqueue_full",
+        "queue_claim",
+        "queue_dead_letters",
+        "queue_stats",
+        prelude="queue_lib.lua",
+    )
+    | scripts(
+        "queue_heartbeat",
+        "queue_complete",
+        "queue_fail",
+        "queue_reap",
+        "queue_adopt",
+        prelude=("queue_lib.lua", "queue_settle_lib.lua"),
+    )
 )
-_ENQUEUE = _LUA["queue_enqueue"]
+_ENQUEUE, _ENQUEUE_FULL = _LUA["queue_enqueue"], _LUA["queue_enqueue_full"]
 _PRIORITIES = [str(int(p)) for p in sorted(WorkPriority, reverse=True)]
 _PRIORITY_TEXT = {p: str(int(p)).encode() for p in WorkPriority}
 _LEASE_EXPIRED = "lease expired"
 _ADOPTED = "adopted after restart"
 _REAP_BATCH = 500
+
+
+class _CallTokens:
+    """A token per enqueue call, by which a retry of the call finds the item it wrote:
+    a random prefix drawn per process (drawn again in a forked child) and a counter, so
+    no two calls anywhere share one, without drawing random bytes per call."""
+
+    def __init__(self) -> None:
+        self._draw()
+        os.register_at_fork(after_in_child=self._draw)
+
+    def _draw(self) -> None:
+        self._prefix = secrets.token_hex(6)
+        self._count = itertools.count()
+
+    def next(self) -> str:
+        """A token no other call has."""
+        return f"{self._prefix}{next(self._count):x}"
+
+
+_call_token = _CallTokens().next
 
 
 def _instant(value: bytes | str | None) -> float | None:
@@ -222,14 +249,18 @@ class RedisWorkQueue:
         now = self._clock.now()
         # Trailing arguments only when they say something: a delay, a dedupe key, attempts
         # and failures the item already carries (kept, as every backing keeps them).
+        # Only a delay leaves the item to the common script.
         extra: tuple[str, ...] = ()
+        script = _ENQUEUE
         if item.attempts or item.failures:
             failures = "".join(map(keys.segment, item.failures))
             size += len(failures.encode())
             delay = "" if item.available_at is None else number(item.available_at)
             extra = (delay, dedupe or "", str(item.attempts), failures)
+            script = _ENQUEUE_FULL
         elif dedupe is not None:
-            extra = ("" if item.available_at is None else number(item.available_at), dedupe)
+            delay = "" if item.available_at is None else number(item.available_at)
+            extra, script = (delay, dedupe), _ENQUEUE_FULL
         elif item.available_at is not None:
             extra = (number(item.available_at),)
         if size > self._redis.max_value_bytes:
@@ -246,11 +277,14 @@ class RedisWorkQueue:
             payload,
             _PRIORITY_TEXT.get(item.priority) or str(int(item.priority)).encode(),
             number(now),
-            secrets.token_hex(8),  # a retry of this call finds its own item by it
+            _call_token(),  # a retry of this call finds its own item by it
             *extra,
         )
+        retry, client = self._redis.retry, self._redis.client
         try:
-            reply = await self._redis.retry.call(_ENQUEUE.run, self._redis.client, *args)
+            reply = await retry.call(script.run, client, *args)
+            if reply == 0:  # the id holds an item: the script that handles every case
+                reply = await retry.call(_ENQUEUE_FULL.run, client, *args)
         except RetriesSpent as spent:
             raise QueueUnavailableError(queue, "enqueue", spent.detail) from None
         if reply != 1:  # a live item holds the id or the dedupe key: it, unchanged

@@ -1,4 +1,6 @@
--- Queue an item unless a live one holds its id or dedupe key.
+-- Queue an item unless a live one holds its id or dedupe key: every case of an enqueue.
+-- queue_enqueue.lua takes the common one (nothing under the id, no dedupe key, nothing
+-- carried) in fewer steps and hands the rest here, with the same arguments.
 -- KEYS: item hash. ARGV: prefix, tenant, member (the 16-digit enqueue order, then the id:
 -- see order.py), queue, payload (JSON), priority, now, the enqueue's token (one per call,
 -- kept in the item), then optionally available_at ('' or absent: now), a dedupe key (''
@@ -7,8 +9,6 @@
 -- Answers 1 when queued (the caller knows the rest), or the live holder's item. A retry of
 -- an enqueue that landed (its reply lost) finds its token on the item, whatever became of
 -- the item since, and answers 1 again: one call, one item.
--- The common path (a new item) is written out flat: each helper call, closure and
--- intermediate string costs server time on every enqueue.
 local item = KEYS[1]
 local tenant, member, queue, payload = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local priority, now, token, available, dedupe = ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]
@@ -50,32 +50,17 @@ end
 -- Fields that are still unset are not written (a missing field reads as unset), nor are
 -- the attempts (0 while missing) and, for an item due at once, its availability (the
 -- enqueue time while missing): read_item's readers supply both.
-if dedupe or available or ARGV[11] then
-  -- Rarer fields, only when the item has them.
-  local fields = {'payload', payload, 'tenant', tenant, 'id', id, 'queue', queue,
-    'priority', priority, 'member', member, 'state', 'queued', 'enqueued_at', now,
-    'enqueue', token}
-  local function add(name, value) fields[#fields + 1] = name; fields[#fields + 1] = value end
-  if dedupe then
-    add('dedupe', dedupe)
-    redis.call('HSET', base .. 'dedupe', seg(tenant) .. seg(queue) .. seg(dedupe), id)
-  end
-  if available then add('available_at', available) end
-  if ARGV[11] then add('attempts', ARGV[11]); add('failures', ARGV[12]) end
-  redis.call('HSET', item, unpack(fields))
-else
-  redis.call('HSET', item, 'payload', payload, 'tenant', tenant, 'id', id, 'queue', queue,
-    'priority', priority, 'member', member, 'state', 'queued', 'enqueued_at', now,
-    'enqueue', token)
+local fields = {'payload', payload, 'tenant', tenant, 'id', id, 'queue', queue,
+  'priority', priority, 'member', member, 'state', 'queued', 'enqueued_at', now,
+  'enqueue', token}
+local function add(name, value) fields[#fields + 1] = name; fields[#fields + 1] = value end
+if dedupe then
+  add('dedupe', dedupe)
+  redis.call('HSET', base .. 'dedupe', seg(tenant) .. seg(queue) .. seg(dedupe), id)
 end
--- add_ready and ring (queue_lib.lua), inline: the queue's segment is built once.
-local q = #queue .. ':' .. queue
-redis.call('ZADD', base .. 'ready:' .. q .. #tenant .. ':' .. tenant .. ':' .. priority,
-  available or now, member)
-redis.call('HINCRBY', base .. 'stats:' .. q, 'depth', 1)
-place(queue, tenant, member, tonumber(available or now), tonumber(now))
-if not available or tonumber(available) <= tonumber(now) then
-  local bell = base .. 'bell:' .. q
-  if redis.call('LLEN', bell) < 64 then redis.call('LPUSH', bell, now) end
-end
+if available then add('available_at', available) end
+if ARGV[11] then add('attempts', ARGV[11]); add('failures', ARGV[12]) end
+redis.call('HSET', item, unpack(fields))
+add_ready(queue, tenant, priority, member, available or now, now)
+if not available or tonumber(available) <= tonumber(now) then ring(queue, now) end
 return 1
