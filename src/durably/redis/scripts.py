@@ -50,7 +50,7 @@ def _direct_pool(client: Any) -> Any:
     `ReplicaWait`, a subclass) goes through ``execute_command``."""
     if (
         type(client) is not Redis
-        or client.connection is not None
+        or client.single_connection_client
         or "EVALSHA" in client.response_callbacks
         or _observed()
     ):

@@ -60,3 +60,15 @@ async def test_a_client_subclass_runs_scripts_through_its_own_execute_command(
         assert client.sent == ["EVALSHA"] or client.sent == ["EVALSHA", "EVAL"]
     finally:
         await client.aclose()
+
+
+async def test_a_single_connection_client_runs_scripts_on_its_one_connection(
+    redis_server: RedisServer,
+) -> None:
+    client = Redis(host="127.0.0.1", port=redis_server.port, single_connection_client=True)
+    try:
+        assert await _ECHOES(client, ["k"], ["on its own"]) == b"on its own"
+        assert client.connection is not None  # taken by the client, not borrowed per call
+        assert await _ECHOES(client, ["k"], ["again"]) == b"again"
+    finally:
+        await client.aclose()
