@@ -16,7 +16,16 @@ from durably.claimpolicy import ClaimCheckPolicy
 from durably.codec import CheckpointCodec
 from durably.status import WorkflowInfo, WorkflowStatus
 from durably.work import DEFAULT_QUEUE, QueuePolicy, QueueStats, WorkItem, WorkQueue
-from durably.workflows import Checkpointer, Durable, Entry, Pass, Recorded, Scheduler, Written
+from durably.workflows import (
+    Checkpointer,
+    Durable,
+    Entry,
+    Pass,
+    Recorded,
+    Scheduler,
+    Written,
+    finish_workflow,
+)
 
 EffectT = TypeVar("EffectT")
 
@@ -24,8 +33,8 @@ EffectT = TypeVar("EffectT")
 class ClaimCheckedCheckpointer(Generic[EffectT]):
     """A `Checkpointer` whose values over the policy's threshold are recorded as handles.
 
-    ``record``, ``supply`` and ``append`` put a large value in the claim-check store first
-    (an orphaned blob, if the write then fails, lapses with its ttl); ``load``,
+    ``record``, ``finish``, ``supply`` and ``append`` put a large value in the claim-check
+    store first (an orphaned blob, if the write then fails, lapses with its ttl); ``load``,
     ``history`` and every `Recorded` fetch it back. A ``transact`` effect's value is
     committed by the inner store as it is: it is written inside the store's transaction,
     where a claim-check put cannot join.
@@ -107,6 +116,22 @@ class ClaimCheckedCheckpointer(Generic[EffectT]):
         error: str | None = None,
     ) -> WorkflowInfo:
         return await self._inner.set_status(holder, status, attempts=attempts, error=error)
+
+    async def finish(
+        self,
+        holder: Pass,
+        key: str,
+        value: object,
+        *,
+        attempts: int = 0,
+        error: str | None = None,
+    ) -> WorkflowInfo:
+        """`finish_workflow` on the wrapped checkpointer with ``value`` stowed as `record`
+        stows it (in one write where the wrapped checkpointer can finish)."""
+        stowed = await self._claims.stow(value, self._inner.codec)
+        return await finish_workflow(
+            self._inner, holder, key, stowed.stored, attempts=attempts, error=error
+        )
 
     async def get_status(self, workflow: str) -> WorkflowInfo | None:
         return await self._inner.get_status(workflow)

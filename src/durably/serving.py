@@ -29,7 +29,16 @@ from durably.status import WorkflowStatus
 from durably.tasks import stop
 from durably.validation import positive_int
 from durably.work import QueuePolicy, WorkItem, WorkQueue
-from durably.workflows import Blocked, Completed, Delivery, Durable, Pass, Sleeping
+from durably.workflows import (
+    Blocked,
+    Completed,
+    Delivery,
+    Durable,
+    Finish,
+    Pass,
+    Sleeping,
+    finish_workflow,
+)
 
 Handler = Callable[[WorkItem], Awaitable[None]]
 Body = Callable[[Run], Awaitable[object]]
@@ -566,9 +575,21 @@ class WorkflowService(Service):
         )
         scheduler = self.durable.scheduler
         if isinstance(outcome, Completed):
-            await checkpointer.set_status(
-                holder, WorkflowStatus.COMPLETED, attempts=attempts, error=last_error
-            )
+            ending = outcome.value
+            if isinstance(ending, Finish):
+                # The body's last record and the status in one write where the store can.
+                await finish_workflow(
+                    checkpointer,
+                    holder,
+                    ending.key,
+                    ending.value,
+                    attempts=attempts,
+                    error=last_error,
+                )
+            else:
+                await checkpointer.set_status(
+                    holder, WorkflowStatus.COMPLETED, attempts=attempts, error=last_error
+                )
             await scheduler.done(delivery)
             ctx.logger.info("workflow completed (%s)", counts, extra=fields)
         elif isinstance(outcome, Sleeping):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from durably.codec import CheckpointCodec
 from durably.errors import InvalidInputError
@@ -94,6 +94,21 @@ class Completed(Generic[T]):
     """The body returned ``value``."""
 
     value: T
+
+
+@dataclass(frozen=True, slots=True)
+class Finish(Generic[T]):
+    """What a body returns to have its last record written together with its COMPLETED
+    status, in one write (`finish_workflow`): ``value`` under ``key`` (first writer wins),
+    and ``result`` as the pass's `Completed` value.
+
+    The `Worker` writes both; `resume` and `advance` hand the `Finish` back as it is, for
+    their caller to write.
+    """
+
+    key: str
+    value: object
+    result: T
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +245,48 @@ class Checkpointer(Protocol[EffectT_contra]):
         with each swept id. `InvalidInputError` for a naive datetime or a limit below 1.
         """
         ...
+
+
+@runtime_checkable
+class Finishing(Protocol):
+    """The optional `Checkpointer` capability `finish_workflow` uses: ``record`` and
+    ``set_status(COMPLETED)`` in one write. Every shipped checkpointer has it."""
+
+    async def finish(
+        self,
+        holder: Pass,
+        key: str,
+        value: object,
+        *,
+        attempts: int = 0,
+        error: str | None = None,
+    ) -> WorkflowInfo:
+        """Write ``key`` once (first writer wins: a value already there is kept) and report
+        COMPLETED with ``attempts`` and ``error`` as `set_status` would, atomically;
+        `Fenced` if ``holder`` was superseded, writing neither."""
+        ...
+
+
+async def finish_workflow(
+    checkpointer: Checkpointer[Any],
+    holder: Pass,
+    key: str,
+    value: object,
+    *,
+    attempts: int = 0,
+    error: str | None = None,
+) -> WorkflowInfo:
+    """Record ``value`` under ``key`` and report the workflow COMPLETED: in one write where
+    ``checkpointer`` has `Finishing.finish`, otherwise as `record` then `set_status` (a
+    crash between them leaves the record and a pass that reported nothing)."""
+    finish = getattr(checkpointer, "finish", None)  # isinstance(Finishing) costs ~8 us
+    if finish is not None:
+        info: WorkflowInfo = await finish(holder, key, value, attempts=attempts, error=error)
+        return info
+    await checkpointer.record(holder, key, value)
+    return await checkpointer.set_status(
+        holder, WorkflowStatus.COMPLETED, attempts=attempts, error=error
+    )
 
 
 @runtime_checkable
@@ -375,6 +432,8 @@ __all__ = [
     "Delivery",
     "Durable",
     "Entry",
+    "Finish",
+    "Finishing",
     "Outcome",
     "Pass",
     "Recorded",
@@ -382,6 +441,7 @@ __all__ = [
     "Sleeping",
     "SplitDurable",
     "Written",
+    "finish_workflow",
     "inbox_key",
     "is_inbox_key",
     "step_key",

@@ -24,6 +24,7 @@ from durably.errors import (
 )
 from durably.runtime import Run
 from durably.validation import identifier
+from durably.workflows import Finish
 
 if TYPE_CHECKING:
     from durably.app.app import App
@@ -256,9 +257,13 @@ class Workflow(Generic[P, R]):
         except Exception as exc:
             await self._end(run, ctx, records.FAILED, repr(exc))
             raise BodyFailed(exc, retryable=False) from exc
-        await run.step(records.RESULT, lambda: encoded)
-        await self._wake_parent(start)
-        return value
+        if start.get("parent") is not None and start.get("parent_kind") is not None:
+            # The parent runs as soon as it is woken, so the result is written first.
+            await run.step(records.RESULT, lambda: encoded)
+            await self._wake_parent(start)
+            return value
+        # No one to wake: the Worker writes the result with the COMPLETED status, one write.
+        return Finish(records.RESULT, encoded, value)
 
     async def _end(self, run: Run, ctx: Context, name: str, error: str) -> None:
         """Record how this generation ended (failed or cancelled) and wake a parent."""

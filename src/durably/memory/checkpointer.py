@@ -211,6 +211,27 @@ class MemoryCheckpointer:
         self._statuses[holder.workflow] = stored
         return _info(holder.workflow, stored)
 
+    async def finish(
+        self,
+        holder: Pass,
+        key: str,
+        value: object,
+        *,
+        attempts: int = 0,
+        error: str | None = None,
+    ) -> WorkflowInfo:
+        """`record` ``key`` and report COMPLETED, atomically; `Fenced` (writing neither) if
+        ``holder`` was superseded."""
+        step_key(key)
+        encoded = self._encode(value)
+        status, error = checked_report(WorkflowStatus.COMPLETED, attempts, error)
+        claim = self._fence(holder)
+        self._insert(holder.workflow, key, encoded)
+        self._touch(claim)
+        stored = _Status(status, attempts, error, time.time())
+        self._statuses[holder.workflow] = stored
+        return _info(holder.workflow, stored)
+
     async def get_status(self, workflow: str) -> WorkflowInfo | None:
         """The last reported status, or None (never reported, or discarded)."""
         identifier(workflow, "workflow")

@@ -307,6 +307,37 @@ class PostgresCheckpointer:
             raise Fenced(workflow, holder.token)
         return WorkflowInfo(workflow, status, attempts, error, _utc(rows[0][0]))
 
+    async def finish(
+        self,
+        holder: Pass,
+        key: str,
+        value: object,
+        *,
+        attempts: int = 0,
+        error: str | None = None,
+    ) -> WorkflowInfo:
+        """`record` ``key`` and report COMPLETED in one statement; `Fenced` (writing
+        neither) if ``holder`` was superseded."""
+        workflow = identifier(holder.workflow, "workflow")
+        step_key(key)
+        encoded = self._encode(value)
+        status, error = checked_report(WorkflowStatus.COMPLETED, attempts, error)
+        rows = await self._run(
+            lambda s: s.fetch(
+                self._sql["finish"],
+                workflow,
+                holder.token,
+                key,
+                encoded,
+                status.value,
+                attempts,
+                error,
+            )
+        )
+        if not rows:
+            raise Fenced(workflow, holder.token)
+        return WorkflowInfo(workflow, status, attempts, error, _utc(rows[0][0]))
+
     async def get_status(self, workflow: str) -> WorkflowInfo | None:
         identifier(workflow, "workflow")
         rows = await self._run(lambda s: s.fetch(self._sql["get_status"], workflow))

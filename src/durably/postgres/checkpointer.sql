@@ -138,6 +138,28 @@ ON CONFLICT (workflow) DO UPDATE
         last_error = excluded.last_error, updated_at = excluded.updated_at
 RETURNING updated_at;
 
+-- name: finish
+-- record and set_status(COMPLETED) in one statement: the fence is record's row-locking
+-- UPDATE of the claim row (renewing liveness), and both writes hang off it, so a superseded
+-- pass writes neither (no row back). The record is first-writer-wins; the status replaces.
+WITH fence AS (
+    UPDATE {workflow_claim}
+    SET alive_until = LEAST(now() + make_interval(secs => alive_for), held_until)
+    WHERE workflow = $1::text AND token = $2::bigint
+    RETURNING token
+),
+written AS (
+    INSERT INTO {workflow_checkpoint} (workflow, key, value)
+    SELECT $1::text, $3::text, $4::jsonb FROM fence
+    ON CONFLICT (workflow, key) DO NOTHING
+)
+INSERT INTO {workflow_status} AS s (workflow, status, attempts, last_error, updated_at)
+SELECT $1::text, $5::text, $6::integer, $7::text, now() FROM fence
+ON CONFLICT (workflow) DO UPDATE
+    SET status = excluded.status, attempts = excluded.attempts,
+        last_error = excluded.last_error, updated_at = excluded.updated_at
+RETURNING updated_at;
+
 -- name: get_status
 SELECT workflow, status, attempts, last_error, updated_at
 FROM {workflow_status}

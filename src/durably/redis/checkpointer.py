@@ -46,6 +46,7 @@ _LUA = scripts(
     "workflow_load",
     "workflow_discard",
     "workflow_set_status",
+    "workflow_finish",
     prelude="workflow_lib.lua",
 )
 # Without the prelude: the hot path is written out flat in the script itself.
@@ -444,6 +445,40 @@ class RedisCheckpointer:
             self._keys(holder.workflow, "claim", "token", "status"),
             [
                 str(holder.token),
+                status.value,
+                str(attempts),
+                "0" if error is None else "1",
+                error or "",
+                self._ttl,
+            ],
+        )
+        if text(reply[0]) == "fenced":
+            raise Fenced(holder.workflow, holder.token)
+        await self._reindex(holder.workflow, status)
+        return WorkflowInfo(holder.workflow, status, attempts, error, _utc(text(reply[1])))
+
+    async def finish(
+        self,
+        holder: Pass,
+        key: str,
+        value: object,
+        *,
+        attempts: int = 0,
+        error: str | None = None,
+    ) -> WorkflowInfo:
+        """`record` ``key`` and report COMPLETED in one script; `Fenced` (writing neither)
+        if ``holder`` was superseded. The status index is kept in a second step, as for
+        `set_status`."""
+        step_key(key)
+        encoded = self._encode(value, f"value of {key!r}")
+        status, error = checked_report(WorkflowStatus.COMPLETED, attempts, error)
+        reply = await self._run(
+            _LUA["workflow_finish"],
+            self._keys(holder.workflow, "claim", "token", "records", "written", "seq", "status"),
+            [
+                str(holder.token),
+                key,
+                encoded,
                 status.value,
                 str(attempts),
                 "0" if error is None else "1",

@@ -208,6 +208,21 @@ class BoundSqliteCheckpointer:
         self._tx.execute(_SQL["set_status"], params)
         return _info(self._tx.row(_SQL["get_status"], {"workflow": holder.workflow}))
 
+    def finish(
+        self, holder: Pass, key: str, encoded: str, *, attempts: int, error: str | None
+    ) -> WorkflowInfo:
+        """`record` ``key`` and store the COMPLETED status for ``holder`` (fenced once)."""
+        self.record(holder, key, encoded)
+        params = {
+            "workflow": holder.workflow,
+            "status": WorkflowStatus.COMPLETED.value,
+            "attempts": attempts,
+            "last_error": error,
+            "now": self._tx.store_now,
+        }
+        self._tx.execute(_SQL["set_status"], params)
+        return _info(self._tx.row(_SQL["get_status"], {"workflow": holder.workflow}))
+
     def get_status(self, workflow: str) -> WorkflowInfo | None:
         """The last reported status, or None."""
         row = self._tx.one(_SQL["get_status"], {"workflow": workflow})
@@ -392,6 +407,25 @@ class SqliteCheckpointer:
         status, error = checked_report(status, attempts, error)
         return await self._db.transaction(
             lambda tx: self.bound(tx).set_status(holder, status, attempts=attempts, error=error)
+        )
+
+    async def finish(
+        self,
+        holder: Pass,
+        key: str,
+        value: object,
+        *,
+        attempts: int = 0,
+        error: str | None = None,
+    ) -> WorkflowInfo:
+        """`record` ``key`` and report COMPLETED in one transaction; `Fenced` (writing
+        neither) if ``holder`` was superseded."""
+        _check_pass(holder)
+        step_key(key)
+        encoded = self.encode(value)
+        _, error = checked_report(WorkflowStatus.COMPLETED, attempts, error)
+        return await self._db.transaction(
+            lambda tx: self.bound(tx).finish(holder, key, encoded, attempts=attempts, error=error)
         )
 
     async def get_status(self, workflow: str) -> WorkflowInfo | None:

@@ -22,6 +22,7 @@ import pytest
 
 from durably.errors import Fenced
 from durably.status import WorkflowStatus
+from durably.testing.checkpointer_finish import CheckpointerFinishCases
 from durably.testing.checkpointer_fixtures import LONG, CheckpointerFactory, claimed, lapse, wf
 from durably.testing.checkpointer_inputs import CheckpointerInputCases
 from durably.testing.checkpointer_isolation import CheckpointerIsolationCases
@@ -225,6 +226,7 @@ class CheckpointerConformance(
     CheckpointerRecordCases,
     CheckpointerInputCases,
     CheckpointerStatusCases,
+    CheckpointerFinishCases,
     CheckpointerIsolationCases,
     CheckpointerSweepCases,
 ):

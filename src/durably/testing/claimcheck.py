@@ -31,6 +31,7 @@ from durably.claimpolicy import PAYLOAD_MANIFEST, VALUE_MARK, ClaimCheckPolicy
 from durably.clock import Clock, ManualClock
 from durably.errors import ClaimUnavailableError, InvalidInputError
 from durably.runtime import Run, advance
+from durably.status import WorkflowStatus
 from durably.testing.checkpointer_fixtures import CheckpointerFactory
 from durably.testing.queue_fixtures import WorkQueueFactory
 from durably.testing.state_fixtures import START, unique
@@ -231,6 +232,24 @@ class ClaimCheckStoreConformance:
         assert await checkpointer.load(workflow) == {"small": [1, 2], "lookalike": lookalike}
         assert (await inner.load(workflow))["small"] == [1, 2]
         assert await claim_store.held() == 0
+
+    async def test_a_large_value_finished_through_the_policy_is_stowed_with_the_status(
+        self, claim_store: ClaimCheckStore, checkpointer_factory: CheckpointerFactory
+    ) -> None:
+        inner = await checkpointer_factory()
+        policy = ClaimCheckPolicy(claim_store, threshold=1024)
+        checkpointer = ClaimCheckedCheckpointer(inner, policy)
+        big = big_text(4096)
+        workflow = unique("wf")
+        holder = await checkpointer.claim(workflow, 60, 30)
+        assert holder is not None
+        info = await checkpointer.finish(holder, "result", big, attempts=1)
+        assert (info.status, info.attempts) == (WorkflowStatus.COMPLETED, 1)
+        assert await inner.get_status(workflow) == info
+        assert (await checkpointer.load(workflow))["result"] == big
+        stored = (await inner.load(workflow))["result"]
+        assert isinstance(stored, dict)
+        assert str(stored[VALUE_MARK]).startswith("claim:")
 
     async def test_an_expired_step_value_raises_claim_unavailable_on_the_next_pass(
         self,
