@@ -1,5 +1,5 @@
 """The checkpointer in lockstep: claims, fenced records, supplies, appends, statuses,
-discards and the retention sweep, every answer the same on memory, SQLite, PostgreSQL and
+finishes, discards and the retention sweep, every answer the same on memory, SQLite, PostgreSQL and
 Redis.
 
 Leases run on each store's own clock, which no test moves: claims here are long, so one
@@ -23,6 +23,7 @@ from durably.postgres import PostgresCheckpointer, StateTables
 from durably.redis import RedisCheckpointer, RedisEffectKit
 from durably.sqlite import Database, SqliteCheckpointer
 from durably.status import WorkflowInfo, WorkflowStatus
+from durably.testing.checkpointer_finish import finishing
 from durably.testing.kit import EffectKit
 from durably.workflows import Checkpointer, Entry, Pass, Recorded, Written, is_inbox_key
 from tests.model.lockstep import Backing, Lockstep, Services, canon, drive, sweep_out
@@ -343,6 +344,34 @@ class CheckpointerMachine(Lockstep[Checkpointer[Any]]):
             lambda b: b.store.set_status(holders[b.name], status, attempts=attempts, error=error),
             info,
             label=f"set_status {workflow} {status}",
+        )
+
+    @precondition(_claimed)
+    @rule(
+        data=st.data(),
+        key=st.sampled_from(KEYS),
+        value=VALUES,
+        attempts=st.integers(0, 2),
+        error=st.sampled_from((None, "boom", "nul\x00")),
+        which=st.sampled_from((0, 0, 1)),
+    )
+    def finish(
+        self,
+        data: st.DataObject,
+        key: str,
+        value: object,
+        attempts: int,
+        error: str | None,
+        which: int,
+    ) -> None:
+        workflow = data.draw(st.sampled_from(sorted(self.passes[0])))
+        holders = {b.name: self._holder(i, workflow, which) for i, b in enumerate(self.backings)}
+        self.each(
+            lambda b: finishing(b.store).finish(
+                holders[b.name], key, value, attempts=attempts, error=error
+            ),
+            info,
+            label=f"finish {workflow}/{key} by pass -{which}",
         )
 
     @rule(workflow=st.sampled_from(WORKFLOWS))
