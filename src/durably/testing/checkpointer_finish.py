@@ -17,8 +17,10 @@ from durably.workflows import Checkpointer, Finishing, Pass
 
 
 def finishing(cp: Checkpointer[Any]) -> Finishing:
-    """``cp`` as the `Finishing` every shipped checkpointer is."""
-    assert isinstance(cp, Finishing), f"{type(cp).__name__} has no finish()"
+    """``cp`` as a `Finishing` (every shipped checkpointer is one); the case is skipped for
+    a checkpointer without the optional ``finish``."""
+    if not isinstance(cp, Finishing):
+        pytest.skip(f"{type(cp).__name__} has no finish() (optional)")
     return cp
 
 
