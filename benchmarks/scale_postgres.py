@@ -11,6 +11,7 @@ from typing import Any
 from benchmarks import scale
 from benchmarks.postgres import ADMIN_DSN, _dsn, _fetch, _floor_statements, _queue
 from durably.postgres import StateTables, migrate
+from durably.postgres import statements as sql_files
 
 WARM = 8  # PostgreSQL settles on a generic plan after five runs of a prepared statement
 
@@ -45,8 +46,11 @@ async def _size(pool: Any, items: int, tenants: int) -> scale.Sample:
     await _fetch(pool, sql["create"])
     base = time.time() - 3600
     await _fetch(pool, FILL.format(work=tables.names["work"]), tenants, items, base)
+    rejoin = sql_files.render_all(sql_files.load("queue.sql"), tables.names)["rejoin"]
+    await _fetch(pool, rejoin, "default")  # the rotation, as the enqueues would have made it
     await _fetch(pool, FLOOR_FILL.format(schema=schema), items)
     await _fetch(pool, f"ANALYZE {tables.names['work']}")
+    await _fetch(pool, f"ANALYZE {tables.names['rota']}")
     await _fetch(pool, f"ANALYZE {schema}.floor_jobs")
     queue = _queue(pool, tables)
 

@@ -1,5 +1,5 @@
 """`PostgresWorkQueue`: work items in one table, claimed with ``FOR UPDATE SKIP LOCKED``,
-tenants served in rotation through a turns table, every settle fenced on the lease."""
+tenants served in rotation through a rotation table, every settle fenced on the lease."""
 
 from __future__ import annotations
 
@@ -44,6 +44,9 @@ from durably.work import (
 _TEMPLATES = statements.load("queue.sql")
 _BATCH = 500
 CLAIM_MOST = 1000
+_CHORE_ROUNDS = 8  # claims a call may run after tidying: each clears up to 32 + take entries
+_WALK_PAST = 32  # entries a claim's walk reads beyond the due tenants it needs (queue.sql)
+_BEYOND = 8  # due tenants a claim reads beyond those it takes from, for SKIP LOCKED to pass
 STATS_EXACT_UP_TO = 1000
 """`stats` counts each state exactly up to this many items, and estimates above it."""
 """The most items one `PostgresWorkQueue.claim_many` takes (queue.sql's claim relies on it)."""
@@ -192,11 +195,73 @@ class PostgresWorkQueue:
         lease = self._policy.lease_for(lease_seconds)
         take = min(positive_int(limit, "limit"), CLAIM_MOST)
         now = self._clock.now()
+        beyond = _BEYOND
+        items, chores, promote, more = await self._claim(
+            queue, now, worker, lease, take, True, beyond
+        )
+        for _ in range(_CHORE_ROUNDS):
+            if not chores and not promote and not more:
+                break
+            await self._chores(queue, now, chores, promote)
+            if len(items) >= take:
+                break
+            if not promote and not more and len(chores) <= _WALK_PAST:
+                break  # the walk ended at the rotation's end, not at its cap: nothing more
+            if more:
+                beyond = min(beyond * 8, CLAIM_MOST)  # other claims held what it read
+            taken, chores, promote, more = await self._claim(
+                queue, now, worker, lease, take - len(items), False, beyond
+            )
+            items.extend(taken)
+        return items
+
+    async def _claim(
+        self,
+        queue: str,
+        now: float,
+        worker: str,
+        lease: float,
+        take: int,
+        defer: bool,
+        beyond: int,
+    ) -> tuple[list[WorkItem], list[str], bool, bool]:
+        """One claim statement: the items taken, the tenants it found with nothing due
+        (for `_chores`), whether it deferred to waiting tenants that came due, and whether
+        it came back short after reading as many due tenants as it was allowed."""
         rows = await self._access.run(
-            lambda s: s.fetch(self._sql["claim"], queue, now, worker, lease, take),
+            lambda s: s.fetch(self._sql["claim"], queue, now, worker, lease, take, defer, beyond),
             errors=queue_errors(queue, "claim"),
         )
-        return [_item(row) for row in rows]
+        items: list[WorkItem] = []
+        chores: list[str] = []
+        promote = more = False
+        for row in rows:
+            if row[1] is not None:
+                items.append(_item(row))
+            elif row[7] == "promote":
+                promote = True
+            elif row[7] == "more":
+                more = True
+            else:
+                chores.append(row[0])
+        return items, chores, promote, more
+
+    async def _chores(self, queue: str, now: float, tenants: list[str], promote: bool) -> None:
+        """Promote the waiting tenants that came due, and take the ``tenants`` a claim found
+        with nothing due out of the rotation (queue.sql's `tidy`, in a transaction of its
+        own: its check must read after its locks). Inside a caller's transaction the tidy
+        is left to the next pooled claim, since that transaction may read one snapshot."""
+        if promote:
+            await self._run(lambda s: s.count(self._sql["promote"], queue, now), "claim", queue)
+        if not tenants or self._access.bound_session is not None:
+            return
+
+        async def tidy(session: Session) -> None:
+            rows = await session.fetch(self._sql["tidy_lock"], queue, tenants)
+            if rows:
+                await session.fetch(self._sql["tidy"], queue, now, [row[0] for row in rows])
+
+        await self._access.run(tidy, errors=queue_errors(queue, "claim"), transaction=True)
 
     async def wait_for_work(self, queue: str = DEFAULT_QUEUE, within: float = 1.0) -> bool:
         """Wait up to ``within`` seconds for work in ``queue``: True at once if an item is

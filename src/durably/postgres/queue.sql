@@ -3,9 +3,9 @@
 -- claim that commits underneath is re-checked rather than taken twice.
 
 -- name: enqueue
--- A tenant's place in the rotation is written when it is first served (see claim), so an
--- enqueue is one row, and its token's. $1 tenant, $2 id, $3 queue, $4 payload,
--- $5 priority, $6 now, $7 available_at, $8 the channel to notify, $9 the call's token.
+-- The item, its token's row, and the tenant's place in the rotation when it has none (see
+-- `placed` below). $1 tenant, $2 id, $3 queue, $4 payload, $5 priority, $6 now,
+-- $7 available_at, $8 the channel to notify, $9 the call's token.
 -- A token already kept means this call is a retry whose first attempt wrote the item (its
 -- answer lost): nothing is written again, even when the item has completed since.
 -- Whether the row was written is read from the command status, not from RETURNING (a
@@ -19,7 +19,28 @@ WITH fresh AS (
     FROM (SELECT pg_notify($8::text, $3::text)) AS wake
     WHERE NOT EXISTS (SELECT 1 FROM {enqueues} WHERE token = $9::text)
     ON CONFLICT DO NOTHING
-    RETURNING 1
+    RETURNING seq
+),
+-- The tenant joins the rotation unless it is there: ON CONFLICT DO NOTHING finds the row
+-- (committed, or being deleted: then it waits for that transaction) and writes nothing.
+-- The shared advisory lock on (queue, tenant), held to commit, is what keeps `tidy` from
+-- stranding the tenant: see `tidy`. Shared locks never wait for one another.
+placed AS (
+    INSERT INTO {rota} (queue, tenant, turn, available_at, seq)
+    SELECT $3::text, $1::text,
+           coalesce((SELECT t.turn FROM {turns} t WHERE t.queue = $3::text AND t.tenant = $1::text), 0),
+           $7::float8, fresh.seq
+    FROM fresh
+    CROSS JOIN (SELECT pg_advisory_xact_lock_shared(hashtext($3::text), hashtext($1::text))) held
+    ON CONFLICT DO NOTHING
+),
+-- A never-served tenant goes by its oldest item: one enqueued older than that moves it up
+-- (rare: it writes only then).
+older AS (
+    UPDATE {rota} r SET available_at = $7::float8, seq = fresh.seq
+    FROM fresh
+    WHERE r.queue = $3::text AND r.tenant = $1::text AND r.turn = 0
+      AND (r.available_at, r.seq) > ($7::float8, fresh.seq)
 )
 INSERT INTO {enqueues} (token, tenant, id, written_at)
 SELECT $9::text, $1::text, $2::text, $6::float8 FROM fresh;
@@ -37,7 +58,28 @@ WITH fresh AS (
     FROM (SELECT pg_notify($8::text, $3::text)) AS wake
     WHERE NOT EXISTS (SELECT 1 FROM {enqueues} WHERE token = $9::text)
     ON CONFLICT DO NOTHING
-    RETURNING 1
+    RETURNING seq
+),
+-- The tenant joins the rotation unless it is there: ON CONFLICT DO NOTHING finds the row
+-- (committed, or being deleted: then it waits for that transaction) and writes nothing.
+-- The shared advisory lock on (queue, tenant), held to commit, is what keeps `tidy` from
+-- stranding the tenant: see `tidy`. Shared locks never wait for one another.
+placed AS (
+    INSERT INTO {rota} (queue, tenant, turn, available_at, seq)
+    SELECT $3::text, $1::text,
+           coalesce((SELECT t.turn FROM {turns} t WHERE t.queue = $3::text AND t.tenant = $1::text), 0),
+           $7::float8, fresh.seq
+    FROM fresh
+    CROSS JOIN (SELECT pg_advisory_xact_lock_shared(hashtext($3::text), hashtext($1::text))) held
+    ON CONFLICT DO NOTHING
+),
+-- A never-served tenant goes by its oldest item: one enqueued older than that moves it up
+-- (rare: it writes only then).
+older AS (
+    UPDATE {rota} r SET available_at = $7::float8, seq = fresh.seq
+    FROM fresh
+    WHERE r.queue = $3::text AND r.tenant = $1::text AND r.turn = 0
+      AND (r.available_at, r.seq) > ($7::float8, fresh.seq)
 )
 INSERT INTO {enqueues} (token, tenant, id, written_at)
 SELECT $9::text, $1::text, $2::text, $6::float8 FROM fresh;
@@ -75,36 +117,63 @@ INSERT INTO {counters} AS c (queue, reaped) VALUES ($1::text, $2::bigint)
 ON CONFLICT (queue) DO UPDATE SET reaped = c.reaped + $2::bigint;
 
 -- name: claim
--- $1 queue, $2 now, $3 worker, $4 lease seconds, $5 how many.
+-- $1 queue, $2 now, $3 worker, $4 lease seconds, $5 how many, $6 whether to defer to due
+-- waiting tenants, $7 how many due tenants to read beyond $5.
 -- Tenants in turn order (never served = 0, ties to the oldest due item), then within the
 -- tenant priority, age and enqueue order; the served tenants' turns go to the back. A batch
 -- takes what $5 single claims in a row would: one item of each tenant in turn, then a
 -- second of each, and so on (never several of the first tenant while others wait).
--- The tenants with queued items are found by skipping through the age index one tenant at
--- a time; each step lands on the tenant's oldest queued item, which is its oldest due item
--- when it is due at all (the index orders a tenant's items by availability). So a claim
--- reads one index entry per tenant with something queued, and nothing for the others.
-WITH RECURSIVE queued (tenant, available_at, seq) AS (
-    (SELECT w.tenant, w.available_at, w.seq FROM {work} w
-     WHERE w.queue = $1::text AND w.state = 'queued'
-     ORDER BY w.tenant, w.available_at, w.seq LIMIT 1)
-    UNION ALL
-    SELECT next.tenant, next.available_at, next.seq
-    FROM queued
-    CROSS JOIN LATERAL (
-        SELECT w.tenant, w.available_at, w.seq FROM {work} w
-        WHERE w.queue = $1::text AND w.state = 'queued' AND w.tenant > queued.tenant
-        ORDER BY w.tenant, w.available_at, w.seq LIMIT 1
-    ) next
+-- The tenants come from the rotation ({rota}), walked in claim order one entry at a time;
+-- each entry costs one descent of the age index, to the tenant's oldest queued item, which
+-- is its oldest due item when it is due at all. The walk stops at $5 + $7 due tenants (or
+-- after 32 entries more: see below), so a claim reads a few entries whatever the tenant
+-- count. The $7 beyond are for concurrent claims: a tenant whose due items other claims
+-- hold is passed over (SKIP LOCKED) for the next. A claim that comes back short after
+-- reading $5 + $7 due tenants says so (a 'more' chore) and the caller claims again with a
+-- larger $7.
+-- Entries with nothing due are returned as chores (rows without an id, state 'tidy'): the
+-- caller runs `tidy` on them, which takes them out of the rotation. When a waiting tenant
+-- has come due and $6 is set, nothing is claimed and a 'promote' chore is returned: the
+-- caller runs `promote` and claims again with $6 unset, so a promoted tenant is served in
+-- its turn.
+WITH RECURSIVE pending AS MATERIALIZED (
+    SELECT $6::boolean AND EXISTS (
+        SELECT 1 FROM {waiting} p WHERE p.queue = $1::text AND p.due <= $2::float8
+    ) AS defer
 ),
--- Each due tenant's turn looked up by key (never a scan of every tenant ever served).
+walk (tenant, turn, available_at, seq, due, found, step) AS (
+    (SELECT r.tenant, r.turn, r.available_at, r.seq, coalesce(o.available_at <= $2::float8, false),
+            coalesce(o.available_at <= $2::float8, false)::integer, 1
+     FROM {rota} r
+     LEFT JOIN LATERAL (
+         SELECT w.available_at FROM {work} w
+         WHERE w.queue = $1::text AND w.tenant = r.tenant AND w.state = 'queued'
+         ORDER BY w.available_at, w.seq LIMIT 1
+     ) o ON true
+     WHERE r.queue = $1::text AND NOT (SELECT defer FROM pending)
+     ORDER BY r.turn, r.available_at, r.seq, r.tenant LIMIT 1)
+    UNION ALL
+    SELECT r.tenant, r.turn, r.available_at, r.seq, coalesce(o.available_at <= $2::float8, false),
+           walk.found + coalesce(o.available_at <= $2::float8, false)::integer, walk.step + 1
+    FROM walk
+    CROSS JOIN LATERAL (
+        SELECT n.tenant, n.turn, n.available_at, n.seq FROM {rota} n
+        WHERE n.queue = $1::text
+          AND (n.turn, n.available_at, n.seq, n.tenant)
+              > (walk.turn, walk.available_at, walk.seq, walk.tenant)
+        ORDER BY n.turn, n.available_at, n.seq, n.tenant LIMIT 1
+    ) r
+    LEFT JOIN LATERAL (
+        SELECT w.available_at FROM {work} w
+        WHERE w.queue = $1::text AND w.tenant = r.tenant AND w.state = 'queued'
+        ORDER BY w.available_at, w.seq LIMIT 1
+    ) o ON true
+    -- 32 entries more: entries with nothing due wait for `tidy` at the front, and a walk
+    -- that meets more than that stops; the caller tidies them and claims again.
+    WHERE walk.found < $5::integer + $7::integer AND walk.step < $5::integer + $7::integer + 32
+),
 tenants AS MATERIALIZED (
-    SELECT queued.tenant,
-           coalesce((SELECT t.turn FROM {turns} t
-                     WHERE t.queue = $1::text AND t.tenant = queued.tenant), 0) AS turn,
-           queued.available_at, queued.seq
-    FROM queued
-    WHERE queued.available_at <= $2::float8
+    SELECT tenant, step AS position FROM walk WHERE due
 ),
 -- How many items of each tenant a batch may need: with T tenants due, ceil($5 / T). A
 -- single claim (or T >= $5) takes one per tenant and stops after $5; otherwise at most
@@ -117,8 +186,7 @@ share AS (
 locked AS MATERIALIZED (
     SELECT ordered.position, item.tenant, item.id, item.queue, item.state, item.available_at,
            item.priority, item.seq
-    FROM (SELECT tenant, row_number() OVER (ORDER BY turn, available_at, seq, tenant) AS position
-          FROM tenants ORDER BY turn, available_at, seq, tenant OFFSET 0) ordered
+    FROM (SELECT tenant, position FROM tenants ORDER BY position OFFSET 0) ordered
     -- The constant LIMITs (1000 a tenant, 2000 in all) change nothing: a claim takes at most
     -- 1000 items (claim_many caps it), so per <= 1000 and per * due_tenants < 2 * $5. They
     -- are there for the planner, which costs a LIMIT it cannot read at 10% of the rows:
@@ -166,31 +234,105 @@ claimed AS (
               w.state, w.worker, w.enqueued_at, w.available_at, w.lease_expires_at,
               w.first_claimed_at, w.claimed_at, w.failures::text
 ),
--- The served tenant goes to the back. A turn row another claim is moving right now is
+-- The served tenant goes to the back. An entry another claim is moving right now is
 -- skipped, not waited for: that claim sends the same tenant to the back as it commits,
 -- and waiting would chain every claim of a tenant behind the previous one's commit.
 served AS (
-    UPDATE {turns} t
+    UPDATE {rota} r
     SET turn = nextval('{turn_seq_text}')
     FROM (
-        SELECT queue, tenant FROM {turns}
+        SELECT queue, tenant FROM {rota}
         WHERE queue = $1::text AND tenant IN (SELECT tenant FROM claimed)
         FOR UPDATE SKIP LOCKED
     ) free
-    WHERE t.queue = free.queue AND t.tenant = free.tenant
-),
--- A tenant served for the first time gets its row here, already at the back. Two claims
--- serving it at once both try; the second does nothing.
-first_served AS (
-    INSERT INTO {turns} (queue, tenant, turn)
-    SELECT $1::text, fresh.tenant, nextval('{turn_seq_text}')
-    FROM (SELECT DISTINCT tenant FROM claimed) fresh
-    WHERE NOT EXISTS (
-        SELECT 1 FROM {turns} t WHERE t.queue = $1::text AND t.tenant = fresh.tenant
-    )
-    ON CONFLICT DO NOTHING
+    WHERE r.queue = free.queue AND r.tenant = free.tenant
 )
-SELECT * FROM claimed;
+SELECT * FROM claimed
+UNION ALL
+SELECT walk.tenant, NULL, NULL, NULL, NULL, NULL, NULL, 'tidy', NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL
+FROM walk WHERE NOT walk.due
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, 'promote', NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL
+FROM pending WHERE pending.defer
+UNION ALL
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, 'more', NULL, NULL, NULL, NULL, NULL,
+       NULL, NULL
+FROM (SELECT max(found) AS found FROM walk) walked
+WHERE walked.found >= $5::integer + $7::integer
+  AND (SELECT count(*) FROM claimed) < $5::integer;
+
+-- name: promote
+-- $1 queue, $2 now: up to 200 waiting tenants whose first item has come due join the
+-- rotation (earliest first; more wait for the next claim), at the turn they had, or turn 0
+-- ordered by their oldest item. A tenant with nothing queued is dropped: an enqueue or
+-- requeue puts it back itself.
+WITH due AS (
+    DELETE FROM {waiting} p
+    WHERE (p.queue, p.tenant) IN (
+        SELECT queue, tenant FROM {waiting}
+        WHERE queue = $1::text AND due <= $2::float8
+        ORDER BY due LIMIT 200
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING p.tenant
+)
+INSERT INTO {rota} (queue, tenant, turn, available_at, seq)
+SELECT $1::text, due.tenant,
+       coalesce((SELECT t.turn FROM {turns} t WHERE t.queue = $1::text AND t.tenant = due.tenant), 0),
+       o.available_at, o.seq
+FROM due
+CROSS JOIN LATERAL (
+    SELECT w.available_at, w.seq FROM {work} w
+    WHERE w.queue = $1::text AND w.tenant = due.tenant AND w.state = 'queued'
+    ORDER BY w.available_at, w.seq LIMIT 1
+) o
+ON CONFLICT DO NOTHING;
+
+-- name: tidy_lock
+-- $1 queue, $2 tenants a claim found with nothing due: those whose advisory lock is free,
+-- now held to this transaction's end (see `tidy`).
+SELECT tenant FROM unnest($2::text[]) AS chore(tenant)
+WHERE pg_try_advisory_xact_lock(hashtext($1::text), hashtext(tenant));
+
+-- name: tidy
+-- $1 queue, $2 now, $3 tenants locked by `tidy_lock` in this transaction: each with nothing
+-- queued leaves the rotation, each whose oldest queued item is not due yet moves to
+-- {waiting}; a tenant with a due item stays. The turn goes back to {turns}.
+-- Why no tenant is stranded (an item queued, its tenant in neither table): an enqueue or
+-- requeue holds the shared lock from before its rotation check to its commit, and this
+-- statement runs after this transaction took the exclusive one, so it reads with a
+-- snapshot taken later. An enqueue that locked first has committed before that snapshot
+-- (`tidy_lock` found its lock free), so its item is seen here and the tenant stays. One
+-- that locks later waits for this commit, then finds the entry gone (ON CONFLICT reads the
+-- latest committed row, not its snapshot) and inserts it.
+WITH found AS MATERIALIZED (
+    SELECT chore.tenant,
+           (SELECT w.available_at FROM {work} w
+            WHERE w.queue = $1::text AND w.tenant = chore.tenant AND w.state = 'queued'
+            ORDER BY w.available_at, w.seq LIMIT 1) AS oldest
+    FROM unnest($3::text[]) AS chore(tenant)
+),
+gone AS (
+    DELETE FROM {rota} r
+    WHERE (r.queue, r.tenant) IN (
+        SELECT q.queue, q.tenant FROM {rota} q JOIN found ON q.tenant = found.tenant
+        WHERE q.queue = $1::text AND (found.oldest IS NULL OR found.oldest > $2::float8)
+        FOR UPDATE OF q SKIP LOCKED
+    )
+    RETURNING r.tenant, r.turn
+),
+kept AS (
+    INSERT INTO {turns} AS t (queue, tenant, turn)
+    SELECT $1::text, gone.tenant, gone.turn FROM gone WHERE gone.turn > 0
+    ON CONFLICT (queue, tenant) DO UPDATE SET turn = excluded.turn
+)
+INSERT INTO {waiting} AS p (queue, tenant, due)
+SELECT $1::text, gone.tenant, found.oldest
+FROM gone JOIN found ON found.tenant = gone.tenant
+WHERE found.oldest IS NOT NULL
+ON CONFLICT (queue, tenant) DO UPDATE SET due = excluded.due;
 
 -- name: get_item
 SELECT tenant, id, queue, payload::text, priority, dedupe_key, attempts, state, worker,
@@ -233,17 +375,37 @@ RETURNING w.tenant, w.id, w.queue, w.payload::text, w.priority, w.dedupe_key, w.
 -- name: settle
 -- Fenced on the holder and the exact lease the caller saw: a concurrent heartbeat, reap or
 -- settle changes one of them and this writes nothing.
-UPDATE {work}
-SET attempts = $5::integer,
-    state = CASE WHEN $6::boolean THEN 'dead_lettered' ELSE 'queued' END,
-    worker = NULL, lease_expires_at = NULL, claimed_at = NULL,
-    available_at = coalesce($7::float8, available_at),
-    failures = failures || jsonb_build_array($8::text)
-WHERE tenant = $1::text AND id = $2::text AND state = 'claimed' AND worker = $3::text
-  AND lease_expires_at = $4::float8
-RETURNING tenant, id, queue, payload::text, priority, dedupe_key, attempts, state, worker,
-          enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at,
-          failures::text, pg_notify($9::text, queue)::text;
+WITH settled AS (
+    UPDATE {work}
+    SET attempts = $5::integer,
+        state = CASE WHEN $6::boolean THEN 'dead_lettered' ELSE 'queued' END,
+        worker = NULL, lease_expires_at = NULL, claimed_at = NULL,
+        available_at = coalesce($7::float8, available_at),
+        failures = failures || jsonb_build_array($8::text)
+    WHERE tenant = $1::text AND id = $2::text AND state = 'claimed' AND worker = $3::text
+      AND lease_expires_at = $4::float8
+    RETURNING tenant, id, queue, payload::text, priority, dedupe_key, attempts, state, worker,
+              enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at,
+              failures::text, pg_notify($9::text, queue)::text, seq
+),
+-- A requeued item's tenant rejoins the rotation as an enqueue's does (see enqueue).
+placed AS (
+    INSERT INTO {rota} (queue, tenant, turn, available_at, seq)
+    SELECT s.queue, s.tenant,
+           coalesce((SELECT t.turn FROM {turns} t
+                     WHERE t.queue = s.queue AND t.tenant = s.tenant), 0),
+           s.available_at, s.seq
+    FROM settled s
+    CROSS JOIN LATERAL (
+        SELECT pg_advisory_xact_lock_shared(hashtext(s.queue), hashtext(s.tenant))
+    ) held
+    WHERE s.state = 'queued'
+    ON CONFLICT DO NOTHING
+)
+SELECT tenant, id, queue, payload, priority, dedupe_key, attempts, state, worker,
+       enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at,
+       failures, pg_notify
+FROM settled;
 
 -- name: lapsed
 SELECT tenant, id, queue, payload::text, priority, dedupe_key, attempts, state, worker,
@@ -299,3 +461,16 @@ EXPLAIN (FORMAT JSON) SELECT 1 FROM {work} WHERE queue = $1::text AND state = $2
 
 -- name: next_due
 SELECT min(available_at) FROM {work} WHERE queue = $1::text AND state = 'queued';
+
+-- name: rejoin
+-- Every tenant of queue $1 with a queued item joins the rotation if it is not in it (for
+-- items written straight into {work}, as the benchmarks and tests fill it; one pass over
+-- the queued items). A tenant with nothing due is tidied by the first claim that walks it.
+INSERT INTO {rota} (queue, tenant, turn, available_at, seq)
+SELECT DISTINCT ON (w.tenant) w.queue, w.tenant,
+       coalesce((SELECT t.turn FROM {turns} t WHERE t.queue = w.queue AND t.tenant = w.tenant), 0),
+       w.available_at, w.seq
+FROM {work} w
+WHERE w.queue = $1::text AND w.state = 'queued'
+ORDER BY w.tenant, w.available_at, w.seq
+ON CONFLICT DO NOTHING;

@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 from durably.errors import ConfigurationError
 from durably.postgres import statements
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The schema version this release reads and writes; `verify` refuses any other."""
 
 # Lower-case, unquoted-safe names only: a table name is interpolated (a placeholder cannot
@@ -34,6 +34,8 @@ class StateTables:
     work: str = "durably_work"
     turns: str = "durably_queue_turns"
     turn_seq: str = "durably_turn_seq"
+    rota: str = "durably_queue_rota"
+    waiting: str = "durably_queue_waiting"
     counters: str = "durably_queue_counters"
     enqueues: str = "durably_enqueue_tokens"
     workflow_checkpoint: str = "durably_workflow_checkpoint"

@@ -1,4 +1,4 @@
--- durably's PostgreSQL schema, version 2. Apply it with durably.postgres.migrate() or your
+-- durably's PostgreSQL schema, version 3. Apply it with durably.postgres.migrate() or your
 -- own migration tool; durably never alters a table on its own.
 
 -- name: schema
@@ -99,8 +99,8 @@ CREATE INDEX IF NOT EXISTS {work_name}_leased ON {work} (lease_expires_at)
 CREATE INDEX IF NOT EXISTS {work_name}_dead ON {work} (tenant, seq)
     WHERE state = 'dead_lettered';
 
--- One row per (queue, tenant) once the tenant has been served: the turn it was last served
--- at. A tenant without a row has never been served and goes first (turn 0).
+-- The turn a tenant was last served at, written when it leaves the rotation (below) and
+-- read when it comes back. A tenant without a row has never been served (turn 0).
 CREATE TABLE IF NOT EXISTS {turns} (
     queue text COLLATE "C" NOT NULL,
     tenant text COLLATE "C" NOT NULL,
@@ -108,6 +108,41 @@ CREATE TABLE IF NOT EXISTS {turns} (
     PRIMARY KEY (queue, tenant)
 );
 CREATE SEQUENCE IF NOT EXISTS {turn_seq};
+
+-- Added in version 3: the rotation. A row per (queue, tenant) that may have a due item, in
+-- claim order: its turn (0 = never served), then, for never-served tenants, its oldest
+-- item's availability and enqueue order. The row's existence is the flag: an enqueue or
+-- requeue inserts it when missing (ON CONFLICT DO NOTHING: no write and no row lock when it
+-- is there); a claim moves the served tenant's turn to the back; only `tidy` deletes it,
+-- when the tenant has nothing due (queue.sql says why no tenant is ever stranded).
+CREATE TABLE IF NOT EXISTS {rota} (
+    queue text COLLATE "C" NOT NULL,
+    tenant text COLLATE "C" NOT NULL,
+    turn bigint NOT NULL,
+    available_at double precision NOT NULL,
+    seq bigint NOT NULL,
+    PRIMARY KEY (queue, tenant)
+) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+CREATE INDEX IF NOT EXISTS {rota_name}_order ON {rota} (queue, turn, available_at, seq, tenant);
+-- Tenants whose queued items are all delayed, by when the first comes due: a claim finding
+-- one due promotes it into the rotation.
+CREATE TABLE IF NOT EXISTS {waiting} (
+    queue text COLLATE "C" NOT NULL,
+    tenant text COLLATE "C" NOT NULL,
+    due double precision NOT NULL,
+    PRIMARY KEY (queue, tenant)
+);
+CREATE INDEX IF NOT EXISTS {waiting_name}_due ON {waiting} (queue, due);
+-- A version-2 database's tenants with queued items join the rotation (a delayed tenant is
+-- moved to `waiting` by the first claim that walks it).
+INSERT INTO {rota} (queue, tenant, turn, available_at, seq)
+SELECT DISTINCT ON (w.queue, w.tenant) w.queue, w.tenant,
+       coalesce((SELECT t.turn FROM {turns} t WHERE t.queue = w.queue AND t.tenant = w.tenant), 0),
+       w.available_at, w.seq
+FROM {work} w
+WHERE w.state = 'queued' AND EXISTS (SELECT 1 FROM {schema_version} WHERE version < 3)
+ORDER BY w.queue, w.tenant, w.available_at, w.seq
+ON CONFLICT DO NOTHING;
 
 CREATE TABLE IF NOT EXISTS {counters} (
     queue text PRIMARY KEY,
@@ -186,10 +221,11 @@ CREATE TABLE IF NOT EXISTS {claim_check} (
 CREATE INDEX IF NOT EXISTS {claim_check_name}_by_expiry ON {claim_check} (expires_at);
 
 INSERT INTO {schema_version} (version)
-SELECT 2 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
+SELECT 3 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
 -- Version 2 prefixed the workflow tables with durably_ (`migrate` renames a version-1
 -- database's tables before this script runs; applied by hand, rename them first).
-UPDATE {schema_version} SET version = 2 WHERE version < 2;
+-- Version 3 added the rotation ({rota}, {waiting}).
+UPDATE {schema_version} SET version = 3 WHERE version < 3;
 
 -- name: schema_version
 SELECT version FROM {schema_version};

@@ -23,6 +23,13 @@ FROM generate_series($1::integer, $2::integer) AS g
 """
 
 
+async def _fill(pool: Any, tables: StateTables, first: int, last: int) -> None:
+    """Items straight into the table, and their tenant into the rotation."""
+    await _fetch(pool, _FILL.format(work=tables.names["work"]), first, last)
+    rejoin = sql_files.render_all(sql_files.load("queue.sql"), tables.names)["rejoin"]
+    await _fetch(pool, rejoin, "default")
+
+
 async def _fetch(pool: Any, statement: str, *args: object) -> Any:
     async with database_for(pool).session(10.0) as session:
         return await session.fetch(statement, *args)
@@ -37,11 +44,10 @@ async def _generic_claim_cost(pool: Any, tables: StateTables) -> float:
     async def explain(session: Any) -> Any:
         await session.fetch("SET plan_cache_mode = force_generic_plan")
         try:
-            await session.fetch(
-                f"PREPARE scale_claim (text, float8, text, float8, integer) AS {statement}"
-            )
+            types = "text, float8, text, float8, integer, boolean, integer"
+            await session.fetch(f"PREPARE scale_claim ({types}) AS {statement}")
             rows = await session.fetch(
-                "EXPLAIN (FORMAT JSON) EXECUTE scale_claim('default', 1e12, 'w', 30, 1)"
+                "EXPLAIN (FORMAT JSON) EXECUTE scale_claim('default', 1e12, 'w', 30, 1, true, 8)"
             )
             await session.fetch("DEALLOCATE scale_claim")
         finally:
@@ -62,11 +68,10 @@ async def test_the_claims_estimated_cost_does_not_grow_with_the_queue(
         pytest.skip("a property of the server's planner, not of the driver")
     tables = await pg_stores.tables()
     pg_stores.track(PostgresWorkQueue(pg_stores.pool, tables=tables))
-    fill = _FILL.format(work=tables.names["work"])
-    await _fetch(pg_stores.pool, fill, 1, 20_000)
+    await _fill(pg_stores.pool, tables, 1, 20_000)
     await _fetch(pg_stores.pool, f"ANALYZE {tables.names['work']}")
     small = await _generic_claim_cost(pg_stores.pool, tables)
-    await _fetch(pg_stores.pool, fill, 20_001, 80_000)
+    await _fill(pg_stores.pool, tables, 20_001, 80_000)
     await _fetch(pg_stores.pool, f"ANALYZE {tables.names['work']}")
     large = await _generic_claim_cost(pg_stores.pool, tables)
     # Four times the rows: the estimate may grow with the index depth, not with the rows
@@ -77,7 +82,7 @@ async def test_the_claims_estimated_cost_does_not_grow_with_the_queue(
 async def test_one_claim_takes_at_most_claim_most_items(pg_stores: Stores) -> None:
     tables = await pg_stores.tables()
     queue = pg_stores.track(PostgresWorkQueue(pg_stores.pool, tables=tables))
-    await _fetch(pg_stores.pool, _FILL.format(work=tables.names["work"]), 1, CLAIM_MOST + 5)
+    await _fill(pg_stores.pool, tables, 1, CLAIM_MOST + 5)
     batch = await queue.claim_many(worker="w", limit=CLAIM_MOST * 2)
     assert len(batch) == CLAIM_MOST
     rest = await queue.claim_many(worker="w", limit=CLAIM_MOST * 2)
