@@ -13,6 +13,7 @@ from durably.postgres import (
     SCHEMA_VERSION,
     PostgresCheckpointer,
     PostgresScheduler,
+    PostgresWorkQueue,
     StateTables,
     migrate,
     statements,
@@ -20,6 +21,7 @@ from durably.postgres import (
 )
 from durably.postgres.executor import database_for
 from durably.status import WorkflowStatus
+from durably.work import WorkItem
 from tests.pg_service import Stores
 
 pytestmark = pytest.mark.postgres
@@ -113,7 +115,7 @@ async def test_migrate_renames_a_version_1_database_and_keeps_its_checkpoints(
         "durably_workflow_seq",
     } <= relations
     rows = await fetch(pool, f'SELECT version FROM "{schema}".durably_schema_version')
-    assert [tuple(r) for r in rows] == [(SCHEMA_VERSION,)] == [(2,)]
+    assert [tuple(r) for r in rows] == [(SCHEMA_VERSION,)] == [(3,)]
 
 
 async def test_a_fresh_database_has_only_prefixed_tables(pg_stores: Stores) -> None:
@@ -121,3 +123,37 @@ async def test_a_fresh_database_has_only_prefixed_tables(pg_stores: Stores) -> N
     await migrate(pg_stores.pool, StateTables(schema=schema))
     relations = await _relations(pg_stores.pool, schema)
     assert all(name.startswith("durably_") for name in relations), sorted(relations)
+
+
+async def test_migrate_puts_a_version_2_databases_queued_tenants_into_the_rotation(
+    pg_stores: Stores,
+) -> None:
+    # Version 2 is version 3 without the rotation tables: a queue with items of three
+    # tenants, one served before (its turn in the turns table), one only delayed.
+    pool = pg_stores.pool
+    tables = await pg_stores.tables()
+    names = tables.names
+    queue = pg_stores.track(PostgresWorkQueue(pool, tables=tables))
+    for tenant, item_id in (("a", "a0"), ("b", "b0"), ("b", "b1"), ("c", "c0"), ("d", "d0")):
+        await queue.enqueue(WorkItem(id=item_id, tenant=tenant))
+    await queue.enqueue(WorkItem(id="e0", tenant="e", available_at=4e9))
+    await fetch(pool, f"DROP TABLE {names['rota']}, {names['waiting']}")
+    await fetch(pool, f"UPDATE {names['schema_version']} SET version = 2")
+    await fetch(
+        pool, f"INSERT INTO {names['turns']} (queue, tenant, turn) VALUES ('default', 'a', 7)"
+    )
+    await fetch(pool, f"SELECT setval('{names['turn_seq']}', 100)")  # served up to turn 100
+    with pytest.raises(Exception, match="version"):
+        await verify(pool, tables)
+
+    await migrate(pool, tables)
+    await verify(pool, tables)
+    rows = await fetch(pool, f"SELECT tenant, turn FROM {names['rota']} ORDER BY tenant")
+    assert [tuple(row) for row in rows] == [("a", 7), ("b", 0), ("c", 0), ("d", 0), ("e", 0)]
+    taken = []
+    while (item := await queue.claim(worker="w")) is not None:
+        await queue.complete(item.id, tenant=item.tenant, worker="w")
+        taken.append(item.id)
+    # Never-served tenants first by their oldest item, then a (turn 7), then b again.
+    assert taken == ["b0", "c0", "d0", "a0", "b1"]
+    assert (await queue.stats()).depth == 1  # e's delayed item, waiting apart
