@@ -44,12 +44,12 @@ from durably.work import (
 _TEMPLATES = statements.load("queue.sql")
 _BATCH = 500
 CLAIM_MOST = 1000
+"""The most items one `PostgresWorkQueue.claim_many` takes (queue.sql's claim relies on it)."""
 _CHORE_ROUNDS = 8  # claims a call may run after tidying: each clears up to 32 + take entries
 _WALK_PAST = 32  # entries a claim's walk reads beyond the due tenants it needs (queue.sql)
 _BEYOND = 8  # due tenants a claim reads beyond those it takes from, for SKIP LOCKED to pass
 STATS_EXACT_UP_TO = 1000
 """`stats` counts each state exactly up to this many items, and estimates above it."""
-"""The most items one `PostgresWorkQueue.claim_many` takes (queue.sql's claim relies on it)."""
 ENQUEUE_TOKEN_SECONDS = 600.0
 """How long an enqueue's token is kept for a retry of that call to find: far beyond any
 retry budget; `reap` forgets older tokens."""

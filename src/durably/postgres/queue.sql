@@ -267,12 +267,14 @@ WHERE walked.found >= $5::integer + $7::integer
 -- $1 queue, $2 now: up to 200 waiting tenants whose first item has come due join the
 -- rotation (earliest first; more wait for the next claim), at the turn they had, or turn 0
 -- ordered by their oldest item. A tenant with nothing queued is dropped: an enqueue or
--- requeue puts it back itself.
+-- requeue puts it back itself. A tenant whose advisory lock is taken (a `tidy` holds it) is
+-- left for the next claim, so this never waits for a tidy nor a tidy for it.
 WITH due AS (
     DELETE FROM {waiting} p
     WHERE (p.queue, p.tenant) IN (
         SELECT queue, tenant FROM {waiting}
         WHERE queue = $1::text AND due <= $2::float8
+          AND pg_try_advisory_xact_lock(hashtext(queue), hashtext(tenant))
         ORDER BY due LIMIT 200
         FOR UPDATE SKIP LOCKED
     )
@@ -306,7 +308,9 @@ WHERE pg_try_advisory_xact_lock(hashtext($1::text), hashtext(tenant));
 -- snapshot taken later. An enqueue that locked first has committed before that snapshot
 -- (`tidy_lock` found its lock free), so its item is seen here and the tenant stays. One
 -- that locks later waits for this commit, then finds the entry gone (ON CONFLICT reads the
--- latest committed row, not its snapshot) and inserts it.
+-- latest committed row, not its snapshot) and inserts it. Nothing here waits: the rows
+-- another claim is moving are skipped, and the {turns} and {waiting} rows of a tenant are
+-- written only under its exclusive lock (here and in `promote`).
 WITH found AS MATERIALIZED (
     SELECT chore.tenant,
            (SELECT w.available_at FROM {work} w
