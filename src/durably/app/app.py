@@ -315,15 +315,12 @@ class App:
         await self.durable(kind).scheduler.make_ready(id)
 
     async def close(self) -> None:
-        """Close the stores (idempotent); the App opens them again if used later."""
+        """Close the stores and the schedulers made over them (idempotent); the App opens
+        them again if used later."""
         stores, self._stores = self._stores, None
-        durables, self._durables = self._durables, {}
-        for durable in durables.values():
-            closer = getattr(durable.scheduler, "close", None)
-            if closer is not None:
-                await closer()
+        self._durables = {}
         if stores is not None:
-            await stores.close()
+            await stores.close()  # closes every `Stores.durable` scheduler first
 
     async def __aenter__(self) -> App:
         await self.stores()

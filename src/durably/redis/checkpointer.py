@@ -440,22 +440,9 @@ class RedisCheckpointer:
     ) -> WorkflowInfo:
         """Report the workflow's status; `Fenced` if ``holder`` was superseded."""
         status, error = checked_report(status, attempts, error)
-        reply = await self._run(
-            _LUA["workflow_set_status"],
-            self._keys(holder.workflow, "claim", "token", "status"),
-            [
-                str(holder.token),
-                status.value,
-                str(attempts),
-                "0" if error is None else "1",
-                error or "",
-                self._ttl,
-            ],
+        return await self._report(
+            "workflow_set_status", ("claim", "token", "status"), (), holder, status, attempts, error
         )
-        if text(reply[0]) == "fenced":
-            raise Fenced(holder.workflow, holder.token)
-        await self._reindex(holder.workflow, status)
-        return WorkflowInfo(holder.workflow, status, attempts, error, _utc(text(reply[1])))
 
     async def finish(
         self,
@@ -472,13 +459,35 @@ class RedisCheckpointer:
         step_key(key)
         encoded = self._encode(value, f"value of {key!r}")
         status, error = checked_report(WorkflowStatus.COMPLETED, attempts, error)
+        return await self._report(
+            "workflow_finish",
+            ("claim", "token", "records", "written", "seq", "status"),
+            (key, encoded),
+            holder,
+            status,
+            attempts,
+            error,
+        )
+
+    async def _report(
+        self,
+        script: str,
+        parts: tuple[str, ...],
+        written: tuple[str, ...],
+        holder: Pass,
+        status: WorkflowStatus,
+        attempts: int,
+        error: str | None,
+    ) -> WorkflowInfo:
+        """Run a status-reporting ``script`` over the workflow's ``parts`` (the token,
+        then ``written``, then the report), then keep the status index; `Fenced` if
+        ``holder`` was superseded."""
         reply = await self._run(
-            _LUA["workflow_finish"],
-            self._keys(holder.workflow, "claim", "token", "records", "written", "seq", "status"),
+            _LUA[script],
+            self._keys(holder.workflow, *parts),
             [
                 str(holder.token),
-                key,
-                encoded,
+                *written,
                 status.value,
                 str(attempts),
                 "0" if error is None else "1",

@@ -250,19 +250,16 @@ class RedisWorkQueue:
         # Trailing arguments only when they say something: a delay, a dedupe key, attempts
         # and failures the item already carries (kept, as every backing keeps them).
         # Only a delay leaves the item to the common script.
-        extra: tuple[str, ...] = ()
+        delay = "" if item.available_at is None else number(item.available_at)
+        extra: tuple[str, ...] = (delay,) if delay else ()
         script = _ENQUEUE
         if item.attempts or item.failures:
             failures = "".join(map(keys.segment, item.failures))
             size += len(failures.encode())
-            delay = "" if item.available_at is None else number(item.available_at)
             extra = (delay, dedupe or "", str(item.attempts), failures)
             script = _ENQUEUE_FULL
         elif dedupe is not None:
-            delay = "" if item.available_at is None else number(item.available_at)
             extra, script = (delay, dedupe), _ENQUEUE_FULL
-        elif item.available_at is not None:
-            extra = (number(item.available_at),)
         if size > self._redis.max_value_bytes:
             self._redis.check_bytes(size, lambda: f"work item {item_id!r}")
         # keys.item_key, from the bytes at hand (segment lengths count UTF-8 bytes).
