@@ -6,7 +6,9 @@ printed beside the same median at the smallest size (x smallest) and beside a fl
 claim+complete over a store filled to the same size (x floor). Sizes: items of one
 tenant (1k, 100k; 1M on PostgreSQL) and tenants of a 20,000-item queue (1, 100, 1,000,
 10,000). Each size runs ``ROUNDS`` times on a fresh store; every figure is the median of the
-rounds. ``DURABLY_BENCH_SCALE=full`` adds 1M items on PostgreSQL (a minute or more to fill)
+rounds, and the rounds go through an axis's sizes in turn (1k, 100k, 1k, 100k, ...), so a
+change in the machine's load shifts every size alike. ``DURABLY_BENCH_SCALE_ROUNDS=N`` sets
+the rounds. ``DURABLY_BENCH_SCALE=full`` adds 1M items on PostgreSQL (a minute or more to fill)
 and runs three rounds instead of one (the figures in docs/benchmarks/scale.md), which
 takes some 30 minutes on a busy two-core machine.
 
@@ -26,7 +28,7 @@ from durably.work import WorkQueue
 FULL = os.environ.get("DURABLY_BENCH_SCALE", "") == "full"
 SAMPLES = 150
 STATS_SAMPLES = 15
-ROUNDS = 3 if FULL else 1
+ROUNDS = int(os.environ.get("DURABLY_BENCH_SCALE_ROUNDS", "3" if FULL else "1"))
 TENANT_ITEMS = 20_000
 ITEM_SIZES: tuple[int, ...] = (1_000, 100_000)
 BIG_ITEMS = 1_000_000  # PostgreSQL only, with DURABLY_BENCH_SCALE=full
@@ -102,16 +104,19 @@ def print_table(backing: str, axes: Sequence[Sequence[Row]]) -> None:
 
 
 def run(measure: Callable[[int, int], Sample], big: bool = False) -> list[list[Row]]:
-    """Every size's medians over ``ROUNDS`` rounds of ``measure(items, tenants)`` (the
-    slowest column: the worst round's)."""
+    """Every size's medians over ``ROUNDS`` rounds of ``measure(items, tenants)``, each round
+    measuring every size of an axis in turn (the slowest column: the worst round's)."""
     axes: list[list[Row]] = []
     for sizes in (item_sizes(big), tenant_sizes()):
+        rounds: list[list[Sample]] = [[] for _ in sizes]
+        for _ in range(ROUNDS):
+            for samples, (label, items, tenants) in zip(rounds, sizes, strict=True):
+                samples.append(measure(items, tenants))
+                print(f"  ({label}: {samples[-1][0]:.3f} ms)", flush=True)
         rows: list[Row] = []
-        for label, items, tenants in sizes:
-            rounds = [measure(items, tenants) for _ in range(ROUNDS)]
-            ours, floor, stats = (statistics.median(r[i] for r in rounds) for i in range(3))
-            rows.append((label, ours, floor, stats, max(r[3] for r in rounds)))
-            print(f"  ({label}: {ours:.3f} ms)", flush=True)
+        for samples, (label, _, _) in zip(rounds, sizes, strict=True):
+            ours, floor, stats = (statistics.median(r[i] for r in samples) for i in range(3))
+            rows.append((label, ours, floor, stats, max(r[3] for r in samples)))
         axes.append(rows)
     return axes
 

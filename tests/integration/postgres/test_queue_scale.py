@@ -12,7 +12,7 @@ from durably.postgres import PostgresWorkQueue, StateTables
 from durably.postgres import statements as sql_files
 from durably.postgres.executor import database_for
 from durably.postgres.queue import CLAIM_MOST
-from tests.pg_service import Stores
+from tests.pg_service import Stores, close_pool, open_pool
 
 pytestmark = pytest.mark.postgres
 
@@ -87,3 +87,36 @@ async def test_one_claim_takes_at_most_claim_most_items(pg_stores: Stores) -> No
     assert len(batch) == CLAIM_MOST
     rest = await queue.claim_many(worker="w", limit=CLAIM_MOST * 2)
     assert len(rest) == 5
+
+
+async def test_a_pooled_connection_keeps_the_claims_generic_plan(
+    postgres_dsn: str, pg_driver: str, pg_stores: Stores
+) -> None:
+    # From ~20k queued rows the plans made for one call's values used to look cheaper than
+    # the generic plan, so every claim was planned again (~1 ms, more than it runs). On a
+    # one-connection pool, after the plan cache's five trial runs, the claim must run the
+    # generic plan.
+    tables = await pg_stores.tables()
+    await _fill(pg_stores.pool, tables, 1, 30_000)
+    await _fetch(pg_stores.pool, f"ANALYZE {tables.names['work']}")
+    await _fetch(pg_stores.pool, f"ANALYZE {tables.names['rota']}")
+    pool = await open_pool(pg_driver, postgres_dsn, size=1)
+    try:
+        queue = PostgresWorkQueue(pool, tables=tables)
+        claims = 12
+        for n in range(claims):
+            item = await queue.claim(worker=f"w{n}")
+            assert item is not None
+        rows = await _fetch(
+            pool,
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE statement LIKE $1",
+            f"%{tables.names['rota']}%'promote'%",
+        )
+        await queue.close()
+    finally:
+        await close_pool(pool)
+    assert len(rows) == 1, rows
+    generic, custom = rows[0]
+    assert custom <= 5, (generic, custom)
+    assert generic >= claims - 5, (generic, custom)
