@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import inspect
 import logging
 import uuid
@@ -40,11 +41,15 @@ T = TypeVar("T")
 DURABLE_BACKOFF = 5.0
 """A step's backoff longer than this many seconds is a durable sleep, not an in-pass wait."""
 
-_workflow: contextvars.ContextVar[Context | None] = contextvars.ContextVar(
-    "durably_workflow", default=None
-)
-_step: contextvars.ContextVar[StepContext | None] = contextvars.ContextVar(
-    "durably_step", default=None
+Attempt = tuple["Context", str, int]
+"""A running step attempt: its workflow's context, the step's key and the attempt number
+(from 1); `context()` builds the `StepContext` from it only when asked."""
+
+# What this task runs in: a workflow body (its Context), a step attempt inside one (the body
+# is then not current: further step calls run plainly), or neither. One variable, so a
+# step's attempt binds and unbinds once.
+_current: contextvars.ContextVar[Context | Attempt | None] = contextvars.ContextVar(
+    "durably_current", default=None
 )
 
 
@@ -62,15 +67,17 @@ class StepContext:
 
 def context() -> StepContext:
     """The running step's `StepContext`; `RuntimeError` outside a step."""
-    current = _step.get()
-    if current is None:
+    current = _current.get()
+    if not isinstance(current, tuple):
         raise RuntimeError("durably.context() is only available inside a running step")
-    return current
+    ctx, key, attempt = current
+    return StepContext(ctx.id, key, attempt, ctx.tenant, ctx.kind)
 
 
 def current_workflow() -> Context | None:
     """The workflow body this code runs in (outside a step), or None."""
-    return _workflow.get()
+    current = _current.get()
+    return current if isinstance(current, Context) else None
 
 
 class _ReplayQuiet(logging.LoggerAdapter):  # type: ignore[type-arg]
@@ -115,6 +122,7 @@ class Context:
         cancels: CancelWatch | None = None,
     ) -> None:
         self._run = run
+        self._id = run.workflow
         self._start = start
         self._kind = kind
         self._cancels = cancels
@@ -135,17 +143,18 @@ class Context:
         self._stopped: WorkflowStopped | None = None
         self._cancel_delivered = False
         self._cancel_arrived = False
-        self.logger: logging.LoggerAdapter[logging.Logger] = _ReplayQuiet(
-            logging.getLogger(f"durably.workflow.{kind}"), self
-        )
+
+    @functools.cached_property
+    def logger(self) -> logging.LoggerAdapter[logging.Logger]:
         """A logger that stays quiet while the body replays recorded work."""
+        return _ReplayQuiet(logging.getLogger(f"durably.workflow.{self._kind}"), self)
 
     # --- who we are -----------------------------------------------------------------------
 
     @property
     def id(self) -> str:
         """The workflow's id."""
-        return self._run.workflow
+        return self._id
 
     @property
     def kind(self) -> str:
@@ -406,9 +415,9 @@ class Context:
         """Raise the cancellation (once per pass) at a point the body has not passed
         before: a call whose ``key`` is recorded replays, so a cancel lands where it
         first could, on every pass alike."""
-        if self._cancel_delivered or (key is not None and key in self._run.recorded):
+        if self._cancel_delivered or (key is not None and key in self._records):
             return
-        if self._timed_out or self._cancel_arrived or self._cancel_key in self._run.recorded:
+        if self._timed_out or self._cancel_arrived or self._cancel_key in self._records:
             self._cancel_delivered = True
             reason = "timed out" if self._timed_out else "was cancelled"
             raise asyncio.CancelledError(f"workflow {self.id!r} {reason}")
@@ -419,35 +428,25 @@ def is_async(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(fn)
 
 
-def bind_workflow(ctx: Context | None) -> contextvars.Token[Context | None]:
-    """Make ``ctx`` the current workflow of this task (None inside a step)."""
-    return _workflow.set(ctx)
+def bind(current: Context | Attempt | None) -> contextvars.Token[Context | Attempt | None]:
+    """Make ``current`` (a workflow body's Context, a step attempt, or None) what this task
+    runs in."""
+    return _current.set(current)
 
 
-def unbind_workflow(token: contextvars.Token[Context | None]) -> None:
-    """Undo `bind_workflow`."""
-    _workflow.reset(token)
-
-
-def bind_step(info: StepContext | None) -> contextvars.Token[StepContext | None]:
-    """Make ``info`` what `context()` returns in this task."""
-    return _step.set(info)
-
-
-def unbind_step(token: contextvars.Token[StepContext | None]) -> None:
-    """Undo `bind_step`."""
-    _step.reset(token)
+def unbind(token: contextvars.Token[Context | Attempt | None]) -> None:
+    """Undo `bind`."""
+    _current.reset(token)
 
 
 __all__ = [
+    "Attempt",
     "CancelWatch",
     "Context",
     "StepContext",
-    "bind_step",
-    "bind_workflow",
+    "bind",
     "context",
     "current_workflow",
     "is_async",
-    "unbind_step",
-    "unbind_workflow",
+    "unbind",
 ]

@@ -7,8 +7,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from durably.app import records
-from durably.app.context import DURABLE_BACKOFF, Context, StepContext
-from durably.app.values import digest
+from durably.app.context import DURABLE_BACKOFF, Context, bind, unbind
 from durably.errors import NondeterminismError, StepFailedError, StepResultError
 
 if TYPE_CHECKING:
@@ -21,23 +20,45 @@ async def recorded_call(
     """Run ``step`` once across every pass of ``ctx``'s workflow under ``key``: replayed
     from its record (checked against the arguments' digest), or attempted under its retry
     policy and recorded with its value or its error."""
-    marker = digest(step.signature.encode_args(args, kwargs))
+    marker = step.signature.digest_args(args, kwargs)
     ctx._unmet.discard(key)
-    fresh = key not in ctx._records
-    if fresh and ctx._cancels is not None and ctx._cancels.due(ctx.id):
-        ctx._cancel_arrived = await ctx._cancels.arrived(ctx.id, ctx._cancel_key)
-    if fresh and not ctx._cancel_delivered:
-        ctx._deliver_cancel(key)
+    recorded = ctx._records
+    if key not in recorded:
+        if ctx._cancels is not None and ctx._cancels.due(ctx.id):
+            ctx._cancel_arrived = await ctx._cancels.arrived(ctx.id, ctx._cancel_key)
+        if not ctx._cancel_delivered:
+            ctx._deliver_cancel(key)
     failure: list[BaseException] = []
+    result = step.signature.result
+    # The record this pass wrote, when its value is plain (`Value.plain`): its JSON
+    # round trip is equal and of the same types, so reading it back needs no checks.
+    own: dict[str, object] | None = None
 
     async def effect() -> object:
+        nonlocal own
         try:
-            value = await _attempts(ctx, step, key, args, kwargs)
+            if step.direct and records.retry_key(key, 1) not in recorded:
+                # The common case, inline: a first attempt that is a plain await.
+                first: Exception | None = None
+                token = bind((ctx, key, 1))
+                try:
+                    value = await step.fn(*args, **kwargs)
+                except Exception as exc:
+                    first = exc
+                finally:
+                    unbind(token)
+                if first is not None:
+                    value = await _attempts(ctx, step, key, args, kwargs, first)
+            else:
+                value = await _attempts(ctx, step, key, args, kwargs, None)
         except Exception as exc:
             failure.append(exc)
             return {"a": marker, "e": [type(exc).__name__, str(exc)]}
+        if result.plain is not None and result.plain(value):
+            own = {"a": marker, "v": value}
+            return own
         try:
-            encoded = step.signature.result.encode(value)
+            encoded = result.encode(value)
         except Exception as exc:
             error = StepResultError(f"step {key!r} returned a value it cannot encode: {exc}")
             failure.append(error)
@@ -45,6 +66,8 @@ async def recorded_call(
         return {"a": marker, "v": encoded}
 
     def parse(stored: object) -> Any:
+        if own is not None and stored == own:
+            return stored["v"]
         return _parse(ctx, step, key, marker, stored)
 
     try:
@@ -56,36 +79,46 @@ async def recorded_call(
 
 
 async def _attempts(
-    ctx: Context, step: Step[..., Any], key: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ctx: Context,
+    step: Step[..., Any],
+    key: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    failed: Exception | None,
 ) -> Any:
-    # Attempts that ended in a durable backoff in earlier passes left their deadline.
+    """The step's attempts under its retry policy: from the first, or (``failed``) on from
+    a first attempt that already ran and raised ``failed``."""
     attempt = 1
-    while records.retry_key(key, attempt) in ctx._records:
-        attempt += 1
-    if attempt > 1:
-        waited = records.retry_key(key, attempt - 1)
-        ctx._meet(waited)
-        await ctx._run.sleep(waited, DURABLE_BACKOFF)  # the recorded deadline rules
-    while True:
-        info = StepContext(ctx.id, key, attempt, ctx.tenant, ctx.kind)
-        try:
-            return await step.invoke(args, kwargs, info)
-        except Exception as exc:
-            if not step.retry.retries(exc, attempt):
-                raise
-            delay = step.retry.backoff(attempt)
-            ctx.logger.warning(
-                "step %r attempt %d failed: %r; retrying in %.3fs", key, attempt, exc, delay
-            )
-            if delay > DURABLE_BACKOFF:
-                # A long wait ends the pass and frees the worker; the workflow wakes for
-                # the next attempt at the recorded deadline.
-                waiting = records.retry_key(key, attempt)
-                ctx._meet(waiting)
-                await ctx._run.sleep(waiting, delay)
-            elif delay > 0:
-                await asyncio.sleep(delay)
+    if failed is None:
+        # Attempts that ended in a durable backoff in earlier passes left their deadline.
+        while records.retry_key(key, attempt) in ctx._records:
             attempt += 1
+        if attempt > 1:
+            waited = records.retry_key(key, attempt - 1)
+            ctx._meet(waited)
+            await ctx._run.sleep(waited, DURABLE_BACKOFF)  # the recorded deadline rules
+    while True:
+        if failed is None:
+            try:
+                return await step.invoke(args, kwargs, (ctx, key, attempt))
+            except Exception as exc:
+                failed = exc
+        if not step.retry.retries(failed, attempt):
+            raise failed
+        delay = step.retry.backoff(attempt)
+        ctx.logger.warning(
+            "step %r attempt %d failed: %r; retrying in %.3fs", key, attempt, failed, delay
+        )
+        failed = None
+        if delay > DURABLE_BACKOFF:
+            # A long wait ends the pass and frees the worker; the workflow wakes for the
+            # next attempt at the recorded deadline.
+            waiting = records.retry_key(key, attempt)
+            ctx._meet(waiting)
+            await ctx._run.sleep(waiting, delay)
+        elif delay > 0:
+            await asyncio.sleep(delay)
+        attempt += 1
 
 
 def _parse(ctx: Context, step: Step[..., Any], key: str, marker: str, stored: object) -> Any:

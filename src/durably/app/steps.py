@@ -7,15 +7,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, ParamSpec, TypeVar
 
-from durably.app.context import (
-    StepContext,
-    bind_step,
-    bind_workflow,
-    current_workflow,
-    is_async,
-    unbind_step,
-    unbind_workflow,
-)
+from durably.app.context import Attempt, bind, current_workflow, is_async, unbind
 from durably.app.recording import recorded_call
 from durably.app.records import user_key
 from durably.app.retry import ONCE, Retry
@@ -49,6 +41,9 @@ class Step(Generic[P, R]):
         self.signature = Signature(fn, f"step {name!r}")
         self._key = key
         self._async = is_async(fn)
+        self.direct = self._async and timeout is None
+        """Whether an attempt is just an await of the function (no thread, no timeout):
+        the first attempt of a fresh call then runs inline (`recorded_call`)."""
         functools.update_wrapper(self, fn)
 
     def keyed(self, key: str) -> Step[P, R]:
@@ -76,12 +71,11 @@ class Step(Generic[P, R]):
             return await self.fn(*args, **kwargs)  # type: ignore[no-any-return,misc]
         return await asyncio.to_thread(self.fn, *args, **kwargs)  # type: ignore[arg-type]
 
-    async def invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any], info: StepContext) -> R:
-        """Run one attempt inside a workflow: `durably.context()` gives ``info``, further
-        step calls inside run plainly, and ``timeout`` bounds the attempt
+    async def invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any], attempt: Attempt) -> R:
+        """Run one attempt inside a workflow: `durably.context()` describes ``attempt``,
+        further step calls inside run plainly, and ``timeout`` bounds the attempt
         (`StepTimeoutError`)."""
-        outer = bind_workflow(None)
-        inner = bind_step(info)
+        token = bind(attempt)
         try:
             if self.timeout is None:
                 if self._async:
@@ -90,13 +84,13 @@ class Step(Generic[P, R]):
             try:
                 return await asyncio.wait_for(self._plain(args, kwargs), self.timeout)
             except TimeoutError:
+                ctx, key, number = attempt
                 raise StepTimeoutError(
-                    f"step {info.step!r} of workflow {info.workflow!r} timed out after "
-                    f"{self.timeout}s (attempt {info.attempt})"
+                    f"step {key!r} of workflow {ctx.id!r} timed out after "
+                    f"{self.timeout}s (attempt {number})"
                 ) from None
         finally:
-            unbind_step(inner)
-            unbind_workflow(outer)
+            unbind(token)
 
     def __repr__(self) -> str:
         return f"<durably step {self.name!r}>"

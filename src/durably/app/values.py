@@ -158,6 +158,23 @@ class Signature:
         self._positional = all(
             p.kind is not inspect.Parameter.KEYWORD_ONLY for p in self.parameters
         )
+        # Every parameter plain (see `Value.plain`): a positional call of plain values is
+        # its own encoding, checked without the adapters, and its canonical JSON (what
+        # `digest_args` digests) is written out in the order of the sorted names.
+        self._plain: list[tuple[str, Callable[[object], bool]]] | None = None
+        self._canonical: list[tuple[int, str, Callable[[object], bool]]] | None = None
+        if self._positional:
+            checks = [(p.name, p.value.plain) for p in self.parameters]
+            plain = [(name, check) for name, check in checks if check is not None]
+            if len(plain) == len(checks):
+                self._plain = plain
+                self._canonical = sorted(
+                    (
+                        (index, f"{json.encoder.encode_basestring(name)}:", check)
+                        for index, (name, check) in enumerate(plain)
+                    ),
+                    key=lambda entry: plain[entry[0]][0],
+                )
 
     @property
     def names(self) -> list[str]:
@@ -167,6 +184,15 @@ class Signature:
     def encode_args(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, object]:
         """The call's arguments by name, defaults applied, each encoded; `InvalidInputError`
         naming the function and parameter for a call that does not fit."""
+        if self._plain is not None and not kwargs and len(args) == len(self._plain):
+            plain = self._plain
+            fast = {
+                name: value
+                for (name, check), value in zip(plain, args, strict=True)
+                if check(value)
+            }
+            if len(fast) == len(args):
+                return fast
         if not kwargs and len(args) == len(self.parameters) and self._positional:
             arguments: Mapping[str, Any] = {
                 parameter.name: value
@@ -194,6 +220,21 @@ class Signature:
                 ) from None
         return encoded
 
+    def digest_args(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
+        """`digest` of `encode_args`' output (`InvalidInputError` likewise); for a positional
+        call of plain values, without building it."""
+        canonical = self._canonical
+        if canonical is not None and not kwargs and len(args) == len(canonical):
+            parts = []
+            for index, prefix, check in canonical:
+                value = args[index]
+                if not check(value):
+                    break
+                parts.append(prefix + _RENDER.get(type(value), _CANONICAL)(value))
+            else:
+                return _blake(f"{{{','.join(parts)}}}")
+        return digest(self.encode_args(args, kwargs))
+
     def decode_args(self, encoded: Mapping[str, object]) -> tuple[list[Any], dict[str, Any]]:
         """Positional and keyword arguments decoded from `encode_args`'s output. Raises
         `ValidationError` (or `KeyError` for a missing one) when a stored value no longer
@@ -209,15 +250,43 @@ class Signature:
         return positional, keywords
 
 
-# One encoder for every call (json.dumps with options builds a new one each time).
-_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _canonical_encoder() -> Callable[[object], str]:
+    # `JSONEncoder.encode` builds the C encoder afresh on every call; this builds it once,
+    # with the same settings (so the same text), minus the cycle check: what is digested
+    # is already JSON-ready data, which has no cycles.
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return _ENCODER.encode
+    chunks = make(
+        None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", True, False, True
+    )
+    return lambda data: "".join(chunks(data, 0))
+
+
+_CANONICAL = _canonical_encoder()
+
+
+# The canonical JSON of a plain scalar, as the encoder writes it (others: the encoder).
+_RENDER: dict[type, Callable[[Any], str]] = {
+    int: int.__repr__,
+    str: json.encoder.encode_basestring,
+    bool: lambda value: "true" if value else "false",
+    type(None): lambda value: "null",
+}
 
 
 def digest(encoded: object) -> str:
     """A short, stable digest of JSON-ready data (a step's arguments): a 64-bit BLAKE2b of
     its canonical JSON, as 16 hex digits (no character a JSON string escapes, so a step
     record stays on the stores' cheap path)."""
-    return hashlib.blake2b(_CANONICAL(encoded).encode(), digest_size=8).hexdigest()
+    return _blake(_CANONICAL(encoded))
+
+
+def _blake(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 def stored_text(value: object) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from durably.app import records
-from durably.app.context import Context, bind_workflow, current_workflow, unbind_workflow
+from durably.app.context import Context, bind, current_workflow, unbind
 from durably.app.handles import WorkflowHandle
 from durably.app.retry import Retry
 from durably.app.values import Duration, Signature, seconds_of, stored_text
@@ -222,7 +222,7 @@ class Workflow(Generic[P, R]):
                 stored_text(start.get("args")),
                 str(exc),
             ) from None
-        token = bind_workflow(ctx)
+        token = bind(ctx)
         try:
             value = await self.fn(ctx, *positional, **keywords)
         except Suspended as exc:
@@ -248,7 +248,7 @@ class Workflow(Generic[P, R]):
                 await self._end(run, ctx, records.FAILED, repr(exc))
             raise BodyFailed(exc, retryable=self.retry is not None) from exc
         finally:
-            unbind_workflow(token)
+            unbind(token)
             self.app.cancels.forget(run.workflow)
         if ctx._stopped is not None:
             raise ctx._stopped
