@@ -1,0 +1,184 @@
+"""The quick path of a fresh step (its first attempt awaited inline, a plain result read
+back unchecked, plain arguments digested without building them) and the full path it
+falls back to: both give what the full path always gave."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pydantic
+import pytest
+
+import durably
+from durably.app.values import Signature, digest
+
+
+class Point(pydantic.BaseModel):
+    x: float
+    y: float
+
+
+async def plain(b: str, a: int, flag: bool, nothing: None, tags: dict[str, list[str]]) -> None:
+    """Every parameter plain."""
+
+
+async def mixed(n: int, ratio: float, point: Point, *, label: str = "none") -> None:
+    """Parameters the adapters encode."""
+
+
+PLAIN_CALLS: list[tuple[Any, ...]] = [
+    ("x", 1, True, None, {}),
+    ('q"é\n\\\u2028', -(10**30), False, None, {'k"é': ["x", "\t"], "a": []}),
+    ("", 0, True, None, {"z": [], "a": ["\x00"]}),
+]
+
+
+def test_the_digest_of_plain_arguments_is_unchanged() -> None:
+    # Frozen: the digest the generic path (canonical JSON of encode_args) gave before
+    # the quick path existed; a stored record's marker must keep matching.
+    assert digest({}) == "01e7b720ff566d53"
+    signature = Signature(plain, "plain")
+    assert signature.digest_args(("x", 1, True, None, {}), {}) == "b7675ee90123f600"
+
+
+@pytest.mark.parametrize("args", PLAIN_CALLS)
+def test_plain_arguments_digest_as_their_encoding_does(args: tuple[Any, ...]) -> None:
+    signature = Signature(plain, "plain")
+    assert signature.digest_args(args, {}) == digest(signature.encode_args(args, {}))
+
+
+def test_arguments_off_the_quick_path_digest_as_their_encoding_does() -> None:
+    signature = Signature(plain, "plain")
+    by_name = {"b": "x", "a": 1, "flag": True, "nothing": None, "tags": {}}
+    assert signature.digest_args((), by_name) == signature.digest_args(("x", 1, True, None, {}), {})
+    # A bool for an int, a str subclass: the adapters decide, as before.
+    odd: tuple[Any, ...] = (type("Name", (str,), {})("x"), True, True, None, {})
+    assert signature.digest_args(odd, {}) == digest(signature.encode_args(odd, {}))
+    typed = Signature(mixed, "mixed")
+    args = (3, 0.5, Point(x=1, y=2))
+    assert typed.digest_args(args, {"label": "l"}) == digest(
+        typed.encode_args(args, {"label": "l"})
+    )
+
+
+async def test_a_first_attempt_that_fails_inline_goes_on_to_its_retries() -> None:
+    app = durably.App("memory://", clock=durably.ManualClock())
+    attempts: list[tuple[str, int]] = []
+
+    @app.step(name="flaky", retry=durably.Retry(max_attempts=3, initial=0.0, maximum=0.0))
+    async def flaky(n: int) -> int:
+        info = durably.context()
+        attempts.append((info.step, info.attempt))
+        if info.attempt < 3:
+            raise RuntimeError("not yet")
+        return n
+
+    @app.workflow
+    async def body(ctx: durably.Context) -> int:
+        return await flaky(7)
+
+    assert flaky.direct
+    async with app:
+        handle = await body.start()
+        await app.run_until_idle()
+        assert await handle.result(timeout=5) == 7
+    assert attempts == [("flaky#1", 1), ("flaky#1", 2), ("flaky#1", 3)]
+
+
+async def test_a_step_with_a_timeout_or_a_plain_def_takes_the_full_path() -> None:
+    app = durably.App("memory://", clock=durably.ManualClock())
+    threads: list[int] = []
+
+    @app.step(timeout=0.05)
+    async def slow(n: int) -> int:
+        await asyncio.sleep(5)
+        return n
+
+    @app.step
+    def blocking(n: int) -> int:
+        threads.append(threading.get_ident())
+        assert durably.context().attempt == 1
+        return n + 1
+
+    @app.workflow
+    async def body(ctx: durably.Context) -> str:
+        value = await blocking(1)
+        try:
+            await slow(1)
+        except durably.StepFailedError as exc:
+            return f"{value}:{exc.error_type}"
+        return "not timed out"
+
+    assert not slow.direct
+    assert not blocking.direct
+    async with app:
+        handle = await body.start()
+        await app.run_until_idle()
+        assert await handle.result(timeout=5) == "2:StepTimeoutError"
+    assert threads
+    assert threads[0] != threading.get_ident()
+
+
+async def test_inside_an_inline_step_another_step_runs_plainly_and_context_describes_it() -> None:
+    app = durably.App("memory://", clock=durably.ManualClock())
+    seen: list[durably.StepContext] = []
+
+    @app.step
+    async def inner(n: int) -> int:
+        return n * 10
+
+    @app.step(name="outer")
+    async def outer(n: int) -> int:
+        seen.append(durably.context())
+        return await inner(n)  # not recorded: a plain call inside a running step
+
+    @app.workflow
+    async def body(ctx: durably.Context) -> int:
+        first = await outer(1)
+        with pytest.raises(RuntimeError):
+            durably.context()  # the body again, not the step
+        return first + await outer(2)
+
+    async with app:
+        handle = await body.start()
+        await app.run_until_idle()
+        assert await handle.result(timeout=5) == 30
+        checkpointer = (await app.stores()).checkpointer
+        stored = await checkpointer.load(handle.id)
+    assert [key for key in stored if not key.startswith("durably:")] == ["outer#1", "outer#2"]
+    assert [(info.workflow, info.step, info.attempt) for info in seen] == [
+        (handle.id, "outer#1", 1),
+        (handle.id, "outer#2", 1),
+    ]
+
+
+async def test_results_come_back_decoded_on_the_first_pass_plain_or_not() -> None:
+    app = durably.App("memory://", clock=durably.ManualClock())
+
+    @app.step(name="counts")
+    async def counts(n: int) -> dict[str, int]:
+        return {"n": n}
+
+    @app.step(name="point")
+    async def point(n: int) -> Point:
+        return Point(x=n, y=n)
+
+    @app.workflow
+    async def body(ctx: durably.Context) -> str:
+        plain_value = await counts(2)
+        model = await point(3)
+        assert isinstance(model, Point)
+        return f"{plain_value['n']}:{model.x}"
+
+    async with app:
+        handle = await body.start()
+        await app.run_until_idle()
+        assert await handle.result(timeout=5) == "2:3.0"
+        stored = await (await app.stores()).checkpointer.load(handle.id)
+    assert stored["counts#1"] == {
+        "a": Signature(counts.fn, "c").digest_args((2,), {}),
+        "v": {"n": 2},
+    }
+    assert stored["point#1"]["v"] == {"x": 3.0, "y": 3.0}  # type: ignore[index]
