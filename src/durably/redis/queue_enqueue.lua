@@ -34,31 +34,44 @@ redis.call('ZADD', base .. 'ready:' .. q .. #tenant .. ':' .. tenant .. ':' .. p
   available, member)
 redis.call('HINCRBY', base .. 'stats:' .. q, 'depth', 1)
 local at, at_now = tonumber(available), tonumber(now)
-redis.call('ZADD', base .. 'heads:' .. q, 'LT', available, tenant)
-if not redis.call('ZSCORE', base .. 'rota:' .. q, tenant) then
-  local fresh_key, fresh_of = base .. 'fresh:' .. q, base .. 'fresh-of:' .. q
-  local mine = string.sub(member, 1, 16) .. tenant
-  local fresh = redis.call('HGET', fresh_of, tenant)
-  if fresh then
-    local was = tonumber(redis.call('ZSCORE', fresh_key, fresh))
-    if at < was or (at == was and mine < fresh) then
-      redis.call('ZREM', fresh_key, fresh)
-      redis.call('ZADD', fresh_key, available, mine)
-      redis.call('HSET', fresh_of, tenant, mine)
-    end
-  else
-    redis.call('SADD', base .. 'queues', queue)
-    if at > at_now then
-      redis.call('ZADD', base .. 'waiting:' .. q, 'LT', available, tenant)
-    else
-      redis.call('ZREM', base .. 'waiting:' .. q, tenant)
-      local turn = redis.call('HGET', base .. 'turns:' .. q, tenant)
-      if turn then
-        redis.call('ZADD', base .. 'rota:' .. q, turn, tenant)
-      else
+local heads = base .. 'heads:' .. q
+-- The tenant's head answers most of its place in one read: with nothing queued it is in
+-- none of rota, fresh and waiting (it joins); an item later than the head moves nothing.
+local head = redis.call('ZSCORE', heads, tenant)
+local join = not head
+if not head then
+  redis.call('ZADD', heads, available, tenant)
+elseif at <= tonumber(head) then
+  if at < tonumber(head) then redis.call('ZADD', heads, available, tenant) end
+  if not redis.call('ZSCORE', base .. 'rota:' .. q, tenant) then
+    local fresh_key, fresh_of = base .. 'fresh:' .. q, base .. 'fresh-of:' .. q
+    local fresh = redis.call('HGET', fresh_of, tenant)
+    if fresh then
+      local mine = string.sub(member, 1, 16) .. tenant
+      local was = tonumber(redis.call('ZSCORE', fresh_key, fresh))
+      if at < was or (at == was and mine < fresh) then
+        redis.call('ZREM', fresh_key, fresh)
         redis.call('ZADD', fresh_key, available, mine)
         redis.call('HSET', fresh_of, tenant, mine)
       end
+    else
+      join = true
+    end
+  end
+end
+if join then
+  redis.call('SADD', base .. 'queues', queue)
+  if at > at_now then
+    redis.call('ZADD', base .. 'waiting:' .. q, 'LT', available, tenant)
+  else
+    if head then redis.call('ZREM', base .. 'waiting:' .. q, tenant) end
+    local turn = redis.call('HGET', base .. 'turns:' .. q, tenant)
+    if turn then
+      redis.call('ZADD', base .. 'rota:' .. q, turn, tenant)
+    else
+      local mine = string.sub(member, 1, 16) .. tenant
+      redis.call('ZADD', base .. 'fresh:' .. q, available, mine)
+      redis.call('HSET', base .. 'fresh-of:' .. q, tenant, mine)
     end
   end
 end

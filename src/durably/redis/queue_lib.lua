@@ -33,22 +33,32 @@ local PROMOTE = 200
 local function turn_order(member, tenant) return string.sub(member, 1, 16) .. tenant end
 
 -- ``tenant`` has a new queued item ``member``, available at ``available`` (a number):
--- its place follows, as of ``now``.
+-- its place follows, as of ``now``. The tenant's head answers most of it in one read: a
+-- tenant with nothing queued is in none of rota, fresh and waiting, and an item later than
+-- the head moves nothing (an older item placed the tenant; a waiting tenant whose head
+-- has come due joins the rotation at the next claim, as it would without this item).
 local function place(queue, tenant, member, available, now)
-  redis.call('ZADD', qkey('heads', queue), 'LT', available, tenant)
-  if redis.call('ZSCORE', qkey('rota', queue), tenant) then return end
-  local fresh_key, fresh_of = qkey('fresh', queue), qkey('fresh-of', queue)
-  local mine = turn_order(member, tenant)
-  local fresh = redis.call('HGET', fresh_of, tenant)
-  if fresh then
-    -- Due and never served: the tenant's tie-break is its oldest item, which this may be.
-    local at = tonumber(redis.call('ZSCORE', fresh_key, fresh))
-    if available < at or (available == at and mine < fresh) then
-      redis.call('ZREM', fresh_key, fresh)
-      redis.call('ZADD', fresh_key, available, mine)
-      redis.call('HSET', fresh_of, tenant, mine)
+  local heads, mine = qkey('heads', queue), turn_order(member, tenant)
+  local head = redis.call('ZSCORE', heads, tenant)
+  if not head then
+    redis.call('ZADD', heads, available, tenant)
+  else
+    head = tonumber(head)
+    if available > head then return end
+    if available < head then redis.call('ZADD', heads, available, tenant) end
+    if redis.call('ZSCORE', qkey('rota', queue), tenant) then return end
+    local fresh_key, fresh_of = qkey('fresh', queue), qkey('fresh-of', queue)
+    local fresh = redis.call('HGET', fresh_of, tenant)
+    if fresh then
+      -- Due and never served: the tenant's tie-break is its oldest item, which this may be.
+      local at = tonumber(redis.call('ZSCORE', fresh_key, fresh))
+      if available < at or (available == at and mine < fresh) then
+        redis.call('ZREM', fresh_key, fresh)
+        redis.call('ZADD', fresh_key, available, mine)
+        redis.call('HSET', fresh_of, tenant, mine)
+      end
+      return
     end
-    return
   end
   -- The registry `reap` walks.
   redis.call('SADD', base .. 'queues', queue)
@@ -57,13 +67,13 @@ local function place(queue, tenant, member, available, now)
     return
   end
   -- Due now, so older than whatever the tenant had waiting: it joins the rotation.
-  redis.call('ZREM', qkey('waiting', queue), tenant)
+  if head then redis.call('ZREM', qkey('waiting', queue), tenant) end
   local turn = redis.call('HGET', qkey('turns', queue), tenant)
   if turn then
     redis.call('ZADD', qkey('rota', queue), turn, tenant)
   else
-    redis.call('ZADD', fresh_key, available, mine)
-    redis.call('HSET', fresh_of, tenant, mine)
+    redis.call('ZADD', qkey('fresh', queue), available, mine)
+    redis.call('HSET', qkey('fresh-of', queue), tenant, mine)
   end
 end
 local function add_ready(queue, tenant, priority, member, available, now)
