@@ -79,6 +79,51 @@ async def test_tenants_at_one_turn_are_ordered_by_their_oldest_due_item_of_any_p
     assert taken == [("a", "a-urgent"), ("b", "b-normal"), ("a", "a-low")]
 
 
+async def test_a_waiting_tenant_whose_delayed_item_came_due_goes_by_that_item_not_a_later_one(
+    any_redis: Any,
+) -> None:
+    # a's delayed item came due at 1005 and no claim has promoted it yet; a's new item (due
+    # at 1010, after b's) is not a's oldest, so a goes by its 1005 item, ahead of b.
+    clock = ManualClock(1000.0)
+    queue = RedisWorkQueue(any_redis, clock=clock, key_prefix=namespace_for(any_redis))
+    await queue.enqueue(WorkItem(id="a-delayed", tenant="a", queue="q", available_at=1005.0))
+    clock.advance(10)
+    await queue.enqueue(WorkItem(id="b0", tenant="b", queue="q"))
+    await queue.enqueue(WorkItem(id="a-now", tenant="a", queue="q"))
+    taken = [await _take(queue) for _ in range(3)]
+    assert taken == [("a", "a-delayed"), ("b", "b0"), ("a", "a-now")]
+
+
+async def test_an_item_later_than_its_tenants_head_reads_no_rotation_set(
+    any_redis: Any,
+) -> None:
+    if "Cluster" in type(any_redis).__name__:
+        pytest.skip("command counts are per node")
+    clock = ManualClock(1000.0)
+    queue = RedisWorkQueue(any_redis, clock=clock, key_prefix=namespace_for(any_redis))
+    await queue.enqueue(WorkItem(id="i0", tenant="t", queue="q"))
+    clock.advance(1)
+    await any_redis.config_resetstat()
+    await queue.enqueue(WorkItem(id="i1", tenant="t", queue="q"))
+    calls = {
+        name.removeprefix("cmdstat_"): int(stats["calls"])
+        for name, stats in (await any_redis.info("commandstats")).items()
+        if name
+        not in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_info", "cmdstat_config|resetstat")
+    }
+    # The live check, the record, the ready entry, the depth, the tenant's head, and the
+    # bell read and rung (it is short of its bound): nothing about rota, fresh or waiting.
+    assert calls == {
+        "hget": 1,
+        "hset": 1,
+        "zadd": 1,
+        "hincrby": 1,
+        "zscore": 1,
+        "llen": 1,
+        "lpush": 1,
+    }
+
+
 async def test_an_item_enqueued_with_attempts_and_failures_keeps_them(any_redis: Any) -> None:
     # As every backing does (the returned item is work.queued_copy's): the count and the
     # failures go on from there.

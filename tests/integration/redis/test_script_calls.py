@@ -72,3 +72,25 @@ async def test_a_single_connection_client_runs_scripts_on_its_one_connection(
         assert await _ECHOES(client, ["k"], ["again"]) == b"again"
     finally:
         await client.aclose()
+
+
+_ECHOES_ALL = Script("return ARGV", "echoes_all.lua")
+
+
+async def test_arguments_of_every_kind_reach_a_script_as_redis_py_would_send_them(
+    redis_client: Any,
+) -> None:
+    sent = ["tenant-é", b"\x00raw bytes\xff", 12, 0.1 + 0.2, "x" * 10_000, "", b""]
+    expected = [b"tenant-\xc3\xa9", b"\x00raw bytes\xff", b"12", b"0.30000000000000004"]
+    expected += [b"x" * 10_000, b"", b""]
+    assert await _ECHOES_ALL(redis_client, ["k"], sent) == expected
+
+
+async def test_a_client_that_encodes_text_otherwise_sends_it_so(
+    redis_server: RedisServer,
+) -> None:
+    client = Redis(host="127.0.0.1", port=redis_server.port, encoding="latin-1")
+    try:
+        assert await _ECHOES(client, ["k"], ["é"]) == b"\xe9"
+    finally:
+        await client.aclose()
