@@ -10,6 +10,8 @@ import pytest
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.exceptions import ResponseError
 
+from durably import ManualClock, WorkItem
+from durably.redis import RedisWorkQueue
 from durably.redis.scripts import Script
 from tests.redis_service import RedisServer
 
@@ -94,3 +96,21 @@ async def test_a_client_that_encodes_text_otherwise_sends_it_so(
         assert await _ECHOES(client, ["k"], ["é"]) == b"\xe9"
     finally:
         await client.aclose()
+
+
+async def test_a_connection_the_server_dropped_while_idle_does_not_fail_the_next_enqueue(
+    redis_server: RedisServer,
+) -> None:
+    client = Redis(host="127.0.0.1", port=redis_server.port)
+    admin = Redis(host="127.0.0.1", port=redis_server.port)
+    try:
+        queue = RedisWorkQueue(client, clock=ManualClock(1000.0), key_prefix="idle-drop")
+        await queue.enqueue(WorkItem(id="before", tenant="t"))
+        pooled = await client.client_id()  # the pool's one connection, the queue's too
+        assert await admin.client_kill_filter(_id=str(pooled)) == 1
+        queued = await queue.enqueue(WorkItem(id="after", tenant="t"))
+        assert queued.id == "after"
+        assert (await queue.stats()).depth == 2
+    finally:
+        await client.aclose()
+        await admin.aclose()
