@@ -1,4 +1,5 @@
-"""SQLite backing throughput: enqueue, claim+complete at concurrency 10, steps recorded.
+"""SQLite backing throughput: enqueue, claim+complete at concurrency 10 (raw loops, then a
+`Worker` against them in alternating runs), steps recorded.
 
 Run with ``python -m benchmarks.sqlite`` (or through ``make bench``). Each figure is the
 median of three runs, each on a fresh file in a temporary directory, with the backing's
@@ -12,12 +13,14 @@ import sqlite3
 import statistics
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from benchmarks import sqlite_idle
-from durably.sqlite import SqliteCheckpointer, SqliteWorkQueue, connect
+from durably.errors import DurablyError
+from durably.sqlite import Database, SqliteCheckpointer, SqliteWorkQueue, connect
 from durably.work import WorkItem
+from durably.worker import Worker
 
 ITEMS = 1000
 STEPS = 1000
@@ -40,17 +43,21 @@ async def enqueued_per_second(path: Path) -> float:
         await db.close()
 
 
+async def _fill(db: Database, queue: SqliteWorkQueue) -> None:
+    await db.transaction(
+        lambda tx: [
+            queue.bound(tx).enqueue(WorkItem(id=f"item-{n}", tenant=f"tenant-{n % 10}"))
+            for n in range(ITEMS)
+        ]
+    )
+
+
 async def claimed_and_completed_per_second(path: Path) -> float:
     """Items drained by one process running ``CONCURRENCY`` claim→complete loops."""
     db = await connect(path)
     try:
         queue = SqliteWorkQueue(db)
-        await db.transaction(
-            lambda tx: [
-                queue.bound(tx).enqueue(WorkItem(id=f"item-{n}", tenant=f"tenant-{n % 10}"))
-                for n in range(ITEMS)
-            ]
-        )
+        await _fill(db, queue)
 
         async def loop(worker: str) -> int:
             done = 0
@@ -66,6 +73,73 @@ async def claimed_and_completed_per_second(path: Path) -> float:
         return ITEMS / elapsed
     finally:
         await db.close()
+
+
+class _CountingQueue(SqliteWorkQueue):
+    """Counts completions, so a Worker's drain is timed to its last settle."""
+
+    completed = 0
+    drained: asyncio.Event
+
+    async def complete(self, item_id: str, *, tenant: str, worker: str) -> WorkItem:
+        item = await super().complete(item_id, tenant=tenant, worker=worker)
+        self._count(1)
+        return item
+
+    async def complete_many(
+        self, items: Sequence[tuple[str, str]], *, worker: str
+    ) -> list[WorkItem | DurablyError]:
+        results = await super().complete_many(items, worker=worker)
+        self._count(sum(isinstance(result, WorkItem) for result in results))
+        return results
+
+    def _count(self, completed: int) -> None:
+        self.completed += completed
+        if self.completed >= ITEMS:
+            self.drained.set()
+
+
+async def worker_drained_per_second(path: Path) -> float:
+    """Items drained by a `Worker` at concurrency ``CONCURRENCY`` with an empty handler,
+    timed from its start to the last settle."""
+    db = await connect(path)
+    try:
+        queue = _CountingQueue(db)
+        queue.drained = asyncio.Event()
+        await _fill(db, queue)
+
+        async def handler(item: WorkItem) -> None:
+            return None
+
+        worker = Worker(name="bench", grace_seconds=1.0)
+        worker.handle(queue, handler, concurrency=CONCURRENCY)
+        started = time.perf_counter()
+        serving = asyncio.create_task(worker.run(install_signal_handlers=False))
+        await asyncio.wait_for(queue.drained.wait(), 120)
+        elapsed = time.perf_counter() - started
+        worker.stop()
+        await serving
+        return ITEMS / elapsed
+    finally:
+        await db.close()
+
+
+async def _worker_ratio() -> tuple[float, float]:
+    """The Worker's drain ÷ the raw loops', each run alternating with the other: the median
+    ratio and the Worker's median rate."""
+    ratios, rates = [], []
+    for n in range(RUNS + 2):
+        sides: list[Measure] = [claimed_and_completed_per_second, worker_drained_per_second]
+        if n % 2:
+            sides.reverse()
+        measured: dict[Measure, float] = {}
+        for measure in sides:
+            with tempfile.TemporaryDirectory(prefix="durably-bench-") as directory:
+                measured[measure] = await measure(Path(directory) / "bench.db")
+        worker = measured[worker_drained_per_second]
+        ratios.append(worker / measured[claimed_and_completed_per_second])
+        rates.append(worker)
+    return statistics.median(ratios), statistics.median(rates)
 
 
 async def steps_recorded_per_second(path: Path) -> float:
@@ -93,12 +167,15 @@ async def _median(measure: Measure) -> float:
 
 
 async def _figures() -> list[tuple[str, float]]:
+    ratio, worker = await _worker_ratio()
     return [
         ("work items enqueued", await _median(enqueued_per_second)),
         (
             f"claimed+completed (1 process, {CONCURRENCY} tasks)",
             await _median(claimed_and_completed_per_second),
         ),
+        (f"same, through a Worker (concurrency {CONCURRENCY})", worker),
+        ("  Worker ÷ the loops (paired runs, median ratio)", ratio),
         ("workflow steps recorded", await _median(steps_recorded_per_second)),
     ]
 
@@ -113,7 +190,9 @@ def main() -> None:
     width = max(len(name) for name, _ in figures)
     print(f"{'operation':<{width}}  {'per second':>10}")
     for name, rate in figures:
-        print(f"{name:<{width}}  {rate:>10,.0f}")
+        print(
+            f"{name:<{width}}  {rate:>10,.2f}" if rate < 10 else f"{name:<{width}}  {rate:>10,.0f}"
+        )
     sqlite_idle.main()
 
 

@@ -325,13 +325,10 @@ class RedisWorkQueue:
         args = [self._prefix, queue, worker, number(now), number(now + lease), *_PRIORITIES]
         script, client = _LUA["queue_claim"], self._redis.client
 
+        call = (rota, *args)
+
         async def attempt() -> list[Any]:
-            pipe = client.pipeline(transaction=False)
-            for _ in range(take):
-                # By name, as `claim_waiting` sends it (cluster pipelines refuse `evalsha`).
-                pipe.execute_command("EVALSHA", script.sha, 1, rota, *args)
-            replies: list[Any] = await pipe.execute(raise_on_error=False)
-            return replies
+            return await script.run_many(client, [call] * take)
 
         replies = await self._redis.retry.run(
             attempt, lambda detail: QueueUnavailableError(queue, "claim", detail)
@@ -468,23 +465,13 @@ class RedisWorkQueue:
         now = [number(self._clock.now()), self._retention]
         script, client = _LUA["queue_complete"], self._redis.client
 
+        calls = []
+        for item_id, tenant in pairs:
+            ref = keys.item_ref(tenant, item_id)
+            calls.append((self._item_prefix + ref, self._prefix, ref, worker, *now))
+
         async def attempt() -> list[Any]:
-            pipe = client.pipeline(transaction=False)
-            for item_id, tenant in pairs:
-                ref = keys.item_ref(tenant, item_id)
-                # By name, as `claim_waiting` sends it (cluster pipelines refuse `evalsha`).
-                pipe.execute_command(
-                    "EVALSHA",
-                    script.sha,
-                    1,
-                    self._item_prefix + ref,
-                    self._prefix,
-                    ref,
-                    worker,
-                    *now,
-                )
-            replies: list[Any] = await pipe.execute(raise_on_error=False)
-            return replies
+            return await script.run_many(client, calls)
 
         replies = await self._redis.retry.run(
             attempt, lambda detail: QueueUnavailableError("?", "complete", detail)

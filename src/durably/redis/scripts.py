@@ -8,11 +8,12 @@ again, so callers never see ``NOSCRIPT``.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from redis.asyncio import ConnectionPool, Redis
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from redis import VERSION
 
@@ -114,6 +115,31 @@ class Script:
         except NoScriptError:
             return await client.execute_command("EVAL", self.source, numkeys, *keys_and_args)
 
+    async def run_many(self, client: Any, calls: Sequence[tuple[Any, ...]]) -> list[Any]:
+        """Run the script once per entry of ``calls`` (each one key, then its arguments),
+        all sent together: per call, in order, its reply or the `ResponseError` it answered
+        (`NoScriptError` included: the caller runs that one alone). A failed send or read
+        raises, as a pipeline's does.
+
+        On a plain client the calls go out packed in one write on a pooled connection and
+        their replies are read in turn, as `run` sends one; otherwise through a redis-py
+        pipeline (the script by name: cluster pipelines refuse ``evalsha``)."""
+        pool = _direct_pool(client)
+        if pool is not None:
+            packed: list[bytes] = []
+            for call in calls:
+                command = _packed(self._evalsha, 1, call)
+                if command is None:
+                    break  # an argument redis-py packs (or refuses): the pipeline below
+                packed.append(command)
+            else:
+                return await _sent_many(pool, b"".join(packed), len(packed))
+        pipe = client.pipeline(transaction=False)
+        for call in calls:
+            pipe.execute_command("EVALSHA", self.sha, 1, *call)
+        replies: list[Any] = await pipe.execute(raise_on_error=False)
+        return replies
+
     async def __call__(self, client: Any, keys: list[str], args: list[Any]) -> Any:
         """Run the script with ``keys`` (routing uses the first) and ``args``."""
         return await self.run(client, len(keys), *keys, *args)
@@ -138,10 +164,8 @@ def _packed(head: bytes, numkeys: int, rest: tuple[Any, ...]) -> bytes | None:
     return b"".join(parts)
 
 
-async def _sent(pool: Any, command: bytes | tuple[Any, ...]) -> Any:
-    """``command`` (packed, or its arguments to pack) on a connection of ``pool``: its
-    reply, or the error it raised (a connection that failed mid-call is disconnected by
-    redis-py)."""
+async def _connection(pool: Any) -> Any:
+    """A connection of ``pool`` for `_sent` and `_sent_many`."""
     if (
         type(pool) is ConnectionPool
         and _TAKES_UNPROBED
@@ -152,9 +176,33 @@ async def _sent(pool: Any, command: bytes | tuple[Any, ...]) -> Any:
         # always read whole here and a call cut short drops its connection, so none is
         # left unread; a connection the server closed fails its call, which `Retry`
         # repeats on a new one. A blocking pool keeps its own wait for a free connection.
-        connection = pool.get_available_connection()  # type: ignore[no-untyped-call]
-    else:
-        connection = await pool.get_connection(*_POOL_ARGS)
+        return pool.get_available_connection()  # type: ignore[no-untyped-call]
+    return await pool.get_connection(*_POOL_ARGS)
+
+
+async def _sent_many(pool: Any, packed: bytes, count: int) -> list[Any]:
+    """``count`` packed commands in one write on a connection of ``pool``: each reply, or
+    the `ResponseError` it answered (read whole, so the connection stays in step); any
+    other failure drops the connection and raises, as in `_sent`."""
+    connection = await _connection(pool)
+    try:
+        await connection.send_packed_command(packed)
+        replies: list[Any] = []
+        for _ in range(count):
+            try:
+                replies.append(await connection.read_response())
+            except ResponseError as error:
+                replies.append(error)
+        return replies
+    finally:
+        await pool.release(connection)
+
+
+async def _sent(pool: Any, command: bytes | tuple[Any, ...]) -> Any:
+    """``command`` (packed, or its arguments to pack) on a connection of ``pool``: its
+    reply, or the error it raised (a connection that failed mid-call is disconnected by
+    redis-py)."""
+    connection = await _connection(pool)
     try:
         if type(command) is not bytes:
             command = connection.pack_command(*command)

@@ -114,3 +114,40 @@ async def test_a_connection_the_server_dropped_while_idle_does_not_fail_the_next
     finally:
         await client.aclose()
         await admin.aclose()
+
+
+_ECHOES_OR_FAILS = Script(
+    "if ARGV[1] == 'fail' then return redis.error_reply('ERR refused on purpose') end "
+    "return ARGV[1]",
+    "echoes_or_fails.lua",
+)
+
+
+@pytest.mark.parametrize("kind", ["plain", "subclass"])
+async def test_calls_sent_together_answer_each_in_order_errors_in_place(
+    redis_server: RedisServer, kind: str
+) -> None:
+    # The plain client sends them packed on one connection, a subclass through a redis-py
+    # pipeline: the same answers either way, and the one pooled connection stays in step.
+    if kind == "plain":
+        pool = BlockingConnectionPool.from_url(redis_server.url, max_connections=1, timeout=1)
+        client: Any = Redis.from_pool(pool)
+    else:
+        client = _Counting(host="127.0.0.1", port=redis_server.port, max_connections=1)
+        client.sent = []
+    try:
+        assert await _ECHOES_OR_FAILS(client, ["k"], ["loaded"]) == b"loaded"
+        for _ in range(2):
+            replies = await _ECHOES_OR_FAILS.run_many(
+                client, [("k", "one"), ("k", "fail"), ("k", "three")]
+            )
+            assert replies[0] == b"one"
+            assert isinstance(replies[1], ResponseError)
+            assert "refused on purpose" in str(replies[1])
+            assert replies[2] == b"three"
+            assert await _ECHOES(client, ["k"], ["still here"]) == b"still here"
+        await client.script_flush()
+        missing = await _ECHOES_OR_FAILS.run_many(client, [("k", "one"), ("k", "two")])
+        assert all(type(reply).__name__ == "NoScriptError" for reply in missing), missing
+    finally:
+        await client.aclose()
