@@ -24,17 +24,18 @@ import os
 import statistics
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from benchmarks import drains
+from benchmarks.drains import CountingCompletions
 from durably.clock import SystemClock
-from durably.errors import DurablyError, WorkItemNotFoundError
+from durably.errors import WorkItemNotFoundError
 from durably.postgres import PostgresCheckpointer, PostgresWorkQueue, StateTables, migrate
 from durably.postgres.executor import database_for
 from durably.work import QueuePolicy, WorkItem
-from durably.worker import Worker
 
 ADMIN_DSN = os.environ.get(
     "DURABLY_BENCH_POSTGRES_DSN", "postgresql://root@127.0.0.1:5432/postgres"
@@ -191,29 +192,8 @@ async def durably_drain(queue: PostgresWorkQueue) -> int:
     return done
 
 
-class _CountingQueue(PostgresWorkQueue):
+class _CountingQueue(CountingCompletions, PostgresWorkQueue):
     """Counts completions, so a Worker's drain is timed to its last settle."""
-
-    target = 0
-    completed = 0
-    drained: asyncio.Event
-
-    async def complete(self, item_id: str, *, tenant: str, worker: str) -> WorkItem:
-        item = await super().complete(item_id, tenant=tenant, worker=worker)
-        self._count(1)
-        return item
-
-    async def complete_many(
-        self, items: Sequence[tuple[str, str]], *, worker: str
-    ) -> list[WorkItem | DurablyError]:
-        results = await super().complete_many(items, worker=worker)
-        self._count(sum(isinstance(result, WorkItem) for result in results))
-        return results
-
-    def _count(self, completed: int) -> None:
-        self.completed += completed
-        if self.completed >= self.target:
-            self.drained.set()
 
 
 async def worker_drain(pool: Any, tables: StateTables, total: int) -> float:
@@ -221,21 +201,12 @@ async def worker_drain(pool: Any, tables: StateTables, total: int) -> float:
     queue = _CountingQueue(
         pool, clock=SystemClock(), policy=QueuePolicy(lease_seconds=60), tables=tables
     )
-    queue.target, queue.drained = total, asyncio.Event()
-
-    async def handler(item: WorkItem) -> None:
-        return None
-
-    worker = Worker(name=f"bench-{uuid.uuid4().hex[:6]}", grace_seconds=1.0)
-    worker.handle(queue, handler, concurrency=CONCURRENCY)
-    started = time.perf_counter()
-    serving = asyncio.create_task(worker.run(install_signal_handlers=False))
-    await asyncio.wait_for(queue.drained.wait(), 120)
-    elapsed = time.perf_counter() - started
-    worker.stop()
-    await serving
-    await queue.close()
-    return total / elapsed
+    try:
+        return await drains.worker_drain(
+            queue, total, CONCURRENCY, name=f"bench-{uuid.uuid4().hex[:6]}"
+        )
+    finally:
+        await queue.close()
 
 
 def _child(dsn: str, commands: Any, barrier: Any) -> None:

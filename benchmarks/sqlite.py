@@ -13,14 +13,13 @@ import sqlite3
 import statistics
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from benchmarks import sqlite_idle
-from durably.errors import DurablyError
+from benchmarks import drains, sqlite_idle
+from benchmarks.drains import CountingCompletions
 from durably.sqlite import Database, SqliteCheckpointer, SqliteWorkQueue, connect
 from durably.work import WorkItem
-from durably.worker import Worker
 
 ITEMS = 1000
 STEPS = 1000
@@ -75,28 +74,8 @@ async def claimed_and_completed_per_second(path: Path) -> float:
         await db.close()
 
 
-class _CountingQueue(SqliteWorkQueue):
+class _CountingQueue(CountingCompletions, SqliteWorkQueue):
     """Counts completions, so a Worker's drain is timed to its last settle."""
-
-    completed = 0
-    drained: asyncio.Event
-
-    async def complete(self, item_id: str, *, tenant: str, worker: str) -> WorkItem:
-        item = await super().complete(item_id, tenant=tenant, worker=worker)
-        self._count(1)
-        return item
-
-    async def complete_many(
-        self, items: Sequence[tuple[str, str]], *, worker: str
-    ) -> list[WorkItem | DurablyError]:
-        results = await super().complete_many(items, worker=worker)
-        self._count(sum(isinstance(result, WorkItem) for result in results))
-        return results
-
-    def _count(self, completed: int) -> None:
-        self.completed += completed
-        if self.completed >= ITEMS:
-            self.drained.set()
 
 
 async def worker_drained_per_second(path: Path) -> float:
@@ -105,21 +84,8 @@ async def worker_drained_per_second(path: Path) -> float:
     db = await connect(path)
     try:
         queue = _CountingQueue(db)
-        queue.drained = asyncio.Event()
         await _fill(db, queue)
-
-        async def handler(item: WorkItem) -> None:
-            return None
-
-        worker = Worker(name="bench", grace_seconds=1.0)
-        worker.handle(queue, handler, concurrency=CONCURRENCY)
-        started = time.perf_counter()
-        serving = asyncio.create_task(worker.run(install_signal_handlers=False))
-        await asyncio.wait_for(queue.drained.wait(), 120)
-        elapsed = time.perf_counter() - started
-        worker.stop()
-        await serving
-        return ITEMS / elapsed
+        return await drains.worker_drain(queue, ITEMS, CONCURRENCY)
     finally:
         await db.close()
 

@@ -4,7 +4,7 @@
 
 -- name: enqueue
 -- The item, its token's row, and the tenant's place in the rotation when it has none (see
--- `placed` below). $1 tenant, $2 id, $3 queue, $4 payload, $5 priority, $6 now,
+-- `_placed` below). $1 tenant, $2 id, $3 queue, $4 payload, $5 priority, $6 now,
 -- $7 available_at, $8 the channel to notify, $9 the call's token.
 -- A token already kept means this call is a retry whose first attempt wrote the item (its
 -- answer lost): nothing is written again, even when the item has completed since.
@@ -21,29 +21,7 @@ WITH fresh AS (
     ON CONFLICT DO NOTHING
     RETURNING seq
 ),
--- The tenant joins the rotation unless it is there: ON CONFLICT DO NOTHING finds the row
--- (committed, or being deleted: then it waits for that transaction) and writes nothing.
--- The shared advisory lock on (queue, tenant), held to commit, is what keeps `tidy` from
--- stranding the tenant: see `tidy`. Shared locks never wait for one another.
-placed AS (
-    INSERT INTO {rota} (queue, tenant, turn, available_at, seq)
-    SELECT $3::text, $1::text,
-           coalesce((SELECT t.turn FROM {turns} t WHERE t.queue = $3::text AND t.tenant = $1::text), 0),
-           $7::float8, fresh.seq
-    FROM fresh
-    CROSS JOIN (SELECT pg_advisory_xact_lock_shared(hashtext($3::text), hashtext($1::text))) held
-    ON CONFLICT DO NOTHING
-),
--- A never-served tenant goes by its oldest item: one enqueued older than that moves it up
--- (rare: it writes only then).
-older AS (
-    UPDATE {rota} r SET available_at = $7::float8, seq = fresh.seq
-    FROM fresh
-    WHERE r.queue = $3::text AND r.tenant = $1::text AND r.turn = 0
-      AND (r.available_at, r.seq) > ($7::float8, fresh.seq)
-)
-INSERT INTO {enqueues} (token, tenant, id, written_at)
-SELECT $9::text, $1::text, $2::text, $6::float8 FROM fresh;
+{_placed}
 
 -- name: enqueue_carrying
 -- enqueue for an item with a dedupe key, or carrying attempts and failures: $10 dedupe
@@ -60,6 +38,11 @@ WITH fresh AS (
     ON CONFLICT DO NOTHING
     RETURNING seq
 ),
+{_placed}
+
+-- name: _placed
+-- What both enqueues write after the item: its tenant's place in the rotation and the
+-- call's token (`fresh` is the inserted item's row, none when nothing was written).
 -- The tenant joins the rotation unless it is there: ON CONFLICT DO NOTHING finds the row
 -- (committed, or being deleted: then it waits for that transaction) and writes nothing.
 -- The shared advisory lock on (queue, tenant), held to commit, is what keeps `tidy` from
@@ -82,7 +65,7 @@ older AS (
       AND (r.available_at, r.seq) > ($7::float8, fresh.seq)
 )
 INSERT INTO {enqueues} (token, tenant, id, written_at)
-SELECT $9::text, $1::text, $2::text, $6::float8 FROM fresh;
+SELECT $9::text, $1::text, $2::text, $6::float8 FROM fresh
 
 -- name: enqueued_by
 -- Whether the call with token $1 wrote an item (a retry asks, once its insert wrote none).

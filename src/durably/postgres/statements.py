@@ -6,6 +6,10 @@ bound parameters (``$1``...), never interpolated. A statement's comments are for
 reader of the file: whole-line comments are left out of what is sent (the driver encodes
 and hashes the text on every call, and the claim's comments were a third of it), unless
 the text is published, as the schema is.
+
+A statement whose name starts with ``_`` is a fragment: not a statement of its own, but
+text that the file's statements take in where they write ``{_name}`` (two statements that
+must keep the same writes say them once).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from importlib import resources
 
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
+_FRAGMENT = re.compile(r"\{(_[a-z_]+)\}")
 
 
 def load(filename: str, *, keep_comments: bool = False) -> dict[str, str]:
@@ -29,7 +34,11 @@ def load(filename: str, *, keep_comments: bool = False) -> dict[str, str]:
             lines = body.splitlines()
             body = "\n".join(line for line in lines if not line.lstrip().startswith("--"))
         statements[name] = body.strip().rstrip(";").strip()
-    return statements
+    fragments = {name: statements.pop(name) for name in list(statements) if name[0] == "_"}
+    return {
+        name: _FRAGMENT.sub(lambda match: fragments[match.group(1)], body)
+        for name, body in statements.items()
+    }
 
 
 def render(template: str, names: Mapping[str, str]) -> str:
