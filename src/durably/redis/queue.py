@@ -50,16 +50,12 @@ from durably.work import (
 
 _LUA = (
     scripts("queue_enqueue")
-    | scripts(
-        "queue_enqueue_full",
-        "queue_claim",
-        "queue_dead_letters",
-        "queue_stats",
-        prelude="queue_lib.lua",
-    )
+    | scripts("queue_enqueue_full", "queue_dead_letters", "queue_stats", prelude="queue_lib.lua")
+    | scripts("queue_claim", "queue_claim_many", prelude=("queue_lib.lua", "queue_claim_lib.lua"))
     | scripts(
         "queue_heartbeat",
         "queue_complete",
+        "queue_complete_many",
         "queue_fail",
         "queue_reap",
         "queue_adopt",
@@ -72,6 +68,11 @@ _PRIORITY_TEXT = {p: str(int(p)).encode() for p in WorkPriority}
 _LEASE_EXPIRED = "lease expired"
 _ADOPTED = "adopted after restart"
 _REAP_BATCH = 500
+# The most items one script of `claim_many` takes and one script of `complete_many`
+# finishes: a batch bigger than that goes as several scripts in the same write, so no
+# script holds the server much longer than a millisecond.
+_CLAIM_SCRIPT_MOST = 16
+_COMPLETE_SCRIPT_MOST = 50
 
 
 class _CallTokens:
@@ -313,34 +314,37 @@ class RedisWorkQueue:
         lease_seconds: float | None = None,
         limit: int = 10,
     ) -> list[WorkItem]:
-        """Up to ``limit`` claims sent in one pipeline, each the script `claim` runs (so
-        each item is under its own lease, in the order that many single claims would take
-        them); at most `BATCH_MOST`."""
+        """Up to ``limit`` claims, each as `claim` makes it (so each item is under its own
+        lease, in the order that many single claims would take them); at most `BATCH_MOST`.
+        The claims run in scripts of up to 16 sent in one write; a script stops early after
+        a claim that promoted delayed tenants, so a batch may hold fewer items than were
+        due (the next claim takes them)."""
         identifier(worker, "worker")
         identifier(queue, "queue")
         lease = self._policy.lease_for(lease_seconds)
         take = batch_limit(limit)
         now = self._clock.now()
         rota = self._key("rota", queue)
-        args = [self._prefix, queue, worker, number(now), number(now + lease), *_PRIORITIES]
-        script, client = _LUA["queue_claim"], self._redis.client
-
-        call = (rota, *args)
+        head = (rota, self._prefix, queue, worker, number(now), number(now + lease))
+        calls = [
+            (*head, min(_CLAIM_SCRIPT_MOST, take - start), *_PRIORITIES)
+            for start in range(0, take, _CLAIM_SCRIPT_MOST)
+        ]
+        script, client = _LUA["queue_claim_many"], self._redis.client
 
         async def attempt() -> list[Any]:
-            return await script.run_many(client, [call] * take)
+            return await script.run_many(client, calls)
 
         replies = await self._redis.retry.run(
             attempt, lambda detail: QueueUnavailableError(queue, "claim", detail)
         )
         taken: list[WorkItem] = []
-        for reply in replies:
-            if isinstance(reply, NoScriptError):  # the cache was flushed: claim this one alone
-                reply = await self._call("queue_claim", [rota], args[1:], queue, "claim")
+        for call, reply in zip(calls, replies, strict=True):
+            if isinstance(reply, NoScriptError):  # the cache was flushed: this one alone
+                reply = await self._call("queue_claim_many", [rota], list(call[2:]), queue, "claim")
             elif isinstance(reply, Exception):
                 raise reply
-            if reply:
-                taken.append(_item(reply))
+            taken.extend(_item(fields) for fields in reply)
         return taken
 
     async def claim_waiting(
@@ -462,13 +466,13 @@ class RedisWorkQueue:
         pairs = settle_keys(items, worker)
         if not pairs:
             return []
-        now = [number(self._clock.now()), self._retention]
-        script, client = _LUA["queue_complete"], self._redis.client
-
-        calls = []
-        for item_id, tenant in pairs:
-            ref = keys.item_ref(tenant, item_id)
-            calls.append((self._item_prefix + ref, self._prefix, ref, worker, *now))
+        head = (self._prefix, worker, number(self._clock.now()), self._retention)
+        refs = [keys.item_ref(tenant, item_id) for item_id, tenant in pairs]
+        calls = [
+            (self._item_prefix + refs[start], *head, *refs[start : start + _COMPLETE_SCRIPT_MOST])
+            for start in range(0, len(refs), _COMPLETE_SCRIPT_MOST)
+        ]
+        script, client = _LUA["queue_complete_many"], self._redis.client
 
         async def attempt() -> list[Any]:
             return await script.run_many(client, calls)
@@ -476,20 +480,19 @@ class RedisWorkQueue:
         replies = await self._redis.retry.run(
             attempt, lambda detail: QueueUnavailableError("?", "complete", detail)
         )
-        results: list[WorkItem | DurablyError] = []
-        for (item_id, tenant), reply in zip(pairs, replies, strict=True):
+        answers: list[Any] = []
+        for call, reply in zip(calls, replies, strict=True):
             if isinstance(reply, NoScriptError):  # the cache was flushed: this one alone
                 reply = await self._call(
-                    "queue_complete",
-                    [self._item_prefix + keys.item_ref(tenant, item_id)],
-                    [keys.item_ref(tenant, item_id), worker, *now],
-                    "?",
-                    "complete",
+                    "queue_complete_many", [call[0]], list(call[2:]), "?", "complete"
                 )
             elif isinstance(reply, Exception):
                 raise reply
+            answers.extend(reply)
+        results: list[WorkItem | DurablyError] = []
+        for (item_id, tenant), answer in zip(pairs, answers, strict=True):
             try:
-                results.append(self._settled(reply, item_id, tenant, worker))
+                results.append(self._settled(answer, item_id, tenant, worker))
             except (LeaseLostError, WorkItemNotFoundError) as lost:
                 results.append(lost)
         return results

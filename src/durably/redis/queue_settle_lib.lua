@@ -44,3 +44,21 @@ local function settle(ref, f, error, due, now)
   f[ATTEMPTS], f[WORKER], f[LEASE], f[CLAIMED], f[FAILURES] = attempts, '', '', '', failures
   return f
 end
+
+-- Finish ``worker``'s item ``ref`` as of ``now`` (queue_complete.lua, and each of
+-- queue_complete_many.lua's): {'ok', f} with the item as it now stands, or why the worker
+-- does not hold it (see not_held). A finished item stays readable for ``retention``
+-- seconds, then frees its memory.
+local function complete(ref, worker, now, retention)
+  local item = item_key(ref)
+  local f = read_item(item)
+  local lost = not_held(f, worker, now, nil)
+  if lost then return lost end
+  redis.call('ZREM', qkey('leases', f[QUEUE]), ref)
+  redis.call('SREM', base .. 'held:' .. seg(worker), ref)
+  redis.call('HSET', item, 'state', 'completed', 'lease_expires_at', '')
+  forget_dedupe(f)
+  redis.call('EXPIRE', item, retention)
+  f[STATE], f[LEASE] = 'completed', ''
+  return {'ok', f}
+end

@@ -1,0 +1,89 @@
+-- The claim itself, shared by queue_claim.lua and queue_claim_many.lua (prepended after
+-- queue_lib.lua): take one due item of ``queue`` for ``worker`` as of ``now``, leased
+-- until ``expires``. Returns the item read as ``f`` (or false when nothing is due), and
+-- how many delayed tenants it promoted into the rotation.
+local function claim(queue, worker, now, expires, priorities)
+  local rota, fresh = qkey('rota', queue), qkey('fresh', queue)
+  local waiting = qkey('waiting', queue)
+  local fresh_of, turns = qkey('fresh-of', queue), qkey('turns', queue)
+  if redis.call('EXISTS', qkey('active', queue)) == 1 then relayout(queue, priorities) end
+  -- Tenants whose earliest item has come due join the rotation: by their turn if they
+  -- were ever served, else among the fresh by their oldest item. Each is promoted once per
+  -- time it comes due, so this costs a claim nothing while no delayed tenant is due; at
+  -- most PROMOTE a claim, earliest first, so no script runs long when thousands come due
+  -- at one instant (the rest join over the next claims).
+  local due = redis.call('ZRANGEBYSCORE', waiting, '-inf', now, 'LIMIT', 0, PROMOTE)
+  if due[1] then
+    for _, tenant in ipairs(due) do
+      local turn = redis.call('HGET', turns, tenant)
+      if turn then
+        redis.call('ZADD', rota, turn, tenant)
+      else
+        local at, member = head_of(queue, tenant, priorities)
+        local mine = turn_order(member, tenant)
+        redis.call('ZADD', fresh, at, mine)
+        redis.call('HSET', fresh_of, tenant, mine)
+      end
+    end
+    redis.call('ZREM', waiting, unpack(due))
+  end
+  -- The first fresh tenant (turn 0) goes before every served one; else the lowest turn.
+  local tenant, first_fresh = nil, redis.call('ZRANGE', fresh, 0, 0)[1]
+  if first_fresh then
+    tenant = string.sub(first_fresh, 17)
+  else
+    tenant = redis.call('ZRANGE', rota, 0, 0)[1]
+    if not tenant then return false, #due end
+  end
+  -- Within the tenant, the highest priority's oldest due item (a tenant in rota or fresh
+  -- has one due).
+  local priority, member = nil, nil
+  for _, p in ipairs(priorities) do
+    local hit = redis.call('ZRANGEBYSCORE', ready_key(queue, tenant, p), '-inf', now,
+      'LIMIT', 0, 1)
+    if hit[1] then priority, member = p, hit[1]; break end
+  end
+  -- The served tenant goes to the back of the rotation, or out of it (delayed or empty).
+  local turn = redis.call('INCR', qkey('turn', queue))
+  if first_fresh then
+    redis.call('ZREM', fresh, first_fresh)
+    redis.call('HDEL', fresh_of, tenant)
+  end
+  if member then
+    redis.call('ZREM', ready_key(queue, tenant, priority), member)
+    redis.call('HINCRBY', qkey('stats', queue), 'depth', -1)
+  end
+  local at = head_of(queue, tenant, priorities)
+  if at and at <= tonumber(now) then
+    redis.call('ZADD', rota, turn, tenant)
+    redis.call('ZADD', qkey('heads', queue), at, tenant)
+  else
+    redis.call('ZREM', rota, tenant)
+    redis.call('HSET', turns, tenant, turn)
+    if at then
+      redis.call('ZADD', waiting, at, tenant)
+      redis.call('ZADD', qkey('heads', queue), at, tenant)
+    else
+      redis.call('ZREM', qkey('heads', queue), tenant)
+    end
+  end
+  -- Only a store changed outside these scripts leaves a tenant in the rotation with
+  -- nothing due; it has been put right above, and this claim finds nothing.
+  if not member then return false, #due end
+  local id = string.sub(member, 17)
+  local ref = seg(tenant) .. seg(id)
+  local item = item_key(ref)
+  local f = read_item(item)
+  if not f[FIRST_CLAIMED] or f[FIRST_CLAIMED] == '' then
+    f[FIRST_CLAIMED] = now
+    redis.call('HSET', item, 'state', 'claimed', 'worker', worker, 'claimed_at', now,
+      'lease_expires_at', expires, 'first_claimed_at', now)
+  else
+    redis.call('HSET', item, 'state', 'claimed', 'worker', worker, 'claimed_at', now,
+      'lease_expires_at', expires)
+  end
+  redis.call('ZADD', qkey('leases', queue), expires, ref)
+  redis.call('SADD', base .. 'held:' .. seg(worker), ref)
+  f[STATE], f[WORKER], f[CLAIMED], f[LEASE] = 'claimed', worker, now, expires
+  return f, #due
+end
