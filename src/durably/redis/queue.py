@@ -327,7 +327,7 @@ class RedisWorkQueue:
         rota = self._key("rota", queue)
         head = (rota, self._prefix, queue, worker, number(now), number(now + lease))
         calls = [
-            (*head, min(_CLAIM_SCRIPT_MOST, take - start), *_PRIORITIES)
+            (*head, str(min(_CLAIM_SCRIPT_MOST, take - start)), *_PRIORITIES)
             for start in range(0, take, _CLAIM_SCRIPT_MOST)
         ]
         script, client = _LUA["queue_claim_many"], self._redis.client
