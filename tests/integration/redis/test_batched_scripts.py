@@ -1,0 +1,96 @@
+"""Redis's batched calls run their batch in scripts of several items each: a batched claim
+takes what as many single claims would, across scripts and around promotions, and a
+batched completion answers per item across scripts; both survive a flushed script cache."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from durably import ManualClock, WorkItem, WorkState
+from durably.errors import LeaseLostError
+from durably.redis import RedisWorkQueue
+from tests.redis_service import namespace_for
+
+pytestmark = pytest.mark.redis
+
+
+async def _filled(client: Any, clock: ManualClock) -> RedisWorkQueue:
+    """60 items of 5 tenants, a tenant's items a second apart, tenants in turn."""
+    queue = RedisWorkQueue(client, clock=clock, key_prefix=namespace_for(client))
+    for n in range(60):
+        await queue.enqueue(WorkItem(id=f"i{n}", tenant=f"t{n % 5}", queue="q"))
+        clock.advance(0.2)
+    return queue
+
+
+async def test_a_batch_of_forty_spans_scripts_and_takes_what_forty_single_claims_take(
+    any_redis: Any,
+) -> None:
+    batched = await _filled(any_redis, ManualClock(1000.0))
+    single = await _filled(any_redis, ManualClock(1000.0))
+    taken = await batched.claim_many(worker="w", queue="q", limit=40)
+    one_by_one = [await single.claim(worker="w", queue="q") for _ in range(40)]
+    assert [item.id for item in taken] == [item.id for item in one_by_one if item]
+    assert {item.state for item in taken} == {WorkState.CLAIMED}
+    rest = await batched.claim_many(worker="w", queue="q", limit=40)
+    assert len(rest) == 20
+    assert len({item.id for item in [*taken, *rest]}) == 60
+
+
+async def test_a_batch_stops_after_a_claim_that_promoted_delayed_tenants(
+    any_redis: Any,
+) -> None:
+    clock = ManualClock(1000.0)
+    queue = RedisWorkQueue(any_redis, clock=clock, key_prefix=namespace_for(any_redis))
+    for n in range(3):
+        await queue.enqueue(WorkItem(id=f"now{n}", tenant="a", queue="q"))
+    for tenant in ("b", "c"):
+        await queue.enqueue(
+            WorkItem(id=f"later-{tenant}", tenant=tenant, queue="q", available_at=1005.0)
+        )
+    assert [i.id for i in await queue.claim_many(worker="w", queue="q", limit=2)] == [
+        "now0",
+        "now1",
+    ]
+    clock.advance(10)  # b and c are due: the next claim promotes them
+    first = await queue.claim_many(worker="w", queue="q", limit=10)
+    assert len(first) == 1  # the promoting claim ends its script
+    rest = await queue.claim_many(worker="w", queue="q", limit=10)
+    taken = [item.id for item in [*first, *rest]]
+    assert sorted(taken) == ["later-b", "later-c", "now2"]
+    assert await queue.claim_many(worker="w", queue="q", limit=10) == []
+
+
+async def test_a_batch_of_completions_spans_scripts_and_answers_each_in_order(
+    any_redis: Any,
+) -> None:
+    clock = ManualClock(1000.0)
+    queue = await _filled(any_redis, clock)
+    mine = await queue.claim_many(worker="w", queue="q", limit=55)
+    theirs = await queue.claim(worker="other", queue="q")
+    assert theirs is not None
+    pairs = [(item.id, item.tenant) for item in mine]
+    pairs.insert(30, (theirs.id, theirs.tenant))
+    results = await queue.complete_many(pairs, worker="w")
+    assert len(results) == 56
+    lost = results.pop(30)
+    assert isinstance(lost, LeaseLostError)
+    assert lost.holder == "other"
+    assert [(r.id, r.state) for r in results if isinstance(r, WorkItem)] == [
+        (item.id, WorkState.COMPLETED) for item in mine
+    ]
+    stats = await queue.stats(queue="q")
+    assert (stats.depth, stats.claimed) == (4, 1)
+
+
+async def test_batched_calls_load_their_scripts_again_after_a_flush(any_redis: Any) -> None:
+    clock = ManualClock(1000.0)
+    queue = await _filled(any_redis, clock)
+    await any_redis.script_flush()
+    taken = await queue.claim_many(worker="w", queue="q", limit=20)
+    assert len(taken) == 20
+    await any_redis.script_flush()
+    results = await queue.complete_many([(i.id, i.tenant) for i in taken], worker="w")
+    assert [getattr(r, "state", r) for r in results] == [WorkState.COMPLETED] * 20
