@@ -41,6 +41,8 @@ from durably.workflows import (
 )
 
 Handler = Callable[[WorkItem], Awaitable[None]]
+# A completion's answer: the completed item or why not, and an item claimed for its slot.
+_Completed = tuple["WorkItem | DurablyError", "WorkItem | None"]
 Body = Callable[[Run], Awaitable[object]]
 
 # How soon a delivery given back at shutdown becomes visible: "at once", but `extend` only
@@ -59,6 +61,10 @@ batched claim then refills several slots (see `QueueService._gather_free_slots`)
 
 COMPLETE_MOST = 100
 """The most completions one `complete_many` call of the Worker carries."""
+
+SENDERS = 2
+"""How many completion calls a queue service has in flight at once when the queue claims
+with its completions (`complete_and_claim`); else one."""
 
 RECOVERED = "a pass ended without reporting: its worker died or lost its claim"
 """The error a recovered pass reports (workflows served with ``max_recoveries``)."""
@@ -173,9 +179,9 @@ class QueueService(Service):
         # The idle loop's waiting claim, which a stop (`nudge` once stopping) cancels.
         self._claiming: asyncio.Future[WorkItem | None] | None = None
         self._stopping = asyncio.Event()
-        # Completions waiting for the next `complete_many`, and the task that sends them.
-        self._completing: list[tuple[WorkItem, asyncio.Future[WorkItem | DurablyError]]] = []
-        self._sending: asyncio.Task[None] | None = None
+        # Completions waiting for the next `complete_many`, and the tasks sending them.
+        self._completing: list[tuple[WorkItem, asyncio.Future[_Completed]]] = []
+        self._senders: set[asyncio.Task[None]] = set()
 
     def fields(self, ctx: Context, item: WorkItem | None = None) -> dict[str, object]:
         fields: dict[str, object] = {"worker": ctx.worker, "queue": self.name}
@@ -193,6 +199,8 @@ class QueueService(Service):
             if ctx.stopping.is_set():
                 return True  # claim nothing more; `serve` sees the stop
         free = self.concurrency - len(self.inflight)
+        if getattr(self.queue, "complete_and_claim", None) is not None:
+            free = min(free, self._batch_most())
         if free > 1 and claim_many is not None:
             batch: list[WorkItem] = await claim_many(worker=ctx.worker, queue=self.name, limit=free)
         else:
@@ -201,6 +209,13 @@ class QueueService(Service):
         for item in batch:
             self._launch(ctx, item)
         return bool(batch)
+
+    def _batch_most(self) -> int:
+        """The most items one claim takes, and one completion call carries, when the queue
+        claims with its completions (`complete_and_claim`): half the slots. Each half then
+        refills its own slots as it completes, so one half's round trip is in flight while
+        the other's items run, and neither the store nor this worker waits on the other."""
+        return max(1, self.concurrency // 2)
 
     async def _gather_free_slots(self, ctx: Context) -> None:
         """While items are running, wait up to `GATHER_SECONDS` for half the slots to be
@@ -277,20 +292,39 @@ class QueueService(Service):
         """Start ``item``'s handler and its slot in the same loop turn, the handler first,
         so it begins on the next turn rather than one after the slot's (about 0.1 ms of an
         idle worker's wake-up). The handler never outlives its slot."""
+        handling = [self._handle(ctx, item)]
+        slot = self.start(self._work(ctx, item, handling))
+        slot.add_done_callback(lambda _: handling[0].cancel())
+
+    def _handle(self, ctx: Context, item: WorkItem) -> asyncio.Future[None]:
+        """``item``'s handler, started."""
         if ctx.logger.isEnabledFor(logging.DEBUG):  # the fields cost more than the check
             ctx.logger.debug("claimed work item", extra=self.fields(ctx, item))
-        handling: asyncio.Future[None]
         try:
-            handling = asyncio.ensure_future(self.handler(item))
+            return asyncio.ensure_future(self.handler(item))
         except Exception as exc:  # failed before returning an awaitable: settled as a failure
-            handling = asyncio.get_running_loop().create_future()
-            handling.set_exception(exc)
-        slot = self.start(self._work(ctx, item, handling))
-        slot.add_done_callback(lambda _: handling.cancel())
+            failed = asyncio.get_running_loop().create_future()
+            failed.set_exception(exc)
+            return failed
 
-    async def _work(self, ctx: Context, item: WorkItem, handling: asyncio.Future[None]) -> None:
+    async def _work(
+        self, ctx: Context, item: WorkItem, handling: list[asyncio.Future[None]]
+    ) -> None:
+        """Serve one slot: ``item`` (its handler in ``handling``), then each item the queue
+        claimed for this slot in the same round trip as the completion."""
+        while True:
+            following = await self._work_one(ctx, item, handling[0])
+            if following is None:
+                return
+            item = following
+            handling[0] = self._handle(ctx, item)
+
+    async def _work_one(
+        self, ctx: Context, item: WorkItem, handling: asyncio.Future[None]
+    ) -> WorkItem | None:
         """Run the handler under a heartbeat, then settle: complete, fail, or (lease lost,
-        shutdown) leave the item for the queue to hand out again."""
+        shutdown) leave the item for the queue to hand out again. Returns the item claimed
+        for this slot with the completion, if any."""
         fields = self.fields(ctx, item)
         lost: list[LeaseLostError] = []
         held = [item]  # as the last heartbeat left it: the lease a settle may retry within
@@ -311,18 +345,19 @@ class QueueService(Service):
                     lost[0].reason,
                     extra=fields,
                 )
-                return
+                return None
             raise  # shutdown: the worker gives the item back with `adopt`
         except Exception as exc:
             await self._settle_failure(ctx, held[0], exc, fields)
-            return
+            return None
         finally:
             timer.cancel()
             for task in beating:
                 await stop(task)
+        handed: list[WorkItem] = []
         try:
             await settle_within_lease(
-                lambda: self._complete(ctx, item),
+                lambda: self._complete(ctx, item, handed),
                 lease_expires_at=held[0].lease_expires_at,
                 clock=ctx.clock,
                 logger=ctx.logger,
@@ -339,45 +374,66 @@ class QueueService(Service):
             ctx.logger.exception("could not complete a work item", extra=fields)
         else:
             ctx.logger.info("completed work item", extra=fields)
+        for extra in handed[1:]:  # a settle tried again was handed one more: its own slot
+            self._launch(ctx, extra)
+        return handed[0] if handed else None
 
-    async def _complete(self, ctx: Context, item: WorkItem) -> WorkItem:
+    async def _complete(self, ctx: Context, item: WorkItem, handed: list[WorkItem]) -> WorkItem:
         """Complete ``item``, batched with the others finishing meanwhile when the queue
-        has `complete_many` (each still fenced on its own lease); raises as `complete`."""
+        has `complete_many` (each still fenced on its own lease); raises as `complete`. An
+        item the queue claimed for this slot in the same round trip goes in ``handed``."""
         complete_many = getattr(self.queue, "complete_many", None)
         if complete_many is None:
             return await self.queue.complete(item.id, tenant=item.tenant, worker=ctx.worker)
-        answer: asyncio.Future[WorkItem | DurablyError] = asyncio.get_running_loop().create_future()
+        answer: asyncio.Future[_Completed] = asyncio.get_running_loop().create_future()
         self._completing.append((item, answer))
-        if self._sending is None:
-            self._sending = asyncio.create_task(self._send_completions(ctx, complete_many))
-        result = await answer
+        claims = getattr(self.queue, "complete_and_claim", None)
+        if len(self._senders) < (SENDERS if claims is not None else 1):
+            sender = asyncio.create_task(self._send_completions(ctx, complete_many, claims))
+            self._senders.add(sender)
+            sender.add_done_callback(self._senders.discard)
+        result, following = await answer
+        if following is not None:
+            handed.append(following)
         if isinstance(result, DurablyError):
             raise result
         return result
 
-    async def _send_completions(self, ctx: Context, complete_many: Any) -> None:
-        """Send the waiting completions, one `complete_many` at a time, until none wait:
-        those that finish while a batch is in flight go together in the next."""
-        batch: list[tuple[WorkItem, asyncio.Future[WorkItem | DurablyError]]] = []
+    async def _send_completions(self, ctx: Context, complete_many: Any, claims: Any) -> None:
+        """Send the waiting completions until none wait, one call at a time per sender:
+        those that finish while a batch is in flight go together in the next (or, with a
+        queue that claims with its completions, out with a second sender at once). While
+        the worker runs, a queue with `complete_and_claim` claims as many items as the
+        batch frees slots, in the same round trip, each handed to a finishing slot."""
+        batch: list[tuple[WorkItem, asyncio.Future[_Completed]]] = []
         try:
             await asyncio.sleep(0)  # those finishing in this same loop turn join the first
+            most = COMPLETE_MOST if claims is None else self._batch_most()
             while self._completing:
-                batch = self._completing[:COMPLETE_MOST]
-                del self._completing[:COMPLETE_MOST]
+                batch = self._completing[:most]
+                del self._completing[:most]
+                pairs = [(item.id, item.tenant) for item, _ in batch]
+                claimed: list[WorkItem] = []
                 try:
-                    results: list[WorkItem | DurablyError] = await complete_many(
-                        [(item.id, item.tenant) for item, _ in batch], worker=ctx.worker
-                    )
+                    if claims is not None and not ctx.stopping.is_set():
+                        results, claimed = await claims(
+                            pairs, worker=ctx.worker, queue=self.name, limit=len(batch)
+                        )
+                    else:
+                        results = await complete_many(pairs, worker=ctx.worker)
                 except Exception as exc:  # every waiter sees it, and may try again
                     for _, answer in batch:
                         if not answer.done():
                             answer.set_exception(exc)
                     continue
+                handing = iter(claimed)
                 for (_, answer), result in zip(batch, results, strict=True):
                     if not answer.done():
-                        answer.set_result(result)
+                        answer.set_result((result, next(handing, None)))
+                for left in handing:  # its waiter is gone (cancelled at shutdown)
+                    if not ctx.stopping.is_set():
+                        self._launch(ctx, left)  # else the shutdown's `adopt` gives it back
         finally:
-            self._sending = None
             # Only when this task itself was cancelled: its waiters end with it.
             for _, answer in [*batch, *self._completing]:
                 answer.cancel()

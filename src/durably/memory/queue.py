@@ -189,6 +189,27 @@ class MemoryWorkQueue:
                 results.append(lost)
         return results
 
+    async def complete_and_claim(
+        self,
+        items: Sequence[tuple[str, str]],
+        *,
+        worker: str,
+        queue: str = DEFAULT_QUEUE,
+        limit: int,
+        lease_seconds: float | None = None,
+    ) -> tuple[list[WorkItem | DurablyError], list[WorkItem]]:
+        """`complete_many` of ``items``, then `claim_many` of up to ``limit`` items of
+        ``queue``, as one step; every argument is checked before anything changes."""
+        pairs = settle_keys(items, worker)
+        identifier(queue, "queue")
+        self._policy.lease_for(lease_seconds)
+        batch_limit(limit)
+        done = await self.complete_many(pairs, worker=worker)
+        taken = await self.claim_many(
+            worker=worker, queue=queue, lease_seconds=lease_seconds, limit=limit
+        )
+        return done, taken
+
     async def fail(
         self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
     ) -> WorkItem:

@@ -30,7 +30,7 @@ from durably.redis.connection import RedisConnection, number, text
 from durably.redis.order import ready_member
 from durably.redis.preflight import preflight
 from durably.redis.retry import RetriesSpent
-from durably.redis.scripts import scripts
+from durably.redis.scripts import Script, run_together, scripts
 from durably.redis.settings import RedisStoreSettings
 from durably.validation import identifier, non_negative, positive_int
 from durably.work import (
@@ -52,6 +52,10 @@ _LUA = (
     scripts("queue_enqueue")
     | scripts("queue_enqueue_full", "queue_dead_letters", "queue_stats", prelude="queue_lib.lua")
     | scripts("queue_claim", "queue_claim_many", prelude=("queue_lib.lua", "queue_claim_lib.lua"))
+    | scripts(
+        "queue_complete_claim",
+        prelude=("queue_lib.lua", "queue_claim_lib.lua", "queue_settle_lib.lua"),
+    )
     | scripts(
         "queue_heartbeat",
         "queue_complete",
@@ -319,33 +323,49 @@ class RedisWorkQueue:
         The claims run in scripts of up to 16 sent in one write; a script stops early after
         a claim that promoted delayed tenants, so a batch may hold fewer items than were
         due (the next claim takes them)."""
+        claims = self._claim_calls(worker, queue, lease_seconds, limit)
+        replies = await self._run_together(claims, queue, "claim")
+        return [_item(fields) for reply in replies for fields in reply]
+
+    def _claim_calls(
+        self, worker: str, queue: str, lease_seconds: float | None, limit: int
+    ) -> list[tuple[Script, tuple[str, ...]]]:
+        """The `claim_many` scripts of a batch, checked before any I/O."""
         identifier(worker, "worker")
         identifier(queue, "queue")
         lease = self._policy.lease_for(lease_seconds)
         take = batch_limit(limit)
         now = self._clock.now()
-        rota = self._key("rota", queue)
-        head = (rota, self._prefix, queue, worker, number(now), number(now + lease))
-        calls = [
-            (*head, str(min(_CLAIM_SCRIPT_MOST, take - start)), *_PRIORITIES)
+        head = (self._key("rota", queue), self._prefix, queue, worker, number(now))
+        expires = number(now + lease)
+        script = _LUA["queue_claim_many"]
+        return [
+            (script, (*head, expires, str(min(_CLAIM_SCRIPT_MOST, take - start)), *_PRIORITIES))
             for start in range(0, take, _CLAIM_SCRIPT_MOST)
         ]
-        script, client = _LUA["queue_claim_many"], self._redis.client
+
+    async def _run_together(
+        self, calls: list[tuple[Script, tuple[str, ...]]], queue: str, operation: str
+    ) -> list[Any]:
+        """Run ``calls`` sent together (retried as one), each script's reply in order; a
+        script missing from the server's cache is run again alone (sent whole)."""
+        client = self._redis.client
 
         async def attempt() -> list[Any]:
-            return await script.run_many(client, calls)
+            return await run_together(client, calls)
 
         replies = await self._redis.retry.run(
-            attempt, lambda detail: QueueUnavailableError(queue, "claim", detail)
+            attempt, lambda detail: QueueUnavailableError(queue, operation, detail)
         )
-        taken: list[WorkItem] = []
-        for call, reply in zip(calls, replies, strict=True):
+        for n, ((script, call), reply) in enumerate(zip(calls, replies, strict=True)):
             if isinstance(reply, NoScriptError):  # the cache was flushed: this one alone
-                reply = await self._call("queue_claim_many", [rota], list(call[2:]), queue, "claim")
+                try:
+                    replies[n] = await self._redis.retry.call(script.run, client, 1, *call)
+                except RetriesSpent as spent:
+                    raise QueueUnavailableError(queue, operation, spent.detail) from None
             elif isinstance(reply, Exception):
                 raise reply
-            taken.extend(_item(fields) for fields in reply)
-        return taken
+        return replies
 
     async def claim_waiting(
         self,
@@ -460,35 +480,80 @@ class RedisWorkQueue:
     async def complete_many(
         self, items: Sequence[tuple[str, str]], *, worker: str
     ) -> list[WorkItem | DurablyError]:
-        """`complete` for each ``(item_id, tenant)``, the scripts sent in one pipeline and
-        each fenced on its own lease: per item, in order, the completed item or the error
-        `complete` would have raised for it (`LeaseLostError`, `WorkItemNotFoundError`)."""
+        """`complete` for each ``(item_id, tenant)``, each fenced on its own lease, in
+        scripts of up to 50 sent in one write: per item, in order, the completed item or the
+        error `complete` would have raised for it (`LeaseLostError`,
+        `WorkItemNotFoundError`)."""
         pairs = settle_keys(items, worker)
         if not pairs:
             return []
+        replies = await self._run_together(self._complete_calls(pairs, worker), "?", "complete")
+        return self._completed(pairs, replies, worker)
+
+    async def complete_and_claim(
+        self,
+        items: Sequence[tuple[str, str]],
+        *,
+        worker: str,
+        queue: str = DEFAULT_QUEUE,
+        limit: int,
+        lease_seconds: float | None = None,
+    ) -> tuple[list[WorkItem | DurablyError], list[WorkItem]]:
+        """`complete_many` of ``items``, then `claim_many` of up to ``limit`` items of
+        ``queue``: both answers. Up to 50 items and 16 claims run in one script, one round
+        trip, the claims after the completions (so the worker never holds more items than
+        before, even for a moment); a bigger call makes the two calls in turn. Everything is
+        checked before any I/O."""
+        pairs = settle_keys(items, worker)
+        identifier(queue, "queue")
+        lease = self._policy.lease_for(lease_seconds)
+        take = batch_limit(limit)
+        if len(pairs) > _COMPLETE_SCRIPT_MOST or take > _CLAIM_SCRIPT_MOST:
+            done = await self.complete_many(pairs, worker=worker) if pairs else []
+            taken = await self.claim_many(
+                worker=worker, queue=queue, lease_seconds=lease_seconds, limit=take
+            )
+            return done, taken
+        now = self._clock.now()
+        refs = [keys.item_ref(tenant, item_id) for item_id, tenant in pairs]
+        reply = await self._call(
+            "queue_complete_claim",
+            [self._key("rota", queue)],
+            [
+                queue,
+                worker,
+                number(now),
+                number(now + lease),
+                self._retention,
+                str(take),
+                str(len(refs)),
+                *refs,
+                *_PRIORITIES,
+            ],
+            queue,
+            "complete and claim",
+        )
+        answers, claimed = reply
+        return self._completed(pairs, [answers], worker), [_item(f) for f in claimed]
+
+    def _complete_calls(
+        self, pairs: list[tuple[str, str]], worker: str
+    ) -> list[tuple[Script, tuple[str, ...]]]:
         head = (self._prefix, worker, number(self._clock.now()), self._retention)
         refs = [keys.item_ref(tenant, item_id) for item_id, tenant in pairs]
-        calls = [
-            (self._item_prefix + refs[start], *head, *refs[start : start + _COMPLETE_SCRIPT_MOST])
-            for start in range(0, len(refs), _COMPLETE_SCRIPT_MOST)
+        script = _LUA["queue_complete_many"]
+        return [
+            (
+                script,
+                (self._item_prefix + refs[at], *head, *refs[at : at + _COMPLETE_SCRIPT_MOST]),
+            )
+            for at in range(0, len(refs), _COMPLETE_SCRIPT_MOST)
         ]
-        script, client = _LUA["queue_complete_many"], self._redis.client
 
-        async def attempt() -> list[Any]:
-            return await script.run_many(client, calls)
-
-        replies = await self._redis.retry.run(
-            attempt, lambda detail: QueueUnavailableError("?", "complete", detail)
-        )
-        answers: list[Any] = []
-        for call, reply in zip(calls, replies, strict=True):
-            if isinstance(reply, NoScriptError):  # the cache was flushed: this one alone
-                reply = await self._call(
-                    "queue_complete_many", [call[0]], list(call[2:]), "?", "complete"
-                )
-            elif isinstance(reply, Exception):
-                raise reply
-            answers.extend(reply)
+    def _completed(
+        self, pairs: list[tuple[str, str]], replies: list[Any], worker: str
+    ) -> list[WorkItem | DurablyError]:
+        answers = [answer for reply in replies for answer in reply]
         results: list[WorkItem | DurablyError] = []
         for (item_id, tenant), answer in zip(pairs, answers, strict=True):
             try:

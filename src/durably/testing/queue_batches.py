@@ -1,5 +1,6 @@
-"""`complete_many`, for the queues that offer it: each item settled as `complete` settles
-it, fenced on its own lease, with a result per item in the order asked."""
+"""`claim_many`, `complete_many` and `complete_and_claim`, for the queues that offer them:
+each item claimed as `claim` claims it and settled as `complete` settles it, fenced on its
+own lease, with a result per item in the order asked."""
 
 from __future__ import annotations
 
@@ -18,6 +19,13 @@ def _complete_many(work_queue: WorkQueue) -> Any:
     if complete_many is None:
         pytest.skip("this queue has no complete_many")
     return complete_many
+
+
+def _complete_and_claim(work_queue: WorkQueue) -> Any:
+    complete_and_claim = getattr(work_queue, "complete_and_claim", None)
+    if complete_and_claim is None:
+        pytest.skip("this queue has no complete_and_claim")
+    return complete_and_claim
 
 
 def _claim_many(work_queue: WorkQueue) -> Any:
@@ -122,6 +130,78 @@ class QueueBatchCases(QueueFixtures):
         with pytest.raises(WorkItemNotFoundError):
             await work_queue.complete("nope", tenant=tenant, worker="w1")
         done = await work_queue.complete("job", tenant=tenant, worker="w1")
+        assert done.state == WorkState.COMPLETED
+
+    async def test_completing_and_claiming_settles_each_then_takes_what_claims_would(
+        self, work_queue: WorkQueue, queue_name: str, clock: ManualClock
+    ) -> None:
+        complete_and_claim = _complete_and_claim(work_queue)
+        for tenant in ("a", "b"):
+            for n in range(3):
+                await work_queue.enqueue(new_item(tenant, f"{tenant}{n}", queue=queue_name))
+                clock.advance(1)
+        first = await work_queue.claim(worker="w1", queue=queue_name)
+        theirs = await work_queue.claim(worker="w2", queue=queue_name)
+        assert first is not None
+        assert theirs is not None
+        done, taken = await complete_and_claim(
+            [(first.id, first.tenant), (theirs.id, theirs.tenant), ("nope", "a")],
+            worker="w1",
+            queue=queue_name,
+            limit=3,
+        )
+        assert [type(result).__name__ for result in done] == [
+            "WorkItem",
+            "LeaseLostError",
+            "WorkItemNotFoundError",
+        ]
+        assert (done[0].id, done[0].state) == (first.id, WorkState.COMPLETED)
+        # The claims are the next three that single claims take: tenants in turn.
+        assert sorted(item.id for item in taken) == ["a1", "a2", "b1"]
+        for item in taken:
+            assert (item.state, item.worker) == (WorkState.CLAIMED, "w1")
+            assert item.lease_expires_at == clock.now() + 10
+        stats = await work_queue.stats(queue=queue_name)
+        assert (stats.depth, stats.claimed) == (1, 4)
+        # Nothing to complete: a claim alone; nothing left: completions alone.
+        _, rest = await complete_and_claim([], worker="w1", queue=queue_name, limit=5)
+        assert [item.id for item in rest] == ["b2"]
+        done, none = await complete_and_claim(
+            [(item.id, item.tenant) for item in [*taken, *rest]],
+            worker="w1",
+            queue=queue_name,
+            limit=5,
+        )
+        assert [getattr(result, "state", None) for result in done] == [WorkState.COMPLETED] * 4
+        assert none == []
+
+    async def test_completing_and_claiming_with_bad_input_changes_nothing(
+        self, work_queue: WorkQueue, tenant: str, queue_name: str
+    ) -> None:
+        complete_and_claim = _complete_and_claim(work_queue)
+        for item_id in ("held", "queued"):
+            await work_queue.enqueue(new_item(tenant, item_id, queue=queue_name))
+        held = await work_queue.claim(worker="w1", queue=queue_name)
+        assert held is not None
+        for bad in (
+            {"queue": ""},
+            {"limit": 0},
+            {"worker": ""},
+            {"items": [(held.id, tenant), ("", tenant)]},
+            {"lease_seconds": -1.0},
+        ):
+            arguments: dict[str, Any] = {
+                "items": [(held.id, tenant)],
+                "worker": "w1",
+                "queue": queue_name,
+                "limit": 1,
+                **bad,
+            }
+            with pytest.raises(InvalidInputError):
+                await complete_and_claim(arguments.pop("items"), **arguments)
+        stats = await work_queue.stats(queue=queue_name)
+        assert (stats.depth, stats.claimed) == (1, 1)
+        done = await work_queue.complete(held.id, tenant=tenant, worker="w1")
         assert done.state == WorkState.COMPLETED
 
 
