@@ -30,7 +30,7 @@ from durably.redis.connection import RedisConnection, number, text
 from durably.redis.order import ready_member
 from durably.redis.preflight import preflight
 from durably.redis.retry import RetriesSpent
-from durably.redis.scripts import Script, run_together, scripts
+from durably.redis.scripts import scripts
 from durably.redis.settings import RedisStoreSettings
 from durably.validation import identifier, non_negative, positive_int
 from durably.work import (
@@ -323,14 +323,6 @@ class RedisWorkQueue:
         The claims run in scripts of up to 16 sent in one write; a script stops early after
         a claim that promoted delayed tenants, so a batch may hold fewer items than were
         due (the next claim takes them)."""
-        claims = self._claim_calls(worker, queue, lease_seconds, limit)
-        replies = await self._run_together(claims, queue, "claim")
-        return [_item(fields) for reply in replies for fields in reply]
-
-    def _claim_calls(
-        self, worker: str, queue: str, lease_seconds: float | None, limit: int
-    ) -> list[tuple[Script, tuple[str, ...]]]:
-        """The `claim_many` scripts of a batch, checked before any I/O."""
         identifier(worker, "worker")
         identifier(queue, "queue")
         lease = self._policy.lease_for(lease_seconds)
@@ -338,26 +330,27 @@ class RedisWorkQueue:
         now = self._clock.now()
         head = (self._key("rota", queue), self._prefix, queue, worker, number(now))
         expires = number(now + lease)
-        script = _LUA["queue_claim_many"]
-        return [
-            (script, (*head, expires, str(min(_CLAIM_SCRIPT_MOST, take - start)), *_PRIORITIES))
+        calls = [
+            (*head, expires, str(min(_CLAIM_SCRIPT_MOST, take - start)), *_PRIORITIES)
             for start in range(0, take, _CLAIM_SCRIPT_MOST)
         ]
+        replies = await self._run_many("queue_claim_many", calls, queue, "claim")
+        return [_item(fields) for reply in replies for fields in reply]
 
-    async def _run_together(
-        self, calls: list[tuple[Script, tuple[str, ...]]], queue: str, operation: str
+    async def _run_many(
+        self, name: str, calls: list[tuple[str, ...]], queue: str, operation: str
     ) -> list[Any]:
-        """Run ``calls`` sent together (retried as one), each script's reply in order; a
-        script missing from the server's cache is run again alone (sent whole)."""
-        client = self._redis.client
+        """Run script ``name`` once per call, all sent together (retried as one): each
+        reply in order; a call the server's script cache missed is run again alone."""
+        script, client = _LUA[name], self._redis.client
 
         async def attempt() -> list[Any]:
-            return await run_together(client, calls)
+            return await script.run_many(client, calls)
 
         replies = await self._redis.retry.run(
             attempt, lambda detail: QueueUnavailableError(queue, operation, detail)
         )
-        for n, ((script, call), reply) in enumerate(zip(calls, replies, strict=True)):
+        for n, (call, reply) in enumerate(zip(calls, replies, strict=True)):
             if isinstance(reply, NoScriptError):  # the cache was flushed: this one alone
                 try:
                     replies[n] = await self._redis.retry.call(script.run, client, 1, *call)
@@ -487,7 +480,13 @@ class RedisWorkQueue:
         pairs = settle_keys(items, worker)
         if not pairs:
             return []
-        replies = await self._run_together(self._complete_calls(pairs, worker), "?", "complete")
+        head = (self._prefix, worker, number(self._clock.now()), self._retention)
+        refs = [keys.item_ref(tenant, item_id) for item_id, tenant in pairs]
+        calls = [
+            (self._item_prefix + refs[at], *head, *refs[at : at + _COMPLETE_SCRIPT_MOST])
+            for at in range(0, len(refs), _COMPLETE_SCRIPT_MOST)
+        ]
+        replies = await self._run_many("queue_complete_many", calls, "?", "complete")
         return self._completed(pairs, replies, worker)
 
     async def complete_and_claim(
@@ -503,7 +502,8 @@ class RedisWorkQueue:
         ``queue``: both answers. Up to 50 items and 16 claims run in one script, one round
         trip, the claims after the completions (so the worker never holds more items than
         before, even for a moment); a bigger call makes the two calls in turn. Everything is
-        checked before any I/O."""
+        checked before any I/O. A call tried again after its reply was lost may have claimed
+        items it never returned: they go back to the queue when their leases lapse."""
         pairs = settle_keys(items, worker)
         identifier(queue, "queue")
         lease = self._policy.lease_for(lease_seconds)
@@ -535,20 +535,6 @@ class RedisWorkQueue:
         )
         answers, claimed = reply
         return self._completed(pairs, [answers], worker), [_item(f) for f in claimed]
-
-    def _complete_calls(
-        self, pairs: list[tuple[str, str]], worker: str
-    ) -> list[tuple[Script, tuple[str, ...]]]:
-        head = (self._prefix, worker, number(self._clock.now()), self._retention)
-        refs = [keys.item_ref(tenant, item_id) for item_id, tenant in pairs]
-        script = _LUA["queue_complete_many"]
-        return [
-            (
-                script,
-                (self._item_prefix + refs[at], *head, *refs[at : at + _COMPLETE_SCRIPT_MOST]),
-            )
-            for at in range(0, len(refs), _COMPLETE_SCRIPT_MOST)
-        ]
 
     def _completed(
         self, pairs: list[tuple[str, str]], replies: list[Any], worker: str

@@ -117,38 +117,32 @@ class Script:
 
     async def run_many(self, client: Any, calls: Sequence[tuple[Any, ...]]) -> list[Any]:
         """Run the script once per entry of ``calls`` (each one key, then its arguments),
-        all sent together, as `run_together` runs them."""
-        return await run_together(client, [(self, call) for call in calls])
+        all sent together: per call, in order, its reply or the `ResponseError` it answered
+        (`NoScriptError` included: the caller runs that one alone). A failed send or read
+        raises, as a pipeline's does.
+
+        On a plain client the calls go out packed in one write on a pooled connection and
+        their replies are read in turn, as `run` sends one; otherwise through a redis-py
+        pipeline (the script by name: cluster pipelines refuse ``evalsha``)."""
+        pool = _direct_pool(client)
+        if pool is not None:
+            packed: list[bytes] = []
+            for call in calls:
+                command = _packed(self._evalsha, 1, call)
+                if command is None:
+                    break  # an argument redis-py packs (or refuses): the pipeline below
+                packed.append(command)
+            else:
+                return await _sent_many(pool, b"".join(packed), len(packed))
+        pipe = client.pipeline(transaction=False)
+        for call in calls:
+            pipe.execute_command("EVALSHA", self.sha, 1, *call)
+        replies: list[Any] = await pipe.execute(raise_on_error=False)
+        return replies
 
     async def __call__(self, client: Any, keys: list[str], args: list[Any]) -> Any:
         """Run the script with ``keys`` (routing uses the first) and ``args``."""
         return await self.run(client, len(keys), *keys, *args)
-
-
-async def run_together(client: Any, calls: Sequence[tuple[Script, tuple[Any, ...]]]) -> list[Any]:
-    """Run each ``(script, call)`` of ``calls`` (a call is one key, then its arguments), all
-    sent together: per call, in order, its reply or the `ResponseError` it answered
-    (`NoScriptError` included: the caller runs that one alone). A failed send or read
-    raises, as a pipeline's does.
-
-    On a plain client the calls go out packed in one write on a pooled connection and
-    their replies are read in turn, as `Script.run` sends one; otherwise through a redis-py
-    pipeline (each script by name: cluster pipelines refuse ``evalsha``)."""
-    pool = _direct_pool(client)
-    if pool is not None:
-        packed: list[bytes] = []
-        for script, call in calls:
-            command = _packed(script._evalsha, 1, call)
-            if command is None:
-                break  # an argument redis-py packs (or refuses): the pipeline below
-            packed.append(command)
-        else:
-            return await _sent_many(pool, b"".join(packed), len(packed))
-    pipe = client.pipeline(transaction=False)
-    for script, call in calls:
-        pipe.execute_command("EVALSHA", script.sha, 1, *call)
-    replies: list[Any] = await pipe.execute(raise_on_error=False)
-    return replies
 
 
 def _packed(head: bytes, numkeys: int, rest: tuple[Any, ...]) -> bytes | None:
@@ -223,4 +217,4 @@ def scripts(*names: str, prelude: str | tuple[str, ...] | None = None) -> dict[s
     return {name: Script.load(f"{name}.lua", prelude) for name in names}
 
 
-__all__ = ["Script", "read_only", "run_together", "scripts"]
+__all__ = ["Script", "read_only", "scripts"]
