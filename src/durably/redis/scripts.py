@@ -7,13 +7,16 @@ again, so callers never see ``NOSCRIPT``.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from redis.asyncio import ConnectionPool, Redis
+from redis.asyncio import BlockingConnectionPool, ConnectionPool, Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from redis import VERSION
 
@@ -166,18 +169,55 @@ def _packed(head: bytes, numkeys: int, rest: tuple[Any, ...]) -> bytes | None:
 
 async def _connection(pool: Any) -> Any:
     """A connection of ``pool`` for `_sent` and `_sent_many`."""
-    if (
-        type(pool) is ConnectionPool
-        and _TAKES_UNPROBED
-        and pool.connection_kwargs.get("protocol") in (None, 2, "2")
-    ):
+    if _TAKES_UNPROBED and pool.connection_kwargs.get("protocol") in (None, 2, "2"):
         # Taken as redis-py's `get_connection` takes it, without the probe for unread data
         # it makes per call (an event-loop turn, about 10 µs of client time): a reply is
         # always read whole here and a call cut short drops its connection, so none is
         # left unread; a connection the server closed fails its call, which `Retry`
-        # repeats on a new one. A blocking pool keeps its own wait for a free connection.
-        return pool.get_available_connection()  # type: ignore[no-untyped-call]
+        # repeats on a new one.
+        if type(pool) is ConnectionPool:
+            return pool.get_available_connection()  # type: ignore[no-untyped-call]
+        if (
+            isinstance(pool, BlockingConnectionPool)
+            and not getattr(pool, "_in_maintenance", True)
+            and not pool._condition.locked()
+            and not getattr(pool._condition, "_waiters", None)  # none waits before it
+            and pool.can_get_connection()
+        ):
+            # A waiting pool (`RedisStoreSettings.client`) with a connection to spare now:
+            # taken the same way. Only a caller that must wait goes through its wait.
+            return ConnectionPool.get_available_connection(pool)  # type: ignore[no-untyped-call]
     return await pool.get_connection(*_POOL_ARGS)
+
+
+async def _send(connection: Any, packed: bytes) -> None:
+    """Send ``packed`` on ``connection`` as its `send_packed_command` does, minus the
+    timer that wraps every write when a socket timeout is set (`asyncio.wait_for`, a task
+    and two event-loop turns a call on Python 3.11): a write the socket takes at once
+    cannot time out, so only one it could not take whole waits, for at most that timeout.
+    Failures drop the connection and raise as redis-py's do."""
+    writer = getattr(connection, "_writer", None)
+    if (
+        writer is None
+        or not connection.is_connected
+        or writer.transport.is_closing()
+        or getattr(connection, "health_check_interval", 0)
+    ):
+        await connection.send_packed_command(packed)
+        return
+    try:
+        writer.write(packed)
+        if writer.transport.get_write_buffer_size():
+            await asyncio.wait_for(writer.drain(), connection.socket_timeout)
+    except TimeoutError:
+        await connection.disconnect(nowait=True)
+        raise RedisTimeoutError("Timeout writing to socket") from None
+    except OSError as error:
+        await connection.disconnect(nowait=True)
+        raise RedisConnectionError(f"Error while writing to socket: {error}") from error
+    except BaseException:
+        await connection.disconnect(nowait=True)
+        raise
 
 
 async def _sent_many(pool: Any, packed: bytes, count: int) -> list[Any]:
@@ -186,7 +226,7 @@ async def _sent_many(pool: Any, packed: bytes, count: int) -> list[Any]:
     other failure drops the connection and raises, as in `_sent`."""
     connection = await _connection(pool)
     try:
-        await connection.send_packed_command(packed)
+        await _send(connection, packed)
         replies: list[Any] = []
         for _ in range(count):
             try:
@@ -205,8 +245,8 @@ async def _sent(pool: Any, command: bytes | tuple[Any, ...]) -> Any:
     connection = await _connection(pool)
     try:
         if type(command) is not bytes:
-            command = connection.pack_command(*command)
-        await connection.send_packed_command(command)
+            command = b"".join(connection.pack_command(*command))
+        await _send(connection, command)
         return await connection.read_response()
     finally:
         await pool.release(connection)

@@ -1,0 +1,112 @@
+"""How a script call is written on the direct path: a write the socket takes at once goes
+without a timer, one it cannot take whole still arrives whole, one a stalled server stops
+reading times out and drops its connection, and the waiting pool that `open_stores` builds
+lends its free connections the same way and takes them back."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from pydantic import SecretStr
+from redis.asyncio import Redis
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from durably.redis import RedisStoreSettings
+from durably.redis.scripts import Script
+from tests.redis_service import RedisServer
+from tests.reply_dropper import Proxy
+
+pytestmark = pytest.mark.redis
+
+_LENGTH = Script("return string.len(ARGV[1])", "length.lua")
+_BIG = 8 * 1024 * 1024  # more than a socket takes in one write
+
+
+async def test_a_write_the_socket_cannot_take_at_once_arrives_whole(
+    redis_server: RedisServer,
+) -> None:
+    client = RedisStoreSettings(dsn=SecretStr(redis_server.url)).client(socket_timeout=5.0)
+    try:
+        for size in (10, _BIG, 10):
+            assert await _LENGTH(client, ["k"], [b"x" * size]) == size
+    finally:
+        await client.aclose()
+
+
+class _Stalling(Proxy):
+    """Forwards connections to the server on ``port`` until `stall`, after which it reads
+    nothing more from the clients (their writes back up into their sockets)."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(port)
+        self.flowing = asyncio.Event()
+        self.flowing.set()
+
+    def stall(self) -> None:
+        self.flowing.clear()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._serving.add(task)
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self._port)
+        back = asyncio.create_task(self._back(up_reader, writer))
+        try:
+            while True:
+                await self.flowing.wait()
+                chunk = await reader.read(65536)
+                if not chunk:
+                    break
+                up_writer.write(chunk)
+                await up_writer.drain()
+        finally:
+            back.cancel()
+            await asyncio.gather(back, return_exceptions=True)
+            writer.close()
+            up_writer.close()
+            self._serving.discard(task)
+
+    @staticmethod
+    async def _back(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        while chunk := await source.read(65536):
+            sink.write(chunk)
+            await sink.drain()
+
+
+async def test_a_write_a_stalled_server_never_reads_times_out_and_drops_the_connection(
+    redis_server: RedisServer,
+) -> None:
+    proxy = _Stalling(redis_server.port)
+    port = await proxy.start()
+    client = Redis(host="127.0.0.1", port=port, socket_timeout=0.5)
+    try:
+        assert await _LENGTH(client, ["k"], [b"x"]) == 1  # connected, the script cached
+        proxy.stall()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(RedisTimeoutError, match="writing"):
+            await asyncio.wait_for(_LENGTH(client, ["k"], [b"x" * _BIG]), 10)
+        assert loop.time() - started < 5
+        pool = client.connection_pool
+        assert not pool._in_use_connections
+        assert all(not c.is_connected for c in pool._available_connections)
+    finally:
+        await client.aclose()
+        await proxy.stop()
+
+
+async def test_a_waiting_pool_lends_its_free_connections_and_takes_them_back(
+    redis_server: RedisServer,
+) -> None:
+    settings = RedisStoreSettings(dsn=SecretStr(redis_server.url), pool_size=2)
+    client = settings.client()
+    try:
+        sizes = list(range(1, 41))
+        answers = await asyncio.gather(*(_LENGTH(client, ["k"], [b"y" * n]) for n in sizes))
+        assert answers == sizes
+        pool = client.connection_pool
+        assert not pool._in_use_connections
+        assert 1 <= len(pool._available_connections) <= 2
+    finally:
+        await client.aclose()
