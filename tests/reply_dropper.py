@@ -33,6 +33,19 @@ class Proxy:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         raise NotImplementedError
 
+    @staticmethod
+    async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        """Forward ``source`` to ``sink`` until ``source`` ends, then close ``sink``."""
+        try:
+            while chunk := await source.read(65536):
+                sink.write(chunk)
+                await sink.drain()
+        except asyncio.CancelledError:
+            raise  # cut short by `_serve` (an answer dropped): it closes the sink itself
+        except OSError:
+            pass
+        sink.close()  # the server hung up: so does the proxy, toward the client
+
 
 class ReplyDropper(Proxy):
     """Forwards connections to the server on ``port``; the first request carrying ``marker``
@@ -77,18 +90,6 @@ class ReplyDropper(Proxy):
             writer.close()
             up_writer.close()
             self._serving.discard(task)
-
-    @staticmethod
-    async def _pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-        try:
-            while chunk := await source.read(65536):
-                sink.write(chunk)
-                await sink.drain()
-        except asyncio.CancelledError:
-            raise  # the answer is being dropped: `_serve` closes toward the client, later
-        except OSError:
-            pass
-        sink.close()  # the server hung up: so does the proxy, toward the client
 
 
 __all__ = ["Proxy", "ReplyDropper"]

@@ -179,6 +179,10 @@ class QueueService(Service):
         # The idle loop's waiting claim, which a stop (`nudge` once stopping) cancels.
         self._claiming: asyncio.Future[WorkItem | None] | None = None
         self._stopping = asyncio.Event()
+        # The batched calls the queue offers, looked up once (each is optional).
+        self._claim_many: Any = getattr(queue, "claim_many", None)
+        self._complete_many: Any = getattr(queue, "complete_many", None)
+        self._complete_and_claim: Any = getattr(queue, "complete_and_claim", None)
         # Completions waiting for the next `complete_many`, and the tasks sending them.
         self._completing: list[tuple[WorkItem, asyncio.Future[_Completed]]] = []
         self._senders: set[asyncio.Task[None]] = set()
@@ -191,15 +195,16 @@ class QueueService(Service):
 
     async def claim_one(self, ctx: Context) -> bool:
         # A queue with a batched claim fills every free slot in one round trip; each item
-        # still gets its own lease, heartbeat and fenced settle. Only this loop starts work,
-        # so the free slots counted here can only grow while the claim is in flight.
-        claim_many = getattr(self.queue, "claim_many", None)
+        # still gets its own lease, heartbeat and fenced settle. Only this loop starts work
+        # in free slots (a completion's claims refill only the slots it frees), so the free
+        # slots counted here can only grow while the claim is in flight.
+        claim_many = self._claim_many
         if claim_many is not None:
             await self._gather_free_slots(ctx)
             if ctx.stopping.is_set():
                 return True  # claim nothing more; `serve` sees the stop
         free = self.concurrency - len(self.inflight)
-        if getattr(self.queue, "complete_and_claim", None) is not None:
+        if self._complete_and_claim is not None:
             free = min(free, self._batch_most())
         if free > 1 and claim_many is not None:
             batch: list[WorkItem] = await claim_many(worker=ctx.worker, queue=self.name, limit=free)
@@ -382,12 +387,12 @@ class QueueService(Service):
         """Complete ``item``, batched with the others finishing meanwhile when the queue
         has `complete_many` (each still fenced on its own lease); raises as `complete`. An
         item the queue claimed for this slot in the same round trip goes in ``handed``."""
-        complete_many = getattr(self.queue, "complete_many", None)
+        complete_many = self._complete_many
         if complete_many is None:
             return await self.queue.complete(item.id, tenant=item.tenant, worker=ctx.worker)
         answer: asyncio.Future[_Completed] = asyncio.get_running_loop().create_future()
         self._completing.append((item, answer))
-        claims = getattr(self.queue, "complete_and_claim", None)
+        claims = self._complete_and_claim
         if len(self._senders) < (SENDERS if claims is not None else 1):
             sender = asyncio.create_task(self._send_completions(ctx, complete_many, claims))
             self._senders.add(sender)

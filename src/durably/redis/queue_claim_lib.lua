@@ -87,3 +87,18 @@ local function claim(queue, worker, now, expires, priorities)
   f[STATE], f[WORKER], f[CLAIMED], f[LEASE] = 'claimed', worker, now, expires
   return f, #due
 end
+
+-- Up to ``limit`` claims as `claim` makes them, in the order single claims would take
+-- them (queue_claim_many.lua, queue_complete_claim.lua): the items taken. Stops when a
+-- claim finds nothing, and after a claim that promoted delayed tenants (that one's work
+-- is bounded by PROMOTE, and so is the script's).
+local function claim_up_to(limit, queue, worker, now, expires, priorities)
+  local taken = {}
+  for _ = 1, limit do
+    local f, promoted = claim(queue, worker, now, expires, priorities)
+    if not f then break end
+    taken[#taken + 1] = f
+    if promoted > 0 then break end
+  end
+  return taken
+end

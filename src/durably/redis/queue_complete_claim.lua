@@ -6,16 +6,7 @@
 -- then the priorities, highest first. Returns {what queue_complete.lua returns per ref,
 -- the items claimed}.
 local queue, worker, now, expires = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local retention, limit, count = ARGV[6], tonumber(ARGV[7]), tonumber(ARGV[8])
-local done, taken = {}, {}
-for i = 9, 8 + count do
-  done[#done + 1] = complete(ARGV[i], worker, tonumber(now), retention)
-end
+local count = tonumber(ARGV[8])
+local done = complete_refs(9, 8 + count, worker, tonumber(now), ARGV[6])
 local priorities = {unpack(ARGV, 9 + count)}
-for _ = 1, limit do
-  local f, promoted = claim(queue, worker, now, expires, priorities)
-  if not f then break end
-  taken[#taken + 1] = f
-  if promoted > 0 then break end
-end
-return {done, taken}
+return {done, claim_up_to(tonumber(ARGV[7]), queue, worker, now, expires, priorities)}

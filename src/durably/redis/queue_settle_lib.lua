@@ -62,3 +62,10 @@ local function complete(ref, worker, now, retention)
   f[STATE], f[LEASE] = 'completed', ''
   return {'ok', f}
 end
+
+-- `complete` for each ref in ARGV[first..last], in order: what it returns for each.
+local function complete_refs(first, last, worker, now, retention)
+  local done = {}
+  for i = first, last do done[#done + 1] = complete(ARGV[i], worker, now, retention) end
+  return done
+end

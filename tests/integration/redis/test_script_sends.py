@@ -51,7 +51,7 @@ class _Stalling(Proxy):
         assert task is not None
         self._serving.add(task)
         up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self._port)
-        back = asyncio.create_task(self._back(up_reader, writer))
+        back = asyncio.create_task(self._pump(up_reader, writer))
         try:
             while True:
                 await self.flowing.wait()
@@ -66,12 +66,6 @@ class _Stalling(Proxy):
             writer.close()
             up_writer.close()
             self._serving.discard(task)
-
-    @staticmethod
-    async def _back(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-        while chunk := await source.read(65536):
-            sink.write(chunk)
-            await sink.drain()
 
 
 async def test_a_write_a_stalled_server_never_reads_times_out_and_drops_the_connection(
