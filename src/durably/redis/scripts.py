@@ -20,6 +20,13 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from redis import VERSION
 
+try:  # redis-py's hiredis parser, read directly by `_read` (see there)
+    from redis._parsers.hiredis import NOT_ENOUGH_DATA as _NOT_ENOUGH_DATA
+    from redis._parsers.hiredis import _AsyncHiredisParser
+except ImportError:  # pragma: no cover - another redis-py layout, or no hiredis
+    _AsyncHiredisParser = None  # type: ignore[assignment,misc]
+    _NOT_ENOUGH_DATA = None
+
 _HERE = Path(__file__).parent
 # The scripts that only read: no replica needs to acknowledge them (`ReplicaWait`).
 _READS = frozenset(
@@ -230,7 +237,7 @@ async def _sent_many(pool: Any, packed: bytes, count: int) -> list[Any]:
         replies: list[Any] = []
         for _ in range(count):
             try:
-                replies.append(await connection.read_response())
+                replies.append(await _read(connection))
             except ResponseError as error:
                 replies.append(error)
         return replies
@@ -247,9 +254,88 @@ async def _sent(pool: Any, command: bytes | tuple[Any, ...]) -> Any:
         if type(command) is not bytes:
             command = b"".join(connection.pack_command(*command))
         await _send(connection, command)
-        return await connection.read_response()
+        return await _read(connection)
     finally:
         await pool.release(connection)
+
+
+async def _read(connection: Any) -> Any:
+    """The next reply on ``connection``, as its ``read_response`` gives it (an error
+    reply raised as its `ResponseError`, a push notification handed to its handler first),
+    read from its hiredis reader directly.
+
+    redis-py wraps each read in ``asyncio.timeout`` and three layers of calls, about a
+    sixth of a script call's client time; here a plain timer bounds the read instead: at
+    ``socket_timeout`` it aborts the connection's transport, which ends the read, and the
+    call raises redis-py's `TimeoutError`. Any failure drops the connection, as redis-py
+    does. A connection this cannot read so (health checks, another parser) goes through
+    ``read_response``."""
+    parser = connection._parser
+    reader = getattr(parser, "_reader", None)
+    if (
+        type(parser) is not _AsyncHiredisParser
+        or reader is None
+        or connection.health_check_interval
+    ):
+        return await connection.read_response()
+    push = getattr(parser, "_hiredis_PushNotificationType", None)
+    while True:
+        reply = reader.gets()
+        if reply is _NOT_ENOUGH_DATA:
+            reply = await _arrival(connection, parser, reader)
+        if push is None or not isinstance(reply, push):
+            break
+        await parser.handle_push_response(reply)  # type: ignore[no-untyped-call]
+    if isinstance(reply, ResponseError | RedisConnectionError):
+        if isinstance(reply, RedisConnectionError):
+            await connection.disconnect(nowait=True)
+        raise reply
+    if type(reply) is list and reply and isinstance(reply[0], RedisConnectionError):
+        await connection.disconnect(nowait=True)
+        raise reply[0]
+    return reply
+
+
+async def _arrival(connection: Any, parser: Any, reader: Any) -> Any:
+    """Read from ``connection`` until ``reader`` holds a whole reply; within the
+    connection's ``socket_timeout`` (redis-py's `TimeoutError` after it). Any failure drops
+    the connection."""
+    expired: list[bool] = []
+    timer = None
+    timeout = connection.socket_timeout
+    if timeout is not None:
+        transport = connection._writer.transport
+
+        def expire() -> None:
+            expired.append(True)
+            transport.abort()  # ends the read below
+
+        loop = asyncio.get_running_loop()
+        timer = loop.call_at(loop.time() + timeout, expire)
+    stream = parser._stream
+    reply = _NOT_ENOUGH_DATA
+    try:
+        while reply is _NOT_ENOUGH_DATA:
+            data = await stream.read(parser._read_size)
+            if not data:
+                if expired:
+                    raise TimeoutError
+                raise RedisConnectionError("Connection closed by server.")
+            reader.feed(data)
+            reply = reader.gets()
+    except BaseException as error:
+        await connection.disconnect(nowait=True)
+        if expired or isinstance(error, TimeoutError):
+            raise RedisTimeoutError("Timeout reading from the Redis server") from None
+        if isinstance(error, OSError):
+            raise RedisConnectionError(f"Error while reading from socket: {error}") from error
+        raise
+    finally:
+        if timer is not None:
+            timer.cancel()
+    if expired:  # the timer ran in the turn the reply arrived: the reply stands
+        await connection.disconnect(nowait=True)
+    return reply
 
 
 def scripts(*names: str, prelude: str | tuple[str, ...] | None = None) -> dict[str, Script]:

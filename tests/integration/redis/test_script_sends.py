@@ -1,7 +1,10 @@
-"""How a script call is written on the direct path: a write the socket takes at once goes
-without a timer, one it cannot take whole still arrives whole, one a stalled server stops
-reading times out and drops its connection, and the waiting pool that `open_stores` builds
-lends its free connections the same way and takes them back."""
+"""How a script call is written and read on the direct path: a write the socket takes at
+once goes without a timer, one it cannot take whole still arrives whole, one a stalled
+server stops reading times out and drops its connection; a reply that never comes times
+out at ``socket_timeout`` and drops its connection, a caller cancelled mid-read leaves
+nothing unread for the next call, an error reply keeps its connection; and the waiting
+pool that `open_stores` builds lends its free connections the same way and takes them
+back."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import asyncio
 import pytest
 from pydantic import SecretStr
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from durably.redis import RedisStoreSettings
@@ -35,8 +39,9 @@ async def test_a_write_the_socket_cannot_take_at_once_arrives_whole(
 
 
 class _Stalling(Proxy):
-    """Forwards connections to the server on ``port`` until `stall`, after which it reads
-    nothing more from the clients (their writes back up into their sockets)."""
+    """Forwards connections to the server on ``port`` until `stall`, after which it
+    forwards nothing more from the clients and reads no further (their writes back up into
+    their sockets) until `resume`."""
 
     def __init__(self, port: int) -> None:
         super().__init__(port)
@@ -45,6 +50,9 @@ class _Stalling(Proxy):
 
     def stall(self) -> None:
         self.flowing.clear()
+
+    def resume(self) -> None:
+        self.flowing.set()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -58,6 +66,7 @@ class _Stalling(Proxy):
                 chunk = await reader.read(65536)
                 if not chunk:
                     break
+                await self.flowing.wait()  # a chunk read just before a stall waits too
                 up_writer.write(chunk)
                 await up_writer.drain()
         finally:
@@ -88,6 +97,73 @@ async def test_a_write_a_stalled_server_never_reads_times_out_and_drops_the_conn
     finally:
         await client.aclose()
         await proxy.stop()
+
+
+def _dropped(client: Redis) -> bool:
+    """Whether no connection of ``client``'s pool is lent out or still connected."""
+    pool = client.connection_pool
+    return not pool._in_use_connections and all(
+        not c.is_connected for c in pool._available_connections
+    )
+
+
+async def test_a_reply_that_never_comes_times_out_and_drops_the_connection(
+    redis_server: RedisServer,
+) -> None:
+    proxy = _Stalling(redis_server.port)
+    port = await proxy.start()
+    client = Redis(host="127.0.0.1", port=port, socket_timeout=0.5)
+    try:
+        assert await _LENGTH(client, ["k"], [b"x"]) == 1
+        proxy.stall()  # the call is written, never delivered: no reply comes
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(RedisTimeoutError, match="reading"):
+            await asyncio.wait_for(_LENGTH(client, ["k"], [b"xy"]), 10)
+        waited = loop.time() - started
+        assert 0.4 < waited < 5
+        assert _dropped(client)
+        proxy.resume()
+        assert await _LENGTH(client, ["k"], [b"xyz"]) == 3  # on a new connection
+    finally:
+        await client.aclose()
+        await proxy.stop()
+
+
+async def test_a_caller_cancelled_mid_read_leaves_no_reply_for_the_next_call(
+    redis_server: RedisServer,
+) -> None:
+    proxy = _Stalling(redis_server.port)
+    port = await proxy.start()
+    client = Redis(host="127.0.0.1", port=port, socket_timeout=30.0)
+    try:
+        assert await _LENGTH(client, ["k"], [b"x"]) == 1
+        proxy.stall()
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(_LENGTH(client, ["k"], [b"xx"]), 0.3)
+        assert _dropped(client)
+        proxy.resume()  # the stalled call may now reach the server: its reply is gone
+        assert [await _LENGTH(client, ["k"], [b"y" * n]) for n in (3, 4, 5)] == [3, 4, 5]
+    finally:
+        await client.aclose()
+        await proxy.stop()
+
+
+async def test_an_error_reply_raises_and_keeps_its_connection(
+    redis_server: RedisServer,
+) -> None:
+    client = Redis.from_url(redis_server.url, socket_timeout=5.0)
+    failing = Script("return redis.call('NO-SUCH-COMMAND')", "failing.lua")
+    try:
+        assert await _LENGTH(client, ["k"], [b"x"]) == 1
+        connection = next(iter(client.connection_pool._available_connections))
+        with pytest.raises(ResponseError, match=r"(?i)unknown"):
+            await failing(client, ["k"], [])
+        assert connection.is_connected
+        assert client.connection_pool._available_connections == [connection]
+        assert await _LENGTH(client, ["k"], [b"xy"]) == 2
+    finally:
+        await client.aclose()
 
 
 async def test_a_waiting_pool_lends_its_free_connections_and_takes_them_back(
