@@ -20,6 +20,12 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from redis import VERSION
 
+try:  # the one listener redis-py registers for a released connection (see `_give_back`)
+    from redis.event import AsyncAfterConnectionReleasedEvent as _Released
+    from redis.event import AsyncReAuthConnectionListener as _ReAuth
+except ImportError:  # pragma: no cover - redis-py before 5.3
+    _Released = _ReAuth = None  # type: ignore[assignment,misc]
+
 try:  # redis-py's hiredis parser, read directly by `_read` (see there)
     from redis._parsers.hiredis import NOT_ENOUGH_DATA as _NOT_ENOUGH_DATA
     from redis._parsers.hiredis import _AsyncHiredisParser
@@ -242,7 +248,7 @@ async def _sent_many(pool: Any, packed: bytes, count: int) -> list[Any]:
                 replies.append(error)
         return replies
     finally:
-        await pool.release(connection)
+        await _give_back(pool, connection)
 
 
 async def _sent(pool: Any, command: bytes | tuple[Any, ...]) -> Any:
@@ -256,7 +262,41 @@ async def _sent(pool: Any, command: bytes | tuple[Any, ...]) -> Any:
         await _send(connection, command)
         return await _read(connection)
     finally:
+        await _give_back(pool, connection)
+
+
+async def _give_back(pool: Any, connection: Any) -> None:
+    """Return ``connection`` to ``pool``: at once when its ``release`` would do nothing
+    more (no lock held, no caller waiting, no re-authentication due, redis-py's metrics
+    off, as `_direct_pool` made sure), else through ``release``. About 10 µs of client
+    time a call: the release takes the pool's lock (and a waiting pool's condition) and
+    dispatches an event per call."""
+    lock = getattr(pool, "_lock", None)
+    dispatcher = getattr(pool, "_event_dispatcher", None)
+    listeners = getattr(dispatcher, "_event_listeners_mapping", {}).get(_Released, ())
+    if (
+        _Released is None
+        or lock is None
+        or lock.locked()
+        or connection not in pool._in_use_connections
+        or connection.should_reconnect()
+        or getattr(connection, "_re_auth_token", None) is not None
+        or any(type(listener) is not _ReAuth for listener in listeners)
+    ):
         await pool.release(connection)
+        return
+    if type(pool) is not ConnectionPool:
+        condition = getattr(pool, "_condition", None)
+        if (
+            not isinstance(pool, BlockingConnectionPool)
+            or condition is None
+            or condition.locked()
+            or getattr(condition, "_waiters", None)
+        ):
+            await pool.release(connection)
+            return
+    pool._in_use_connections.remove(connection)
+    pool._available_connections.append(connection)
 
 
 async def _read(connection: Any) -> Any:
