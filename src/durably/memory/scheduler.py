@@ -1,5 +1,11 @@
 """The in-memory `Scheduler`: one entry per workflow in a dict, hand-outs on an event.
 
+Ready entries are also kept in a heap by (visible since, workflow), sleeping ones in a heap
+by (due, workflow), so a hand-out and a wake of the due cost O(log n) however many
+workflows wait. Heap rows are never updated in place: a change pushes a new row, and a
+row whose entry has moved on since (taken, put to sleep, done, cancelled) is dropped when
+it reaches the top; the heaps are rebuilt when stale rows outnumber live ones.
+
 Every method but `next_ready`'s wait finishes without yielding to the event loop, so each
 is atomic under asyncio. Hand-out leases run on ``time.monotonic()`` (the store's clock);
 sleeping entries are due on the caller's clock.
@@ -8,6 +14,7 @@ sleeping entries are due on the caller's clock.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import itertools
 import time
 import uuid
@@ -46,6 +53,10 @@ class MemoryScheduler:
         self._namespace = identifier(namespace, "namespace")
         self._now = now
         self._entries: dict[str, _Entry] = {}
+        # Rows (time, workflow, push number, entry): ready by visible_at, sleeping by due.
+        self._visible: list[tuple[float, str, int, _Entry]] = []
+        self._sleeping: list[tuple[float, str, int, _Entry]] = []
+        self._pushes = itertools.count()
         self._changed = asyncio.Event()
         self._receipts = itertools.count(1)
         self._instance = uuid.uuid4().hex
@@ -82,18 +93,23 @@ class MemoryScheduler:
             entry.ready = False
             entry.due = when
             entry.receipt = None
-        elif not entry.ready:
-            entry.due = min(entry.due, when)
+            self._push(self._sleeping, when, delivery.workflow, entry)
+        elif not entry.ready and when < entry.due:
+            entry.due = when
+            self._push(self._sleeping, when, delivery.workflow, entry)
 
     async def wake_due(self, now: float) -> int:
         """Make every sleeping entry due at or before ``now`` ready; the count woken."""
         finite(now, "now")
         store_now = self._now()
         woken = 0
-        for entry in self._entries.values():
-            if not entry.ready and entry.due <= now:
+        sleeping = self._sleeping
+        while sleeping and sleeping[0][0] <= now:
+            due, workflow, _, entry = heapq.heappop(sleeping)
+            if self._asleep(due, workflow, entry):
                 entry.ready = True
                 entry.visible_at = store_now
+                self._push(self._visible, store_now, workflow, entry)
                 woken += 1
         if woken:
             self._notify()
@@ -112,11 +128,10 @@ class MemoryScheduler:
             remaining = deadline - now
             if remaining <= 0:
                 return None
-            # Also wake when a hand-out's lease lapses, not only on a change.
-            upcoming = [
-                e.visible_at - now for e in self._entries.values() if e.ready and e.visible_at > now
-            ]
-            wait = min([remaining, *upcoming])
+            # Also wake when a hand-out's lease lapses, not only on a change (`_take` left
+            # the earliest live row on top).
+            upcoming = self._visible[0][0] - now if self._visible else remaining
+            wait = min(remaining, upcoming)
             try:
                 await asyncio.wait_for(changed.wait(), timeout=wait)
             except TimeoutError:
@@ -132,6 +147,7 @@ class MemoryScheduler:
             if entry.receipt is not None and now - entry.taken_at >= idle:
                 entry.receipt = None
                 entry.visible_at = now
+                self._push(self._visible, now, workflow, entry)
                 reclaimed.append(workflow)
         if reclaimed:
             self._notify()
@@ -145,6 +161,7 @@ class MemoryScheduler:
         if entry is None or entry.receipt != delivery.receipt:
             return False
         entry.visible_at = self._now() + within
+        self._push(self._visible, entry.visible_at, delivery.workflow, entry)
         return True
 
     async def cancel(self, workflow: str) -> None:
@@ -165,11 +182,12 @@ class MemoryScheduler:
         now = self._now()
         entry = self._entries.get(workflow)
         if entry is None:
-            self._entries[workflow] = _Entry(ready=True, visible_at=now, due=now)
+            entry = self._entries[workflow] = _Entry(ready=True, visible_at=now, due=now)
         else:
             entry.ready = True
             entry.visible_at = now
             entry.receipt = None
+        self._push(self._visible, now, workflow, entry)
         self._notify()
 
     def _cancel_now(self, workflow: str) -> None:
@@ -179,20 +197,40 @@ class MemoryScheduler:
     # --- internals -------------------------------------------------------------------------
 
     def _take(self, now: float) -> Delivery | None:
-        best: tuple[float, str] | None = None
-        for workflow, entry in self._entries.items():
-            if entry.ready and entry.visible_at <= now:
-                candidate = (entry.visible_at, workflow)
-                if best is None or candidate < best:
-                    best = candidate
-        if best is None:
-            return None
-        workflow = best[1]
-        entry = self._entries[workflow]
-        entry.receipt = f"{self._instance}:{next(self._receipts)}"
-        entry.taken_at = now
-        entry.visible_at = now + self._lease
-        return Delivery(workflow, entry.receipt)
+        visible = self._visible
+        while visible:
+            at, workflow, _, entry = visible[0]
+            if not self._shown(at, workflow, entry):
+                heapq.heappop(visible)  # its entry moved on since the row was pushed
+                continue
+            if at > now:
+                return None  # the earliest hand-out is still leased
+            heapq.heappop(visible)
+            entry.receipt = f"{self._instance}:{next(self._receipts)}"
+            entry.taken_at = now
+            entry.visible_at = now + self._lease
+            self._push(visible, entry.visible_at, workflow, entry)
+            return Delivery(workflow, entry.receipt)
+        return None
+
+    def _shown(self, at: float, workflow: str, entry: _Entry) -> bool:
+        """Whether a row of the ready heap still stands for its entry."""
+        return entry.ready and entry.visible_at == at and self._entries.get(workflow) is entry
+
+    def _asleep(self, due: float, workflow: str, entry: _Entry) -> bool:
+        """Whether a row of the sleeping heap still stands for its entry."""
+        return not entry.ready and entry.due == due and self._entries.get(workflow) is entry
+
+    def _push(
+        self, heap: list[tuple[float, str, int, _Entry]], at: float, workflow: str, entry: _Entry
+    ) -> None:
+        heapq.heappush(heap, (at, workflow, next(self._pushes), entry))
+        if len(heap) > 2 * len(self._entries) + 64:
+            # Mostly stale rows: keep the live ones (each entry's newest), rebuilt in place.
+            live = self._shown if heap is self._visible else self._asleep
+            kept = {row[1]: row for row in heap if live(row[0], row[1], row[3])}
+            heap[:] = list(kept.values())
+            heapq.heapify(heap)
 
     def _notify(self) -> None:
         # Wake every waiter, then give later waiters a fresh event to wait on.

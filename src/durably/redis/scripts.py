@@ -272,6 +272,7 @@ async def _give_back(pool: Any, connection: Any) -> None:
     time a call: the release takes the pool's lock (and a waiting pool's condition) and
     dispatches an event per call."""
     lock = getattr(pool, "_lock", None)
+    reconnect = getattr(connection, "should_reconnect", None)  # redis-py 6 and later
     dispatcher = getattr(pool, "_event_dispatcher", None)
     listeners = getattr(dispatcher, "_event_listeners_mapping", {}).get(_Released, ())
     if (
@@ -279,7 +280,7 @@ async def _give_back(pool: Any, connection: Any) -> None:
         or lock is None
         or lock.locked()
         or connection not in pool._in_use_connections
-        or connection.should_reconnect()
+        or (reconnect is not None and reconnect())
         or getattr(connection, "_re_auth_token", None) is not None
         or any(type(listener) is not _ReAuth for listener in listeners)
     ):

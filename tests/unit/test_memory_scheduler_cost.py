@@ -1,0 +1,100 @@
+"""The memory scheduler's hand-out and its wake of the due do not grow with the workflows
+waiting: the same Python lines per ``next_ready`` + ``done`` at 100 and 20,000 ready
+workflows, and per ``wake_due`` of a few due among 100 or 20,000 sleeping ones; and the
+heaps behind them stay bounded while one workflow is made ready over and over.
+
+Work is counted, not timed (as in ``test_memory_claim_cost``): a scan of every entry shows
+as Python lines per entry, heap operations run in C."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable
+from types import FrameType
+from typing import Any
+
+from durably.memory import MemoryScheduler
+
+PAIRS = 100
+COUNT_RATIO = 1.25
+WOKEN = 5
+
+
+async def _lines(work: Callable[[], Awaitable[None]]) -> int:
+    lines = 0
+
+    def trace(frame: FrameType, event: str, arg: Any) -> Callable[..., Any]:
+        nonlocal lines
+        if event == "line":
+            lines += 1
+        return trace
+
+    sys.settrace(trace)
+    try:
+        await work()
+    finally:
+        sys.settrace(None)
+    return lines
+
+
+async def _ready(count: int) -> MemoryScheduler:
+    scheduler = MemoryScheduler()
+    for n in range(count):
+        await scheduler.make_ready(f"w{n}")
+    return scheduler
+
+
+async def _handouts(scheduler: MemoryScheduler) -> int:
+    async def work() -> None:
+        for _ in range(PAIRS):
+            delivery = await scheduler.next_ready(0.0)
+            assert delivery is not None
+            await scheduler.done(delivery)
+
+    return await _lines(work)
+
+
+async def test_a_hand_out_costs_the_same_with_two_hundred_times_the_ready_workflows() -> None:
+    small = await _handouts(await _ready(PAIRS))
+    large = await _handouts(await _ready(20_000))
+    assert large <= COUNT_RATIO * small, (small, large)
+
+
+async def _sleeping(count: int) -> MemoryScheduler:
+    """``count`` sleeping workflows, ``WOKEN`` of them due at 1.0, the rest at 1000.0."""
+    scheduler = await _ready(count)
+    for n in range(count):
+        delivery = await scheduler.next_ready(0.0)
+        assert delivery is not None
+        await scheduler.wake_at(delivery, 1.0 if n < WOKEN else 1000.0)
+    return scheduler
+
+
+async def test_waking_the_due_costs_the_same_among_two_hundred_times_the_sleepers() -> None:
+    counts: list[int] = []
+    for size in (100, 20_000):
+        scheduler = await _sleeping(size)
+        woken: list[int] = []
+
+        async def work(scheduler: MemoryScheduler = scheduler, woken: list[int] = woken) -> None:
+            woken.append(await scheduler.wake_due(2.0))
+
+        counts.append(await _lines(work))
+        assert woken == [WOKEN]
+        taken = {(await scheduler.next_ready(0.0)).workflow for _ in range(WOKEN)}  # type: ignore[union-attr]
+        assert taken == {f"w{n}" for n in range(WOKEN)}
+        assert await scheduler.next_ready(0.0) is None
+    assert counts[1] <= COUNT_RATIO * counts[0], counts
+
+
+async def test_the_heaps_stay_bounded_while_one_workflow_is_made_ready_over_and_over() -> None:
+    scheduler = await _ready(10)
+    for _ in range(10_000):
+        await scheduler.make_ready("w3")
+    assert len(scheduler._visible) <= 2 * 10 + 64 + 1
+    delivery = await scheduler.next_ready(0.0)
+    assert delivery is not None and delivery.workflow != "w3"  # made ready last: taken last
+    seen = {delivery.workflow}
+    while (delivery := await scheduler.next_ready(0.0)) is not None:
+        seen.add(delivery.workflow)
+    assert seen == {f"w{n}" for n in range(10)}
