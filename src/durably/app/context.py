@@ -143,6 +143,9 @@ class Context:
         self._stopped: WorkflowStopped | None = None
         self._cancel_delivered = False
         self._cancel_arrived = False
+        # Whether an earlier pass left any step's retry deadline (`records.retry_key`):
+        # without one, a fresh step's first attempt needs no look for its own.
+        self._retries_recorded = any(records.RETRY in key for key in recorded)
 
     @functools.cached_property
     def logger(self) -> logging.LoggerAdapter[logging.Logger]:
@@ -376,7 +379,9 @@ class Context:
         return count
 
     def _next(self, name: str) -> str:
-        return records.occurrence(name, self._count(name))
+        counts = self._counts
+        count = counts[name] = counts.get(name, 0) + 1
+        return f"{name}#{count}"  # records.occurrence, written out: once per step call
 
     def _meet(self, key: str) -> None:
         self._unmet.discard(key)
@@ -411,13 +416,17 @@ class Context:
             self._stopped = error
         return error
 
+    def _cancel_pending(self) -> bool:
+        """Whether a cancellation or the workflow's timeout waits to be delivered."""
+        return self._timed_out or self._cancel_arrived or self._cancel_key in self._records
+
     def _deliver_cancel(self, key: str | None = None) -> None:
         """Raise the cancellation (once per pass) at a point the body has not passed
         before: a call whose ``key`` is recorded replays, so a cancel lands where it
         first could, on every pass alike."""
         if self._cancel_delivered or (key is not None and key in self._records):
             return
-        if self._timed_out or self._cancel_arrived or self._cancel_key in self._records:
+        if self._cancel_pending():
             self._cancel_delivered = True
             reason = "timed out" if self._timed_out else "was cancelled"
             raise asyncio.CancelledError(f"workflow {self.id!r} {reason}")

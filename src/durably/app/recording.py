@@ -26,7 +26,7 @@ async def recorded_call(
     if key not in recorded:
         if ctx._cancels is not None and ctx._cancels.due(ctx.id):
             ctx._cancel_arrived = await ctx._cancels.arrived(ctx.id, ctx._cancel_key)
-        if not ctx._cancel_delivered:
+        if not ctx._cancel_delivered and ctx._cancel_pending():
             ctx._deliver_cancel(key)
     failure: list[BaseException] = []
     result = step.signature.result
@@ -37,7 +37,9 @@ async def recorded_call(
     async def effect() -> object:
         nonlocal own
         try:
-            if step.direct and records.retry_key(key, 1) not in recorded:
+            if step.direct and (
+                not ctx._retries_recorded or records.retry_key(key, 1) not in recorded
+            ):
                 # The common case, inline: a first attempt that is a plain await.
                 first: Exception | None = None
                 token = bind((ctx, key, 1))

@@ -32,6 +32,7 @@ TIMEOUT = "durably:timeout"
 RESUMES = "durably:resume"
 """The markers `WorkflowHandle.resume` supplies (``durably:resume#1``, ...)."""
 EVENT = "durably:event:"
+_RESUME_PREFIX = f"{RESUMES}#"
 
 
 def occurrence(name: str, count: int) -> str:
@@ -41,7 +42,7 @@ def occurrence(name: str, count: int) -> str:
 
 def generation(stored: Mapping[str, object]) -> int:
     """The workflow's resume generation: 1, plus one per resume."""
-    return 1 + sum(1 for key in stored if key.startswith(f"{RESUMES}#"))
+    return 1 + sum(1 for key in stored if key.startswith(_RESUME_PREFIX))
 
 
 def cancel_key(generation: int) -> str:
@@ -49,9 +50,13 @@ def cancel_key(generation: int) -> str:
     return occurrence(CANCEL, generation)
 
 
+RETRY = ":retry#"
+"""What every `retry_key` holds."""
+
+
 def retry_key(step_key: str, attempt: int) -> str:
     """The deadline of the durable backoff after failed attempt ``attempt`` of a step."""
-    return f"{step_key}:retry#{attempt}"
+    return f"{step_key}{RETRY}{attempt}"
 
 
 def event_key(key: str, count: int) -> str:
