@@ -10,10 +10,7 @@ rounds, so a busy machine slows both sizes alike."""
 from __future__ import annotations
 
 import statistics
-import sys
 import time
-from collections.abc import Callable
-from types import FrameType
 from typing import Any
 
 import pytest
@@ -22,6 +19,7 @@ from durably.clock import SystemClock
 from durably.memory import MemoryWorkQueue
 from durably.memory import queue as memory_queue
 from durably.work import WorkItem, WorkPriority
+from tests.line_count import lines_run
 
 PAIRS = 200  # claim+complete pairs counted (and timed) on each queue
 TIME_RATIO = 3.0  # a scan of every item would be some 100 times slower at the larger size
@@ -51,15 +49,7 @@ async def _pair(queue: MemoryWorkQueue) -> None:
 
 async def _counted(queue: MemoryWorkQueue, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
     """(Python lines run, items parsed) over ``PAIRS`` claim+complete pairs."""
-    lines = 0
     parses = 0
-
-    def trace(frame: FrameType, event: str, arg: Any) -> Callable[..., Any]:
-        nonlocal lines
-        if event == "line":
-            lines += 1
-        return trace
-
     parse = memory_queue._Slot.item
 
     def counted_parse(slot: Any) -> WorkItem:
@@ -69,13 +59,10 @@ async def _counted(queue: MemoryWorkQueue, monkeypatch: pytest.MonkeyPatch) -> t
 
     with monkeypatch.context() as patched:
         patched.setattr(memory_queue._Slot, "item", counted_parse)
-        sys.settrace(trace)
-        try:
+        with lines_run() as lines:
             for _ in range(PAIRS):
                 await _pair(queue)
-        finally:
-            sys.settrace(None)
-    return lines, parses
+    return lines[0], parses
 
 
 async def _timed(small: MemoryWorkQueue, large: MemoryWorkQueue) -> tuple[float, float]:

@@ -8,12 +8,10 @@ as Python lines per entry, heap operations run in C."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Awaitable, Callable
-from types import FrameType
-from typing import Any
 
 from durably.memory import MemoryScheduler
+from tests.line_count import lines_run
 
 PAIRS = 100
 COUNT_RATIO = 1.25
@@ -21,20 +19,9 @@ WOKEN = 5
 
 
 async def _lines(work: Callable[[], Awaitable[None]]) -> int:
-    lines = 0
-
-    def trace(frame: FrameType, event: str, arg: Any) -> Callable[..., Any]:
-        nonlocal lines
-        if event == "line":
-            lines += 1
-        return trace
-
-    sys.settrace(trace)
-    try:
+    with lines_run() as lines:
         await work()
-    finally:
-        sys.settrace(None)
-    return lines
+    return lines[0]
 
 
 async def _ready(count: int) -> MemoryScheduler:

@@ -9,6 +9,8 @@ back."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 
 import pytest
 from pydantic import SecretStr
@@ -77,23 +79,16 @@ class _Stalling(Proxy):
             self._serving.discard(task)
 
 
-async def test_a_write_a_stalled_server_never_reads_times_out_and_drops_the_connection(
-    redis_server: RedisServer,
-) -> None:
-    proxy = _Stalling(redis_server.port)
+@contextlib.asynccontextmanager
+async def _stalling(server: RedisServer, timeout: float) -> AsyncIterator[tuple[_Stalling, Redis]]:
+    """A client with ``timeout`` as its socket timeout, connected through a `_Stalling`
+    proxy, its first call answered (connected, the script cached)."""
+    proxy = _Stalling(server.port)
     port = await proxy.start()
-    client = Redis(host="127.0.0.1", port=port, socket_timeout=0.5)
+    client = Redis(host="127.0.0.1", port=port, socket_timeout=timeout)
     try:
-        assert await _LENGTH(client, ["k"], [b"x"]) == 1  # connected, the script cached
-        proxy.stall()
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        with pytest.raises(RedisTimeoutError, match="writing"):
-            await asyncio.wait_for(_LENGTH(client, ["k"], [b"x" * _BIG]), 10)
-        assert loop.time() - started < 5
-        pool = client.connection_pool
-        assert not pool._in_use_connections
-        assert all(not c.is_connected for c in pool._available_connections)
+        assert await _LENGTH(client, ["k"], [b"x"]) == 1
+        yield proxy, client
     finally:
         await client.aclose()
         await proxy.stop()
@@ -107,46 +102,44 @@ def _dropped(client: Redis) -> bool:
     )
 
 
+async def test_a_write_a_stalled_server_never_reads_times_out_and_drops_the_connection(
+    redis_server: RedisServer,
+) -> None:
+    async with _stalling(redis_server, 0.5) as (proxy, client):
+        proxy.stall()
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        with pytest.raises(RedisTimeoutError, match="writing"):
+            await asyncio.wait_for(_LENGTH(client, ["k"], [b"x" * _BIG]), 10)
+        assert loop.time() - started < 5
+        assert _dropped(client)
+
+
 async def test_a_reply_that_never_comes_times_out_and_drops_the_connection(
     redis_server: RedisServer,
 ) -> None:
-    proxy = _Stalling(redis_server.port)
-    port = await proxy.start()
-    client = Redis(host="127.0.0.1", port=port, socket_timeout=0.5)
-    try:
-        assert await _LENGTH(client, ["k"], [b"x"]) == 1
+    async with _stalling(redis_server, 0.5) as (proxy, client):
         proxy.stall()  # the call is written, never delivered: no reply comes
         loop = asyncio.get_running_loop()
         started = loop.time()
         with pytest.raises(RedisTimeoutError, match="reading"):
             await asyncio.wait_for(_LENGTH(client, ["k"], [b"xy"]), 10)
-        waited = loop.time() - started
-        assert 0.4 < waited < 5
+        assert 0.4 < loop.time() - started < 5
         assert _dropped(client)
         proxy.resume()
         assert await _LENGTH(client, ["k"], [b"xyz"]) == 3  # on a new connection
-    finally:
-        await client.aclose()
-        await proxy.stop()
 
 
 async def test_a_caller_cancelled_mid_read_leaves_no_reply_for_the_next_call(
     redis_server: RedisServer,
 ) -> None:
-    proxy = _Stalling(redis_server.port)
-    port = await proxy.start()
-    client = Redis(host="127.0.0.1", port=port, socket_timeout=30.0)
-    try:
-        assert await _LENGTH(client, ["k"], [b"x"]) == 1
+    async with _stalling(redis_server, 30.0) as (proxy, client):
         proxy.stall()
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(_LENGTH(client, ["k"], [b"xx"]), 0.3)
         assert _dropped(client)
         proxy.resume()  # the stalled call may now reach the server: its reply is gone
         assert [await _LENGTH(client, ["k"], [b"y" * n]) for n in (3, 4, 5)] == [3, 4, 5]
-    finally:
-        await client.aclose()
-        await proxy.stop()
 
 
 async def test_an_error_reply_raises_and_keeps_its_connection(
