@@ -10,7 +10,8 @@ from collections.abc import Awaitable, Callable
 
 class Proxy:
     """A TCP proxy on a free loopback port toward the server on ``port``; subclasses
-    forward each connection in ``_serve``, tracked in ``_serving`` so `stop` ends them."""
+    forward each connection's requests in ``_forward`` (or serve it whole in ``_serve``),
+    tracked in ``_serving`` so `stop` ends them."""
 
     def __init__(self, port: int) -> None:
         self._port = port
@@ -31,6 +32,31 @@ class Proxy:
         await asyncio.gather(*self._serving, return_exceptions=True)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Connect upstream, pump the server's replies back to the client, and let
+        `_forward` carry the client's requests up; tracked in ``_serving`` until done."""
+        task = asyncio.current_task()
+        assert task is not None
+        self._serving.add(task)
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self._port)
+        back = asyncio.create_task(self._pump(up_reader, writer))
+        try:
+            await self._forward(reader, up_reader, up_writer, back)
+        finally:
+            back.cancel()
+            await asyncio.gather(back, return_exceptions=True)
+            writer.close()
+            up_writer.close()
+            self._serving.discard(task)
+
+    async def _forward(
+        self,
+        reader: asyncio.StreamReader,
+        up_reader: asyncio.StreamReader,
+        up_writer: asyncio.StreamWriter,
+        back: asyncio.Task[None],
+    ) -> None:
+        """Carry one client's requests (``reader``) to the server (``up_writer``) until
+        either side ends; ``back`` is the task pumping the server's replies to the client."""
         raise NotImplementedError
 
     @staticmethod
@@ -65,31 +91,25 @@ class ReplyDropper(Proxy):
         self.meanwhile = meanwhile
         self.dropped = 0
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._serving.add(task)
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self._port)
-        back = asyncio.create_task(self._pump(up_reader, writer))
-        try:
-            while chunk := await reader.read(65536):
-                up_writer.write(chunk)
-                await up_writer.drain()
-                if self.dropped == 0 and self._marker in chunk:
-                    self.dropped += 1
-                    back.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await back
-                    await up_reader.read(65536)  # the server's reply: applied, never delivered
-                    if self.meanwhile is not None:
-                        await self.meanwhile()
-                    break
-        finally:
-            back.cancel()
-            await asyncio.gather(back, return_exceptions=True)
-            writer.close()
-            up_writer.close()
-            self._serving.discard(task)
+    async def _forward(
+        self,
+        reader: asyncio.StreamReader,
+        up_reader: asyncio.StreamReader,
+        up_writer: asyncio.StreamWriter,
+        back: asyncio.Task[None],
+    ) -> None:
+        while chunk := await reader.read(65536):
+            up_writer.write(chunk)
+            await up_writer.drain()
+            if self.dropped == 0 and self._marker in chunk:
+                self.dropped += 1
+                back.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await back
+                await up_reader.read(65536)  # the server's reply: applied, never delivered
+                if self.meanwhile is not None:
+                    await self.meanwhile()
+                break
 
 
 __all__ = ["Proxy", "ReplyDropper"]

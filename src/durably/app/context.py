@@ -379,9 +379,7 @@ class Context:
         return count
 
     def _next(self, name: str) -> str:
-        counts = self._counts
-        count = counts[name] = counts.get(name, 0) + 1
-        return f"{name}#{count}"  # records.occurrence, written out: once per step call
+        return records.occurrence(name, self._count(name))
 
     def _meet(self, key: str) -> None:
         self._unmet.discard(key)
@@ -416,17 +414,13 @@ class Context:
             self._stopped = error
         return error
 
-    def _cancel_pending(self) -> bool:
-        """Whether a cancellation or the workflow's timeout waits to be delivered."""
-        return self._timed_out or self._cancel_arrived or self._cancel_key in self._records
-
     def _deliver_cancel(self, key: str | None = None) -> None:
         """Raise the cancellation (once per pass) at a point the body has not passed
         before: a call whose ``key`` is recorded replays, so a cancel lands where it
         first could, on every pass alike."""
         if self._cancel_delivered or (key is not None and key in self._records):
             return
-        if self._cancel_pending():
+        if self._timed_out or self._cancel_arrived or self._cancel_key in self._records:
             self._cancel_delivered = True
             reason = "timed out" if self._timed_out else "was cancelled"
             raise asyncio.CancelledError(f"workflow {self.id!r} {reason}")

@@ -191,16 +191,45 @@ async def _connection(pool: Any) -> Any:
         if type(pool) is ConnectionPool:
             return pool.get_available_connection()  # type: ignore[no-untyped-call]
         if (
-            isinstance(pool, BlockingConnectionPool)
+            _unwaited(pool)  # none waits before it
             and not getattr(pool, "_in_maintenance", True)
-            and not pool._condition.locked()
-            and not getattr(pool._condition, "_waiters", None)  # none waits before it
             and pool.can_get_connection()
         ):
             # A waiting pool (`RedisStoreSettings.client`) with a connection to spare now:
             # taken the same way. Only a caller that must wait goes through its wait.
             return ConnectionPool.get_available_connection(pool)  # type: ignore[no-untyped-call]
     return await pool.get_connection(*_POOL_ARGS)
+
+
+def _unwaited(pool: Any) -> bool:
+    """Whether ``pool`` is a waiting pool whose condition no caller holds or waits on, so
+    a connection may be lent or taken back without it (no one is overtaken or left
+    unwoken)."""
+    condition = getattr(pool, "_condition", None)
+    return (
+        isinstance(pool, BlockingConnectionPool)
+        and condition is not None
+        and not condition.locked()
+        and not getattr(condition, "_waiters", None)
+    )
+
+
+async def _dropped(
+    connection: Any, error: BaseException, doing: str, timed_out: bool
+) -> BaseException:
+    """Drop ``connection`` after ``error`` while ``doing`` ("writing to" or "reading
+    from") its socket, and what to raise for it, as redis-py does: its `TimeoutError`
+    for a timeout, its `ConnectionError` for an `OSError`, else ``error`` itself."""
+    await connection.disconnect(nowait=True)
+    if timed_out or isinstance(error, TimeoutError):
+        timeout = RedisTimeoutError(f"Timeout {doing} socket")
+        timeout.__suppress_context__ = True
+        return timeout
+    if isinstance(error, OSError):
+        failure = RedisConnectionError(f"Error while {doing} socket: {error}")
+        failure.__cause__ = error
+        return failure
+    return error
 
 
 async def _send(connection: Any, packed: bytes) -> None:
@@ -222,15 +251,8 @@ async def _send(connection: Any, packed: bytes) -> None:
         writer.write(packed)
         if writer.transport.get_write_buffer_size():
             await asyncio.wait_for(writer.drain(), connection.socket_timeout)
-    except TimeoutError:
-        await connection.disconnect(nowait=True)
-        raise RedisTimeoutError("Timeout writing to socket") from None
-    except OSError as error:
-        await connection.disconnect(nowait=True)
-        raise RedisConnectionError(f"Error while writing to socket: {error}") from error
-    except BaseException:
-        await connection.disconnect(nowait=True)
-        raise
+    except BaseException as error:
+        raise await _dropped(connection, error, "writing to", False)  # noqa: B904
 
 
 async def _sent_many(pool: Any, packed: bytes, count: int) -> list[Any]:
@@ -286,16 +308,9 @@ async def _give_back(pool: Any, connection: Any) -> None:
     ):
         await pool.release(connection)
         return
-    if type(pool) is not ConnectionPool:
-        condition = getattr(pool, "_condition", None)
-        if (
-            not isinstance(pool, BlockingConnectionPool)
-            or condition is None
-            or condition.locked()
-            or getattr(condition, "_waiters", None)
-        ):
-            await pool.release(connection)
-            return
+    if type(pool) is not ConnectionPool and not _unwaited(pool):
+        await pool.release(connection)  # it wakes the caller waiting for a connection
+        return
     pool._in_use_connections.remove(connection)
     pool._available_connections.append(connection)
 
@@ -365,12 +380,7 @@ async def _arrival(connection: Any, parser: Any, reader: Any) -> Any:
             reader.feed(data)
             reply = reader.gets()
     except BaseException as error:
-        await connection.disconnect(nowait=True)
-        if expired or isinstance(error, TimeoutError):
-            raise RedisTimeoutError("Timeout reading from the Redis server") from None
-        if isinstance(error, OSError):
-            raise RedisConnectionError(f"Error while reading from socket: {error}") from error
-        raise
+        raise await _dropped(connection, error, "reading from", bool(expired))  # noqa: B904
     finally:
         if timer is not None:
             timer.cancel()

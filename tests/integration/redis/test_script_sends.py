@@ -56,27 +56,21 @@ class _Stalling(Proxy):
     def resume(self) -> None:
         self.flowing.set()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._serving.add(task)
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self._port)
-        back = asyncio.create_task(self._pump(up_reader, writer))
-        try:
-            while True:
-                await self.flowing.wait()
-                chunk = await reader.read(65536)
-                if not chunk:
-                    break
-                await self.flowing.wait()  # a chunk read just before a stall waits too
-                up_writer.write(chunk)
-                await up_writer.drain()
-        finally:
-            back.cancel()
-            await asyncio.gather(back, return_exceptions=True)
-            writer.close()
-            up_writer.close()
-            self._serving.discard(task)
+    async def _forward(
+        self,
+        reader: asyncio.StreamReader,
+        up_reader: asyncio.StreamReader,
+        up_writer: asyncio.StreamWriter,
+        back: asyncio.Task[None],
+    ) -> None:
+        while True:
+            await self.flowing.wait()
+            chunk = await reader.read(65536)
+            if not chunk:
+                break
+            await self.flowing.wait()  # a chunk read just before a stall waits too
+            up_writer.write(chunk)
+            await up_writer.drain()
 
 
 @contextlib.asynccontextmanager
