@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import typing
 from typing import Any
 
 import pydantic
 import pytest
 
 import durably
-from durably.app.values import Signature, digest
+from durably.app.values import Signature, Value, digest
 
 
 class Point(pydantic.BaseModel):
@@ -182,3 +183,81 @@ async def test_results_come_back_decoded_on_the_first_pass_plain_or_not() -> Non
         "v": {"n": 2},
     }
     assert stored["point#1"]["v"] == {"x": 3.0, "y": 3.0}  # type: ignore[index]
+
+
+def _exactly(annotation: Any, value: object) -> bool:
+    """What `Value.plain` must answer, written plainly: ``value`` has exactly the shape
+    of ``annotation`` (exact scalar types, lists and str-keyed dicts all the way down)."""
+    if annotation in (int, str, bool):
+        return type(value) is annotation
+    if annotation is None:
+        return value is None
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is list:
+        return type(value) is list and all(_exactly(args[0], item) for item in value)
+    assert origin is dict
+    return type(value) is dict and all(
+        type(key) is str and _exactly(args[1], item) for key, item in value.items()
+    )
+
+
+PLAIN_SHAPES: list[Any] = [
+    int,
+    str,
+    bool,
+    None,
+    list[int],
+    list[None],
+    list[list[str]],
+    dict[str, int],
+    dict[str, bool],
+    dict[str, None],
+    dict[str, list[int]],
+    dict[str, dict[str, str]],
+    list[dict[str, list[bool]]],
+]
+SAMPLES: list[object] = [
+    0,
+    -7,
+    True,
+    False,
+    "x",
+    "",
+    None,
+    1.5,
+    [],
+    [1, 2],
+    [1, True],
+    [None],
+    ["a", "b"],
+    [["a"], []],
+    [["a", 1]],
+    {},
+    {"n": 1},
+    {"n": True},
+    {"n": None},
+    {1: 1},
+    {"n": [1, 2]},
+    {"n": [1, "x"]},
+    {"a": {"b": "c"}},
+    {"a": {"b": 1}},
+    [{"k": [True]}],
+    [{"k": [1]}],
+    (1, 2),
+    type("Name", (str,), {})("x"),
+]
+
+
+@pytest.mark.parametrize("annotation", PLAIN_SHAPES, ids=repr)
+def test_the_plain_check_accepts_exactly_the_plain_shape(annotation: Any) -> None:
+    check = Value.of(annotation, "test").plain
+    assert check is not None
+    for sample in SAMPLES:
+        assert check(sample) is _exactly(annotation, sample), sample
+
+
+def test_annotations_beyond_the_plain_shapes_have_no_plain_check() -> None:
+    for annotation in (float, Point, dict[int, int], list[float], dict[str, Point], Any):
+        assert Value.of(annotation, "test").plain is None
+    # Deeper than the check follows: the adapter decides.
+    assert Value.of(list[list[list[list[list[int]]]]], "test").plain is None

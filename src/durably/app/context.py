@@ -131,10 +131,13 @@ class Context:
         recorded = run.recorded
         self._records = recorded
         """The pass's records (a live, read-only view)."""
+        generation, unmet, retries, ended = records.survey(recorded)
         # Records not yet met in this pass: while any remain, the body is replaying.
-        self._unmet = {key for key in recorded if not records.bookkeeping(key)}
-        self.generation = records.generation(recorded)
+        self._unmet = unmet
+        self.generation = generation
         """The resume generation this pass runs in (1, plus one per resume)."""
+        self.ended = ended or records.RESULT in recorded
+        """Whether the records may hold an end of this generation (`records.ending`)."""
         self._cancel_key = records.cancel_key(self.generation)
         timeout_at = start.get("timeout_at")
         self.deadline: float | None = None if timeout_at is None else float(timeout_at)
@@ -143,9 +146,12 @@ class Context:
         self._stopped: WorkflowStopped | None = None
         self._cancel_delivered = False
         self._cancel_arrived = False
+        # A timeout or a cancel this pass began with (the pass's own writes never add the
+        # marker): `_deliver_cancel` has nothing to deliver without it or an arrival.
+        self._cancel_due = self._timed_out or self._cancel_key in recorded
         # Whether an earlier pass left any step's retry deadline (`records.retry_key`):
         # without one, a fresh step's first attempt needs no look for its own.
-        self._retries_recorded = any(records.RETRY in key for key in recorded)
+        self._retries_recorded = retries
 
     @functools.cached_property
     def logger(self) -> logging.LoggerAdapter[logging.Logger]:
@@ -431,15 +437,13 @@ def is_async(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(fn)
 
 
-def bind(current: Context | Attempt | None) -> contextvars.Token[Context | Attempt | None]:
-    """Make ``current`` (a workflow body's Context, a step attempt, or None) what this task
-    runs in."""
-    return _current.set(current)
-
-
-def unbind(token: contextvars.Token[Context | Attempt | None]) -> None:
-    """Undo `bind`."""
-    _current.reset(token)
+# The variable's own methods, not functions around them: every step call binds and
+# unbinds its attempt.
+bind = _current.set
+"""Make ``current`` (a workflow body's Context, a step attempt, or None) what this task
+runs in; gives the token `unbind` takes."""
+unbind = _current.reset
+"""Undo `bind`."""
 
 
 __all__ = [

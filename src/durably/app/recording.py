@@ -26,7 +26,7 @@ async def recorded_call(
     if key not in recorded:
         if ctx._cancels is not None and ctx._cancels.due(ctx.id):
             ctx._cancel_arrived = await ctx._cancels.arrived(ctx.id, ctx._cancel_key)
-        if not ctx._cancel_delivered:
+        if (ctx._cancel_due or ctx._cancel_arrived) and not ctx._cancel_delivered:
             ctx._deliver_cancel(key)
     failure: list[BaseException] = []
     result = step.signature.result

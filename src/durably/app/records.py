@@ -83,6 +83,30 @@ def bookkeeping(key: str) -> bool:
     return key in (START, RESULT) or key.startswith((CANCEL, RESUMES, FAILED, CANCELLED, "inbox:"))
 
 
+def survey(stored: Mapping[str, object]) -> tuple[int, set[str], bool, bool]:
+    """What a pass needs to know of its records, in one look at their keys: the resume
+    generation (`generation`), the keys a body recorded (every key but `bookkeeping`),
+    whether any step's retry deadline is among them (`retry_key`), and whether a
+    generation's end (failed or cancelled) is recorded (without one, and without a
+    `RESULT`, `ending` is None)."""
+    current = 1
+    recorded: set[str] = set()
+    retries = ended = False
+    for key in stored:
+        if RETRY in key:
+            retries = True
+        if not key.startswith(PREFIX):
+            if not key.startswith("inbox:"):
+                recorded.add(key)
+        elif key.startswith(_RESUME_PREFIX):
+            current += 1
+        elif key.startswith((FAILED, CANCELLED)):
+            ended = True
+        elif not (key in (START, RESULT) or key.startswith((CANCEL, RESUMES))):
+            recorded.add(key)
+    return current, recorded, retries, ended
+
+
 def user_key(key: str, what: str) -> str:
     """``key`` if a user may name a record with it; `ConfigurationError` otherwise."""
     if key.startswith(PREFIX):
@@ -163,5 +187,6 @@ __all__ = [
     "occurrence",
     "retry_key",
     "start_record",
+    "survey",
     "user_key",
 ]

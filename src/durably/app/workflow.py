@@ -198,20 +198,21 @@ class Workflow(Generic[P, R]):
 
     async def body(self, run: Run) -> object:
         """One pass of this workflow over the engine's `Run` (what the Worker serves)."""
-        start = run.recorded.get(records.START)
+        recorded = run.recorded
+        start = recorded.get(records.START)
         if not isinstance(start, dict):
             raise BodyFailed(
                 ConfigurationError(f"workflow {run.workflow!r} has no start record"),
                 retryable=False,
             )
-        ended = records.ending(run.recorded)
+        ctx = Context(run, start, self.kind, cancels=self.app.cancels)
+        ended = records.ending(recorded) if ctx.ended else None
         if ended is not None:  # a wakeup after the end: report the same end, run nothing
             if "v" in ended:
                 return self.signature.result.decode(ended["v"])
             if ended.get("cancelled"):
                 raise Cancelled(f"workflow {run.workflow!r} was cancelled")
             raise BodyFailed(Recorded(str(ended.get("e"))), retryable=False)
-        ctx = Context(run, start, self.kind, cancels=self.app.cancels)
         try:
             positional, keywords = self.signature.decode_args(start.get("args", {}))
         except (ValueError, KeyError) as exc:
