@@ -261,3 +261,48 @@ def test_annotations_beyond_the_plain_shapes_have_no_plain_check() -> None:
         assert Value.of(annotation, "test").plain is None
     # Deeper than the check follows: the adapter decides.
     assert Value.of(list[list[list[list[list[int]]]]], "test").plain is None
+
+
+async def scalars(a: int, b: str, c: bool, d: None) -> None:
+    """Every parameter a scalar: digests are kept per argument tuple."""
+
+
+def test_kept_digests_are_the_digests_of_their_arguments() -> None:
+    signature = Signature(scalars, "scalars")
+    calls: list[tuple[Any, ...]] = [
+        (1, "x", True, None),
+        (True, "x", True, None),  # a bool for the int: equal to (1, ...) as a key, not kept
+        (1, "x", 1, None),
+        (0, "", False, None),
+        (False, "", False, None),
+        (1, type("Name", (str,), {})("x"), True, None),
+    ]
+    for _ in range(2):  # the second round answers from what the first kept
+        for call in calls:
+            assert signature.digest_args(call, {}) == digest(signature.encode_args(call, {}))
+
+
+def test_only_short_arguments_are_kept_and_only_so_many() -> None:
+    from durably.app import values
+
+    signature = Signature(scalars, "scalars")
+    long = "s" * (values._DIGESTS_TEXT + 1)
+    signature.digest_args((1, long, True, None), {})
+    assert not signature._digests  # a long argument (a document, a token) is not held
+    for n in range(values._DIGESTS_MOST + 5):
+        signature.digest_args((n, "x", True, None), {})
+    assert 0 < len(signature._digests) <= values._DIGESTS_MOST
+
+
+def test_a_keyed_copy_shares_the_steps_adapters() -> None:
+    app = durably.App("memory://")
+
+    @app.step
+    async def fetch(n: int) -> dict[str, int]:
+        return {"n": n}
+
+    # Built per call in a fan-out loop: its adapters are the step's, not built again.
+    copy = fetch.keyed("a")
+    assert copy.signature is fetch.signature
+    assert copy.name == fetch.name
+    assert copy.retry is fetch.retry

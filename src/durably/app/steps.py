@@ -33,12 +33,13 @@ class Step(Generic[P, R]):
         retry: Retry | None,
         timeout: float | None,
         key: str | None = None,
+        signature: Signature | None = None,
     ) -> None:
         self.fn = fn
         self.name = user_key(identifier(name, "step name"), "step name")
         self.retry = retry if retry is not None else ONCE
         self.timeout = timeout
-        self.signature = Signature(fn, f"step {name!r}")
+        self.signature = signature if signature is not None else Signature(fn, f"step {name!r}")
         self._key = key
         self._async = is_async(fn)
         self.direct = self._async and timeout is None
@@ -56,6 +57,7 @@ class Step(Generic[P, R]):
             retry=self.retry,
             timeout=self.timeout,
             key=f"{self.name}[{key}]",
+            signature=self.signature,  # its adapters, built once at decoration
         )
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:

@@ -91,8 +91,9 @@ def _plain_check(annotation: object, depth: int) -> Callable[[object], bool] | N
 
     Containers are checked by plain loops: ``all()`` over a generator costs four times as
     much for a small dict, and a step's result goes through one on every call."""
-    if annotation in (int, str, bool, None, type(None)):
-        exact = type(None) if annotation is None else annotation
+    scalar = _scalar_type(annotation)
+    if scalar is not None:
+        exact = scalar
         return lambda value: type(value) is exact
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if depth >= _PLAIN_DEPTH:
@@ -131,6 +132,14 @@ def _plain_check(annotation: object, depth: int) -> Callable[[object], bool] | N
 
 
 ANY = Value("Any", TypeAdapter(Any))
+
+
+def _scalar_type(annotation: object) -> type | None:
+    """The exact type of a scalar annotation (``int``, ``str``, ``bool``, ``None``)."""
+    for kind in (int, str, bool):
+        if annotation is kind:
+            return kind
+    return type(None) if annotation is None or annotation is type(None) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +189,15 @@ class Signature:
         # `digest_args` digests) is written out in the order of the sorted names.
         self._plain: list[tuple[str, Callable[[object], bool]]] | None = None
         self._canonical: list[tuple[int, str, Callable[[object], bool]]] | None = None
+        # Every parameter a scalar (int, str, bool, None): a call whose arguments are of
+        # exactly those types is a hashable key for the digest it had before.
+        exact = [_scalar_type(hints[p.name]) for p in self.parameters]
+        self._scalars: tuple[type, ...] | None = (
+            tuple(kind for kind in exact if kind is not None)
+            if self._positional and None not in exact
+            else None
+        )
+        self._digests: dict[tuple[Any, ...], str] = {}
         if self._positional:
             checks = [(p.name, p.value.plain) for p in self.parameters]
             plain = [(name, check) for name, check in checks if check is not None]
@@ -239,18 +257,39 @@ class Signature:
 
     def digest_args(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
         """`digest` of `encode_args`' output (`InvalidInputError` likewise); for a positional
-        call of plain values, without building it."""
+        call of plain values, without building it, and for short scalar arguments seen
+        before, as it was then (a step is called with the same few small arguments over and
+        over, and the hash costs more than the rest of the digest together)."""
+        if kwargs:
+            return digest(self.encode_args(args, kwargs))
+        scalars = self._scalars
+        if scalars is not None and tuple(map(type, args)) == scalars:
+            known = self._digests.get(args)
+            if known is not None:
+                return known
+        text = self._plain_text(args)
+        if text is None:
+            return digest(self.encode_args(args, kwargs))
+        made = _blake(text)
+        if scalars is not None and len(text) <= _DIGESTS_TEXT:
+            if len(self._digests) >= _DIGESTS_MOST:
+                self._digests.clear()
+            self._digests[args] = made
+        return made
+
+    def _plain_text(self, args: tuple[Any, ...]) -> str | None:
+        """The canonical JSON of a positional call of plain values (what `digest` hashes),
+        written out in the order of the sorted names; None for any other call."""
         canonical = self._canonical
-        if canonical is not None and not kwargs and len(args) == len(canonical):
-            parts = []
-            for index, prefix, check in canonical:
-                value = args[index]
-                if not check(value):
-                    break
-                parts.append(prefix + _RENDER.get(type(value), _CANONICAL)(value))
-            else:
-                return _blake(f"{{{','.join(parts)}}}")
-        return digest(self.encode_args(args, kwargs))
+        if canonical is None or len(args) != len(canonical):
+            return None
+        parts = []
+        for index, prefix, check in canonical:
+            value = args[index]
+            if not check(value):
+                return None
+            parts.append(prefix + _RENDER.get(type(value), _CANONICAL)(value))
+        return f"{{{','.join(parts)}}}"
 
     def decode_args(self, encoded: Mapping[str, object]) -> tuple[list[Any], dict[str, Any]]:
         """Positional and keyword arguments decoded from `encode_args`'s output. Raises
@@ -302,25 +341,14 @@ def digest(encoded: object) -> str:
     return _blake(_CANONICAL(encoded))
 
 
-_DIGESTS: dict[str, str] = {}
-"""Digests of short canonical texts already computed: steps are called with the same
-small arguments over and over (none at all, a counter, an id), and building the hash
-costs more than the rest of the digest together."""
-_DIGESTS_MOST = 4096
+_DIGESTS_MOST = 1024
+"""The most argument tuples one step keeps the digest of (then it starts afresh)."""
 _DIGESTS_TEXT = 128
-"""The longest text kept (longer arguments are hashed every time, never held)."""
+"""The longest canonical text whose arguments are kept with their digest."""
 
 
 def _blake(text: str) -> str:
-    known = _DIGESTS.get(text)
-    if known is not None:
-        return known
-    made = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
-    if len(text) <= _DIGESTS_TEXT:
-        if len(_DIGESTS) >= _DIGESTS_MOST:
-            _DIGESTS.clear()
-        _DIGESTS[text] = made
-    return made
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 def stored_text(value: object) -> str:
