@@ -65,11 +65,7 @@ class Step(Generic[P, R]):
         if ctx is None:
             return self._plain(args, kwargs)
         # The key is taken now, at the call, so concurrent branches keep their call order.
-        key = self._key
-        if key is None:  # `Context._next`, written out: this runs on every step call
-            counts = ctx._counts
-            count = counts[self.name] = counts.get(self.name, 0) + 1
-            key = f"{self.name}#{count}"
+        key = self._key if self._key is not None else ctx._next(self.name)
         return recorded_call(ctx, self, key, args, kwargs)
 
     async def _plain(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
