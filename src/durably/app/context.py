@@ -136,7 +136,7 @@ class Context:
         self._unmet = unmet
         self.generation = generation
         """The resume generation this pass runs in (1, plus one per resume)."""
-        self.ended = ended or records.RESULT in recorded
+        self._ended = ended or records.RESULT in recorded
         """Whether the records may hold an end of this generation (`records.ending`)."""
         self._cancel_key = records.cancel_key(self.generation)
         timeout_at = start.get("timeout_at")

@@ -206,7 +206,7 @@ class Workflow(Generic[P, R]):
                 retryable=False,
             )
         ctx = Context(run, start, self.kind, cancels=self.app.cancels)
-        ended = records.ending(recorded) if ctx.ended else None
+        ended = records.ending(recorded) if ctx._ended else None
         if ended is not None:  # a wakeup after the end: report the same end, run nothing
             if "v" in ended:
                 return self.signature.result.decode(ended["v"])
