@@ -20,47 +20,32 @@ Not part of ``python -m benchmarks``: eight runs under callgrind take a few minu
 from __future__ import annotations
 
 import asyncio
-import functools
 import re
 import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from durably import App, Context
+from benchmarks.app import engine_five, register
+from durably import App
 from durably.app import records
-from durably.runtime import Run, resume
+from durably.runtime import resume
 from durably.status import WorkflowStatus
 from durably.workflows import Completed, Finish, finish_workflow
 
 FEW, MANY = 100, 600
-STEPS = 5
 WARM = 50
 """Passes each process runs before the counted ones (their cost is in both counts)."""
 
 
 async def passes(side: str, count: int, run_them: bool) -> None:
     """``WARM + count`` workflows of ``side`` ("app" or "engine") started, claimed and,
-    with ``run_them``, passed through to their end; else released unrun."""
+    with ``run_them``, passed through to their end; else released unrun. The workflows
+    are `benchmarks.app`'s five-step ones."""
     app = App("memory://")
-
-    @app.step(name="five")
-    async def step(n: int) -> dict[str, int]:
-        return {"n": n}
-
-    @app.workflow(name="five")
-    async def five(ctx: Context, n: int) -> int:
-        for m in range(STEPS):
-            await step(m)
-        return STEPS
-
-    async def engine_body(run: Run) -> int:
-        for n in range(STEPS):
-            await run.step(f"step-{n}", functools.partial(dict, n=n))
-        return STEPS
-
+    _, kind = register(app, 0)
     checkpointer = (await app.stores()).checkpointer
-    workflow = app.workflows[five.kind]
+    workflow = app.workflows[kind]
     for n in range(WARM + count):
         workflow_id = f"w{n}"
         if side == "app":
@@ -71,7 +56,7 @@ async def passes(side: str, count: int, run_them: bool) -> None:
         holder = await checkpointer.claim(workflow_id, 3600.0, 30.0)
         assert holder is not None
         if run_them:
-            body = workflow.body if side == "app" else engine_body
+            body = workflow.body if side == "app" else engine_five
             outcome = await resume(holder, checkpointer, body)
             assert isinstance(outcome, Completed)
             if isinstance(outcome.value, Finish):

@@ -147,7 +147,8 @@ class Context:
         self._cancel_delivered = False
         self._cancel_arrived = False
         # A timeout or a cancel this pass began with (the pass's own writes never add the
-        # marker): `_deliver_cancel` has nothing to deliver without it or an arrival.
+        # marker; one made later is `_cancel_arrived`): without either, `_deliver_cancel`
+        # has nothing to deliver.
         self._cancel_due = self._timed_out or self._cancel_key in recorded
         # Whether an earlier pass left any step's retry deadline (`records.retry_key`):
         # without one, a fresh step's first attempt needs no look for its own.
@@ -424,9 +425,9 @@ class Context:
         """Raise the cancellation (once per pass) at a point the body has not passed
         before: a call whose ``key`` is recorded replays, so a cancel lands where it
         first could, on every pass alike."""
-        if self._cancel_delivered or (key is not None and key in self._records):
-            return
-        if self._timed_out or self._cancel_arrived or self._cancel_key in self._records:
+        if self._cancel_delivered or not (self._cancel_due or self._cancel_arrived):
+            return  # nothing to deliver: the common case, asked before every fresh call
+        if key is None or key not in self._records:
             self._cancel_delivered = True
             reason = "timed out" if self._timed_out else "was cancelled"
             raise asyncio.CancelledError(f"workflow {self.id!r} {reason}")

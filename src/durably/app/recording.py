@@ -26,8 +26,7 @@ async def recorded_call(
     if key not in recorded:
         if ctx._cancels is not None and ctx._cancels.due(ctx.id):
             ctx._cancel_arrived = await ctx._cancels.arrived(ctx.id, ctx._cancel_key)
-        if (ctx._cancel_due or ctx._cancel_arrived) and not ctx._cancel_delivered:
-            ctx._deliver_cancel(key)
+        ctx._deliver_cancel(key)
     failure: list[BaseException] = []
     result = step.signature.result
     # The record this pass wrote, when its value is plain (`Value.plain`): its JSON
