@@ -203,16 +203,19 @@ TRUNCATED_MARKER = "…[truncated]"
 
 
 def mend_text(text: object, name: str) -> str:
-    """``text`` with every NUL and lone surrogate replaced by U+FFFD, so that every backing
-    stores it alike, and cut to `MAX_ERROR_CHARS` (ending with `TRUNCATED_MARKER`) when
-    longer. For diagnostic text, such as an exception's repr, that must be kept rather than
-    refused (refusing a failure report would leave its work unsettled): a workflow status's
-    error, a work item's failure. Raises `InvalidInputError` naming ``name``, before any
-    I/O, for a value that is not a string at all."""
+    """``text`` with its secrets masked (`scrub_text`: an exception's message may quote a
+    password or a token, and failure text reaches logs, errors and dashboards), every NUL
+    and lone surrogate replaced by U+FFFD, so that every backing stores it alike, and cut
+    to `MAX_ERROR_CHARS` (ending with `TRUNCATED_MARKER`) when longer. For diagnostic
+    text, such as an exception's repr, that must be kept rather than refused (refusing a
+    failure report would leave its work unsettled): a workflow status's error, a work
+    item's failure, a step's recorded error. Raises `InvalidInputError` naming ``name``,
+    before any I/O, for a value that is not a string at all."""
     if not isinstance(text, str):
         raise InvalidInputError(f"{name} must be a string, got {type(text).__name__}")
     if len(text) > MAX_ERROR_CHARS:
         text = text[: MAX_ERROR_CHARS - len(TRUNCATED_MARKER)] + TRUNCATED_MARKER
+    text = scrub_text(text)
     if text.isascii():
         return text.replace("\x00", REPLACEMENT) if "\x00" in text else text
     return _UNSTORABLE.sub(REPLACEMENT, text)

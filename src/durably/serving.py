@@ -23,6 +23,7 @@ from durably.errors import (
     LeaseLostError,
     WorkflowStopped,
 )
+from durably.redaction import mend_text
 from durably.runtime import Run, resume
 from durably.settling import settle_within_lease
 from durably.status import WorkflowStatus
@@ -86,6 +87,14 @@ class Context:
 def retryable(exc: BaseException) -> bool:
     """Whether a failure may go away on its own: a durably error says so, anything else may."""
     return exc.retryable if isinstance(exc, DurablyError) else True
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether a write failed for what was written rather than for the store: a durably
+    error that says it is not retryable, or a value the codec cannot encode."""
+    if isinstance(exc, DurablyError):
+        return not exc.retryable
+    return isinstance(exc, ValueError | TypeError)
 
 
 class _WorkWaiter(Protocol):
@@ -639,14 +648,23 @@ class WorkflowService(Service):
             ending = outcome.value
             if isinstance(ending, Finish):
                 # The body's last record and the status in one write where the store can.
-                await finish_workflow(
-                    checkpointer,
-                    holder,
-                    ending.key,
-                    ending.value,
-                    attempts=attempts,
-                    error=last_error,
-                )
+                try:
+                    await finish_workflow(
+                        checkpointer,
+                        holder,
+                        ending.key,
+                        ending.value,
+                        attempts=attempts,
+                        error=last_error,
+                    )
+                except Exception as exc:
+                    if not _refused(exc):
+                        raise  # the store may take it on a later pass
+                    # A result no store takes (too large, say) fails the workflow rather
+                    # than leaving it running, every pass ending the same way.
+                    unstored = DurablyError(f"the workflow's result was not stored: {exc}")
+                    await self._settle_failure(ctx, delivery, holder, attempts, unstored, fields)
+                    return False
             else:
                 await checkpointer.set_status(
                     holder, WorkflowStatus.COMPLETED, attempts=attempts, error=last_error
@@ -715,7 +733,7 @@ class WorkflowService(Service):
         fields: dict[str, object],
     ) -> None:
         checkpointer = self.durable.checkpointer
-        error = repr(exc)
+        error = mend_text(repr(exc), "error")  # as stored: bounded, secrets masked
         if isinstance(exc, WorkflowStopped):
             # Parked or cancelled: no attempt used, no further pass until resumed.
             await checkpointer.set_status(

@@ -71,7 +71,7 @@ class TestRedisApp(AppConformance):
     @pytest.fixture
     async def app_factory(self) -> AsyncIterator[AppFactory]:
         redis = pytest.importorskip("redis.asyncio")
-        url = f"{durable_server().url}/{REDIS_DB}"
+        url = f"{durable_server().url.rsplit('/', 1)[0]}/{REDIS_DB}"
         client = redis.from_url(url)
         try:
             await client.flushdb()

@@ -15,11 +15,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from pydantic_core import to_jsonable_python
-
 from durably.app import records
 from durably.app.topics import Topic
-from durably.app.values import Duration, Value, seconds_of, stored_text
+from durably.app.values import ANY, Duration, Value, seconds_of, stored_text
 from durably.errors import (
     ChildWorkflowFailedError,
     IncompatibleRecordError,
@@ -29,7 +27,7 @@ from durably.errors import (
     WorkflowStopped,
 )
 from durably.runtime import Run
-from durably.validation import identifier
+from durably.validation import MAX_ID_BYTES, identifier
 from durably.workflows import is_inbox_key
 
 if TYPE_CHECKING:
@@ -255,11 +253,11 @@ class Context:
     async def set_event(self, key: str, value: object) -> None:
         """Publish ``value`` (JSON-encodable) as the latest value of event ``key``; read it
         with `WorkflowHandle.get_event`. Recorded."""
-        identifier(key, "event key")
+        records.bounded(key, "event key")
         try:
-            data = to_jsonable_python(value)
+            data = ANY.encode(value)
         except Exception as exc:
-            raise InvalidInputError(f"event {key!r}: cannot encode {value!r}: {exc}") from None
+            raise InvalidInputError(f"event {key!r}: cannot encode the value: {exc}") from None
         name = records.event_key(key, self._count(f"{records.EVENT}{key}"))
         self._meet(name)
         await self._run.step(name, lambda: data)
@@ -269,6 +267,8 @@ class Context:
         has passed without one. The pass ends while waiting (no worker is held); what was
         consumed (or that it timed out) is recorded, so a message arriving after the
         timeout is kept for the next `recv`."""
+        if not isinstance(topic, Topic):
+            raise InvalidInputError(f"recv needs a durably.Topic, got {type(topic).__name__}")
         seconds = None if timeout is None else seconds_of(timeout, "timeout")
         key = self._next(f"{records.PREFIX}recv:{topic.name}")
         deadline, waited = f"{key}:deadline", f"{key}:waited"
@@ -349,9 +349,30 @@ class Context:
         timeout: Duration | None,
         child: bool,
     ) -> tuple[str, WorkflowHandle[T]]:
+        if not callable(getattr(fn, "prepare", None)) or not isinstance(
+            getattr(fn, "kind", None), str
+        ):
+            what = "child" if child else "start"
+            raise InvalidInputError(
+                f"ctx.{what} needs a workflow (@app.workflow), got {type(fn).__name__}"
+            )
         key = self._next(f"{records.CHILD if child else records.STARTED}{fn.kind}")
         self._meet(key)
         self._deliver_cancel(key)
+        if id is not None:
+            workflow = identifier(id, "id")
+        else:
+            workflow = f"{self.id}/{key[len(records.PREFIX) :]}"
+            if len(workflow) > MAX_ID_BYTES >> 2 and len(workflow.encode()) > MAX_ID_BYTES:
+                raise InvalidInputError(
+                    f"workflow {self.id[:40]!r}…: the id derived for its workflow of kind "
+                    f"{fn.kind[:40]!r} would be over {MAX_ID_BYTES} bytes; give it an id="
+                )
+        if child and workflow in (self.id, self._start.get("parent")):
+            raise InvalidInputError(
+                f"workflow {self.id!r} cannot wait for {workflow!r} as its child: it is "
+                "the workflow itself or its parent, which waits for it"
+            )
         start = fn.prepare(
             args,
             kwargs,
@@ -359,9 +380,6 @@ class Context:
             timeout=timeout,
             parent=self.id if child else None,
             parent_kind=self.kind if child else None,
-        )
-        workflow = (
-            identifier(id, "id") if id is not None else f"{self.id}/{key[len(records.PREFIX) :]}"
         )
 
         async def launch() -> object:

@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 from durably.app import records
 from durably.app.context import DURABLE_BACKOFF, Context, bind, unbind
-from durably.errors import NondeterminismError, StepFailedError, StepResultError
+from durably.errors import (
+    NondeterminismError,
+    StatePersistenceError,
+    StepFailedError,
+    StepResultError,
+)
+from durably.redaction import mend_text
 
 if TYPE_CHECKING:
     from durably.app.steps import Step
@@ -54,7 +60,8 @@ async def recorded_call(
                 value = await _attempts(ctx, step, key, args, kwargs, None)
         except Exception as exc:
             failure.append(exc)
-            return {"a": marker, "e": [type(exc).__name__, str(exc)]}
+            # Kept as any failure text is: bounded, secrets masked (`mend_text`).
+            return {"a": marker, "e": [type(exc).__name__, mend_text(str(exc), "error")]}
         if result.plain is not None and result.plain(value):
             own = {"a": marker, "v": value}
             return own
@@ -77,6 +84,13 @@ async def recorded_call(
         if failure:
             raise exc from failure[0]
         raise
+    except StatePersistenceError as exc:
+        if exc.reason != "too_large":
+            raise
+        raise StepResultError(
+            f"step {key!r} of workflow {ctx.id!r} returned a value too large to record: "
+            f"{exc.detail}"
+        ) from None
 
 
 async def _attempts(
@@ -108,7 +122,11 @@ async def _attempts(
             raise failed
         delay = step.retry.backoff(attempt)
         ctx.logger.warning(
-            "step %r attempt %d failed: %r; retrying in %.3fs", key, attempt, failed, delay
+            "step %r attempt %d failed: %s; retrying in %.3fs",
+            key,
+            attempt,
+            mend_text(repr(failed), "error"),
+            delay,
         )
         failed = None
         if delay > DURABLE_BACKOFF:

@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from durably.errors import ConfigurationError
+from durably.errors import ConfigurationError, InvalidInputError
+from durably.validation import MAX_ID_BYTES, identifier
+from durably.workflows import INBOX_PREFIX
 
 PREFIX = "durably:"
 START = "durably:start"
@@ -108,10 +110,35 @@ def survey(stored: Mapping[str, object]) -> tuple[int, set[str], bool, bool]:
 
 
 def user_key(key: str, what: str) -> str:
-    """``key`` if a user may name a record with it; `ConfigurationError` otherwise."""
-    if key.startswith(PREFIX):
-        raise ConfigurationError(f"{what} {key!r}: names starting with {PREFIX!r} are reserved")
+    """``key`` if a user may name a record with it: `ConfigurationError` for one in the
+    key space of durably's own records or of messages (``inbox:``)."""
+    for reserved in (PREFIX, INBOX_PREFIX):
+        if key.startswith(reserved):
+            raise ConfigurationError(
+                f"{what} {key!r}: names starting with {reserved!r} are reserved"
+            )
     return key
+
+
+NAME_BYTES = 400
+"""The longest name of a step, workflow kind, topic or event, in UTF-8 bytes. The record
+keys made from a name add a prefix (``durably:child:``, at most 14 bytes) and a suffix (the
+call's occurrence, ``:deadline``, ``:end``, a retry's number), and every key must fit in
+`MAX_ID_BYTES`: a longer name would pass registration and fail its workflow mid-run."""
+KEYED_BYTES = MAX_ID_BYTES - 32
+"""The longest explicit step key (``name[key]``, `Step.keyed`): room for a retry's suffix."""
+
+
+def bounded(value: object, what: str, most: int = NAME_BYTES) -> str:
+    """``value`` if it may name a workflow kind, topic or event: an `identifier` of at most
+    ``most`` bytes; `InvalidInputError` naming ``what`` otherwise."""
+    text = identifier(value, what)
+    if len(text) > most >> 2 and len(text.encode()) > most:
+        raise InvalidInputError(
+            f"{what} {text[:40]!r}… must be at most {most} bytes in UTF-8 (the keys of "
+            "its records add to it)"
+        )
+    return text
 
 
 def start_record(

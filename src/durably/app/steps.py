@@ -9,7 +9,7 @@ from typing import Any, Generic, ParamSpec, TypeVar
 
 from durably.app.context import Attempt, bind, current_workflow, is_async, unbind
 from durably.app.recording import recorded_call
-from durably.app.records import user_key
+from durably.app.records import KEYED_BYTES, bounded, user_key
 from durably.app.retry import ONCE, Retry
 from durably.app.values import Signature
 from durably.errors import StepTimeoutError
@@ -36,7 +36,7 @@ class Step(Generic[P, R]):
         signature: Signature | None = None,
     ) -> None:
         self.fn = fn
-        self.name = user_key(identifier(name, "step name"), "step name")
+        self.name = user_key(bounded(name, "step name"), "step name")
         self.retry = retry if retry is not None else ONCE
         self.timeout = timeout
         self.signature = signature if signature is not None else Signature(fn, f"step {name!r}")
@@ -51,12 +51,13 @@ class Step(Generic[P, R]):
         """This step with the explicit key ``key`` (instead of name plus occurrence), for
         calls whose order varies between passes, such as fan-out in concurrent branches."""
         identifier(key, "step key")
+        keyed = bounded(f"{self.name}[{key}]", f"step {self.name!r}: key", KEYED_BYTES)
         return Step(
             self.fn,
             name=self.name,
             retry=self.retry,
             timeout=self.timeout,
-            key=f"{self.name}[{key}]",
+            key=keyed,
             signature=self.signature,  # its adapters, built once at decoration
         )
 

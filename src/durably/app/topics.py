@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypeVar, overload
 
+from durably.app.records import bounded
 from durably.app.values import Value
 from durably.errors import InvalidInputError
-from durably.validation import identifier
 
 T = TypeVar("T", covariant=True)
 
@@ -22,7 +22,7 @@ class Topic(Generic[T]):
     def __init__(self: Topic[Any], name: str, type: Any) -> None: ...
 
     def __init__(self, name: str, type: Any) -> None:
-        self.name = identifier(name, "topic name")
+        self.name = bounded(name, "topic name")
         self.value = Value.of(type, f"topic {name!r}")
 
     def encode(self, value: object) -> object:

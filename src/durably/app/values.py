@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
 
 from durably.errors import ConfigurationError, InvalidInputError
@@ -57,7 +57,13 @@ class Value:
         """The adapter for ``annotation``; `ConfigurationError` naming ``what`` when
         pydantic cannot encode that type."""
         try:
-            adapter: TypeAdapter[Any] = TypeAdapter(annotation)  # type: ignore[arg-type]
+            try:
+                adapter: TypeAdapter[Any] = TypeAdapter(
+                    annotation,  # type: ignore[arg-type]
+                    config=_KEEP_NON_FINITE,
+                )
+            except PydanticUserError:  # a type with a config of its own (a model): its say
+                adapter = TypeAdapter(annotation)  # type: ignore[arg-type]
         except (PydanticSchemaGenerationError, PydanticUserError, TypeError, NameError) as exc:
             raise ConfigurationError(
                 f"{what}: cannot encode annotation {annotation!r}: {exc}"
@@ -67,16 +73,50 @@ class Value:
 
     def encode(self, value: object) -> object:
         """``value`` checked against the type and rendered as JSON-ready data. Raises
-        `ValidationError` (a `ValueError`) or pydantic's serialization error."""
+        `ValidationError` (a `ValueError`), a `ValueError` for a NaN or infinite number
+        (JSON has none: stored, it would come back as something else or not at all) or
+        pydantic's serialization error."""
         if self.plain is not None and self.plain(value):
-            return value
-        return self.adapter.dump_python(self.adapter.validate_python(value), mode="json")
+            return value  # no float in a plain shape
+        data = self.adapter.dump_python(self.adapter.validate_python(value), mode="json")
+        if not _finite(data):
+            raise ValueError("NaN and infinite numbers cannot be stored (JSON has no such value)")
+        return data
 
     def decode(self, data: object) -> Any:
-        """The typed value of JSON-ready ``data``; `ValidationError` if it does not fit."""
+        """The typed value of JSON-ready ``data``; a `ValueError` (pydantic's
+        `ValidationError`, or another error a validator raised, as a `ValueError`) if it
+        does not fit."""
         if self.plain is not None and self.plain(data):
             return data
-        return self.adapter.validate_python(data)
+        try:
+            return self.adapter.validate_python(data)
+        except ValidationError:
+            raise
+        except Exception as exc:  # a validator raising something else: still a misfit
+            raise ValueError(f"{type(exc).__name__}: {exc}") from exc
+
+
+_KEEP_NON_FINITE = ConfigDict(ser_json_inf_nan="constants")
+"""Pydantic's default writes a NaN inside an ``Any`` as null, silently: kept as a number
+here, the encode refuses it. A model's own config decides for its own fields."""
+
+
+def _finite(data: object) -> bool:
+    """Whether JSON-ready ``data`` holds no NaN or infinite float (iteratively: pydantic
+    bounds the depth of what it dumps, and no recursion limit is reached here)."""
+    pending = [data]
+    while pending:
+        item = pending.pop()
+        kind = type(item)
+        if kind is float:
+            if not math.isfinite(item):  # type: ignore[arg-type]
+                return False
+        elif kind is dict:
+            pending.extend(item.values())  # type: ignore[attr-defined]
+        elif kind is list:
+            pending.extend(item)  # type: ignore[arg-type]
+    return True
 
 
 _PLAIN_DEPTH = 4
@@ -131,7 +171,7 @@ def _plain_check(annotation: object, depth: int) -> Callable[[object], bool] | N
     return None
 
 
-ANY = Value("Any", TypeAdapter(Any))
+ANY = Value("Any", TypeAdapter(Any, config=_KEEP_NON_FINITE))
 
 
 def _scalar_type(annotation: object) -> type | None:

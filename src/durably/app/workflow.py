@@ -17,11 +17,14 @@ from durably.errors import (
     ConfigurationError,
     DurablyError,
     IncompatibleRecordError,
+    InvalidInputError,
     ScheduledWakeup,
+    StatePersistenceError,
     Suspended,
     WorkflowConflictError,
     WorkflowStopped,
 )
+from durably.redaction import mend_text
 from durably.runtime import Run
 from durably.validation import identifier
 from durably.workflows import Finish
@@ -77,7 +80,7 @@ class Workflow(Generic[P, R]):
     ) -> None:
         self.app = app
         self.fn = fn
-        self.kind = identifier(kind, "workflow kind")
+        self.kind = records.bounded(kind, "workflow kind")
         self.retry = retry
         self.timeout = timeout
         self.max_recovery_attempts = max_recovery_attempts
@@ -156,7 +159,14 @@ class Workflow(Generic[P, R]):
         """Supply ``start`` for ``workflow`` (first writer wins) and make it ready; whether
         this call created it. `WorkflowConflictError` if the id has another kind."""
         stores = await self.app.stores()
-        recorded = await stores.checkpointer.supply(workflow, records.START, start)
+        try:
+            recorded = await stores.checkpointer.supply(workflow, records.START, start)
+        except StatePersistenceError as exc:
+            if exc.reason != "too_large":
+                raise
+            raise InvalidInputError(
+                f"workflow {self.kind!r}: its arguments are too large to store: {exc.detail}"
+            ) from None
         existing = recorded.value
         kind = existing.get("kind") if isinstance(existing, dict) else None
         if kind != self.kind:
@@ -260,15 +270,25 @@ class Workflow(Generic[P, R]):
             raise BodyFailed(exc, retryable=False) from exc
         if start.get("parent") is not None and start.get("parent_kind") is not None:
             # The parent runs as soon as it is woken, so the result is written first.
-            await run.step(records.RESULT, lambda: encoded)
+            try:
+                await run.step(records.RESULT, lambda: encoded)
+            except DurablyError as exc:
+                if exc.retryable:
+                    raise
+                # A result no store takes (too large, say): the parent hears of a failure.
+                unstored = DurablyError(f"the workflow's result was not stored: {exc}")
+                await self._end(run, ctx, records.FAILED, repr(unstored))
+                raise BodyFailed(unstored, retryable=False) from exc
             await self._wake_parent(start)
             return value
         # No one to wake: the Worker writes the result with the COMPLETED status, one write.
         return Finish(records.RESULT, encoded, value)
 
     async def _end(self, run: Run, ctx: Context, name: str, error: str) -> None:
-        """Record how this generation ended (failed or cancelled) and wake a parent."""
-        await run.step(records.occurrence(name, ctx.generation), lambda: error)
+        """Record how this generation ended (failed or cancelled) and wake a parent. The
+        error is kept as failure text is (`mend_text`: bounded, secrets masked)."""
+        kept = mend_text(error, "error")
+        await run.step(records.occurrence(name, ctx.generation), lambda: kept)
         await self._wake_parent(ctx._start)
 
     async def _wake_parent(self, start: Mapping[str, Any]) -> None:

@@ -16,8 +16,9 @@ from datetime import UTC, datetime
 from durably.codec import CheckpointCodec, JsonCodec, screened_encode
 from durably.errors import Fenced
 from durably.retention import FINISHED, sweep_arguments
+from durably.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.status import WorkflowInfo, WorkflowStatus, checked_report
-from durably.validation import identifier, listing_page, positive, positive_int
+from durably.validation import identifier, listing_page, positive, positive_int, within_size
 from durably.workflows import (
     Entry,
     Pass,
@@ -58,7 +59,9 @@ class MemoryCheckpointer:
     """A `Checkpointer[MemoryEffect]` held in this process.
 
     ``data`` is the user "database" that `transact` effects work on; ``now`` is the lease
-    clock (``time.monotonic`` unless a test injects another).
+    clock (``time.monotonic`` unless a test injects another). A value whose encoded text
+    is over ``max_value_bytes`` (1 MiB by default, as SQLite's and PostgreSQL's) is refused
+    with `StatePersistenceError` (reason ``too_large``), as those stores refuse it.
     """
 
     def __init__(
@@ -66,9 +69,18 @@ class MemoryCheckpointer:
         codec: CheckpointCodec | None = None,
         *,
         now: Callable[[], float] = time.monotonic,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
     ) -> None:
         self._codec: CheckpointCodec = codec if codec is not None else JsonCodec()
-        self._encode = screened_encode(self._codec)
+        screened = screened_encode(self._codec)
+        limit = positive_int(max_value_bytes, "max_value_bytes")
+
+        def encode(value: object) -> str:
+            # The same limit as SQLite's and PostgreSQL's by default: what a test stores
+            # here, a production store takes too.
+            return within_size(screened(value), limit, "value", "memory")
+
+        self._encode = encode
         self._now = now
         self.data: dict[str, object] = {}
         self._records: dict[str, dict[str, _Record]] = {}
