@@ -161,11 +161,13 @@ class Workflow(Generic[P, R]):
         stores = await self.app.stores()
         try:
             recorded = await stores.checkpointer.supply(workflow, records.START, start)
-        except StatePersistenceError as exc:
-            if exc.reason != "too_large":
+        except (StatePersistenceError, InvalidInputError) as exc:
+            # Refused by the store's own checks (its size limit, its codec), which run
+            # before it writes: named here, as the caller's other bad input is.
+            if isinstance(exc, StatePersistenceError) and exc.reason != "too_large":
                 raise
             raise InvalidInputError(
-                f"workflow {self.kind!r}: its arguments are too large to store: {exc.detail}"
+                f"workflow {self.kind!r}: the store refuses its arguments: {exc}"
             ) from None
         existing = recorded.value
         kind = existing.get("kind") if isinstance(existing, dict) else None

@@ -82,6 +82,20 @@ class AppRefusals(AppFixtures):
         await app.run_until_idle()
         assert await handle.result(timeout=5) == 1.5
 
+    async def test_arguments_the_store_refuses_name_the_workflow_and_store_nothing(
+        self, app: App
+    ) -> None:
+        @app.workflow(name="echo")
+        async def echo(ctx: Context, text: str) -> str:
+            return text
+
+        for text in (TOO_LARGE, "a\x00b"):  # over the size limit; a NUL no backing keeps
+            workflow = fresh_id()
+            with pytest.raises(InvalidInputError, match="workflow 'echo'"):
+                await echo.start(text, id=workflow)
+            with pytest.raises(WorkflowNotFoundError):
+                await app.get_handle(workflow)
+
     async def test_a_step_returning_nan_records_a_step_result_error(self, app: App) -> None:
         @app.step
         async def measure() -> float:
