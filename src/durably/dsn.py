@@ -4,11 +4,13 @@ and text with its secrets taken out.
 The schemes: ``memory://``; ``sqlite:///relative.db`` or ``sqlite:////absolute.db``;
 ``postgresql://`` (also ``postgres://``, ``postgresql+psycopg://`` and
 ``postgresql+asyncpg://``, the forms SQLAlchemy-style ``DATABASE_URL``s use); ``redis://``
-and ``rediss://``. Nothing here does I/O, and no error raised here contains the DSN.
+and ``rediss://`` (``/N`` after the host, or ``?db=N``, names database N). Nothing here does
+I/O, and no error raised here contains the DSN.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -26,6 +28,11 @@ _PG_DRIVERS = {
     "psycopg2": "psycopg",
     "asyncpg": "asyncpg",
 }
+# A Redis DSN's path names its database: nothing, a bare "/", or "/N" (an optional trailing
+# "/"). The client would read "/11/extra" as database 11 and "/notanint" as database 0.
+_REDIS_PATH = re.compile(r"/?|/([0-9]+)/?")
+# The highest database index a Redis DSN may name (the server's ``databases`` is an int).
+_REDIS_MAX_DB = 2**31 - 1
 _SHAPES = (
     "a DSN looks like sqlite:///path/to/file.db, postgresql://host/db, "
     "redis://host:6379/0 or memory://"
@@ -73,7 +80,32 @@ def parse(dsn: str) -> Dsn:
             parts.port  # noqa: B018 -- reading it checks it
         except ValueError:
             raise DsnError(f"malformed {backing} DSN: its host or port cannot be read") from None
+        if backing == "redis":
+            _redis_database(parts.path, parts.query)
     return Dsn(backing=backing, driver=driver, url=url)
+
+
+def _redis_database(path: str, query: str) -> None:
+    """Refuse a Redis DSN whose path or ``db=`` option is not a database index (the client
+    would quietly read it as another database, or as database 0)."""
+    match = _REDIS_PATH.fullmatch(unquote(path))
+    if match is None or not _database_index(match[1]):
+        raise DsnError(
+            "malformed redis DSN: the database after the host must be a number from 0 to "
+            f"{_REDIS_MAX_DB}, as in redis://host:6379/0"
+        )
+    for name, value in parse_qsl(query):
+        if name == "db" and not _database_index(value):
+            raise DsnError(
+                f"malformed redis DSN: its db= option must be a number from 0 to {_REDIS_MAX_DB}"
+            )
+
+
+def _database_index(text: str | None) -> bool:
+    """Whether ``text`` (None: no index given) is a usable database index."""
+    if text is None:
+        return True
+    return text.isascii() and text.isdigit() and len(text) <= 10 and int(text) <= _REDIS_MAX_DB
 
 
 def sqlite_path(dsn: str) -> str:

@@ -1,16 +1,24 @@
 """Names that would make a record key too long, or fall in a reserved key space, are refused
 when they are given (registration, `Topic`, `.keyed`, `set_event`), naming what was
-refused, rather than failing the workflow at some later call; and values a validator
-refuses on decode park the workflow, whatever the validator raised."""
+refused, rather than failing the workflow at some later call; values a validator refuses
+on decode park the workflow, whatever the validator raised, and reach a handle as
+`IncompatibleRecordError`; durations past any float are refused with a typed error."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel, model_validator
 
 import durably
 from durably.app import records
-from durably.errors import ConfigurationError, InvalidInputError, StatePersistenceError
+from durably.errors import (
+    ConfigurationError,
+    IncompatibleRecordError,
+    InvalidInputError,
+    StatePersistenceError,
+)
 from durably.memory import MemoryCheckpointer
 from durably.redaction import mend_text
 from durably.status import WorkflowStatus
@@ -158,3 +166,55 @@ def test_failure_text_is_kept_with_its_secrets_masked() -> None:
 
 async def _noop() -> None:
     return None
+
+
+def test_a_step_name_with_a_hash_is_refused_as_it_could_name_another_step_s_record() -> None:
+    with pytest.raises(ConfigurationError, match="'#' is reserved"):
+        _app().step(name="charge#1:retry")(_noop)
+
+
+@pytest.mark.parametrize("duration", [10**400, -(10**400)])
+async def test_a_duration_past_any_float_is_refused_with_a_typed_error(duration: int) -> None:
+    app = _app()
+
+    @app.workflow
+    async def timed(ctx: durably.Context) -> None:
+        return None
+
+    with pytest.raises(InvalidInputError, match="timeout"):
+        await timed.start(timeout=duration)
+    await app.close()
+
+
+class Counted(BaseModel):
+    count: int
+
+
+async def test_a_result_that_no_longer_decodes_is_an_incompatible_record_error(
+    tmp_path: Path,
+) -> None:
+    dsn = f"sqlite:///{tmp_path / 'changed.db'}"
+    before = durably.App(dsn, clock=durably.ManualClock())
+
+    @before.workflow(name="counting")
+    async def counting(ctx: durably.Context) -> Counted:
+        await ctx.set_event("progress", {"count": "many"})
+        return Counted(count=3)
+
+    handle = await counting.start()
+    await before.run_until_idle()
+    assert await handle.result(timeout=5) == Counted(count=3)
+    await before.close()
+    # A deploy changes the result's type under the finished workflow.
+    after = durably.App(dsn, clock=durably.ManualClock())
+
+    @after.workflow(name="counting")
+    async def recounting(ctx: durably.Context) -> list[int]:
+        return []
+
+    changed = await recounting.get_handle(handle.id)
+    with pytest.raises(IncompatibleRecordError, match="durably:result"):
+        await changed.result(timeout=5)
+    with pytest.raises(IncompatibleRecordError, match="progress"):
+        await changed.get_event("progress", type=Counted)
+    await after.close()

@@ -22,7 +22,7 @@ from durably.app.values import ANY, Duration, seconds_of
 from durably.app.workflow import Workflow
 from durably.clock import Clock, SystemClock
 from durably.dsn import DSN_ENV, describe, parse
-from durably.errors import ConfigurationError, WorkflowNotFoundError
+from durably.errors import ConfigurationError, InvalidInputError, WorkflowNotFoundError
 from durably.status import WorkflowStatus
 from durably.stores import Stores, open_stores
 from durably.validation import identifier
@@ -32,6 +32,14 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_DSN = "sqlite:///durably.db"
+MAX_RETENTION = 100 * 365.25 * 86400.0
+"""The longest ``retention=`` an App takes, in seconds: 100 years. Longer is "for ever" in
+practice, and past about 2,000 years the sweep's cut-off (now minus retention) is not
+even a date: the sweep would fail on every round."""
+MAX_LEASE = 3600.0
+"""The longest ``lease=`` an App takes, in seconds: one hour, the claim budget of one pass
+(`durably.Worker`'s default ``budget``, which the App serves with): a claim never outlives
+it, so a longer lease would only delay taking over a dead worker's workflow."""
 
 
 class StepDecorator(Protocol):
@@ -55,8 +63,13 @@ class App:
     lazily on first use (creating or migrating the schema; ``migrate=False`` only
     verifies it); close them with ``await app.close()`` or ``async with app:``.
     ``retention`` is how long finished workflows are kept (and their ids stay
-    idempotent) before `serve` sweeps them. ``lease`` is how long a pass whose worker
-    died keeps its workflow before another worker takes it over (a live pass renews it).
+    idempotent) before `serve` sweeps them, at most `MAX_RETENTION` (100 years).
+    ``lease`` is how long a pass whose worker died keeps its workflow before another
+    worker takes it over (a live pass renews it), at most `MAX_LEASE` (one hour).
+    ``clock`` (default `SystemClock`) is any `durably.Clock`.
+
+    Raises `DsnError` before any I/O for a malformed DSN (an empty string included), and
+    `InvalidInputError` for a bad tenant, clock, ``retention`` or ``lease``.
     """
 
     def __init__(
@@ -69,13 +82,21 @@ class App:
         migrate: bool = True,
         lease: Duration = 30.0,
     ) -> None:
+        # Only ``dsn=None`` means "the default": an explicit "" is a mistake, not a wish.
         self._implicit = dsn is None and not os.environ.get(DSN_ENV)
-        self.dsn = dsn or os.environ.get(DSN_ENV) or DEFAULT_DSN
+        self.dsn = (os.environ.get(DSN_ENV) or DEFAULT_DSN) if dsn is None else dsn
         parse(self.dsn)  # a malformed DSN fails here (DsnError), not at first use
+        # Clock is a runtime-checkable protocol, so a class (``ManualClock`` without its
+        # parentheses) would pass for an instance: refused too.
+        if clock is not None and (isinstance(clock, type) or not isinstance(clock, Clock)):
+            raise InvalidInputError(
+                "clock must be a durably.Clock instance (now() and sleep()), got "
+                f"{clock.__name__ if isinstance(clock, type) else type(clock).__name__}"
+            )
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.tenant = identifier(tenant, "tenant")
-        self.retention = seconds_of(retention, "retention")
-        self.lease = seconds_of(lease, "lease")
+        self.retention = _at_most(retention, "retention", MAX_RETENTION, "100 years")
+        self.lease = _at_most(lease, "lease", MAX_LEASE, "one hour")
         self._migrate = migrate
         self._workflows: dict[str, Workflow[Any, Any]] = {}
         self._steps: dict[str, Step[Any, Any]] = {}
@@ -338,6 +359,18 @@ class App:
         return f"<durably.App {describe(self.dsn)}>"
 
 
+def _at_most(value: object, name: str, most: float, words: str) -> float:
+    """`seconds_of` ``value``, refused (`InvalidInputError`) above ``most`` seconds (said
+    as ``words`` in the message), also when it is an int too large to be a float."""
+    limit = f"{name} must be at most {words} ({most:.0f} seconds)"
+    if isinstance(value, int) and not isinstance(value, bool) and value > most:
+        raise InvalidInputError(f"{limit}, got an int of {value.bit_length()} bits")
+    seconds = seconds_of(value, name)
+    if seconds > most:
+        raise InvalidInputError(f"{limit}, got {value!r}")
+    return seconds
+
+
 def _default_name(fn: Callable[..., Any], what: str) -> str:
     module = getattr(fn, "__module__", None) or "__main__"
     if module == "__main__":
@@ -348,4 +381,4 @@ def _default_name(fn: Callable[..., Any], what: str) -> str:
     return f"{module}.{fn.__qualname__}"
 
 
-__all__ = ["DEFAULT_DSN", "App", "StepDecorator"]
+__all__ = ["DEFAULT_DSN", "MAX_LEASE", "MAX_RETENTION", "App", "StepDecorator"]

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from durably.app import records
 from durably.app.context import current_workflow
 from durably.app.topics import Topic
-from durably.app.values import ANY, Duration, Value, seconds_of
+from durably.app.values import ANY, Duration, Value, seconds_of, stored_text
 from durably.errors import (
+    IncompatibleRecordError,
     InvalidInputError,
     WorkflowCancelledError,
     WorkflowFailedError,
@@ -99,7 +100,10 @@ class WorkflowHandle(Generic[R]):
                 if info.status is WorkflowStatus.COMPLETED:
                     stored = await checkpointer.load(self._id)
                     if records.RESULT in stored:
-                        return self._result.decode(stored[records.RESULT])  # type: ignore[no-any-return]
+                        result: R = _decoded(
+                            self._id, records.RESULT, self._result, stored[records.RESULT]
+                        )
+                        return result
                 elif info.status is WorkflowStatus.FAILED:
                     raise WorkflowFailedError(self._id, info.last_error)
                 elif info.status is WorkflowStatus.CANCELLED:
@@ -139,7 +143,8 @@ class WorkflowHandle(Generic[R]):
 
         Raises `InvalidInputError` naming the topic for a value of the wrong type (before
         any I/O), `WorkflowNotFoundError` for an unknown workflow and
-        `WorkflowFinishedError` for a finished or cancelled one.
+        `WorkflowFinishedError` for a finished or cancelled one (a cancel asked for and
+        not yet seen by the body included).
         """
         if not isinstance(topic, Topic):
             raise InvalidInputError(f"send needs a durably.Topic, got {type(topic).__name__}")
@@ -147,10 +152,16 @@ class WorkflowHandle(Generic[R]):
         message = {"topic": topic.name, "value": data}
 
         async def deliver() -> object:
-            info = await self.status()
+            stored, info = await self._look()
             if info.status.finished:
                 raise WorkflowFinishedError(
                     f"workflow {self._id!r} is {info.status.value}: it takes no messages"
+                )
+            # The cancel marker of the current generation: cancelled, though no pass has
+            # ended it yet (a resume opens a new generation, without one).
+            if records.cancel_key(records.generation(stored)) in stored:
+                raise WorkflowFinishedError(
+                    f"workflow {self._id!r} is being cancelled: it takes no messages"
                 )
             entry = await self._app.durable(self._kind).deliver(self._id, message)
             return entry.key
@@ -166,14 +177,22 @@ class WorkflowHandle(Generic[R]):
     ) -> Any:
         """The latest value the workflow published under event ``key`` (decoded as ``type``
         if given), waiting up to ``timeout`` for a first one; `TimeoutError` after that,
-        None at once when ``timeout`` is None and there is none yet."""
+        None at once when ``timeout`` is None and there is none yet.
+
+        Raises `InvalidInputError` before any I/O for a key `Context.set_event` would
+        refuse, and `WorkflowNotFoundError` for an unknown (or swept) workflow.
+        """
+        records.bounded(key, "event key")  # as `Context.set_event` checks it
         value = ANY if type is None else Value.of(type, f"event {key!r}")
         looks = _Looks(timeout)
         checkpointer = (await self._app.stores()).checkpointer
         while True:
-            found, data = records.latest_event(await checkpointer.load(self._id), key)
+            stored = await checkpointer.load(self._id)
+            if records.START not in stored:
+                raise WorkflowNotFoundError(self._id)
+            found, data = records.latest_event(stored, key)
             if found:
-                return value.decode(data)
+                return _decoded(self._id, f"event {key!r}", value, data)
             if looks.deadline is None:
                 return None
             if not await looks.pause():
@@ -219,6 +238,17 @@ class WorkflowHandle(Generic[R]):
 
     def __repr__(self) -> str:
         return f"<WorkflowHandle {self._kind} {self._id!r}>"
+
+
+def _decoded(workflow: str, where: str, value: Value, data: object) -> Any:
+    """``data`` (read from ``where``) decoded as ``value``; `IncompatibleRecordError` when
+    it no longer fits (a changed model, say) rather than pydantic's own error."""
+    try:
+        return value.decode(data)
+    except ValueError as exc:
+        raise IncompatibleRecordError(
+            workflow, where, value.type_name, stored_text(data), str(exc)
+        ) from None
 
 
 __all__ = ["WorkflowHandle"]

@@ -3,6 +3,7 @@ between tries."""
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 
@@ -14,7 +15,12 @@ class Retry:
     """Try up to ``max_attempts`` times, waiting ``initial`` seconds after the first
     failure, growing by ``multiplier`` up to ``maximum``, each wait jittered by up to
     ``jitter`` of itself. An error that is an instance of a ``non_retryable`` type, or a
-    `durably.NonRetryable`, stops at once."""
+    `durably.NonRetryable`, stops at once.
+
+    Raises `InvalidInputError` at construction for a field of the wrong type (a bool is
+    not a number), a NaN or infinite number, ``initial`` above ``maximum``, a
+    ``multiplier`` below 1, a ``jitter`` outside 0..1, or a ``non_retryable`` that is not
+    a tuple of exception classes."""
 
     max_attempts: int = 3
     initial: float = 1.0
@@ -28,12 +34,27 @@ class Retry:
             raise InvalidInputError(f"max_attempts must be an int, got {self.max_attempts!r}")
         if self.max_attempts < 1:
             raise InvalidInputError(f"max_attempts must be at least 1, got {self.max_attempts}")
+        for name in ("initial", "maximum", "multiplier", "jitter"):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+            ):
+                raise InvalidInputError(f"{name} must be a finite number, got {value!r}")
         if not 0 <= self.initial <= self.maximum:
             raise InvalidInputError("need 0 <= initial <= maximum")
         if self.multiplier < 1 or not 0 <= self.jitter <= 1:
             raise InvalidInputError("need multiplier >= 1 and 0 <= jitter <= 1")
-        if not isinstance(self.non_retryable, tuple):
-            raise InvalidInputError("non_retryable must be a tuple of exception types")
+        # Checked here, not at the first failure: `retries` hands these to isinstance.
+        if not isinstance(self.non_retryable, tuple) or not all(
+            isinstance(kind, type) and issubclass(kind, BaseException)
+            for kind in self.non_retryable
+        ):
+            raise InvalidInputError(
+                "non_retryable must be a tuple of exception classes, such as (ValueError,); "
+                f"got {self.non_retryable!r:.120}"
+            )
 
     def retries(self, exc: BaseException, attempt: int) -> bool:
         """Whether to try again after ``exc`` ended attempt number ``attempt`` (from 1)."""
@@ -43,7 +64,11 @@ class Retry:
 
     def backoff(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number ``attempt`` (from 1), jittered."""
-        base = min(self.maximum, self.initial * self.multiplier ** (attempt - 1))
+        try:
+            grown = self.initial * float(self.multiplier) ** (attempt - 1)
+        except OverflowError:  # after a long run of attempts: past any maximum (unless 0)
+            grown = math.inf if self.initial > 0 else 0.0
+        base = min(self.maximum, grown)
         return base * (1 - self.jitter * random.random())
 
 

@@ -12,7 +12,7 @@ from durably.app.recording import recorded_call
 from durably.app.records import KEYED_BYTES, bounded, user_key
 from durably.app.retry import ONCE, Retry
 from durably.app.values import Signature
-from durably.errors import StepTimeoutError
+from durably.errors import ConfigurationError, StepTimeoutError
 from durably.validation import identifier
 
 P = ParamSpec("P")
@@ -37,6 +37,10 @@ class Step(Generic[P, R]):
     ) -> None:
         self.fn = fn
         self.name = user_key(bounded(name, "step name"), "step name")
+        if "#" in self.name:  # "s#1:retry" would name step "s"'s first retry deadline
+            raise ConfigurationError(
+                f"step name {name!r}: '#' is reserved (it numbers a step's calls in its keys)"
+            )
         self.retry = retry if retry is not None else ONCE
         self.timeout = timeout
         self.signature = signature if signature is not None else Signature(fn, f"step {name!r}")

@@ -29,7 +29,10 @@ def seconds_of(value: object, name: str) -> float:
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, int | float) and not isinstance(value, bool):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int past any float
+            raise InvalidInputError(f"{name} must be positive and finite, got a huge int") from None
     else:
         raise InvalidInputError(
             f"{name} must be seconds or a timedelta, got {type(value).__name__}"
