@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import tempfile
+import uuid
 from datetime import timedelta
 
 from pydantic import BaseModel
@@ -41,6 +42,9 @@ DECISION = durably.Topic("decision", Decision)
 # $DURABLY_DSN, or a SQLite file of the example's own.
 DSN = os.environ.get("DURABLY_DSN") or f"sqlite:///{tempfile.mkdtemp()}/approval.db"
 app = durably.App(DSN)
+# Workflow ids are idempotency keys: a second run over the same database would find this
+# run's workflows finished, so each run names its own.
+RUN = uuid.uuid4().hex[:8]
 
 
 @app.step
@@ -84,7 +88,7 @@ async def main() -> None:
     serving = asyncio.create_task(app.serve())
     try:
         lunch = await approve_expense.start(
-            Expense(employee="ada", amount_cents=42_00, reason="team lunch"), id="exp-1"
+            Expense(employee="ada", amount_cents=42_00, reason="team lunch"), id=f"exp-1-{RUN}"
         )
         print(await lunch.get_event("stage", timeout=30))  # waiting for the approver
         await lunch.send(DECISION, Decision(approver="grace", approved=True))
@@ -92,12 +96,12 @@ async def main() -> None:
 
         # Nobody answers this one: after its (short, for the example) wait it escalates.
         taxi = await approve_expense.start(
-            Expense(employee="alan", amount_cents=18_00, reason="taxi"), 1.0, id="exp-2"
+            Expense(employee="alan", amount_cents=18_00, reason="taxi"), 1.0, id=f"exp-2-{RUN}"
         )
         print("exp-2:", (await taxi.result(timeout=30)).status)
 
         yacht = await approve_expense.start(
-            Expense(employee="linus", amount_cents=9_000_00, reason="yacht"), id="exp-3"
+            Expense(employee="linus", amount_cents=9_000_00, reason="yacht"), id=f"exp-3-{RUN}"
         )
         print("exp-3:", (await yacht.result(timeout=30)).status)
     finally:

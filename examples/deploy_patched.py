@@ -19,12 +19,16 @@ from __future__ import annotations
 import asyncio
 import os
 import tempfile
+import uuid
 from collections.abc import Awaitable, Callable
 
 import durably
 
 DSN = os.environ.get("DURABLY_DSN") or f"sqlite:///{tempfile.mkdtemp()}/orders.db"
 SHIPPED = durably.Topic("shipped", str)
+# Workflow ids are idempotency keys: over a database kept between runs, each run names its
+# own orders (a second run would otherwise find them finished).
+RUN = uuid.uuid4().hex[:8]
 
 
 def make_app(version: int) -> tuple[durably.App, durably.Workflow[[str], list[str]]]:
@@ -64,9 +68,10 @@ async def main() -> None:
     v1, order_v1 = make_app(1)
 
     async def before_the_deploy() -> None:
-        handle = await order_v1.start("order-1", id="order-1")
-        while (await handle.status()).status is not durably.WorkflowStatus.BLOCKED:
-            await asyncio.sleep(0.05)  # charged, now waiting for the warehouse
+        handle = await order_v1.start("order-1", id=f"order-1-{RUN}")
+        async with asyncio.timeout(30):
+            while (await handle.status()).status is not durably.WorkflowStatus.BLOCKED:
+                await asyncio.sleep(0.05)  # charged, now waiting for the warehouse
 
     await serve_for_a_while(v1, before_the_deploy)
     await v1.close()
@@ -74,12 +79,14 @@ async def main() -> None:
     v2, order_v2 = make_app(2)
 
     async def after_the_deploy() -> None:
-        first = await order_v2.get_handle("order-1")
-        second = await order_v2.start("order-2", id="order-2")
-        for handle in (first, second):
-            await handle.send(SHIPPED, f"TRACK-{handle.id}")
-        for handle in (first, second):
-            print(handle.id, await handle.result(timeout=30))
+        orders = {
+            "order-1": await order_v2.get_handle(f"order-1-{RUN}"),
+            "order-2": await order_v2.start("order-2", id=f"order-2-{RUN}"),
+        }
+        for name, handle in orders.items():
+            await handle.send(SHIPPED, f"TRACK-{name}")
+        for name, handle in orders.items():
+            print(name, await handle.result(timeout=30))
 
     await serve_for_a_while(v2, after_the_deploy)
     await v2.close()

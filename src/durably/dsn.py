@@ -4,15 +4,16 @@ and text with its secrets taken out.
 The schemes: ``memory://``; ``sqlite:///relative.db`` or ``sqlite:////absolute.db``;
 ``postgresql://`` (also ``postgres://``, ``postgresql+psycopg://`` and
 ``postgresql+asyncpg://``, the forms SQLAlchemy-style ``DATABASE_URL``s use); ``redis://``
-and ``rediss://`` (``/N`` after the host, or ``?db=N``, names database N). Nothing here does
-I/O, and no error raised here contains the DSN.
+and ``rediss://`` (``/N`` after the host, or ``?db=N``, names database N). On PostgreSQL
+and Redis, ``?durable=false`` accepts a server that may lose acknowledged writes (see
+`Dsn.durable`). Nothing here does I/O, and no error raised here contains the DSN.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from durably.errors import DsnError
 
@@ -47,6 +48,11 @@ class Dsn:
     backing: str
     driver: str | None
     url: str
+    durable: bool = True
+    """Whether the server must keep what it acknowledged across a crash (PostgreSQL:
+    ``synchronous_commit`` and ``fsync`` on; Redis: persistence on), checked when the
+    stores are verified. ``?durable=false`` in the DSN turns the check off, for
+    development and for data that can be recreated; it is taken out of ``url``."""
 
 
 def parse(dsn: str) -> Dsn:
@@ -82,6 +88,14 @@ def parse(dsn: str) -> Dsn:
             raise DsnError(f"malformed {backing} DSN: its host or port cannot be read") from None
         if backing == "redis":
             _redis_database(parts.path, parts.query)
+        options = parse_qsl(parts.query, keep_blank_values=True)
+        chosen = [value for name, value in options if name == "durable"]
+        if chosen:
+            if chosen[-1].lower() not in ("true", "false"):
+                raise DsnError(f"malformed {backing} DSN: its durable= option is true or false")
+            kept = urlencode([(name, value) for name, value in options if name != "durable"])
+            url = urlunsplit(parts._replace(query=kept))
+            return Dsn(backing, driver, url, durable=chosen[-1].lower() == "true")
     return Dsn(backing=backing, driver=driver, url=url)
 
 

@@ -265,11 +265,14 @@ class ChildWorkflowFailedError(WorkflowFailedError):
 
 
 class WorkflowCancelledError(DurablyError):
-    """The workflow was cancelled."""
+    """The workflow was cancelled: by `WorkflowHandle.cancel`, or (``timed_out``) by its
+    own ``timeout=`` deadline."""
 
-    def __init__(self, workflow: str) -> None:
+    def __init__(self, workflow: str, *, timed_out: bool = False) -> None:
         self.workflow = workflow
-        super().__init__(f"workflow {workflow!r} was cancelled")
+        self.timed_out = timed_out
+        what = "timed out (its timeout= deadline passed)" if timed_out else "was cancelled"
+        super().__init__(f"workflow {workflow!r} {what}")
 
 
 class WorkflowConflictError(DurablyError):

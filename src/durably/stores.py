@@ -7,6 +7,7 @@ no datastore driver. A DSN may carry credentials, so nothing here ever shows one
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 from collections.abc import Awaitable, Callable
@@ -98,7 +99,10 @@ async def open_stores(
     SQLite file that does not exist is refused instead of created.
 
     Nothing applies PostgreSQL schema here: call `Stores.migrate` (or `durably migrate`).
-    Close the stores with ``await stores.close()``.
+    `Stores.verify` (which `migrate` and `durably.App` run) refuses a PostgreSQL or Redis
+    server that may lose what it acknowledged (``synchronous_commit`` or ``fsync`` off;
+    Redis persistence off or an evicting ``maxmemory-policy``) unless the DSN says
+    ``?durable=false``. Close the stores with ``await stores.close()``.
 
     Raises `DsnError` (a `ConfigurationError`) before any I/O for a malformed DSN;
     `ConfigurationError` when the backing is not installed, the SQLite file or the
@@ -199,7 +203,9 @@ async def _open_sqlite(path: str, clock: Clock, policy: QueuePolicy) -> Stores:
 
 async def _open_postgres(parsed: Dsn, dsn: str, clock: Clock, policy: QueuePolicy) -> Stores:
     postgres = _backing("durably.postgres", "PostgreSQL")
-    settings = postgres.PostgresStoreSettings(dsn=SecretStr(parsed.url), pool_size=4)
+    settings = postgres.PostgresStoreSettings(
+        dsn=SecretStr(parsed.url), pool_size=4, durable=parsed.durable
+    )
     pool = await postgres.open_pool(settings, driver=parsed.driver)
     checkpointer = postgres.PostgresCheckpointer(pool)
 
@@ -211,7 +217,7 @@ async def _open_postgres(parsed: Dsn, dsn: str, clock: Clock, policy: QueuePolic
         await postgres.migrate(pool)
 
     async def verify() -> None:
-        await postgres.verify(pool)
+        await postgres.verify(pool, durable=parsed.durable)
 
     return Stores(
         backing="postgresql",
@@ -255,6 +261,7 @@ async def _open_redis(parsed: Dsn, dsn: str, clock: Clock, policy: QueuePolicy) 
         make_durable=make_durable,
         closers=[client.aclose],
         database=client,
+        verifier=functools.partial(redis_backing.preflight, client, durable=parsed.durable),
     )
 
 

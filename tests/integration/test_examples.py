@@ -12,8 +12,10 @@ import pytest
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def run_example(name: str) -> str:
+def run_example(name: str, dsn: str | None = None) -> str:
     environment = {k: v for k, v in os.environ.items() if k != "DURABLY_DSN"}
+    if dsn is not None:
+        environment["DURABLY_DSN"] = dsn
     finished = subprocess.run(
         [sys.executable, str(EXAMPLES / name)],
         capture_output=True,
@@ -49,6 +51,14 @@ def test_the_deploy_example_keeps_in_flight_orders_on_the_old_path() -> None:
         "order-1 ['charged order-1', 'shipped as TRACK-order-1']",
         "order-2 ['charged order-2', 'receipt for order-2', 'shipped as TRACK-order-2']",
     ]
+
+
+@pytest.mark.parametrize("name", ["approval.py", "deploy_patched.py", "fanout.py"])
+def test_an_example_runs_again_over_the_database_of_its_last_run(
+    name: str, tmp_path: Path
+) -> None:
+    dsn = f"sqlite:///{tmp_path / 'kept.db'}"
+    assert run_example(name, dsn) == run_example(name, dsn)
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("*.py")))

@@ -165,3 +165,11 @@ async def test_run_inside_a_body_is_refused_pointing_to_child() -> None:
         await registry.run_until_idle()
         with pytest.raises(durably.WorkflowFailedError, match=r"ctx\.child"):
             await handle.result(timeout=5)
+
+
+def test_a_plain_def_workflow_body_is_refused() -> None:
+    def body(ctx: durably.Context) -> int:
+        return 1
+
+    with pytest.raises(ConfigurationError, match="async def"):
+        app().workflow(name="plain")(body)

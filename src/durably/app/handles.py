@@ -107,7 +107,10 @@ class WorkflowHandle(Generic[R]):
                 elif info.status is WorkflowStatus.FAILED:
                     raise WorkflowFailedError(self._id, info.last_error)
                 elif info.status is WorkflowStatus.CANCELLED:
-                    raise WorkflowCancelledError(self._id)
+                    ended = records.ending(await checkpointer.load(self._id)) or {}
+                    raise WorkflowCancelledError(
+                        self._id, timed_out=ended.get("e") == records.TIMED_OUT
+                    )
             elif records.START not in await checkpointer.load(self._id):
                 raise WorkflowNotFoundError(self._id)
             if not await looks.pause():

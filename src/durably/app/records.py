@@ -24,6 +24,8 @@ CANCEL = "durably:cancel"
 FAILED = "durably:failed"
 """``durably:failed#G``: the error that ended resume generation G (wakes a parent)."""
 CANCELLED = "durably:cancelled"
+TIMED_OUT = "timed out"
+"""What a `CANCELLED` record holds when the workflow's ``timeout=`` ended it."""
 """``durably:cancelled#G``: generation G ended cancelled (wakes a parent)."""
 CHILD = "durably:child:"
 """``durably:child:KIND#N``: the id of the N-th child of KIND a body started."""
@@ -170,15 +172,17 @@ def end_key(key: str) -> str:
 
 def ending(stored: Mapping[str, object]) -> dict[str, object] | None:
     """How a workflow's latest generation ended, from its records: ``{"v": result}``,
-    ``{"e": error}`` or ``{"e": "cancelled", "cancelled": True}``; None while it runs."""
+    ``{"e": error}`` or ``{"e": "cancelled", "cancelled": True}`` (``"timed out"`` for a
+    workflow its ``timeout=`` cancelled); None while it runs."""
     if RESULT in stored:
         return {"v": stored[RESULT]}
     current = generation(stored)
     failed = stored.get(occurrence(FAILED, current))
     if failed is not None:
         return {"e": str(failed)}
-    if occurrence(CANCELLED, current) in stored:
-        return {"e": "cancelled", "cancelled": True}
+    cancelled = stored.get(occurrence(CANCELLED, current))
+    if cancelled is not None:
+        return {"e": TIMED_OUT if cancelled == TIMED_OUT else "cancelled", "cancelled": True}
     return None
 
 

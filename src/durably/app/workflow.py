@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from durably.app import records
-from durably.app.context import Context, bind, current_workflow, unbind
+from durably.app.context import Context, bind, current_workflow, is_async, unbind
 from durably.app.handles import WorkflowHandle
 from durably.app.retry import Retry
 from durably.app.values import Duration, Signature, seconds_of, stored_text
@@ -21,6 +21,7 @@ from durably.errors import (
     ScheduledWakeup,
     StatePersistenceError,
     Suspended,
+    WorkflowCancelledError,
     WorkflowConflictError,
     WorkflowStopped,
 )
@@ -85,6 +86,8 @@ class Workflow(Generic[P, R]):
         self.timeout = timeout
         self.max_recovery_attempts = max_recovery_attempts
         what = f"workflow {kind!r}"
+        if not is_async(fn):
+            raise ConfigurationError(f"{what}: a workflow body is an async def")
         self.signature = Signature(fn, what, skip=1)
         if not self.signature.leading:
             raise ConfigurationError(f"{what}: the first parameter must be the durably.Context")
@@ -223,7 +226,7 @@ class Workflow(Generic[P, R]):
             if "v" in ended:
                 return self.signature.result.decode(ended["v"])
             if ended.get("cancelled"):
-                raise Cancelled(f"workflow {run.workflow!r} was cancelled")
+                raise Cancelled(_cancelled(run.workflow, ended.get("e") == records.TIMED_OUT))
             raise BodyFailed(Recorded(str(ended.get("e"))), retryable=False)
         try:
             positional, keywords = self.signature.decode_args(start.get("args", {}))
@@ -249,8 +252,9 @@ class Workflow(Generic[P, R]):
                 raise ctx._stopped from None
             current = asyncio.current_task()
             if ctx._cancel_delivered and (current is None or not current.cancelling()):
-                await self._end(run, ctx, records.CANCELLED, "cancelled")
-                raise Cancelled(f"workflow {run.workflow!r} was cancelled") from exc
+                ending = records.TIMED_OUT if ctx._timed_out else "cancelled"
+                await self._end(run, ctx, records.CANCELLED, ending)
+                raise Cancelled(_cancelled(run.workflow, ctx._timed_out)) from exc
             raise
         except Exception as exc:
             if ctx._stopped is not None:
@@ -300,6 +304,10 @@ class Workflow(Generic[P, R]):
 
     def __repr__(self) -> str:
         return f"<durably workflow {self.kind!r}>"
+
+
+def _cancelled(workflow: str, timed_out: bool) -> str:
+    return str(WorkflowCancelledError(workflow, timed_out=timed_out))
 
 
 __all__ = ["OPTIONS", "BodyFailed", "Cancelled", "Workflow"]

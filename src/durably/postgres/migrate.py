@@ -121,13 +121,13 @@ def _refuse_lossy_commits(synchronous_commit: str, fsync: str) -> None:
             "the server acknowledges commits before they are on disk (synchronous_commit = "
             "off, for this role, database or server): a crash loses acknowledged work; set "
             "it on (ALTER DATABASE ... SET synchronous_commit = on), or pass durable=False "
-            "in PostgresStoreSettings to accept the loss"
+            "in PostgresStoreSettings (?durable=false in a DSN) to accept the loss"
         )
     if fsync == "off":
         raise ConfigurationError(
             "the server never flushes to disk (fsync = off): a crash loses acknowledged "
             "work and can corrupt the database; turn fsync on, or pass durable=False in "
-            "PostgresStoreSettings to accept the loss"
+            "PostgresStoreSettings (?durable=false in a DSN) to accept the loss"
         )
 
 

@@ -29,7 +29,8 @@ async def _config(client: Any, name: str) -> list[str]:
     except (RedisError, RedisClusterException) as error:
         raise ConfigurationError(
             f"cannot read Redis setting {name!r} ({type(error).__name__}); the server must "
-            "allow CONFIG GET, or pass durable=False to skip the checks"
+            "allow CONFIG GET, or pass durable=False (?durable=false in a DSN) to skip the "
+            "checks"
         ) from None
 
 
@@ -58,7 +59,8 @@ async def preflight(client: Any, *, durable: bool = True) -> None:
         if aof.strip().lower() == "no" and not points.strip():
             raise ConfigurationError(
                 "Redis persistence is off (appendonly no, no save points): a restart would "
-                "lose every record; enable AOF or RDB, or pass durable=False"
+                "lose every record; enable AOF or RDB, or pass durable=False (?durable=false "
+                "in a DSN)"
             )
 
 

@@ -341,8 +341,9 @@ class AppBasics(AppFixtures):
         await app.run_until_idle(advance=False)
         assert await handle.cancel()
         await app.run_until_idle(advance=False)
-        with pytest.raises(WorkflowCancelledError):
+        with pytest.raises(WorkflowCancelledError, match="was cancelled") as ended:
             await handle.result(timeout=5)
+        assert not ended.value.timed_out
         assert (await handle.status()).status is WorkflowStatus.CANCELLED
         assert cleaned == ["temp files"]
         assert not await handle.cancel()  # a finished workflow changes nothing

@@ -186,8 +186,10 @@ class AppLifecycle(AppFixtures):
         assert isinstance(clock, ManualClock)
         began = clock.now()
         await app.run_until_idle()
-        with pytest.raises(WorkflowCancelledError):
+        with pytest.raises(WorkflowCancelledError, match="timed out") as ended:
             await handle.result(timeout=5)
+        assert ended.value.timed_out  # told apart from a cancel asked for
+        assert "timed out" in ((await handle.status()).last_error or "")
         assert clock.now() - began == pytest.approx(7200)
 
     async def test_a_long_backoff_is_a_durable_sleep(self, app: App) -> None:
