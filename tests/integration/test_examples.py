@@ -54,9 +54,7 @@ def test_the_deploy_example_keeps_in_flight_orders_on_the_old_path() -> None:
 
 
 @pytest.mark.parametrize("name", ["approval.py", "deploy_patched.py", "fanout.py"])
-def test_an_example_runs_again_over_the_database_of_its_last_run(
-    name: str, tmp_path: Path
-) -> None:
+def test_an_example_runs_again_over_the_database_of_its_last_run(name: str, tmp_path: Path) -> None:
     dsn = f"sqlite:///{tmp_path / 'kept.db'}"
     assert run_example(name, dsn) == run_example(name, dsn)
 
