@@ -172,4 +172,4 @@ def test_a_plain_def_workflow_body_is_refused() -> None:
         return 1
 
     with pytest.raises(ConfigurationError, match="async def"):
-        app().workflow(name="plain")(body)
+        app().workflow(name="plain")(body)  # type: ignore[arg-type]
