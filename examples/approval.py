@@ -85,7 +85,7 @@ async def approve_expense(
 
 
 async def main() -> None:
-    serving = asyncio.create_task(app.serve())
+    serving = asyncio.create_task(app.serve(signals=False))
     try:
         lunch = await approve_expense.start(
             Expense(employee="ada", amount_cents=42_00, reason="team lunch"), id=f"exp-1-{RUN}"

@@ -56,7 +56,7 @@ def make_app(version: int) -> tuple[durably.App, durably.Workflow[[str], list[st
 
 
 async def serve_for_a_while(app: durably.App, work: Callable[[], Awaitable[None]]) -> None:
-    serving = asyncio.create_task(app.serve())
+    serving = asyncio.create_task(app.serve(signals=False))
     try:
         await work()
     finally:

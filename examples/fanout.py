@@ -54,7 +54,7 @@ async def crawl(ctx: durably.Context, urls: list[str]) -> Report:
 
 
 async def main() -> None:
-    serving = asyncio.create_task(app.serve())
+    serving = asyncio.create_task(app.serve(signals=False))
     try:
         urls = [f"https://example.com/docs/{'section/' * (n % 4)}{n}" for n in range(20)]
         report = await crawl.run(urls, id="crawl-1")

@@ -245,15 +245,22 @@ class App:
         name: str | None = None,
         poll: Duration = 1.0,
         maintenance: Duration = 5.0,
+        signals: bool = True,
     ) -> None:
         """Serve every registered workflow kind (or only the kinds named) with a `Worker`,
         at most ``concurrency`` passes per kind at once, until SIGTERM/SIGINT; then stop
         claiming, give in-flight passes ``grace`` to finish and give the rest back
-        (which counts against no recovery limit). ``queues`` names the task queues to
-        serve (none are registered by this release). Sweeps finished workflows older than
-        ``retention`` in bounded rounds while it runs. ``name`` names the worker in logs
-        and claims (default host:pid:random); ``poll`` is its fallback poll period and
-        ``maintenance`` the period of its wakeups of due sleepers (`Worker`)."""
+        (which counts against no recovery limit). ``queues`` is reserved for the task
+        queues of a later release (naming any is refused today). Sweeps finished
+        workflows older than ``retention`` in bounded rounds while it runs. ``name`` names
+        the worker in logs and claims (default host:pid:random); ``poll`` is its fallback
+        poll period and ``maintenance`` the period of its wakeups of due sleepers
+        (`Worker`).
+
+        In a program that does more than serve (``asyncio.create_task(app.serve())``
+        beside its own work), pass ``signals=False``: the signals stay the program's (a
+        Ctrl-C interrupts it as usual) and cancelling the task stops the worker, giving
+        its in-flight passes back."""
         if self._implicit and self.dsn == DEFAULT_DSN:
             _logger.warning(
                 "serving on the implicit default store %s: pass a DSN or set %s",
@@ -268,6 +275,7 @@ class App:
             name=name,
             poll=seconds_of(poll, "poll"),
             maintenance=seconds_of(maintenance, "maintenance"),
+            signals=signals,
         )
 
     async def sweep(self, *, limit: int = 500) -> int:

@@ -64,8 +64,10 @@ class Driver:
         name: str | None = None,
         poll: float = 1.0,
         maintenance: float = 5.0,
+        signals: bool = True,
     ) -> None:
-        """Run a `Worker` for the kinds named (default: all) until it is stopped."""
+        """Run a `Worker` for the kinds named (default: all) until it is stopped (with
+        ``signals``, by SIGTERM/SIGINT too)."""
         kinds = self._kinds(workflows)
         if queues is not None and list(queues):
             raise ConfigurationError(f"no task queue registered under {list(queues)}")
@@ -85,7 +87,7 @@ class Driver:
             )
         sweeping = asyncio.create_task(self._sweep_periodically())
         try:
-            await worker.run()
+            await worker.run(install_signal_handlers=signals)
         finally:
             sweeping.cancel()
             await asyncio.gather(sweeping, return_exceptions=True)

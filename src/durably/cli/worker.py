@@ -41,8 +41,9 @@ def register(commands: Any) -> None:
     """Add the ``worker`` command."""
     worker = commands.add_parser(
         "worker",
-        help="serve work queues and workflows registered by MODULE:ATTR",
-        description="Serve the handlers and workflows that MODULE:ATTR, a callable "
+        help="serve the workflows of a durably.App (or what a setup callable registers)",
+        description="Serve the workflows of the durably.App that MODULE:ATTR names (as "
+        "app.serve() does), or the handlers and workflows that MODULE:ATTR, a callable "
         "setup(worker, stores), registers on a durably.Worker.",
     )
     worker.add_argument(
