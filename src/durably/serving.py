@@ -39,6 +39,7 @@ from durably.workflows import (
     Pass,
     Sleeping,
     finish_workflow,
+    value_refused,
 )
 
 Handler = Callable[[WorkItem], Awaitable[None]]
@@ -87,14 +88,6 @@ class Context:
 def retryable(exc: BaseException) -> bool:
     """Whether a failure may go away on its own: a durably error says so, anything else may."""
     return exc.retryable if isinstance(exc, DurablyError) else True
-
-
-def _refused(exc: BaseException) -> bool:
-    """Whether a write failed for what was written rather than for the store: a durably
-    error that says it is not retryable, or a value the codec cannot encode."""
-    if isinstance(exc, DurablyError):
-        return not exc.retryable
-    return isinstance(exc, ValueError | TypeError)
 
 
 class _WorkWaiter(Protocol):
@@ -658,7 +651,7 @@ class WorkflowService(Service):
                         error=last_error,
                     )
                 except Exception as exc:
-                    if not _refused(exc):
+                    if not value_refused(exc):
                         raise  # the store may take it on a later pass
                     # A result no store takes (too large, say) fails the workflow rather
                     # than leaving it running, every pass ending the same way.

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from durably.codec import CheckpointCodec
-from durably.errors import InvalidInputError
+from durably.errors import DurablyError, InvalidInputError, StatePersistenceError
 from durably.status import WorkflowInfo, WorkflowStatus
 from durably.validation import identifier
 
@@ -267,6 +267,20 @@ class Finishing(Protocol):
         ...
 
 
+def value_refused(error: BaseException) -> bool:
+    """Whether a write failed for the value it wrote, so that writing it again would fail
+    again: over the store's size limit, refused by its checks (`InvalidInputError`), or
+    not encodable by its codec (a `ValueError` or `TypeError`). A store that is down, a
+    lost claim or a misconfigured store are not the value's fault."""
+    if isinstance(error, StatePersistenceError):
+        return error.reason == "too_large"
+    if isinstance(error, InvalidInputError):
+        return True
+    if isinstance(error, DurablyError):
+        return False
+    return isinstance(error, ValueError | TypeError)
+
+
 async def finish_workflow(
     checkpointer: Checkpointer[Any],
     holder: Pass,
@@ -445,4 +459,5 @@ __all__ = [
     "inbox_key",
     "is_inbox_key",
     "step_key",
+    "value_refused",
 ]

@@ -18,11 +18,13 @@ from durably.errors import (
     IncompatibleRecordError,
     InvalidInputError,
     StatePersistenceError,
+    StoreUnavailableError,
 )
 from durably.memory import MemoryCheckpointer
 from durably.redaction import mend_text
 from durably.status import WorkflowStatus
 from durably.validation import MAX_ID_BYTES
+from durably.workflows import value_refused
 
 
 def _app() -> durably.App:
@@ -218,3 +220,22 @@ async def test_a_result_that_no_longer_decodes_is_an_incompatible_record_error(
     with pytest.raises(IncompatibleRecordError, match="progress"):
         await changed.get_event("progress", type=Counted)
     await after.close()
+
+
+@pytest.mark.parametrize(
+    ("error", "refused"),
+    [
+        (StatePersistenceError("memory", "too_large", "big"), True),
+        (InvalidInputError("value must not contain a NUL character"), True),
+        (ValueError("Out of range float values are not JSON compliant"), True),
+        (TypeError("not JSON serializable"), True),
+        (StatePersistenceError("sqlite", "busy"), False),
+        (StoreUnavailableError("cannot reach"), False),
+        (ConfigurationError("schema version 2, expected 3"), False),
+        (ConnectionError("reset"), False),
+    ],
+)
+def test_only_a_value_the_store_refuses_fails_a_workflow_at_its_last_write(
+    error: BaseException, refused: bool
+) -> None:
+    assert value_refused(error) is refused

@@ -28,7 +28,7 @@ from durably.errors import (
 from durably.redaction import mend_text
 from durably.runtime import Run
 from durably.validation import identifier
-from durably.workflows import Finish
+from durably.workflows import Finish, value_refused
 
 if TYPE_CHECKING:
     from durably.app.app import App
@@ -278,8 +278,8 @@ class Workflow(Generic[P, R]):
             # The parent runs as soon as it is woken, so the result is written first.
             try:
                 await run.step(records.RESULT, lambda: encoded)
-            except DurablyError as exc:
-                if exc.retryable:
+            except Exception as exc:
+                if not value_refused(exc):
                     raise
                 # A result no store takes (too large, say): the parent hears of a failure.
                 unstored = DurablyError(f"the workflow's result was not stored: {exc}")
