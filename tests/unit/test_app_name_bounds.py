@@ -229,7 +229,7 @@ async def test_a_result_that_no_longer_decodes_is_an_incompatible_record_error(
         (InvalidInputError("value must not contain a NUL character"), True),
         (ValueError("Out of range float values are not JSON compliant"), True),
         (TypeError("not JSON serializable"), True),
-        (StatePersistenceError("sqlite", "busy"), False),
+        (StatePersistenceError("sqlite", "contended"), False),
         (StoreUnavailableError("cannot reach"), False),
         (ConfigurationError("schema version 2, expected 3"), False),
         (ConnectionError("reset"), False),
