@@ -12,6 +12,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from durably.clock import Clock
@@ -88,6 +89,19 @@ class Context:
 def retryable(exc: BaseException) -> bool:
     """Whether a failure may go away on its own: a durably error says so, anything else may."""
     return exc.retryable if isinstance(exc, DurablyError) else True
+
+
+class Instant:
+    """An instant in seconds since the epoch, shown in log lines as UTC ISO 8601 (built
+    only when a line is written)."""
+
+    __slots__ = ("epoch",)
+
+    def __init__(self, epoch: float) -> None:
+        self.epoch = epoch
+
+    def __str__(self) -> str:
+        return datetime.fromtimestamp(self.epoch, UTC).isoformat(timespec="milliseconds")
 
 
 class _WorkWaiter(Protocol):
@@ -671,9 +685,9 @@ class WorkflowService(Service):
             await scheduler.wake_at(delivery, outcome.due)
             ctx.note_due(outcome.due)
             ctx.logger.info(
-                "workflow sleeps at %r until %.3f (%s)",
+                "workflow sleeps at %r until %s (%s)",
                 outcome.key,
-                outcome.due,
+                Instant(outcome.due),
                 counts,
                 extra=fields,
             )
@@ -693,9 +707,9 @@ class WorkflowService(Service):
                 await scheduler.wake_at(delivery, outcome.due)
                 ctx.note_due(outcome.due)
                 ctx.logger.info(
-                    "workflow blocked waiting for %s until %.3f (%s)",
+                    "workflow blocked waiting for %s until %s (%s)",
                     waited,
-                    outcome.due,
+                    Instant(outcome.due),
                     counts,
                     extra=fields,
                 )
@@ -756,9 +770,9 @@ class WorkflowService(Service):
         await self.durable.scheduler.wake_at(delivery, settled.available_at)
         ctx.note_due(settled.available_at)
         ctx.logger.warning(
-            "workflow body failed (attempt %d); retrying at %.3f: %s",
+            "workflow body failed (attempt %d); retrying at %s: %s",
             settled.attempts,
-            settled.available_at,
+            Instant(settled.available_at),
             error,
             extra=fields,
         )
