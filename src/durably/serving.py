@@ -608,6 +608,12 @@ class WorkflowService(Service):
         """Run the body and report how it ended; True if the claim was lost meanwhile."""
         checkpointer = self.durable.checkpointer
         info = await checkpointer.get_status(delivery.workflow)
+        if info is not None and info.status is WorkflowStatus.PARKED:
+            # No pass until it is resumed (which sets it pending): a message or a wakeup
+            # that arrived meanwhile is kept for then, and runs nothing now.
+            await self.durable.scheduler.done(delivery)
+            ctx.logger.debug("workflow is parked: not run until resumed", extra=fields)
+            return False
         attempts = info.attempts if info is not None else 0
         last_error = info.last_error if info is not None else None
         recovered = info is not None and info.status is WorkflowStatus.RUNNING

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import uuid
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import timedelta
 from types import TracebackType
@@ -327,14 +328,17 @@ class App:
             self._durables[kind] = durable
         return durable
 
-    async def resume(self, id: str, kind: str) -> None:
+    async def resume(self, id: str, kind: str) -> bool:
         """Open a new generation of workflow ``id`` (a cancel from before no longer
-        applies), reset its status and make it ready."""
+        applies), reset its status and make it ready; False when a concurrent resume
+        opened it first (nothing changes then)."""
         stores = await self.stores()
         checkpointer = stores.checkpointer
         stored = await checkpointer.load(id)
         marker = records.occurrence(records.RESUMES, records.generation(stored) + 1)
-        await checkpointer.supply(id, marker, True)
+        # A marker of this call's own, so only the resume whose marker landed goes on.
+        if not (await checkpointer.supply(id, marker, uuid.uuid4().hex)).first:
+            return False
         holder = await checkpointer.claim(id, 30.0, 30.0)
         if holder is not None:
             try:
@@ -342,6 +346,26 @@ class App:
             finally:
                 await checkpointer.release(holder)
         await self.durable(kind).scheduler.make_ready(id)
+        return True
+
+    async def end_parked(self, id: str, generation: int) -> None:
+        """End parked workflow ``id`` cancelled (a cancel asked while it was parked: no
+        pass will run to see it), as its body's cancelled end would: the record of the
+        end, then the status. Resumable, as any cancelled workflow."""
+        checkpointer = (await self.stores()).checkpointer
+        ended = records.occurrence(records.CANCELLED, generation)
+        await checkpointer.supply(id, ended, "cancelled")
+        holder = await checkpointer.claim(id, 30.0, 30.0)
+        if holder is None:
+            return  # a pass holds it after all (a resume raced this): it sees the cancel
+        try:
+            info = await checkpointer.get_status(id)
+            if info is not None and info.status is WorkflowStatus.PARKED:
+                await checkpointer.set_status(
+                    holder, WorkflowStatus.CANCELLED, attempts=info.attempts, error="cancelled"
+                )
+        finally:
+            await checkpointer.release(holder)
 
     async def close(self) -> None:
         """Close the stores and the schedulers made over them (idempotent); the App opens

@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from durably.app.app import App
 
-LOOK_SECONDS = 5.0
-"""How often, at most, a pass reads its records to see a cancel from another process."""
+LOOK_SECONDS = 1.0
+"""How often, at most, a pass reads its records to see a cancel from another process: a
+cancel from elsewhere reaches a running body within about a second (at its next call
+after the look), for one read a second of a long pass."""
 
 
 class Cancels:

@@ -215,6 +215,7 @@ class Context:
         self._meet(key)
         due = self._run.recorded.get(key)
         if not isinstance(due, int | float) or due > self._run.clock.now():
+            await self._look()
             self._deliver_cancel()  # a sleep not over yet is where a cancel is seen
         await self._run.sleep(key, seconds)
 
@@ -276,6 +277,8 @@ class Context:
         # goes, or the rest of the body would pass for a replay (`replaying`, `patched`).
         for mark in (key, deadline, waited):
             self._meet(mark)
+        if key not in self._records:
+            await self._look()
         self._deliver_cancel(key)
         recorded = self._run.recorded
         if key not in recorded:
@@ -319,7 +322,11 @@ class Context:
             ended: object = await self._run.step(end, lambda: None)
         else:
             checkpointer = (await fn.app.stores()).checkpointer
-            outcome = records.ending(await checkpointer.load(handle.id))
+            stored = await checkpointer.load(handle.id)
+            outcome = records.ending(stored)
+            if outcome is None and records.START not in stored:
+                # Swept (its retention ran out) before this workflow read how it ended.
+                outcome = {"e": "its records were swept before its parent read its end"}
             if outcome is None:
                 raise InputNeeded(end)  # the child wakes this workflow when it ends
             ended = await self._run.step(end, lambda: outcome)
@@ -358,6 +365,8 @@ class Context:
             )
         key = self._next(f"{records.CHILD if child else records.STARTED}{fn.kind}")
         self._meet(key)
+        if key not in self._records:
+            await self._look()  # a cancel just made must stop a fan-out before it starts
         self._deliver_cancel(key)
         if id is not None:
             workflow = identifier(id, "id")
@@ -393,6 +402,8 @@ class Context:
         """Run an App call made inside the body (a send, a cancel) once, recorded."""
         key = self._next(f"{records.PREFIX}{name}")
         self._meet(key)
+        if key not in self._records:
+            await self._look()
         self._deliver_cancel(key)
         return await self._run.step(key, call)
 
@@ -439,12 +450,25 @@ class Context:
             self._stopped = error
         return error
 
+    async def _look(self) -> None:
+        """Look for a cancel made since the pass began, when one may be known
+        (`CancelWatch.due`: at once for this process's own, at most every
+        `LOOK_SECONDS` for another's). `recorded_call` does the same, written out."""
+        if self._cancels is not None and self._cancels.due(self.id):
+            self._cancel_arrived = await self._cancels.arrived(self.id, self._cancel_key)
+
     def _deliver_cancel(self, key: str | None = None) -> None:
         """Raise the cancellation (once per pass) at a point the body has not passed
         before: a call whose ``key`` is recorded replays, so a cancel lands where it
         first could, on every pass alike."""
-        if self._cancel_delivered or not (self._cancel_due or self._cancel_arrived):
-            return  # nothing to deliver: the common case, asked before every fresh call
+        if self._cancel_delivered:
+            return
+        if not (self._cancel_due or self._cancel_arrived):
+            # Nothing to deliver, the common case, asked before every call: unless the
+            # workflow's deadline passed while this pass ran.
+            if self.deadline is None or self._run.clock.now() < self.deadline:
+                return
+            self._timed_out = self._cancel_due = True
         if key is None or key not in self._records:
             self._cancel_delivered = True
             reason = "timed out" if self._timed_out else "was cancelled"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
@@ -214,16 +216,17 @@ class WorkflowHandle(Generic[R]):
         stored, info = await self._look()
         if info.status.finished:
             return False
-        key = records.cancel_key(records.generation(stored))
-        recorded = await self._app.durable(self._kind).arrive(self._id, key, True)
+        generation = records.generation(stored)
+        # A marker of this call's own: of two cancels, only the one whose marker landed
+        # changed anything.
+        recorded = await self._app.durable(self._kind).arrive(
+            self._id, records.cancel_key(generation), uuid.uuid4().hex
+        )
         self._app.cancels.asked(self._id)
-        # Children started by the body are cancelled with it (those still running).
-        for child in records.children(stored):
-            try:
-                handle = await self._app.get_handle(child)
-            except WorkflowNotFoundError:
-                continue
-            await handle._cancel()
+        if info.status is WorkflowStatus.PARKED:
+            # No pass runs a parked workflow: it ends cancelled here.
+            await self._app.end_parked(self._id, generation)
+        await cancel_children(self._app, stored)
         return recorded.first
 
     async def resume(self) -> bool:
@@ -236,11 +239,20 @@ class WorkflowHandle(Generic[R]):
             WorkflowStatus.CANCELLED,
         ):
             return False
-        await self._app.resume(self._id, self._kind)
-        return True
+        return await self._app.resume(self._id, self._kind)
 
     def __repr__(self) -> str:
         return f"<WorkflowHandle {self._kind} {self._id!r}>"
+
+
+async def cancel_children(app: App, stored: Mapping[str, object]) -> None:
+    """Cancel the children a workflow's records name (those still running)."""
+    for child in records.children(stored):
+        try:
+            handle = await app.get_handle(child)
+        except WorkflowNotFoundError:
+            continue  # swept
+        await handle._cancel()
 
 
 def _decoded(workflow: str, where: str, value: Value, data: object) -> Any:
@@ -254,4 +266,4 @@ def _decoded(workflow: str, where: str, value: Value, data: object) -> Any:
         ) from None
 
 
-__all__ = ["WorkflowHandle"]
+__all__ = ["WorkflowHandle", "cancel_children"]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from durably.app import records
 from durably.app.context import Context, bind, current_workflow, is_async, unbind
-from durably.app.handles import WorkflowHandle
+from durably.app.handles import WorkflowHandle, cancel_children
 from durably.app.retry import Retry
 from durably.app.values import Duration, Signature, seconds_of, stored_text
 from durably.errors import (
@@ -254,6 +254,9 @@ class Workflow(Generic[P, R]):
             if ctx._cancel_delivered and (current is None or not current.cancelling()):
                 ending = records.TIMED_OUT if ctx._timed_out else "cancelled"
                 await self._end(run, ctx, records.CANCELLED, ending)
+                # Its children end with it (a timeout is a cancel; a child started just
+                # before the cancel was seen is not in the records `cancel` read).
+                await cancel_children(self.app, run.recorded)
                 raise Cancelled(_cancelled(run.workflow, ctx._timed_out)) from exc
             raise
         except Exception as exc:

@@ -11,11 +11,12 @@ from __future__ import annotations
 from durably.testing.app_basics import AppBasics
 from durably.testing.app_fixtures import AppFactory
 from durably.testing.app_lifecycle import AppLifecycle
+from durably.testing.app_races import AppRaces
 from durably.testing.app_refusals import AppRefusals
 from durably.testing.app_replay import AppReplay
 
 
-class AppConformance(AppBasics, AppLifecycle, AppReplay, AppRefusals):
+class AppConformance(AppBasics, AppLifecycle, AppReplay, AppRefusals, AppRaces):
     """Every test here must pass for `durably.App` on every backing durably ships."""
 
 
