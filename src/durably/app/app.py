@@ -27,12 +27,16 @@ from durably.errors import ConfigurationError, InvalidInputError, WorkflowNotFou
 from durably.status import WorkflowStatus
 from durably.stores import Stores, open_stores
 from durably.validation import identifier
-from durably.workflows import Durable
+from durably.workflows import Durable, Pass
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_DSN = "sqlite:///durably.db"
+CLAIM_WAIT = 5.0
+"""How long `resume` and a parked workflow's cancel wait for a claim another worker holds
+(seconds of real time)."""
+CLAIM_PAUSE = 0.05
 MAX_RETENTION = 100 * 365.25 * 86400.0
 """The longest ``retention=`` an App takes, in seconds: 100 years. Longer is "for ever" in
 practice, and past about 2,000 years the sweep's cut-off (now minus retention) is not
@@ -339,7 +343,7 @@ class App:
         # A marker of this call's own, so only the resume whose marker landed goes on.
         if not (await checkpointer.supply(id, marker, uuid.uuid4().hex)).first:
             return False
-        holder = await checkpointer.claim(id, 30.0, 30.0)
+        holder = await self._claim_briefly(id)
         if holder is not None:
             try:
                 await checkpointer.set_status(holder, WorkflowStatus.PENDING)
@@ -355,7 +359,7 @@ class App:
         checkpointer = (await self.stores()).checkpointer
         ended = records.occurrence(records.CANCELLED, generation)
         await checkpointer.supply(id, ended, "cancelled")
-        holder = await checkpointer.claim(id, 30.0, 30.0)
+        holder = await self._claim_briefly(id)
         if holder is None:
             return  # a pass holds it after all (a resume raced this): it sees the cancel
         try:
@@ -366,6 +370,20 @@ class App:
                 )
         finally:
             await checkpointer.release(holder)
+
+    async def _claim_briefly(self, id: str) -> Pass | None:
+        """A claim on workflow ``id`` for a status change made outside a pass, waiting up
+        to `CLAIM_WAIT` seconds for one: a worker that took a delivery of a parked
+        workflow holds the claim only while it reads the status. None when a pass holds
+        it all that time (a running pass, which reports its own status)."""
+        checkpointer = (await self.stores()).checkpointer
+        waited = 0.0
+        while True:
+            holder = await checkpointer.claim(id, 30.0, 30.0)
+            if holder is not None or waited >= CLAIM_WAIT:
+                return holder
+            await asyncio.sleep(CLAIM_PAUSE)
+            waited += CLAIM_PAUSE
 
     async def close(self) -> None:
         """Close the stores and the schedulers made over them (idempotent); the App opens

@@ -105,6 +105,43 @@ class AppRaces(AppFixtures):
         await app.run_until_idle()
         assert calls == [1]  # no pass ran the changed call again
 
+    async def test_a_resume_waits_out_a_worker_looking_at_the_parked_workflow(
+        self, app: App
+    ) -> None:
+        deployed = {"argument": 1}
+
+        @app.step
+        async def fetch(n: int) -> int:
+            return n
+
+        @app.workflow
+        async def changing(ctx: Context) -> int:
+            value = await fetch(deployed["argument"])
+            await ctx.sleep(60)
+            return value
+
+        handle = await changing.start()
+        await app.run_until_idle(advance=False)
+        deployed["argument"] = 2
+        await app.run_until_idle()
+        assert (await handle.status()).status is WorkflowStatus.PARKED
+        deployed["argument"] = 1
+        # A worker took a delivery of the parked workflow: it holds the claim while it
+        # reads the status (and then runs nothing).
+        checkpointer = (await app.stores()).checkpointer
+        looking = await checkpointer.claim(handle.id, 30.0, 30.0)
+        assert looking is not None
+
+        async def let_go() -> None:
+            await asyncio.sleep(0.3)
+            await checkpointer.release(looking)
+
+        releasing = asyncio.create_task(let_go())
+        assert await handle.resume()
+        await releasing
+        await app.run_until_idle()
+        assert await handle.result(timeout=5) == 1
+
     async def test_only_the_cancel_that_changed_anything_says_so(self, app: App) -> None:
         @app.workflow
         async def waiting(ctx: Context) -> str | None:
