@@ -486,10 +486,10 @@ class QueueService(Service):
             ctx.logger.exception("could not record a work item's failure", extra=fields)
         else:
             ctx.logger.warning(
-                "work item failed (attempt %d, now %s): %r",
+                "work item failed (attempt %d, now %s): %s",
                 settled.attempts,
                 settled.state.value,
-                exc,
+                mend_text(repr(exc), "error"),  # as the queue keeps it: secrets masked
                 extra=fields,
             )
 

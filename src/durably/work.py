@@ -127,7 +127,18 @@ def checked_item(item: WorkItem) -> WorkItem:
     if item.available_at is not None:
         # NaN or an infinity orders against no clock reading: never due, or a store error.
         finite(item.available_at, "available_at")
+    # A priority or attempts count no reader takes back would jam its queue (a claim, a
+    # reap or a listing that meets the stored row fails).
+    if type(item.priority) is not WorkPriority and (
+        type(item.priority) is not int or item.priority not in _PRIORITY_VALUES
+    ):
+        raise InvalidInputError(f"priority must be a WorkPriority, got {item.priority!r}")
+    if type(item.attempts) is not int or item.attempts < 0:
+        raise InvalidInputError(f"attempts must be a non-negative int, got {item.attempts!r}")
     return item
+
+
+_PRIORITY_VALUES = frozenset(int(priority) for priority in WorkPriority)
 
 
 def payload_text(payload: Mapping[str, str]) -> str:

@@ -101,6 +101,9 @@ def test_sweep_stops_at_the_limit_and_says_more_may_remain(
         (["--older-than=-1d"], "--older-than takes a number and a unit"),
         (["--older-than", "7d", "--limit", "0"], "--limit must be between"),
         ([], "--older-than"),
+        (["--older-than", "3000000d"], "at most 100 years"),
+        (["--older-than", "99999999999w"], "at most 100 years"),
+        (["--older-than", "0s", "--kind", ""], "--kind must not be empty"),
     ],
 )
 def test_sweep_refuses_bad_arguments_with_exit_code_2(

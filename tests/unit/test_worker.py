@@ -716,3 +716,25 @@ async def test_a_misconfigured_store_stops_the_worker_and_run_raises_it() -> Non
     worker.handle(MisconfiguredQueue(), handler)
     with pytest.raises(ConfigurationError, match="migrate"):
         await asyncio.wait_for(worker.run(install_signal_handlers=False), timeout=5)
+
+
+async def test_a_failed_item_is_logged_with_its_secrets_masked(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    queue = MemoryWorkQueue(SystemClock(), QueuePolicy(max_attempts=1))
+    worker = quick()
+    failed: list[str] = []
+
+    async def handler(item: WorkItem) -> None:
+        failed.append(item.id)
+        raise RuntimeError("upstream said: password=hunter2 Authorization: Bearer abcdefgh12345")
+
+    worker.handle(queue, handler, name="default")
+    await queue.enqueue(WorkItem(id="job", tenant="t"))
+    with caplog.at_level(logging.WARNING):
+        async with serving(worker):
+            await eventually(lambda: bool(failed))
+            await eventually(lambda: "work item failed" in caplog.text)
+    assert "hunter2" not in caplog.text
+    assert "abcdefgh12345" not in caplog.text
+    assert "password=[secret]" in caplog.text

@@ -10,12 +10,16 @@ from typing import Any
 from durably.cli.render import Progress, emit_json
 from durably.cli.stores import UsageError, add_dsn, opened
 from durably.cli.workflows import recorded_kind
+from durably.errors import InvalidInputError
 from durably.retention import FINISHED
+from durably.validation import identifier
 from durably.workflows import Checkpointer
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 MAX_LIMIT = 100_000
+MAX_AGE_SECONDS = 36525 * 86400.0
+"""The oldest ``--older-than`` taken (100 years, an App's longest retention)."""
 _PAGE = 1000
 
 
@@ -25,7 +29,10 @@ def age(text: str) -> timedelta:
     match = _AGE.match(text)
     if match is None:
         raise UsageError(f"--older-than takes a number and a unit (s, m, h, d, w), got {text!r}")
-    return timedelta(seconds=float(match.group(1)) * _UNITS[match.group(2)])
+    seconds = float(match.group(1)) * _UNITS[match.group(2)]
+    if seconds > MAX_AGE_SECONDS:
+        raise UsageError("--older-than must be at most 100 years (36525d)")
+    return timedelta(seconds=seconds)
 
 
 def register(commands: Any) -> None:
@@ -69,6 +76,11 @@ async def run_sweep(args: argparse.Namespace) -> int:
     if not 1 <= args.limit <= MAX_LIMIT:
         raise UsageError(f"--limit must be between 1 and {MAX_LIMIT}")
     kinds = args.kind or ["default"]
+    for kind in kinds:  # checked before anything is swept: a bad one would stop it midway
+        try:
+            identifier(kind, "--kind")
+        except InvalidInputError as exc:
+            raise UsageError(str(exc)) from None
     cutoff = datetime.now(UTC) - older_than
     async with opened(args) as stores:
         recorded = await _recorded_kinds(stores.checkpointer, cutoff, args.limit)

@@ -158,8 +158,8 @@ class PostgresWorkQueue:
                 return None
             if await session.fetch(self._sql["enqueued_by"], args[8]):
                 return None  # this call wrote the item before its answer was lost
-            if await session.fetch(self._sql["drop_terminal"], item.tenant, item.id):
-                continue  # a finished item held the id: it is freed, insert again
+            # A live item holding the id or the dedupe key is the answer, and then nothing
+            # is freed: a dead letter under the same id stays (and stays dead).
             found = await session.fetch(
                 self._sql["find_live"], item.tenant, item.id, item.queue, item.dedupe_key
             )
@@ -168,6 +168,8 @@ class PostgresWorkQueue:
                 # Counted where the live item is: the queue whose stats show it.
                 await session.fetch(self._sql["count_duplicate"], live.queue)
                 return live
+            if await session.fetch(self._sql["drop_terminal"], item.tenant, item.id):
+                continue  # a finished item held the id: it is freed, insert again
         raise StatePersistenceError("postgres", "contended", "enqueue kept racing")
 
     async def claim(

@@ -253,6 +253,39 @@ class QueueEnqueueCases(QueueFixtures):
                 seen.add((item.tenant, item.id))
             assert seen == {(t, i) for t in AWKWARD_IDS[:4] for i in AWKWARD_IDS}
 
+    async def test_a_live_dedupe_key_answers_a_requeue_and_the_dead_letter_stays(
+        self, work_queue: WorkQueue, tenant: str, queue_name: str
+    ) -> None:
+        await work_queue.enqueue(new_item(tenant, "dead", queue=queue_name, dedupe_key="k"))
+        await work_queue.claim(worker="w1", queue=queue_name)
+        await work_queue.fail("dead", tenant=tenant, worker="w1", error="x", retryable=False)
+        await work_queue.enqueue(new_item(tenant, "live", queue=queue_name, dedupe_key="k"))
+        # What `durably queue requeue` sends: the dead letter's id again, with its key.
+        answer = await work_queue.enqueue(
+            new_item(tenant, "dead", queue=queue_name, dedupe_key="k")
+        )
+        assert answer.id == "live"
+        dead = await work_queue.dead_letters(tenant=tenant, queue=queue_name)
+        assert [item.id for item in dead] == ["dead"]
+        assert (await work_queue.stats(queue=queue_name)).dead_lettered == 1
+
+    async def test_an_item_that_skipped_validation_is_checked_before_any_io(
+        self, work_queue: WorkQueue, tenant: str, queue_name: str
+    ) -> None:
+        unchecked: list[dict[str, Any]] = [
+            {"priority": 99},
+            {"priority": "high"},
+            {"attempts": -1},
+            {"attempts": "1"},
+        ]
+        for fields in unchecked:
+            item = WorkItem.model_construct(
+                **{**new_item(tenant, queue=queue_name).model_dump(), **fields}
+            )
+            with pytest.raises(InvalidInputError):
+                await work_queue.enqueue(item)
+        assert (await work_queue.stats(queue=queue_name)).depth == 0
+
     async def test_dead_letters_are_listed_oldest_first_per_tenant_and_queue(
         self, work_queue: WorkQueue, tenant: str, queue_name: str
     ) -> None:
