@@ -88,7 +88,7 @@ class Context:
 
 def retryable(exc: BaseException) -> bool:
     """Whether a failure may go away on its own: a durably error says so, anything else may."""
-    return exc.retryable if isinstance(exc, DurablyError) else True
+    return bool(exc.retryable) if isinstance(exc, DurablyError) else True
 
 
 class Instant:

@@ -11,6 +11,7 @@ from typing import Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, field_validator
 
 from durably.errors import InvalidInputError
+from durably.redaction import mend_text
 from durably.validation import finite, identifier, positive, positive_int, storable_json
 
 DEFAULT_QUEUE = "default"
@@ -139,6 +140,15 @@ def checked_item(item: WorkItem) -> WorkItem:
 
 
 _PRIORITY_VALUES = frozenset(int(priority) for priority in WorkPriority)
+
+
+def failure_text(error: object, retryable: object) -> str:
+    """A `WorkQueue.fail` call's ``error`` as every backing keeps it (`mend_text`: secrets
+    masked, bounded, storable), once ``retryable`` is checked to be a bool: "no" would
+    read as true. Raises `InvalidInputError` before any I/O."""
+    if type(retryable) is not bool:
+        raise InvalidInputError(f"retryable must be a bool, got {type(retryable).__name__}")
+    return mend_text(error, "error")
 
 
 def payload_text(payload: Mapping[str, str]) -> str:

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from durably.clock import Clock, SystemClock
 from durably.errors import DurablyError, LeaseLostError, WorkItemNotFoundError
 from durably.memory.rotation import Rotation
-from durably.redaction import mend_text
 from durably.validation import identifier, positive_int
 from durably.work import (
     DEFAULT_QUEUE,
@@ -22,6 +21,7 @@ from durably.work import (
     WorkState,
     batch_limit,
     checked_item,
+    failure_text,
     payload_text,
     queued_copy,
     settle_keys,
@@ -214,7 +214,7 @@ class MemoryWorkQueue:
         self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
     ) -> WorkItem:
         """Record a failed attempt: requeue with backoff or dead-letter, per the policy."""
-        error = mend_text(error, "error")
+        error = failure_text(error, retryable)
         item = self._held(item_id, tenant, worker)
         settlement = self._policy.settle_failure(
             item.attempts, retryable=retryable, now=self._clock.now()

@@ -24,7 +24,6 @@ from durably.postgres.migrate import verify
 from durably.postgres.notify import Listener
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
-from durably.redaction import mend_text
 from durably.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.validation import identifier, non_negative, positive_int, within_size
 from durably.work import (
@@ -35,6 +34,7 @@ from durably.work import (
     WorkPriority,
     WorkState,
     checked_item,
+    failure_text,
     payload_text,
     queued_copy,
     settle_keys,
@@ -351,7 +351,7 @@ class PostgresWorkQueue:
         identifier(item_id, "item_id")
         identifier(tenant, "tenant")
         identifier(worker, "worker")
-        error = mend_text(error, "error")
+        error = failure_text(error, retryable)
         now = self._clock.now()
         rows = await self._run(
             lambda s: s.fetch(self._sql["get_item"], tenant, item_id), "fail", DEFAULT_QUEUE

@@ -24,7 +24,6 @@ from durably.errors import (
     QueueUnavailableError,
     WorkItemNotFoundError,
 )
-from durably.redaction import mend_text
 from durably.redis import keys
 from durably.redis.connection import RedisConnection, number, text
 from durably.redis.order import ready_member
@@ -42,6 +41,7 @@ from durably.work import (
     WorkState,
     batch_limit,
     checked_item,
+    failure_text,
     payload_text,
     queued_copy,
     settle_keys,
@@ -552,7 +552,7 @@ class RedisWorkQueue:
         self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
     ) -> WorkItem:
         """Record a failed attempt: requeue with backoff or dead-letter, per the policy."""
-        error = mend_text(error, "error")
+        error = failure_text(error, retryable)
         now = self._clock.now()
         instants = self._requeue_instants(now=now, retryable=retryable, immediate=False)
         return await self._held_call(

@@ -17,7 +17,6 @@ from durably.errors import (
     StatePersistenceError,
     WorkItemNotFoundError,
 )
-from durably.redaction import mend_text
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
 from durably.validation import identifier, non_negative, positive_int, within_size
@@ -31,6 +30,7 @@ from durably.work import (
     WorkState,
     batch_limit,
     checked_item,
+    failure_text,
     payload_text,
     settle_keys,
 )
@@ -241,7 +241,7 @@ class BoundSqliteWorkQueue:
         self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
     ) -> WorkItem:
         """Count a failed attempt: requeue with backoff or dead-letter, per the policy."""
-        return self._fail(item_id, tenant, worker, mend_text(error, "error"), retryable)
+        return self._fail(item_id, tenant, worker, failure_text(error, retryable), retryable)
 
     def _fail(
         self, item_id: str, tenant: str, worker: str, error: str, retryable: bool
@@ -485,7 +485,7 @@ class SqliteWorkQueue:
     ) -> WorkItem:
         """Record a failed attempt; requeued with backoff or dead-lettered."""
         _check_holding(item_id, tenant, worker)
-        error = mend_text(error, "error")  # before the transaction opens; mended once
+        error = failure_text(error, retryable)  # before the transaction opens; mended once
         return await self._write(
             "*", "fail", lambda q: q._fail(item_id, tenant, worker, error, retryable)
         )

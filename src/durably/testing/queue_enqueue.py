@@ -286,6 +286,23 @@ class QueueEnqueueCases(QueueFixtures):
                 await work_queue.enqueue(item)
         assert (await work_queue.stats(queue=queue_name)).depth == 0
 
+    async def test_a_failure_whose_retryable_is_not_a_bool_is_refused_and_changes_nothing(
+        self, work_queue: WorkQueue, tenant: str, queue_name: str
+    ) -> None:
+        await work_queue.enqueue(new_item(tenant, "job", queue=queue_name))
+        await work_queue.claim(worker="w1", queue=queue_name)
+        for bad in ("no", 0, None):
+            with pytest.raises(InvalidInputError, match="retryable"):
+                await work_queue.fail(
+                    "job",
+                    tenant=tenant,
+                    worker="w1",
+                    error="x",
+                    retryable=bad,  # type: ignore[arg-type]
+                )
+        stats = await work_queue.stats(queue=queue_name)
+        assert (stats.claimed, stats.dead_lettered) == (1, 0)
+
     async def test_dead_letters_are_listed_oldest_first_per_tenant_and_queue(
         self, work_queue: WorkQueue, tenant: str, queue_name: str
     ) -> None:
