@@ -34,6 +34,8 @@ _PG_DRIVERS = {
 _REDIS_PATH = re.compile(r"/?|/([0-9]+)/?")
 # The highest database index a Redis DSN may name (the server's ``databases`` is an int).
 _REDIS_MAX_DB = 2**31 - 1
+# A percent-escape that is not one (a password's "%" written unescaped).
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _SHAPES = (
     "a DSN looks like sqlite:///path/to/file.db, postgresql://host/db, "
     "redis://host:6379/0 or memory://"
@@ -81,6 +83,8 @@ def parse(dsn: str) -> Dsn:
     if backing == "sqlite":
         sqlite_path(url)
     elif backing in ("postgresql", "redis"):
+        if _BAD_ESCAPE.search(rest):  # the driver would refuse it only when connecting
+            raise DsnError(f"malformed {backing} DSN: a '%' not followed by two hex digits")
         try:
             parts = urlsplit(url)
             parts.port  # noqa: B018 -- reading it checks it

@@ -277,6 +277,10 @@ def test_bad_arguments_exit_with_code_two_without_a_traceback(
         ("schema",),
         ("worker", "no_colon", "--dsn", "memory://"),
         ("worker", "no_such_module_xyz:setup", "--dsn", "memory://"),
+        ("queue", "requeue", "--dsn", "memory://", "--tenant", "acme", ""),
+        ("queue", "dead-letters", "--dsn", "memory://", "--limit", str(2**63)),
+        ("runs", "list", "--dsn", "postgresql://u:s3cret%PW@127.0.0.1/db", "--tenant", "a"),
+        ("runs", "list", "--dsn", "redis://:pa%zzss@127.0.0.1:1/0", "--tenant", "a"),
     ]
     for argv in cases:
         code, out, err = run_cli(capsys, *argv)

@@ -8,7 +8,12 @@ from typing import Any
 
 from durably.cli.render import Progress, emit_json, table, when
 from durably.cli.stores import UsageError, add_dsn, opened
+from durably.errors import InvalidInputError
+from durably.validation import identifier
 from durably.work import DEFAULT_QUEUE, WorkItem, WorkQueue, WorkState
+
+MAX_LISTED = 10_000
+"""The most dead letters one command reads (``queue dead-letters --limit``, ``requeue``)."""
 
 
 def register(commands: Any) -> None:
@@ -71,8 +76,8 @@ async def show_stats(args: argparse.Namespace) -> int:
 
 async def show_dead_letters(args: argparse.Namespace) -> int:
     """Print dead letters (one tenant's, or every tenant's) with their last error."""
-    if args.limit < 1:
-        raise UsageError("--limit must be at least 1")
+    if not 1 <= args.limit <= MAX_LISTED:
+        raise UsageError(f"--limit must be between 1 and {MAX_LISTED}")
     async with opened(args) as stores:
         items = await stores.queue.dead_letters(
             tenant=args.tenant, limit=args.limit, queue=args.queue
@@ -113,13 +118,18 @@ def fresh_copy(item: WorkItem) -> WorkItem:
 
 
 async def _dead_letters(queue: WorkQueue, tenant: str, name: str | None) -> list[WorkItem]:
-    return await queue.dead_letters(tenant=tenant, limit=10_000, queue=name)
+    return await queue.dead_letters(tenant=tenant, limit=MAX_LISTED, queue=name)
 
 
 async def requeue_items(args: argparse.Namespace) -> int:
     """Requeue named dead letters (or ``--all``); exit 1 if one named is not dead-lettered."""
     if bool(args.item_ids) == bool(args.all):
         raise UsageError("name ITEM_IDs or pass --all (not both)")
+    for item_id in args.item_ids:  # before the store is opened, as every usage error
+        try:
+            identifier(item_id, "ITEM_ID")
+        except InvalidInputError as exc:
+            raise UsageError(str(exc)) from None
     async with opened(args) as stores:
         dead = await _dead_letters(stores.queue, args.tenant, args.queue if args.all else None)
         by_id = {item.id: item for item in dead}
