@@ -277,8 +277,7 @@ class Context:
         # goes, or the rest of the body would pass for a replay (`replaying`, `patched`).
         for mark in (key, deadline, waited):
             self._meet(mark)
-        if key not in self._records:
-            await self._look()
+        await self._look(key)
         self._deliver_cancel(key)
         recorded = self._run.recorded
         if key not in recorded:
@@ -365,8 +364,7 @@ class Context:
             )
         key = self._next(f"{records.CHILD if child else records.STARTED}{fn.kind}")
         self._meet(key)
-        if key not in self._records:
-            await self._look()  # a cancel just made must stop a fan-out before it starts
+        await self._look(key)  # a cancel just made must stop a fan-out before it starts
         self._deliver_cancel(key)
         if id is not None:
             workflow = identifier(id, "id")
@@ -402,8 +400,7 @@ class Context:
         """Run an App call made inside the body (a send, a cancel) once, recorded."""
         key = self._next(f"{records.PREFIX}{name}")
         self._meet(key)
-        if key not in self._records:
-            await self._look()
+        await self._look(key)
         self._deliver_cancel(key)
         return await self._run.step(key, call)
 
@@ -450,10 +447,13 @@ class Context:
             self._stopped = error
         return error
 
-    async def _look(self) -> None:
-        """Look for a cancel made since the pass began, when one may be known
+    async def _look(self, key: str | None = None) -> None:
+        """Before a call at ``key`` the body has not made before (any call, without one):
+        look for a cancel made since the pass began, when one may be known
         (`CancelWatch.due`: at once for this process's own, at most every
         `LOOK_SECONDS` for another's). `recorded_call` does the same, written out."""
+        if key is not None and key in self._records:
+            return  # a replayed call: the cancel lands where it first could
         if self._cancels is not None and self._cancels.due(self.id):
             self._cancel_arrived = await self._cancels.arrived(self.id, self._cancel_key)
 

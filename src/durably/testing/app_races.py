@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from durably.app import App, Context
+from durably.app import App, Context, WorkflowHandle
 from durably.clock import ManualClock
 from durably.errors import (
     ChildWorkflowFailedError,
@@ -79,25 +79,7 @@ class AppRaces(AppFixtures):
         assert calls == [1]
 
     async def test_cancelling_a_parked_workflow_ends_it_cancelled_at_once(self, app: App) -> None:
-        deployed = {"argument": 1}
-        calls: list[int] = []
-
-        @app.step
-        async def fetch(n: int) -> int:
-            calls.append(n)
-            return n
-
-        @app.workflow
-        async def changing(ctx: Context) -> int:
-            value = await fetch(deployed["argument"])
-            await ctx.sleep(60)
-            return value
-
-        handle = await changing.start()
-        await app.run_until_idle(advance=False)
-        deployed["argument"] = 2
-        await app.run_until_idle()
-        assert (await handle.status()).status is WorkflowStatus.PARKED
+        handle, _, calls = await _parked_by_a_deploy(app)
         assert await handle.cancel()
         assert (await handle.status()).status is WorkflowStatus.CANCELLED
         with pytest.raises(WorkflowCancelledError):
@@ -108,23 +90,7 @@ class AppRaces(AppFixtures):
     async def test_a_resume_waits_out_a_worker_looking_at_the_parked_workflow(
         self, app: App
     ) -> None:
-        deployed = {"argument": 1}
-
-        @app.step
-        async def fetch(n: int) -> int:
-            return n
-
-        @app.workflow
-        async def changing(ctx: Context) -> int:
-            value = await fetch(deployed["argument"])
-            await ctx.sleep(60)
-            return value
-
-        handle = await changing.start()
-        await app.run_until_idle(advance=False)
-        deployed["argument"] = 2
-        await app.run_until_idle()
-        assert (await handle.status()).status is WorkflowStatus.PARKED
+        handle, deployed, _ = await _parked_by_a_deploy(app)
         deployed["argument"] = 1
         # A worker took a delivery of the parked workflow: it holds the claim while it
         # reads the status (and then runs nothing).
@@ -255,6 +221,32 @@ class AppRaces(AppFixtures):
         await app.durable(parent.kind).scheduler.make_ready(handle.id)
         await app.run_until_idle()
         assert "swept" in await handle.result(timeout=5)
+
+
+async def _parked_by_a_deploy(app: App) -> tuple[WorkflowHandle[int], dict[str, int], list[int]]:
+    """A workflow parked by a deploy that changed a recorded step's argument while it
+    slept: its handle, the deployed argument (set it back to 1 to fix) and the arguments
+    its step ran with."""
+    deployed = {"argument": 1}
+    calls: list[int] = []
+
+    @app.step
+    async def fetch(n: int) -> int:
+        calls.append(n)
+        return n
+
+    @app.workflow
+    async def changing(ctx: Context) -> int:
+        value = await fetch(deployed["argument"])
+        await ctx.sleep(60)
+        return value
+
+    handle = await changing.start()
+    await app.run_until_idle(advance=False)
+    deployed["argument"] = 2
+    await app.run_until_idle()
+    assert (await handle.status()).status is WorkflowStatus.PARKED
+    return handle, deployed, calls
 
 
 __all__ = ["AppRaces"]
