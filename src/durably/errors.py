@@ -188,6 +188,22 @@ class Swallowed(DurablyError):
         )
 
 
+class StrayCancellationError(DurablyError):
+    """A handler, workflow body or step ended with `asyncio.CancelledError` that nobody
+    asked for: not the worker's shutdown, not a lost lease or claim, not
+    ``handle.cancel()`` (it raised the error itself, or awaited something another task
+    cancelled). Kept as a failure of that attempt and retried as any other, rather than
+    leaving the work held until its lease lapses."""
+
+    retryable = True
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"{what} ended with asyncio.CancelledError, though neither the worker nor a "
+            "cancel() cancelled it"
+        )
+
+
 # --- the application layer (`durably.App`) ------------------------------------------------
 
 
@@ -378,6 +394,7 @@ __all__ = [
     "StepResultError",
     "StepTimeoutError",
     "StoreUnavailableError",
+    "StrayCancellationError",
     "Suspended",
     "Swallowed",
     "WorkItemNotFoundError",

@@ -22,13 +22,14 @@ from durably.errors import (
     DurablyError,
     Fenced,
     LeaseLostError,
+    StrayCancellationError,
     WorkflowStopped,
 )
 from durably.redaction import mend_text
 from durably.runtime import Run, resume
 from durably.settling import settle_within_lease
 from durably.status import WorkflowStatus
-from durably.tasks import stop
+from durably.tasks import cancel_requested, stop
 from durably.validation import positive_int
 from durably.work import QueuePolicy, WorkItem, WorkQueue
 from durably.workflows import (
@@ -359,15 +360,19 @@ class QueueService(Service):
         try:
             await handling
         except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if lost and current is not None and not current.cancelling():
+            if cancel_requested():
+                raise  # shutdown: the worker gives the item back with `adopt`
+            if lost:
                 ctx.logger.warning(
                     "lost the lease on a work item; its handler was cancelled (%s)",
                     lost[0].reason,
                     extra=fields,
                 )
                 return None
-            raise  # shutdown: the worker gives the item back with `adopt`
+            # Nobody cancelled it: a failure of this attempt, not an item left held.
+            stray = StrayCancellationError("a work item's handler")
+            await self._settle_failure(ctx, held[0], stray, fields)
+            return None
         except Exception as exc:
             await self._settle_failure(ctx, held[0], exc, fields)
             return None
@@ -635,10 +640,14 @@ class WorkflowService(Service):
         try:
             outcome = await passing
         except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if lost and current is not None and not current.cancelling():
-                ctx.logger.warning("workflow pass lost its claim; cancelled", extra=fields)
-                return True
+            if not cancel_requested():
+                if lost:
+                    ctx.logger.warning("workflow pass lost its claim; cancelled", extra=fields)
+                    return True
+                # Nobody cancelled the body: a failed pass, retried as any other.
+                stray = StrayCancellationError("a workflow body")
+                await self._settle_failure(ctx, delivery, holder, attempts, stray, fields)
+                return False
             if self.max_recoveries is not None:
                 # Given back at shutdown: not a crash, so the next pass counts nothing.
                 with contextlib.suppress(Exception):

@@ -1,4 +1,5 @@
-"""Stopping a helper task for certain.
+"""Stopping a helper task for certain, and telling a cancel someone asked for from a
+stray `asyncio.CancelledError`.
 
 A single ``cancel()`` can be lost: on Python 3.11, `asyncio.wait_for` returns the result
 of a wait that completed as the cancel landed and drops the cancel (psycopg-pool waits
@@ -28,4 +29,12 @@ async def stop(task: asyncio.Future[Any]) -> None:
         task.exception()  # retrieved, so it is not logged as never retrieved
 
 
-__all__ = ["RECANCEL_SECONDS", "stop"]
+def cancel_requested() -> bool:
+    """Whether the running task was asked to stop (`asyncio.Task.cancel`, not withdrawn
+    since): an `asyncio.CancelledError` it sees is then that request. Otherwise the error
+    came from code it ran, which raised it or awaited something another task cancelled."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+__all__ = ["RECANCEL_SECONDS", "cancel_requested", "stop"]

@@ -238,6 +238,35 @@ async def test_a_handler_whose_lease_is_lost_is_cancelled_and_its_item_not_settl
         assert (stats.claimed, stats.dead_lettered) == (1, 0)  # left for reap
 
 
+async def test_a_handler_raising_cancelled_error_itself_fails_its_item_rather_than_holding_it() -> (
+    None
+):
+    queue = MemoryWorkQueue(policy=QueuePolicy(max_attempts=2, backoff_seconds=0.01))
+    await queue.enqueue(item("flaky"))
+    await queue.enqueue(item("doomed"))
+    calls: list[str] = []
+
+    async def handler(work: WorkItem) -> None:
+        calls.append(work.id)
+        if work.id == "doomed" or calls.count(work.id) == 1:
+            raise asyncio.CancelledError  # not the worker's cancel: the handler's own
+
+    worker = quick()
+    worker.handle(queue, handler, concurrency=2)
+    async with serving(worker):
+        await eventually(lambda: calls.count("flaky") == 2 and calls.count("doomed") == 2)
+        await eventually(lambda: _stats_are(queue, depth=0, claimed=0, dead_lettered=1), timeout=5)
+    (dead,) = await queue.dead_letters(tenant="acme")
+    assert dead.id == "doomed"
+    assert len(dead.failures) == 2
+    assert all(failure.startswith("StrayCancellationError(") for failure in dead.failures)
+
+
+async def _stats_are(queue: MemoryWorkQueue, **expected: int) -> bool:
+    stats = await queue.stats()
+    return all(getattr(stats, name) == value for name, value in expected.items())
+
+
 async def test_a_lapsed_item_of_a_dead_worker_is_reaped_and_served_again() -> None:
     clock = ManualClock()
     queue = MemoryWorkQueue(clock, QueuePolicy(lease_seconds=30, backoff_seconds=5))
@@ -469,6 +498,28 @@ async def test_a_body_failing_with_a_non_retryable_error_fails_at_once() -> None
     async with serving(worker):
         await start_workflow(durable, "wf")
         await eventually(lambda: _attempts_are(durable, "wf", 1, WorkflowStatus.FAILED))
+
+
+async def test_a_body_raising_cancelled_error_itself_is_a_failed_attempt_not_a_loop() -> None:
+    durable = memory_durable("confused")
+    passes: list[int] = []
+
+    async def body(run: Run) -> None:
+        passes.append(len(passes) + 1)
+        raise asyncio.CancelledError  # nobody cancelled the pass
+
+    worker = quick()
+    policy = QueuePolicy(max_attempts=2, backoff_seconds=0.01)
+    worker.workflow("confused", body, durable, policy=policy)
+    async with serving(worker):
+        await start_workflow(durable, "wf")
+        await eventually(lambda: _attempts_are(durable, "wf", 2, WorkflowStatus.FAILED))
+        await asyncio.sleep(0.1)
+    assert passes == [1, 2]
+    info = await durable.checkpointer.get_status("wf")
+    assert info is not None
+    assert info.last_error is not None
+    assert info.last_error.startswith("StrayCancellationError(")
 
 
 async def test_a_workflow_deleted_during_its_pass_is_dropped_quietly() -> None:

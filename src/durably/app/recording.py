@@ -13,8 +13,10 @@ from durably.errors import (
     StatePersistenceError,
     StepFailedError,
     StepResultError,
+    StrayCancellationError,
 )
 from durably.redaction import mend_text
+from durably.tasks import cancel_requested
 
 if TYPE_CHECKING:
     from durably.app.steps import Step
@@ -52,6 +54,10 @@ async def recorded_call(
                     value = await step.fn(*args, **kwargs)
                 except Exception as exc:
                     first = exc
+                except asyncio.CancelledError:
+                    if cancel_requested():
+                        raise
+                    first = StrayCancellationError(f"step {key!r}")
                 finally:
                     unbind(token)
                 if first is not None:

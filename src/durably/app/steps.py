@@ -12,7 +12,8 @@ from durably.app.recording import recorded_call
 from durably.app.records import KEYED_BYTES, bounded, user_key
 from durably.app.retry import ONCE, Retry
 from durably.app.values import Signature
-from durably.errors import ConfigurationError, StepTimeoutError
+from durably.errors import ConfigurationError, StepTimeoutError, StrayCancellationError
+from durably.tasks import cancel_requested
 from durably.validation import identifier
 
 P = ParamSpec("P")
@@ -96,6 +97,11 @@ class Step(Generic[P, R]):
                     f"step {key!r} of workflow {ctx.id!r} timed out after "
                     f"{self.timeout}s (attempt {number})"
                 ) from None
+        except asyncio.CancelledError:
+            if cancel_requested():
+                raise
+            # Nobody cancelled the step: a failed attempt, under its retry policy.
+            raise StrayCancellationError(f"step {attempt[1]!r}") from None
         finally:
             unbind(token)
 

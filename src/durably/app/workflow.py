@@ -20,6 +20,7 @@ from durably.errors import (
     InvalidInputError,
     ScheduledWakeup,
     StatePersistenceError,
+    StrayCancellationError,
     Suspended,
     WorkflowCancelledError,
     WorkflowConflictError,
@@ -27,6 +28,7 @@ from durably.errors import (
 )
 from durably.redaction import mend_text
 from durably.runtime import Run
+from durably.tasks import cancel_requested
 from durably.validation import identifier
 from durably.workflows import Finish, value_refused
 
@@ -250,23 +252,23 @@ class Workflow(Generic[P, R]):
         except asyncio.CancelledError as exc:
             if ctx._stopped is not None:
                 raise ctx._stopped from None
-            current = asyncio.current_task()
-            if ctx._cancel_delivered and (current is None or not current.cancelling()):
-                ending = records.TIMED_OUT if ctx._timed_out else "cancelled"
-                await self._end(run, ctx, records.CANCELLED, ending)
-                # Its children end with it (a timeout is a cancel; a child started just
-                # before the cancel was seen is not in the records `cancel` read).
-                await cancel_children(self.app, run.recorded)
-                raise Cancelled(_cancelled(run.workflow, ctx._timed_out)) from exc
-            raise
+            if cancel_requested():
+                raise  # the worker's: a shutdown or a lost claim
+            if not ctx._cancel_delivered:
+                # Nobody cancelled it: the body failed, as with any other exception.
+                raise await self._failed(run, ctx, StrayCancellationError("the body")) from exc
+            ending = records.TIMED_OUT if ctx._timed_out else "cancelled"
+            await self._end(run, ctx, records.CANCELLED, ending)
+            # Its children end with it (a timeout is a cancel; a child started just
+            # before the cancel was seen is not in the records `cancel` read).
+            await cancel_children(self.app, run.recorded)
+            raise Cancelled(_cancelled(run.workflow, ctx._timed_out)) from exc
         except Exception as exc:
             if ctx._stopped is not None:
                 raise ctx._stopped from exc
             if isinstance(exc, DurablyError) and exc.retryable:
                 raise  # a store error on the way: the worker retries the pass
-            if self.retry is None:
-                await self._end(run, ctx, records.FAILED, repr(exc))
-            raise BodyFailed(exc, retryable=self.retry is not None) from exc
+            raise await self._failed(run, ctx, exc) from exc
         finally:
             unbind(token)
             self.app.cancels.forget(run.workflow)
@@ -292,6 +294,12 @@ class Workflow(Generic[P, R]):
             return value
         # No one to wake: the Worker writes the result with the COMPLETED status, one write.
         return Finish(records.RESULT, encoded, value)
+
+    async def _failed(self, run: Run, ctx: Context, exc: BaseException) -> BodyFailed:
+        """The body raised ``exc``: its end recorded unless the workflow retries bodies."""
+        if self.retry is None:
+            await self._end(run, ctx, records.FAILED, repr(exc))
+        return BodyFailed(exc, retryable=self.retry is not None)
 
     async def _end(self, run: Run, ctx: Context, name: str, error: str) -> None:
         """Record how this generation ended (failed or cancelled) and wake a parent. The

@@ -13,6 +13,7 @@ from durably.errors import (
     ChildWorkflowFailedError,
     StepFailedError,
     WorkflowCancelledError,
+    WorkflowFailedError,
     WorkflowNotFoundError,
 )
 from durably.status import WorkflowStatus
@@ -231,6 +232,50 @@ class AppLifecycle(AppFixtures):
         handle = await impatient.start()
         await app.run_until_idle()
         assert await handle.result(timeout=5) == "StepTimeoutError"
+
+    async def test_a_step_raising_cancelled_error_itself_is_a_failed_attempt_and_retried(
+        self, app: App
+    ) -> None:
+        attempts: list[int] = []
+
+        @app.step(retry=Retry(max_attempts=2, initial=0, jitter=0))
+        async def interrupted() -> str:
+            attempts.append(len(attempts) + 1)
+            if len(attempts) == 1:
+                raise asyncio.CancelledError  # nobody cancelled it: a library's doing
+            return "second try"
+
+        @app.step
+        async def always_interrupted() -> None:
+            raise asyncio.CancelledError
+
+        @app.workflow
+        async def resilient(ctx: Context) -> list[str]:
+            first = await interrupted()
+            try:
+                await always_interrupted()
+            except StepFailedError as exc:
+                return [first, exc.error_type]
+            return [first, "no failure"]
+
+        handle = await resilient.start()
+        await app.run_until_idle()
+        assert await handle.result(timeout=5) == ["second try", "StrayCancellationError"]
+        assert attempts == [1, 2]
+
+    async def test_a_body_raising_cancelled_error_itself_fails_rather_than_cancels(
+        self, app: App
+    ) -> None:
+        @app.workflow
+        async def confused(ctx: Context) -> None:
+            raise asyncio.CancelledError
+
+        handle = await confused.start()
+        await app.run_until_idle()
+        with pytest.raises(WorkflowFailedError) as failed:
+            await handle.result(timeout=5)
+        assert "StrayCancellationError" in str(failed.value.error)
+        assert (await handle.status()).status is WorkflowStatus.FAILED
 
     async def test_app_calls_inside_a_body_are_recorded(self, app: App) -> None:
         @app.workflow
