@@ -236,7 +236,10 @@ async def _open_postgres(parsed: Dsn, dsn: str, clock: Clock, policy: QueuePolic
 async def _open_redis(parsed: Dsn, dsn: str, clock: Clock, policy: QueuePolicy) -> Stores:
     redis_backing = _backing("durably.redis", "Redis")
     client_module = _backing("redis.asyncio", "Redis")
-    client = client_module.from_url(parsed.url)
+    try:
+        client = client_module.from_url(parsed.url)
+    except ValueError as exc:  # a query option's value the client cannot read: no I/O yet
+        raise DsnError(f"malformed redis DSN: {scrub(str(exc), dsn)}") from None
     try:
         await client.ping()
     except client_module.AuthenticationError as exc:

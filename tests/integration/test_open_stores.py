@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+from pydantic import SecretStr
 
 import durably
 from durably import RunRecord, StateKey, WorkItem
@@ -73,12 +74,23 @@ async def test_open_stores_opens_every_store_of_the_backing_a_dsn_names(any_dsn:
         f"postgresql://u:{PASSWORD}@[::1/app",
         f"redis://u:{PASSWORD}@host:port/0",
         "sqlite://relative.db",
+        # Read by the client, not by durably's parser; port 1 would refuse a connection.
+        f"redis://u:{PASSWORD}@127.0.0.1:1/0?socket_timeout=abc",
     ],
 )
 async def test_a_malformed_dsn_is_a_dsn_error_that_does_not_show_it(dsn: str) -> None:
     with pytest.raises(DsnError) as caught:
         await durably.open_stores(dsn)
     assert isinstance(caught.value, ConfigurationError)
+    assert PASSWORD not in str(caught.value)
+
+
+def test_redis_settings_refuse_an_unreadable_query_option_as_a_dsn_error() -> None:
+    from durably.redis import RedisStoreSettings
+
+    dsn = f"redis://u:{PASSWORD}@127.0.0.1:1/0?max_connections=lots"
+    with pytest.raises(DsnError, match="max_connections") as caught:
+        RedisStoreSettings(dsn=SecretStr(dsn)).client()
     assert PASSWORD not in str(caught.value)
 
 

@@ -15,6 +15,8 @@ from pydantic import (
     model_validator,
 )
 
+from durably.dsn import scrub
+from durably.errors import DsnError
 from durably.redis.keys import DEFAULT_KEY_PREFIX, valid_key_prefix
 from durably.settings import ServerStoreSettings
 
@@ -88,11 +90,13 @@ class RedisStoreSettings(ServerStoreSettings):
             "retry": Retry(NoBackoff(), 0),
             **options,
         }
-        if self.cluster:
-            return RedisCluster.from_url(url, **common)
-        return Redis.from_pool(
-            WaitingPool.from_url(url, timeout=self.pool_timeout_seconds, **common)
-        )
+        try:
+            if self.cluster:
+                return RedisCluster.from_url(url, **common)
+            pool = WaitingPool.from_url(url, timeout=self.pool_timeout_seconds, **common)
+        except ValueError as exc:  # a query option's value the client cannot read
+            raise DsnError(f"malformed redis DSN: {scrub(str(exc), url)}") from None
+        return Redis.from_pool(pool)
 
 
 __all__ = ["RedisStoreSettings"]
