@@ -173,6 +173,19 @@ def payload_text(payload: Mapping[str, str]) -> str:
     return storable_json(text, "payload")
 
 
+DEAD_LETTERS_MOST = 10_000
+"""The most dead letters one `WorkQueue.dead_letters` call may ask for."""
+
+
+def dead_letter_limit(limit: int) -> int:
+    """``limit`` of a `dead_letters` call, checked before any I/O: an int from 1 to
+    `DEAD_LETTERS_MOST`. Raises `InvalidInputError`."""
+    positive_int(limit, "limit")
+    if limit > DEAD_LETTERS_MOST:
+        raise InvalidInputError(f"limit must be at most {DEAD_LETTERS_MOST:,}, got {limit}")
+    return limit
+
+
 BATCH_MOST = 1000
 """The most items one batched call (`claim_many`) takes, whatever its ``limit`` asks."""
 
@@ -358,6 +371,7 @@ class WorkQueue(Protocol):
 
 
 __all__ = [
+    "DEAD_LETTERS_MOST",
     "DEFAULT_QUEUE",
     "QueuePolicy",
     "QueueStats",
@@ -367,6 +381,7 @@ __all__ = [
     "WorkQueue",
     "WorkState",
     "checked_item",
+    "dead_letter_limit",
     "queued_copy",
     "stored_item",
 ]

@@ -188,6 +188,39 @@ def test_requeue_of_a_dead_letter_whose_dedupe_key_a_live_item_holds_is_not_repo
     assert [i["id"] for i in json.loads(out)["dead_letters"]] == ["old"]
 
 
+def test_requeue_all_reaches_past_one_read_of_dead_letters(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One read lists at most MAX_LISTED dead letters (3 here); --all reads again after
+    # requeueing, and a dead letter a live item's dedupe key keeps dead does not stop it.
+    monkeypatch.setattr("durably.cli.queue.MAX_LISTED", 3)
+    path = tmp_path / "many.db"
+    ids = [f"job-{n}" for n in range(8)]
+
+    async def seed() -> None:
+        stores = await open_stores(dsn(path), policy=QueuePolicy(max_attempts=1))
+        try:
+            for n, item_id in enumerate(ids):
+                key = "invoice-1" if n == 1 else None
+                await stores.queue.enqueue(WorkItem(id=item_id, tenant="acme", dedupe_key=key))
+                assert await stores.queue.claim(worker="w") is not None
+                await stores.queue.fail(item_id, tenant="acme", worker="w", error="boom")
+            await stores.queue.enqueue(WorkItem(id="live", tenant="acme", dedupe_key="invoice-1"))
+        finally:
+            await stores.close()
+
+    asyncio.run(seed())
+    argv = ("queue", "requeue", "--dsn", dsn(path), "--tenant", "acme")
+    code, out, _ = run_cli(capsys, *argv, "--all", "--json")
+    reported = json.loads(out)
+    assert sorted(reported["requeued"]) == sorted(set(ids) - {"job-1"})
+    assert reported["duplicates"] == {"job-1": "live"}
+    assert code == 1
+    listing = ("queue", "dead-letters", "--dsn", dsn(path), "--tenant", "acme", "--limit", "3")
+    code, out, _ = run_cli(capsys, *listing, "--json")
+    assert [i["id"] for i in json.loads(out)["dead_letters"]] == ["job-1"]
+
+
 def test_requeue_of_an_item_that_is_not_dead_fails_with_exit_code_one(
     seeded: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -10,9 +10,9 @@ from durably.cli.render import Progress, emit_json, table, when
 from durably.cli.stores import UsageError, add_dsn, opened
 from durably.errors import InvalidInputError
 from durably.validation import identifier
-from durably.work import DEFAULT_QUEUE, WorkItem, WorkQueue, WorkState
+from durably.work import DEAD_LETTERS_MOST, DEFAULT_QUEUE, WorkItem, WorkQueue, WorkState
 
-MAX_LISTED = 10_000
+MAX_LISTED = DEAD_LETTERS_MOST
 """The most dead letters one command reads (``queue dead-letters --limit``, ``requeue``)."""
 
 
@@ -130,24 +130,37 @@ async def requeue_items(args: argparse.Namespace) -> int:
             identifier(item_id, "ITEM_ID")
         except InvalidInputError as exc:
             raise UsageError(str(exc)) from None
+    done: list[WorkItem] = []
+    # A live item holding the dead letter's dedupe key is returned instead (a
+    # duplicate): that dead letter was not requeued and stays dead.
+    duplicates: dict[str, str] = {}
+    wanted = set(args.item_ids)
+    seen: set[str] = set()
     async with opened(args) as stores:
-        dead = await _dead_letters(stores.queue, args.tenant, args.queue if args.all else None)
-        by_id = {item.id: item for item in dead}
-        chosen = dead if args.all else [by_id[i] for i in args.item_ids if i in by_id]
-        missing = [] if args.all else [i for i in args.item_ids if i not in by_id]
-        progress = Progress("requeued", len(chosen))
-        done: list[WorkItem] = []
-        # A live item holding the dead letter's dedupe key is returned instead (a
-        # duplicate): that dead letter was not requeued and stays dead.
-        duplicates: dict[str, str] = {}
-        for item in chosen:
-            queued = await stores.queue.enqueue(fresh_copy(item))
-            if queued.id == item.id:
-                done.append(queued)
-            else:
-                duplicates[item.id] = queued.id
-            progress.advance()
+        progress = Progress("requeued", None if args.all else len(wanted))
+        # A read sees at most MAX_LISTED dead letters, oldest first. Those it requeues
+        # leave the dead letter, so the next read reaches further; a read that brings
+        # nothing not seen before ends it.
+        while True:
+            dead = await _dead_letters(stores.queue, args.tenant, args.queue if args.all else None)
+            fresh = [item for item in dead if item.id not in seen]
+            seen.update(item.id for item in fresh)
+            chosen = fresh if args.all else [item for item in fresh if item.id in wanted]
+            for item in chosen:
+                queued = await stores.queue.enqueue(fresh_copy(item))
+                if queued.id == item.id:
+                    done.append(queued)
+                else:
+                    duplicates[item.id] = queued.id
+                progress.advance()
+            if len(dead) < MAX_LISTED or not fresh or not (args.all or wanted - seen):
+                break
         progress.finish()
+    missing = [i for i in args.item_ids if i not in seen]
+    # A full read that ended the loop may have stopped short of a named item.
+    where = f"a dead letter of {args.tenant!r}"
+    if len(dead) == MAX_LISTED:
+        where = f"among the oldest {MAX_LISTED:,} dead letters of {args.tenant!r}"
     if args.json:
         emit_json(
             {
@@ -159,7 +172,7 @@ async def requeue_items(args: argparse.Namespace) -> int:
     else:
         print(f"requeued {len(done)} item(s) of tenant {args.tenant!r}")
     for item_id in missing:
-        print(f"durably: {item_id!r} is not a dead letter of {args.tenant!r}", file=sys.stderr)
+        print(f"durably: {item_id!r} is not {where}", file=sys.stderr)
     for item_id, live in duplicates.items():
         print(
             f"durably: {item_id!r} not requeued: live item {live!r} holds its dedupe key",

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from durably.clock import Clock, SystemClock
 from durably.errors import DurablyError, LeaseLostError, WorkItemNotFoundError
 from durably.memory.rotation import Rotation
-from durably.validation import identifier, positive_int
+from durably.validation import identifier
 from durably.work import (
     DEFAULT_QUEUE,
     QueuePolicy,
@@ -21,6 +21,7 @@ from durably.work import (
     WorkState,
     batch_limit,
     checked_item,
+    dead_letter_limit,
     failure_text,
     payload_text,
     queued_copy,
@@ -257,7 +258,7 @@ class MemoryWorkQueue:
             identifier(tenant, "tenant")
         if queue is not None:
             identifier(queue, "queue")
-        positive_int(limit, "limit")
+        dead_letter_limit(limit)
         dead = sorted(
             (
                 (slot.sequence, item)

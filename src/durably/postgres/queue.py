@@ -34,6 +34,7 @@ from durably.work import (
     WorkPriority,
     WorkState,
     checked_item,
+    dead_letter_limit,
     failure_text,
     payload_text,
     queued_copy,
@@ -414,7 +415,7 @@ class PostgresWorkQueue:
             identifier(tenant, "tenant")
         if queue is not None:
             identifier(queue, "queue")
-        positive_int(limit, "limit")
+        dead_letter_limit(limit)
         rows = await self._run(
             lambda s: s.fetch(self._sql["dead_letters"], tenant, queue, limit),
             "dead_letters",

@@ -31,7 +31,7 @@ from durably.redis.preflight import preflight
 from durably.redis.retry import RetriesSpent
 from durably.redis.scripts import scripts
 from durably.redis.settings import RedisStoreSettings
-from durably.validation import identifier, non_negative, positive_int
+from durably.validation import identifier, non_negative
 from durably.work import (
     DEFAULT_QUEUE,
     QueuePolicy,
@@ -41,6 +41,7 @@ from durably.work import (
     WorkState,
     batch_limit,
     checked_item,
+    dead_letter_limit,
     failure_text,
     payload_text,
     queued_copy,
@@ -597,7 +598,7 @@ class RedisWorkQueue:
             identifier(tenant, "tenant")
         if queue is not None:
             identifier(queue, "queue")
-        positive_int(limit, "limit")
+        dead_letter_limit(limit)
         every = tenant is None
         reply = await self._call(
             "queue_dead_letters",

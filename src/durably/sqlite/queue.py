@@ -19,7 +19,7 @@ from durably.errors import (
 )
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
-from durably.validation import identifier, non_negative, positive_int, within_size
+from durably.validation import identifier, non_negative, within_size
 from durably.work import (
     DEFAULT_QUEUE,
     QueuePolicy,
@@ -30,6 +30,7 @@ from durably.work import (
     WorkState,
     batch_limit,
     checked_item,
+    dead_letter_limit,
     failure_text,
     payload_text,
     settle_keys,
@@ -507,7 +508,7 @@ class SqliteWorkQueue:
             identifier(tenant, "tenant")
         if queue is not None:
             identifier(queue, "queue")
-        positive_int(limit, "limit")
+        dead_letter_limit(limit)
         return await self._read(
             queue or "*",
             "dead_letters",

@@ -12,7 +12,7 @@ from durably.clock import ManualClock
 from durably.errors import InvalidInputError, WorkItemNotFoundError
 from durably.testing.queue_fixtures import POLICY, START, QueueFixtures, new_item, unique
 from durably.testing.refused import UNSTORABLE_TEXTS, UNUSABLE_IDS
-from durably.work import WorkItem, WorkQueue, WorkState
+from durably.work import DEAD_LETTERS_MOST, WorkItem, WorkQueue, WorkState
 
 AWKWARD_IDS = (
     "{braces}",
@@ -321,6 +321,14 @@ class QueueEnqueueCases(QueueFixtures):
         in_queue = await work_queue.dead_letters(tenant=tenant, queue=queue_name)
         assert [item.id for item in in_queue] == ["d1", "d3"]
         assert await work_queue.dead_letters(tenant=unique("nobody")) == []
+
+    async def test_a_dead_letters_limit_outside_one_to_the_most_is_refused_before_any_io(
+        self, work_queue: WorkQueue, tenant: str
+    ) -> None:
+        for bad in (0, -1, DEAD_LETTERS_MOST + 1, 10**30, 2.5, True):
+            with pytest.raises(InvalidInputError, match="limit"):
+                await work_queue.dead_letters(tenant=tenant, limit=bad)  # type: ignore[arg-type]
+        assert await work_queue.dead_letters(tenant=tenant, limit=DEAD_LETTERS_MOST) == []
 
     async def test_invalid_input_is_refused_before_any_io(
         self, work_queue: WorkQueue, tenant: str, queue_name: str
