@@ -185,6 +185,9 @@ class Service:
             await asyncio.gather(*waits, return_exceptions=True)
 
 
+_Attempt = tuple[asyncio.Future[None], list[LeaseLostError]]
+
+
 class QueueService(Service):
     """Serves one work queue name of a `WorkQueue` with ``handler``."""
 
@@ -203,6 +206,8 @@ class QueueService(Service):
         # Completions waiting for the next `complete_many`, and the tasks sending them.
         self._completing: list[tuple[WorkItem, asyncio.Future[_Completed]]] = []
         self._senders: set[asyncio.Task[None]] = set()
+        # Each item's running attempt here, by (tenant, id): its handler and lost-lease list.
+        self._attempts: dict[tuple[str, str], _Attempt] = {}
 
     def fields(self, ctx: Context, item: WorkItem | None = None) -> dict[str, object]:
         fields: dict[str, object] = {"worker": ctx.worker, "queue": self.name}
@@ -349,6 +354,29 @@ class QueueService(Service):
         for this slot with the completion, if any."""
         fields = self.fields(ctx, item)
         lost: list[LeaseLostError] = []
+        attempt = (handling, lost)
+        older = self._attempts.get(key := (item.tenant, item.id))
+        if older is not None:
+            # Claimed again while an older attempt still runs here: its lease lapsed and was
+            # reaped before a heartbeat could see it (the loop was blocked, say). Under the
+            # same worker name no settle could tell the two apart, so the older one stops.
+            older[1].append(LeaseLostError(item.id, ctx.worker, ctx.worker, "expired"))
+            older[0].cancel()
+        self._attempts[key] = attempt
+        try:
+            return await self._attempt(ctx, item, handling, fields, lost)
+        finally:
+            if self._attempts.get(key) is attempt:
+                del self._attempts[key]
+
+    async def _attempt(
+        self,
+        ctx: Context,
+        item: WorkItem,
+        handling: asyncio.Future[None],
+        fields: dict[str, object],
+        lost: list[LeaseLostError],
+    ) -> WorkItem | None:
         held = [item]  # as the last heartbeat left it: the lease a settle may retry within
         # Most items end long before their first beat: a timer starts the heartbeat task
         # only once it is due, so a short item costs no task of its own.
@@ -362,24 +390,29 @@ class QueueService(Service):
         except asyncio.CancelledError:
             if cancel_requested():
                 raise  # shutdown: the worker gives the item back with `adopt`
-            if lost:
-                ctx.logger.warning(
-                    "lost the lease on a work item; its handler was cancelled (%s)",
-                    lost[0].reason,
-                    extra=fields,
-                )
+            if not lost:
+                # Nobody cancelled it: a failure of this attempt, not an item left held.
+                stray = StrayCancellationError("a work item's handler")
+                await self._settle_failure(ctx, held[0], stray, fields)
                 return None
-            # Nobody cancelled it: a failure of this attempt, not an item left held.
-            stray = StrayCancellationError("a work item's handler")
-            await self._settle_failure(ctx, held[0], stray, fields)
-            return None
         except Exception as exc:
-            await self._settle_failure(ctx, held[0], exc, fields)
-            return None
+            if not lost:
+                await self._settle_failure(ctx, held[0], exc, fields)
+                return None
         finally:
             timer.cancel()
             for task in beating:
                 await stop(task)
+        if lost:
+            # However the handler ended (cancelled, or it swallowed the cancel), the item
+            # is no longer this attempt's to settle: a reap may have handed it to a newer
+            # attempt, even under this worker's name, which a settle could not tell apart.
+            ctx.logger.warning(
+                "lost the lease on a work item; its handler was cancelled (%s)",
+                lost[0].reason,
+                extra=fields,
+            )
+            return None
         handed: list[WorkItem] = []
         try:
             await settle_within_lease(

@@ -267,6 +267,82 @@ async def _stats_are(queue: MemoryWorkQueue, **expected: int) -> bool:
     return all(getattr(stats, name) == value for name, value in expected.items())
 
 
+async def test_a_handler_swallowing_the_cancel_of_a_lost_lease_never_settles_a_newer_attempt() -> (
+    None
+):
+    clock = ManualClock()
+    queue = MemoryWorkQueue(clock, QueuePolicy(lease_seconds=0.15, backoff_seconds=1))
+    await queue.enqueue(item("stuck"))
+    first_started, second_started, release = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    swallowed = asyncio.Event()
+
+    async def handler(work: WorkItem) -> None:
+        if not first_started.is_set():
+            first_started.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                swallowed.set()  # and carries on: returns once the next attempt runs
+            await second_started.wait()
+            return
+        second_started.set()
+        await release.wait()
+
+    worker = Worker(clock=clock, poll_seconds=0.02, maintenance_seconds=0.02, grace_seconds=1)
+    worker.handle(queue, handler)
+    async with serving(worker):
+        try:
+            await first_started.wait()
+            clock.advance(1.0)  # the lease lapses: the heartbeat cancels, the reap requeues
+            await asyncio.wait_for(swallowed.wait(), timeout=5)
+            await eventually(lambda: _stats_are(queue, reaped=1))
+            clock.advance(2.0)  # past the reap's backoff: this worker claims it again
+            await asyncio.wait_for(second_started.wait(), timeout=5)
+            await asyncio.sleep(0.2)  # the first handler has returned meanwhile
+            assert await _stats_are(queue, claimed=1)  # still the second attempt's
+        finally:
+            release.set()
+        await eventually(lambda: _stats_are(queue, depth=0, claimed=0, dead_lettered=0))
+
+
+async def test_an_item_reaped_and_claimed_again_by_its_own_worker_stops_the_older_attempt() -> None:
+    # The older attempt's heartbeat never sees the lapse (it beats every 10 s of real time
+    # here, the reap and the new claim come first): the new claim is what stops it.
+    clock = ManualClock()
+    queue = MemoryWorkQueue(clock, QueuePolicy(lease_seconds=30, backoff_seconds=1))
+    await queue.enqueue(item("stuck"))
+    first_started, second_started, release = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    first_cancelled = asyncio.Event()
+
+    async def handler(work: WorkItem) -> None:
+        if not first_started.is_set():
+            first_started.set()
+            try:
+                await second_started.wait()  # then returns, as if its work were done
+            except asyncio.CancelledError:
+                first_cancelled.set()
+                raise
+            return
+        second_started.set()
+        await release.wait()
+
+    worker = Worker(clock=clock, poll_seconds=0.02, maintenance_seconds=0.02, grace_seconds=1)
+    worker.handle(queue, handler)
+    async with serving(worker):
+        try:
+            await first_started.wait()
+            clock.advance(100.0)  # the lease lapses; the next maintenance reaps the item
+            await eventually(lambda: _stats_are(queue, reaped=1))
+            clock.advance(2.0)  # past the reap's backoff: this worker claims it again
+            await asyncio.wait_for(second_started.wait(), timeout=5)
+            await asyncio.sleep(0.1)  # the first handler has ended meanwhile
+            assert await _stats_are(queue, claimed=1)  # still the second attempt's
+            assert first_cancelled.is_set()
+        finally:
+            release.set()
+        await eventually(lambda: _stats_are(queue, depth=0, claimed=0, dead_lettered=0))
+
+
 async def test_a_lapsed_item_of_a_dead_worker_is_reaped_and_served_again() -> None:
     clock = ManualClock()
     queue = MemoryWorkQueue(clock, QueuePolicy(lease_seconds=30, backoff_seconds=5))
