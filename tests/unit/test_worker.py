@@ -4,6 +4,7 @@ graceful shutdown and structured logging."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import os
@@ -270,74 +271,71 @@ async def _stats_are(queue: MemoryWorkQueue, **expected: int) -> bool:
 async def test_a_handler_swallowing_the_cancel_of_a_lost_lease_never_settles_a_newer_attempt() -> (
     None
 ):
-    clock = ManualClock()
-    queue = MemoryWorkQueue(clock, QueuePolicy(lease_seconds=0.15, backoff_seconds=1))
-    await queue.enqueue(item("stuck"))
-    first_started, second_started, release = asyncio.Event(), asyncio.Event(), asyncio.Event()
     swallowed = asyncio.Event()
 
-    async def handler(work: WorkItem) -> None:
-        if not first_started.is_set():
-            first_started.set()
-            try:
-                await asyncio.Event().wait()
-            except asyncio.CancelledError:
-                swallowed.set()  # and carries on: returns once the next attempt runs
-            await second_started.wait()
-            return
-        second_started.set()
-        await release.wait()
-
-    worker = Worker(clock=clock, poll_seconds=0.02, maintenance_seconds=0.02, grace_seconds=1)
-    worker.handle(queue, handler)
-    async with serving(worker):
+    async def first(second_started: asyncio.Event) -> None:
         try:
-            await first_started.wait()
-            clock.advance(1.0)  # the lease lapses: the heartbeat cancels, the reap requeues
-            await asyncio.wait_for(swallowed.wait(), timeout=5)
-            await eventually(lambda: _stats_are(queue, reaped=1))
-            clock.advance(2.0)  # past the reap's backoff: this worker claims it again
-            await asyncio.wait_for(second_started.wait(), timeout=5)
-            await asyncio.sleep(0.2)  # the first handler has returned meanwhile
-            assert await _stats_are(queue, claimed=1)  # still the second attempt's
-        finally:
-            release.set()
-        await eventually(lambda: _stats_are(queue, depth=0, claimed=0, dead_lettered=0))
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            swallowed.set()  # and carries on: returns once the next attempt runs
+        await second_started.wait()
+
+    # The heartbeat (every 0.05 s here) sees the lapse and cancels before the reap.
+    lapsed = functools.partial(asyncio.wait_for, swallowed.wait(), 5)
+    await _a_second_attempt_runs_alone(lease=0.15, first=first, lapsed=lapsed)
 
 
 async def test_an_item_reaped_and_claimed_again_by_its_own_worker_stops_the_older_attempt() -> None:
-    # The older attempt's heartbeat never sees the lapse (it beats every 10 s of real time
-    # here, the reap and the new claim come first): the new claim is what stops it.
+    # Its heartbeat never sees the lapse (it beats every 10 s of real time here): the
+    # reap and the new claim come first, and the new claim is what stops it.
+    cancelled = asyncio.Event()
+
+    async def first(second_started: asyncio.Event) -> None:
+        try:
+            await second_started.wait()  # then returns, as if its work were done
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    await _a_second_attempt_runs_alone(lease=30, first=first)
+    assert cancelled.is_set()
+
+
+async def _a_second_attempt_runs_alone(
+    lease: float,
+    first: Callable[[asyncio.Event], Awaitable[None]],
+    lapsed: Callable[[], Awaitable[object]] | None = None,
+) -> None:
+    """Serve one item whose first attempt runs ``first(second_started)``; let its lease
+    lapse (then await ``lapsed``), reap the item and let this worker claim it again; check
+    that the first attempt settles nothing while the second runs, and that the second
+    completes it."""
     clock = ManualClock()
-    queue = MemoryWorkQueue(clock, QueuePolicy(lease_seconds=30, backoff_seconds=1))
+    queue = MemoryWorkQueue(clock, QueuePolicy(lease_seconds=lease, backoff_seconds=1))
     await queue.enqueue(item("stuck"))
     first_started, second_started, release = asyncio.Event(), asyncio.Event(), asyncio.Event()
-    first_cancelled = asyncio.Event()
 
     async def handler(work: WorkItem) -> None:
         if not first_started.is_set():
             first_started.set()
-            try:
-                await second_started.wait()  # then returns, as if its work were done
-            except asyncio.CancelledError:
-                first_cancelled.set()
-                raise
+            await first(second_started)
             return
         second_started.set()
         await release.wait()
 
-    worker = Worker(clock=clock, poll_seconds=0.02, maintenance_seconds=0.02, grace_seconds=1)
+    worker = Worker(clock=clock, poll_seconds=0.02, maintenance_seconds=60, grace_seconds=1)
     worker.handle(queue, handler)
     async with serving(worker):
         try:
             await first_started.wait()
-            clock.advance(100.0)  # the lease lapses; the next maintenance reaps the item
-            await eventually(lambda: _stats_are(queue, reaped=1))
+            clock.advance(lease * 4)  # the lease lapses
+            if lapsed is not None:
+                await lapsed()
+            assert [reaped.id for reaped in await queue.reap()] == ["stuck"]
             clock.advance(2.0)  # past the reap's backoff: this worker claims it again
             await asyncio.wait_for(second_started.wait(), timeout=5)
-            await asyncio.sleep(0.1)  # the first handler has ended meanwhile
+            await asyncio.sleep(0.2)  # the first attempt has ended meanwhile
             assert await _stats_are(queue, claimed=1)  # still the second attempt's
-            assert first_cancelled.is_set()
         finally:
             release.set()
         await eventually(lambda: _stats_are(queue, depth=0, claimed=0, dead_lettered=0))
