@@ -70,6 +70,9 @@ _LUA = (
 _ENQUEUE, _ENQUEUE_FULL = _LUA["queue_enqueue"], _LUA["queue_enqueue_full"]
 _PRIORITIES = [str(int(p)) for p in sorted(WorkPriority, reverse=True)]
 _PRIORITY_TEXT = {p: str(int(p)).encode() for p in WorkPriority}
+_DEAD_LETTER_PAGE = 500
+"""Dead letters one `queue_dead_letters.lua` call looks at (a few milliseconds of the
+server's time at most); `dead_letters` calls it page after page."""
 _LEASE_EXPIRED = "lease expired"
 _ADOPTED = "adopted after restart"
 _REAP_BATCH = 500
@@ -599,19 +602,28 @@ class RedisWorkQueue:
         if queue is not None:
             identifier(queue, "queue")
         dead_letter_limit(limit)
-        every = tenant is None
-        reply = await self._call(
-            "queue_dead_letters",
-            [
-                f"{self._prefix}queues"
-                if tenant is None
-                else f"{self._prefix}dead-tenant:{keys.segment(tenant)}"
-            ],
-            [str(limit), queue or "", "all" if every else "tenant"],
-            queue or "*",
-            "dead_letters",
+        key = (
+            f"{self._prefix}queues"
+            if tenant is None
+            else f"{self._prefix}dead-tenant:{keys.segment(tenant)}"
         )
-        return [_item(flat) for flat in reply]
+        mode = "all" if tenant is None else "tenant"
+        found: list[WorkItem] = []
+        after: tuple[str, str] = ("", "")  # the cursor: from the first
+        # A page a script, so no single script's work grows with the dead letters kept.
+        while True:
+            page = min(limit - len(found), _DEAD_LETTER_PAGE)
+            reply = await self._call(
+                "queue_dead_letters",
+                [key],
+                [str(page), queue or "", mode, *after, str(_DEAD_LETTER_PAGE)],
+                queue or "*",
+                "dead_letters",
+            )
+            found.extend(_item(flat) for flat in reply[2:])
+            if len(found) >= limit or not reply[0]:
+                return found[:limit]
+            after = (_text(reply[0]), _text(reply[1]))
 
     async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
         """Depth (queued, due or delayed), claimed, dead-lettered, oldest due age, counters."""
