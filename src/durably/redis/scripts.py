@@ -356,37 +356,74 @@ async def _arrival(connection: Any, parser: Any, reader: Any) -> Any:
     """Read from ``connection`` until ``reader`` holds a whole reply; within the
     connection's ``socket_timeout`` (redis-py's `TimeoutError` after it). Any failure drops
     the connection."""
-    expired: list[bool] = []
-    timer = None
-    timeout = connection.socket_timeout
-    if timeout is not None:
-        transport = connection._writer.transport
-
-        def expire() -> None:
-            expired.append(True)
-            transport.abort()  # ends the read below
-
-        loop = asyncio.get_running_loop()
-        timer = loop.call_at(loop.time() + timeout, expire)
+    watch = None
+    if connection.socket_timeout is not None:
+        watch = connection.__dict__.get(_WATCH)
+        if watch is None:
+            watch = connection.__dict__[_WATCH] = _ReadWatch(connection)
+        watch.begin()
     stream = parser._stream
     reply = _NOT_ENOUGH_DATA
     try:
         while reply is _NOT_ENOUGH_DATA:
             data = await stream.read(parser._read_size)
             if not data:
-                if expired:
+                if watch is not None and watch.expired:
                     raise TimeoutError
                 raise RedisConnectionError("Connection closed by server.")
             reader.feed(data)
             reply = reader.gets()
     except BaseException as error:
-        raise await _dropped(connection, error, "reading from", bool(expired))  # noqa: B904
+        expired = watch is not None and watch.expired
+        raise await _dropped(connection, error, "reading from", expired)  # noqa: B904
     finally:
-        if timer is not None:
-            timer.cancel()
-    if expired:  # the timer ran in the turn the reply arrived: the reply stands
+        if watch is not None:
+            watch.started = None
+    if watch is not None and watch.expired:  # it fired in the turn the reply arrived
         await connection.disconnect(nowait=True)
     return reply
+
+
+_WATCH = "_durably_read_watch"
+
+
+class _ReadWatch:
+    """Bounds each read of one connection by its ``socket_timeout`` with one timer for
+    many reads: a read notes when it began, and a timer (armed by a read when none is)
+    aborts the connection's transport once the read in progress is older than the
+    timeout, or re-arms for it. Back-to-back calls share a timer rather than making and
+    cancelling one each (about 3 µs of a script call's client time)."""
+
+    __slots__ = ("connection", "expired", "loop", "started", "timer")
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+        self.started: float | None = None
+        self.expired = False
+        self.timer: asyncio.TimerHandle | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def begin(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.started = now = loop.time()
+        self.expired = False
+        if self.timer is None or self.loop is not loop:  # none pending on this loop
+            self.loop = loop
+            self.timer = loop.call_at(now + self.connection.socket_timeout, self._check)
+
+    def _check(self) -> None:
+        self.timer = None
+        started, loop = self.started, self.loop
+        if started is None or loop is None:
+            return  # no read in progress: the next one arms a timer
+        due = started + self.connection.socket_timeout
+        if loop.time() >= due:
+            self.expired = True
+            writer = getattr(self.connection, "_writer", None)
+            if writer is not None:
+                writer.transport.abort()  # ends the read
+        else:
+            self.timer = loop.call_at(due, self._check)
 
 
 def scripts(*names: str, prelude: str | tuple[str, ...] | None = None) -> dict[str, Script]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from pydantic import SecretStr
@@ -122,6 +123,33 @@ async def test_a_reply_that_never_comes_times_out_and_drops_the_connection(
         assert _dropped(client)
         proxy.resume()
         assert await _LENGTH(client, ["k"], [b"xyz"]) == 3  # on a new connection
+
+
+async def test_calls_in_a_row_share_one_read_timer_and_each_still_times_out_on_its_own(
+    redis_server: RedisServer,
+) -> None:
+    async with _stalling(redis_server, 0.5) as (proxy, client):
+        loop = asyncio.get_running_loop()
+        timers: list[float] = []
+        call_at = loop.call_at
+
+        def counted(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+            timers.append(when)
+            return call_at(when, callback, *args, **kwargs)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(loop, "call_at", counted)
+            for n in range(200):
+                assert await _LENGTH(client, ["k"], [b"x" * n]) == n
+        # One timer a connection, re-armed only as it fires: not one made a call.
+        assert len(timers) <= 2
+        await asyncio.sleep(0.3)  # the shared timer is now older than any read to come
+        proxy.stall()
+        started = loop.time()
+        with pytest.raises(RedisTimeoutError, match="reading"):
+            await asyncio.wait_for(_LENGTH(client, ["k"], [b"late"]), 10)
+        assert 0.45 < loop.time() - started < 5  # its own 0.5 s, not what was left of one
+        assert _dropped(client)
 
 
 async def test_a_caller_cancelled_mid_read_leaves_no_reply_for_the_next_call(
