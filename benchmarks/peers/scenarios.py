@@ -1,6 +1,7 @@
 """The four scenarios of `make bench-peers` over every system, medians and ratios.
 
-Scenarios (issue 14): enqueue ``JOBS`` one at a time; drain ``JOBS`` no-op jobs with one
+Scenarios (issue 14): enqueue ``JOBS`` one at a time (the systems taking turns every
+``CHUNK`` enqueues); drain ``JOBS`` no-op jobs with one
 process at concurrency ``CONCURRENCY``; the same with ``PROCESSES`` processes; idle latency
 from enqueue to the handler's start over ``SAMPLES`` jobs (p50 and p99), each enqueued
 after the worker sat idle ``IDLE_SECONDS``. Every round runs on a fresh PostgreSQL database
@@ -36,6 +37,10 @@ JOBS = int(os.environ.get("DURABLY_PEERS_JOBS", "5000"))
 CONCURRENCY = 10
 PROCESSES = 4
 SAMPLES = 200
+CHUNK = 100
+"""Enqueues a system makes in one turn of the enqueue scenario."""
+WARM = 200
+"""Untimed enqueues each system makes before the enqueue scenario is timed."""
 IDLE_SECONDS = 0.02
 DRAIN_ONE = f"drain 1x{CONCURRENCY} /s"
 DRAIN_MANY = f"drain {PROCESSES}x{CONCURRENCY} /s"
@@ -58,16 +63,28 @@ def build(recipe: Recipe) -> System:
     return Arq(where, name)
 
 
-async def enqueue_rate(recipe: Recipe) -> float:
-    system = build(recipe)
-    await system.open()
+async def enqueue_rates(recipes: list[tuple[str, Recipe]]) -> dict[str, float]:
+    """Each system's enqueues per second, ``JOBS`` one at a time, the systems taking turns
+    every ``CHUNK`` enqueues (the order reversed every turn) after ``WARM`` untimed ones
+    each, so a change in the machine's load meets them all alike."""
+    systems = [(label, build(recipe)) for label, recipe in recipes]
+    for _, system in systems:
+        await system.open()
     try:
-        started = time.perf_counter()
-        for _ in range(JOBS):
-            await system.enqueue(time.monotonic())
-        return JOBS / (time.perf_counter() - started)
+        for _, system in systems:  # connections, scripts and first calls, untimed
+            for _ in range(WARM):
+                await system.enqueue(time.monotonic())
+        spent = {label: 0.0 for label, _ in systems}
+        for turn in range(JOBS // CHUNK):
+            for label, system in systems if turn % 2 == 0 else systems[::-1]:
+                started = time.perf_counter()
+                for _ in range(CHUNK):
+                    await system.enqueue(time.monotonic())
+                spent[label] += time.perf_counter() - started
+        return {label: CHUNK * (JOBS // CHUNK) / seconds for label, seconds in spent.items()}
     finally:
-        await system.close()
+        for _, system in systems:
+            await system.close()
 
 
 async def drain_rate(recipe: Recipe) -> float:
@@ -216,8 +233,14 @@ def one_round(number: int) -> Figures:
             ):
                 recipes.append((label, (kind, where, "")))
             turn = recipes[number % len(recipes) :] + recipes[: number % len(recipes)]
+            fresh = [
+                (label, (kind, where, f"q{uuid.uuid4().hex[:8]}"))
+                for label, (kind, where, _) in turn
+            ]
+            for label, value in asyncio.run(enqueue_rates(fresh)).items():
+                figures.setdefault(label, {})["enqueue/s"] = value
+                print(f"  round {number + 1}: {label:<20} {'enqueue/s':<16} {value:>10,.1f}")
             scenarios: list[tuple[str, Callable[[Recipe], Any]]] = [
-                ("enqueue/s", enqueue_rate),
                 (DRAIN_ONE, drain_rate),
                 (DRAIN_MANY, drain_processes_rate),
             ]
