@@ -340,43 +340,44 @@ class QueueService(Service):
         """Serve one slot: ``item`` (its handler in ``handling``), then each item the queue
         claimed for this slot in the same round trip as the completion."""
         while True:
-            following = await self._work_one(ctx, item, handling[0])
+            lost: list[LeaseLostError] = []
+            attempt = (handling[0], lost)
+            key = self._begin(ctx, item, attempt)
+            try:
+                following = await self._work_one(ctx, item, handling[0], lost)
+            finally:
+                if self._attempts.get(key) is attempt:
+                    del self._attempts[key]
             if following is None:
                 return
             item = following
             handling[0] = self._handle(ctx, item)
 
-    async def _work_one(
-        self, ctx: Context, item: WorkItem, handling: asyncio.Future[None]
-    ) -> WorkItem | None:
-        """Run the handler under a heartbeat, then settle: complete, fail, or (lease lost,
-        shutdown) leave the item for the queue to hand out again. Returns the item claimed
-        for this slot with the completion, if any."""
-        fields = self.fields(ctx, item)
-        lost: list[LeaseLostError] = []
-        attempt = (handling, lost)
-        older = self._attempts.get(key := (item.tenant, item.id))
+    def _begin(self, ctx: Context, item: WorkItem, attempt: _Attempt) -> tuple[str, str]:
+        """Note ``attempt`` as ``item``'s running one here, stopping an older attempt of
+        the same item still running here: its lease lapsed and was reaped before a
+        heartbeat could see it (the loop was blocked, say), and under the same worker name
+        no settle could tell the two apart. Returns the key it is noted under."""
+        key = (item.tenant, item.id)
+        older = self._attempts.get(key)
         if older is not None:
-            # Claimed again while an older attempt still runs here: its lease lapsed and was
-            # reaped before a heartbeat could see it (the loop was blocked, say). Under the
-            # same worker name no settle could tell the two apart, so the older one stops.
-            older[1].append(LeaseLostError(item.id, ctx.worker, ctx.worker, "expired"))
-            older[0].cancel()
+            older_handling, older_lost = older
+            older_lost.append(LeaseLostError(item.id, ctx.worker, ctx.worker, "expired"))
+            older_handling.cancel()
         self._attempts[key] = attempt
-        try:
-            return await self._attempt(ctx, item, handling, fields, lost)
-        finally:
-            if self._attempts.get(key) is attempt:
-                del self._attempts[key]
+        return key
 
-    async def _attempt(
+    async def _work_one(
         self,
         ctx: Context,
         item: WorkItem,
         handling: asyncio.Future[None],
-        fields: dict[str, object],
         lost: list[LeaseLostError],
     ) -> WorkItem | None:
+        """Run the handler under a heartbeat, then settle: complete, fail, or (lease lost,
+        shutdown) leave the item for the queue to hand out again. A lease lost is noted in
+        ``lost``. Returns the item claimed for this slot with the completion, if any."""
+        fields = self.fields(ctx, item)
         held = [item]  # as the last heartbeat left it: the lease a settle may retry within
         # Most items end long before their first beat: a timer starts the heartbeat task
         # only once it is due, so a short item costs no task of its own.
