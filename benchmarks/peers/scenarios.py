@@ -26,7 +26,7 @@ from multiprocessing.sharedctypes import Synchronized
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from benchmarks.peers.systems import Arq, Durably, PgQueuer, Saq, System
+from benchmarks.peers.systems import Arq, BareRedis, Durably, PgQueuer, Saq, System
 from benchmarks.redis import server
 
 ADMIN_DSN = os.environ.get(
@@ -51,6 +51,8 @@ DRAIN_MANY = f"drain {PROCESSES}x{CONCURRENCY} /s"
 FIGURES = ("enqueue/s", DRAIN_ONE, DRAIN_MANY, "idle p50 ms", "idle p99 ms")
 HIGHER_IS_BETTER = {"enqueue/s", DRAIN_ONE, DRAIN_MANY}
 PEERS = {"postgres": ("PgQueuer",), "redis": ("SAQ", "arq")}
+BARE = "bare (redis)"
+"""The Redis enqueue scenario's ceiling (`BareRedis`): enqueue only."""
 
 Recipe = tuple[str, str, str]  # (system, DSN or URL, queue name): rebuilt in each process
 
@@ -64,6 +66,8 @@ def build(recipe: Recipe) -> System:
         return PgQueuer(where, name)
     if kind == "SAQ":
         return Saq(where, name)
+    if kind == "bare":
+        return BareRedis(where, name)
     return Arq(where, name)
 
 
@@ -239,7 +243,7 @@ def one_round(number: int) -> Figures:
             turn = recipes[number % len(recipes) :] + recipes[: number % len(recipes)]
             fresh = [
                 (label, (kind, where, f"q{uuid.uuid4().hex[:8]}"))
-                for label, (kind, where, _) in turn
+                for label, (kind, where, _) in [*turn, (BARE, ("bare", redis_url, ""))]
             ]
             for label, value in asyncio.run(enqueue_rates(fresh)).items():
                 figures.setdefault(label, {})["enqueue/s"] = value
@@ -267,11 +271,15 @@ def one_round(number: int) -> Figures:
 def report(rounds: list[Figures]) -> None:
     """Medians of the rounds, then each durably figure as a ratio to each peer."""
     systems = list(rounds[0])
-    median = {s: {f: statistics.median(r[s][f] for r in rounds) for f in FIGURES} for s in systems}
+    median = {
+        s: {f: statistics.median(r[s][f] for r in rounds) for f in FIGURES if f in rounds[0][s]}
+        for s in systems
+    }
     print(f"\nmedians of {len(rounds)} round(s), {JOBS} jobs, concurrency {CONCURRENCY}")
     print(f"{'system':<20}" + "".join(f"{f:>18}" for f in FIGURES))
     for system in systems:
-        print(f"{system:<20}" + "".join(f"{median[system][f]:>18,.1f}" for f in FIGURES))
+        cells = (f"{median[system][f]:,.1f}" if f in median[system] else "-" for f in FIGURES)
+        print(f"{system:<20}" + "".join(f"{cell:>18}" for cell in cells))
     print("\ndurably ÷ peer, each round's ratio then their median (rates: higher is better; ")
     print("latencies: lower is better)")
     for backing, peers in PEERS.items():
@@ -285,6 +293,14 @@ def report(rounds: list[Figures]) -> None:
                     f"  {ours} ÷ {peer:<9} {figure:<16} {statistics.median(ratios):>6.2f}"
                     f"   ({shown}; {better} is better)"
                 )
+    print("\nthe Redis enqueue's ceiling: durably's script from a bare socket (`BareRedis`)")
+    for name, top, bottom in (
+        ("bare ÷ SAQ (the most durably ÷ SAQ could read)", BARE, "SAQ"),
+        ("durably (redis) ÷ bare", "durably (redis)", BARE),
+    ):
+        ratios = [r[top]["enqueue/s"] / r[bottom]["enqueue/s"] for r in rounds]
+        shown = ", ".join(f"{x:.2f}" for x in ratios)
+        print(f"  {name:<48} {statistics.median(ratios):>6.2f}   ({shown})")
 
 
 def main() -> None:
