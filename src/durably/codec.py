@@ -50,9 +50,37 @@ def without_negative_zero(text: str) -> str:
     the stores compare recorded values by their text: every backing therefore records
     ``-0.0`` as ``0.0`` (equal in Python), so a later ``0.0`` is an equal write on all.
     """
-    if "-0" not in text:
+    if "-0" not in text or not _number_may_start(text):
         return text
     return _STRING_OR_NEGATIVE_ZERO.sub(lambda m: "" if m[0] == "-" else m[0], text)
+
+
+_WHITESPACE = " \t\n\r"
+_VALUE_STARTS_AFTER = ":,["
+# A "-0" where a JSON value may begin: at the start, or after ":", "," or "[" (whitespace
+# aside). Linear: no two parts of it can match the same characters.
+_MAY_BE_NEGATIVE_ZERO = re.compile(r"(?:^|[:,\[])[ \t\n\r]*-0")
+_LOOKS = 16
+"""``-0``s `_number_may_start` looks at one by one before it leaves the rest to the regex."""
+
+
+def _number_may_start(text: str) -> bool:
+    """Whether some ``-0`` in JSON ``text`` stands where a value may begin. Only there can
+    it be the sign of a number; a ``-0`` after anything else is inside a string (a date, a
+    UUID) or an exponent, and the scan that tells strings apart is skipped. The first few
+    are looked at in place (a record usually holds none or a few); past them,
+    `_MAY_BE_NEGATIVE_ZERO` searches the text."""
+    at = text.find("-0")
+    for _ in range(_LOOKS):
+        if at == -1:
+            return False
+        before = at - 1
+        while before >= 0 and text[before] in _WHITESPACE:
+            before -= 1
+        if before < 0 or text[before] in _VALUE_STARTS_AFTER:
+            return True
+        at = text.find("-0", at + 2)
+    return at != -1 and _MAY_BE_NEGATIVE_ZERO.search(text) is not None
 
 
 def unsigned_zeros(value: T) -> T:

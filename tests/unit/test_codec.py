@@ -7,7 +7,7 @@ import math
 import pytest
 
 from durably import CheckpointCodec, JsonCodec
-from durably.codec import screened_encode
+from durably.codec import _number_may_start, screened_encode, without_negative_zero
 from durably.errors import InvalidInputError
 
 
@@ -94,3 +94,49 @@ def test_screened_encode_holds_other_text_to_valid_unicode_only() -> None:
     assert encode("a\x00 \\u0000 🚀") == "a\x00 \\u0000 🚀"
     with pytest.raises(InvalidInputError, match="value must be valid Unicode"):
         encode("a\udc80")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("-0.0", "0.0"),
+        ('{"a":-0.0}', '{"a":0.0}'),
+        ("[1,-0,-0e3]", "[1,0,0e3]"),
+        ('{"a": \n\t-0.0}', '{"a": \n\t0.0}'),
+        ("[ -0.0 ]", "[ 0.0 ]"),
+        ('["a:-0",-0.0]', '["a:-0",0.0]'),
+        ('{"at":"2026-01-05","id":"0b1c-0a2f"}', '{"at":"2026-01-05","id":"0b1c-0a2f"}'),
+        ("[1e-05,-0.5,-05]", "[1e-05,-0.5,-05]"),
+        ('["x-0"]', '["x-0"]'),
+    ],
+)
+def test_negative_zeros_are_written_as_zero_and_nothing_else_changes(
+    text: str, expected: str
+) -> None:
+    assert without_negative_zero(text) == expected
+
+
+def test_a_negative_zero_after_many_dashes_in_strings_is_still_found() -> None:
+    # More "-0"s in strings than the ones looked at one by one, then a real negative zero.
+    dates = ",".join(f'"2026-0{n % 9 + 1}-0{n % 9 + 1}"' for n in range(40))
+    assert without_negative_zero(f"[{dates},-0.0]") == f"[{dates},0.0]"
+    assert without_negative_zero(f"[{dates}]") == f"[{dates}]"
+
+
+def test_only_texts_with_a_number_sign_where_a_value_begins_are_rescanned() -> None:
+    assert not _number_may_start('{"at":"2026-01-05","id":"0b1c-0a2f"}')
+    assert not _number_may_start("[1e-05]")
+    assert _number_may_start('["a:-0"]')  # a string that looks like one: rescanned
+    assert _number_may_start("-0")
+    assert _number_may_start('{"a": -0}')
+
+
+def test_json_codec_writes_a_negative_zero_beside_dates_as_zero() -> None:
+    value = {"at": "2026-01-05", "ids": ["0b1c-0a2f"] * 20, "z": -0.0}
+    text = JsonCodec().encode(value)
+    assert "-0.0" not in text
+    decoded = JsonCodec().decode(text)
+    assert isinstance(decoded, dict)
+    assert math.copysign(1.0, decoded["z"]) == 1.0
+    assert decoded["at"] == "2026-01-05"
+    assert decoded["ids"] == ["0b1c-0a2f"] * 20
