@@ -56,31 +56,21 @@ def without_negative_zero(text: str) -> str:
 
 
 _WHITESPACE = " \t\n\r"
-_VALUE_STARTS_AFTER = ":,["
-# A "-0" where a JSON value may begin: at the start, or after ":", "," or "[" (whitespace
-# aside). Linear: no two parts of it can match the same characters.
-_MAY_BE_NEGATIVE_ZERO = re.compile(r"(?:^|[:,\[])[ \t\n\r]*-0")
-_LOOKS = 16
-"""``-0``s `_number_may_start` looks at one by one before it leaves the rest to the regex."""
+# A "-0" after ":", "," or "[" (whitespace aside), where a JSON value may begin. Linear: no
+# two parts of it match the same characters. Without the text's start as an alternative,
+# the search skips ahead to those three characters (three times as fast on a long text).
+_SIGN_AFTER_VALUE_START = re.compile(r"[:,\[][ \t\n\r]*-0")
 
 
 def _number_may_start(text: str) -> bool:
-    """Whether some ``-0`` in JSON ``text`` stands where a value may begin. Only there can
-    it be the sign of a number; a ``-0`` after anything else is inside a string (a date, a
-    UUID) or an exponent, and the scan that tells strings apart is skipped. The first few
-    are looked at in place (a record usually holds none or a few); past them,
-    `_MAY_BE_NEGATIVE_ZERO` searches the text."""
-    at = text.find("-0")
-    for _ in range(_LOOKS):
-        if at == -1:
-            return False
-        before = at - 1
-        while before >= 0 and text[before] in _WHITESPACE:
-            before -= 1
-        if before < 0 or text[before] in _VALUE_STARTS_AFTER:
-            return True
-        at = text.find("-0", at + 2)
-    return at != -1 and _MAY_BE_NEGATIVE_ZERO.search(text) is not None
+    """Whether some ``-0`` in JSON ``text`` stands where a value may begin: at its start or
+    after ``:``, ``,`` or ``[``. Only there can it be the sign of a number; a ``-0``
+    anywhere else is inside a string (a date, a UUID) or an exponent, and the scan that
+    tells strings apart is skipped."""
+    return (
+        text.lstrip(_WHITESPACE).startswith("-0")
+        or _SIGN_AFTER_VALUE_START.search(text) is not None
+    )
 
 
 def unsigned_zeros(value: T) -> T:

@@ -117,7 +117,7 @@ def test_negative_zeros_are_written_as_zero_and_nothing_else_changes(
 
 
 def test_a_negative_zero_after_many_dashes_in_strings_is_still_found() -> None:
-    # More "-0"s in strings than the ones looked at one by one, then a real negative zero.
+    # Many "-0"s inside strings, then one real negative zero after them.
     dates = ",".join(f'"2026-0{n % 9 + 1}-0{n % 9 + 1}"' for n in range(40))
     assert without_negative_zero(f"[{dates},-0.0]") == f"[{dates},0.0]"
     assert without_negative_zero(f"[{dates}]") == f"[{dates}]"
