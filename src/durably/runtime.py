@@ -114,6 +114,7 @@ class Run:
         write is shielded from cancellation. Raises `ValueError` for a name used twice in
         one pass or in the inbox key space, and `Fenced` if this pass was superseded.
         """
+        # `reserve` and `commit` written out: this is every engine step's path.
         self._use(key)
         if key in self._records:
             self.replayed += 1
@@ -124,6 +125,32 @@ class Run:
         self.performed += 1
         recorded = await self._write(self._checkpointer.record(self._holder, key, value))
         return parse(self._land(key, recorded))
+
+    def reserve(self, key: str) -> bool:
+        """Take ``key`` for a step of this pass, as `step` does before anything else: True
+        when its value is recorded (read it from `recorded`; the effect must not run),
+        False when the caller is to run the effect and `commit` its value.
+
+        `step` is this and `commit` around an effect; the halves serve a caller that runs
+        its effect inline, with no function to hand over (the App's step calls). Raises
+        `ValueError` for a key used twice in one pass or in the inbox key space.
+        """
+        self._use(key)
+        if key in self._records:
+            self.replayed += 1
+            return True
+        return False
+
+    async def commit(self, key: str, value: object) -> object:
+        """Record ``value`` under ``key``, which `reserve` took fresh in this pass, and
+        return the value as recorded (first writer wins). The write is shielded from
+        cancellation, as `step`'s is. Raises `ValueError` for a key `reserve` did not take
+        fresh, and `Fenced` if this pass was superseded."""
+        if key not in self._used or key in self._records:
+            raise ValueError(f"step key {key!r} was not reserved fresh in this pass")
+        self.performed += 1
+        recorded = await self._write(self._checkpointer.record(self._holder, key, value))
+        return self._land(key, recorded)
 
     async def transact(self, key: str, effect: object, parse: Parse[T] = _identity) -> T:
         """Run a store-specific ``effect`` and record its value in one commit, once.

@@ -101,6 +101,56 @@ async def test_a_step_name_in_the_inbox_key_space_is_a_value_error() -> None:
     assert await checkpointer.load("wf") == {}
 
 
+async def test_reserve_and_commit_record_once_and_replay_from_the_record() -> None:
+    checkpointer = MemoryCheckpointer()
+    effects: list[int] = []
+
+    async def body(run: Run) -> object:
+        if run.reserve("paid"):
+            return ("replayed", run.recorded["paid"])
+        effects.append(1)
+        return ("ran", await run.commit("paid", {"n": 1}))
+
+    assert await once(checkpointer, body) == Completed(("ran", {"n": 1}))
+    assert await once(checkpointer, body) == Completed(("replayed", {"n": 1}))
+    assert effects == [1]
+    assert await checkpointer.load("wf") == {"paid": {"n": 1}}
+
+
+async def test_reserve_refuses_a_key_used_twice_as_step_does() -> None:
+    checkpointer = MemoryCheckpointer()
+
+    async def body(run: Run) -> None:
+        await run.step("a", lambda: 1)
+        run.reserve("a")
+
+    with pytest.raises(ValueError, match="twice"):
+        await once(checkpointer, body)
+
+
+@pytest.mark.parametrize("case", ["never reserved", "recorded", "committed twice"])
+async def test_commit_refuses_a_key_reserve_did_not_take_fresh(case: str) -> None:
+    checkpointer = MemoryCheckpointer()
+    holder = await claimed(checkpointer)
+    await checkpointer.record(holder, "old", 1)
+
+    async def body(run: Run) -> None:
+        if case == "recorded":
+            assert run.reserve("old")
+            await run.commit("old", 2)
+        elif case == "committed twice":
+            assert not run.reserve("new")
+            await run.commit("new", 1)
+            await run.commit("new", 2)
+        else:
+            await run.commit("new", 1)
+
+    with pytest.raises(ValueError, match="not reserved fresh"):
+        await resume(holder, checkpointer, body)
+    expected = {"old": 1, "new": 1} if case == "committed twice" else {"old": 1}
+    assert await checkpointer.load("wf") == expected
+
+
 @pytest.mark.parametrize("cancellations", [1, 2])
 async def test_a_step_cancelled_after_its_effect_returned_still_records_it(
     cancellations: int,

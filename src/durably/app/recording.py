@@ -27,7 +27,10 @@ async def recorded_call(
 ) -> Any:
     """Run ``step`` once across every pass of ``ctx``'s workflow under ``key``: replayed
     from its record (checked against the arguments' digest), or attempted under its retry
-    policy and recorded with its value or its error."""
+    policy and recorded with its value or its error.
+
+    Written out over `Run.reserve` and `Run.commit` rather than `Run.step` with an
+    effect: a step call is the App's hot path, and the first attempt runs inline."""
     marker = step.signature.digest_args(args, kwargs)
     ctx._unmet.discard(key)
     recorded = ctx._records
@@ -35,61 +38,50 @@ async def recorded_call(
         if ctx._cancels is not None and ctx._cancels.due(ctx.id):
             ctx._cancel_arrived = await ctx._cancels.arrived(ctx.id, ctx._cancel_key)
         ctx._deliver_cancel(key)
-    failure: list[BaseException] = []
-    result = step.signature.result
-    # The record this pass wrote, when its value is plain (`Value.plain`): its JSON
-    # round trip is equal and of the same types, so reading it back needs no checks.
-    own: dict[str, object] | None = None
-
-    async def effect() -> object:
-        nonlocal own
-        try:
-            if step.direct and (
-                not ctx._retries_recorded or records.retry_key(key, 1) not in recorded
-            ):
-                # The common case, inline: a first attempt that is a plain await.
-                first: Exception | None = None
-                token = bind((ctx, key, 1))
-                try:
-                    value = await step.fn(*args, **kwargs)
-                except Exception as exc:
-                    first = exc
-                except asyncio.CancelledError:
-                    if cancel_requested():
-                        raise
-                    first = StrayCancellationError(f"step {key!r}")
-                finally:
-                    unbind(token)
-                if first is not None:
-                    value = await _attempts(ctx, step, key, args, kwargs, first)
-            else:
-                value = await _attempts(ctx, step, key, args, kwargs, None)
-        except Exception as exc:
-            failure.append(exc)
-            # Kept as any failure text is: bounded, secrets masked (`mend_text`).
-            return {"a": marker, "e": [type(exc).__name__, mend_text(str(exc), "error")]}
-        if result.plain is not None and result.plain(value):
-            own = {"a": marker, "v": value}
-            return own
-        try:
-            encoded = result.encode(value)
-        except Exception as exc:
-            error = StepResultError(f"step {key!r} returned a value it cannot encode: {exc}")
-            failure.append(error)
-            return {"a": marker, "e": ["StepResultError", str(error)]}
-        return {"a": marker, "v": encoded}
-
-    def parse(stored: object) -> Any:
-        if own is not None and stored == own:
-            return stored["v"]
-        return _parse(ctx, step, key, marker, stored)
-
+    run = ctx._run
+    if run.reserve(key):
+        return _parse(ctx, step, key, marker, recorded[key])
+    failure: Exception | None = None
+    own = False  # whether the record holds the value itself, plain (`Value.plain`)
     try:
-        return await ctx._run.step(key, effect, parse)
-    except StepFailedError as exc:
-        if failure:
-            raise exc from failure[0]
-        raise
+        if step.direct and (not ctx._retries_recorded or records.retry_key(key, 1) not in recorded):
+            # The common case, inline: a first attempt that is a plain await.
+            first: Exception | None = None
+            token = bind((ctx, key, 1))
+            try:
+                value = await step.fn(*args, **kwargs)
+            except Exception as exc:
+                first = exc
+            except asyncio.CancelledError:
+                if cancel_requested():
+                    raise
+                first = StrayCancellationError(f"step {key!r}")
+            finally:
+                unbind(token)
+            if first is not None:
+                value = await _attempts(ctx, step, key, args, kwargs, first)
+        else:
+            value = await _attempts(ctx, step, key, args, kwargs, None)
+    except Exception as exc:
+        failure = exc
+        # Kept as any failure text is: bounded, secrets masked (`mend_text`).
+        record: dict[str, object] = {
+            "a": marker,
+            "e": [type(exc).__name__, mend_text(str(exc), "error")],
+        }
+    else:
+        plain = step.signature.result.plain
+        if plain is not None and plain(value):
+            record = {"a": marker, "v": value}
+            own = True
+        else:
+            try:
+                record = {"a": marker, "v": step.signature.result.encode(value)}
+            except Exception as exc:
+                failure = StepResultError(f"step {key!r} returned a value it cannot encode: {exc}")
+                record = {"a": marker, "e": ["StepResultError", str(failure)]}
+    try:
+        stored = await run.commit(key, record)
     except StatePersistenceError as exc:
         if exc.reason != "too_large":
             raise
@@ -97,6 +89,16 @@ async def recorded_call(
             f"step {key!r} of workflow {ctx.id!r} returned a value too large to record: "
             f"{exc.detail}"
         ) from None
+    if own and stored == record:
+        # This pass's own plain record: its JSON round trip is equal and of the same
+        # types (`Value.plain`), so reading it back needs no checks.
+        return stored["v"]
+    try:
+        return _parse(ctx, step, key, marker, stored)
+    except StepFailedError as exc:
+        if failure is not None:
+            raise exc from failure
+        raise
 
 
 async def _attempts(
