@@ -114,14 +114,13 @@ class Run:
         write is shielded from cancellation. Raises `ValueError` for a name used twice in
         one pass or in the inbox key space, and `Fenced` if this pass was superseded.
         """
-        # `reserve` and `commit` written out: this is every engine step's path.
-        self._use(key)
-        if key in self._records:
-            self.replayed += 1
+        if self.reserve(key):
             return parse(self._records[key])
         value = effect()
         if inspect.isawaitable(value):
             value = await value
+        # `commit` without its check (this pass reserved the key just now) and without a
+        # coroutine of its own: every engine step writes here.
         self.performed += 1
         recorded = await self._write(self._checkpointer.record(self._holder, key, value))
         return parse(self._land(key, recorded))
