@@ -22,6 +22,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/python dev/layers.py
 
 # The docs site, built strictly: a broken link or a docstring mkdocstrings cannot read fails.
 docs: $(STAMP)

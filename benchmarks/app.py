@@ -34,10 +34,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from durably import App, Context
-from durably.app import records
-from durably.runtime import Run, resume
-from durably.worker import LOGGER_NAME, Worker, start_workflow
-from durably.workflows import Completed, Finish
+from durably.app import _layout as layout
+from durably.engine.runtime import Execution, resume
+from durably.engine.worker import LOGGER_NAME, Worker, start_workflow
+from durably.stores.workflows import Completed, Finish
 
 ROUNDS = 7
 STEPS = 300
@@ -78,10 +78,10 @@ async def engine_steps(app: App) -> float:
     checkpointer = (await app.stores()).checkpointer
     workflow = f"engine-{uuid.uuid4().hex}"
 
-    async def body(run: Run) -> None:
+    async def body(run: Execution) -> None:
         for n in range(STEPS):
             await run.step(
-                records.occurrence("pay", n + 1), functools.partial(dict, n=n, tokens=128)
+                layout.occurrence("pay", n + 1), functools.partial(dict, n=n, tokens=128)
             )
 
     holder = await checkpointer.claim(workflow, 3600.0, 30.0)
@@ -99,7 +99,7 @@ async def app_steps(app: App, kind: str) -> float:
     workflow = app.workflows[kind]
     workflow_id = f"app-{uuid.uuid4().hex}"
     await stores.checkpointer.supply(
-        workflow_id, records.START, workflow.prepare((), {}, tenant=None, timeout=None)
+        workflow_id, layout.START, workflow.prepare((), {}, tenant=None, timeout=None)
     )
     holder = await stores.checkpointer.claim(workflow_id, 3600.0, 30.0)
     assert holder is not None
@@ -113,7 +113,7 @@ async def app_steps(app: App, kind: str) -> float:
     return elapsed
 
 
-async def engine_five(run: Run) -> int:
+async def engine_five(run: Execution) -> int:
     """The five-step workflow as an engine body (``run.step`` with plain keys)."""
     for n in range(FIVE):
         await run.step(f"step-{n}", functools.partial(dict, n=n))

@@ -28,10 +28,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 from benchmarks.app import engine_five, register
 from durably import App
-from durably.app import records
-from durably.runtime import resume
-from durably.status import WorkflowStatus
-from durably.workflows import Completed, Finish, finish_workflow
+from durably.app import _layout as layout
+from durably.engine.runtime import resume
+from durably.stores.status import WorkflowStatus
+from durably.stores.workflows import Completed, Finish, finish_workflow
 
 FEW, MANY = 100, 600
 WARM = 50
@@ -50,7 +50,7 @@ async def passes(side: str, count: int, run_them: bool) -> None:
         workflow_id = f"w{n}"
         if side == "app":
             start = workflow.prepare((n,), {}, tenant=None, timeout=None)
-            await checkpointer.supply(workflow_id, records.START, start)
+            await checkpointer.supply(workflow_id, layout.START, start)
         else:
             await checkpointer.supply(workflow_id, "input", n)
         holder = await checkpointer.claim(workflow_id, 3600.0, 30.0)

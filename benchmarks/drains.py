@@ -8,9 +8,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from durably.engine.worker import Worker
 from durably.errors import DurablyError
-from durably.work import WorkItem
-from durably.worker import Worker
+from durably.stores.work import WorkItem
 
 
 class CountingCompletions:

@@ -35,7 +35,7 @@ from durably.clock import SystemClock
 from durably.errors import WorkItemNotFoundError
 from durably.postgres import PostgresCheckpointer, PostgresWorkQueue, StateTables, migrate
 from durably.postgres.executor import database_for
-from durably.work import QueuePolicy, WorkItem
+from durably.stores.work import QueuePolicy, WorkItem
 
 ADMIN_DSN = os.environ.get(
     "DURABLY_BENCH_POSTGRES_DSN", "postgresql://root@127.0.0.1:5432/postgres"

@@ -41,9 +41,9 @@ from pydantic import SecretStr
 from redis.asyncio import Redis
 
 from durably.clock import SystemClock
+from durably.engine.worker import Worker
 from durably.redis import RedisCheckpointer, RedisStoreSettings, RedisWorkQueue
-from durably.work import WorkItem
-from durably.worker import Worker
+from durably.stores.work import WorkItem
 from redis import Redis as SyncRedis
 
 ITEMS = 2000

@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from durably.work import WorkQueue
+from durably.stores.work import WorkQueue
 
 FULL = os.environ.get("DURABLY_BENCH_SCALE", "") == "full"
 SAMPLES = 150

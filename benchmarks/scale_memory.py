@@ -10,7 +10,7 @@ import heapq
 from benchmarks import scale
 from durably.clock import SystemClock
 from durably.memory import MemoryWorkQueue
-from durably.work import QueuePolicy, WorkItem
+from durably.stores.work import QueuePolicy, WorkItem
 
 
 class _Floor:

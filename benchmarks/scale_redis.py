@@ -16,7 +16,7 @@ from benchmarks import scale
 from benchmarks.redis import Floor, fresh, server
 from durably.clock import SystemClock
 from durably.redis import RedisWorkQueue
-from durably.work import WorkItem
+from durably.stores.work import WorkItem
 
 FILL_AT_ONCE = 40
 

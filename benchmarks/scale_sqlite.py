@@ -15,7 +15,7 @@ from benchmarks import scale
 from durably.clock import SystemClock
 from durably.sqlite import SqliteWorkQueue, connect
 from durably.sqlite.connection import Transaction
-from durably.work import QueuePolicy
+from durably.stores.work import QueuePolicy
 
 FLOOR_CREATE = (
     "CREATE TABLE floor_jobs (id INTEGER PRIMARY KEY, taken INTEGER NOT NULL DEFAULT 0)",

@@ -19,7 +19,7 @@ from pathlib import Path
 from benchmarks import drains, sqlite_idle
 from benchmarks.drains import CountingCompletions
 from durably.sqlite import Database, SqliteCheckpointer, SqliteWorkQueue, connect
-from durably.work import WorkItem
+from durably.stores.work import WorkItem
 
 ITEMS = 1000
 STEPS = 1000

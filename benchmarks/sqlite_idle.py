@@ -19,9 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from durably.engine.worker import Worker
 from durably.sqlite import SqliteWorkQueue, connect
-from durably.work import WorkItem
-from durably.worker import Worker
+from durably.stores.work import WorkItem
 
 SAMPLES = 40  # per side
 IDLE_SECONDS = 0.2
@@ -30,7 +30,7 @@ FLOOR_POLL_SECONDS = 0.01
 PRODUCER = """
 import asyncio, sqlite3, sys, time
 from durably.sqlite import SqliteWorkQueue, connect
-from durably.work import WorkItem
+from durably.stores.work import WorkItem
 
 async def main() -> None:
     db = await connect(sys.argv[1])

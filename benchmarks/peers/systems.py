@@ -75,7 +75,7 @@ class Durably:
     @staticmethod
     async def enqueue_on(queue: Any, name: str, sent: float) -> None:
         """One job on the durably queue ``queue``, as every durably scenario enqueues it."""
-        from durably.work import WorkItem
+        from durably.stores.work import WorkItem
 
         await queue.enqueue(
             WorkItem(id=uuid.uuid4().hex, tenant="bench", queue=name, payload={"sent": repr(sent)})
@@ -87,8 +87,8 @@ class Durably:
             await self.enqueue(sent)
 
     async def work(self, concurrency: int, done: Done, stop: asyncio.Event) -> None:
-        from durably.work import WorkItem
-        from durably.worker import Worker
+        from durably.engine.worker import Worker
+        from durably.stores.work import WorkItem
 
         async def handler(item: WorkItem) -> None:
             done(float(item.payload["sent"]))
@@ -318,7 +318,7 @@ class BareRedis:
     async def open(self) -> None:
         from durably import open_stores
         from durably.redis.scripts import Script
-        from durably.work import WorkPriority
+        from durably.stores.work import WorkPriority
 
         # durably's queue, opened as `Durably` opens it: its namespace, key layout and the
         # script cached on the server by one enqueue of its own.

@@ -1,7 +1,11 @@
 """durably: agent runs, work queues and workflows that survive crashes, deploys and restarts.
 
-The core imports no datastore driver; backings live in `durably.memory`, `durably.sqlite`,
-`durably.postgres` and `durably.redis`.
+This namespace is what an App user writes: the App and its decorators, handles and topics,
+the errors to catch, clocks, and the models of agent runs and work items. One import deeper:
+`durably.stores` (the contracts every backing implements), `durably.engine` (the engine
+beneath the App), `durably.claimcheck` (large values) and `durably.testing` (the
+conformance suites). The backings live in `durably.memory`, `durably.sqlite`,
+`durably.postgres` and `durably.redis`; importing durably imports no datastore driver.
 """
 
 from durably.app import (
@@ -15,13 +19,11 @@ from durably.app import (
     WorkflowHandle,
     context,
 )
-from durably.claimcheck import ClaimCheckStore
-from durably.claimchecked import ClaimCheckedCheckpointer, ClaimCheckedDurable, ClaimCheckedQueue
-from durably.claimpolicy import ClaimCheckPolicy
 from durably.clock import Clock, ManualClock, SystemClock
-from durably.codec import CheckpointCodec, JsonCodec
 from durably.errors import (
     ChildWorkflowFailedError,
+    ConfigurationError,
+    DurablyError,
     IncompatibleRecordError,
     NondeterminismError,
     NonRetryable,
@@ -34,81 +36,42 @@ from durably.errors import (
     WorkflowFinishedError,
     WorkflowNotFoundError,
 )
-from durably.runs import (
+from durably.stores import (
+    QueueStats,
     RunRecord,
     RunState,
     SessionRecord,
-    StateDelta,
     StateKey,
-    StatePage,
-    StateQuery,
-    StateStore,
+    Stores,
     ToolCall,
     Usage,
-)
-from durably.runtime import Run, advance, resume
-from durably.status import WorkflowInfo, WorkflowStatus
-from durably.stores import Stores, open_stores
-from durably.work import QueuePolicy, QueueStats, WorkItem, WorkPriority, WorkQueue, WorkState
-from durably.worker import Worker, start_workflow
-from durably.workflows import (
-    Blocked,
-    Checkpointer,
-    Completed,
-    Delivery,
-    Durable,
-    Entry,
-    Finish,
-    Pass,
-    Recorded,
-    Scheduler,
-    Sleeping,
-    SplitDurable,
-    Written,
+    WorkflowInfo,
+    WorkflowStatus,
+    WorkItem,
+    WorkPriority,
+    WorkState,
+    open_stores,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
     "App",
-    "Blocked",
-    "CheckpointCodec",
-    "Checkpointer",
     "ChildWorkflowFailedError",
-    "ClaimCheckPolicy",
-    "ClaimCheckStore",
-    "ClaimCheckedCheckpointer",
-    "ClaimCheckedDurable",
-    "ClaimCheckedQueue",
     "Clock",
-    "Completed",
+    "ConfigurationError",
     "Context",
-    "Delivery",
-    "Durable",
-    "Entry",
-    "Finish",
+    "DurablyError",
     "IncompatibleRecordError",
-    "JsonCodec",
     "ManualClock",
     "NonRetryable",
     "NondeterminismError",
-    "Pass",
-    "QueuePolicy",
     "QueueStats",
-    "Recorded",
     "Retry",
-    "Run",
     "RunRecord",
     "RunState",
-    "Scheduler",
     "SessionRecord",
-    "Sleeping",
-    "SplitDurable",
-    "StateDelta",
     "StateKey",
-    "StatePage",
-    "StateQuery",
-    "StateStore",
     "Step",
     "StepContext",
     "StepFailedError",
@@ -121,9 +84,7 @@ __all__ = [
     "Usage",
     "WorkItem",
     "WorkPriority",
-    "WorkQueue",
     "WorkState",
-    "Worker",
     "Workflow",
     "WorkflowCancelledError",
     "WorkflowConflictError",
@@ -133,10 +94,6 @@ __all__ = [
     "WorkflowInfo",
     "WorkflowNotFoundError",
     "WorkflowStatus",
-    "Written",
-    "advance",
     "context",
     "open_stores",
-    "resume",
-    "start_workflow",
 ]

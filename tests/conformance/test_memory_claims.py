@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from durably.claimcheck import ClaimCheckStore
+from durably.claimcheck import FileClaimCheckStore
+from durably.claimcheck.store import ClaimCheckStore
 from durably.clock import Clock
-from durably.files import FileClaimCheckStore
 from durably.memory import MemoryCheckpointer, MemoryClaimCheckStore, MemoryWorkQueue
+from durably.stores.work import QueuePolicy, WorkQueue
+from durably.stores.workflows import Checkpointer
 from durably.testing import ClaimCheckStoreConformance
 from durably.testing.checkpointer import CheckpointerFactory
 from durably.testing.claimcheck import ClaimCheckStoreFactory
 from durably.testing.queue import WorkQueueFactory
-from durably.work import QueuePolicy, WorkQueue
-from durably.workflows import Checkpointer
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import pytest
 
 from durably.clock import Clock
 from durably.memory.queue import MemoryWorkQueue
+from durably.stores.work import QueuePolicy, WorkQueue
 from durably.testing.queue import WorkQueueConformance, WorkQueueFactory
-from durably.work import QueuePolicy, WorkQueue
 
 
 class TestMemoryWorkQueue(WorkQueueConformance):

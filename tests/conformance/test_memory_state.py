@@ -6,7 +6,7 @@ import pytest
 
 from durably.clock import Clock
 from durably.memory.state import MemoryStateStore
-from durably.runs import StateStore
+from durably.stores.runs import StateStore
 from durably.testing.state import StateStoreConformance, StateStoreFactory
 
 

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 
 from durably.memory import MemoryCheckpointer, MemoryDurable, MemoryEffectKit, MemoryScheduler
+from durably.stores.workflows import Checkpointer, Durable, Scheduler
 from durably.testing import CheckpointerConformance, DurableConformance, SchedulerConformance
 from durably.testing.checkpointer import CheckpointerFactory
 from durably.testing.durable import DurableFactory
 from durably.testing.scheduler import SchedulerFactory
-from durably.workflows import Checkpointer, Durable, Scheduler
 
 
 @pytest.fixture

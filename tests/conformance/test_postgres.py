@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from durably.claimcheck import ClaimCheckStore
+from durably.claimcheck.store import ClaimCheckStore
 from durably.clock import Clock
 from durably.postgres import (
     PostgresCheckpointer,
@@ -17,7 +17,9 @@ from durably.postgres import (
     PostgresStateStore,
     PostgresWorkQueue,
 )
-from durably.runs import StateStore
+from durably.stores.runs import StateStore
+from durably.stores.work import QueuePolicy, WorkQueue
+from durably.stores.workflows import Checkpointer, Durable, Scheduler
 from durably.testing import (
     CheckpointerConformance,
     ClaimCheckStoreConformance,
@@ -32,8 +34,6 @@ from durably.testing.durable import DurableFactory
 from durably.testing.queue import WorkQueueFactory
 from durably.testing.scheduler import SchedulerFactory
 from durably.testing.state import StateStoreFactory
-from durably.work import QueuePolicy, WorkQueue
-from durably.workflows import Checkpointer, Durable, Scheduler
 from tests.pg_service import (
     Stores,
     effect_kit,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from durably.claimcheck import ClaimCheckStore
+from durably.claimcheck.store import ClaimCheckStore
 from durably.clock import Clock
 from durably.redis import (
     RedisCheckpointer,
@@ -21,7 +21,9 @@ from durably.redis import (
     RedisStateStore,
     RedisWorkQueue,
 )
-from durably.runs import StateStore
+from durably.stores.runs import StateStore
+from durably.stores.work import QueuePolicy, WorkQueue
+from durably.stores.workflows import Checkpointer, Durable, Scheduler
 from durably.testing import (
     CheckpointerConformance,
     ClaimCheckStoreConformance,
@@ -36,8 +38,6 @@ from durably.testing.durable import DurableFactory
 from durably.testing.queue import WorkQueueFactory
 from durably.testing.scheduler import SchedulerFactory
 from durably.testing.state import StateStoreFactory
-from durably.work import QueuePolicy, WorkQueue
-from durably.workflows import Checkpointer, Durable, Scheduler
 from tests.redis_service import any_redis, namespace_for
 
 __all__ = ["any_redis"]

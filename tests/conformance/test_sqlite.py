@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from durably.claimcheck import ClaimCheckStore
+from durably.claimcheck.store import ClaimCheckStore
 from durably.clock import Clock
-from durably.runs import StateStore
 from durably.sqlite import (
     Database,
     SqliteCheckpointer,
@@ -23,6 +22,9 @@ from durably.sqlite import (
     SqliteWorkQueue,
     connect,
 )
+from durably.stores.runs import StateStore
+from durably.stores.work import QueuePolicy, WorkQueue
+from durably.stores.workflows import Checkpointer, Durable, Scheduler
 from durably.testing import (
     CheckpointerConformance,
     ClaimCheckStoreConformance,
@@ -37,8 +39,6 @@ from durably.testing.durable import DurableFactory
 from durably.testing.queue import WorkQueueFactory
 from durably.testing.scheduler import SchedulerFactory
 from durably.testing.state import StateStoreFactory
-from durably.work import QueuePolicy, WorkQueue
-from durably.workflows import Checkpointer, Durable, Scheduler
 
 Opener = Callable[[], Any]
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 import durably
-from durably.dsn import parse
 from durably.errors import ConfigurationError, DsnError
+from durably.stores.dsn import parse
 from tests.pg_service import create_database
 from tests.redis_service import start_server
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr
 
-from durably.claimcheck import ClaimCheckStore
+from durably.claimcheck.store import ClaimCheckStore
 from durably.memory import (
     MemoryCheckpointer,
     MemoryClaimCheckStore,
@@ -36,7 +36,6 @@ from durably.redis import (
     RedisStoreSettings,
     RedisWorkQueue,
 )
-from durably.runs import StateStore
 from durably.sqlite import (
     SqliteCheckpointer,
     SqliteClaimCheckStore,
@@ -46,8 +45,15 @@ from durably.sqlite import (
     SqliteWorkQueue,
     connect,
 )
-from durably.work import WorkQueue
-from durably.workflows import DEFAULT_LEASE, DEFAULT_NAMESPACE, Checkpointer, Durable, Scheduler
+from durably.stores.runs import StateStore
+from durably.stores.work import WorkQueue
+from durably.stores.workflows import (
+    DEFAULT_LEASE,
+    DEFAULT_NAMESPACE,
+    Checkpointer,
+    Durable,
+    Scheduler,
+)
 from tests.pg_service import Stores, pg_driver, pg_pool, pg_stores, postgres_dsn
 from tests.redis_service import namespace_for, redis_client, redis_server
 

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 from pydantic import SecretStr
 
-from durably import ManualClock, RunRecord, SessionRecord, StateKey, WorkItem, WorkQueue
+from durably import ManualClock, RunRecord, SessionRecord, StateKey, WorkItem
 from durably.errors import StateConflictError
 from durably.postgres import (
     PostgresStateStore,
@@ -25,7 +25,8 @@ from durably.postgres import (
     migrate,
 )
 from durably.redis import RedisStateStore, RedisStoreSettings, RedisWorkQueue
-from durably.runs import StateStore
+from durably.stores import WorkQueue
+from durably.stores.runs import StateStore
 from tests.pg_service import close_pool, open_pool, postgres_dsn
 from tests.redis_service import durable_server, unique_namespace
 from tests.reply_dropper import ReplyDropper

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from durably import ManualClock, QueuePolicy, WorkItem, WorkQueue
+from durably import ManualClock, WorkItem
 from durably.memory import MemoryWorkQueue
 from durably.postgres import PostgresWorkQueue
 from durably.redis import RedisWorkQueue
 from durably.sqlite import SqliteWorkQueue, connect
-from durably.testing.queue_order import drain
+from durably.stores import QueuePolicy, WorkQueue
+from durably.testing.queue.order import drain
 from tests.pg_service import Stores, close_pool, open_pool, postgres_dsn
 from tests.redis_service import connect as redis_client
 from tests.redis_service import unique_namespace

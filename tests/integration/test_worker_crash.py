@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from durably import QueuePolicy, WorkflowStatus, WorkItem
-from durably.runtime import Run
+from durably import WorkflowStatus, WorkItem
+from durably.engine.runtime import Execution
+from durably.engine.worker import Worker, start_workflow
 from durably.sqlite import (
     Database,
     SqliteCheckpointer,
@@ -30,7 +31,7 @@ from durably.sqlite import (
     Transaction,
     connect,
 )
-from durably.worker import Worker, start_workflow
+from durably.stores import QueuePolicy
 
 KIND = "crash"
 WORKFLOWS = 6
@@ -60,7 +61,7 @@ async def serve(path: str, name: str) -> None:
     durable, queue = stores(db)
     pid = os.getpid()
 
-    async def body(run: Run) -> int:
+    async def body(run: Execution) -> int:
         for n in range(STEPS):
             step = f"step-{n}"
 

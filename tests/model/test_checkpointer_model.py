@@ -22,10 +22,10 @@ from durably.memory import MemoryCheckpointer, MemoryEffectKit
 from durably.postgres import PostgresCheckpointer, StateTables
 from durably.redis import RedisCheckpointer, RedisEffectKit
 from durably.sqlite import Database, SqliteCheckpointer
-from durably.status import WorkflowInfo, WorkflowStatus
-from durably.testing.checkpointer_finish import finishing
+from durably.stores.status import WorkflowInfo, WorkflowStatus
+from durably.stores.workflows import Checkpointer, Entry, Pass, Recorded, Written, is_inbox_key
+from durably.testing.checkpointer.finish import finishing
 from durably.testing.kit import EffectKit
-from durably.workflows import Checkpointer, Entry, Pass, Recorded, Written, is_inbox_key
 from tests.model.lockstep import Backing, Lockstep, Services, canon, drive, sweep_out
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]

@@ -19,9 +19,9 @@ from durably.memory import MemoryCheckpointer, MemoryWorkQueue
 from durably.postgres import PostgresCheckpointer, PostgresWorkQueue
 from durably.redis import RedisCheckpointer, RedisWorkQueue
 from durably.sqlite import SqliteCheckpointer, SqliteWorkQueue
-from durably.testing.queue_fixtures import POLICY
-from durably.work import WorkItem, WorkQueue, WorkState
-from durably.workflows import Checkpointer
+from durably.stores.work import WorkItem, WorkQueue, WorkState
+from durably.stores.workflows import Checkpointer
+from durably.testing.queue.fixtures import POLICY
 from tests.model.lockstep import Backing, Lockstep, Services, drive
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]

@@ -13,8 +13,8 @@ from durably.memory import MemoryWorkQueue
 from durably.postgres import PostgresWorkQueue
 from durably.redis import RedisWorkQueue
 from durably.sqlite import SqliteWorkQueue
-from durably.testing.queue_fixtures import POLICY  # small: leases lapse, items dead-letter
-from durably.work import WorkItem, WorkPriority, WorkQueue
+from durably.stores.work import WorkItem, WorkPriority, WorkQueue
+from durably.testing.queue.fixtures import POLICY  # small: leases lapse, items dead-letter
 from tests.model.lockstep import Backing, Lockstep, Services, canon, drive
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]

@@ -12,7 +12,8 @@ from hypothesis.stateful import rule
 from durably.memory import MemoryStateStore
 from durably.postgres import PostgresStateStore
 from durably.redis import RedisStateStore
-from durably.runs import (
+from durably.sqlite import SqliteStateStore
+from durably.stores.runs import (
     RunRecord,
     RunState,
     SessionRecord,
@@ -24,7 +25,6 @@ from durably.runs import (
     ToolCall,
     Usage,
 )
-from durably.sqlite import SqliteStateStore
 from tests.model.lockstep import Backing, Lockstep, Services, canon, drive
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]

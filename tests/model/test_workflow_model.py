@@ -20,10 +20,10 @@ from hypothesis.stateful import precondition, rule
 from durably.memory import MemoryCheckpointer, MemoryDurable, MemoryScheduler
 from durably.postgres import PostgresCheckpointer, PostgresDurable, PostgresScheduler
 from durably.redis import RedisCheckpointer, RedisDurable, RedisScheduler
-from durably.retention import sweep
 from durably.sqlite import SqliteCheckpointer, SqliteDurable, SqliteScheduler
-from durably.status import WorkflowStatus
-from durably.workflows import Delivery, Durable, Scheduler, is_inbox_key
+from durably.stores.retention import sweep
+from durably.stores.status import WorkflowStatus
+from durably.stores.workflows import Delivery, Durable, Scheduler, is_inbox_key
 from tests.model.lockstep import START, Backing, Lockstep, Services, canon, drive, sweep_out
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]

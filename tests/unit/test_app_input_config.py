@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 
 import durably
-from durably.app.app import DEFAULT_DSN, MAX_LEASE, MAX_RETENTION
-from durably.dsn import DSN_ENV, parse
+from durably.app._app import DEFAULT_DSN, MAX_LEASE, MAX_RETENTION
 from durably.errors import ConfigurationError, DsnError, InvalidInputError
+from durably.stores.dsn import DSN_ENV, parse
 
 PASSWORD = "s3cret-Pw"
 

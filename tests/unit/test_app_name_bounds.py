@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel, model_validator
 
 import durably
-from durably.app import records
+from durably.app import _layout as layout
 from durably.errors import (
     ConfigurationError,
     IncompatibleRecordError,
@@ -22,9 +22,9 @@ from durably.errors import (
 )
 from durably.memory import MemoryCheckpointer
 from durably.redaction import mend_text
-from durably.status import WorkflowStatus
+from durably.stores.status import WorkflowStatus
+from durably.stores.workflows import value_refused
 from durably.validation import MAX_ID_BYTES
-from durably.workflows import value_refused
 
 
 def _app() -> durably.App:
@@ -34,14 +34,14 @@ def _app() -> durably.App:
 def test_a_step_name_over_the_bound_is_refused_at_registration() -> None:
     app = _app()
     with pytest.raises(InvalidInputError, match="step name"):
-        app.step(name="s" * (records.NAME_BYTES + 1))(_noop)
-    assert app.step(name="s" * records.NAME_BYTES)(_noop).name == "s" * records.NAME_BYTES
+        app.step(name="s" * (layout.NAME_BYTES + 1))(_noop)
+    assert app.step(name="s" * layout.NAME_BYTES)(_noop).name == "s" * layout.NAME_BYTES
 
 
 def test_a_multibyte_name_is_counted_in_utf8_bytes() -> None:
     with pytest.raises(InvalidInputError, match="topic name"):
-        durably.Topic("é" * (records.NAME_BYTES // 2 + 1), int)
-    assert durably.Topic("é" * (records.NAME_BYTES // 2), int).name
+        durably.Topic("é" * (layout.NAME_BYTES // 2 + 1), int)
+    assert durably.Topic("é" * (layout.NAME_BYTES // 2), int).name
 
 
 def test_a_workflow_kind_over_the_bound_is_refused_at_registration() -> None:
@@ -51,14 +51,14 @@ def test_a_workflow_kind_over_the_bound_is_refused_at_registration() -> None:
         return None
 
     with pytest.raises(InvalidInputError, match="workflow kind"):
-        app.workflow(name="k" * (records.NAME_BYTES + 1))(body)
+        app.workflow(name="k" * (layout.NAME_BYTES + 1))(body)
 
 
 def test_a_keyed_step_whose_key_would_be_too_long_is_refused_at_keyed() -> None:
-    step = _app().step(name="s" * records.NAME_BYTES)(_noop)
+    step = _app().step(name="s" * layout.NAME_BYTES)(_noop)
     with pytest.raises(InvalidInputError, match="key"):
-        step.keyed("k" * (records.KEYED_BYTES - records.NAME_BYTES))
-    assert step.keyed("k" * (records.KEYED_BYTES - records.NAME_BYTES - 2))
+        step.keyed("k" * (layout.KEYED_BYTES - layout.NAME_BYTES))
+    assert step.keyed("k" * (layout.KEYED_BYTES - layout.NAME_BYTES - 2))
 
 
 @pytest.mark.parametrize("name", ["inbox:abc", "durably:abc"])
@@ -68,14 +68,14 @@ def test_a_step_named_in_a_reserved_key_space_is_refused_at_registration(name: s
 
 
 def test_the_longest_names_still_make_keys_every_backing_takes() -> None:
-    longest = "n" * records.NAME_BYTES
+    longest = "n" * layout.NAME_BYTES
     derived = [
-        records.occurrence(f"{records.CHILD}{longest}", 10**12),
-        records.end_key(records.occurrence(f"{records.CHILD}{longest}", 10**12)),
-        f"{records.occurrence(f'{records.PREFIX}recv:{longest}', 10**12)}:deadline",
-        records.event_key(longest, 10**12),
-        records.retry_key(records.occurrence(longest, 10**12), 10**6),
-        records.retry_key("k" * records.KEYED_BYTES, 10**6),
+        layout.occurrence(f"{layout.CHILD}{longest}", 10**12),
+        layout.end_key(layout.occurrence(f"{layout.CHILD}{longest}", 10**12)),
+        f"{layout.occurrence(f'{layout.PREFIX}recv:{longest}', 10**12)}:deadline",
+        layout.event_key(longest, 10**12),
+        layout.retry_key(layout.occurrence(longest, 10**12), 10**6),
+        layout.retry_key("k" * layout.KEYED_BYTES, 10**6),
     ]
     assert max(len(key.encode()) for key in derived) <= MAX_ID_BYTES
 
@@ -86,7 +86,7 @@ async def test_an_event_key_over_the_bound_fails_at_set_event_naming_it() -> Non
     @app.workflow
     async def publishing(ctx: durably.Context) -> str:
         try:
-            await ctx.set_event("e" * (records.NAME_BYTES + 1), 1)
+            await ctx.set_event("e" * (layout.NAME_BYTES + 1), 1)
         except InvalidInputError as exc:
             return str(exc)
         return "published"

@@ -1,4 +1,4 @@
-"""`records.survey` answers, in one look at a pass's keys, what the separate readings of
+"""`layout.survey` answers, in one look at a pass's keys, what the separate readings of
 the records answer (the pass is built from it, so the two must never drift apart)."""
 
 from __future__ import annotations
@@ -6,13 +6,13 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from durably.app import records
+from durably.app import _layout as layout
 
 # Keys of every family the records hold, and near misses of each.
 KEYS = st.sampled_from(
     [
-        records.START,
-        records.RESULT,
+        layout.START,
+        layout.RESULT,
         "durably:cancel#1",
         "durably:cancel#2",
         "durably:cancelled#1",
@@ -42,20 +42,20 @@ KEYS = st.sampled_from(
 @settings(max_examples=300, derandomize=True)
 @given(st.dictionaries(KEYS, st.sampled_from([None, 0, "x", {"v": 1}]), max_size=12))
 def test_the_survey_agrees_with_each_reading(stored: dict[str, object]) -> None:
-    generation, recorded, retries, ended = records.survey(stored)
-    assert generation == records.generation(stored)
-    assert recorded == {key for key in stored if not records.bookkeeping(key)}
-    assert retries == any(records.RETRY in key for key in stored)
-    if not ended and records.RESULT not in stored:
-        assert records.ending(stored) is None
+    generation, recorded, retries, ended = layout.survey(stored)
+    assert generation == layout.generation(stored)
+    assert recorded == {key for key in stored if not layout.bookkeeping(key)}
+    assert retries == any(layout.RETRY in key for key in stored)
+    if not ended and layout.RESULT not in stored:
+        assert layout.ending(stored) is None
 
 
 def test_a_generation_ended_is_seen() -> None:
-    failed = {records.START: {}, "durably:failed#1": "boom"}
-    assert records.survey(failed)[3]
-    assert records.ending(failed) == {"e": "boom"}
+    failed = {layout.START: {}, "durably:failed#1": "boom"}
+    assert layout.survey(failed)[3]
+    assert layout.ending(failed) == {"e": "boom"}
     resumed = {**failed, "durably:resume#1": True}
-    generation, _, _, ended = records.survey(resumed)
+    generation, _, _, ended = layout.survey(resumed)
     assert generation == 2
     assert ended  # an earlier generation's end: `ending` looks and finds none for this one
-    assert records.ending(resumed) is None
+    assert layout.ending(resumed) is None

@@ -13,7 +13,7 @@ import pydantic
 import pytest
 
 import durably
-from durably.app.values import Signature, Value, digest
+from durably.app._values import Signature, Value, digest
 
 
 class Point(pydantic.BaseModel):
@@ -283,7 +283,7 @@ def test_kept_digests_are_the_digests_of_their_arguments() -> None:
 
 
 def test_only_short_arguments_are_kept_and_only_so_many() -> None:
-    from durably.app import values
+    from durably.app import _values as values
 
     signature = Signature(scalars, "scalars")
     long = "s" * (values._DIGESTS_TEXT + 1)

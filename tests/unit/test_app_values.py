@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from durably.app.values import Value
+from durably.app._values import Value
 
 
 class Name(str):

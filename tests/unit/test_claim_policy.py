@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from durably import ClaimCheckedDurable, ClaimCheckPolicy
+from durably.claimcheck import ClaimCheckedDurable, ClaimCheckPolicy
 from durably.errors import InvalidInputError
 from durably.memory import MemoryCheckpointer, MemoryClaimCheckStore, MemoryDurable
 from durably.memory.scheduler import MemoryScheduler

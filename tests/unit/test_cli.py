@@ -15,12 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from durably import QueuePolicy, RunRecord, RunState, Usage, WorkItem
+from durably import RunRecord, RunState, Usage, WorkItem
 from durably.cli import main
-from durably.dsn import describe, scrub
-from durably.status import WorkflowStatus
-from durably.stores import open_stores
-from durably.worker import start_workflow
+from durably.engine.worker import start_workflow
+from durably.stores import QueuePolicy
+from durably.stores.dsn import describe, scrub
+from durably.stores.opening import open_stores
+from durably.stores.status import WorkflowStatus
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 

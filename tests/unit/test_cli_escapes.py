@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from durably import QueuePolicy, RunRecord, WorkItem
+from durably import RunRecord, WorkItem
 from durably.cli import main
 from durably.cli.render import printable
-from durably.status import WorkflowStatus
-from durably.stores import open_stores
+from durably.stores import QueuePolicy
+from durably.stores.opening import open_stores
+from durably.stores.status import WorkflowStatus
 
 # A hyperlink planted with OSC 8, a window title (OSC 0), a screen clear and a bidi override.
 HOSTILE = "\x1b]8;;https://evil.example/\x07click me\x1b]8;;\x07 \x1b]0;pwned\x07\x1b[2J\u202e"

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 import durably
-from durably import QueuePolicy, RunRecord, WorkItem
+from durably import RunRecord, WorkItem
 from durably.cli import build_parser, main
 from durably.cli.demo import command_name
-from durably.status import WorkflowStatus
-from durably.stores import open_stores
-from durably.worker import start_workflow
+from durably.engine.worker import start_workflow
+from durably.stores import QueuePolicy
+from durably.stores.opening import open_stores
+from durably.stores.status import WorkflowStatus
 
 INSPECTIONS = [
     ("runs", "list", "--tenant", "acme"),

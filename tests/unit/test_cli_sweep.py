@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import durably
-from durably.status import WorkflowStatus
-from durably.stores import open_stores
+from durably.stores.opening import open_stores
+from durably.stores.status import WorkflowStatus
 from tests.unit.test_cli import dsn, run_cli
 
 

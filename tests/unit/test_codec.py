@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from durably import CheckpointCodec, JsonCodec
-from durably.codec import _number_may_start, screened_encode, without_negative_zero
 from durably.errors import InvalidInputError
+from durably.stores import CheckpointCodec, JsonCodec
+from durably.stores.codec import _number_may_start, screened_encode, without_negative_zero
 
 
 def test_equal_values_encode_to_equal_text_whatever_their_key_order() -> None:

@@ -15,7 +15,7 @@ from durably.errors import (
     StatePersistenceError,
     WorkItemNotFoundError,
 )
-from durably.runs import StateKey
+from durably.stores.runs import StateKey
 
 
 @pytest.mark.parametrize(

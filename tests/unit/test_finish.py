@@ -10,15 +10,15 @@ from typing import Any
 
 import durably
 from durably import ManualClock, WorkflowStatus
-from durably.app import records
-from durably.claimchecked import ClaimCheckedCheckpointer
+from durably.app import _layout as layout
+from durably.claimcheck.wrappers import ClaimCheckedCheckpointer
+from durably.engine.runtime import Execution, advance
+from durably.engine.worker import Worker, start_workflow
 from durably.memory import MemoryCheckpointer, MemoryScheduler
 from durably.postgres import PostgresCheckpointer
 from durably.redis import RedisCheckpointer
-from durably.runtime import Run, advance
 from durably.sqlite import SqliteCheckpointer
-from durably.worker import Worker, start_workflow
-from durably.workflows import Completed, Finish, Finishing, SplitDurable, finish_workflow
+from durably.stores.workflows import Completed, Finish, Finishing, SplitDurable, finish_workflow
 
 
 class Writes:
@@ -52,7 +52,7 @@ class WithoutFinish:
         return getattr(self._inner, name)
 
 
-async def _served(durable: Any, kind: str, body: Callable[[Run], Awaitable[object]]) -> None:
+async def _served(durable: Any, kind: str, body: Callable[[Execution], Awaitable[object]]) -> None:
     worker = Worker(poll_seconds=0.02, maintenance_seconds=0.02)
     worker.workflow(kind, body, durable)
     task = asyncio.create_task(worker.run(install_signal_handlers=False))
@@ -69,7 +69,7 @@ async def _served(durable: Any, kind: str, body: Callable[[Run], Awaitable[objec
         await asyncio.wait_for(task, timeout=10)
 
 
-async def _body(run: Run) -> Finish[int]:
+async def _body(run: Execution) -> Finish[int]:
     await run.step("work", lambda: 1)
     return Finish("out", {"n": 1}, 7)
 
@@ -131,11 +131,11 @@ async def test_an_app_workflow_writes_its_result_with_the_completed_status() -> 
         handle = await double.start(21, id="d")
         await app.run_until_idle()
         assert await handle.result() == 42
-        assert writes.of("d")[-1] == ("finish", records.RESULT)
-        assert ("record", records.RESULT) not in writes.of("d")
+        assert writes.of("d")[-1] == ("finish", layout.RESULT)
+        assert ("record", layout.RESULT) not in writes.of("d")
         assert not any(what is WorkflowStatus.COMPLETED for _, what in writes.of("d"))
         # A wakeup after the end reports the same end and writes no record.
-        await app.durable("double").scheduler.make_ready("d")
+        await app._core.durable("double").scheduler.make_ready("d")
         await app.run_until_idle()
         assert await handle.result() == 42
         assert writes.of("d")[-1] == ("set_status", WorkflowStatus.COMPLETED)
@@ -156,13 +156,13 @@ async def test_a_child_writes_its_result_before_it_wakes_its_parent() -> None:
     async with app:
         checkpointer = (await app.stores()).checkpointer
         writes = Writes(checkpointer)
-        scheduler = app.durable("parent").scheduler
+        scheduler = app._core.durable("parent").scheduler
         make_ready = scheduler.make_ready
 
         async def woken(workflow: str) -> None:
             started = await checkpointer.load("c")
-            if workflow == "p" and records.START in started:  # the child wakes its parent
-                seen.append(records.RESULT in started)
+            if workflow == "p" and layout.START in started:  # the child wakes its parent
+                seen.append(layout.RESULT in started)
             await make_ready(workflow)
 
         scheduler.make_ready = woken  # type: ignore[method-assign]
@@ -170,6 +170,6 @@ async def test_a_child_writes_its_result_before_it_wakes_its_parent() -> None:
         await app.run_until_idle()
         assert await handle.result(timeout=5) == 2
         assert seen == [True]
-        assert ("record", records.RESULT) in writes.of("c")
+        assert ("record", layout.RESULT) in writes.of("c")
         assert writes.of("c")[-1] == ("set_status", WorkflowStatus.COMPLETED)
-        assert writes.of("p")[-1] == ("finish", records.RESULT)
+        assert writes.of("p")[-1] == ("finish", layout.RESULT)

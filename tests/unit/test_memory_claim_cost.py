@@ -18,7 +18,7 @@ import pytest
 from durably.clock import SystemClock
 from durably.memory import MemoryWorkQueue
 from durably.memory import queue as memory_queue
-from durably.work import WorkItem, WorkPriority
+from durably.stores.work import WorkItem, WorkPriority
 from tests.line_count import lines_run
 
 PAIRS = 200  # claim+complete pairs counted (and timed) on each queue

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from durably.clock import ManualClock
 from durably.errors import LeaseLostError, WorkItemNotFoundError
 from durably.memory import MemoryWorkQueue
-from durably.work import QueuePolicy, WorkItem, WorkPriority, WorkState
+from durably.stores.work import QueuePolicy, WorkItem, WorkPriority, WorkState
 
 TENANTS = ("a", "b", "c", "d")
 QUEUES = ("default", "other")

@@ -9,7 +9,7 @@ import pytest
 from durably.clock import ManualClock
 from durably.errors import Fenced
 from durably.memory import MemoryCheckpointer, MemoryDurable, MemoryEffectKit, MemoryScheduler
-from durably.workflows import Checkpointer, Durable, Pass, Scheduler
+from durably.stores.workflows import Checkpointer, Durable, Pass, Scheduler
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pydantic import JsonValue, ValidationError
 
 from durably.errors import InvalidInputError
 from durably.redaction import EMAIL_MASK, SECRET_MASK, scrub, scrub_text
-from durably.runs import (
+from durably.stores.runs import (
     TERMINAL_STATES,
     RunRecord,
     RunState,
@@ -24,8 +24,8 @@ from durably.runs import (
     patched_run,
     stored_run,
 )
+from durably.stores.work import WorkItem, WorkPriority, WorkState
 from durably.validation import finite, identifier, non_negative, positive, positive_int
-from durably.work import WorkItem, WorkPriority, WorkState
 
 # --- runs ---------------------------------------------------------------------------------
 

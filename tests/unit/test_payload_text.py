@@ -7,7 +7,7 @@ import json
 import pytest
 
 from durably.errors import InvalidInputError
-from durably.work import payload_text
+from durably.stores.work import payload_text
 
 COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 

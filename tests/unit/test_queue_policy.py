@@ -7,7 +7,7 @@ import math
 import pytest
 
 from durably.errors import InvalidInputError
-from durably.work import QueuePolicy
+from durably.stores.work import QueuePolicy
 
 
 def test_the_defaults_are_the_documented_ones() -> None:

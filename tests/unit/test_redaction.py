@@ -10,7 +10,6 @@ import time
 import pytest
 from pydantic import JsonValue
 
-from durably.codec import JsonCodec
 from durably.errors import InvalidInputError, StatePersistenceError
 from durably.redaction import (
     EMAIL_MASK,
@@ -22,7 +21,8 @@ from durably.redaction import (
     scrub_text,
     secret_name,
 )
-from durably.runs import RunRecord, ToolCall, stored_run
+from durably.stores.codec import JsonCodec
+from durably.stores.runs import RunRecord, ToolCall, stored_run
 
 _PEM_BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nBKcwggSjAgEAAoIBAQC7\n"
 
@@ -190,7 +190,7 @@ def test_arguments_over_the_size_limit_are_refused_before_they_are_scrubbed(
     def never(value: JsonValue) -> JsonValue:
         raise AssertionError("scrubbed text that could not be stored")
 
-    monkeypatch.setattr("durably.runs.scrub", never)
+    monkeypatch.setattr("durably.stores.runs.scrub", never)
     call = ToolCall(id="c", name="n", arguments={"blob": "a" * 2048})
     run = RunRecord(run_id="r", tenant="t", agent_name="a", pending_tool_calls=(call,))
     with pytest.raises(StatePersistenceError) as caught:

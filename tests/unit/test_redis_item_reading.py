@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from durably.redis.queue import _item
-from durably.work import WorkItem, WorkPriority, WorkState
+from durably.stores.work import WorkItem, WorkPriority, WorkState
 
 
 def _fields(**changes: Any) -> list[Any]:

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from durably.memory import MemoryCheckpointer, MemoryDurable, MemoryScheduler
-from durably.retention import sweep
-from durably.status import WorkflowStatus
+from durably.stores.retention import sweep
+from durably.stores.status import WorkflowStatus
 
 
 async def _finished(durable: MemoryDurable, workflow: str) -> None:

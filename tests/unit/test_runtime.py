@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from durably import Blocked, Completed, ManualClock, Pass, Sleeping
+from durably import ManualClock
+from durably.engine.runtime import Execution, advance, resume
 from durably.errors import Contended, Fenced, InputNeeded, Swallowed
 from durably.memory import MemoryCheckpointer, MemoryDurable, MemoryEffectKit, MemoryScheduler
-from durably.runtime import Run, advance, resume
+from durably.stores import Blocked, Completed, Pass, Sleeping
 
 
 async def claimed(checkpointer: MemoryCheckpointer, workflow: str = "wf") -> Pass:
@@ -51,7 +52,7 @@ async def test_a_recorded_step_never_reruns_its_effect() -> None:
     checkpointer = MemoryCheckpointer()
     calls: list[str] = []
 
-    async def body(run: Run) -> int:
+    async def body(run: Execution) -> int:
         async def paid() -> int:
             calls.append("paid")
             return 42
@@ -68,7 +69,7 @@ async def test_a_recorded_step_never_reruns_its_effect() -> None:
 async def test_a_step_returns_the_parsed_recorded_value_on_every_pass() -> None:
     checkpointer = MemoryCheckpointer()
 
-    async def body(run: Run) -> tuple[int, int]:
+    async def body(run: Execution) -> tuple[int, int]:
         def as_pair(value: object) -> tuple[int, int]:
             assert isinstance(value, list)
             return (value[0], value[1])
@@ -82,7 +83,7 @@ async def test_a_step_returns_the_parsed_recorded_value_on_every_pass() -> None:
 async def test_a_step_name_used_twice_in_one_pass_is_a_value_error() -> None:
     checkpointer = MemoryCheckpointer()
 
-    async def body(run: Run) -> None:
+    async def body(run: Execution) -> None:
         await run.step("a", lambda: 1)
         await run.step("a", lambda: 2)
 
@@ -93,7 +94,7 @@ async def test_a_step_name_used_twice_in_one_pass_is_a_value_error() -> None:
 async def test_a_step_name_in_the_inbox_key_space_is_a_value_error() -> None:
     checkpointer = MemoryCheckpointer()
 
-    async def body(run: Run) -> None:
+    async def body(run: Execution) -> None:
         await run.step("inbox:00000000000000000001", lambda: 1)
 
     with pytest.raises(ValueError, match="inbox"):
@@ -105,7 +106,7 @@ async def test_reserve_and_commit_record_once_and_replay_from_the_record() -> No
     checkpointer = MemoryCheckpointer()
     effects: list[int] = []
 
-    async def body(run: Run) -> object:
+    async def body(run: Execution) -> object:
         if run.reserve("paid"):
             return ("replayed", run.recorded["paid"])
         effects.append(1)
@@ -120,7 +121,7 @@ async def test_reserve_and_commit_record_once_and_replay_from_the_record() -> No
 async def test_reserve_refuses_a_key_used_twice_as_step_does() -> None:
     checkpointer = MemoryCheckpointer()
 
-    async def body(run: Run) -> None:
+    async def body(run: Execution) -> None:
         await run.step("a", lambda: 1)
         run.reserve("a")
 
@@ -134,7 +135,7 @@ async def test_commit_refuses_a_key_reserve_did_not_take_fresh(case: str) -> Non
     holder = await claimed(checkpointer)
     await checkpointer.record(holder, "old", 1)
 
-    async def body(run: Run) -> None:
+    async def body(run: Execution) -> None:
         if case == "recorded":
             assert run.reserve("old")
             await run.commit("old", 2)
@@ -159,7 +160,7 @@ async def test_a_step_cancelled_after_its_effect_returned_still_records_it(
     holder = await claimed(checkpointer)
     effects: list[int] = []
 
-    async def body(run: Run) -> object:
+    async def body(run: Execution) -> object:
         def paid() -> str:
             effects.append(1)
             return "done"
@@ -183,7 +184,7 @@ async def test_sleep_records_the_deadline_and_reports_sleeping_until_it_passes()
     checkpointer = MemoryCheckpointer()
     clock = ManualClock(1000.0)
 
-    async def body(run: Run) -> str:
+    async def body(run: Execution) -> str:
         await run.sleep("nap", 3600)
         return "awake"
 
@@ -200,7 +201,7 @@ async def test_sleep_records_the_deadline_and_reports_sleeping_until_it_passes()
 async def test_sleep_refuses_a_non_positive_duration() -> None:
     checkpointer = MemoryCheckpointer()
 
-    async def body(run: Run) -> None:
+    async def body(run: Execution) -> None:
         await run.sleep("nap", 0)
 
     with pytest.raises(ValueError, match="duration"):
@@ -211,7 +212,7 @@ async def test_several_deadlines_report_the_earliest() -> None:
     checkpointer = MemoryCheckpointer()
     clock = ManualClock(0.0)
 
-    async def body(run: Run) -> None:
+    async def body(run: Execution) -> None:
         async with asyncio.TaskGroup() as group:
             group.create_task(run.sleep("long", 50))
             group.create_task(run.sleep("short", 5))
@@ -225,7 +226,7 @@ async def test_awaiting_blocks_until_a_value_arrives_from_outside() -> None:
     durable = MemoryDurable(MemoryCheckpointer(), MemoryScheduler())
     checkpointer = durable.checkpointer
 
-    async def body(run: Run) -> str:
+    async def body(run: Execution) -> str:
         approval = await run.awaiting("approval", parse=str)
         return f"approved by {approval}"
 
@@ -241,7 +242,7 @@ async def test_receive_returns_new_messages_and_replays_the_same_batch() -> None
     checkpointer = durable.checkpointer
     seen: list[list[object]] = []
 
-    async def body(run: Run) -> list[object]:
+    async def body(run: Execution) -> list[object]:
         first = await run.receive("first", limit=2)
         seen.append([entry.value for entry in first])
         second = await run.receive("second")
@@ -263,7 +264,7 @@ async def test_receive_waits_when_every_message_was_already_received() -> None:
     checkpointer = durable.checkpointer
     await durable.deliver("wf", "only")
 
-    async def body(run: Run) -> None:
+    async def body(run: Execution) -> None:
         await run.receive("one")
         await run.receive("two")
 
@@ -275,7 +276,7 @@ async def test_pending_names_the_keys_without_a_value_and_never_suspends() -> No
     durable = MemoryDurable(MemoryCheckpointer(), MemoryScheduler())
     await durable.arrive("wf", "a", 1)
 
-    async def body(run: Run) -> frozenset[str]:
+    async def body(run: Execution) -> frozenset[str]:
         return run.pending("a", "b", "c")
 
     outcome = await once(durable.checkpointer, body)
@@ -285,12 +286,12 @@ async def test_pending_names_the_keys_without_a_value_and_never_suspends() -> No
 async def test_suspensions_inside_nested_task_groups_are_reported() -> None:
     checkpointer = MemoryCheckpointer()
 
-    async def inner(run: Run) -> None:
+    async def inner(run: Execution) -> None:
         async with asyncio.TaskGroup() as group:
             group.create_task(run.awaiting("x"))
             group.create_task(run.receive("y"))
 
-    async def body(run: Run) -> None:
+    async def body(run: Execution) -> None:
         async with asyncio.TaskGroup() as group:
             group.create_task(inner(run))
             group.create_task(run.awaiting("z"))
@@ -302,7 +303,7 @@ async def test_suspensions_inside_nested_task_groups_are_reported() -> None:
 async def test_a_suspension_absorbed_by_gather_is_reported_as_swallowed() -> None:
     checkpointer = MemoryCheckpointer()
 
-    async def body(run: Run) -> str:
+    async def body(run: Execution) -> str:
         results = await asyncio.gather(run.awaiting("approval"), return_exceptions=True)
         assert isinstance(results[0], InputNeeded)
         return "carried on"
@@ -315,7 +316,7 @@ async def test_a_suspension_absorbed_by_gather_is_reported_as_swallowed() -> Non
 async def test_a_suspension_caught_by_except_exception_is_not_absorbed() -> None:
     checkpointer = MemoryCheckpointer()
 
-    async def body(run: Run) -> str:
+    async def body(run: Execution) -> str:
         try:
             await run.awaiting("approval")
         except Exception:  # the point: this cannot catch a suspension
@@ -333,7 +334,7 @@ async def test_a_task_group_that_both_suspends_and_fails_reports_the_failure() -
         # Fails in the same loop turn as the suspension, so the group sees both.
         raise RuntimeError("tool crashed")
 
-    async def body(run: Run) -> None:
+    async def body(run: Execution) -> None:
         async with asyncio.TaskGroup() as group:
             group.create_task(run.awaiting("approval"))
             group.create_task(broken())
@@ -347,7 +348,7 @@ async def test_fenced_surfaces_bare_from_inside_a_task_group() -> None:
     stale = await claimed(checkpointer)
     await checkpointer.discard("wf")  # raises the fence past the stale pass
 
-    async def body(run: Run) -> None:
+    async def body(run: Execution) -> None:
         async with asyncio.TaskGroup() as group:
             group.create_task(run.step("a", lambda: 1))
             group.create_task(run.awaiting("b"))
@@ -365,7 +366,7 @@ async def test_a_fence_absorbed_by_gather_still_surfaces_bare() -> None:
     stale = await claimed(checkpointer)
     await checkpointer.discard("wf")
 
-    async def body(run: Run) -> str:
+    async def body(run: Execution) -> str:
         results = await asyncio.gather(run.step("a", lambda: 1), return_exceptions=True)
         assert isinstance(results[0], Fenced)
         return "carried on"
@@ -379,7 +380,7 @@ async def test_contended_surfaces_bare_when_another_pass_holds_the_workflow() ->
     checkpointer = MemoryCheckpointer()
     await claimed(checkpointer)
 
-    async def body(run: Run) -> int:
+    async def body(run: Execution) -> int:
         return 1
 
     with pytest.raises(Contended):
@@ -389,7 +390,7 @@ async def test_contended_surfaces_bare_when_another_pass_holds_the_workflow() ->
 async def test_contended_raised_inside_a_task_group_surfaces_bare() -> None:
     checkpointer = MemoryCheckpointer()
 
-    async def body(run: Run) -> None:
+    async def body(run: Execution) -> None:
         async with asyncio.TaskGroup() as group:
             group.create_task(run.awaiting("b"))
             group.create_task(advance("other", checkpointer, _holds_forever))
@@ -399,14 +400,14 @@ async def test_contended_raised_inside_a_task_group_surfaces_bare() -> None:
         await once(checkpointer, body)
 
 
-async def _holds_forever(run: Run) -> None:
+async def _holds_forever(run: Execution) -> None:
     await asyncio.Event().wait()
 
 
 async def test_advance_claims_runs_and_releases_so_the_next_pass_can_claim() -> None:
     checkpointer = MemoryCheckpointer()
 
-    async def body(run: Run) -> int:
+    async def body(run: Execution) -> int:
         return await run.step("one", lambda: 1)
 
     assert await advance("wf", checkpointer, body) == Completed(1)
@@ -417,7 +418,7 @@ async def test_a_transacted_step_commits_its_effect_once_across_passes() -> None
     checkpointer = MemoryCheckpointer()
     kit = MemoryEffectKit(checkpointer)
 
-    async def body(run: Run) -> object:
+    async def body(run: Execution) -> object:
         return await run.transact("pay", kit.bump("payments", "paid"), parse=_upper)
 
     assert await once(checkpointer, body) == Completed("PAID")
@@ -431,7 +432,7 @@ async def test_a_failing_transacted_effect_records_nothing_and_reruns_next_pass(
     kit = MemoryEffectKit(checkpointer)
     effects = iter([kit.bump_then_fail("payments"), kit.bump("payments", "paid")])
 
-    async def body(run: Run) -> object:
+    async def body(run: Execution) -> object:
         return await run.transact("pay", next(effects))
 
     with pytest.raises(RuntimeError):
@@ -452,7 +453,7 @@ async def test_every_kind_of_step_refuses_an_inbox_or_unusable_name(kind: str, k
         effects.append(key)
         return 1
 
-    async def body(run: Run) -> object:
+    async def body(run: Execution) -> object:
         if kind == "step":
             return await run.step(key, effect)
         if kind == "transact":
@@ -472,7 +473,7 @@ async def test_every_kind_of_step_refuses_an_inbox_or_unusable_name(kind: str, k
 async def test_a_name_used_by_two_kinds_of_step_in_one_pass_is_a_value_error() -> None:
     checkpointer = MemoryCheckpointer()
 
-    async def body(run: Run) -> None:
+    async def body(run: Execution) -> None:
         await run.step("same", lambda: 1)
         await run.sleep("same", 5)
 
@@ -485,7 +486,7 @@ async def test_receive_after_a_key_skips_the_messages_up_to_it() -> None:
     durable = MemoryDurable(MemoryCheckpointer(), MemoryScheduler())
     entries = [await durable.deliver("wf", message) for message in ("a", "b", "c")]
 
-    async def body(run: Run) -> list[object]:
+    async def body(run: Execution) -> list[object]:
         return [entry.value for entry in await run.receive("late", after=entries[0].key)]
 
     assert await once(durable.checkpointer, body) == Completed(["b", "c"])
@@ -509,7 +510,7 @@ async def test_every_duration_of_the_runtime_is_refused_by_name_when_not_positiv
 ) -> None:
     checkpointer = MemoryCheckpointer()
 
-    async def body(run: Run) -> None:
+    async def body(run: Execution) -> None:
         await run.sleep("nap", bad)
 
     with pytest.raises(ValueError, match="duration"):
@@ -525,7 +526,7 @@ def _approval_window_body() -> Any:
     """The "give up waiting at a deadline" body of docs/concepts.md, exactly as written."""
     text = (Path(__file__).resolve().parents[2] / "docs" / "concepts.md").read_text()
     block = next(b for b in re.findall(r"```python\n(.*?)```", text, re.DOTALL) if "window" in b)
-    namespace: dict[str, Any] = {"Run": Run}
+    namespace: dict[str, Any] = {"Run": Execution}
     exec(compile(textwrap.dedent(block), "docs/concepts.md", "exec"), namespace)
     return namespace["body"]
 

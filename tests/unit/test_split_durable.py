@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from durably.memory import MemoryCheckpointer, MemoryEffect, MemoryScheduler
+from durably.stores.workflows import Delivery, Durable, SplitDurable
 from durably.testing import DurableConformance
 from durably.testing.durable import DurableFactory
-from durably.workflows import Delivery, Durable, SplitDurable
 
 
 class BrokenScheduler(MemoryScheduler):

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from durably.codec import JsonCodec
 from durably.errors import InvalidInputError
 from durably.redaction import mend_text
-from durably.runs import (
+from durably.stores.codec import JsonCodec
+from durably.stores.runs import (
     RunRecord,
     SessionRecord,
     ToolCall,
@@ -19,7 +19,7 @@ from durably.runs import (
     stored_run,
     stored_session,
 )
-from durably.status import WorkflowStatus, checked_report
+from durably.stores.status import WorkflowStatus, checked_report
 from durably.validation import identifier, storable, storable_json
 
 # Strings a Python str holds but UTF-8 cannot encode: surrogate code points, alone, in the

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import pickle
 
-from durably.work import WorkItem, WorkPriority, WorkState, queued_copy, stored_item
+from durably.stores.work import WorkItem, WorkPriority, WorkState, queued_copy, stored_item
 
 FIELDS: dict[str, object] = {
     "id": "a",

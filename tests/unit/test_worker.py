@@ -14,11 +14,12 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from durably import Clock, ManualClock, QueuePolicy, SystemClock, WorkflowStatus, WorkItem
+from durably import Clock, ManualClock, SystemClock, WorkflowStatus, WorkItem
+from durably.engine.runtime import Execution
+from durably.engine.worker import Worker, start_workflow
 from durably.errors import ConfigurationError, DurablyError
 from durably.memory import MemoryCheckpointer, MemoryDurable, MemoryScheduler, MemoryWorkQueue
-from durably.runtime import Run
-from durably.worker import Worker, start_workflow
+from durably.stores import QueuePolicy
 
 
 def quick(
@@ -388,7 +389,7 @@ async def test_items_a_restarted_worker_of_the_same_name_held_are_adopted_at_sta
 async def test_a_started_workflow_runs_to_completion_and_reports_completed() -> None:
     durable = memory_durable("greet")
 
-    async def body(run: Run) -> str:
+    async def body(run: Execution) -> str:
         name = await run.awaiting("input", str)
         return await run.step("greeting", lambda: f"hello {name}")
 
@@ -410,7 +411,7 @@ async def test_a_workflow_pass_longer_than_alive_keeps_its_claim() -> None:
     effects: list[str] = []
     in_step = asyncio.Event()
 
-    async def body(run: Run) -> None:
+    async def body(run: Execution) -> None:
         async def long_effect() -> str:
             effects.append(run.workflow)
             in_step.set()
@@ -437,7 +438,7 @@ async def test_a_workflow_held_by_a_dead_pass_runs_once_its_claim_lapses_not_a_l
 ):
     durable = memory_durable("orphan", lease=60.0)
 
-    async def body(run: Run) -> str:
+    async def body(run: Execution) -> str:
         return await run.step("work", lambda: "done")
 
     # A pass whose worker died: its claim lives 0.5 s more, never renewed.
@@ -456,7 +457,7 @@ async def test_a_sleeping_workflow_runs_again_after_its_deadline_on_the_workers_
     durable = memory_durable("nap")
     passes: list[float] = []
 
-    async def body(run: Run) -> str:
+    async def body(run: Execution) -> str:
         passes.append(run.clock.now())
         await run.sleep("a day", 86_400)
         return "rested"
@@ -483,7 +484,7 @@ async def test_a_wait_for_approval_with_a_timeout_in_a_task_group_runs_again_at_
     passes: list[float] = []
     timeout = 3600.0
 
-    async def body(run: Run) -> str:
+    async def body(run: Execution) -> str:
         passes.append(run.clock.now())
         if run.clock.now() >= start + timeout and run.pending("approval"):
             return "timed out"
@@ -509,7 +510,7 @@ async def test_a_wait_for_approval_with_a_timeout_in_a_task_group_runs_again_at_
 async def test_a_blocked_workflow_runs_again_when_its_value_arrives() -> None:
     durable = memory_durable("approve")
 
-    async def body(run: Run) -> object:
+    async def body(run: Execution) -> object:
         await run.awaiting("input")
         return await run.awaiting("approval")
 
@@ -527,7 +528,7 @@ async def test_a_failing_body_is_retried_with_backoff_then_failed_with_its_error
     durable = memory_durable("doomed")
     attempts: list[float] = []
 
-    async def body(run: Run) -> None:
+    async def body(run: Execution) -> None:
         attempts.append(run.clock.now())
         raise RuntimeError(f"boom #{len(attempts)}")
 
@@ -564,7 +565,7 @@ async def _attempts_are(
 async def test_a_body_failing_with_a_non_retryable_error_fails_at_once() -> None:
     durable = memory_durable("strict")
 
-    async def body(run: Run) -> None:
+    async def body(run: Execution) -> None:
         raise ConfigurationError("no such model")
 
     worker = quick()
@@ -578,7 +579,7 @@ async def test_a_body_raising_cancelled_error_itself_is_a_failed_attempt_not_a_l
     durable = memory_durable("confused")
     passes: list[int] = []
 
-    async def body(run: Run) -> None:
+    async def body(run: Execution) -> None:
         passes.append(len(passes) + 1)
         raise asyncio.CancelledError  # nobody cancelled the pass
 
@@ -601,7 +602,7 @@ async def test_a_workflow_deleted_during_its_pass_is_dropped_quietly() -> None:
     in_step = asyncio.Event()
     finish = asyncio.Event()
 
-    async def body(run: Run) -> None:
+    async def body(run: Execution) -> None:
         async def effect() -> int:
             in_step.set()
             await finish.wait()
@@ -666,7 +667,7 @@ async def test_work_outliving_the_grace_is_given_back_and_another_worker_finishe
         if hang:
             await asyncio.Event().wait()
 
-    async def body(run: Run) -> str:
+    async def body(run: Execution) -> str:
         async def effect() -> str:
             who.append(("workflow", worker_name()))
             if len(who) == 2:
@@ -740,7 +741,7 @@ async def test_the_worker_logs_through_durably_worker_with_structured_fields(
     async def handler(work: WorkItem) -> None:
         done.set()
 
-    async def body(run: Run) -> int:
+    async def body(run: Execution) -> int:
         return 1
 
     worker = quick(name="w-1")
@@ -770,7 +771,7 @@ async def test_registration_refuses_bad_arguments() -> None:
     async def handler(work: WorkItem) -> None:
         return None
 
-    async def body(run: Run) -> None:
+    async def body(run: Execution) -> None:
         return None
 
     worker = Worker()
@@ -802,7 +803,7 @@ async def test_a_pass_that_outlives_its_budget_is_cancelled_and_run_again() -> N
     tries: list[str] = []
     cancelled = asyncio.Event()
 
-    async def body(run: Run) -> str:
+    async def body(run: Execution) -> str:
         async def effect() -> str:
             tries.append(run.workflow)
             if len(tries) == 1:

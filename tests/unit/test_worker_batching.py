@@ -8,10 +8,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from durably import QueuePolicy, WorkItem
+from durably import WorkItem
+from durably.engine.worker import Worker
 from durably.errors import DurablyError
 from durably.memory import MemoryWorkQueue
-from durably.worker import Worker
+from durably.stores import QueuePolicy
 from tests.unit.test_worker import eventually, quick, serving
 
 
@@ -75,7 +76,9 @@ async def test_items_finishing_together_are_completed_in_one_batched_call() -> N
 async def test_a_busy_worker_refills_half_its_slots_in_one_claim(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr("durably.serving.GATHER_SECONDS", 5.0)  # gathering, never timing out
+    monkeypatch.setattr(
+        "durably.engine.queue_service.GATHER_SECONDS", 5.0
+    )  # gathering, never timing out
     queue = _Batching()
     worker = quick(name="refiller")
     gates = await _gated(queue, worker, 20)

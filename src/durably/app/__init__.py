@@ -1,13 +1,14 @@
 """The application layer: `App`, typed workflows and steps, handles and topics, built on the
 engine's protocols (no backing-specific code here)."""
 
-from durably.app.app import App
-from durably.app.context import Context, StepContext, context
-from durably.app.handles import WorkflowHandle
-from durably.app.retry import Retry
-from durably.app.steps import Step
-from durably.app.topics import Topic
-from durably.app.workflow import Workflow
+from durably.app._app import App
+from durably.app._context import Context, StepContext, context
+from durably.app._handles import WorkflowHandle
+from durably.app._layout import recorded_kind
+from durably.app._retry import Retry
+from durably.app._steps import Step
+from durably.app._topics import Topic
+from durably.app._workflow import Workflow
 
 __all__ = [
     "App",
@@ -19,4 +20,5 @@ __all__ = [
     "Workflow",
     "WorkflowHandle",
     "context",
+    "recorded_kind",
 ]

@@ -9,8 +9,8 @@ from typing import Any
 from durably.cli.render import Progress, emit_json, table, when
 from durably.cli.stores import UsageError, add_dsn, opened
 from durably.errors import InvalidInputError
+from durably.stores.work import DEAD_LETTERS_MOST, DEFAULT_QUEUE, WorkItem, WorkQueue, WorkState
 from durably.validation import identifier
-from durably.work import DEAD_LETTERS_MOST, DEFAULT_QUEUE, WorkItem, WorkQueue, WorkState
 
 MAX_LISTED = DEAD_LETTERS_MOST
 """The most dead letters one command reads (``queue dead-letters --limit``, ``requeue``)."""

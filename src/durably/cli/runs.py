@@ -8,7 +8,7 @@ from typing import Any
 
 from durably.cli.render import Progress, dollars, emit_json, table, when
 from durably.cli.stores import UsageError, add_dsn, opened
-from durably.runs import RunRecord, RunState, StateKey, StateQuery, StateStore
+from durably.stores.runs import RunRecord, RunState, StateKey, StateQuery, StateStore
 
 
 def register(commands: Any) -> None:

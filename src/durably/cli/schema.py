@@ -9,12 +9,12 @@ from typing import Any
 
 from durably.cli.render import emit_json
 from durably.cli.stores import UsageError, add_dsn, dsn_from
-from durably.dsn import describe, parse
 from durably.errors import ConfigurationError
-from durably.stores import open_stores
+from durably.stores.dsn import describe, parse
+from durably.stores.opening import open_stores
 
 # The schema files each SQL backing ships, in the order they are applied.
-SCHEMA_FILES = {"sqlite": ("schema.sql",), "postgresql": ("schema.sql",)}
+SCHEMA_FILES = {"sqlite": ("sql/schema.sql",), "postgresql": ("sql/schema.sql",)}
 PACKAGES = {"sqlite": "durably.sqlite", "postgresql": "durably.postgres"}
 
 

@@ -11,10 +11,10 @@ import contextlib
 import os
 from collections.abc import AsyncIterator
 
-from durably.dsn import DSN_ENV, parse
 from durably.errors import DsnError
-from durably.stores import Stores, open_stores
-from durably.work import QueuePolicy
+from durably.stores.dsn import DSN_ENV, parse
+from durably.stores.opening import Stores, open_stores
+from durably.stores.work import QueuePolicy
 
 
 class UsageError(ValueError):

@@ -7,13 +7,13 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from durably.app import recorded_kind
 from durably.cli.render import Progress, emit_json
 from durably.cli.stores import UsageError, add_dsn, opened
-from durably.cli.workflows import recorded_kind
 from durably.errors import InvalidInputError
-from durably.retention import FINISHED
+from durably.stores.retention import FINISHED
+from durably.stores.workflows import Checkpointer
 from durably.validation import identifier
-from durably.workflows import Checkpointer
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")

@@ -7,7 +7,7 @@ App's own DSN)::
     $ durably worker myapp.flows:app --workflow triage
 
 or a callable ``setup(worker, stores)`` (plain or
-``async``) that registers on the `durably.Worker` it is given, using the `Stores` opened
+``async``) that registers on the `durably.engine.Worker` it is given, using the `Stores` opened
 from the DSN::
 
     # myapp/jobs.py
@@ -33,8 +33,8 @@ from collections.abc import Callable
 from typing import Any
 
 from durably.cli.stores import UsageError, add_dsn, dsn_from, opened
-from durably.dsn import describe
-from durably.stores import Stores
+from durably.stores.dsn import describe
+from durably.stores.opening import Stores
 
 
 def register(commands: Any) -> None:
@@ -44,7 +44,7 @@ def register(commands: Any) -> None:
         help="serve the workflows of a durably.App (or what a setup callable registers)",
         description="Serve the workflows of the durably.App that MODULE:ATTR names (as "
         "app.serve() does), or the handlers and workflows that MODULE:ATTR, a callable "
-        "setup(worker, stores), registers on a durably.Worker.",
+        "setup(worker, stores), registers on a durably.engine.Worker.",
     )
     worker.add_argument(
         "target", metavar="MODULE:ATTR", help="a durably.App (myapp.flows:app) or setup callable"
@@ -123,7 +123,7 @@ async def run_worker(args: argparse.Namespace) -> int:
         return await _serve_app(app, args)
     if args.workflow or args.queue:
         raise UsageError("--workflow and --queue select what a durably.App serves")
-    from durably.worker import Worker
+    from durably.engine.worker import Worker
 
     async with opened(args, create=True) as stores:
         worker = Worker(

@@ -6,13 +6,13 @@ import argparse
 import sys
 from typing import Any
 
-from durably.app.records import START
+from durably.app import recorded_kind
 from durably.cli.render import cell, emit_json, printable, table
 from durably.cli.stores import UsageError, add_dsn, dsn_from, opened
-from durably.codec import JsonCodec
 from durably.errors import WorkflowNotFoundError
-from durably.status import WorkflowInfo, WorkflowStatus
-from durably.workflows import Checkpointer
+from durably.stores.codec import JsonCodec
+from durably.stores.status import WorkflowInfo, WorkflowStatus
+from durably.stores.workflows import Checkpointer
 
 
 def register(commands: Any) -> None:
@@ -150,13 +150,6 @@ async def _every_workflow(
             break
         after = ids[-1]
     return found
-
-
-def recorded_kind(stored: dict[str, object]) -> str | None:
-    """The kind a workflow's start recorded (`durably.App` records it), or None."""
-    start = stored.get(START)
-    kind = start.get("kind") if isinstance(start, dict) else None
-    return kind if isinstance(kind, str) else None
 
 
 def _short(value: object, width: int = 70) -> str:

@@ -22,8 +22,8 @@ import durably
 from durably.demo.ledger import Ledger, StepOutcome
 from durably.demo.provider import SimulatedModel, use_tool
 from durably.errors import ConfigurationError, StateConflictError
-from durably.runs import RunState, StateDelta, StateKey, Usage
 from durably.sqlite import Database, SqliteStateStore, Transaction
+from durably.stores.runs import RunState, StateDelta, StateKey, Usage
 
 KIND = "demo-agent"
 """The workflow kind the demo's runs are started and served under."""

@@ -24,9 +24,9 @@ from pathlib import Path
 from durably.app import WorkflowHandle
 from durably.demo.agent import APPROVAL, WORKER_ENV, Action, Answer, Brief, agent, app
 from durably.demo.ledger import Ledger
-from durably.runs import RunRecord, StateKey
-from durably.status import WorkflowStatus
-from durably.stores import Stores
+from durably.stores.opening import Stores
+from durably.stores.runs import RunRecord, StateKey
+from durably.stores.status import WorkflowStatus
 
 # Kill the first worker once this many paid calls were billed (of about 19).
 KILL_AFTER_BILLED = 7
@@ -187,7 +187,7 @@ class Demo:
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(self.path + suffix)
         fresh = not await asyncio.to_thread(os.path.exists, self.path)
-        app.dsn = f"sqlite:///{self.path}"  # the demo's App, opened on this file
+        app._core.dsn = f"sqlite:///{self.path}"  # not open yet
         try:
             return await self._story(await app.stores(), fresh)
         finally:

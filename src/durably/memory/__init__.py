@@ -1,7 +1,7 @@
 """durably.memory: every protocol over in-process dicts, for tests and single-process tools."""
 
 from durably.memory.checkpointer import MemoryCheckpointer, MemoryEffect
-from durably.memory.claims import MemoryClaimCheckStore
+from durably.memory.claimcheck import MemoryClaimCheckStore
 from durably.memory.durable import MemoryDurable
 from durably.memory.effects import MemoryEffectKit
 from durably.memory.queue import MemoryWorkQueue

@@ -13,13 +13,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from durably.codec import CheckpointCodec, JsonCodec, screened_encode
 from durably.errors import Fenced
-from durably.retention import FINISHED, sweep_arguments
-from durably.settings import DEFAULT_MAX_VALUE_BYTES
-from durably.status import WorkflowInfo, WorkflowStatus, checked_report
-from durably.validation import identifier, listing_page, positive, positive_int, within_size
-from durably.workflows import (
+from durably.stores.codec import CheckpointCodec, JsonCodec, screened_encode
+from durably.stores.retention import FINISHED, sweep_arguments
+from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
+from durably.stores.status import WorkflowInfo, WorkflowStatus, checked_report
+from durably.stores.workflows import (
     Entry,
     Pass,
     Recorded,
@@ -27,6 +26,7 @@ from durably.workflows import (
     inbox_key,
     step_key,
 )
+from durably.validation import identifier, listing_page, positive, positive_int, within_size
 
 MemoryEffect = Callable[[dict[str, object]], object]
 """An effect for `MemoryCheckpointer.transact`: a function over a working copy of the

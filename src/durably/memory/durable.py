@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from durably.memory.checkpointer import MemoryCheckpointer, MemoryEffect
 from durably.memory.scheduler import MemoryScheduler
+from durably.stores.workflows import Entry, Recorded
 from durably.validation import identifier
-from durably.workflows import Entry, Recorded
 
 
 class MemoryDurable:

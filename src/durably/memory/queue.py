@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from durably.clock import Clock, SystemClock
 from durably.errors import DurablyError, LeaseLostError, WorkItemNotFoundError
 from durably.memory.rotation import Rotation
-from durably.validation import identifier
-from durably.work import (
+from durably.stores.work import (
     DEFAULT_QUEUE,
     QueuePolicy,
     QueueStats,
@@ -27,6 +26,7 @@ from durably.work import (
     queued_copy,
     settle_keys,
 )
+from durably.validation import identifier
 
 _Key = tuple[str, str]  # (tenant, item id)
 

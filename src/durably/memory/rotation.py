@@ -1,4 +1,4 @@
-"""The memory work queue's rotation index (docs/decisions.md, "The claim's rotation index"),
+"""The memory work queue's rotation index,
 the in-process twin of SQLite's ``durably_queue_tenants`` and Redis's ``rota``/``waiting``.
 
 Per queue: the tenants whose oldest queued item is due, in the order a claim serves them

@@ -21,8 +21,8 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from durably.stores.workflows import DEFAULT_LEASE, DEFAULT_NAMESPACE, Delivery
 from durably.validation import finite, identifier, non_negative, positive
-from durably.workflows import DEFAULT_LEASE, DEFAULT_NAMESPACE, Delivery
 
 
 @dataclass(slots=True)

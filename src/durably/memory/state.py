@@ -10,7 +10,7 @@ from durably.errors import (
     StateInUseError,
     StateNotFoundError,
 )
-from durably.runs import (
+from durably.stores.runs import (
     RunRecord,
     SessionRecord,
     StateDelta,

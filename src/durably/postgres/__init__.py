@@ -5,7 +5,7 @@ own migration tool), then build stores with ``open()`` (which runs `verify`).
 """
 
 from durably.postgres.checkpointer import PostgresCheckpointer, PostgresEffect
-from durably.postgres.claims import PostgresClaimCheckStore
+from durably.postgres.claimcheck import PostgresClaimCheckStore
 from durably.postgres.durable import PostgresDurable
 from durably.postgres.executor import Executor
 from durably.postgres.migrate import migrate, verify

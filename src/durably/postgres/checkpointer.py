@@ -7,7 +7,6 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, Self, TypeVar
 
-from durably.codec import CheckpointCodec, JsonCodec, renders_json, screened_encode
 from durably.errors import (
     ConfigurationError,
     Fenced,
@@ -23,11 +22,11 @@ from durably.postgres.migrate import verify
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
 from durably.postgres.sweep import sweep_finished
-from durably.settings import DEFAULT_MAX_VALUE_BYTES
-from durably.status import WorkflowInfo, WorkflowStatus, checked_report
-from durably.validation import identifier, listing_page, positive, positive_int, within_size
-from durably.workflows import INBOX_DIGITS as _DIGITS
-from durably.workflows import (
+from durably.stores.codec import CheckpointCodec, JsonCodec, renders_json, screened_encode
+from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
+from durably.stores.status import WorkflowInfo, WorkflowStatus, checked_report
+from durably.stores.workflows import INBOX_DIGITS as _DIGITS
+from durably.stores.workflows import (
     INBOX_PREFIX,
     Entry,
     Pass,
@@ -35,6 +34,7 @@ from durably.workflows import (
     Written,
     step_key,
 )
+from durably.validation import identifier, listing_page, positive, positive_int, within_size
 
 PostgresEffect = Callable[[Any], Awaitable[object]]
 """A `transact` effect: an async callback given the open transaction's cursor (psycopg
@@ -53,7 +53,7 @@ class _HandBack(Exception):
 
 
 class PostgresCheckpointer:
-    """Workflow records and claims in PostgreSQL (`durably.Checkpointer`).
+    """Workflow records and claims in PostgreSQL (`durably.stores.Checkpointer`).
 
     Values are stored as ``jsonb``, so the codec must render JSON text
     (`ConfigurationError` otherwise), and text ``jsonb`` cannot hold (a NUL or a lone

@@ -11,14 +11,14 @@ from durably.postgres.checkpointer import PostgresCheckpointer, PostgresEffect
 from durably.postgres.executor import Session
 from durably.postgres.failures import state_errors
 from durably.postgres.scheduler import PostgresScheduler
+from durably.stores.workflows import Entry, Recorded, step_key
 from durably.validation import identifier
-from durably.workflows import Entry, Recorded, step_key
 
 T = TypeVar("T")
 
 
 class PostgresDurable:
-    """A `PostgresCheckpointer` and a `PostgresScheduler` over one pool (`durably.Durable`).
+    """A `PostgresCheckpointer` and a `PostgresScheduler` over one pool (`durably.stores.Durable`).
 
     ``arrive``, ``deliver`` and ``delete`` each commit both of their writes or neither.
     Stores on different pools are refused with `ConfigurationError`.

@@ -16,9 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from durably.backoff import FAILOVER_SECONDS, PAUSE_CAP_SECONDS, Jitter, pause_seconds
 from durably.clock import Clock, SystemClock
-from durably.dsn import scrub
 from durably.errors import (
     ConfigurationError,
     DurablyError,
@@ -28,6 +26,8 @@ from durably.errors import (
     StatePersistenceError,
     StoreUnavailableError,
 )
+from durably.stores.backoff import FAILOVER_SECONDS, PAUSE_CAP_SECONDS, Jitter, pause_seconds
+from durably.stores.dsn import scrub
 
 Kind = Literal["configuration", "contended", "transient", "invalid", "failed", "exhausted"]
 

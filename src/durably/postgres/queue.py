@@ -24,9 +24,8 @@ from durably.postgres.migrate import verify
 from durably.postgres.notify import Listener
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
-from durably.settings import DEFAULT_MAX_VALUE_BYTES
-from durably.validation import identifier, non_negative, positive_int, within_size
-from durably.work import (
+from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
+from durably.stores.work import (
     DEFAULT_QUEUE,
     QueuePolicy,
     QueueStats,
@@ -41,6 +40,7 @@ from durably.work import (
     settle_keys,
     stored_item,
 )
+from durably.validation import identifier, non_negative, positive_int, within_size
 
 _TEMPLATES = statements.load("queue.sql")
 _BATCH = 500
@@ -60,7 +60,7 @@ _STATES = {member.value: member for member in WorkState}
 
 
 class PostgresWorkQueue:
-    """Work items in PostgreSQL (`durably.WorkQueue`).
+    """Work items in PostgreSQL (`durably.stores.WorkQueue`).
 
     ``bound(connection)`` gives a queue that runs inside the caller's open transaction, so
     a run and the work it queues commit together. ``wait_for_work`` wakes on NOTIFY.

@@ -16,15 +16,15 @@ from durably.postgres.migrate import verify
 from durably.postgres.notify import Listener
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
+from durably.stores.workflows import DEFAULT_LEASE, DEFAULT_NAMESPACE, Delivery
 from durably.validation import finite, identifier, non_negative, positive
-from durably.workflows import DEFAULT_LEASE, DEFAULT_NAMESPACE, Delivery
 
 T = TypeVar("T")
 _TEMPLATES = statements.load("scheduler.sql")
 
 
 class PostgresScheduler:
-    """Wakeups in PostgreSQL (`durably.Scheduler`), one entry per (namespace, workflow)."""
+    """Wakeups in PostgreSQL (`durably.stores.Scheduler`), one entry per (namespace, workflow)."""
 
     def __init__(
         self,

@@ -7,10 +7,10 @@ from typing import Any, ClassVar
 
 from pydantic import Field, PositiveFloat, SecretStr
 
-from durably.dsn import scrub
 from durably.errors import ConfigurationError
 from durably.postgres.failures import RetryBudget, connect_error
-from durably.settings import ServerStoreSettings
+from durably.stores.dsn import scrub
+from durably.stores.settings import ServerStoreSettings
 
 
 class PostgresStoreSettings(ServerStoreSettings):

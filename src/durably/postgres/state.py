@@ -21,7 +21,7 @@ from durably.postgres.jsonb import jsonb_text
 from durably.postgres.migrate import verify
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
-from durably.runs import (
+from durably.stores.runs import (
     TERMINAL_STATES,
     USAGE_FIELDS,
     RunRecord,
@@ -36,7 +36,7 @@ from durably.runs import (
     stored_run,
     stored_session,
 )
-from durably.settings import DEFAULT_MAX_VALUE_BYTES
+from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.validation import identifier, listing_page, within_size
 
 _TEMPLATES = statements.load("state.sql")
@@ -58,7 +58,7 @@ _LIVE_STATES = [state.value for state in RunState if state not in TERMINAL_STATE
 
 
 class PostgresStateStore:
-    """Run and session records in PostgreSQL (`durably.StateStore`).
+    """Run and session records in PostgreSQL (`durably.stores.StateStore`).
 
     ``bound(connection)`` gives a store that runs inside the caller's open transaction.
     """

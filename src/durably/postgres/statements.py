@@ -1,4 +1,4 @@
-"""Named SQL statements read from the ``.sql`` files beside the modules that run them.
+"""Named SQL statements read from the ``.sql`` files of the ``sql/`` folder in this package.
 
 A file holds statements introduced by ``-- name: <name>`` lines. Table names appear as
 ``{field}`` placeholders (see `StateTables`), filled in once per store; values are always
@@ -26,7 +26,7 @@ _FRAGMENT = re.compile(r"\{(_[a-z_]+)\}")
 def load(filename: str, *, keep_comments: bool = False) -> dict[str, str]:
     """Every named statement of ``filename`` (in this package), unrendered, without its
     whole-line comments unless ``keep_comments``."""
-    text = resources.files(__package__).joinpath(filename).read_text(encoding="utf-8")
+    text = resources.files(__package__).joinpath("sql", filename).read_text(encoding="utf-8")
     parts = _NAME.split(text)
     statements: dict[str, str] = {}
     for name, body in zip(parts[1::2], parts[2::2], strict=True):

@@ -12,7 +12,7 @@ from durably.postgres.connection import Access
 from durably.postgres.executor import Row, Session
 from durably.postgres.failures import state_errors
 from durably.postgres.schema import StateTables
-from durably.retention import FINISHED, sweep_arguments
+from durably.stores.retention import FINISHED, sweep_arguments
 
 _TEMPLATES = statements.load("sweep.sql")
 

@@ -5,7 +5,7 @@ keys share one hash slot. `open()` classmethods run `preflight`; constructors sk
 """
 
 from durably.redis.checkpointer import LuaEffectError, RedisCheckpointer
-from durably.redis.claims import RedisClaimCheckStore
+from durably.redis.claimcheck import RedisClaimCheckStore
 from durably.redis.durable import RedisDurable
 from durably.redis.effects import LuaEffect, RedisEffectKit
 from durably.redis.preflight import preflight

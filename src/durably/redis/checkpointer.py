@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Self
 
-from durably.codec import CheckpointCodec, JsonCodec, screened_encode
 from durably.errors import Fenced, InvalidInputError, StatePersistenceError
 from durably.redis import keys
 from durably.redis.connection import RedisConnection, pairs, text
@@ -22,10 +21,10 @@ from durably.redis.preflight import preflight
 from durably.redis.retry import RetriesSpent
 from durably.redis.scripts import Script, scripts
 from durably.redis.settings import RedisStoreSettings
-from durably.retention import FINISHED, sweep_arguments
-from durably.status import WorkflowInfo, WorkflowStatus, checked_report
-from durably.validation import identifier, listing_page, positive, positive_int
-from durably.workflows import (
+from durably.stores.codec import CheckpointCodec, JsonCodec, screened_encode
+from durably.stores.retention import FINISHED, sweep_arguments
+from durably.stores.status import WorkflowInfo, WorkflowStatus, checked_report
+from durably.stores.workflows import (
     INBOX_DIGITS,
     INBOX_PREFIX,
     Entry,
@@ -35,6 +34,7 @@ from durably.workflows import (
     inbox_key,
     step_key,
 )
+from durably.validation import identifier, listing_page, positive, positive_int
 
 _LUA = scripts(
     "workflow_claim",

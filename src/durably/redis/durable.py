@@ -11,7 +11,7 @@ from __future__ import annotations
 from durably.redis.checkpointer import RedisCheckpointer
 from durably.redis.effects import LuaEffect
 from durably.redis.scheduler import RedisScheduler
-from durably.workflows import SplitDurable
+from durably.stores.workflows import SplitDurable
 
 
 class RedisDurable(SplitDurable[LuaEffect]):

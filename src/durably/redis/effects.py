@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from durably.codec import CheckpointCodec, JsonCodec
 from durably.redis import keys
+from durably.stores.codec import CheckpointCodec, JsonCodec
 
 
 @dataclass(frozen=True, slots=True)

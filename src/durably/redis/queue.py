@@ -31,8 +31,7 @@ from durably.redis.preflight import preflight
 from durably.redis.retry import RetriesSpent
 from durably.redis.scripts import scripts
 from durably.redis.settings import RedisStoreSettings
-from durably.validation import identifier, non_negative
-from durably.work import (
+from durably.stores.work import (
     DEFAULT_QUEUE,
     QueuePolicy,
     QueueStats,
@@ -48,6 +47,7 @@ from durably.work import (
     settle_keys,
     stored_item,
 )
+from durably.validation import identifier, non_negative
 
 _LUA = (
     scripts("queue_enqueue")

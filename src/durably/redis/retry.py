@@ -25,9 +25,9 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from durably.backoff import FAILOVER_SECONDS, PAUSE_CAP_SECONDS, Jitter, pause_seconds
 from durably.clock import Clock, SystemClock
 from durably.errors import PoolExhaustedError
+from durably.stores.backoff import FAILOVER_SECONDS, PAUSE_CAP_SECONDS, Jitter, pause_seconds
 
 T = TypeVar("T")
 

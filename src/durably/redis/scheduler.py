@@ -16,8 +16,8 @@ from durably.redis.connection import RedisConnection, number, text
 from durably.redis.preflight import preflight
 from durably.redis.scripts import Script, scripts
 from durably.redis.settings import RedisStoreSettings
+from durably.stores.workflows import DEFAULT_LEASE, DEFAULT_NAMESPACE, Delivery
 from durably.validation import finite, identifier, non_negative, positive
-from durably.workflows import DEFAULT_LEASE, DEFAULT_NAMESPACE, Delivery
 
 _LUA = scripts(
     "scheduler_make_ready",

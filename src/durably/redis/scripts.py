@@ -1,4 +1,4 @@
-"""Lua scripts kept in ``.lua`` files beside this module, loaded once, called by SHA.
+"""Lua scripts kept in the ``lua/`` folder beside this module, loaded once, called by SHA.
 
 A script missing from the server's cache (after ``SCRIPT FLUSH``, a restart or a
 failover to a replica that never saw it) is sent whole once with EVAL, which caches it
@@ -33,7 +33,7 @@ except ImportError:  # pragma: no cover - another redis-py layout, or no hiredis
     _AsyncHiredisParser = None  # type: ignore[assignment,misc]
     _NOT_ENOUGH_DATA = None
 
-_HERE = Path(__file__).parent
+_HERE = Path(__file__).parent / "lua"
 # The scripts that only read: no replica needs to acknowledge them (`ReplicaWait`).
 _READS = frozenset(
     {

@@ -15,10 +15,10 @@ from pydantic import (
     model_validator,
 )
 
-from durably.dsn import scrub
 from durably.errors import DsnError
 from durably.redis.keys import DEFAULT_KEY_PREFIX, valid_key_prefix
-from durably.settings import ServerStoreSettings
+from durably.stores.dsn import scrub
+from durably.stores.settings import ServerStoreSettings
 
 DEFAULT_MAX_VALUE_BYTES = 256 * 1024
 """Redis holds everything in memory: a smaller limit than the SQL stores."""

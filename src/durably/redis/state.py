@@ -22,7 +22,7 @@ from durably.redis.connection import RedisConnection, number, pairs, text
 from durably.redis.preflight import preflight
 from durably.redis.scripts import scripts
 from durably.redis.settings import RedisStoreSettings
-from durably.runs import (
+from durably.stores.runs import (
     COUNTER_LIMIT,
     TERMINAL_STATES,
     USAGE_FIELDS,

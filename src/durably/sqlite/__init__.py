@@ -6,7 +6,7 @@ await db.transaction(lambda tx: (state.bound(tx).put_run(run), queue.bound(tx).e
 """
 
 from durably.sqlite.checkpointer import BoundSqliteCheckpointer, SqliteCheckpointer, SqliteEffect
-from durably.sqlite.claims import SqliteClaimCheckStore
+from durably.sqlite.claimcheck import SqliteClaimCheckStore
 from durably.sqlite.connection import (
     SCHEMA_VERSION,
     Database,

@@ -7,14 +7,13 @@ import sqlite3
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
-from durably.codec import CheckpointCodec, JsonCodec, screened_encode
 from durably.errors import Fenced, InvalidInputError
-from durably.retention import FINISHED, sweep_arguments
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
-from durably.status import WorkflowInfo, WorkflowStatus, checked_report
-from durably.validation import identifier, listing_page, positive, positive_int, within_size
-from durably.workflows import (
+from durably.stores.codec import CheckpointCodec, JsonCodec, screened_encode
+from durably.stores.retention import FINISHED, sweep_arguments
+from durably.stores.status import WorkflowInfo, WorkflowStatus, checked_report
+from durably.stores.workflows import (
     Entry,
     Pass,
     Recorded,
@@ -22,6 +21,7 @@ from durably.workflows import (
     inbox_key,
     step_key,
 )
+from durably.validation import identifier, listing_page, positive, positive_int, within_size
 
 _SQL = load_statements("checkpointer.sql")
 _SWEEP = load_statements("sweep.sql")

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from durably.backoff import pause_seconds
 from durably.clock import Clock, SystemClock
 from durably.errors import ConfigurationError, DurablyError, StatePersistenceError
 from durably.sqlite.settings import SqliteStoreSettings
 from durably.sqlite.statements import load_script, load_statements
+from durably.stores.backoff import pause_seconds
 
 T = TypeVar("T")
 

@@ -6,8 +6,8 @@ from durably.errors import ConfigurationError
 from durably.sqlite.checkpointer import SqliteCheckpointer, SqliteEffect
 from durably.sqlite.connection import Transaction
 from durably.sqlite.scheduler import SqliteScheduler
+from durably.stores.workflows import Entry, Recorded, step_key
 from durably.validation import identifier
-from durably.workflows import Entry, Recorded, step_key
 
 
 class SqliteDurable:

@@ -19,8 +19,7 @@ from durably.errors import (
 )
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
-from durably.validation import identifier, non_negative, within_size
-from durably.work import (
+from durably.stores.work import (
     DEFAULT_QUEUE,
     QueuePolicy,
     QueueStats,
@@ -35,6 +34,7 @@ from durably.work import (
     payload_text,
     settle_keys,
 )
+from durably.validation import identifier, non_negative, within_size
 
 _SQL = load_statements("queue.sql")
 _REAPED_ERROR = "lease expired"

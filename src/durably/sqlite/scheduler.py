@@ -7,8 +7,8 @@ import uuid
 
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
+from durably.stores.workflows import DEFAULT_LEASE, DEFAULT_NAMESPACE, Delivery
 from durably.validation import finite, identifier, non_negative, positive
-from durably.workflows import DEFAULT_LEASE, DEFAULT_NAMESPACE, Delivery
 
 _SQL = load_statements("scheduler.sql")
 

@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from pydantic import Field, PositiveFloat, field_validator
 
-from durably.settings import StoreSettings
+from durably.stores.settings import StoreSettings
 from durably.validation import identifier
 
 

@@ -10,7 +10,9 @@ from durably.errors import (
     StateInUseError,
     StateNotFoundError,
 )
-from durably.runs import (
+from durably.sqlite.connection import Database, Transaction
+from durably.sqlite.statements import load_statements
+from durably.stores.runs import (
     RunRecord,
     RunState,
     SessionRecord,
@@ -24,8 +26,6 @@ from durably.runs import (
     stored_run,
     stored_session,
 )
-from durably.sqlite.connection import Database, Transaction
-from durably.sqlite.statements import load_statements
 from durably.validation import identifier, listing_page, within_size
 
 _SQL = load_statements("state.sql")

@@ -1,4 +1,4 @@
-"""Named SQL statements, read once at import from the ``.sql`` files beside this module.
+"""Named SQL statements, read once at import from the ``.sql`` files of the ``sql/`` folder.
 
 A file holds blocks introduced by a ``-- name: <name>`` line; the block's text up to the
 next such line is the statement. Python refers to statements only by name.
@@ -17,7 +17,7 @@ _NAME = re.compile(r"^--\s*name:\s*(\S+)\s*$", re.MULTILINE)
 
 def load_statements(filename: str) -> Mapping[str, str]:
     """The named statements of ``filename`` (a file of this package)."""
-    text = (files("durably.sqlite") / filename).read_text(encoding="utf-8")
+    text = (files("durably.sqlite") / "sql" / filename).read_text(encoding="utf-8")
     parts = _NAME.split(text)
     statements: dict[str, str] = {}
     # parts = [preamble, name1, body1, name2, body2, ...]
@@ -46,7 +46,7 @@ def split_script(text: str) -> list[str]:
 
 def load_script(filename: str) -> list[str]:
     """The statements of the script ``filename`` (a file of this package), in order."""
-    return split_script((files("durably.sqlite") / filename).read_text(encoding="utf-8"))
+    return split_script((files("durably.sqlite") / "sql" / filename).read_text(encoding="utf-8"))
 
 
 __all__ = ["load_script", "load_statements", "split_script"]

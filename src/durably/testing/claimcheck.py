@@ -25,18 +25,18 @@ from typing import Any
 
 import pytest
 
-from durably.claimcheck import ClaimCheckStore
-from durably.claimchecked import ClaimCheckedCheckpointer, ClaimCheckedQueue
-from durably.claimpolicy import PAYLOAD_MANIFEST, VALUE_MARK, ClaimCheckPolicy
+from durably.claimcheck.policy import PAYLOAD_MANIFEST, VALUE_MARK, ClaimCheckPolicy
+from durably.claimcheck.store import ClaimCheckStore
+from durably.claimcheck.wrappers import ClaimCheckedCheckpointer, ClaimCheckedQueue
 from durably.clock import Clock, ManualClock
+from durably.engine.runtime import Execution, advance
 from durably.errors import ClaimUnavailableError, InvalidInputError
-from durably.runtime import Run, advance
-from durably.status import WorkflowStatus
-from durably.testing.checkpointer_fixtures import CheckpointerFactory
-from durably.testing.queue_fixtures import WorkQueueFactory
-from durably.testing.state_fixtures import START, unique
-from durably.work import QueuePolicy, WorkItem
-from durably.workflows import Completed
+from durably.stores.status import WorkflowStatus
+from durably.stores.work import QueuePolicy, WorkItem
+from durably.stores.workflows import Completed
+from durably.testing.checkpointer.fixtures import CheckpointerFactory
+from durably.testing.queue.fixtures import WorkQueueFactory
+from durably.testing.state.fixtures import START, unique
 
 ClaimCheckStoreFactory = Callable[[Clock], Awaitable[ClaimCheckStore]]
 
@@ -202,7 +202,7 @@ class ClaimCheckStoreConformance:
             runs.append(1)
             return big
 
-        async def body(run: Run) -> int:
+        async def body(run: Execution) -> int:
             value: object = await run.step("tool", call_tool)
             assert value == big
             return len(big["result"])

@@ -1,4 +1,4 @@
-"""`SchedulerConformance`: the promises of SPEC §4 every `Scheduler` keeps.
+"""`SchedulerConformance`: the promises every `Scheduler` keeps.
 
 Subclass it and provide ``scheduler_factory``: ``Callable[[float], Awaitable[Scheduler]]``
 (the argument is the lease in seconds), each call a scheduler over an empty, isolated
@@ -19,8 +19,8 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from durably.errors import InvalidInputError
+from durably.stores.workflows import Delivery, Scheduler
 from durably.testing.refused import UNUSABLE_IDS
-from durably.workflows import Delivery, Scheduler
 
 SchedulerFactory = Callable[[float], Awaitable[Scheduler]]
 

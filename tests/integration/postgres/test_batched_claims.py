@@ -10,10 +10,10 @@ from collections.abc import Sequence
 import pytest
 
 from durably.clock import SystemClock
+from durably.engine.worker import Worker
 from durably.errors import DurablyError
 from durably.postgres import PostgresWorkQueue
-from durably.work import QueuePolicy, WorkItem
-from durably.worker import Worker
+from durably.stores.work import QueuePolicy, WorkItem
 from tests.pg_service import Stores
 
 pytestmark = pytest.mark.postgres

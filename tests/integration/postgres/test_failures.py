@@ -18,7 +18,7 @@ from durably.errors import (
 from durably.postgres import PostgresStateStore, PostgresStoreSettings, PostgresWorkQueue
 from durably.postgres.executor import database_for
 from durably.postgres.failures import classify
-from durably.runs import RunRecord, StateKey
+from durably.stores.runs import RunRecord, StateKey
 from tests.pg_service import Stores, close_pool, open_pool
 
 pytestmark = pytest.mark.postgres

@@ -17,7 +17,7 @@ from durably.errors import PoolExhaustedError
 from durably.postgres import PostgresStateStore, PostgresStoreSettings, StateTables, migrate
 from durably.postgres.executor import database_for
 from durably.postgres.settings import open_pool as open_durable_pool
-from durably.runs import StateKey
+from durably.stores.runs import StateKey
 from tests.pg_service import close_pool, open_pool
 
 pytestmark = pytest.mark.postgres

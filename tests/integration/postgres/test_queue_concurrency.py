@@ -9,7 +9,7 @@ import pytest
 
 from durably.clock import SystemClock
 from durably.postgres import PostgresWorkQueue
-from durably.work import QueuePolicy, WorkItem
+from durably.stores.work import QueuePolicy, WorkItem
 from tests.pg_service import Stores
 
 pytestmark = pytest.mark.postgres

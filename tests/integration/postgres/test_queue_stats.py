@@ -13,7 +13,7 @@ from durably.postgres import PostgresWorkQueue, StateTables, migrate
 from durably.postgres import statements as sql_files
 from durably.postgres.executor import database_for
 from durably.postgres.queue import STATS_EXACT_UP_TO
-from durably.work import WorkItem
+from durably.stores.work import WorkItem
 from tests.pg_service import Stores
 
 pytestmark = pytest.mark.postgres

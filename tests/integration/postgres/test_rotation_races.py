@@ -17,7 +17,7 @@ from durably.clock import SystemClock
 from durably.postgres import PostgresWorkQueue, StateTables
 from durably.postgres import statements as sql_files
 from durably.postgres.executor import database_for, session_for
-from durably.work import QueuePolicy, WorkItem
+from durably.stores.work import QueuePolicy, WorkItem
 from tests.pg_service import Stores
 
 pytestmark = pytest.mark.postgres

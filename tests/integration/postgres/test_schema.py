@@ -22,7 +22,7 @@ from durably.postgres import (
     verify,
 )
 from durably.postgres.executor import database_for
-from durably.runs import RunRecord, SessionRecord, StateQuery
+from durably.stores.runs import RunRecord, SessionRecord, StateQuery
 from tests.pg_service import Stores, close_pool, open_pool
 
 pytestmark = pytest.mark.postgres
@@ -68,7 +68,7 @@ async def test_nothing_applies_the_schema_implicitly(pg_stores: Stores) -> None:
     with pytest.raises(ConfigurationError, match="migrate"):
         await PostgresStateStore.open(pg_stores.pool, tables=tables)
     with pytest.raises(ConfigurationError, match="migrate"):
-        await store.list_runs(__import__("durably").StateQuery(tenant="t"))
+        await store.list_runs(__import__("durably.stores").stores.StateQuery(tenant="t"))
     rows = await fetch(
         pg_stores.pool, "SELECT count(*) FROM pg_namespace WHERE nspname = $1", tables.schema
     )

@@ -20,8 +20,8 @@ from durably.postgres import (
     verify,
 )
 from durably.postgres.executor import database_for
-from durably.status import WorkflowStatus
-from durably.work import WorkItem
+from durably.stores.status import WorkflowStatus
+from durably.stores.work import WorkItem
 from tests.pg_service import Stores
 
 pytestmark = pytest.mark.postgres

@@ -9,8 +9,8 @@ import pytest
 from durably.clock import ManualClock
 from durably.postgres import PostgresStateStore, PostgresWorkQueue
 from durably.postgres.executor import database_for
-from durably.runs import RunRecord, StateKey
-from durably.work import WorkItem
+from durably.stores.runs import RunRecord, StateKey
+from durably.stores.work import WorkItem
 from tests.pg_service import Stores
 
 pytestmark = pytest.mark.postgres

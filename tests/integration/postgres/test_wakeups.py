@@ -14,7 +14,7 @@ from pydantic import SecretStr
 from durably.postgres import PostgresScheduler, PostgresStoreSettings, PostgresWorkQueue
 from durably.postgres.executor import database_for
 from durably.postgres.notify import Listener
-from durably.work import WorkItem
+from durably.stores.work import WorkItem
 from tests.pg_service import Stores
 
 pytestmark = pytest.mark.postgres

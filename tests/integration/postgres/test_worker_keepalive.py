@@ -8,12 +8,13 @@ import asyncio
 
 import pytest
 
-from durably import SplitDurable, Worker
+from durably.engine import Worker
+from durably.engine.runtime import Execution
+from durably.engine.worker import start_workflow
 from durably.memory import MemoryScheduler
 from durably.postgres import PostgresCheckpointer
-from durably.runtime import Run
-from durably.status import WorkflowStatus
-from durably.worker import start_workflow
+from durably.stores import SplitDurable
+from durably.stores.status import WorkflowStatus
 from tests.pg_service import Stores, close_pool, open_pool
 
 pytestmark = pytest.mark.postgres
@@ -32,7 +33,7 @@ async def test_a_pass_ending_while_its_renewal_waits_for_a_connection_reports_it
         checkpointer = PostgresCheckpointer(pool, tables=tables)
         durable = SplitDurable(checkpointer, MemoryScheduler(lease=30.0, namespace="kind"))
 
-        async def body(run: Run) -> str:
+        async def body(run: Execution) -> str:
             # Hold the pool's one connection until the keep-alive's renewal queues for it,
             # then hand it over and end the pass at once.
             async with pool.connection():

@@ -279,13 +279,13 @@ async def test_a_message_whose_append_commits_after_a_later_numbered_one_is_stil
     # A pass that ran in between must not make the first message unreachable: `receive`
     # reads "after the last message received", so a key that becomes visible later must
     # never sort before one already seen.
+    from durably.engine.runtime import Execution, advance
     from durably.postgres.executor import session_for
-    from durably.runtime import Run, advance
-    from durably.workflows import Blocked, Completed
+    from durably.stores.workflows import Blocked, Completed
 
     cp = await checkpointer(pg_stores)
 
-    async def body(run: Run) -> list[object]:
+    async def body(run: Execution) -> list[object]:
         got: list[object] = []
         batch = 0
         while len(got) < 2:
@@ -321,13 +321,13 @@ async def test_advance_returns_when_the_pass_ends_while_its_renewal_waits_for_th
     # grows, and the pass ends meanwhile. psycopg-pool waits with asyncio.wait_for, which on
     # Python 3.11 drops a cancel that lands as the wait completes; the keep-alive must still
     # stop, or advance hangs with the claim renewed until its budget is spent.
-    from durably.runtime import Run, advance
-    from durably.workflows import Completed
+    from durably.engine.runtime import Execution, advance
+    from durably.stores.workflows import Completed
     from tests.pg_service import close_pool, open_pool
 
     tables = await pg_stores.tables()
 
-    async def body(run: Run) -> str:
+    async def body(run: Execution) -> str:
         return "done"
 
     for attempt in range(5):

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from durably import ManualClock, SystemClock, WorkItem, WorkState
+from durably.engine.worker import Worker
 from durably.errors import InvalidInputError, LeaseLostError
 from durably.redis import RedisWorkQueue
-from durably.worker import Worker
 from tests.redis_service import namespace_for
 
 pytestmark = pytest.mark.redis

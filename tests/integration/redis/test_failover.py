@@ -9,9 +9,10 @@ from collections.abc import AsyncIterator
 import pytest
 from pydantic import SecretStr
 
-from durably import QueuePolicy, QueueStats, WorkItem
+from durably import QueueStats, WorkItem
+from durably.engine.worker import Worker
 from durably.redis import RedisStoreSettings, RedisWorkQueue
-from durably.worker import Worker
+from durably.stores import QueuePolicy
 from tests.redis_service import RedisServer, start_server
 
 pytestmark = pytest.mark.redis

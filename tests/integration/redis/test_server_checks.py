@@ -14,7 +14,7 @@ from pydantic import SecretStr
 from redis.asyncio import Redis
 from redis.exceptions import NoPermissionError
 
-from durably import ManualClock, Recorded, RunRecord, WorkItem, WorkState
+from durably import ManualClock, RunRecord, WorkItem, WorkState
 from durably.errors import (
     ConfigurationError,
     PoolExhaustedError,
@@ -31,6 +31,7 @@ from durably.redis import (
 )
 from durably.redis.connection import text
 from durably.redis.settings import RedisStoreSettings as Settings
+from durably.stores import Recorded
 from tests.redis_service import REDIS_CLI, RedisServer, free_port, start_server
 
 pytestmark = pytest.mark.redis

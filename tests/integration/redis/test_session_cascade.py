@@ -10,16 +10,10 @@ from typing import Any
 
 import pytest
 
-from durably import (
-    ManualClock,
-    RunRecord,
-    RunState,
-    SessionRecord,
-    StateKey,
-    StateQuery,
-)
+from durably import ManualClock, RunRecord, RunState, SessionRecord, StateKey
 from durably.errors import StateInUseError
 from durably.redis.state import _DELETE_BATCH, RedisStateStore
+from durably.stores import StateQuery
 from tests.redis_service import drop_namespaces, namespace_for
 
 RUNS = 2000

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from durably import ManualClock, RunRecord, RunState, StateDelta, StateKey, StateQuery, Usage
+from durably import ManualClock, RunRecord, RunState, StateKey, Usage
 from durably.errors import StateConflictError
 from durably.redis.state import RedisStateStore
+from durably.stores import StateDelta, StateQuery
 from tests.redis_service import namespace_for
 
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from durably import SystemClock, WorkItem
+from durably.engine.worker import Worker
 from durably.redis import RedisWorkQueue
-from durably.worker import Worker
 from tests.redis_service import namespace_for
 
 pytestmark = pytest.mark.redis

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from durably import Completed
+from durably.engine.runtime import Execution, advance
 from durably.errors import Contended
-from durably.runtime import Run, advance
 from durably.sqlite import SqliteCheckpointer, connect
 from durably.sqlite.settings import SqliteStoreSettings
+from durably.stores import Completed
 
 ALIVE = 3.0  # renewed every 1 s; the lock below spans one renewal (a wide margin under load)
 
@@ -28,7 +28,7 @@ async def test_a_pass_whose_renewal_failed_once_keeps_its_claim_and_its_paid_ste
         paid: list[str] = []
         late = asyncio.Event()
 
-        async def body(run: Run) -> str:
+        async def body(run: Execution) -> str:
             async def pay() -> str:
                 paid.append(run.workflow)
                 # Another process holds the write lock across the keep-alive's renewal at

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from durably.errors import StateConflictError
-from durably.runs import RunRecord
 from durably.sqlite import (
     Database,
     SqliteCheckpointer,
@@ -20,6 +19,7 @@ from durably.sqlite import (
     TransactionEndedError,
     connect,
 )
+from durably.stores.runs import RunRecord
 
 WAIT = 10.0  # generous bound on thread hand-offs; never reached when things work
 

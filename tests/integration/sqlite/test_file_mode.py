@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from durably.clock import ManualClock
-from durably.runs import RunRecord
 from durably.sqlite import SqliteStateStore, connect
+from durably.stores.runs import RunRecord
 
 
 @pytest.fixture

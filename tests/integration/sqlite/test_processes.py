@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from durably.errors import StatePersistenceError
-from durably.runs import RunState, StateKey
 from durably.sqlite import (
     SqliteCheckpointer,
     SqliteScheduler,
@@ -21,7 +20,8 @@ from durably.sqlite import (
 )
 from durably.sqlite.connection import SCHEMA_VERSION
 from durably.sqlite.settings import SqliteStoreSettings
-from durably.work import WorkItem, WorkState
+from durably.stores.runs import RunState, StateKey
+from durably.stores.work import WorkItem, WorkState
 
 HELPER = Path(__file__).with_name("worker_process.py")
 TENANT = "tenant {1}"

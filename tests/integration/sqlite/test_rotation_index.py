@@ -7,10 +7,11 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from durably import ManualClock, QueuePolicy, WorkItem
+from durably import ManualClock, WorkItem
 from durably.sqlite import SCHEMA_VERSION, SqliteWorkQueue, connect
 from durably.sqlite.statements import load_statements
-from durably.testing.queue_order import drain
+from durably.stores import QueuePolicy
+from durably.testing.queue.order import drain
 
 _SQL = load_statements("queue.sql")
 

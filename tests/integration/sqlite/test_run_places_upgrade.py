@@ -6,8 +6,8 @@ import sqlite3
 from pathlib import Path
 
 from durably.clock import ManualClock
-from durably.runs import RunRecord, StateQuery
 from durably.sqlite import SqliteStateStore, connect
+from durably.stores.runs import RunRecord, StateQuery
 
 
 async def test_a_version_2_file_gives_its_runs_places_and_cursors_carry_on(

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from durably.errors import StatePersistenceError
-from durably.runs import RunRecord, SessionRecord, StateKey
 from durably.sqlite import (
     SqliteCheckpointer,
     SqliteDurable,
@@ -19,7 +18,8 @@ from durably.sqlite import (
     SqliteWorkQueue,
     connect,
 )
-from durably.work import WorkItem
+from durably.stores.runs import RunRecord, SessionRecord, StateKey
+from durably.stores.work import WorkItem
 
 
 async def test_a_run_or_session_over_max_value_bytes_is_refused_and_changes_nothing(

@@ -9,7 +9,6 @@ import pytest
 
 from durably.clock import ManualClock
 from durably.errors import ConfigurationError, StateConflictError
-from durably.runs import RunRecord, RunState
 from durably.sqlite import (
     Database,
     SqliteCheckpointer,
@@ -20,7 +19,8 @@ from durably.sqlite import (
     Transaction,
     connect,
 )
-from durably.work import WorkItem
+from durably.stores.runs import RunRecord, RunState
+from durably.stores.work import WorkItem
 
 
 @pytest.fixture

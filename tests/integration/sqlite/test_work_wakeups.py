@@ -10,20 +10,20 @@ from pathlib import Path
 
 import pytest
 
-from durably.runs import RunRecord
+from durably.engine.worker import Worker
 from durably.sqlite import SqliteStateStore, SqliteWorkQueue, connect
 from durably.sqlite.settings import SqliteStoreSettings
-from durably.work import WorkItem
-from durably.worker import Worker
+from durably.stores.runs import RunRecord
+from durably.stores.work import WorkItem
 
 # Long enough that only a wake-up, never the fallback, can end a wait the tests time.
 NEVER = 60.0
 
 ENQUEUE_FROM_ANOTHER_PROCESS = """
 import asyncio, sys
-from durably.runs import RunRecord
+from durably.stores.runs import RunRecord
 from durably.sqlite import SqliteStateStore, SqliteWorkQueue, connect
-from durably.work import WorkItem
+from durably.stores.work import WorkItem
 
 async def main() -> None:
     db = await connect(sys.argv[1])

@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 
 from durably.clock import SystemClock
-from durably.runs import RunRecord, RunState
 from durably.sqlite import (
     SqliteCheckpointer,
     SqliteScheduler,
@@ -29,7 +28,8 @@ from durably.sqlite import (
     SqliteWorkQueue,
     connect,
 )
-from durably.work import WorkItem
+from durably.stores.runs import RunRecord, RunState
+from durably.stores.work import WorkItem
 
 TENANT = "tenant {1}"
 

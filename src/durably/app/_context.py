@@ -1,0 +1,502 @@
+"""`Context`: what a workflow body is given as its first parameter. Every call it offers is
+recorded under a key made of a name and its occurrence in the body, so each pass (a body is
+re-run from the top) sees exactly what the first one saw."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import inspect
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from durably.app import _layout as layout
+from durably.app._topics import Topic
+from durably.app._values import ANY, Duration, Value, seconds_of, stored_text
+from durably.engine.runtime import Execution
+from durably.errors import (
+    ChildWorkflowFailedError,
+    IncompatibleRecordError,
+    InputNeeded,
+    InvalidInputError,
+    MessageNeeded,
+    WorkflowStopped,
+)
+from durably.stores.workflows import is_inbox_key
+from durably.validation import MAX_ID_BYTES, identifier
+
+if TYPE_CHECKING:
+    from durably.app._handles import WorkflowHandle
+    from durably.app._workflow import Workflow
+
+T = TypeVar("T")
+
+DURABLE_BACKOFF = 5.0
+"""A step's backoff longer than this many seconds is a durable sleep, not an in-pass wait."""
+
+Attempt = tuple["Context", str, int]
+"""A running step attempt: its workflow's context, the step's key and the attempt number
+(from 1); `context()` builds the `StepContext` from it only when asked."""
+
+# What this task runs in: a workflow body (its Context), a step attempt inside one (the body
+# is then not current: further step calls run plainly), or neither. One variable, so a
+# step's attempt binds and unbinds once.
+_current: contextvars.ContextVar[Context | Attempt | None] = contextvars.ContextVar(
+    "durably_current", default=None
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StepContext:
+    """What `durably.context()` gives inside a running step: enough to build an idempotency
+    key for a call to an outside API (``f"{workflow}/{step}"`` is the same on every retry)."""
+
+    workflow: str
+    step: str
+    attempt: int
+    tenant: str
+    kind: str
+
+
+def context() -> StepContext:
+    """The running step's `StepContext`; `RuntimeError` outside a step."""
+    current = _current.get()
+    if not isinstance(current, tuple):
+        raise RuntimeError("durably.context() is only available inside a running step")
+    ctx, key, attempt = current
+    return StepContext(ctx.id, key, attempt, ctx.tenant, ctx.kind)
+
+
+def current_workflow() -> Context | None:
+    """The workflow body this code runs in (outside a step), or None."""
+    current = _current.get()
+    return current if isinstance(current, Context) else None
+
+
+class _ReplayQuiet(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """Drops records while the body replays what earlier passes already did (and logged)."""
+
+    def __init__(self, logger: logging.Logger, ctx: Context) -> None:
+        super().__init__(logger, {"workflow": ctx.id, "kind": ctx.kind, "tenant": ctx.tenant})
+        self._ctx = ctx
+
+    def log(self, level: int, msg: object, *args: Any, **kwargs: Any) -> None:
+        if not self._ctx.replaying:
+            super().log(level, msg, *args, **kwargs)
+
+    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, Any]:
+        kwargs.setdefault("extra", {}).update(self.extra or {})
+        return msg, kwargs
+
+
+class CancelWatch(Protocol):
+    """Tells a pass of a cancel that arrived after it began (checked before fresh steps)."""
+
+    def due(self, workflow: str) -> bool:
+        """Whether `arrived` may say anything but False now (no I/O)."""
+        ...
+
+    async def arrived(self, workflow: str, marker: str) -> bool:
+        """Whether ``marker`` is recorded for ``workflow`` now (cheap when unlikely)."""
+        ...
+
+
+class Context:
+    """A workflow body's handle on the durable world: recorded steps, time, randomness,
+    sleeps, messages and events. Built by the App for each pass; never constructed by hand.
+    """
+
+    def __init__(
+        self,
+        run: Execution,
+        start: Mapping[str, Any],
+        kind: str,
+        *,
+        cancels: CancelWatch | None = None,
+    ) -> None:
+        self._run = run
+        self._id = run.workflow
+        self._start = start
+        self._kind = kind
+        self._cancels = cancels
+        self._counts: dict[str, int] = {}
+        self._consumed: set[str] = set()
+        recorded = run.recorded
+        self._records = recorded
+        """The pass's records (a live, read-only view)."""
+        generation, unmet, retries, ended = layout.survey(recorded)
+        # Records not yet met in this pass: while any remain, the body is replaying.
+        self._unmet = unmet
+        self.generation = generation
+        """The resume generation this pass runs in (1, plus one per resume)."""
+        self._ended = ended or layout.RESULT in recorded
+        """Whether the records may hold an end of this generation (`layout.ending`)."""
+        self._cancel_key = layout.cancel_key(self.generation)
+        timeout_at = start.get("timeout_at")
+        self.deadline: float | None = None if timeout_at is None else float(timeout_at)
+        """When the workflow's ``timeout`` cancels it (the caller's clock), if it has one."""
+        self._timed_out = self.deadline is not None and run.clock.now() >= self.deadline
+        self._stopped: WorkflowStopped | None = None
+        self._cancel_delivered = False
+        self._cancel_arrived = False
+        # A timeout or a cancel this pass began with (the pass's own writes never add the
+        # marker; one made later is `_cancel_arrived`): without either, `_deliver_cancel`
+        # has nothing to deliver.
+        self._cancel_due = self._timed_out or self._cancel_key in recorded
+        # Whether an earlier pass left any step's retry deadline (`layout.retry_key`):
+        # without one, a fresh step's first attempt needs no look for its own.
+        self._retries_recorded = retries
+
+    @functools.cached_property
+    def logger(self) -> logging.LoggerAdapter[logging.Logger]:
+        """A logger that stays quiet while the body replays recorded work."""
+        return _ReplayQuiet(logging.getLogger(f"durably.workflow.{self._kind}"), self)
+
+    # --- who we are -----------------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """The workflow's id."""
+        return self._id
+
+    @property
+    def kind(self) -> str:
+        """The workflow's kind (its registered name)."""
+        return self._kind
+
+    @property
+    def tenant(self) -> str:
+        """The tenant the workflow was started for."""
+        return str(self._start.get("tenant", "default"))
+
+    @property
+    def parent(self) -> str | None:
+        """The parent workflow's id, for a child."""
+        parent = self._start.get("parent")
+        return None if parent is None else str(parent)
+
+    @property
+    def replaying(self) -> bool:
+        """Whether the body is still re-running work an earlier pass recorded."""
+        return bool(self._unmet)
+
+    # --- recorded calls ---------------------------------------------------------------------
+
+    def now(self) -> Awaitable[datetime]:
+        """The current time (UTC), recorded: every pass sees the first pass's reading."""
+        key = self._next(f"{layout.PREFIX}now")
+        clock = self._run.clock
+
+        async def read() -> datetime:
+            stamp = await self._record(key, clock.now)
+            return datetime.fromtimestamp(float(stamp), UTC)  # type: ignore[arg-type]
+
+        return read()
+
+    def uuid(self) -> Awaitable[uuid.UUID]:
+        """A fresh random UUID, recorded: every pass sees the same one."""
+        key = self._next(f"{layout.PREFIX}uuid")
+
+        async def make() -> uuid.UUID:
+            return uuid.UUID(str(await self._record(key, lambda: str(uuid.uuid4()))))
+
+        return make()
+
+    async def sleep(self, duration: Duration) -> None:
+        """Sleep ``duration`` (seconds or a timedelta) without holding a worker: the pass
+        ends and the workflow is woken at the deadline recorded by the first pass."""
+        seconds = seconds_of(duration, "duration")
+        key = self._next(f"{layout.PREFIX}sleep")
+        self._meet(key)
+        due = self._run.recorded.get(key)
+        if not isinstance(due, int | float) or due > self._run.clock.now():
+            await self._look()
+            self._deliver_cancel()  # a sleep not over yet is where a cancel is seen
+        await self._run.sleep(key, seconds)
+
+    async def step(self, key: str, fn: Callable[[], Awaitable[T] | T]) -> T:
+        """Run ``fn`` once across every pass under the explicit ``key`` (the engine's form;
+        the value must be plain JSON) and return its recorded value."""
+        layout.user_key(identifier(key, "step key"), "step key")
+        self._meet(key)
+        self._deliver_cancel(key)
+        return await self._run.step(key, fn)
+
+    async def transact(
+        self, key: str, effect: object, parse: Callable[[object], T] | None = None
+    ) -> T:
+        """Run a store-specific ``effect`` and record its value in one commit, once
+        (`durably.engine.Execution.transact`: SQL backings and Redis Lua effects)."""
+        layout.user_key(identifier(key, "step key"), "step key")
+        self._meet(key)
+        self._deliver_cancel(key)
+        if parse is None:
+            return await self._run.transact(key, effect)
+        return await self._run.transact(key, effect, parse)
+
+    def patched(self, change: str) -> Awaitable[bool]:
+        """Whether this workflow runs the code after change ``change`` at this point: True
+        for a workflow that reaches it fresh, False for one whose earlier passes already
+        went past it on the old code. Recorded, so the answer never changes."""
+        key = f"{layout.PREFIX}patched:{identifier(change, 'change id')}"
+        fresh = not self.replaying
+
+        async def answer() -> bool:
+            return bool(await self._record(key, lambda: fresh))
+
+        return answer()
+
+    async def set_event(self, key: str, value: object) -> None:
+        """Publish ``value`` (JSON-encodable) as the latest value of event ``key``; read it
+        with `WorkflowHandle.get_event`. Recorded."""
+        layout.bounded(key, "event key")
+        try:
+            data = ANY.encode(value)
+        except Exception as exc:
+            raise InvalidInputError(f"event {key!r}: cannot encode the value: {exc}") from None
+        name = layout.event_key(key, self._count(f"{layout.EVENT}{key}"))
+        self._meet(name)
+        await self._run.step(name, lambda: data)
+
+    async def recv(self, topic: Topic[T], timeout: Duration | None = None) -> T | None:
+        """The next message sent to this workflow on ``topic``, or None once ``timeout``
+        has passed without one. The pass ends while waiting (no worker is held); what was
+        consumed (or that it timed out) is recorded, so a message arriving after the
+        timeout is kept for the next `recv`."""
+        if not isinstance(topic, Topic):
+            raise InvalidInputError(f"recv needs a durably.Topic, got {type(topic).__name__}")
+        seconds = None if timeout is None else seconds_of(timeout, "timeout")
+        key = self._next(f"{layout.PREFIX}recv:{topic.name}")
+        deadline, waited = f"{key}:deadline", f"{key}:waited"
+        # What an earlier pass left at this wait counts as met whichever way this pass
+        # goes, or the rest of the body would pass for a replay (`replaying`, `patched`).
+        for mark in (key, deadline, waited):
+            self._meet(mark)
+        await self._look(key)
+        self._deliver_cancel(key)
+        recorded = self._run.recorded
+        if key not in recorded:
+            chosen = self._next_message(topic)
+            if chosen is None:
+                if seconds is None:
+                    # A pass that suspends here leaves a record of having reached it, so
+                    # code changed before this point takes the old path on later passes.
+                    await self._run.step(waited, lambda: True)
+                    raise MessageNeeded(key)
+                await self._run.sleep(deadline, seconds)
+            outcome: dict[str, object] = {"t": True} if chosen is None else {"m": chosen}
+            taken: object = await self._run.step(key, lambda: outcome)
+        else:
+            taken = await self._run.step(key, lambda: None)
+        if not isinstance(taken, dict) or "m" not in taken:
+            return None
+        message_key = str(taken["m"])
+        self._consumed.add(message_key)
+        message = recorded.get(message_key)
+        data = message.get("value") if isinstance(message, dict) else None
+        return self._decode(topic.value, data, message_key)  # type: ignore[no-any-return]
+
+    # --- children ---------------------------------------------------------------------------
+
+    async def child(
+        self, fn: Workflow[Any, T], *args: Any, id: str | None = None, **kwargs: Any
+    ) -> T:
+        """Start (or find) a child workflow of ``fn`` with ``args`` and wait for its result
+        without holding a worker: the pass ends until the child ends. Recorded like a step.
+        The child's id defaults to one derived from this workflow's id, its kind and the
+        call's occurrence; it inherits this workflow's tenant. Raises
+        `ChildWorkflowFailedError` if the child failed or was cancelled."""
+        key, handle = await self._start_workflow(
+            fn, args, kwargs, id=id, tenant=None, timeout=None, child=True
+        )
+        end = layout.end_key(key)
+        self._meet(end)
+        self._deliver_cancel(end)
+        if end in self._run.recorded:
+            ended: object = await self._run.step(end, lambda: None)
+        else:
+            checkpointer = (await fn._core.stores()).checkpointer
+            stored = await checkpointer.load(handle.id)
+            outcome = layout.ending(stored)
+            if outcome is None and layout.START not in stored:
+                # Swept (its retention ran out) before this workflow read how it ended.
+                outcome = {"e": "its records were swept before its parent read its end"}
+            if outcome is None:
+                raise InputNeeded(end)  # the child wakes this workflow when it ends
+            ended = await self._run.step(end, lambda: outcome)
+        if not isinstance(ended, dict) or "v" not in ended:
+            error = ended.get("e") if isinstance(ended, dict) else None
+            raise ChildWorkflowFailedError(handle.id, None if error is None else str(error))
+        return self._decode(fn.signature.result, ended["v"], end)  # type: ignore[no-any-return]
+
+    async def start_child(
+        self, fn: Workflow[Any, T], *args: Any, id: str | None = None, **kwargs: Any
+    ) -> WorkflowHandle[T]:
+        """Start (or find) a child workflow of ``fn`` and return its handle without
+        waiting (fan-out). Recorded; the id and tenant as for `child`."""
+        _, handle = await self._start_workflow(
+            fn, args, kwargs, id=id, tenant=None, timeout=None, child=True
+        )
+        return handle
+
+    async def _start_workflow(
+        self,
+        fn: Workflow[Any, T],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        id: str | None,
+        tenant: str | None,
+        timeout: Duration | None,
+        child: bool,
+    ) -> tuple[str, WorkflowHandle[T]]:
+        if not callable(getattr(fn, "prepare", None)) or not isinstance(
+            getattr(fn, "kind", None), str
+        ):
+            what = "child" if child else "start"
+            raise InvalidInputError(
+                f"ctx.{what} needs a workflow (@app.workflow), got {type(fn).__name__}"
+            )
+        key = self._next(f"{layout.CHILD if child else layout.STARTED}{fn.kind}")
+        self._meet(key)
+        await self._look(key)  # a cancel just made must stop a fan-out before it starts
+        self._deliver_cancel(key)
+        if id is not None:
+            workflow = identifier(id, "id")
+        else:
+            workflow = f"{self.id}/{key[len(layout.PREFIX) :]}"
+            if len(workflow) > MAX_ID_BYTES >> 2 and len(workflow.encode()) > MAX_ID_BYTES:
+                raise InvalidInputError(
+                    f"workflow {self.id[:40]!r}…: the id derived for its workflow of kind "
+                    f"{fn.kind[:40]!r} would be over {MAX_ID_BYTES} bytes; give it an id="
+                )
+        if child and workflow in (self.id, self._start.get("parent")):
+            raise InvalidInputError(
+                f"workflow {self.id!r} cannot wait for {workflow!r} as its child: it is "
+                "the workflow itself or its parent, which waits for it"
+            )
+        start = fn.prepare(
+            args,
+            kwargs,
+            tenant=tenant if tenant is not None else self.tenant,
+            timeout=timeout,
+            parent=self.id if child else None,
+            parent_kind=self.kind if child else None,
+        )
+
+        async def launch() -> object:
+            return {"id": workflow, "created": await fn.launch(workflow, start)}
+
+        started: object = await self._run.step(key, launch)
+        info = started if isinstance(started, dict) else {}
+        return key, fn.handle(str(info.get("id", workflow)), bool(info.get("created", False)))
+
+    async def _outside(self, name: str, call: Callable[[], Awaitable[object]]) -> object:
+        """Run an App call made inside the body (a send, a cancel) once, recorded."""
+        key = self._next(f"{layout.PREFIX}{name}")
+        self._meet(key)
+        await self._look(key)
+        self._deliver_cancel(key)
+        return await self._run.step(key, call)
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _count(self, name: str) -> int:
+        count = self._counts.get(name, 0) + 1
+        self._counts[name] = count
+        return count
+
+    def _next(self, name: str) -> str:
+        return layout.occurrence(name, self._count(name))
+
+    def _meet(self, key: str) -> None:
+        self._unmet.discard(key)
+
+    async def _record(self, key: str, make: Callable[[], object]) -> object:
+        self._meet(key)
+        return await self._run.step(key, make)
+
+    def _next_message(self, topic: Topic[Any]) -> str | None:
+        for key, value in self._run.recorded.items():
+            if (
+                is_inbox_key(key)
+                and key not in self._consumed
+                and isinstance(value, dict)
+                and value.get("topic") == topic.name
+            ):
+                self._consumed.add(key)
+                return key
+        return None
+
+    def _decode(self, value: Value, data: object, key: str) -> Any:
+        try:
+            return value.decode(data)
+        except ValueError as exc:
+            raise self._park(
+                IncompatibleRecordError(self.id, key, value.type_name, stored_text(data), str(exc))
+            ) from None
+
+    def _park(self, error: WorkflowStopped) -> WorkflowStopped:
+        # Kept so the pass parks even if the body catches the error.
+        if self._stopped is None:
+            self._stopped = error
+        return error
+
+    async def _look(self, key: str | None = None) -> None:
+        """Before a call at ``key`` the body has not made before (any call, without one):
+        look for a cancel made since the pass began, when one may be known
+        (`CancelWatch.due`: at once for this process's own, at most every
+        `LOOK_SECONDS` for another's). `recorded_call` does the same, written out."""
+        if key is not None and key in self._records:
+            return  # a replayed call: the cancel lands where it first could
+        if self._cancels is not None and self._cancels.due(self.id):
+            self._cancel_arrived = await self._cancels.arrived(self.id, self._cancel_key)
+
+    def _deliver_cancel(self, key: str | None = None) -> None:
+        """Raise the cancellation (once per pass) at a point the body has not passed
+        before: a call whose ``key`` is recorded replays, so a cancel lands where it
+        first could, on every pass alike."""
+        if self._cancel_delivered:
+            return
+        if not (self._cancel_due or self._cancel_arrived):
+            # Nothing to deliver, the common case, asked before every call: unless the
+            # workflow's deadline passed while this pass ran.
+            if self.deadline is None or self._run.clock.now() < self.deadline:
+                return
+            self._timed_out = self._cancel_due = True
+        if key is None or key not in self._records:
+            self._cancel_delivered = True
+            reason = "timed out" if self._timed_out else "was cancelled"
+            raise asyncio.CancelledError(f"workflow {self.id!r} {reason}")
+
+
+def is_async(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` is an ``async def`` function."""
+    return inspect.iscoroutinefunction(fn)
+
+
+# The variable's own methods, not functions around them: every step call binds and
+# unbinds its attempt.
+bind = _current.set
+"""Make ``current`` (a workflow body's Context, a step attempt, or None) what this task
+runs in; gives the token `unbind` takes."""
+unbind = _current.reset
+"""Undo `bind`."""
+
+
+__all__ = [
+    "Attempt",
+    "CancelWatch",
+    "Context",
+    "StepContext",
+    "bind",
+    "context",
+    "current_workflow",
+    "is_async",
+    "unbind",
+]

@@ -1,0 +1,153 @@
+"""`Core`: what the App's parts share, built by `App` and taken by every helper.
+
+The App's settings (clock, tenant, lease, retention), its registry of workflows and steps,
+its stores (opened once, on first use), the cancels this process asked for, and the status
+changes made outside a pass (resume, the end of a parked workflow). Workflows, handles and
+the driver take a `Core`, never the `App`, so the App's own surface is only what users call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from durably.app import _layout as layout
+from durably.app._cancels import Cancels
+from durably.clock import Clock
+from durably.stores.dsn import describe
+from durably.stores.opening import Stores, open_stores
+from durably.stores.status import WorkflowStatus
+from durably.stores.workflows import Durable, Pass
+
+if TYPE_CHECKING:
+    from durably.app._steps import Step
+    from durably.app._workflow import Workflow
+
+_logger = logging.getLogger("durably.app")
+
+CLAIM_WAIT = 5.0
+"""How long `resume` and a parked workflow's cancel wait for a claim another worker holds
+(seconds of real time)."""
+CLAIM_PAUSE = 0.05
+
+
+class Core:
+    """The App's settings, registry and stores, shared by its workflows, handles and driver."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        clock: Clock,
+        tenant: str,
+        retention: float,
+        lease: float,
+        migrate: bool,
+    ) -> None:
+        self.dsn = dsn
+        self.clock = clock
+        self.tenant = tenant
+        self.retention = retention
+        self.lease = lease
+        self.migrate = migrate
+        self.workflows: dict[str, Workflow[Any, Any]] = {}
+        self.steps: dict[str, Step[Any, Any]] = {}
+        self.cancels = Cancels(self.stores)
+        """What running passes ask whether a cancel arrived since they began."""
+        self._stores: Stores | None = None
+        self._opening: asyncio.Lock | None = None
+        self._durables: dict[str, Durable[Any]] = {}
+
+    async def stores(self) -> Stores:
+        """The stores, opened (and the schema made ready) on first use."""
+        if self._stores is not None:
+            return self._stores
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._stores is None:
+                stores = await open_stores(self.dsn, clock=self.clock)
+                try:
+                    await (stores.migrate() if self.migrate else stores.verify())
+                except BaseException:
+                    await stores.close()
+                    raise
+                _logger.info("opened %s", describe(self.dsn))
+                self._stores = stores
+        return self._stores
+
+    def durable(self, kind: str) -> Durable[Any]:
+        """The `Durable` whose scheduler serves workflow kind ``kind`` (stores open)."""
+        if self._stores is None:
+            raise RuntimeError("the App's stores are not open yet")
+        durable = self._durables.get(kind)
+        if durable is None:
+            durable = self._stores.durable(kind, lease=self.lease)
+            self._durables[kind] = durable
+        return durable
+
+    async def resume(self, id: str, kind: str) -> bool:
+        """Open a new generation of workflow ``id`` (a cancel from before no longer
+        applies), reset its status and make it ready; False when a concurrent resume
+        opened it first (nothing changes then)."""
+        stores = await self.stores()
+        checkpointer = stores.checkpointer
+        stored = await checkpointer.load(id)
+        marker = layout.occurrence(layout.RESUMES, layout.generation(stored) + 1)
+        # A marker of this call's own, so only the resume whose marker landed goes on.
+        if not (await checkpointer.supply(id, marker, uuid.uuid4().hex)).first:
+            return False
+        holder = await self._claim_briefly(id)
+        if holder is not None:
+            try:
+                await checkpointer.set_status(holder, WorkflowStatus.PENDING)
+            finally:
+                await checkpointer.release(holder)
+        await self.durable(kind).scheduler.make_ready(id)
+        return True
+
+    async def end_parked(self, id: str, generation: int) -> None:
+        """End parked workflow ``id`` cancelled (a cancel asked while it was parked: no
+        pass will run to see it), as its body's cancelled end would: the record of the
+        end, then the status. Resumable, as any cancelled workflow."""
+        checkpointer = (await self.stores()).checkpointer
+        ended = layout.occurrence(layout.CANCELLED, generation)
+        await checkpointer.supply(id, ended, "cancelled")
+        holder = await self._claim_briefly(id)
+        if holder is None:
+            return  # a pass holds it after all (a resume raced this): it sees the cancel
+        try:
+            info = await checkpointer.get_status(id)
+            if info is not None and info.status is WorkflowStatus.PARKED:
+                await checkpointer.set_status(
+                    holder, WorkflowStatus.CANCELLED, attempts=info.attempts, error="cancelled"
+                )
+        finally:
+            await checkpointer.release(holder)
+
+    async def _claim_briefly(self, id: str) -> Pass | None:
+        """A claim on workflow ``id`` for a status change made outside a pass, waiting up
+        to `CLAIM_WAIT` seconds for one: a worker that took a delivery of a parked
+        workflow holds the claim only while it reads the status. None when a pass holds
+        it all that time (a running pass, which reports its own status)."""
+        checkpointer = (await self.stores()).checkpointer
+        waited = 0.0
+        while True:
+            holder = await checkpointer.claim(id, 30.0, 30.0)
+            if holder is not None or waited >= CLAIM_WAIT:
+                return holder
+            await asyncio.sleep(CLAIM_PAUSE)
+            waited += CLAIM_PAUSE
+
+    async def close(self) -> None:
+        """Close the stores and the schedulers made over them (idempotent); they open
+        again if used later."""
+        stores, self._stores = self._stores, None
+        self._durables = {}
+        if stores is not None:
+            await stores.close()  # closes every `Stores.durable` scheduler first
+
+
+__all__ = ["CLAIM_PAUSE", "CLAIM_WAIT", "Core"]

@@ -1,0 +1,231 @@
+"""The records the application layer keeps in a workflow's checkpoint, and their keys.
+
+Every key the App writes itself starts with ``durably:``; step names and inline step keys
+may not, so a user's record never collides with one of these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from durably.errors import ConfigurationError, InvalidInputError
+from durably.stores.workflows import INBOX_PREFIX
+from durably.validation import MAX_ID_BYTES, identifier
+
+PREFIX = "durably:"
+START = "durably:start"
+"""The start record: kind, encoded arguments, tenant, parent, created, timeout."""
+RESULT = "durably:result"
+"""The encoded return value: written with the COMPLETED status in one write
+(`durably.workflows.Finish`), or by a child before it wakes its parent."""
+CANCEL = "durably:cancel"
+"""The cancellation markers `WorkflowHandle.cancel` supplies, one per resume generation."""
+FAILED = "durably:failed"
+"""``durably:failed#G``: the error that ended resume generation G (wakes a parent)."""
+CANCELLED = "durably:cancelled"
+TIMED_OUT = "timed out"
+"""What a `CANCELLED` record holds when the workflow's ``timeout=`` ended it."""
+"""``durably:cancelled#G``: generation G ended cancelled (wakes a parent)."""
+CHILD = "durably:child:"
+"""``durably:child:KIND#N``: the id of the N-th child of KIND a body started."""
+STARTED = "durably:start:"
+"""``durably:start:KIND#N``: the id of the N-th workflow of KIND a body started (no child)."""
+TIMEOUT = "durably:timeout"
+"""The wakeup at a workflow's ``timeout`` deadline (never recorded)."""
+RESUMES = "durably:resume"
+"""The markers `WorkflowHandle.resume` supplies (``durably:resume#1``, ...)."""
+EVENT = "durably:event:"
+_RESUME_PREFIX = f"{RESUMES}#"
+
+
+def occurrence(name: str, count: int) -> str:
+    """The key of the ``count``-th call (from 1) of ``name`` in a body."""
+    return f"{name}#{count}"
+
+
+def generation(stored: Mapping[str, object]) -> int:
+    """The workflow's resume generation: 1, plus one per resume."""
+    return 1 + sum(1 for key in stored if key.startswith(_RESUME_PREFIX))
+
+
+def cancel_key(generation: int) -> str:
+    """The cancellation marker of resume generation ``generation``."""
+    return occurrence(CANCEL, generation)
+
+
+RETRY = ":retry#"
+"""What every `retry_key` holds."""
+
+
+def retry_key(step_key: str, attempt: int) -> str:
+    """The deadline of the durable backoff after failed attempt ``attempt`` of a step."""
+    return f"{step_key}{RETRY}{attempt}"
+
+
+def event_key(key: str, count: int) -> str:
+    """The record of the ``count``-th `set_event` of ``key``."""
+    return occurrence(f"{EVENT}{key}", count)
+
+
+def latest_event(records: dict[str, object], key: str) -> tuple[bool, object]:
+    """Whether ``key`` has an event, and its latest value (the highest occurrence)."""
+    prefix = f"{EVENT}{key}#"
+    best = 0
+    found: object = None
+    for name, value in records.items():
+        if name.startswith(prefix) and name[len(prefix) :].isdigit():
+            number = int(name[len(prefix) :])
+            if number > best:
+                best, found = number, value
+    return best > 0, found
+
+
+def bookkeeping(key: str) -> bool:
+    """Whether ``key`` is the App's own bookkeeping (start, result, endings, cancel,
+    resume, inbox messages) rather than work a body recorded."""
+    return key in (START, RESULT) or key.startswith((CANCEL, RESUMES, FAILED, CANCELLED, "inbox:"))
+
+
+def survey(stored: Mapping[str, object]) -> tuple[int, set[str], bool, bool]:
+    """What a pass needs to know of its records, in one look at their keys: the resume
+    generation (`generation`), the keys a body recorded (every key but `bookkeeping`),
+    whether any step's retry deadline is among them (`retry_key`), and whether a
+    generation's end (failed or cancelled) is recorded (without one, and without a
+    `RESULT`, `ending` is None)."""
+    current = 1
+    recorded: set[str] = set()
+    retries = ended = False
+    for key in stored:
+        if RETRY in key:
+            retries = True
+        if not key.startswith(PREFIX):
+            if not key.startswith("inbox:"):
+                recorded.add(key)
+        elif key.startswith(_RESUME_PREFIX):
+            current += 1
+        elif key.startswith((FAILED, CANCELLED)):
+            ended = True
+        elif not (key in (START, RESULT) or key.startswith((CANCEL, RESUMES))):
+            recorded.add(key)
+    return current, recorded, retries, ended
+
+
+def user_key(key: str, what: str) -> str:
+    """``key`` if a user may name a record with it: `ConfigurationError` for one in the
+    key space of durably's own records or of messages (``inbox:``)."""
+    for reserved in (PREFIX, INBOX_PREFIX):
+        if key.startswith(reserved):
+            raise ConfigurationError(
+                f"{what} {key!r}: names starting with {reserved!r} are reserved"
+            )
+    return key
+
+
+NAME_BYTES = 400
+"""The longest name of a step, workflow kind, topic or event, in UTF-8 bytes. The record
+keys made from a name add a prefix (``durably:child:``, at most 14 bytes) and a suffix (the
+call's occurrence, ``:deadline``, ``:end``, a retry's number), and every key must fit in
+`MAX_ID_BYTES`: a longer name would pass registration and fail its workflow mid-run."""
+KEYED_BYTES = MAX_ID_BYTES - 32
+"""The longest explicit step key (``name[key]``, `Step.keyed`): room for a retry's suffix."""
+
+
+def bounded(value: object, what: str, most: int = NAME_BYTES) -> str:
+    """``value`` if it may name a workflow kind, topic or event: an `identifier` of at most
+    ``most`` bytes; `InvalidInputError` naming ``what`` otherwise."""
+    text = identifier(value, what)
+    if len(text) > most >> 2 and len(text.encode()) > most:
+        raise InvalidInputError(
+            f"{what} {text[:40]!r}… must be at most {most} bytes in UTF-8 (the keys of "
+            "its records add to it)"
+        )
+    return text
+
+
+def start_record(
+    *,
+    kind: str,
+    args: dict[str, object],
+    tenant: str,
+    created: float,
+    parent: str | None = None,
+    parent_kind: str | None = None,
+    timeout_at: float | None = None,
+) -> dict[str, Any]:
+    """What `start` supplies under `START` (first writer wins)."""
+    return {
+        "kind": kind,
+        "args": args,
+        "tenant": tenant,
+        "created": created,
+        "parent": parent,
+        "parent_kind": parent_kind,
+        "timeout_at": timeout_at,
+    }
+
+
+def end_key(key: str) -> str:
+    """Where a parent records how the child it started under ``key`` ended."""
+    return f"{key}:end"
+
+
+def ending(stored: Mapping[str, object]) -> dict[str, object] | None:
+    """How a workflow's latest generation ended, from its records: ``{"v": result}``,
+    ``{"e": error}`` or ``{"e": "cancelled", "cancelled": True}`` (``"timed out"`` for a
+    workflow its ``timeout=`` cancelled); None while it runs."""
+    if RESULT in stored:
+        return {"v": stored[RESULT]}
+    current = generation(stored)
+    failed = stored.get(occurrence(FAILED, current))
+    if failed is not None:
+        return {"e": str(failed)}
+    cancelled = stored.get(occurrence(CANCELLED, current))
+    if cancelled is not None:
+        return {"e": TIMED_OUT if cancelled == TIMED_OUT else "cancelled", "cancelled": True}
+    return None
+
+
+def children(stored: Mapping[str, object]) -> list[str]:
+    """The ids of the children a workflow started (recorded under `CHILD` keys)."""
+    found: list[str] = []
+    for key, value in stored.items():
+        if key.startswith(CHILD) and not key.endswith(":end") and isinstance(value, dict):
+            found.append(str(value.get("id")))
+    return found
+
+
+def recorded_kind(stored: Mapping[str, object]) -> str | None:
+    """The kind a workflow's start record names (a workflow the App started), or None."""
+    start = stored.get(START)
+    kind = start.get("kind") if isinstance(start, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+__all__ = [
+    "CANCEL",
+    "CANCELLED",
+    "CHILD",
+    "EVENT",
+    "FAILED",
+    "PREFIX",
+    "RESULT",
+    "RESUMES",
+    "START",
+    "STARTED",
+    "TIMEOUT",
+    "bookkeeping",
+    "cancel_key",
+    "children",
+    "end_key",
+    "ending",
+    "event_key",
+    "generation",
+    "latest_event",
+    "occurrence",
+    "recorded_kind",
+    "retry_key",
+    "start_record",
+    "survey",
+    "user_key",
+]

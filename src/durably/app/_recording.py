@@ -1,0 +1,173 @@
+"""How a step call is recorded in a workflow: its attempts and backoffs, the record's shape
+(``{"a": digest, "v": value}`` or ``{"a": digest, "e": [type, message]}``) and its replay."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from durably.app import _layout as layout
+from durably.app._context import DURABLE_BACKOFF, Context, bind, unbind
+from durably.engine.tasks import cancel_requested
+from durably.errors import (
+    NondeterminismError,
+    StatePersistenceError,
+    StepFailedError,
+    StepResultError,
+    StrayCancellationError,
+)
+from durably.redaction import mend_text
+
+if TYPE_CHECKING:
+    from durably.app._steps import Step
+
+
+async def recorded_call(
+    ctx: Context, step: Step[..., Any], key: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    """Run ``step`` once across every pass of ``ctx``'s workflow under ``key``: replayed
+    from its record (checked against the arguments' digest), or attempted under its retry
+    policy and recorded with its value or its error.
+
+    Written out over `Execution.reserve` and `Execution.commit` rather than `Execution.step` with an
+    effect: a step call is the App's hot path, and the first attempt runs inline."""
+    marker = step.signature.digest_args(args, kwargs)
+    ctx._unmet.discard(key)
+    recorded = ctx._records
+    if key not in recorded:
+        if ctx._cancels is not None and ctx._cancels.due(ctx.id):
+            ctx._cancel_arrived = await ctx._cancels.arrived(ctx.id, ctx._cancel_key)
+        ctx._deliver_cancel(key)
+    run = ctx._run
+    if run.reserve(key):
+        return _parse(ctx, step, key, marker, recorded[key])
+    failure: Exception | None = None
+    own = False  # whether the record holds the value itself, plain (`Value.plain`)
+    try:
+        if step.direct and (not ctx._retries_recorded or layout.retry_key(key, 1) not in recorded):
+            # The common case, inline: a first attempt that is a plain await.
+            first: Exception | None = None
+            token = bind((ctx, key, 1))
+            try:
+                value = await step.fn(*args, **kwargs)
+            except Exception as exc:
+                first = exc
+            except asyncio.CancelledError:
+                if cancel_requested():
+                    raise
+                first = StrayCancellationError(f"step {key!r}")
+            finally:
+                unbind(token)
+            if first is not None:
+                value = await _attempts(ctx, step, key, args, kwargs, first)
+        else:
+            value = await _attempts(ctx, step, key, args, kwargs, None)
+    except Exception as exc:
+        failure = exc
+        # Kept as any failure text is: bounded, secrets masked (`mend_text`).
+        record: dict[str, object] = {
+            "a": marker,
+            "e": [type(exc).__name__, mend_text(str(exc), "error")],
+        }
+    else:
+        plain = step.signature.result.plain
+        if plain is not None and plain(value):
+            record = {"a": marker, "v": value}
+            own = True
+        else:
+            try:
+                record = {"a": marker, "v": step.signature.result.encode(value)}
+            except Exception as exc:
+                failure = StepResultError(f"step {key!r} returned a value it cannot encode: {exc}")
+                record = {"a": marker, "e": ["StepResultError", str(failure)]}
+    try:
+        stored = await run.commit(key, record)
+    except StatePersistenceError as exc:
+        if exc.reason != "too_large":
+            raise
+        raise StepResultError(
+            f"step {key!r} of workflow {ctx.id!r} returned a value too large to record: "
+            f"{exc.detail}"
+        ) from None
+    if own and stored == record:
+        # This pass's own plain record: its JSON round trip is equal and of the same
+        # types (`Value.plain`), so reading it back needs no checks.
+        return stored["v"]
+    try:
+        return _parse(ctx, step, key, marker, stored)
+    except StepFailedError as exc:
+        if failure is not None:
+            raise exc from failure
+        raise
+
+
+async def _attempts(
+    ctx: Context,
+    step: Step[..., Any],
+    key: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    failed: Exception | None,
+) -> Any:
+    """The step's attempts under its retry policy: from the first, or (``failed``) on from
+    a first attempt that already ran and raised ``failed``."""
+    attempt = 1
+    if failed is None:
+        # Attempts that ended in a durable backoff in earlier passes left their deadline.
+        while layout.retry_key(key, attempt) in ctx._records:
+            attempt += 1
+        if attempt > 1:
+            waited = layout.retry_key(key, attempt - 1)
+            ctx._meet(waited)
+            await ctx._run.sleep(waited, DURABLE_BACKOFF)  # the recorded deadline rules
+    while True:
+        if failed is None:
+            try:
+                return await step.invoke(args, kwargs, (ctx, key, attempt))
+            except Exception as exc:
+                failed = exc
+        if not step.retry.retries(failed, attempt):
+            raise failed
+        delay = step.retry.backoff(attempt)
+        ctx.logger.warning(
+            "step %r attempt %d failed: %s; retrying in %.3fs",
+            key,
+            attempt,
+            mend_text(repr(failed), "error"),
+            delay,
+        )
+        failed = None
+        if delay > DURABLE_BACKOFF:
+            # A long wait ends the pass and frees the worker; the workflow wakes for the
+            # next attempt at the recorded deadline.
+            waiting = layout.retry_key(key, attempt)
+            ctx._meet(waiting)
+            await ctx._run.sleep(waiting, delay)
+        elif delay > 0:
+            await asyncio.sleep(delay)
+        attempt += 1
+
+
+def _parse(ctx: Context, step: Step[..., Any], key: str, marker: str, stored: object) -> Any:
+    if not isinstance(stored, dict) or "a" not in stored:
+        raise ctx._park(
+            NondeterminismError(
+                ctx.id, key, f"the record there was not written by step {step.name!r}"
+            )
+        )
+    if stored["a"] != marker:
+        raise ctx._park(
+            NondeterminismError(
+                ctx.id,
+                key,
+                f"step {step.name!r} was called with other arguments than the recorded "
+                "call (the body changed, or concurrent calls need .keyed(key))",
+            )
+        )
+    if "e" in stored:
+        error_type, message = stored["e"]
+        raise StepFailedError(ctx.id, key, str(error_type), str(message))
+    return ctx._decode(step.signature.result, stored.get("v"), key)
+
+
+__all__ = ["recorded_call"]

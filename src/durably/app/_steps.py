@@ -1,0 +1,112 @@
+"""`Step`: a function whose result a workflow records, registered with ``@app.step``."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, ParamSpec, TypeVar
+
+from durably.app._context import Attempt, bind, current_workflow, is_async, unbind
+from durably.app._layout import KEYED_BYTES, bounded, user_key
+from durably.app._recording import recorded_call
+from durably.app._retry import ONCE, Retry
+from durably.app._values import Signature
+from durably.engine.tasks import cancel_requested
+from durably.errors import ConfigurationError, StepTimeoutError, StrayCancellationError
+from durably.validation import identifier
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Step(Generic[P, R]):
+    """A registered step. Awaited inside a workflow body, its result is recorded under the
+    step's name and the call's occurrence (checked against the arguments on replay);
+    awaited elsewhere, it simply runs the function (a plain ``def`` in a thread).
+    """
+
+    def __init__(
+        self,
+        fn: Callable[P, Awaitable[R]] | Callable[P, R],
+        *,
+        name: str,
+        retry: Retry | None,
+        timeout: float | None,
+        key: str | None = None,
+        signature: Signature | None = None,
+    ) -> None:
+        self.fn = fn
+        self.name = user_key(bounded(name, "step name"), "step name")
+        if "#" in self.name:  # "s#1:retry" would name step "s"'s first retry deadline
+            raise ConfigurationError(
+                f"step name {name!r}: '#' is reserved (it numbers a step's calls in its keys)"
+            )
+        self.retry = retry if retry is not None else ONCE
+        self.timeout = timeout
+        self.signature = signature if signature is not None else Signature(fn, f"step {name!r}")
+        self._key = key
+        self._async = is_async(fn)
+        self.direct = self._async and timeout is None
+        """Whether an attempt is just an await of the function (no thread, no timeout):
+        the first attempt of a fresh call then runs inline (`recorded_call`)."""
+        functools.update_wrapper(self, fn)
+
+    def keyed(self, key: str) -> Step[P, R]:
+        """This step with the explicit key ``key`` (instead of name plus occurrence), for
+        calls whose order varies between passes, such as fan-out in concurrent branches."""
+        identifier(key, "step key")
+        keyed = bounded(f"{self.name}[{key}]", f"step {self.name!r}: key", KEYED_BYTES)
+        return Step(
+            self.fn,
+            name=self.name,
+            retry=self.retry,
+            timeout=self.timeout,
+            key=keyed,
+            signature=self.signature,  # its adapters, built once at decoration
+        )
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
+        ctx = current_workflow()
+        if ctx is None:
+            return self._plain(args, kwargs)
+        # The key is taken now, at the call, so concurrent branches keep their call order.
+        key = self._key if self._key is not None else ctx._next(self.name)
+        return recorded_call(ctx, self, key, args, kwargs)
+
+    async def _plain(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
+        if self._async:
+            return await self.fn(*args, **kwargs)  # type: ignore[no-any-return,misc]
+        return await asyncio.to_thread(self.fn, *args, **kwargs)  # type: ignore[arg-type]
+
+    async def invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any], attempt: Attempt) -> R:
+        """Run one attempt inside a workflow: `durably.context()` describes ``attempt``,
+        further step calls inside run plainly, and ``timeout`` bounds the attempt
+        (`StepTimeoutError`)."""
+        token = bind(attempt)
+        try:
+            if self.timeout is None:
+                if self._async:
+                    return await self.fn(*args, **kwargs)  # type: ignore[no-any-return,misc]
+                return await self._plain(args, kwargs)
+            try:
+                return await asyncio.wait_for(self._plain(args, kwargs), self.timeout)
+            except TimeoutError:
+                ctx, key, number = attempt
+                raise StepTimeoutError(
+                    f"step {key!r} of workflow {ctx.id!r} timed out after "
+                    f"{self.timeout}s (attempt {number})"
+                ) from None
+        except asyncio.CancelledError:
+            if cancel_requested():
+                raise
+            # Nobody cancelled the step: a failed attempt, under its retry policy.
+            raise StrayCancellationError(f"step {attempt[1]!r}") from None
+        finally:
+            unbind(token)
+
+    def __repr__(self) -> str:
+        return f"<durably step {self.name!r}>"
+
+
+__all__ = ["Step"]

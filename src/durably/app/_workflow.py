@@ -1,0 +1,322 @@
+"""`Workflow`: a registered workflow body, its start/run/get_handle, and the engine body
+(`Execution` -> result) the Worker serves it with."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+
+from durably.app import _layout as layout
+from durably.app._context import Context, bind, current_workflow, is_async, unbind
+from durably.app._core import Core
+from durably.app._handles import WorkflowHandle, cancel_children, find_handle
+from durably.app._retry import Retry
+from durably.app._values import Duration, Signature, seconds_of, stored_text
+from durably.engine.runtime import Execution
+from durably.engine.tasks import cancel_requested
+from durably.errors import (
+    ConfigurationError,
+    DurablyError,
+    IncompatibleRecordError,
+    InvalidInputError,
+    ScheduledWakeup,
+    StatePersistenceError,
+    StrayCancellationError,
+    Suspended,
+    WorkflowCancelledError,
+    WorkflowConflictError,
+    WorkflowStopped,
+)
+from durably.redaction import mend_text
+from durably.stores.workflows import Finish, value_refused
+from durably.validation import identifier
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+OPTIONS = ("id", "tenant", "timeout")
+"""Keyword options of `Workflow.start`; a body parameter may not take these names."""
+
+
+class BodyFailed(DurablyError):
+    """A workflow body raised: the workflow ends FAILED (its error kept as the original's
+    repr), unless the workflow opted in to body retries."""
+
+    def __init__(self, error: BaseException, *, retryable: bool) -> None:
+        self.error = error
+        super().__init__(repr(error), retryable=retryable)
+
+    def __repr__(self) -> str:
+        return repr(self.error)
+
+
+class Recorded(Exception):
+    """A failure read back from the record; its repr is the recorded text."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+class Cancelled(WorkflowStopped):
+    """The body let the cancellation `WorkflowHandle.cancel` asked for end it."""
+
+    status = "cancelled"
+
+
+class Workflow(Generic[P, R]):
+    """A registered workflow. ``await wf.start(*args)`` starts one and returns its handle;
+    ``await wf.run(*args)`` starts one and waits for its result."""
+
+    def __init__(
+        self,
+        core: Core,
+        fn: Callable[Concatenate[Context, P], Awaitable[R]],
+        *,
+        kind: str,
+        retry: Retry | None,
+        timeout: float | None,
+        max_recovery_attempts: int,
+    ) -> None:
+        self._core = core
+        self.fn = fn
+        self.kind = layout.bounded(kind, "workflow kind")
+        self.retry = retry
+        self.timeout = timeout
+        self.max_recovery_attempts = max_recovery_attempts
+        what = f"workflow {kind!r}"
+        if not is_async(fn):
+            raise ConfigurationError(f"{what}: a workflow body is an async def")
+        self.signature = Signature(fn, what, skip=1)
+        if not self.signature.leading:
+            raise ConfigurationError(f"{what}: the first parameter must be the durably.Context")
+        first = self.signature.leading[0]
+        if first.kind not in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD):
+            raise ConfigurationError(f"{what}: the first parameter must be the durably.Context")
+        hint = fn.__annotations__.get(first.name)
+        if hint is not None and hint not in (Context, "Context", "durably.Context"):
+            raise ConfigurationError(
+                f"{what}: the first parameter must be the durably.Context, got {hint!r}"
+            )
+        for name in self.signature.names:
+            if name in OPTIONS:
+                raise ConfigurationError(
+                    f"{what}: parameter {name!r} collides with start()'s {name}= option"
+                )
+        self.__name__ = getattr(fn, "__name__", kind)
+        self.__doc__ = fn.__doc__
+
+    async def start(
+        self,
+        *args: Any,
+        id: str | None = None,
+        tenant: str | None = None,
+        timeout: Duration | None = None,
+        **kwargs: Any,
+    ) -> WorkflowHandle[R]:
+        """Start this workflow with ``args`` and return its handle.
+
+        ``id`` defaults to a fresh one; starting an id that exists starts nothing and
+        returns its handle (``handle.created`` is False; the first start's arguments win).
+        Raises `InvalidInputError` for arguments that do not fit the signature (before any
+        I/O) and `WorkflowConflictError` when the id exists under another kind.
+        """
+        ctx = current_workflow()
+        if ctx is not None:  # inside a body: recorded, with an id derived from the parent's
+            _, handle = await ctx._start_workflow(
+                self, args, kwargs, id=id, tenant=tenant, timeout=timeout, child=False
+            )
+            return handle
+        start = self.prepare(args, kwargs, tenant=tenant, timeout=timeout)
+        workflow = identifier(id, "id") if id is not None else str(uuid.uuid4())
+        return self.handle(workflow, await self.launch(workflow, start))
+
+    def prepare(
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        tenant: str | None,
+        timeout: Duration | None,
+        parent: str | None = None,
+        parent_kind: str | None = None,
+    ) -> dict[str, Any]:
+        """The start record for a call with ``args``, checked before any I/O."""
+        encoded = self.signature.encode_args(args, kwargs)
+        owner = identifier(tenant, "tenant") if tenant is not None else self._core.tenant
+        limit = timeout if timeout is not None else self.timeout
+        seconds = None if limit is None else seconds_of(limit, "timeout")
+        now = self._core.clock.now()
+        return layout.start_record(
+            kind=self.kind,
+            args=encoded,
+            tenant=owner,
+            created=now,
+            parent=parent,
+            parent_kind=parent_kind,
+            timeout_at=None if seconds is None else now + seconds,
+        )
+
+    async def launch(self, workflow: str, start: dict[str, Any]) -> bool:
+        """Supply ``start`` for ``workflow`` (first writer wins) and make it ready; whether
+        this call created it. `WorkflowConflictError` if the id has another kind."""
+        stores = await self._core.stores()
+        try:
+            recorded = await stores.checkpointer.supply(workflow, layout.START, start)
+        except (StatePersistenceError, InvalidInputError) as exc:
+            # Refused by the store's own checks (its size limit, its codec), which run
+            # before it writes: named here, as the caller's other bad input is.
+            if isinstance(exc, StatePersistenceError) and exc.reason != "too_large":
+                raise
+            raise InvalidInputError(
+                f"workflow {self.kind!r}: the store refuses its arguments: {exc}"
+            ) from None
+        existing = recorded.value
+        kind = existing.get("kind") if isinstance(existing, dict) else None
+        if kind != self.kind:
+            raise WorkflowConflictError(workflow, self.kind, str(kind))
+        # A start that crashed between its record and its wakeup is repaired by the next.
+        if recorded.first or await stores.checkpointer.get_status(workflow) is None:
+            await self._core.durable(self.kind).scheduler.make_ready(workflow)
+        return recorded.first
+
+    def handle(self, workflow: str, created: bool = False) -> WorkflowHandle[R]:
+        """A typed handle on ``workflow`` (no I/O; the id is not checked)."""
+        return WorkflowHandle(self._core, workflow, self.kind, self.signature.result, created)
+
+    async def run(
+        self,
+        *args: Any,
+        id: str | None = None,
+        tenant: str | None = None,
+        timeout: Duration | None = None,
+        **kwargs: Any,
+    ) -> R:
+        """Start this workflow and wait for its result (see `start` and
+        `WorkflowHandle.result`). Refused inside a workflow body: use ``ctx.child``."""
+        if current_workflow() is not None:
+            raise ConfigurationError(
+                f"workflow {self.kind!r}: awaiting run() inside a workflow body would hold "
+                "the pass; use ctx.child"
+            )
+        handle = await self.start(*args, id=id, tenant=tenant, timeout=timeout, **kwargs)
+        return await handle.result()
+
+    async def get_handle(self, id: str) -> WorkflowHandle[R]:
+        """The handle of existing workflow ``id`` of this kind; `WorkflowNotFoundError` if
+        there is none, `WorkflowConflictError` if it is of another kind."""
+        handle = await find_handle(self._core, id)
+        if handle.kind != self.kind:
+            raise WorkflowConflictError(id, self.kind, handle.kind)
+        return self.handle(id)
+
+    async def body(self, run: Execution) -> object:
+        """One pass of this workflow over the engine's `Execution` (what the Worker serves)."""
+        recorded = run.recorded
+        start = recorded.get(layout.START)
+        if not isinstance(start, dict):
+            raise BodyFailed(
+                ConfigurationError(f"workflow {run.workflow!r} has no start record"),
+                retryable=False,
+            )
+        ctx = Context(run, start, self.kind, cancels=self._core.cancels)
+        ended = layout.ending(recorded) if ctx._ended else None
+        if ended is not None:  # a wakeup after the end: report the same end, run nothing
+            if "v" in ended:
+                return self.signature.result.decode(ended["v"])
+            if ended.get("cancelled"):
+                raise Cancelled(_cancelled(run.workflow, ended.get("e") == layout.TIMED_OUT))
+            raise BodyFailed(Recorded(str(ended.get("e"))), retryable=False)
+        try:
+            positional, keywords = self.signature.decode_args(start.get("args", {}))
+        except (ValueError, KeyError) as exc:
+            raise IncompatibleRecordError(
+                run.workflow,
+                layout.START,
+                f"arguments of {self.kind}",
+                stored_text(start.get("args")),
+                str(exc),
+            ) from None
+        token = bind(ctx)
+        try:
+            value = await self.fn(ctx, *positional, **keywords)
+        except Suspended as exc:
+            if ctx.deadline is None or ctx._timed_out:
+                raise
+            # The pass waits or sleeps: its workflow timeout wakes it too.
+            timeout = ScheduledWakeup(layout.TIMEOUT, ctx.deadline)
+            raise BaseExceptionGroup("suspended", [exc, timeout]) from None
+        except asyncio.CancelledError as exc:
+            if ctx._stopped is not None:
+                raise ctx._stopped from None
+            if cancel_requested():
+                raise  # the worker's: a shutdown or a lost claim
+            if not ctx._cancel_delivered:
+                # Nobody cancelled it: the body failed, as with any other exception.
+                raise await self._failed(run, ctx, StrayCancellationError("the body")) from exc
+            ending = layout.TIMED_OUT if ctx._timed_out else "cancelled"
+            await self._end(run, ctx, layout.CANCELLED, ending)
+            # Its children end with it (a timeout is a cancel; a child started just
+            # before the cancel was seen is not in the records `cancel` read).
+            await cancel_children(self._core, run.recorded)
+            raise Cancelled(_cancelled(run.workflow, ctx._timed_out)) from exc
+        except Exception as exc:
+            if ctx._stopped is not None:
+                raise ctx._stopped from exc
+            if isinstance(exc, DurablyError) and exc.retryable:
+                raise  # a store error on the way: the worker retries the pass
+            raise await self._failed(run, ctx, exc) from exc
+        finally:
+            unbind(token)
+            self._core.cancels.forget(run.workflow)
+        if ctx._stopped is not None:
+            raise ctx._stopped
+        try:
+            encoded = self.signature.result.encode(value)
+        except Exception as exc:
+            await self._end(run, ctx, layout.FAILED, repr(exc))
+            raise BodyFailed(exc, retryable=False) from exc
+        if start.get("parent") is not None and start.get("parent_kind") is not None:
+            # The parent runs as soon as it is woken, so the result is written first.
+            try:
+                await run.step(layout.RESULT, lambda: encoded)
+            except Exception as exc:
+                if not value_refused(exc):
+                    raise
+                # A result no store takes (too large, say): the parent hears of a failure.
+                unstored = DurablyError(f"the workflow's result was not stored: {exc}")
+                await self._end(run, ctx, layout.FAILED, repr(unstored))
+                raise BodyFailed(unstored, retryable=False) from exc
+            await self._wake_parent(start)
+            return value
+        # No one to wake: the Worker writes the result with the COMPLETED status, one write.
+        return Finish(layout.RESULT, encoded, value)
+
+    async def _failed(self, run: Execution, ctx: Context, exc: BaseException) -> BodyFailed:
+        """The body raised ``exc``: its end recorded unless the workflow retries bodies."""
+        if self.retry is None:
+            await self._end(run, ctx, layout.FAILED, repr(exc))
+        return BodyFailed(exc, retryable=self.retry is not None)
+
+    async def _end(self, run: Execution, ctx: Context, name: str, error: str) -> None:
+        """Record how this generation ended (failed or cancelled) and wake a parent. The
+        error is kept as failure text is (`mend_text`: bounded, secrets masked)."""
+        kept = mend_text(error, "error")
+        await run.step(layout.occurrence(name, ctx.generation), lambda: kept)
+        await self._wake_parent(ctx._start)
+
+    async def _wake_parent(self, start: Mapping[str, Any]) -> None:
+        parent, kind = start.get("parent"), start.get("parent_kind")
+        if parent is not None and kind is not None:
+            await self._core.durable(str(kind)).scheduler.make_ready(str(parent))
+
+    def __repr__(self) -> str:
+        return f"<durably workflow {self.kind!r}>"
+
+
+def _cancelled(workflow: str, timed_out: bool) -> str:
+    return str(WorkflowCancelledError(workflow, timed_out=timed_out))
+
+
+__all__ = ["OPTIONS", "BodyFailed", "Cancelled", "Workflow"]

@@ -1,0 +1,363 @@
+"""The workflow service: a `Worker`'s claim loop for one workflow kind, running one pass of
+the body per delivery, keeping its claim alive and settling how the pass ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from durably.engine.runtime import Execution, resume
+from durably.engine.service import Instant, Service, ServiceContext, retryable
+from durably.engine.tasks import cancel_requested, stop
+from durably.errors import (
+    Contended,
+    DurablyError,
+    Fenced,
+    StrayCancellationError,
+    WorkflowStopped,
+)
+from durably.redaction import mend_text
+from durably.stores.status import WorkflowStatus
+from durably.stores.work import QueuePolicy
+from durably.stores.workflows import (
+    Blocked,
+    Completed,
+    Delivery,
+    Durable,
+    Finish,
+    Pass,
+    Sleeping,
+    finish_workflow,
+    value_refused,
+)
+from durably.validation import positive_int
+
+Body = Callable[[Execution], Awaitable[object]]
+
+# How soon a delivery given back at shutdown becomes visible: "at once", but `extend` only
+# takes a positive duration, and extending (unlike `make_ready`) never revives a workflow
+# that was deleted meanwhile.
+GIVE_BACK_SECONDS = 0.001
+
+CONTENDED_TRIES = 10
+"""How often per ``alive`` window a workflow another pass holds is tried again: the
+holder's claim, if its worker died, lapses within one window, so the takeover follows
+within a tenth of a window (not a whole scheduler lease later)."""
+
+RECOVERED = "a pass ended without reporting: its worker died or lost its claim"
+"""The error a recovered pass reports (workflows served with ``max_recoveries``)."""
+
+
+class WorkflowService(Service):
+    """Serves one workflow kind: deliveries from ``durable.scheduler``, passes of ``body``."""
+
+    def __init__(
+        self,
+        kind: str,
+        body: Body,
+        durable: Durable[Any],
+        *,
+        concurrency: int,
+        policy: QueuePolicy,
+        budget: float,
+        alive: float,
+        max_recoveries: int | None = None,
+    ) -> None:
+        super().__init__(concurrency)
+        self.kind = kind
+        self.body = body
+        self.durable = durable
+        self.policy = policy
+        self.budget = budget
+        self.alive = alive
+        self.max_recoveries = (
+            None if max_recoveries is None else positive_int(max_recoveries, "max_recoveries")
+        )
+
+    def fields(self, ctx: ServiceContext, workflow: str | None = None) -> dict[str, object]:
+        fields: dict[str, object] = {"worker": ctx.worker, "kind": self.kind}
+        if workflow is not None:
+            fields["workflow"] = workflow
+        return fields
+
+    async def claim_one(self, ctx: ServiceContext) -> bool:
+        asked = asyncio.get_running_loop().time()
+        delivery = await self.durable.scheduler.next_ready(ctx.poll_seconds)
+        if delivery is None:
+            # next_ready waits for a wakeup itself; rest only if it came back early.
+            waited = asyncio.get_running_loop().time() - asked
+            return waited >= ctx.poll_seconds / 2
+        if ctx.stopping.is_set():
+            await self._give_back(ctx, delivery)
+            return True
+        self.start(self._pass(ctx, delivery))
+        return True
+
+    async def serve_one(self, ctx: ServiceContext, delivery: Delivery) -> None:
+        """Run one pass for ``delivery`` now, as the claim loop does in a slot (used to
+        drive workflows step by step, e.g. `durably.App.run_until_idle`)."""
+        await self._pass(ctx, delivery)
+
+    async def _pass(self, ctx: ServiceContext, delivery: Delivery) -> None:
+        """One pass: claim, run the body under renewal, report the outcome, release."""
+        fields = self.fields(ctx, delivery.workflow)
+        checkpointer = self.durable.checkpointer
+        try:
+            holder = await checkpointer.claim(delivery.workflow, self.budget, self.alive)
+        except Exception:
+            ctx.logger.exception("claiming a workflow failed", extra=fields)
+            return
+        if holder is None:
+            # Another pass holds it. If that pass's worker died, its claim lapses within one
+            # `alive` window of its last renewal, maybe just after this delivery came back:
+            # try again soon rather than a whole scheduler lease later.
+            ctx.logger.debug("workflow is held by another pass", extra=fields)
+            with contextlib.suppress(Exception):
+                await self.durable.scheduler.extend(delivery, self.alive / CONTENDED_TRIES)
+            return
+        claim_lost = False
+        try:
+            claim_lost = await self._run_pass(ctx, delivery, holder, fields)
+        except (Fenced, Contended):
+            ctx.logger.info("workflow pass was superseded; dropped", extra=fields)
+        except asyncio.CancelledError:
+            # Shutdown: release first, so the worker that takes the delivery can claim.
+            await self._release(ctx, holder, fields)
+            await self._give_back(ctx, delivery)
+            raise
+        except Exception:
+            ctx.logger.exception("workflow pass could not report its outcome", extra=fields)
+        await self._release(ctx, holder, fields)
+        if claim_lost:
+            await self._give_back(ctx, delivery)
+
+    async def _run_pass(
+        self, ctx: ServiceContext, delivery: Delivery, holder: Pass, fields: dict[str, object]
+    ) -> bool:
+        """Run the body and report how it ended; True if the claim was lost meanwhile."""
+        checkpointer = self.durable.checkpointer
+        info = await checkpointer.get_status(delivery.workflow)
+        if info is not None and info.status is WorkflowStatus.PARKED:
+            # No pass until it is resumed (which sets it pending): a message or a wakeup
+            # that arrived meanwhile is kept for then, and runs nothing now.
+            await self.durable.scheduler.done(delivery)
+            ctx.logger.debug("workflow is parked: not run until resumed", extra=fields)
+            return False
+        attempts = info.attempts if info is not None else 0
+        last_error = info.last_error if info is not None else None
+        recovered = info is not None and info.status is WorkflowStatus.RUNNING
+        if self.max_recoveries is not None and recovered:  # the last pass never reported
+            attempts += 1
+            last_error = RECOVERED
+            if attempts > self.max_recoveries:
+                await self._park_crashing(ctx, delivery, holder, attempts, fields)
+                return False
+        await checkpointer.set_status(
+            holder, WorkflowStatus.RUNNING, attempts=attempts, error=last_error
+        )
+        runs: list[Execution] = []
+        passing = asyncio.create_task(
+            resume(holder, checkpointer, self.body, clock=ctx.clock, on_run=runs.append)
+        )
+        lost: list[bool] = []
+        keeping = asyncio.create_task(self._keep_alive(ctx, delivery, holder, passing, lost))
+        try:
+            outcome = await passing
+        except asyncio.CancelledError:
+            if not cancel_requested():
+                if lost:
+                    ctx.logger.warning("workflow pass lost its claim; cancelled", extra=fields)
+                    return True
+                # Nobody cancelled the body: a failed pass, retried as any other.
+                stray = StrayCancellationError("a workflow body")
+                await self._settle_failure(ctx, delivery, holder, attempts, stray, fields)
+                return False
+            if self.max_recoveries is not None:
+                # Given back at shutdown: not a crash, so the next pass counts nothing.
+                with contextlib.suppress(Exception):
+                    await checkpointer.set_status(
+                        holder, WorkflowStatus.PENDING, attempts=attempts, error=last_error
+                    )
+            raise
+        except Exception as exc:
+            await self._settle_failure(ctx, delivery, holder, attempts, exc, fields)
+            return False
+        finally:
+            await stop(keeping)
+        counts = (
+            f"this pass: {runs[0].performed} steps run, {runs[0].replayed} replayed from records"
+            if runs
+            else ""
+        )
+        scheduler = self.durable.scheduler
+        if isinstance(outcome, Completed):
+            ending = outcome.value
+            if isinstance(ending, Finish):
+                # The body's last record and the status in one write where the store can.
+                try:
+                    await finish_workflow(
+                        checkpointer,
+                        holder,
+                        ending.key,
+                        ending.value,
+                        attempts=attempts,
+                        error=last_error,
+                    )
+                except Exception as exc:
+                    if not value_refused(exc):
+                        raise  # the store may take it on a later pass
+                    # A result no store takes (too large, say) fails the workflow rather
+                    # than leaving it running, every pass ending the same way.
+                    unstored = DurablyError(f"the workflow's result was not stored: {exc}")
+                    await self._settle_failure(ctx, delivery, holder, attempts, unstored, fields)
+                    return False
+            else:
+                await checkpointer.set_status(
+                    holder, WorkflowStatus.COMPLETED, attempts=attempts, error=last_error
+                )
+            await scheduler.done(delivery)
+            ctx.logger.info("workflow completed (%s)", counts, extra=fields)
+        elif isinstance(outcome, Sleeping):
+            await checkpointer.set_status(
+                holder, WorkflowStatus.SLEEPING, attempts=attempts, error=last_error
+            )
+            await scheduler.wake_at(delivery, outcome.due)
+            ctx.note_due(outcome.due)
+            ctx.logger.info(
+                "workflow sleeps at %r until %s (%s)",
+                outcome.key,
+                Instant(outcome.due),
+                counts,
+                extra=fields,
+            )
+        elif isinstance(outcome, Blocked):
+            await checkpointer.set_status(
+                holder, WorkflowStatus.BLOCKED, attempts=attempts, error=last_error
+            )
+            waited = sorted(outcome.waiting | outcome.listening)
+            if outcome.due is None:
+                await scheduler.done(delivery)
+                ctx.logger.info(
+                    "workflow blocked waiting for %s (%s)", waited, counts, extra=fields
+                )
+            else:
+                # A timeout beside the wait: run again at the deadline unless a value or
+                # message makes the workflow ready first.
+                await scheduler.wake_at(delivery, outcome.due)
+                ctx.note_due(outcome.due)
+                ctx.logger.info(
+                    "workflow blocked waiting for %s until %s (%s)",
+                    waited,
+                    Instant(outcome.due),
+                    counts,
+                    extra=fields,
+                )
+        return False
+
+    async def _park_crashing(
+        self,
+        ctx: ServiceContext,
+        delivery: Delivery,
+        holder: Pass,
+        attempts: int,
+        fields: dict[str, object],
+    ) -> None:
+        error = f"parked after {attempts} passes ended without reporting ({RECOVERED})"
+        await self.durable.checkpointer.set_status(
+            holder, WorkflowStatus.PARKED, attempts=attempts, error=error
+        )
+        await self.durable.scheduler.done(delivery)
+        ctx.logger.error("workflow %s", error, extra=fields)
+
+    async def _settle_failure(
+        self,
+        ctx: ServiceContext,
+        delivery: Delivery,
+        holder: Pass,
+        attempts: int,
+        exc: Exception,
+        fields: dict[str, object],
+    ) -> None:
+        checkpointer = self.durable.checkpointer
+        error = mend_text(repr(exc), "error")  # as stored: bounded, secrets masked
+        if isinstance(exc, WorkflowStopped):
+            # Parked or cancelled: no attempt used, no further pass until resumed.
+            await checkpointer.set_status(
+                holder, WorkflowStatus(exc.status), attempts=attempts, error=error
+            )
+            await self.durable.scheduler.done(delivery)
+            ctx.logger.warning("workflow %s: %s", exc.status, error, extra=fields)
+            return
+        settled = self.policy.settle_failure(
+            attempts, retryable=retryable(exc), now=ctx.clock.now()
+        )
+        if settled.dead or settled.available_at is None:
+            await checkpointer.set_status(
+                holder, WorkflowStatus.FAILED, attempts=settled.attempts, error=error
+            )
+            await self.durable.scheduler.done(delivery)
+            ctx.logger.error(
+                "workflow failed for good after %d attempt(s): %s",
+                settled.attempts,
+                error,
+                extra=fields,
+            )
+            return
+        await checkpointer.set_status(
+            holder, WorkflowStatus.SLEEPING, attempts=settled.attempts, error=error
+        )
+        await self.durable.scheduler.wake_at(delivery, settled.available_at)
+        ctx.note_due(settled.available_at)
+        ctx.logger.warning(
+            "workflow body failed (attempt %d); retrying at %s: %s",
+            settled.attempts,
+            Instant(settled.available_at),
+            error,
+            extra=fields,
+        )
+
+    async def _keep_alive(
+        self,
+        ctx: ServiceContext,
+        delivery: Delivery,
+        holder: Pass,
+        passing: asyncio.Task[Any],
+        lost: list[bool],
+    ) -> None:
+        """Renew the claim and keep the delivery hidden while the pass runs; cancel the
+        pass if the claim is gone."""
+        scheduler = self.durable.scheduler
+        interval = min(self.alive, scheduler.lease) / 3
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                if not await self.durable.checkpointer.renew(holder, self.alive):
+                    lost.append(True)
+                    passing.cancel()
+                    return
+                # False means a wakeup arrived meanwhile: the pass runs on, and the
+                # wakeup is delivered again after it.
+                await scheduler.extend(delivery, scheduler.lease)
+            except Exception:
+                ctx.logger.exception(
+                    "renewing a workflow claim failed; retrying",
+                    extra=self.fields(ctx, delivery.workflow),
+                )
+
+    async def _release(self, ctx: ServiceContext, holder: Pass, fields: dict[str, object]) -> None:
+        try:
+            await self.durable.checkpointer.release(holder)
+        except Exception:
+            ctx.logger.exception("releasing a workflow claim failed", extra=fields)
+
+    async def _give_back(self, ctx: ServiceContext, delivery: Delivery) -> None:
+        """Make a delivery this worker will not finish visible to other workers at once."""
+        with contextlib.suppress(Exception):
+            await self.durable.scheduler.extend(delivery, GIVE_BACK_SECONDS)
+        ctx.logger.info("gave a workflow back", extra=self.fields(ctx, delivery.workflow))
+
+
+__all__ = ["CONTENDED_TRIES", "GIVE_BACK_SECONDS", "RECOVERED", "Body", "WorkflowService"]

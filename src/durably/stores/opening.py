@@ -1,0 +1,271 @@
+"""`open_stores`: every store of one backing, opened from a DSN (`durably.dsn` reads it).
+
+The backings are imported when a DSN names them, never before: importing durably imports
+no datastore driver. A DSN may carry credentials, so nothing here ever shows one:
+`Stores.location` is safe to print, and every error's message is scrubbed.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import SecretStr
+
+from durably.clock import Clock, SystemClock
+from durably.errors import ConfigurationError, DsnError, DurablyError, StoreUnavailableError
+from durably.stores.dsn import Dsn, describe, parse, scrub, sqlite_path
+from durably.stores.runs import StateStore
+from durably.stores.work import QueuePolicy, WorkQueue
+from durably.stores.workflows import Checkpointer, Durable, SplitDurable
+
+Closer = Callable[[], Awaitable[None]]
+
+
+async def _nothing() -> None:
+    return None
+
+
+@dataclass
+class Stores:
+    """Every store of one backing, opened from a DSN by `open_stores`.
+
+    ``durable(kind)`` builds the `Durable` whose scheduler serves workflow kind ``kind``
+    (the Worker uses the kind as the scheduler's namespace). ``close()`` closes every
+    connection opened for these stores and may be called more than once.
+    """
+
+    backing: str
+    """``memory``, ``sqlite``, ``postgresql`` or ``redis``."""
+    location: str
+    """What the DSN names, safe to print (no user, no password)."""
+    state: StateStore
+    queue: WorkQueue
+    checkpointer: Checkpointer[Any]
+    make_durable: Callable[[str, float], Durable[Any]]
+    closers: list[Closer] = field(default_factory=list)
+    database: object | None = None
+    """The backing's shared handle (the SQLite `Database`, the PostgreSQL pool, the Redis
+    client), for code that builds more stores over it."""
+    sqlite_path: str | None = None
+    migrator: Closer = _nothing
+    verifier: Closer = _nothing
+
+    def durable(self, kind: str = "default", *, lease: float = 30.0) -> Durable[Any]:
+        """The `Durable` serving workflows of ``kind``; deliveries are leased ``lease`` s.
+        `close` closes its scheduler (on PostgreSQL, its listening connection) before the
+        connections it runs on."""
+        made = self.make_durable(kind, lease)
+        self.closers.append(made.scheduler.close)
+        return made
+
+    async def migrate(self) -> None:
+        """Create or update the schema (PostgreSQL: `durably.postgres.migrate` under its
+        advisory lock; SQLite applies its schema when opened; Redis and memory keep none),
+        then `verify`."""
+        await self.migrator()
+        await self.verify()
+
+    async def verify(self) -> None:
+        """Refuse a store this release cannot use (`ConfigurationError`); changes nothing."""
+        await self.verifier()
+
+    async def close(self) -> None:
+        """Close every connection this opened and every `durable`'s scheduler, the
+        schedulers first (idempotent)."""
+        closers, self.closers = self.closers, []
+        for close in reversed(closers):
+            await close()
+
+
+async def open_stores(
+    dsn: str,
+    *,
+    clock: Clock | None = None,
+    policy: QueuePolicy | None = None,
+    create: bool = True,
+) -> Stores:
+    """Open every store of the backing ``dsn`` names.
+
+    ``dsn`` is ``memory://``, ``sqlite:///relative.db`` / ``sqlite:////absolute.db``,
+    ``postgresql://user@host/db`` (``postgresql+asyncpg://`` opens an asyncpg pool instead of
+    psycopg's; ``postgresql+psycopg://`` and ``postgres://`` are read as ``postgresql://``)
+    or ``redis://host:6379/0`` (``rediss://`` for TLS). ``clock`` is the stores' clock
+    (default `SystemClock`); ``policy`` the queue's retry policy. With ``create=False`` a
+    SQLite file that does not exist is refused instead of created.
+
+    Nothing applies PostgreSQL schema here: call `Stores.migrate` (or `durably migrate`).
+    `Stores.verify` (which `migrate` and `durably.App` run) refuses a PostgreSQL or Redis
+    server that may lose what it acknowledged (``synchronous_commit`` or ``fsync`` off;
+    Redis persistence off or an evicting ``maxmemory-policy``) unless the DSN says
+    ``?durable=false``. Close the stores with ``await stores.close()``.
+
+    Raises `DsnError` (a `ConfigurationError`) before any I/O for a malformed DSN;
+    `ConfigurationError` when the backing is not installed, the SQLite file or the
+    PostgreSQL database does not exist, or the server refused the login;
+    `StoreUnavailableError` when the server cannot be reached. No message contains the DSN
+    or its password.
+
+    >>> stores = await open_stores("sqlite:///app.db")  # doctest: +SKIP
+    """
+    parsed = parse(dsn)
+    clock = clock or SystemClock()
+    policy = policy or QueuePolicy()
+    try:
+        if parsed.backing == "memory":
+            return _open_memory(clock, policy)
+        if parsed.backing == "sqlite":
+            path = sqlite_path(parsed.url)
+            if not create:
+                _existing(path)
+            return await _open_sqlite(path, clock, policy)
+        if parsed.backing == "postgresql":
+            return await _open_postgres(parsed, dsn, clock, policy)
+        return await _open_redis(parsed, dsn, clock, policy)
+    except DsnError:
+        raise
+    except DurablyError as exc:
+        exc.args = (scrub(str(exc), dsn),)
+        raise
+    except (OSError, ImportError) as exc:
+        raise ConfigurationError(f"cannot open {describe(dsn)}: {scrub(str(exc), dsn)}") from None
+    except Exception as exc:  # a driver's own connection error
+        raise StoreUnavailableError(
+            f"cannot reach {describe(dsn)}: {type(exc).__name__}: {scrub(str(exc), dsn)}"
+        ) from None
+
+
+def _existing(path: str) -> None:
+    """Refuse a SQLite file that does not exist (rather than create an empty one)."""
+    if not os.path.exists(path):
+        raise ConfigurationError(f"no such database: {path} (the SQLite file is missing)")
+
+
+def _backing(module: str, label: str) -> Any:
+    """Import a backing lazily; `ConfigurationError` if it is not installed."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"the {label} backing is not available ({exc}): install durably[{label.lower()}]"
+        ) from None
+
+
+def _open_memory(clock: Clock, policy: QueuePolicy) -> Stores:
+    memory = _backing("durably.memory", "memory")
+    checkpointer = memory.MemoryCheckpointer()
+    schedulers: dict[str, Any] = {}
+
+    def make_durable(kind: str, lease: float) -> Durable[Any]:
+        # One scheduler per kind, shared by every caller of this process.
+        if kind not in schedulers:
+            schedulers[kind] = memory.MemoryScheduler(lease=lease, namespace=kind)
+        durable_type = getattr(memory, "MemoryDurable", None)
+        if durable_type is not None:
+            return durable_type(checkpointer, schedulers[kind])  # type: ignore[no-any-return]
+        return SplitDurable(checkpointer, schedulers[kind])
+
+    return Stores(
+        backing="memory",
+        location="memory (this process only)",
+        state=memory.MemoryStateStore(clock=clock),
+        queue=memory.MemoryWorkQueue(clock=clock, policy=policy),
+        checkpointer=checkpointer,
+        make_durable=make_durable,
+    )
+
+
+async def _open_sqlite(path: str, clock: Clock, policy: QueuePolicy) -> Stores:
+    sqlite = _backing("durably.sqlite", "SQLite")
+    database = await sqlite.connect(path)
+    checkpointer = sqlite.SqliteCheckpointer(database)
+
+    def make_durable(kind: str, lease: float) -> Durable[Any]:
+        scheduler = sqlite.SqliteScheduler(database, lease=lease, namespace=kind)
+        return sqlite.SqliteDurable(checkpointer, scheduler)  # type: ignore[no-any-return]
+
+    return Stores(
+        backing="sqlite",
+        location=f"sqlite {path}",
+        state=sqlite.SqliteStateStore(database, clock=clock),
+        queue=sqlite.SqliteWorkQueue(database, clock=clock, policy=policy),
+        checkpointer=checkpointer,
+        make_durable=make_durable,
+        closers=[database.close],
+        database=database,
+        sqlite_path=path,
+    )
+
+
+async def _open_postgres(parsed: Dsn, dsn: str, clock: Clock, policy: QueuePolicy) -> Stores:
+    postgres = _backing("durably.postgres", "PostgreSQL")
+    settings = postgres.PostgresStoreSettings(
+        dsn=SecretStr(parsed.url), pool_size=4, durable=parsed.durable
+    )
+    pool = await postgres.open_pool(settings, driver=parsed.driver)
+    checkpointer = postgres.PostgresCheckpointer(pool)
+
+    def make_durable(kind: str, lease: float) -> Durable[Any]:
+        scheduler = postgres.PostgresScheduler(pool, lease=lease, namespace=kind)
+        return postgres.PostgresDurable(checkpointer, scheduler)  # type: ignore[no-any-return]
+
+    async def migrate() -> None:
+        await postgres.migrate(pool)
+
+    async def verify() -> None:
+        await postgres.verify(pool, durable=parsed.durable)
+
+    return Stores(
+        backing="postgresql",
+        location=describe(dsn),
+        state=postgres.PostgresStateStore(pool, clock=clock),
+        queue=postgres.PostgresWorkQueue(pool, clock=clock, policy=policy),
+        checkpointer=checkpointer,
+        make_durable=make_durable,
+        closers=[pool.close],
+        database=pool,
+        migrator=migrate,
+        verifier=verify,
+    )
+
+
+async def _open_redis(parsed: Dsn, dsn: str, clock: Clock, policy: QueuePolicy) -> Stores:
+    redis_backing = _backing("durably.redis", "Redis")
+    client_module = _backing("redis.asyncio", "Redis")
+    try:
+        client = client_module.from_url(parsed.url)
+    except ValueError as exc:  # a query option's value the client cannot read: no I/O yet
+        raise DsnError(f"malformed redis DSN: {scrub(str(exc), dsn)}") from None
+    try:
+        await client.ping()
+    except client_module.AuthenticationError as exc:
+        await client.aclose()
+        raise ConfigurationError(f"the server refused the login: {exc}") from None
+    except Exception:
+        await client.aclose()
+        raise
+    checkpointer = redis_backing.RedisCheckpointer(client)
+
+    def make_durable(kind: str, lease: float) -> Durable[Any]:
+        scheduler = redis_backing.RedisScheduler(client, lease=lease, namespace=kind)
+        durable_type = getattr(redis_backing, "RedisDurable", SplitDurable)
+        return durable_type(checkpointer, scheduler)
+
+    return Stores(
+        backing="redis",
+        location=describe(dsn),
+        state=redis_backing.RedisStateStore(client, clock=clock),
+        queue=redis_backing.RedisWorkQueue(client, clock=clock, policy=policy),
+        checkpointer=checkpointer,
+        make_durable=make_durable,
+        closers=[client.aclose],
+        database=client,
+        verifier=functools.partial(redis_backing.preflight, client, durable=parsed.durable),
+    )
+
+
+__all__ = ["Stores", "open_stores"]

@@ -1,0 +1,463 @@
+"""Workflows: what a workflow has done (`Checkpointer`), when it may run next (`Scheduler`),
+and the transitions that cross both (`Durable`)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+
+from durably.errors import DurablyError, InvalidInputError, StatePersistenceError
+from durably.stores.codec import CheckpointCodec
+from durably.stores.status import WorkflowInfo, WorkflowStatus
+from durably.validation import identifier
+
+EffectT = TypeVar("EffectT")
+EffectT_contra = TypeVar("EffectT_contra", contravariant=True)
+T = TypeVar("T")
+
+INBOX_PREFIX = "inbox:"
+INBOX_DIGITS = 20
+
+DEFAULT_LEASE = 30.0
+"""Seconds a scheduler's delivery stays invisible unless ``lease=`` says otherwise."""
+DEFAULT_NAMESPACE = "default"
+"""The scheduler namespace (the workflow kind a scheduler serves) unless one is named."""
+
+
+def inbox_key(position: int) -> str:
+    """The key `append` stores message number ``position`` under; sorts in append order."""
+    return f"{INBOX_PREFIX}{position:0{INBOX_DIGITS}d}"
+
+
+def is_inbox_key(key: str) -> bool:
+    """Whether ``key`` lies in the key space `append` names (refused as a step name)."""
+    return key.startswith(INBOX_PREFIX)
+
+
+def step_key(key: object, name: str = "key") -> str:
+    """``key`` if a value may be written under it by `record`, `supply` or `transact`: an
+    identifier outside the inbox key space, which `append` alone names (a value written
+    there would pass for a message). `InvalidInputError` otherwise, before any I/O."""
+    checked = identifier(key, name)
+    if is_inbox_key(checked):
+        raise InvalidInputError(
+            f"{name} {checked!r} lies in the inbox key space ({INBOX_PREFIX!r}...), "
+            "which only append may write"
+        )
+    return checked
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    """One claim on a workflow; ``token`` is its fencing token (strictly increasing)."""
+
+    workflow: str
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded(Generic[T]):
+    """The value stored under a key and whether this write was the first (``first``)."""
+
+    value: T
+    first: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """A scheduler's hand-out of a workflow; ``receipt`` answers exactly this hand-out."""
+
+    workflow: str
+    receipt: str
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A message appended to a workflow's inbox under the key the store named."""
+
+    key: str
+    value: object
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """A record with the (timezone-aware) time it landed."""
+
+    value: object
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Completed(Generic[T]):
+    """The body returned ``value``."""
+
+    value: T
+
+
+@dataclass(frozen=True, slots=True)
+class Finish(Generic[T]):
+    """What a body returns to have its last record written together with its COMPLETED
+    status, in one write (`finish_workflow`): ``value`` under ``key`` (first writer wins),
+    and ``result`` as the pass's `Completed` value.
+
+    The `Worker` writes both; `resume` and `advance` hand the `Finish` back as it is, for
+    their caller to write.
+    """
+
+    key: str
+    value: object
+    result: T
+
+
+@dataclass(frozen=True, slots=True)
+class Sleeping:
+    """The body sleeps at step ``key`` until ``due`` (the caller's clock)."""
+
+    key: str
+    due: float
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """The body waits for values (``waiting``) or messages (``listening``) from outside.
+
+    ``due`` is the earliest deadline the body also sleeps until (a timeout beside the
+    wait, say in a task group), or None: the workflow runs again then if nothing
+    arrives first.
+    """
+
+    waiting: frozenset[str]
+    listening: frozenset[str]
+    due: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.waiting and not self.listening:
+            raise ValueError("Blocked needs at least one waiting or listening key")
+
+
+Outcome = Completed[T] | Sleeping | Blocked
+
+
+@runtime_checkable
+class Checkpointer(Protocol[EffectT_contra]):
+    """One record per named step of a workflow, and who may add to it (a fenced claim).
+
+    Claims lapse at the earlier of their budget and their liveness window, both measured by
+    the store's own clock.
+    """
+
+    @property
+    def codec(self) -> CheckpointCodec:
+        """The codec values are stored with."""
+        ...
+
+    async def close(self) -> None:
+        """Release what the store holds of its own, such as a listening connection; a
+        pool, client or database passed in stays open for its owner. Idempotent."""
+        ...
+
+    async def load(self, workflow: str) -> dict[str, object]:
+        """Every record, decoded, in first-recorded order; ``{}`` for an unknown workflow."""
+        ...
+
+    async def claim(self, workflow: str, budget: float, alive: float) -> Pass | None:
+        """Take the workflow if no live pass holds it; None if one does."""
+        ...
+
+    async def renew(self, holder: Pass, alive: float) -> bool:
+        """Push the liveness window out (never past the budget); False if superseded or spent."""
+        ...
+
+    async def extend(self, holder: Pass, budget: float, alive: float) -> bool:
+        """Grow the budget (never shrink it) and renew; False if superseded."""
+        ...
+
+    async def record(self, holder: Pass, key: str, value: object) -> Recorded[object]:
+        """Write ``key`` once (first writer wins); `Fenced` if ``holder`` was superseded."""
+        ...
+
+    async def transact(self, holder: Pass, key: str, effect: EffectT_contra) -> Recorded[object]:
+        """Run ``effect`` and record its value in one commit, exactly once across passes."""
+        ...
+
+    async def supply(self, workflow: str, key: str, value: object) -> Recorded[object]:
+        """First-writer-wins write from outside any pass."""
+        ...
+
+    async def append(self, workflow: str, value: object) -> Entry:
+        """Add a message under a store-named ``inbox:`` key that sorts in append order."""
+        ...
+
+    async def history(self, workflow: str) -> dict[str, Written]:
+        """Every record with the time it landed, in first-recorded order."""
+        ...
+
+    async def discard(self, workflow: str) -> int:
+        """Delete every record and fence the current holder, atomically; the count deleted."""
+        ...
+
+    async def release(self, holder: Pass) -> None:
+        """End ``holder``'s claim now without rewinding its token."""
+        ...
+
+    async def set_status(
+        self,
+        holder: Pass,
+        status: WorkflowStatus,
+        *,
+        attempts: int = 0,
+        error: str | None = None,
+    ) -> WorkflowInfo:
+        """Report the workflow's status; `Fenced` if ``holder`` was superseded."""
+        ...
+
+    async def get_status(self, workflow: str) -> WorkflowInfo | None:
+        """The last reported status, or None (never reported, or discarded)."""
+        ...
+
+    async def list_status(
+        self, *, status: WorkflowStatus | None = None, limit: int = 50, after: str | None = None
+    ) -> list[WorkflowInfo]:
+        """Statuses ordered by workflow id, those after ``after``, filtered by ``status``."""
+        ...
+
+    async def workflows(self, *, after: str | None = None, limit: int = 1000) -> list[str]:
+        """Ids of the workflows that have records or a status (a started workflow no
+        worker ran yet included), in code point order: those after ``after``, at most
+        ``limit`` (1 to 10,000). For operators (``durably workflows list``), not a hot
+        path: Redis scans its keys to answer."""
+        ...
+
+    async def sweep(
+        self,
+        *,
+        finished_before: datetime,
+        limit: int = 1000,
+        on_swept: Callable[[str], Awaitable[None]] | None = None,
+    ) -> int:
+        """Delete, for up to ``limit`` workflows completed or failed before
+        ``finished_before`` (aware; the store's clock) whose claim is not live, every
+        record, the status and the claim, atomically per workflow; the number swept.
+
+        A later claim still outranks every token handed out before. ``on_swept`` is awaited
+        with each swept id. `InvalidInputError` for a naive datetime or a limit below 1.
+        """
+        ...
+
+
+@runtime_checkable
+class Finishing(Protocol):
+    """The optional `Checkpointer` capability `finish_workflow` uses: ``record`` and
+    ``set_status(COMPLETED)`` in one write. Every shipped checkpointer has it."""
+
+    async def finish(
+        self,
+        holder: Pass,
+        key: str,
+        value: object,
+        *,
+        attempts: int = 0,
+        error: str | None = None,
+    ) -> WorkflowInfo:
+        """Write ``key`` once (first writer wins: a value already there is kept) and report
+        COMPLETED with ``attempts`` and ``error`` as `set_status` would, atomically;
+        `Fenced` if ``holder`` was superseded, writing neither."""
+        ...
+
+
+def value_refused(error: BaseException) -> bool:
+    """Whether a write failed for the value it wrote, so that writing it again would fail
+    again: over the store's size limit, refused by its checks (`InvalidInputError`), or
+    not encodable by its codec (a `ValueError` or `TypeError`). A store that is down, a
+    lost claim or a misconfigured store are not the value's fault."""
+    if isinstance(error, StatePersistenceError):
+        return error.reason == "too_large"
+    if isinstance(error, InvalidInputError):
+        return True
+    if isinstance(error, DurablyError):
+        return False
+    return isinstance(error, ValueError | TypeError)
+
+
+async def finish_workflow(
+    checkpointer: Checkpointer[Any],
+    holder: Pass,
+    key: str,
+    value: object,
+    *,
+    attempts: int = 0,
+    error: str | None = None,
+) -> WorkflowInfo:
+    """Record ``value`` under ``key`` and report the workflow COMPLETED: in one write where
+    ``checkpointer`` has `Finishing.finish`, otherwise as `record` then `set_status` (a
+    crash between them leaves the record and a pass that reported nothing)."""
+    finish = getattr(checkpointer, "finish", None)  # isinstance(Finishing) costs ~8 us
+    if finish is not None:
+        info: WorkflowInfo = await finish(holder, key, value, attempts=attempts, error=error)
+        return info
+    await checkpointer.record(holder, key, value)
+    return await checkpointer.set_status(
+        holder, WorkflowStatus.COMPLETED, attempts=attempts, error=error
+    )
+
+
+@runtime_checkable
+class Scheduler(Protocol):
+    """When each workflow may run next: one entry per workflow.
+
+    Hand-outs are invisible for ``lease`` seconds (the store's clock) and come back if not
+    answered; sleeping entries are due on the caller's clock and woken by `wake_due`.
+    Exclusion is the checkpointer's job, not the scheduler's.
+    """
+
+    @property
+    def lease(self) -> float:
+        """Seconds a delivery stays invisible to other takers."""
+        ...
+
+    @property
+    def namespace(self) -> str:
+        """The namespace this scheduler's entries live in: the workflow kind it serves."""
+        ...
+
+    async def prepare(self) -> None:
+        """Get ready to serve (idempotent)."""
+        ...
+
+    async def close(self) -> None:
+        """Release what the store holds of its own, such as a listening connection; a
+        pool, client or database passed in stays open for its owner. Idempotent."""
+        ...
+
+    async def make_ready(self, workflow: str) -> None:
+        """Make the workflow runnable now; survives a pass in flight."""
+        ...
+
+    async def wake_at(self, delivery: Delivery, when: float) -> None:
+        """Answer ``delivery`` and schedule the workflow at ``when`` (caller's clock),
+        never pushing out a wakeup that arrived meanwhile."""
+        ...
+
+    async def wake_due(self, now: float) -> int:
+        """Make every sleeping entry due at or before ``now`` ready; the count woken."""
+        ...
+
+    async def next_ready(self, within: float) -> Delivery | None:
+        """Take one ready workflow, waiting up to ``within`` seconds for one."""
+        ...
+
+    async def reclaim(self, idle: float) -> list[str]:
+        """Make deliveries taken more than ``idle`` seconds ago visible again (0 = all);
+        the workflows whose delivery was reclaimed."""
+        ...
+
+    async def extend(self, delivery: Delivery, within: float) -> bool:
+        """Keep ``delivery`` invisible for ``within`` more seconds; False if not held."""
+        ...
+
+    async def cancel(self, workflow: str) -> None:
+        """Remove the workflow's queued, sleeping or in-flight entry."""
+        ...
+
+    async def done(self, delivery: Delivery) -> None:
+        """Answer ``delivery``; a wakeup that arrived meanwhile stays."""
+        ...
+
+
+@runtime_checkable
+class Durable(Protocol[EffectT_contra]):
+    """A checkpointer and a scheduler, and the transitions that must cross them."""
+
+    @property
+    def checkpointer(self) -> Checkpointer[EffectT_contra]:
+        """Where records and claims live."""
+        ...
+
+    @property
+    def scheduler(self) -> Scheduler:
+        """Where wakeups live."""
+        ...
+
+    async def arrive(self, workflow: str, key: str, value: object) -> Recorded[object]:
+        """Supply ``key`` (first writer wins) and make the workflow ready."""
+        ...
+
+    async def deliver(self, workflow: str, value: object) -> Entry:
+        """Append a message and make the workflow ready."""
+        ...
+
+    async def delete(self, workflow: str) -> int:
+        """Cancel the workflow's wakeups and discard its records; the count discarded."""
+        ...
+
+    async def close(self) -> None:
+        """Close the checkpointer and the scheduler (idempotent)."""
+        ...
+
+
+class SplitDurable(Generic[EffectT]):
+    """`Durable` over any two stores: records first, then queues.
+
+    Not atomic across the two: a crash between the write and the wakeup leaves a record with
+    no wakeup (repaired by asking again; a repeated `deliver` appends a second message).
+    """
+
+    def __init__(self, checkpointer: Checkpointer[EffectT], scheduler: Scheduler) -> None:
+        self._checkpointer = checkpointer
+        self._scheduler = scheduler
+
+    @property
+    def checkpointer(self) -> Checkpointer[EffectT]:
+        return self._checkpointer
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self._scheduler
+
+    async def arrive(self, workflow: str, key: str, value: object) -> Recorded[object]:
+        recorded = await self._checkpointer.supply(workflow, key, value)
+        await self._scheduler.make_ready(workflow)
+        return recorded
+
+    async def deliver(self, workflow: str, value: object) -> Entry:
+        entry = await self._checkpointer.append(workflow, value)
+        await self._scheduler.make_ready(workflow)
+        return entry
+
+    async def delete(self, workflow: str) -> int:
+        await self._scheduler.cancel(workflow)
+        return await self._checkpointer.discard(workflow)
+
+    async def close(self) -> None:
+        """Close the checkpointer and the scheduler (idempotent)."""
+        await self._checkpointer.close()
+        await self._scheduler.close()
+
+
+__all__ = [
+    "DEFAULT_LEASE",
+    "DEFAULT_NAMESPACE",
+    "INBOX_PREFIX",
+    "Blocked",
+    "Checkpointer",
+    "Completed",
+    "Delivery",
+    "Durable",
+    "Entry",
+    "Finish",
+    "Finishing",
+    "Outcome",
+    "Pass",
+    "Recorded",
+    "Scheduler",
+    "Sleeping",
+    "SplitDurable",
+    "Written",
+    "finish_workflow",
+    "inbox_key",
+    "is_inbox_key",
+    "step_key",
+    "value_refused",
+]
