@@ -8,7 +8,7 @@ else passes through unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -17,6 +17,7 @@ from durably.stores.codec import CheckpointCodec
 from durably.stores.status import WorkflowInfo, WorkflowStatus
 from durably.stores.work import DEFAULT_QUEUE, QueuePolicy, QueueStats, WorkItem, WorkQueue
 from durably.stores.workflows import (
+    INBOX_PREFIX,
     Checkpointer,
     Durable,
     Entry,
@@ -33,11 +34,11 @@ EffectT = TypeVar("EffectT")
 class ClaimCheckedCheckpointer(Generic[EffectT]):
     """A `Checkpointer` whose values over the policy's threshold are recorded as handles.
 
-    ``record``, ``finish``, ``supply`` and ``append`` put a large value in the claim-check
-    store first (an orphaned blob, if the write then fails, lapses with its ttl); ``load``,
-    ``history`` and every `Recorded` fetch it back. A ``transact`` effect's value is
-    committed by the inner store as it is: it is written inside the store's transaction,
-    where a claim-check put cannot join.
+    ``record``, ``finish``, ``supply``, ``append`` and ``restart`` put a large value in the
+    claim-check store first (an orphaned blob, if the write then fails, lapses with its
+    ttl); ``load``, ``peek``, ``history`` and every `Recorded` fetch it back. A
+    ``transact`` effect's value is committed by the inner store as it is: it is written
+    inside the store's transaction, where a claim-check put cannot join.
     """
 
     def __init__(self, inner: Checkpointer[EffectT], claims: ClaimCheckPolicy) -> None:
@@ -67,6 +68,10 @@ class ClaimCheckedCheckpointer(Generic[EffectT]):
 
     async def load(self, workflow: str) -> dict[str, object]:
         records = await self._inner.load(workflow)
+        return {key: await self._value(value) for key, value in records.items()}
+
+    async def peek(self, workflow: str, keys: Collection[str]) -> dict[str, object]:
+        records = await self._inner.peek(workflow, keys)
         return {key: await self._value(value) for key, value in records.items()}
 
     async def history(self, workflow: str) -> dict[str, Written]:
@@ -99,10 +104,27 @@ class ClaimCheckedCheckpointer(Generic[EffectT]):
             self._claims, self._inner.codec, value, lambda v: self._inner.supply(workflow, key, v)
         )
 
-    async def append(self, workflow: str, value: object) -> Entry:
+    async def append(self, workflow: str, value: object, *, unless_finished: bool = False) -> Entry:
         return await checked_entry(
-            self._claims, self._inner.codec, value, lambda v: self._inner.append(workflow, v)
+            self._claims,
+            self._inner.codec,
+            value,
+            lambda v: self._inner.append(workflow, v, unless_finished=unless_finished),
         )
+
+    async def forget(self, holder: Pass, keys: Collection[str]) -> int:
+        return await self._inner.forget(holder, keys)
+
+    async def restart(
+        self,
+        holder: Pass,
+        key: str,
+        value: object,
+        *,
+        keep: Collection[str] = (INBOX_PREFIX,),
+    ) -> int:
+        stowed = await self._claims.stow(value, self._inner.codec)
+        return await self._inner.restart(holder, key, stowed.stored, keep=keep)
 
     async def discard(self, workflow: str) -> int:
         return await self._inner.discard(workflow)
@@ -187,12 +209,14 @@ class ClaimCheckedDurable(Generic[EffectT]):
             lambda v: self._inner.arrive(workflow, key, v),
         )
 
-    async def deliver(self, workflow: str, value: object) -> Entry:
+    async def deliver(
+        self, workflow: str, value: object, *, unless_finished: bool = False
+    ) -> Entry:
         return await checked_entry(
             self._claims,
             self._checkpointer.codec,
             value,
-            lambda v: self._inner.deliver(workflow, v),
+            lambda v: self._inner.deliver(workflow, v, unless_finished=unless_finished),
         )
 
     async def delete(self, workflow: str) -> int:

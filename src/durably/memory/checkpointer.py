@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -19,11 +19,16 @@ from durably.stores.retention import FINISHED, sweep_arguments
 from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.stores.status import WorkflowInfo, WorkflowStatus, checked_report
 from durably.stores.workflows import (
+    INBOX_PREFIX,
     Entry,
     Pass,
     Recorded,
     Written,
     inbox_key,
+    kept_prefixes,
+    message_keys,
+    named_keys,
+    refuse_finished,
     step_key,
 )
 from durably.validation import identifier, listing_page, positive, positive_int, within_size
@@ -106,6 +111,13 @@ class MemoryCheckpointer:
         identifier(workflow, "workflow")
         records = self._records.get(workflow, {})
         return {key: self._codec.decode(record.encoded) for key, record in records.items()}
+
+    async def peek(self, workflow: str, keys: Collection[str]) -> dict[str, object]:
+        """The records under ``keys`` that exist, decoded, in the order asked."""
+        identifier(workflow, "workflow")
+        wanted = named_keys(keys)
+        records = self._records.get(workflow, {})
+        return {key: self._codec.decode(records[key].encoded) for key in wanted if key in records}
 
     async def history(self, workflow: str) -> dict[str, Written]:
         """Every record with the (aware, UTC) time it landed, in first-recorded order."""
@@ -198,9 +210,44 @@ class MemoryCheckpointer:
         """First-writer-wins write from outside any pass; takes no claim."""
         return self._supply_now(workflow, key, value)
 
-    async def append(self, workflow: str, value: object) -> Entry:
-        """Add a message under a store-named ``inbox:`` key that sorts in append order."""
-        return self._append_now(workflow, value)
+    async def append(self, workflow: str, value: object, *, unless_finished: bool = False) -> Entry:
+        """Add a message under a store-named ``inbox:`` key that sorts in append order;
+        with ``unless_finished``, `WorkflowFinishedError` for a finished workflow."""
+        return self._append_now(workflow, value, unless_finished)
+
+    async def forget(self, holder: Pass, keys: Collection[str]) -> int:
+        """Delete the messages under ``keys`` for ``holder``; the number deleted."""
+        identifier(holder.workflow, "workflow")
+        doomed = message_keys(keys)
+        claim = self._fence(holder)
+        records = self._records.get(holder.workflow, {})
+        deleted = sum(1 for key in doomed if records.pop(key, None) is not None)
+        self._touch(claim)
+        return deleted
+
+    async def restart(
+        self,
+        holder: Pass,
+        key: str,
+        value: object,
+        *,
+        keep: Collection[str] = (INBOX_PREFIX,),
+    ) -> int:
+        """Delete every record not under a ``keep`` prefix, write ``key`` afresh and
+        report PENDING, for ``holder``, at once; the number of records deleted."""
+        identifier(holder.workflow, "workflow")
+        step_key(key)
+        prefixes = kept_prefixes(keep)
+        encoded = self._encode(value)
+        claim = self._fence(holder)
+        records = self._records.get(holder.workflow, {})
+        kept = {k: r for k, r in records.items() if k != key and k.startswith(prefixes)}
+        deleted = sum(1 for k in records if k != key and not k.startswith(prefixes))
+        self._records[holder.workflow] = kept
+        self._insert(holder.workflow, key, encoded)
+        self._touch(claim)
+        self._statuses[holder.workflow] = _Status(WorkflowStatus.PENDING, 0, None, time.time())
+        return deleted
 
     async def discard(self, workflow: str) -> int:
         """Delete every record and the status and fence the current holder; the count deleted."""
@@ -317,9 +364,12 @@ class MemoryCheckpointer:
         step_key(key)
         return self._insert(workflow, key, self._encode(value))
 
-    def _append_now(self, workflow: str, value: object) -> Entry:
+    def _append_now(self, workflow: str, value: object, unless_finished: bool = False) -> Entry:
         identifier(workflow, "workflow")
         encoded = self._encode(value)
+        if unless_finished:
+            status = self._statuses.get(workflow)
+            refuse_finished(workflow, None if status is None else status.status)
         position = self._appended.get(workflow, 0) + 1
         key = inbox_key(position)
         self._appended[workflow] = position

@@ -38,10 +38,13 @@ class MemoryDurable:
         self._scheduler._make_ready_now(workflow)
         return recorded
 
-    async def deliver(self, workflow: str, value: object) -> Entry:
-        """Append a message and make the workflow ready."""
+    async def deliver(
+        self, workflow: str, value: object, *, unless_finished: bool = False
+    ) -> Entry:
+        """Append a message and make the workflow ready; with ``unless_finished``,
+        `WorkflowFinishedError` for a finished workflow (nothing written or woken)."""
         identifier(workflow, "workflow")
-        entry = self._checkpointer._append_now(workflow, value)
+        entry = self._checkpointer._append_now(workflow, value, unless_finished)
         self._scheduler._make_ready_now(workflow)
         return entry
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from datetime import UTC, datetime
 from typing import Any, Self, TypeVar
 
@@ -23,6 +23,7 @@ from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
 from durably.postgres.sweep import sweep_finished
 from durably.stores.codec import CheckpointCodec, JsonCodec, renders_json, screened_encode
+from durably.stores.retention import FINISHED
 from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.stores.status import WorkflowInfo, WorkflowStatus, checked_report
 from durably.stores.workflows import INBOX_DIGITS as _DIGITS
@@ -32,6 +33,10 @@ from durably.stores.workflows import (
     Pass,
     Recorded,
     Written,
+    kept_prefixes,
+    message_keys,
+    named_keys,
+    refuse_finished,
     step_key,
 )
 from durably.validation import identifier, listing_page, positive, positive_int, within_size
@@ -42,6 +47,7 @@ PostgresEffect = Callable[[Any], Awaitable[object]]
 
 T = TypeVar("T")
 _TEMPLATES = statements.load("checkpointer.sql")
+_FINISHED = [status.value for status in FINISHED]
 
 
 class _HandBack(Exception):
@@ -111,6 +117,13 @@ class PostgresCheckpointer:
         identifier(workflow, "workflow")
         rows = await self._run(lambda s: s.fetch(self._sql["load"], workflow))
         return {str(key): self._codec.decode(text) for key, text, _ in rows}
+
+    async def peek(self, workflow: str, keys: Collection[str]) -> dict[str, object]:
+        identifier(workflow, "workflow")
+        wanted = named_keys(keys)
+        rows = await self._run(lambda s: s.fetch(self._sql["peek_records"], workflow, wanted))
+        found = {str(key): text for key, text in rows}
+        return {key: self._codec.decode(found[key]) for key in wanted if key in found}
 
     async def history(self, workflow: str) -> dict[str, Written]:
         identifier(workflow, "workflow")
@@ -243,15 +256,77 @@ class PostgresCheckpointer:
             return Recorded(self._codec.decode(encoded), True)
         return await self._stored(session, workflow, key, encoded)
 
-    async def append(self, workflow: str, value: object) -> Entry:
+    async def append(self, workflow: str, value: object, *, unless_finished: bool = False) -> Entry:
         identifier(workflow, "workflow")
         encoded = self._encode(value)
-        return await self._run(lambda s: self.append_on(s, workflow, encoded))
 
-    async def append_on(self, session: Session, workflow: str, encoded: str) -> Entry:
-        """`append` of an encoded value on ``session`` (for `PostgresDurable`)."""
+        async def run(session: Session) -> Entry:
+            return await self.append_on(session, workflow, encoded, unless_finished)
+
+        # Unless finished: two statements (the inbox lock, then the append) in one
+        # transaction, which holds the lock to the commit.
+        return await self._access.run(run, errors=state_errors, transaction=unless_finished)
+
+    async def append_on(
+        self, session: Session, workflow: str, encoded: str, unless_finished: bool = False
+    ) -> Entry:
+        """`append` of an encoded value on ``session`` (for `PostgresDurable`); with
+        ``unless_finished``, inside a transaction the caller opened."""
+        if unless_finished:
+            await session.fetch(self._sql["inbox_turn"], workflow)
+            key, ended = (
+                await session.fetch(
+                    self._sql["append_unless_finished"],
+                    workflow,
+                    INBOX_PREFIX,
+                    _DIGITS,
+                    encoded,
+                    _FINISHED,
+                )
+            )[0]
+            refuse_finished(workflow, None if ended is None else str(ended))
+            return Entry(str(key), self._codec.decode(encoded))
         rows = await session.fetch(self._sql["append"], workflow, INBOX_PREFIX, _DIGITS, encoded)
         return Entry(str(rows[0][0]), self._codec.decode(encoded))
+
+    async def forget(self, holder: Pass, keys: Collection[str]) -> int:
+        workflow = identifier(holder.workflow, "workflow")
+        doomed = message_keys(keys)
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["forget"], workflow, holder.token, doomed)
+        )
+        return self._fenced_count(holder, rows)
+
+    async def restart(
+        self,
+        holder: Pass,
+        key: str,
+        value: object,
+        *,
+        keep: Collection[str] = (INBOX_PREFIX,),
+    ) -> int:
+        """Delete every record not under a ``keep`` prefix, write ``key`` afresh and
+        report PENDING, in one statement; `Fenced` (changing nothing) if superseded."""
+        workflow = identifier(holder.workflow, "workflow")
+        step_key(key)
+        prefixes = list(kept_prefixes(keep))
+        encoded = self._encode(value)
+        pending = WorkflowStatus.PENDING.value
+        rows = await self._run(
+            lambda s: s.fetch(
+                self._sql["restart"], workflow, holder.token, key, encoded, prefixes, pending
+            )
+        )
+        return self._fenced_count(holder, rows)
+
+    @staticmethod
+    def _fenced_count(holder: Pass, rows: Any) -> int:
+        """The count a fenced statement answers with ``(fenced?, count)``; `Fenced` when
+        ``holder`` no longer holds the workflow."""
+        fenced_ok, count = rows[0]
+        if not fenced_ok:
+            raise Fenced(holder.workflow, holder.token)
+        return int(count)
 
     async def discard(self, workflow: str) -> int:
         identifier(workflow, "workflow")
@@ -298,9 +373,10 @@ class PostgresCheckpointer:
     ) -> WorkflowInfo:
         workflow = identifier(holder.workflow, "workflow")
         status, error = checked_report(status, attempts, error)
+        ends = status.finished
         rows = await self._run(
             lambda s: s.fetch(
-                self._sql["set_status"], workflow, holder.token, status.value, attempts, error
+                self._sql["set_status"], workflow, holder.token, status.value, attempts, error, ends
             )
         )
         if not rows:

@@ -53,12 +53,14 @@ class PostgresDurable:
 
         return await self._transaction(run)
 
-    async def deliver(self, workflow: str, value: object) -> Entry:
+    async def deliver(
+        self, workflow: str, value: object, *, unless_finished: bool = False
+    ) -> Entry:
         identifier(workflow, "workflow")
         encoded = self._checkpointer.encode(value)
 
         async def run(session: Session) -> Entry:
-            entry = await self._checkpointer.append_on(session, workflow, encoded)
+            entry = await self._checkpointer.append_on(session, workflow, encoded, unless_finished)
             await self._scheduler.make_ready_on(session, workflow)
             return entry
 

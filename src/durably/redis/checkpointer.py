@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import functools
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any, Self
 
-from durably.errors import Fenced, InvalidInputError, StatePersistenceError
+from durably.errors import (
+    Fenced,
+    InvalidInputError,
+    StatePersistenceError,
+    WorkflowFinishedError,
+)
 from durably.redis import keys
 from durably.redis.connection import RedisConnection, pairs, text
 from durably.redis.effects import LuaEffect, effect_key
@@ -32,6 +37,9 @@ from durably.stores.workflows import (
     Recorded,
     Written,
     inbox_key,
+    kept_prefixes,
+    message_keys,
+    named_keys,
     step_key,
 )
 from durably.validation import identifier, listing_page, positive, positive_int
@@ -47,6 +55,8 @@ _LUA = scripts(
     "workflow_discard",
     "workflow_set_status",
     "workflow_finish",
+    "workflow_forget",
+    "workflow_restart",
     prelude="workflow_lib.lua",
 )
 # Without the prelude: the hot path is written out flat in the script itself.
@@ -59,6 +69,7 @@ _TRANSACT = Script.load("workflow_transact.lua", "workflow_lib.lua").source
 _MARKER = "--@effect"
 _STATUSES = [status.value for status in WorkflowStatus]
 _STATUS_FIELDS = ["status", "attempts", "has_error", "error", "updated_at"]
+_FINISHED = [status.value for status in FINISHED]
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -192,6 +203,20 @@ class RedisCheckpointer:
             key: self._codec.decode(encoded) for _, key, encoded, _ in await self._rows(workflow)
         }
 
+    async def peek(self, workflow: str, keys: Collection[str]) -> dict[str, object]:
+        """The records under ``keys`` that exist, decoded, in the order asked (one HMGET)."""
+        (records,) = self._keys(workflow, "records")
+        wanted = named_keys(keys)
+        if not wanted:
+            return {}
+        client = self._redis.client
+        values = await self._redis.state(lambda: client.hmget(records, wanted))
+        return {
+            key: self._codec.decode(text(value))
+            for key, value in zip(wanted, values, strict=True)
+            if value is not None
+        }
+
     async def history(self, workflow: str) -> dict[str, Written]:
         """Every record with the (aware, UTC) server time it landed, in first-recorded order."""
         return {
@@ -320,17 +345,66 @@ class RedisCheckpointer:
         )
         return self._recorded(reply[0], reply[1], encoded)
 
-    async def append(self, workflow: str, value: object) -> Entry:
-        """Add a message under a store-named ``inbox:`` key that sorts in append order."""
+    async def append(self, workflow: str, value: object, *, unless_finished: bool = False) -> Entry:
+        """Add a message under a store-named ``inbox:`` key that sorts in append order;
+        with ``unless_finished``, `WorkflowFinishedError` for a finished workflow (the
+        status is read by the same script)."""
         encoded = self._encode(value, "message")
         reply = await self._run(
             _LUA["workflow_append"],
             self._keys(workflow, "records", "written", "seq", "token", "status"),
-            [encoded, INBOX_PREFIX, str(INBOX_DIGITS), self._ttl],
+            [
+                encoded,
+                INBOX_PREFIX,
+                str(INBOX_DIGITS),
+                self._ttl,
+                *(_FINISHED if unless_finished else ()),
+            ],
         )
+        if text(reply[0]) == "finished":
+            raise WorkflowFinishedError(
+                f"workflow {workflow!r} is {text(reply[1])}: it takes no messages"
+            )
         key = inbox_key(int(text(reply[0])))
         assert key == text(reply[1]), "the script and inbox_key disagree on the key"
         return Entry(key, self._codec.decode(encoded))
+
+    async def forget(self, holder: Pass, keys: Collection[str]) -> int:
+        """Delete the messages under ``keys`` for ``holder`` in one script; the number
+        deleted. `Fenced` if ``holder`` was superseded."""
+        doomed = message_keys(keys)
+        reply = await self._run(
+            _LUA["workflow_forget"],
+            self._keys(holder.workflow, "claim", "token", "records", "written"),
+            [str(holder.token), self._ttl, *doomed],
+        )
+        if int(reply) < 0:
+            raise Fenced(holder.workflow, holder.token)
+        return int(reply)
+
+    async def restart(
+        self,
+        holder: Pass,
+        key: str,
+        value: object,
+        *,
+        keep: Collection[str] = (INBOX_PREFIX,),
+    ) -> int:
+        """Delete every record not under a ``keep`` prefix, write ``key`` afresh and
+        report PENDING, in one script; `Fenced` (changing nothing) if superseded. The
+        status index is kept in a second step, as for `set_status`."""
+        step_key(key)
+        prefixes = kept_prefixes(keep)
+        encoded = self._encode(value, f"value of {key!r}")
+        reply = await self._run(
+            _LUA["workflow_restart"],
+            self._keys(holder.workflow, "claim", "token", "records", "written", "seq", "status"),
+            [str(holder.token), key, encoded, WorkflowStatus.PENDING.value, self._ttl, *prefixes],
+        )
+        if int(reply) < 0:
+            raise Fenced(holder.workflow, holder.token)
+        await self._reindex(holder.workflow, WorkflowStatus.PENDING)
+        return int(reply)
 
     async def discard(self, workflow: str) -> int:
         """Delete every record and the status and fence the current holder; the count."""

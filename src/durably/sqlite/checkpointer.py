@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import functools
+import json
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from datetime import UTC, datetime
 
 from durably.errors import Fenced, InvalidInputError
@@ -14,11 +15,16 @@ from durably.stores.codec import CheckpointCodec, JsonCodec, screened_encode
 from durably.stores.retention import FINISHED, sweep_arguments
 from durably.stores.status import WorkflowInfo, WorkflowStatus, checked_report
 from durably.stores.workflows import (
+    INBOX_PREFIX,
     Entry,
     Pass,
     Recorded,
     Written,
     inbox_key,
+    kept_prefixes,
+    message_keys,
+    named_keys,
+    refuse_finished,
     step_key,
 )
 from durably.validation import identifier, listing_page, positive, positive_int, within_size
@@ -67,6 +73,12 @@ class BoundSqliteCheckpointer:
         """Every record, decoded, in first-recorded order."""
         rows = self._tx.all(_SQL["load"], {"workflow": workflow})
         return {row["key"]: self._codec.decode(row["value"]) for row in rows}
+
+    def peek(self, workflow: str, keys: list[str]) -> dict[str, object]:
+        """The records under ``keys`` that exist, decoded, in the order asked."""
+        rows = self._tx.all(_SQL["peek"], {"workflow": workflow, "keys": json.dumps(keys)})
+        found = {row["key"]: row["value"] for row in rows}
+        return {key: self._codec.decode(found[key]) for key in keys if key in found}
 
     def history(self, workflow: str) -> dict[str, Written]:
         """Every record with the time it landed, in first-recorded order."""
@@ -129,11 +141,15 @@ class BoundSqliteCheckpointer:
         """Write ``key`` once for ``holder`` (fenced) and renew its liveness."""
         self.fence(holder)
         recorded = self.insert(holder.workflow, key, encoded)
+        self._touch(holder)
+        return recorded
+
+    def _touch(self, holder: Pass) -> None:
+        """A successful write renews ``holder``'s liveness (never past its budget)."""
         self._tx.execute(
             _SQL["touch_claim"],
             {"workflow": holder.workflow, "token": holder.token, "now": self._tx.store_now},
         )
-        return recorded
 
     def recorded(self, workflow: str, key: str) -> Recorded[object] | None:
         """The value already under ``key`` (as a losing write sees it), or None."""
@@ -148,12 +164,45 @@ class BoundSqliteCheckpointer:
         stored = self._tx.row(_SQL["get_record"], {"workflow": workflow, "key": key})["value"]
         return Recorded(self._codec.decode(stored), stored == encoded)
 
-    def append(self, workflow: str, encoded: str) -> Entry:
-        """Add a message under the next ``inbox:`` key of ``workflow``."""
+    def append(self, workflow: str, encoded: str, unless_finished: bool = False) -> Entry:
+        """Add a message under the next ``inbox:`` key of ``workflow``; with
+        ``unless_finished``, `WorkflowFinishedError` for a finished workflow (the status
+        is read under the same write lock)."""
+        if unless_finished:
+            status = self._tx.one(_SQL["get_status"], {"workflow": workflow})
+            refuse_finished(workflow, None if status is None else status["status"])
         position = self._tx.row(_SQL["next_inbox_position"], {"workflow": workflow})[0]
         key = inbox_key(position)
         self.insert(workflow, key, encoded)
         return Entry(key, self._codec.decode(encoded))
+
+    def forget(self, holder: Pass, keys: list[str]) -> int:
+        """Delete the records under ``keys`` for ``holder`` (fenced) and renew it."""
+        self.fence(holder)
+        params = {"workflow": holder.workflow, "keys": json.dumps(keys)}
+        deleted = self._tx.execute(_SQL["forget_records"], params).rowcount
+        self._touch(holder)
+        return deleted
+
+    def restart(self, holder: Pass, key: str, encoded: str, keep: tuple[str, ...]) -> int:
+        """Delete every record not under a ``keep`` prefix, write ``key`` afresh and
+        store the PENDING status, for ``holder`` (fenced); the number deleted."""
+        self.fence(holder)
+        workflow = holder.workflow
+        params = {"workflow": workflow, "key": key, "keep": json.dumps(keep)}
+        deleted = self._tx.execute(_SQL["restart_records"], params).rowcount
+        self._tx.execute(_SQL["delete_record"], {"workflow": workflow, "key": key})
+        self.insert(workflow, key, encoded)
+        self._touch(holder)
+        status = {
+            "workflow": workflow,
+            "status": WorkflowStatus.PENDING.value,
+            "attempts": 0,
+            "last_error": None,
+            "now": self._tx.store_now,
+        }
+        self._tx.execute(_SQL["set_status"], status)
+        return deleted
 
     def discard(self, workflow: str) -> int:
         """Delete every record and the status, and fence the holder; the count deleted."""
@@ -286,6 +335,15 @@ class SqliteCheckpointer:
         identifier(workflow, "workflow")
         return await self._db.transaction(lambda tx: self.bound(tx).load(workflow), write=False)
 
+    async def peek(self, workflow: str, keys: Collection[str]) -> dict[str, object]:
+        """The records under ``keys`` that exist, decoded, in the order asked (one
+        indexed read)."""
+        identifier(workflow, "workflow")
+        wanted = named_keys(keys)
+        return await self._db.transaction(
+            lambda tx: self.bound(tx).peek(workflow, wanted), write=False
+        )
+
     async def history(self, workflow: str) -> dict[str, Written]:
         """Every record with the (UTC) time it landed, in first-recorded order."""
         identifier(workflow, "workflow")
@@ -349,11 +407,41 @@ class SqliteCheckpointer:
         encoded = self.encode(value)
         return await self._db.transaction(lambda tx: self.bound(tx).insert(workflow, key, encoded))
 
-    async def append(self, workflow: str, value: object) -> Entry:
-        """Add a message under the next ``inbox:`` key (append order, also concurrently)."""
+    async def append(self, workflow: str, value: object, *, unless_finished: bool = False) -> Entry:
+        """Add a message under the next ``inbox:`` key (append order, also concurrently);
+        with ``unless_finished``, `WorkflowFinishedError` for a finished workflow, in the
+        same transaction."""
         identifier(workflow, "workflow")
         encoded = self.encode(value)
-        return await self._db.transaction(lambda tx: self.bound(tx).append(workflow, encoded))
+        return await self._db.transaction(
+            lambda tx: self.bound(tx).append(workflow, encoded, unless_finished)
+        )
+
+    async def forget(self, holder: Pass, keys: Collection[str]) -> int:
+        """Delete the messages under ``keys`` for ``holder`` in one transaction; the
+        number deleted. `Fenced` if ``holder`` was superseded."""
+        _check_pass(holder)
+        doomed = message_keys(keys)
+        return await self._db.transaction(lambda tx: self.bound(tx).forget(holder, doomed))
+
+    async def restart(
+        self,
+        holder: Pass,
+        key: str,
+        value: object,
+        *,
+        keep: Collection[str] = (INBOX_PREFIX,),
+    ) -> int:
+        """Delete every record not under a ``keep`` prefix, write ``key`` afresh and
+        report PENDING, in one transaction; the number deleted. `Fenced` if ``holder``
+        was superseded."""
+        _check_pass(holder)
+        step_key(key)
+        prefixes = kept_prefixes(keep)
+        encoded = self.encode(value)
+        return await self._db.transaction(
+            lambda tx: self.bound(tx).restart(holder, key, encoded, prefixes)
+        )
 
     async def discard(self, workflow: str) -> int:
         """Delete every record and the status and fence the holder, atomically; the count."""

@@ -58,13 +58,17 @@ class SqliteDurable:
         self._db.notify_ready()
         return recorded
 
-    async def deliver(self, workflow: str, value: object) -> Entry:
-        """Append a message and make the workflow ready, in one commit."""
+    async def deliver(
+        self, workflow: str, value: object, *, unless_finished: bool = False
+    ) -> Entry:
+        """Append a message and make the workflow ready, in one commit; with
+        ``unless_finished``, `WorkflowFinishedError` for a finished workflow (nothing
+        written or woken)."""
         identifier(workflow, "workflow")
         encoded = self._checkpointer.encode(value)
 
         def deliver(tx: Transaction) -> Entry:
-            entry = self._checkpointer.bound(tx).append(workflow, encoded)
+            entry = self._checkpointer.bound(tx).append(workflow, encoded, unless_finished)
             self._scheduler.bound(tx).make_ready(workflow)
             return entry
 

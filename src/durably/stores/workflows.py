@@ -3,12 +3,17 @@ and the transitions that cross both (`Durable`)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
-from durably.errors import DurablyError, InvalidInputError, StatePersistenceError
+from durably.errors import (
+    DurablyError,
+    InvalidInputError,
+    StatePersistenceError,
+    WorkflowFinishedError,
+)
 from durably.stores.codec import CheckpointCodec
 from durably.stores.status import WorkflowInfo, WorkflowStatus
 from durably.validation import identifier
@@ -19,6 +24,9 @@ T = TypeVar("T")
 
 INBOX_PREFIX = "inbox:"
 INBOX_DIGITS = 20
+
+MAX_NAMED_KEYS = 1000
+"""The most keys one `Checkpointer.peek` or `Checkpointer.forget` names."""
 
 DEFAULT_LEASE = 30.0
 """Seconds a scheduler's delivery stays invisible unless ``lease=`` says otherwise."""
@@ -47,6 +55,47 @@ def step_key(key: object, name: str = "key") -> str:
             "which only append may write"
         )
     return checked
+
+
+def named_keys(keys: object, name: str = "keys") -> list[str]:
+    """``keys`` as a list without repeats, if it names at most `MAX_NAMED_KEYS` records:
+    a collection (not a single string) of identifiers. `InvalidInputError` otherwise,
+    before any I/O."""
+    if isinstance(keys, str | bytes) or not isinstance(keys, Collection):
+        raise InvalidInputError(f"{name} must be a collection of keys, got {type(keys).__name__}")
+    if len(keys) > MAX_NAMED_KEYS:
+        raise InvalidInputError(f"{name}: at most {MAX_NAMED_KEYS} keys per call, got {len(keys)}")
+    return list(dict.fromkeys(identifier(key, "key") for key in keys))
+
+
+def message_keys(keys: object) -> list[str]:
+    """`named_keys` of messages (keys `append` named): what `Checkpointer.forget` may
+    delete; `InvalidInputError` for any other key, before any I/O."""
+    checked = named_keys(keys)
+    for key in checked:
+        if not is_inbox_key(key):
+            raise InvalidInputError(
+                f"key {key!r} is not a message's ({INBOX_PREFIX!r}...): only messages are "
+                "forgotten; a recorded step is never removed"
+            )
+    return checked
+
+
+def kept_prefixes(keep: object) -> tuple[str, ...]:
+    """The key prefixes a `Checkpointer.restart` keeps: a collection (not a single string)
+    of at most 16 non-empty identifiers; `InvalidInputError` otherwise, before any I/O."""
+    if isinstance(keep, str | bytes) or not isinstance(keep, Collection):
+        raise InvalidInputError(f"keep must be a collection of prefixes, got {type(keep).__name__}")
+    if len(keep) > 16:
+        raise InvalidInputError(f"keep: at most 16 prefixes, got {len(keep)}")
+    return tuple(dict.fromkeys(identifier(prefix, "keep prefix") for prefix in keep))
+
+
+def refuse_finished(workflow: str, status: str | None) -> None:
+    """Raise `WorkflowFinishedError` when ``status`` (a `WorkflowStatus` value, or None
+    for none reported) is finished: what an append ``unless_finished`` refuses."""
+    if status is not None and WorkflowStatus(status).finished:
+        raise WorkflowFinishedError(f"workflow {workflow!r} is {status}: it takes no messages")
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +186,22 @@ class Blocked:
             raise ValueError("Blocked needs at least one waiting or listening key")
 
 
+@dataclass(frozen=True, slots=True)
+class Restart:
+    """What a body returns to begin its workflow afresh (continue-as-new): the Worker
+    writes it with `Checkpointer.restart` (every record but those under the ``keep``
+    prefixes deleted, ``value`` written under ``key``, status PENDING, one write) and
+    makes the workflow ready, so a new pass starts from the top on the new record.
+
+    `resume` and `advance` hand it back (as the `Completed` value) for their caller to
+    write, as they do a `Finish`.
+    """
+
+    key: str
+    value: object
+    keep: tuple[str, ...] = (INBOX_PREFIX,)
+
+
 Outcome = Completed[T] | Sleeping | Blocked
 
 
@@ -160,6 +225,12 @@ class Checkpointer(Protocol[EffectT_contra]):
 
     async def load(self, workflow: str) -> dict[str, object]:
         """Every record, decoded, in first-recorded order; ``{}`` for an unknown workflow."""
+        ...
+
+    async def peek(self, workflow: str, keys: Collection[str]) -> dict[str, object]:
+        """The records under ``keys`` that exist, decoded, in the order asked: one read
+        whose cost does not grow with the workflow's other records. At most
+        `MAX_NAMED_KEYS` keys (`InvalidInputError`, before any I/O)."""
         ...
 
     async def claim(self, workflow: str, budget: float, alive: float) -> Pass | None:
@@ -186,8 +257,37 @@ class Checkpointer(Protocol[EffectT_contra]):
         """First-writer-wins write from outside any pass."""
         ...
 
-    async def append(self, workflow: str, value: object) -> Entry:
-        """Add a message under a store-named ``inbox:`` key that sorts in append order."""
+    async def append(self, workflow: str, value: object, *, unless_finished: bool = False) -> Entry:
+        """Add a message under a store-named ``inbox:`` key that sorts in append order.
+
+        With ``unless_finished``, the status is read in the same atomic write and a
+        finished workflow (completed, failed, cancelled) refuses the message with
+        `WorkflowFinishedError`, writing nothing: a message never lands after the end.
+        """
+        ...
+
+    async def forget(self, holder: Pass, keys: Collection[str]) -> int:
+        """Delete the messages under ``keys`` (consumed, their values kept by the records
+        that consumed them) for ``holder``, in one write; the number deleted (a key not
+        there is skipped). `Fenced` if ``holder`` was superseded, deleting nothing;
+        `InvalidInputError` before any I/O for a key `append` did not name or more than
+        `MAX_NAMED_KEYS` keys."""
+        ...
+
+    async def restart(
+        self,
+        holder: Pass,
+        key: str,
+        value: object,
+        *,
+        keep: Collection[str] = (INBOX_PREFIX,),
+    ) -> int:
+        """Begin the workflow afresh for ``holder``, atomically: delete every record whose
+        key starts with none of the ``keep`` prefixes, write ``value`` under ``key``
+        (replacing a value there) and report the status PENDING (no attempts, no error);
+        the number of records deleted (a value replaced under ``key`` not counted).
+        `Fenced` if ``holder`` was superseded, changing nothing. The claim is kept (and
+        renewed)."""
         ...
 
     async def history(self, workflow: str) -> dict[str, Written]:
@@ -384,8 +484,12 @@ class Durable(Protocol[EffectT_contra]):
         """Supply ``key`` (first writer wins) and make the workflow ready."""
         ...
 
-    async def deliver(self, workflow: str, value: object) -> Entry:
-        """Append a message and make the workflow ready."""
+    async def deliver(
+        self, workflow: str, value: object, *, unless_finished: bool = False
+    ) -> Entry:
+        """Append a message and make the workflow ready; with ``unless_finished``, a
+        finished workflow refuses it (`WorkflowFinishedError`), as `Checkpointer.append`
+        does, and is not woken."""
         ...
 
     async def delete(self, workflow: str) -> int:
@@ -421,8 +525,10 @@ class SplitDurable(Generic[EffectT]):
         await self._scheduler.make_ready(workflow)
         return recorded
 
-    async def deliver(self, workflow: str, value: object) -> Entry:
-        entry = await self._checkpointer.append(workflow, value)
+    async def deliver(
+        self, workflow: str, value: object, *, unless_finished: bool = False
+    ) -> Entry:
+        entry = await self._checkpointer.append(workflow, value, unless_finished=unless_finished)
         await self._scheduler.make_ready(workflow)
         return entry
 
@@ -440,6 +546,7 @@ __all__ = [
     "DEFAULT_LEASE",
     "DEFAULT_NAMESPACE",
     "INBOX_PREFIX",
+    "MAX_NAMED_KEYS",
     "Blocked",
     "Checkpointer",
     "Completed",
@@ -451,6 +558,7 @@ __all__ = [
     "Outcome",
     "Pass",
     "Recorded",
+    "Restart",
     "Scheduler",
     "Sleeping",
     "SplitDurable",
@@ -458,6 +566,10 @@ __all__ = [
     "finish_workflow",
     "inbox_key",
     "is_inbox_key",
+    "kept_prefixes",
+    "message_keys",
+    "named_keys",
+    "refuse_finished",
     "step_key",
     "value_refused",
 ]

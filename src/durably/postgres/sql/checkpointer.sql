@@ -126,9 +126,14 @@ SET token = nextval('{workflow_seq_text}'), held_until = now(), alive_until = no
 WHERE workflow = $1::text;
 
 -- name: set_status
-WITH fence AS (
+-- A report that ends the workflow ($6) first takes the inbox lock `append` takes, so an
+-- append unless_finished either commits before the end or sees it (append_unless_finished).
+WITH turn AS (
+    SELECT CASE WHEN $6::boolean THEN pg_advisory_xact_lock(
+        hashtext('{workflow_checkpoint_text}'), hashtext($1::text))::text END
+), fence AS (
     SELECT token FROM {workflow_claim}
-    WHERE workflow = $1::text AND token = $2::bigint
+    WHERE workflow = $1::text AND token = $2::bigint AND EXISTS (SELECT 1 FROM turn)
     FOR UPDATE
 )
 INSERT INTO {workflow_status} AS s (workflow, status, attempts, last_error, updated_at)
@@ -142,10 +147,13 @@ RETURNING updated_at;
 -- record and set_status(COMPLETED) in one statement: the fence is record's row-locking
 -- UPDATE of the claim row (renewing liveness), and both writes hang off it, so a superseded
 -- pass writes neither (no row back). The record is first-writer-wins; the status replaces.
-WITH fence AS (
+-- It ends the workflow, so it takes the inbox lock first, as set_status does for an end.
+WITH turn AS (
+    SELECT pg_advisory_xact_lock(hashtext('{workflow_checkpoint_text}'), hashtext($1::text))
+), fence AS (
     UPDATE {workflow_claim}
     SET alive_until = LEAST(now() + make_interval(secs => alive_for), held_until)
-    WHERE workflow = $1::text AND token = $2::bigint
+    WHERE workflow = $1::text AND token = $2::bigint AND EXISTS (SELECT 1 FROM turn)
     RETURNING token
 ),
 written AS (
@@ -181,3 +189,82 @@ WHERE ($1::text IS NULL OR status = $1::text)
   AND ($2::text IS NULL OR workflow > $2::text COLLATE "C")
 ORDER BY workflow COLLATE "C"
 LIMIT $3::integer;
+
+-- name: peek_records
+SELECT key, value::text
+FROM {workflow_checkpoint}
+WHERE workflow = $1::text AND key = ANY($2::text[]);
+
+-- name: inbox_turn
+-- The lock on a workflow's inbox (as append takes it), held to the commit: taken in a
+-- statement of its own before append_unless_finished, whose snapshot then holds every
+-- end reported before (an ending report takes the lock too).
+SELECT pg_advisory_xact_lock(hashtext('{workflow_checkpoint_text}'), hashtext($1::text));
+
+-- name: append_unless_finished
+-- append, unless the status is one of the finished ones ($5), after inbox_turn.
+-- Answers (key, NULL) when written, (NULL, status) when refused (nothing written).
+WITH ended AS (
+    SELECT status FROM {workflow_status}
+    WHERE workflow = $1::text AND status = ANY($5::text[])
+), n AS (
+    SELECT nextval('{workflow_seq_text}') AS position WHERE NOT EXISTS (SELECT 1 FROM ended)
+), written AS (
+    INSERT INTO {workflow_checkpoint} (workflow, key, value, seq)
+    SELECT $1::text, $2::text || lpad(n.position::text, $3::integer, '0'), $4::jsonb,
+           n.position
+    FROM n
+    RETURNING key
+)
+SELECT (SELECT key FROM written), (SELECT status FROM ended);
+
+-- name: forget
+-- Fenced as record is (a row-locking UPDATE of the claim row, renewing liveness); the
+-- delete hangs off it, so a superseded pass deletes nothing. Answers (fenced?, deleted).
+WITH fence AS (
+    UPDATE {workflow_claim}
+    SET alive_until = LEAST(now() + make_interval(secs => alive_for), held_until)
+    WHERE workflow = $1::text AND token = $2::bigint
+    RETURNING token
+),
+gone AS (
+    DELETE FROM {workflow_checkpoint}
+    WHERE workflow = $1::text AND key = ANY($3::text[]) AND EXISTS (SELECT 1 FROM fence)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM gone);
+
+-- name: restart
+-- Under record's fence: every record but the rewritten one and those under a kept prefix
+-- is deleted, the rewritten one replaced (a fresh position and time), the status set
+-- PENDING. The rewritten key is left out of the delete, so no row is touched twice.
+-- Answers (fenced?, deleted).
+WITH fence AS (
+    UPDATE {workflow_claim}
+    SET alive_until = LEAST(now() + make_interval(secs => alive_for), held_until)
+    WHERE workflow = $1::text AND token = $2::bigint
+    RETURNING token
+),
+gone AS (
+    DELETE FROM {workflow_checkpoint} AS c
+    WHERE c.workflow = $1::text AND c.key <> $3::text AND EXISTS (SELECT 1 FROM fence)
+      AND NOT EXISTS (
+          SELECT 1 FROM unnest($5::text[]) AS kept(prefix)
+          WHERE left(c.key, length(kept.prefix)) = kept.prefix
+      )
+    RETURNING 1
+),
+written AS (
+    INSERT INTO {workflow_checkpoint} (workflow, key, value)
+    SELECT $1::text, $3::text, $4::jsonb FROM fence
+    ON CONFLICT (workflow, key) DO UPDATE
+        SET value = excluded.value, seq = excluded.seq, written_at = excluded.written_at
+),
+reported AS (
+    INSERT INTO {workflow_status} AS s (workflow, status, attempts, last_error, updated_at)
+    SELECT $1::text, $6::text, 0, NULL, now() FROM fence
+    ON CONFLICT (workflow) DO UPDATE
+        SET status = excluded.status, attempts = excluded.attempts,
+            last_error = excluded.last_error, updated_at = excluded.updated_at
+)
+SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM gone);

@@ -93,3 +93,22 @@ LIMIT :limit
 
 -- name: delete_status
 DELETE FROM durably_workflow_status WHERE workflow = :workflow
+
+-- name: peek
+SELECT key, value FROM durably_workflow_checkpoint
+WHERE workflow = :workflow AND key IN (SELECT value FROM json_each(:keys))
+
+-- name: forget_records
+DELETE FROM durably_workflow_checkpoint
+WHERE workflow = :workflow AND key IN (SELECT value FROM json_each(:keys))
+
+-- name: restart_records
+-- Every record but the one about to be rewritten and those under a kept prefix (the
+-- records are qualified: json_each has a column named key too).
+DELETE FROM durably_workflow_checkpoint AS c
+WHERE c.workflow = :workflow AND c.key <> :key AND NOT EXISTS (
+    SELECT 1 FROM json_each(:keep) AS p WHERE substr(c.key, 1, length(p.value)) = p.value
+)
+
+-- name: delete_record
+DELETE FROM durably_workflow_checkpoint WHERE workflow = :workflow AND key = :key

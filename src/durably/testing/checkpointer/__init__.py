@@ -27,6 +27,7 @@ from durably.testing.checkpointer.finish import CheckpointerFinishCases
 from durably.testing.checkpointer.fixtures import LONG, CheckpointerFactory, claimed, lapse, wf
 from durably.testing.checkpointer.inputs import CheckpointerInputCases
 from durably.testing.checkpointer.isolation import CheckpointerIsolationCases
+from durably.testing.checkpointer.messages import CheckpointerMessageCases
 from durably.testing.checkpointer.races import CheckpointerRaceCases
 from durably.testing.checkpointer.records import CheckpointerRecordCases
 from durably.testing.checkpointer.status import CheckpointerStatusCases
@@ -229,6 +230,7 @@ class CheckpointerConformance(
     CheckpointerFinishCases,
     CheckpointerIsolationCases,
     CheckpointerSweepCases,
+    CheckpointerMessageCases,
 ):
     """Every test here must pass for every `Checkpointer` durably ships."""
 

@@ -7,14 +7,22 @@ call a durable over an empty, isolated namespace (the subclass cleans up).
 from __future__ import annotations
 
 import asyncio
+import functools
 import uuid
 from typing import Any
 
 import pytest
 
-from durably.errors import Fenced, InvalidInputError
+from durably.errors import Fenced, InvalidInputError, WorkflowFinishedError
 from durably.stores.status import WorkflowStatus
-from durably.stores.workflows import INBOX_PREFIX, Delivery, Durable, Scheduler
+from durably.stores.workflows import (
+    INBOX_PREFIX,
+    Delivery,
+    Durable,
+    Scheduler,
+    finish_workflow,
+)
+from durably.testing.checkpointer.messages import RACES, race_sends_against_the_end
 from durably.testing.durable.passes import DurableFactory, DurablePassCases
 from durably.testing.refused import UNSTORABLE_TEXTS, UNUSABLE_IDS
 
@@ -75,6 +83,43 @@ class DurableConformance(DurablePassCases):
         }
         await take(durable.scheduler, workflow)
         assert await durable.scheduler.next_ready(0) is None
+
+    async def test_a_delivery_unless_finished_to_a_finished_workflow_writes_and_wakes_nothing(
+        self, durable_factory: DurableFactory
+    ) -> None:
+        durable = await prepared(durable_factory)
+        workflow = wf()
+        cp = durable.checkpointer
+        early = await durable.deliver(workflow, "early", unless_finished=True)
+        delivery = await take(durable.scheduler, workflow)
+        holder = await cp.claim(workflow, LONG, LONG)
+        assert holder is not None
+        await finish_workflow(cp, holder, "result", "done")
+        await durable.scheduler.done(delivery)
+        with pytest.raises(WorkflowFinishedError, match="completed"):
+            await durable.deliver(workflow, "late", unless_finished=True)
+        assert await cp.load(workflow) == {early.key: "early", "result": "done"}
+        assert await durable.scheduler.next_ready(0) is None
+
+    async def test_deliveries_racing_the_end_land_before_it_or_are_refused(
+        self, durable_factory: DurableFactory
+    ) -> None:
+        durable = await prepared(durable_factory)
+        cp = durable.checkpointer
+        for _ in range(RACES):
+            workflow = wf()
+            holder = await cp.claim(workflow, LONG, LONG)
+            assert holder is not None
+            await cp.set_status(holder, WorkflowStatus.RUNNING)
+            await race_sends_against_the_end(
+                cp,
+                workflow,
+                functools.partial(durable.deliver, workflow, unless_finished=True),
+                functools.partial(finish_workflow, cp, holder, "result", "done"),
+            )
+            # The messages that landed woke the workflow (once); the refused ones nothing.
+            await take(durable.scheduler, workflow)
+            assert await durable.scheduler.next_ready(0) is None
 
     async def test_arrive_refuses_a_key_in_the_inbox_key_space(
         self, durable_factory: DurableFactory
