@@ -245,6 +245,22 @@ class IncompatibleRecordError(WorkflowStopped):
         )
 
 
+class RecordLimitError(WorkflowStopped):
+    """A workflow reached the most records one run may hold (``App(max_records=...)``):
+    its history would grow without end. Parks the workflow: have the body call
+    ``ctx.continue_as_new(...)`` before the limit (or raise the limit), then
+    ``handle.resume()``."""
+
+    def __init__(self, workflow: str, limit: int) -> None:
+        self.workflow = workflow
+        self.limit = limit
+        super().__init__(
+            f"workflow {workflow!r} reached {limit} records, the most one run may hold "
+            "(App max_records): call ctx.continue_as_new(...) to go on with a fresh "
+            "history, or raise max_records and resume it"
+        )
+
+
 class StepFailedError(DurablyError):
     """A step failed for good (retries exhausted or not retryable); its error is recorded,
     so every replay raises this same error at the same call."""
@@ -355,6 +371,16 @@ class MessageNeeded(Suspended):
     """``run.receive(key)`` found no new message; ``Durable.deliver`` sends one."""
 
 
+class ContinueAsNew(Interruption):
+    """Raised by ``ctx.continue_as_new(...)``: this run of the workflow ends here and the
+    workflow begins afresh with ``arguments`` (encoded). Not an `Exception`, so an
+    ``except Exception`` in the body lets it through."""
+
+    def __init__(self, arguments: dict[str, object]) -> None:
+        self.arguments = arguments
+        super().__init__("continue as new")
+
+
 class ScheduledWakeup(Suspended):
     """``run.sleep(key, ...)`` has not reached its deadline ``due`` (the caller's clock)."""
 
@@ -369,6 +395,7 @@ __all__ = [
     "ClaimUnavailableReason",
     "ConfigurationError",
     "Contended",
+    "ContinueAsNew",
     "DsnError",
     "DurablyError",
     "Fenced",
@@ -384,6 +411,7 @@ __all__ = [
     "PersistenceReason",
     "PoolExhaustedError",
     "QueueUnavailableError",
+    "RecordLimitError",
     "ReplicationTimeoutError",
     "ScheduledWakeup",
     "StateConflictError",

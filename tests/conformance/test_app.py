@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,8 +29,8 @@ _MIGRATED: set[str] = set()
 async def _apps(dsn: str) -> AsyncIterator[AppFactory]:
     made: list[App] = []
 
-    async def make(clock: Clock) -> App:
-        app = App(dsn, clock=clock, migrate=dsn not in _MIGRATED)
+    async def make(clock: Clock, **options: Any) -> App:
+        app = App(dsn, clock=clock, migrate=dsn not in _MIGRATED, **options)
         await app.stores()
         _MIGRATED.add(dsn)
         made.append(app)
@@ -61,6 +62,11 @@ class TestSqliteApp(AppConformance):
 class TestPostgresApp(AppConformance):
     # One database for the run: each test registers kinds of its own (their default names
     # hold the test's name) and ids are fresh, so tests never serve each other's workflows.
+    # Each send and each recv here is a committed transaction over a shared server (a few
+    # ms apiece): the message cases use fewer, and compare first and last sends alike.
+    messages_sent = 2_000
+    messages_consumed = 2_000
+
     @pytest.fixture
     async def app_factory(self, postgres_dsn: str) -> AsyncIterator[AppFactory]:
         async for factory in _apps(postgres_dsn):

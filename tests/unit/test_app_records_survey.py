@@ -42,8 +42,9 @@ KEYS = st.sampled_from(
 @settings(max_examples=300, derandomize=True)
 @given(st.dictionaries(KEYS, st.sampled_from([None, 0, "x", {"v": 1}]), max_size=12))
 def test_the_survey_agrees_with_each_reading(stored: dict[str, object]) -> None:
-    generation, recorded, retries, ended = layout.survey(stored)
+    generation, recorded, retries, ended, messages = layout.survey(stored)
     assert generation == layout.generation(stored)
+    assert messages == sum(1 for key in stored if key.startswith("inbox:"))
     assert recorded == {key for key in stored if not layout.bookkeeping(key)}
     assert retries == any(layout.RETRY in key for key in stored)
     if not ended and layout.RESULT not in stored:
@@ -55,7 +56,7 @@ def test_a_generation_ended_is_seen() -> None:
     assert layout.survey(failed)[3]
     assert layout.ending(failed) == {"e": "boom"}
     resumed = {**failed, "durably:resume#1": True}
-    generation, _, _, ended = layout.survey(resumed)
+    generation, _, _, ended, _ = layout.survey(resumed)
     assert generation == 2
     assert ended  # an earlier generation's end: `ending` looks and finds none for this one
     assert layout.ending(resumed) is None

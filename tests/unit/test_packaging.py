@@ -38,7 +38,7 @@ NAMESPACES = {
     "durably.stores": """StateStore StateDelta StatePage StateQuery RunRecord RunState
     SessionRecord StateKey ToolCall Usage WorkQueue QueuePolicy QueueStats WorkItem WorkState
     WorkPriority Checkpointer Scheduler Durable SplitDurable CheckpointCodec JsonCodec Pass
-    Entry Written Recorded Finish Blocked Sleeping Completed Delivery WorkflowInfo
+    Entry Written Recorded Finish Restart Blocked Sleeping Completed Delivery WorkflowInfo
     WorkflowStatus Stores open_stores""",
     "durably.engine": """Execution advance resume Worker start_workflow QueueService
     WorkflowService ServiceContext Body Handler""",

@@ -22,12 +22,16 @@ from durably.clock import Clock, SystemClock
 from durably.errors import ConfigurationError, InvalidInputError
 from durably.stores.dsn import DSN_ENV, describe, parse
 from durably.stores.opening import Stores
-from durably.validation import identifier
+from durably.validation import identifier, positive_int
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_DSN = "sqlite:///durably.db"
+DEFAULT_MAX_RECORDS = 100_000
+"""The most records one run of a workflow holds unless ``App(max_records=...)`` says
+otherwise: beyond it the workflow parks (`RecordLimitError`); a body that would grow
+without end calls ``ctx.continue_as_new(...)`` first."""
 MAX_RETENTION = 100 * 365.25 * 86400.0
 """The longest ``retention=`` an App takes, in seconds: 100 years. Longer is "for ever" in
 practice, and past about 2,000 years the sweep's cut-off (now minus retention) is not
@@ -62,10 +66,14 @@ class App:
     idempotent) before `serve` sweeps them, at most `MAX_RETENTION` (100 years).
     ``lease`` is how long a pass whose worker died keeps its workflow before another
     worker takes it over (a live pass renews it), at most `MAX_LEASE` (one hour).
-    ``clock`` (default `SystemClock`) is any `durably.Clock`.
+    ``clock`` (default `SystemClock`) is any `durably.Clock`. ``max_records`` is the most
+    records one run of a workflow may hold (stored messages not counted; default
+    100,000): a workflow about to pass it parks with `RecordLimitError` rather than grow
+    without end (its body calls ``ctx.continue_as_new(...)`` before that).
 
     Raises `DsnError` before any I/O for a malformed DSN (an empty string included), and
-    `InvalidInputError` for a bad tenant, clock, ``retention`` or ``lease``.
+    `InvalidInputError` for a bad tenant, clock, ``retention``, ``lease`` or
+    ``max_records``.
     """
 
     def __init__(
@@ -77,6 +85,7 @@ class App:
         retention: Duration = timedelta(days=7),
         migrate: bool = True,
         lease: Duration = 30.0,
+        max_records: int = DEFAULT_MAX_RECORDS,
     ) -> None:
         # Only ``dsn=None`` means "the default": an explicit "" is a mistake, not a wish.
         self._implicit = dsn is None and not os.environ.get(DSN_ENV)
@@ -96,6 +105,7 @@ class App:
             retention=_at_most(retention, "retention", MAX_RETENTION, "100 years"),
             lease=_at_most(lease, "lease", MAX_LEASE, "one hour"),
             migrate=migrate,
+            max_records=positive_int(max_records, "max_records"),
         )
         self._driver = Driver(self._core)
 
@@ -124,6 +134,11 @@ class App:
     def lease(self) -> float:
         """Seconds a dead worker's pass keeps its workflow before another takes over."""
         return self._core.lease
+
+    @property
+    def max_records(self) -> int:
+        """The most records one run of a workflow may hold (stored messages not counted)."""
+        return self._core.max_records
 
     # --- registering -----------------------------------------------------------------------
 
@@ -356,4 +371,11 @@ def _default_name(fn: Callable[..., Any], what: str) -> str:
     return f"{module}.{fn.__qualname__}"
 
 
-__all__ = ["DEFAULT_DSN", "MAX_LEASE", "MAX_RETENTION", "App", "StepDecorator"]
+__all__ = [
+    "DEFAULT_DSN",
+    "DEFAULT_MAX_RECORDS",
+    "MAX_LEASE",
+    "MAX_RETENTION",
+    "App",
+    "StepDecorator",
+]

@@ -10,10 +10,11 @@ import functools
 import inspect
 import logging
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 from durably.app import _layout as layout
 from durably.app._topics import Topic
@@ -21,10 +22,12 @@ from durably.app._values import ANY, Duration, Value, seconds_of, stored_text
 from durably.engine.runtime import Execution
 from durably.errors import (
     ChildWorkflowFailedError,
+    ContinueAsNew,
     IncompatibleRecordError,
     InputNeeded,
     InvalidInputError,
     MessageNeeded,
+    RecordLimitError,
     WorkflowStopped,
 )
 from durably.stores.workflows import is_inbox_key
@@ -54,13 +57,17 @@ _current: contextvars.ContextVar[Context | Attempt | None] = contextvars.Context
 @dataclass(frozen=True, slots=True)
 class StepContext:
     """What `durably.context()` gives inside a running step: enough to build an idempotency
-    key for a call to an outside API (``f"{workflow}/{step}"`` is the same on every retry)."""
+    key for a call to an outside API (``f"{workflow}/{step}"`` is the same on every retry,
+    and differs between the runs `Context.continue_as_new` begins: ``step`` names the run
+    after the first, as ``key@run2``)."""
 
     workflow: str
     step: str
     attempt: int
     tenant: str
     kind: str
+    run: int = 1
+    """The workflow's run: 1, plus one per `Context.continue_as_new`."""
 
 
 def context() -> StepContext:
@@ -69,7 +76,9 @@ def context() -> StepContext:
     if not isinstance(current, tuple):
         raise RuntimeError("durably.context() is only available inside a running step")
     ctx, key, attempt = current
-    return StepContext(ctx.id, key, attempt, ctx.tenant, ctx.kind)
+    run = ctx.run
+    step = key if run == 1 else f"{key}@run{run}"
+    return StepContext(ctx.id, step, attempt, ctx.tenant, ctx.kind, run)
 
 
 def current_workflow() -> Context | None:
@@ -118,18 +127,28 @@ class Context:
         kind: str,
         *,
         cancels: CancelWatch | None = None,
+        max_records: int | None = None,
+        encode_args: Callable[[tuple[Any, ...], dict[str, Any]], dict[str, object]] | None = None,
     ) -> None:
         self._run = run
         self._id = run.workflow
         self._start = start
         self._kind = kind
         self._cancels = cancels
+        self._max_records = max_records
+        self._encode_args = encode_args
         self._counts: dict[str, int] = {}
         self._consumed: set[str] = set()
+        # The messages not yet taken, per topic: built from the records at the first
+        # fresh `recv` of the pass, so each `recv` reads only its own topic's queue.
+        self._inbox: dict[str, deque[str]] | None = None
+        self._continued: ContinueAsNew | None = None
         recorded = run.recorded
         self._records = recorded
         """The pass's records (a live, read-only view)."""
-        generation, unmet, retries, ended = layout.survey(recorded)
+        generation, unmet, retries, ended, messages = layout.survey(recorded)
+        # Messages count against no limit (`_room`): the body's own records do.
+        self._messages = messages
         # Records not yet met in this pass: while any remain, the body is replaying.
         self._unmet = unmet
         self.generation = generation
@@ -181,6 +200,12 @@ class Context:
         return None if parent is None else str(parent)
 
     @property
+    def run(self) -> int:
+        """The workflow's run: 1, plus one per `continue_as_new` (each with a history of
+        its own)."""
+        return int(self._start.get("run", 1))
+
+    @property
     def replaying(self) -> bool:
         """Whether the body is still re-running work an earlier pass recorded."""
         return bool(self._unmet)
@@ -213,6 +238,7 @@ class Context:
         seconds = seconds_of(duration, "duration")
         key = self._next(f"{layout.PREFIX}sleep")
         self._meet(key)
+        self._room(key)
         due = self._run.recorded.get(key)
         if not isinstance(due, int | float) or due > self._run.clock.now():
             await self._look()
@@ -224,6 +250,7 @@ class Context:
         the value must be plain JSON) and return its recorded value."""
         layout.user_key(identifier(key, "step key"), "step key")
         self._meet(key)
+        self._room(key)
         self._deliver_cancel(key)
         return await self._run.step(key, fn)
 
@@ -234,6 +261,7 @@ class Context:
         (`durably.engine.Execution.transact`: SQL backings and Redis Lua effects)."""
         layout.user_key(identifier(key, "step key"), "step key")
         self._meet(key)
+        self._room(key)
         self._deliver_cancel(key)
         if parse is None:
             return await self._run.transact(key, effect)
@@ -261,6 +289,7 @@ class Context:
             raise InvalidInputError(f"event {key!r}: cannot encode the value: {exc}") from None
         name = layout.event_key(key, self._count(f"{layout.EVENT}{key}"))
         self._meet(name)
+        self._room(name)
         await self._run.step(name, lambda: data)
 
     async def recv(self, topic: Topic[T], timeout: Duration | None = None) -> T | None:
@@ -271,7 +300,7 @@ class Context:
         if not isinstance(topic, Topic):
             raise InvalidInputError(f"recv needs a durably.Topic, got {type(topic).__name__}")
         seconds = None if timeout is None else seconds_of(timeout, "timeout")
-        key = self._next(f"{layout.PREFIX}recv:{topic.name}")
+        key = self._next(f"{layout.RECV}{topic.name}")
         deadline, waited = f"{key}:deadline", f"{key}:waited"
         # What an earlier pass left at this wait counts as met whichever way this pass
         # goes, or the rest of the body would pass for a replay (`replaying`, `patched`).
@@ -281,6 +310,7 @@ class Context:
         self._deliver_cancel(key)
         recorded = self._run.recorded
         if key not in recorded:
+            self._room(key)
             chosen = self._next_message(topic)
             if chosen is None:
                 if seconds is None:
@@ -289,17 +319,45 @@ class Context:
                     await self._run.step(waited, lambda: True)
                     raise MessageNeeded(key)
                 await self._run.sleep(deadline, seconds)
-            outcome: dict[str, object] = {"t": True} if chosen is None else {"m": chosen}
+            outcome: dict[str, object] = {"t": True}
+            if chosen is not None:
+                message = recorded.get(chosen)
+                outcome = layout.received(
+                    chosen, message.get("value") if isinstance(message, dict) else None
+                )
             taken: object = await self._run.step(key, lambda: outcome)
         else:
             taken = await self._run.step(key, lambda: None)
-        if not isinstance(taken, dict) or "m" not in taken:
+        message_key = layout.taken_message(taken)
+        if message_key is None:
             return None
-        message_key = str(taken["m"])
         self._consumed.add(message_key)
-        message = recorded.get(message_key)
-        data = message.get("value") if isinstance(message, dict) else None
+        assert isinstance(taken, dict)
+        if "v" in taken:
+            data = taken["v"]
+            if message_key in recorded:
+                # Its value is in this record now: the message goes when the pass ends.
+                self._run.consumed(message_key)
+        else:  # written before recv records kept the value: the message holds it
+            message = recorded.get(message_key)
+            data = message.get("value") if isinstance(message, dict) else None
         return self._decode(topic.value, data, message_key)  # type: ignore[no-any-return]
+
+    def continue_as_new(self, *args: Any, **kwargs: Any) -> NoReturn:
+        """End this run of the workflow and begin it afresh with ``args``, with an empty
+        history: as if started again under the same id, tenant and parent (its handles
+        stay valid; `WorkflowHandle.result` waits for the last run's result). Messages
+        sent and not yet taken by a `recv` are kept for the new run, and so is a cancel.
+
+        Raises `InvalidInputError` here, ending nothing, for arguments that do not fit the
+        workflow's signature; a cancel already known is delivered instead.
+        """
+        if self._encode_args is None:
+            raise InvalidInputError("continue_as_new needs a workflow registered on an App")
+        arguments = self._encode_args(args, kwargs)
+        self._deliver_cancel()
+        self._continued = ContinueAsNew(arguments)
+        raise self._continued
 
     # --- children ---------------------------------------------------------------------------
 
@@ -364,12 +422,15 @@ class Context:
             )
         key = self._next(f"{layout.CHILD if child else layout.STARTED}{fn.kind}")
         self._meet(key)
+        self._room(key)
         await self._look(key)  # a cancel just made must stop a fan-out before it starts
         self._deliver_cancel(key)
         if id is not None:
             workflow = identifier(id, "id")
         else:
-            workflow = f"{self.id}/{key[len(layout.PREFIX) :]}"
+            # Each run of a workflow continued as new starts its own children.
+            run = "" if self.run == 1 else f"run{self.run}/"
+            workflow = f"{self.id}/{run}{key[len(layout.PREFIX) :]}"
             if len(workflow) > MAX_ID_BYTES >> 2 and len(workflow.encode()) > MAX_ID_BYTES:
                 raise InvalidInputError(
                     f"workflow {self.id[:40]!r}…: the id derived for its workflow of kind "
@@ -400,6 +461,7 @@ class Context:
         """Run an App call made inside the body (a send, a cancel) once, recorded."""
         key = self._next(f"{layout.PREFIX}{name}")
         self._meet(key)
+        self._room(key)
         await self._look(key)
         self._deliver_cancel(key)
         return await self._run.step(key, call)
@@ -419,19 +481,45 @@ class Context:
 
     async def _record(self, key: str, make: Callable[[], object]) -> object:
         self._meet(key)
+        self._room(key)
         return await self._run.step(key, make)
 
     def _next_message(self, topic: Topic[Any]) -> str | None:
-        for key, value in self._run.recorded.items():
-            if (
-                is_inbox_key(key)
-                and key not in self._consumed
-                and isinstance(value, dict)
-                and value.get("topic") == topic.name
-            ):
+        """The oldest message on ``topic`` no `recv` took, taken now (no await, so two
+        concurrent `recv` calls never take one message)."""
+        if self._inbox is None:
+            self._inbox = self._index_inbox()
+        waiting = self._inbox.get(topic.name)
+        while waiting:
+            key = waiting.popleft()
+            if key not in self._consumed:
                 self._consumed.add(key)
                 return key
         return None
+
+    def _index_inbox(self) -> dict[str, deque[str]]:
+        """The stored messages per topic, in send order, and (into `_consumed`) those a
+        `recv` record already took: one look at the records per pass."""
+        inbox: dict[str, deque[str]] = {}
+        for key, value in self._records.items():
+            if is_inbox_key(key):
+                if isinstance(value, dict):
+                    inbox.setdefault(str(value.get("topic")), deque()).append(key)
+            elif key.startswith(layout.RECV):
+                taken = layout.taken_message(value)
+                if taken is not None:
+                    self._consumed.add(taken)
+        return inbox
+
+    def _room(self, key: str) -> None:
+        """Park the workflow (`RecordLimitError`) before a fresh record at ``key`` would
+        take its history past the App's ``max_records`` (stored messages not counted)."""
+        if (
+            self._max_records is not None
+            and len(self._records) - self._messages >= self._max_records
+            and key not in self._records
+        ):
+            raise self._park(RecordLimitError(self.id, self._max_records))
 
     def _decode(self, value: Value, data: object, key: str) -> Any:
         try:

@@ -45,6 +45,7 @@ class Core:
         retention: float,
         lease: float,
         migrate: bool,
+        max_records: int = 100_000,
     ) -> None:
         self.dsn = dsn
         self.clock = clock
@@ -52,6 +53,8 @@ class Core:
         self.retention = retention
         self.lease = lease
         self.migrate = migrate
+        self.max_records = max_records
+        """The most records one run of a workflow may hold (stored messages not counted)."""
         self.workflows: dict[str, Workflow[Any, Any]] = {}
         self.steps: dict[str, Step[Any, Any]] = {}
         self.cancels = Cancels(self.stores)

@@ -31,6 +31,10 @@ R = TypeVar("R")
 _FIRST_LOOK = 0.01
 _SLOWEST_LOOK = 0.5
 
+MARKER_WINDOW = 8
+"""Resume generations one read of a workflow's cancel and resume markers covers (`send`
+reads those, not the rest): each further window of resumes costs one more read."""
+
 
 class _Looks:
     """The pauses of a handle waiting on a workflow: doubling from ``_FIRST_LOOK`` to
@@ -99,7 +103,7 @@ class WorkflowHandle(Generic[R]):
             info = await checkpointer.get_status(self._id)
             if info is not None:
                 if info.status is WorkflowStatus.COMPLETED:
-                    stored = await checkpointer.load(self._id)
+                    stored = await checkpointer.peek(self._id, [layout.RESULT])
                     if layout.RESULT in stored:
                         result: R = _decoded(
                             self._id, layout.RESULT, self._result, stored[layout.RESULT]
@@ -112,7 +116,7 @@ class WorkflowHandle(Generic[R]):
                     raise WorkflowCancelledError(
                         self._id, timed_out=ended.get("e") == layout.TIMED_OUT
                     )
-            elif layout.START not in await checkpointer.load(self._id):
+            elif layout.START not in await checkpointer.peek(self._id, [layout.START]):
                 raise WorkflowNotFoundError(self._id)
             if not await looks.pause():
                 raise TimeoutError(f"workflow {self._id!r} has not finished")
@@ -120,21 +124,26 @@ class WorkflowHandle(Generic[R]):
     async def status(self) -> WorkflowInfo:
         """The workflow's status with its kind, tenant, created time and parent
         (`WorkflowStatus.PENDING` before its first pass); `WorkflowNotFoundError` if none."""
-        _, info = await self._look()
-        return info
+        checkpointer = (await self._core.stores()).checkpointer
+        stored = await checkpointer.peek(self._id, [layout.START])  # not its whole history
+        return self._described(stored, await checkpointer.get_status(self._id))
 
     async def _look(self) -> tuple[dict[str, object], WorkflowInfo]:
         checkpointer = (await self._core.stores()).checkpointer
         stored = await checkpointer.load(self._id)
+        return stored, self._described(stored, await checkpointer.get_status(self._id))
+
+    def _described(self, stored: Mapping[str, object], info: WorkflowInfo | None) -> WorkflowInfo:
+        """``info`` with what the start record in ``stored`` says of the workflow;
+        `WorkflowNotFoundError` without one."""
         start = stored.get(layout.START)
         if not isinstance(start, dict):
             raise WorkflowNotFoundError(self._id)
-        info = await checkpointer.get_status(self._id)
         created = datetime.fromtimestamp(float(start.get("created", 0.0)), UTC)
         if info is None:
             info = WorkflowInfo(self._id, WorkflowStatus.PENDING, 0, None, created)
         parent = start.get("parent")
-        return stored, dataclasses.replace(
+        return dataclasses.replace(
             info,
             kind=str(start.get("kind")),
             tenant=str(start.get("tenant")),
@@ -156,18 +165,12 @@ class WorkflowHandle(Generic[R]):
         message = {"topic": topic.name, "value": data}
 
         async def deliver() -> object:
-            stored, info = await self._look()
-            if info.status.finished:
-                raise WorkflowFinishedError(
-                    f"workflow {self._id!r} is {info.status.value}: it takes no messages"
-                )
-            # The cancel marker of the current generation: cancelled, though no pass has
-            # ended it yet (a resume opens a new generation, without one).
-            if layout.cancel_key(layout.generation(stored)) in stored:
-                raise WorkflowFinishedError(
-                    f"workflow {self._id!r} is being cancelled: it takes no messages"
-                )
-            entry = await self._core.durable(self._kind).deliver(self._id, message)
+            await self._accepting()
+            # The status is read in the same atomic write as the append: a workflow that
+            # finished meanwhile refuses it (`WorkflowFinishedError`), writing nothing.
+            entry = await self._core.durable(self._kind).deliver(
+                self._id, message, unless_finished=True
+            )
             return entry.key
 
         ctx = current_workflow()
@@ -175,6 +178,32 @@ class WorkflowHandle(Generic[R]):
             await deliver()
         else:  # inside a body: sent once, recorded
             await ctx._outside("send", deliver)
+
+    async def _accepting(self) -> None:
+        """Raise `WorkflowNotFoundError` for an unknown workflow and `WorkflowFinishedError`
+        for one whose cancel was asked (and not yet seen by a pass), reading only its
+        start record and its cancel and resume markers, whatever else it holds."""
+        checkpointer = (await self._core.stores()).checkpointer
+        generation, names = 1, [layout.START]
+        while True:
+            # Generation G is opened by resume marker G+1 (`Core.resume`); its cancel
+            # marker is `layout.cancel_key(G)`.
+            span = range(generation, generation + MARKER_WINDOW)
+            names += [layout.cancel_key(g) for g in span]
+            names += [layout.occurrence(layout.RESUMES, g + 1) for g in span]
+            found = await checkpointer.peek(self._id, names)
+            if names[0] == layout.START and layout.START not in found:
+                raise WorkflowNotFoundError(self._id)
+            while generation in span and layout.occurrence(layout.RESUMES, generation + 1) in found:
+                generation += 1
+            if generation in span:
+                break
+            names = []
+        if layout.cancel_key(generation) in found:
+            # Cancelled, though no pass has ended it yet.
+            raise WorkflowFinishedError(
+                f"workflow {self._id!r} is being cancelled: it takes no messages"
+            )
 
     async def get_event(
         self, key: str, timeout: Duration | None = None, *, type: Any = None
@@ -248,7 +277,7 @@ async def find_handle(core: Core, id: str) -> WorkflowHandle[Any]:
     """The handle of existing workflow ``id`` (of any kind; its result decoded with the
     registered kind's return type when the App has it); `WorkflowNotFoundError`."""
     identifier(id, "id")
-    stored = await (await core.stores()).checkpointer.load(id)
+    stored = await (await core.stores()).checkpointer.peek(id, [layout.START])
     start = stored.get(layout.START)
     if not isinstance(start, dict):
         raise WorkflowNotFoundError(id)

@@ -15,7 +15,8 @@ from durably.validation import MAX_ID_BYTES, identifier
 
 PREFIX = "durably:"
 START = "durably:start"
-"""The start record: kind, encoded arguments, tenant, parent, created, timeout."""
+"""The start record: kind, encoded arguments, tenant, parent, created, timeout, and the
+run (1, plus one per `Context.continue_as_new`, which rewrites it; absent: 1)."""
 RESULT = "durably:result"
 """The encoded return value: written with the COMPLETED status in one write
 (`durably.workflows.Finish`), or by a child before it wakes its parent."""
@@ -36,7 +37,37 @@ TIMEOUT = "durably:timeout"
 RESUMES = "durably:resume"
 """The markers `WorkflowHandle.resume` supplies (``durably:resume#1``, ...)."""
 EVENT = "durably:event:"
+RECV = "durably:recv:"
+"""``durably:recv:TOPIC#N``: what the N-th `recv` on TOPIC took: ``{"m": message key,
+"v": its value}`` (the value kept, so the message itself can be deleted once this lands),
+``{"m": message key}`` as written before values were kept (the message is then kept
+too), or ``{"t": True}`` for a timeout."""
 _RESUME_PREFIX = f"{RESUMES}#"
+KEPT_ACROSS_RUNS = (INBOX_PREFIX, f"{CANCEL}#", _RESUME_PREFIX)
+"""What `Context.continue_as_new` keeps of a workflow's records for its next run: the
+messages not yet consumed, and the cancel and resume markers (a cancel asked while the
+run ended still stops the next one)."""
+
+
+def received(message: str, data: object) -> dict[str, object]:
+    """The record of a `recv` that took the message under key ``message``, whose value
+    (its ``"value"`` field) is ``data``."""
+    return {"m": message, "v": data}
+
+
+def taken_message(record: object) -> str | None:
+    """The key of the message a `recv` record took, or None (a timeout, or not a
+    `recv` record)."""
+    if isinstance(record, dict) and "m" in record:
+        return str(record["m"])
+    return None
+
+
+def consumed_messages(stored: Mapping[str, object]) -> list[str]:
+    """The keys of the stored messages a `recv` record of ``stored`` took (both record
+    forms): what a new run must not take again."""
+    taken = (taken_message(value) for key, value in stored.items() if key.startswith(RECV))
+    return [key for key in dict.fromkeys(taken) if key is not None and key in stored]
 
 
 def occurrence(name: str, count: int) -> str:
@@ -87,20 +118,23 @@ def bookkeeping(key: str) -> bool:
     return key in (START, RESULT) or key.startswith((CANCEL, RESUMES, FAILED, CANCELLED, "inbox:"))
 
 
-def survey(stored: Mapping[str, object]) -> tuple[int, set[str], bool, bool]:
+def survey(stored: Mapping[str, object]) -> tuple[int, set[str], bool, bool, int]:
     """What a pass needs to know of its records, in one look at their keys: the resume
     generation (`generation`), the keys a body recorded (every key but `bookkeeping`),
-    whether any step's retry deadline is among them (`retry_key`), and whether a
+    whether any step's retry deadline is among them (`retry_key`), whether a
     generation's end (failed or cancelled) is recorded (without one, and without a
-    `RESULT`, `ending` is None)."""
+    `RESULT`, `ending` is None), and how many messages are stored."""
     current = 1
     recorded: set[str] = set()
     retries = ended = False
+    messages = 0
     for key in stored:
         if RETRY in key:
             retries = True
         if not key.startswith(PREFIX):
-            if not key.startswith("inbox:"):
+            if key.startswith(INBOX_PREFIX):
+                messages += 1
+            else:
                 recorded.add(key)
         elif key.startswith(_RESUME_PREFIX):
             current += 1
@@ -108,7 +142,7 @@ def survey(stored: Mapping[str, object]) -> tuple[int, set[str], bool, bool]:
             ended = True
         elif not (key in (START, RESULT) or key.startswith((CANCEL, RESUMES))):
             recorded.add(key)
-    return current, recorded, retries, ended
+    return current, recorded, retries, ended, messages
 
 
 def user_key(key: str, what: str) -> str:
@@ -208,7 +242,9 @@ __all__ = [
     "CHILD",
     "EVENT",
     "FAILED",
+    "KEPT_ACROSS_RUNS",
     "PREFIX",
+    "RECV",
     "RESULT",
     "RESUMES",
     "START",
@@ -217,15 +253,18 @@ __all__ = [
     "bookkeeping",
     "cancel_key",
     "children",
+    "consumed_messages",
     "end_key",
     "ending",
     "event_key",
     "generation",
     "latest_event",
     "occurrence",
+    "received",
     "recorded_kind",
     "retry_key",
     "start_record",
     "survey",
+    "taken_message",
     "user_key",
 ]

@@ -18,6 +18,7 @@ from durably.engine.runtime import Execution
 from durably.engine.tasks import cancel_requested
 from durably.errors import (
     ConfigurationError,
+    ContinueAsNew,
     DurablyError,
     IncompatibleRecordError,
     InvalidInputError,
@@ -30,7 +31,7 @@ from durably.errors import (
     WorkflowStopped,
 )
 from durably.redaction import mend_text
-from durably.stores.workflows import Finish, value_refused
+from durably.stores.workflows import Finish, Restart, value_refused
 from durably.validation import identifier
 
 P = ParamSpec("P")
@@ -220,7 +221,14 @@ class Workflow(Generic[P, R]):
                 ConfigurationError(f"workflow {run.workflow!r} has no start record"),
                 retryable=False,
             )
-        ctx = Context(run, start, self.kind, cancels=self._core.cancels)
+        ctx = Context(
+            run,
+            start,
+            self.kind,
+            cancels=self._core.cancels,
+            max_records=self._core.max_records,
+            encode_args=self.signature.encode_args,
+        )
         ended = layout.ending(recorded) if ctx._ended else None
         if ended is not None:  # a wakeup after the end: report the same end, run nothing
             if "v" in ended:
@@ -240,7 +248,11 @@ class Workflow(Generic[P, R]):
             ) from None
         token = bind(ctx)
         try:
-            value = await self.fn(ctx, *positional, **keywords)
+            value = await self._call(ctx, positional, keywords)
+        except ContinueAsNew as request:
+            if ctx._stopped is not None:
+                raise ctx._stopped from None
+            return await self._continue(run, start, request)
         except Suspended as exc:
             if ctx.deadline is None or ctx._timed_out:
                 raise
@@ -272,6 +284,8 @@ class Workflow(Generic[P, R]):
             self._core.cancels.forget(run.workflow)
         if ctx._stopped is not None:
             raise ctx._stopped
+        if ctx._continued is not None:  # caught by the body, which then returned
+            return await self._continue(run, start, ctx._continued)
         try:
             encoded = self.signature.result.encode(value)
         except Exception as exc:
@@ -292,6 +306,28 @@ class Workflow(Generic[P, R]):
             return value
         # No one to wake: the Worker writes the result with the COMPLETED status, one write.
         return Finish(layout.RESULT, encoded, value)
+
+    async def _call(self, ctx: Context, positional: list[Any], keywords: dict[str, Any]) -> object:
+        """The body's return value; a `continue_as_new` raised inside a task group comes
+        out bare, as if the body had raised it itself."""
+        try:
+            return await self.fn(ctx, *positional, **keywords)
+        except BaseExceptionGroup as group:
+            if ctx._continued is not None and group.subgroup(ContinueAsNew) is not None:
+                raise ctx._continued from None
+            raise
+
+    async def _continue(
+        self, run: Execution, start: Mapping[str, Any], request: ContinueAsNew
+    ) -> Restart:
+        """End this run for `Context.continue_as_new`: the messages it took are deleted
+        first (the next run must not take them again), then the Worker writes the new start
+        record, keeping what `layout.KEPT_ACROSS_RUNS` names, and makes it ready."""
+        taken = layout.consumed_messages(run.recorded)
+        if taken:
+            await run.forget(taken)
+        fresh = {**start, "args": request.arguments, "run": int(start.get("run", 1)) + 1}
+        return Restart(layout.START, fresh, layout.KEPT_ACROSS_RUNS)
 
     async def _failed(self, run: Execution, ctx: Context, exc: BaseException) -> BodyFailed:
         """The body raised ``exc``: its end recorded unless the workflow retries bodies."""

@@ -22,6 +22,7 @@ from durably.errors import (
     Swallowed,
 )
 from durably.stores.workflows import (
+    MAX_NAMED_KEYS,
     Blocked,
     Checkpointer,
     Completed,
@@ -30,6 +31,7 @@ from durably.stores.workflows import (
     Recorded,
     Sleeping,
     is_inbox_key,
+    message_keys,
     step_key,
 )
 from durably.validation import identifier, positive, positive_int
@@ -68,6 +70,7 @@ class Execution:
         self._used: set[str] = set()
         self._suspensions: list[Suspended] = []
         self._cursor: str | None = None
+        self._consumed: list[str] = []
         # The refusal of a write that found this pass superseded, kept so the pass ends
         # `Fenced` even if the body absorbed it (a gather with return_exceptions=True).
         self._fenced: Fenced | None = None
@@ -225,6 +228,31 @@ class Execution:
             self._cursor = max(keys) if self._cursor is None else max(self._cursor, *keys)
         return [Entry(k, self._records.get(k)) for k in keys]
 
+    def consumed(self, key: str) -> None:
+        """Note that the message under ``key`` was consumed by a record that keeps its
+        value: when the body returns or suspends, `resume` deletes the messages so noted
+        (one batched `forget`), so what a workflow stores of its inbox is what it has not
+        yet consumed. Best effort: a delete that fails is left to a later pass that notes the
+        same messages again. Raises `InvalidInputError` for a key not a message's."""
+        message_keys([key])
+        self._consumed.append(key)
+
+    async def forget(self, keys: list[str]) -> int:
+        """Delete the consumed messages under ``keys`` (`Checkpointer.forget`, in writes of
+        at most `MAX_NAMED_KEYS` keys, shielded from cancellation as a step's write is)
+        and drop them from `recorded`; the number deleted. Raises `InvalidInputError` for
+        a key that is not a message's, and `Fenced` if this pass was superseded."""
+        batches = [
+            message_keys(keys[first : first + MAX_NAMED_KEYS])
+            for first in range(0, len(keys), MAX_NAMED_KEYS)
+        ]
+        deleted = 0
+        for batch in batches:
+            deleted += await self._write(self._checkpointer.forget(self._holder, batch))
+            for key in batch:
+                self._records.pop(key, None)
+        return deleted
+
     def pending(self, *keys: str) -> frozenset[str]:
         """Which of ``keys`` have no value yet, as this pass knows it (never suspends)."""
         for key in keys:
@@ -306,12 +334,33 @@ async def resume(
     try:
         value = await body(run)
     except BaseException as exc:
-        return _ended_by(run, exc)
+        suspended = _ended_by(run, exc)
+        await _compact(run)
+        return suspended
     if run._fenced is not None:
         raise run._fenced
     if run.suspensions:
         raise Swallowed(holder.workflow, run.suspensions)
+    await _compact(run)
     return Completed(value)
+
+
+async def _compact(run: Execution) -> None:
+    """Delete the messages ``run`` noted as consumed (`Execution.consumed`) that are
+    still stored; a store error is logged and left to a later pass."""
+    keys = [key for key in dict.fromkeys(run._consumed) if key in run._records]
+    run._consumed.clear()
+    if not keys:
+        return
+    try:
+        await run.forget(keys)
+    except Exception:
+        _logger.warning(
+            "deleting %d consumed message(s) of workflow %r failed; a later pass will",
+            len(keys),
+            run.workflow,
+            exc_info=True,
+        )
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

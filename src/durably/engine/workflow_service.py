@@ -29,6 +29,7 @@ from durably.stores.workflows import (
     Durable,
     Finish,
     Pass,
+    Restart,
     Sleeping,
     finish_workflow,
     value_refused,
@@ -155,9 +156,13 @@ class WorkflowService(Service):
             if attempts > self.max_recoveries:
                 await self._park_crashing(ctx, delivery, holder, attempts, fields)
                 return False
-        await checkpointer.set_status(
-            holder, WorkflowStatus.RUNNING, attempts=attempts, error=last_error
-        )
+        if info is None or not info.status.finished:
+            await checkpointer.set_status(
+                holder, WorkflowStatus.RUNNING, attempts=attempts, error=last_error
+            )
+        # else a wakeup after the end (a message or a child's end that arrived during the
+        # last pass): the pass reports the same end, and the status never reopens meanwhile,
+        # so a message sent then is refused rather than kept unread.
         runs: list[Execution] = []
         passing = asyncio.create_task(
             resume(holder, checkpointer, self.body, clock=ctx.clock, on_run=runs.append)
@@ -214,6 +219,16 @@ class WorkflowService(Service):
                     unstored = DurablyError(f"the workflow's result was not stored: {exc}")
                     await self._settle_failure(ctx, delivery, holder, attempts, unstored, fields)
                     return False
+            elif isinstance(ending, Restart):
+                # Begun afresh (continue-as-new): the new record and the PENDING status in
+                # one write, then ready again. The wakeup made while this delivery is held
+                # outlives its answer; a crash between the two leaves the delivery to come
+                # back after its lease.
+                await checkpointer.restart(holder, ending.key, ending.value, keep=ending.keep)
+                await scheduler.make_ready(delivery.workflow)
+                await scheduler.done(delivery)
+                ctx.logger.info("workflow continues as new (%s)", counts, extra=fields)
+                return False
             else:
                 await checkpointer.set_status(
                     holder, WorkflowStatus.COMPLETED, attempts=attempts, error=last_error

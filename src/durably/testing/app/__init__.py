@@ -1,7 +1,8 @@
 """`AppConformance`: what `durably.App` promises, on every backing.
 
-Subclass it and provide ``app_factory``: ``Callable[[Clock], Awaitable[App]]``, each call an
-App over one empty store shared by every call of the same test (the subclass cleans up;
+Subclass it and provide ``app_factory``: ``Callable[..., Awaitable[App]]``, each call (a
+clock, then keyword options for the `App`, such as ``max_records``) an App over one empty
+store shared by every call of the same test (the subclass cleans up;
 set ``shares_stores = False`` where two Apps cannot share one, as on memory). Workflows
 are registered inside each test, so their default kinds are unique per test.
 """
@@ -9,14 +10,18 @@ are registered inside each test, so their default kinds are unique per test.
 from __future__ import annotations
 
 from durably.testing.app.basics import AppBasics
+from durably.testing.app.continuing import AppContinueAsNew
 from durably.testing.app.fixtures import AppFactory
 from durably.testing.app.lifecycle import AppLifecycle
+from durably.testing.app.messages import AppMessages
 from durably.testing.app.races import AppRaces
 from durably.testing.app.refusals import AppRefusals
 from durably.testing.app.replay import AppReplay
 
 
-class AppConformance(AppBasics, AppLifecycle, AppReplay, AppRefusals, AppRaces):
+class AppConformance(
+    AppBasics, AppLifecycle, AppReplay, AppRefusals, AppRaces, AppMessages, AppContinueAsNew
+):
     """Every test here must pass for `durably.App` on every backing durably ships."""
 
 

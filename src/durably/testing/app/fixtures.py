@@ -6,9 +6,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from datetime import date, datetime
 from decimal import Decimal
+from typing import Any, Protocol
 
 import pytest
 from pydantic import BaseModel
@@ -16,8 +17,12 @@ from pydantic import BaseModel
 from durably.app import App, Topic
 from durably.clock import Clock, ManualClock
 
-AppFactory = Callable[[Clock], Awaitable[App]]
-"""Each call an App over the test's one store (every call of one test shares it)."""
+
+class AppFactory(Protocol):
+    """Each call an App over the test's one store (every call of one test shares it), on
+    ``clock``, with ``options`` passed on to `App` (``max_records=``, say)."""
+
+    def __call__(self, clock: Clock, **options: Any) -> Awaitable[App]: ...
 
 
 class Ticket(BaseModel):

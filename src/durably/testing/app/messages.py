@@ -1,0 +1,241 @@
+"""`AppMessages`: messages at scale. A send costs the same whatever was sent before, a
+`recv` reads only its topic's unconsumed messages, consumed messages are deleted, and a
+send racing the workflow's end lands before it or is refused."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from durably.app import App, Context, WorkflowHandle
+from durably.errors import WorkflowFinishedError
+from durably.stores.status import WorkflowStatus
+from durably.stores.workflows import INBOX_PREFIX
+from durably.testing.app.fixtures import APPROVAL, NOTE, AppFixtures
+
+SAMPLED = 100
+"""Sends timed at a time, at the start and at the end of a long run of sends."""
+ROUNDS = 5
+"""Times `SAMPLED` sends are timed at the start and at the end (the cheapest round
+counts: a round slowed by a neighbour on the machine says nothing of the store)."""
+SLOWER_AT_MOST = 1.5
+"""How much more the last sends may cost than the first (work per send, median)."""
+LINEAR_AT_MOST = 6.0
+"""How much more consuming four times the messages may cost (linear: 4; quadratic: 16)."""
+
+
+async def cpu_seconds(call: Awaitable[object]) -> float:
+    """The processor time this process spent while ``call`` ran (its store's own thread
+    included): the work a call costs, without the waits of a disk or network shared with
+    other processes."""
+    began = time.process_time()
+    await call
+    return time.process_time() - began
+
+
+def stored_messages(records: dict[str, object]) -> list[str]:
+    return [key for key in records if key.startswith(INBOX_PREFIX)]
+
+
+class AppMessages(AppFixtures):
+    messages_sent = 10_000
+    """How many messages the constant-send case sends to one workflow (a subclass over a
+    slow store may send fewer: the first and last sends are compared either way)."""
+    messages_consumed = 8_000
+    """How many queued messages the linear-consume case has a workflow take in one pass
+    (against a quarter as many)."""
+
+    async def test_a_send_costs_the_same_after_thousands_of_messages(self, app: App) -> None:
+        @app.workflow
+        async def inbox(ctx: Context) -> str | None:
+            return await ctx.recv(NOTE)
+
+        handle = await inbox.start()  # never run: every message stays queued
+
+        async def cost() -> float:
+            """What one send costs now: the least of `ROUNDS` medians of `SAMPLED` sends."""
+            medians = []
+            for _ in range(ROUNDS):
+                spent = [await cpu_seconds(handle.send(NOTE, "x")) for _ in range(SAMPLED)]
+                medians.append(statistics.median(spent))
+            return min(medians)
+
+        first = await cost()
+        for _ in range(self.messages_sent - 2 * ROUNDS * SAMPLED):
+            await handle.send(NOTE, "x")
+        last = await cost()
+        stored = await (await app.stores()).checkpointer.load(handle.id)
+        assert len(stored_messages(stored)) == self.messages_sent
+        slower = last / first
+        assert slower <= SLOWER_AT_MOST, (
+            f"the last sends cost {slower:.2f}x the first, with {self.messages_sent} "
+            "messages queued"
+        )
+
+    async def test_consuming_queued_messages_takes_time_linear_in_their_count(
+        self, app: App
+    ) -> None:
+        @app.workflow
+        async def drain(ctx: Context, count: int) -> int:
+            taken = 0
+            for _ in range(count):
+                taken += len(await ctx.recv(NOTE) or "")
+            return taken if await ctx.recv(APPROVAL) else -1
+
+        async def consume(count: int) -> float:
+            handle = await drain.start(count)
+            await handle.send(APPROVAL, True)  # another topic's, queued before the notes
+            for _ in range(count):
+                await handle.send(NOTE, "x")
+            spent = await cpu_seconds(app.run_until_idle())
+            assert await handle.result(timeout=5) == count
+            return spent
+
+        few = await consume(self.messages_consumed // 4)
+        many = await consume(self.messages_consumed)
+        assert many / few <= LINEAR_AT_MOST, (
+            f"{self.messages_consumed} messages took {many / few:.1f}x the time of a quarter "
+            "as many"
+        )
+
+    async def test_a_recv_loop_keeps_no_message_it_consumed(self, app: App) -> None:
+        received: list[str] = []
+
+        @app.workflow
+        async def listener(ctx: Context, rounds: int) -> int:
+            for _ in range(rounds):
+                note = await ctx.recv(NOTE)
+                if not ctx.replaying:
+                    received.append(str(note))
+            return len(received)
+
+        handle = await listener.start(30)
+        checkpointer = (await app.stores()).checkpointer
+        counts: list[int] = []
+        for batch in range(10):
+            for n in range(3):
+                await handle.send(NOTE, f"{batch}.{n}")
+            await app.run_until_idle()
+            stored = await checkpointer.load(handle.id)
+            assert stored_messages(stored) == [], f"consumed messages kept after batch {batch}"
+            counts.append(len(stored))
+        assert await handle.result(timeout=5) == 30
+        assert received == [f"{batch}.{n}" for batch in range(10) for n in range(3)]
+        # What is left is the body's own: its start, result, and per recv its record and
+        # at most one wait, never the messages besides.
+        assert counts[-1] <= 2 + 2 * 30
+
+    async def test_a_recv_record_written_before_values_were_kept_still_replays(
+        self, app: App
+    ) -> None:
+        @app.workflow
+        async def pair(ctx: Context) -> list[str | None]:
+            return [await ctx.recv(NOTE), await ctx.recv(NOTE)]
+
+        handle = await pair.start()
+        await handle.send(NOTE, "old")
+        checkpointer = (await app.stores()).checkpointer
+        (old,) = stored_messages(await checkpointer.load(handle.id))
+        # The first recv as an earlier release recorded it: the message's key alone.
+        holder = await checkpointer.claim(handle.id, 30.0, 30.0)
+        assert holder is not None
+        await checkpointer.record(holder, "durably:recv:note#1", {"m": old})
+        await checkpointer.release(holder)
+        await app.run_until_idle()
+        await handle.send(NOTE, "new")
+        await app.run_until_idle()
+        assert await handle.result(timeout=5) == ["old", "new"]
+        # Its record does not hold the value, so the message it names is kept.
+        assert stored_messages(await checkpointer.load(handle.id)) == [old]
+
+    async def test_sends_racing_the_end_land_before_it_or_are_refused(self, app: App) -> None:
+        @app.workflow
+        async def first_note(ctx: Context) -> str | None:
+            return await ctx.recv(NOTE)
+
+        checkpointer = (await app.stores()).checkpointer
+        for _ in range(3):
+            handle = await first_note.start()
+            await app.run_until_idle()  # waiting for its note
+            landed, refused = await _race(app, handle)
+            stored = await checkpointer.load(handle.id)
+            order = list(stored)
+            assert order.index("durably:result") == len(order) - 1, (
+                "a message landed after the workflow completed"
+            )
+            queued = [stored[key] for key in stored_messages(stored)]
+            messages = {str(value.get("value")) for value in queued if isinstance(value, dict)}
+            read = await handle.result(timeout=5)
+            # Each note that landed was read or is still queued (it landed while the
+            # last pass ran); none refused was written.
+            assert read not in messages
+            assert messages | {read} == set(landed)
+            assert not messages & set(refused)
+            with pytest.raises(WorkflowFinishedError, match="completed"):
+                await handle.send(NOTE, "after")
+            assert await checkpointer.load(handle.id) == stored
+
+    async def test_a_workflow_resumed_many_times_still_refuses_a_send_once_cancelled(
+        self, app: App
+    ) -> None:
+        @app.workflow
+        async def waiting(ctx: Context) -> str | None:
+            return await ctx.recv(NOTE)
+
+        handle = await waiting.start()
+        for _ in range(12):  # past the markers one read covers
+            await app.run_until_idle()
+            assert await handle.cancel()
+            await app.run_until_idle()
+            assert (await handle.status()).status is WorkflowStatus.CANCELLED
+            assert await handle.resume()
+        await app.run_until_idle()
+        assert await handle.cancel()
+        with pytest.raises(WorkflowFinishedError, match="being cancelled"):
+            await handle.send(NOTE, "too late")
+        await app.run_until_idle()
+        assert await handle.resume()
+        await handle.send(NOTE, "after the resume")
+        await app.run_until_idle()
+        assert await handle.result(timeout=5) == "after the resume"
+
+
+async def _race(app: App, handle: WorkflowHandle[Any]) -> tuple[list[str], list[str]]:
+    """Send notes from four senders while the workflow runs to its end; the notes that
+    landed and those refused."""
+    landed: list[str] = []
+    refused: list[str] = []
+    send: Callable[[str], Awaitable[None]] = functools.partial(handle.send, NOTE)
+
+    async def sender(name: str) -> None:
+        for n in range(10):
+            note = f"{name}{n}"
+            try:
+                await send(note)
+            except WorkflowFinishedError:
+                refused.append(note)
+            else:
+                landed.append(note)
+            await asyncio.sleep(0)
+
+    async def serve() -> None:
+        while not landed:
+            await asyncio.sleep(0)
+        # Until it ends: a store that skips a row another transaction holds (a send's
+        # wakeup being written) can find nothing ready for a moment.
+        while not (await handle.status()).status.finished:
+            await app.run_until_idle()
+            await asyncio.sleep(0)
+
+    await asyncio.gather(*(sender(name) for name in "abcd"), serve())
+    assert len(landed) + len(refused) == 40
+    return landed, refused
+
+
+__all__ = ["AppMessages", "cpu_seconds"]
