@@ -1,6 +1,6 @@
-"""The checkpointer in lockstep: claims, fenced records, supplies, appends, statuses,
-finishes, discards and the retention sweep, every answer the same on memory, SQLite, PostgreSQL and
-Redis.
+"""The checkpointer in lockstep: claims, fenced records, supplies, appends (unless finished
+too), named reads, forgotten messages, restarts, statuses, finishes, discards and the
+retention sweep, every answer the same on memory, SQLite, PostgreSQL and Redis.
 
 Leases run on each store's own clock, which no test moves: claims here are long, so one
 lapses only when released. Tokens and inbox keys are numbered differently by each backing
@@ -33,7 +33,15 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 LONG = 3600.0
 WORKFLOWS = ("w1", "w2", "w:3 {x}")
 KEYS = ("a", "b", "c", "inbox:00000000000000000001")
-STATUSES = (WorkflowStatus.RUNNING, WorkflowStatus.COMPLETED, WorkflowStatus.FAILED)
+STATUSES = (
+    WorkflowStatus.RUNNING,
+    WorkflowStatus.COMPLETED,
+    WorkflowStatus.FAILED,
+    WorkflowStatus.CANCELLED,
+)
+RANKS = st.lists(st.integers(1, 4), max_size=3)
+"""Messages named by their rank among a workflow's appends (a rank never appended names a
+key no backing has)."""
 
 VALUES = st.recursive(
     st.one_of(
@@ -194,6 +202,14 @@ class CheckpointerMachine(Lockstep[Checkpointer[Any]]):
 
         return normal
 
+    def _messages(self, index: int, workflow: str, ranks: list[int]) -> list[str]:
+        """Backing ``index``'s keys of ``workflow``'s messages of ``ranks``."""
+        by_rank = {rank: key for (w, key), rank in self.ranks[index].items() if w == workflow}
+        return [by_rank.get(rank, f"inbox:{10**19 + rank}") for rank in ranks]
+
+    def _index(self, backing: Backing[Checkpointer[Any]]) -> int:
+        return next(i for i, b in enumerate(self.backings) if b is backing)
+
     def _holder(self, index: int, workflow: str, which: int) -> Pass:
         passes = self.passes[index][workflow]
         return passes[max(0, len(passes) - 1 - which)]
@@ -270,13 +286,15 @@ class CheckpointerMachine(Lockstep[Checkpointer[Any]]):
             label=f"supply {workflow}/{key}",
         )
 
-    @rule(workflow=st.sampled_from(WORKFLOWS), value=VALUES)
-    def append(self, workflow: str, value: object) -> None:
+    @rule(workflow=st.sampled_from(WORKFLOWS), value=VALUES, unless=st.booleans())
+    def append(self, workflow: str, value: object, unless: bool) -> None:
         answers = self.each(
-            lambda b: b.store.append(workflow, value),
+            lambda b: b.store.append(workflow, value, unless_finished=unless),
             lambda answer: canon(answer.value),
-            label=f"append to {workflow}",
+            label=f"append to {workflow} (unless finished: {unless})",
         )
+        if not isinstance(answers[0], Entry):
+            return  # refused alike by every backing (checked): nothing was written
         rank = self.appended[workflow] = self.appended.get(workflow, 0) + 1
         for index, answer in enumerate(answers):
             if isinstance(answer, Entry):
@@ -287,6 +305,46 @@ class CheckpointerMachine(Lockstep[Checkpointer[Any]]):
     @rule(workflow=st.sampled_from(WORKFLOWS))
     def load(self, workflow: str) -> None:
         self.each(lambda b: b.store.load(workflow), self._records(workflow), f"load {workflow}")
+
+    @rule(workflow=st.sampled_from(WORKFLOWS), keys=st.lists(st.sampled_from(KEYS)), ranks=RANKS)
+    def peek(self, workflow: str, keys: list[str], ranks: list[int]) -> None:
+        self.each(
+            lambda b: b.store.peek(
+                workflow, [*keys, *self._messages(self._index(b), workflow, ranks)]
+            ),
+            self._records(workflow),
+            f"peek {workflow} {keys} messages {ranks}",
+        )
+
+    @precondition(_claimed)
+    @rule(data=st.data(), ranks=RANKS, which=st.sampled_from((0, 0, 1)))
+    def forget(self, data: st.DataObject, ranks: list[int], which: int) -> None:
+        workflow = data.draw(st.sampled_from(sorted(self.passes[0])))
+
+        def call(b: Backing[Checkpointer[Any]]) -> Any:
+            index = self._index(b)
+            holder = self._holder(index, workflow, which)
+            return b.store.forget(holder, self._messages(index, workflow, ranks))
+
+        self.each(call, label=f"forget {workflow} messages {ranks} by pass -{which}")
+
+    @precondition(_claimed)
+    @rule(
+        data=st.data(),
+        key=st.sampled_from(("a", "b")),
+        value=VALUES,
+        keep=st.sampled_from(((), ("inbox:",), ("inbox:", "c"))),
+        which=st.sampled_from((0, 0, 1)),
+    )
+    def restart(
+        self, data: st.DataObject, key: str, value: object, keep: tuple[str, ...], which: int
+    ) -> None:
+        workflow = data.draw(st.sampled_from(sorted(self.passes[0])))
+        holders = {b.name: self._holder(i, workflow, which) for i, b in enumerate(self.backings)}
+        self.each(
+            lambda b: b.store.restart(holders[b.name], key, value, keep=keep),
+            label=f"restart {workflow}/{key} keeping {keep} by pass -{which}",
+        )
 
     @rule(workflow=st.sampled_from(WORKFLOWS))
     def history(self, workflow: str) -> None:

@@ -46,8 +46,8 @@ class Cancels:
             return True
         now = time.monotonic()
         self._looked[workflow] = now
-        stored = await (await self._stores()).checkpointer.load(workflow)
-        return marker in stored
+        found = await (await self._stores()).checkpointer.peek(workflow, [marker])
+        return marker in found
 
     def forget(self, workflow: str) -> None:
         """Drop what is kept for ``workflow`` (its pass ended)."""

@@ -116,7 +116,7 @@ class Driver:
         for info in infos:
             if info.status not in UNFINISHED:
                 continue
-            start = (await checkpointer.load(info.workflow)).get(layout.START)
+            start = (await checkpointer.peek(info.workflow, [layout.START])).get(layout.START)
             kind = start.get("kind") if isinstance(start, dict) else None
             if kind is not None and str(kind) not in self._core.workflows:
                 found.append((info.workflow, str(kind)))

@@ -15,7 +15,8 @@ class WorkflowStatus(StrEnum):
     """Where a workflow is, as of its last pass."""
 
     PENDING = "pending"
-    """Started, no pass run yet (reported by `durably.App` handles; stores never hold it)."""
+    """Started, no pass run yet: reported by `durably.App` handles before the first pass,
+    and held by a store for a workflow made to start over (a resume, `Checkpointer.restart`)."""
     RUNNING = "running"
     SLEEPING = "sleeping"
     BLOCKED = "blocked"
