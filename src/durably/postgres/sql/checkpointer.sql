@@ -1,6 +1,19 @@
 -- Workflow records and claims. Leases run on the server's clock: now() for one-statement
 -- calls, clock_timestamp() where a transaction may have run an effect for a while.
 
+-- name: _fence
+-- A pass's fence: a row-locking UPDATE of the claim row that renews liveness, matching only
+-- the current token (it waits behind a claim in flight and re-reads the newest token).
+UPDATE {workflow_claim}
+SET alive_until = LEAST(now() + make_interval(secs => alive_for), held_until)
+WHERE workflow = $1::text AND token = $2::bigint
+RETURNING token
+
+-- name: _inbox_lock
+-- The lock on a workflow's inbox, held to the commit: appends take it, and so does a report
+-- that ends the workflow.
+pg_advisory_xact_lock(hashtext('{workflow_checkpoint_text}'), hashtext($1::text))
+
 -- name: load
 SELECT key, value::text, written_at
 FROM {workflow_checkpoint}
@@ -53,12 +66,7 @@ WHERE workflow = $1::text AND token = $2::bigint;
 -- written (the command status; no RETURNING to read) means fenced, renewed and written;
 -- none means fenced out or already recorded, which record_counted then tells apart (the
 -- common case pays for no counting).
-WITH fence AS (
-    UPDATE {workflow_claim}
-    SET alive_until = LEAST(now() + make_interval(secs => alive_for), held_until)
-    WHERE workflow = $1::text AND token = $2::bigint
-    RETURNING token
-)
+WITH fence AS ({_fence})
 INSERT INTO {workflow_checkpoint} (workflow, key, value)
 SELECT $1::text, $3::text, $4::jsonb FROM fence
 ON CONFLICT (workflow, key) DO NOTHING;
@@ -106,7 +114,7 @@ ON CONFLICT (workflow, key) DO NOTHING;
 -- workflow commit in number order: a message never becomes visible below one a pass has
 -- already read past (`receive` takes what lies after the last message it returned).
 WITH turn AS (
-    SELECT pg_advisory_xact_lock(hashtext('{workflow_checkpoint_text}'), hashtext($1::text))
+    SELECT {_inbox_lock}
 ), n AS (SELECT nextval('{workflow_seq_text}') AS position FROM turn)
 INSERT INTO {workflow_checkpoint} (workflow, key, value, seq)
 SELECT $1::text, $2::text || lpad(n.position::text, $3::integer, '0'), $4::jsonb, n.position
@@ -129,8 +137,7 @@ WHERE workflow = $1::text;
 -- A report that ends the workflow ($6) first takes the inbox lock `append` takes, so an
 -- append unless_finished either commits before the end or sees it (append_unless_finished).
 WITH turn AS (
-    SELECT CASE WHEN $6::boolean THEN pg_advisory_xact_lock(
-        hashtext('{workflow_checkpoint_text}'), hashtext($1::text))::text END
+    SELECT CASE WHEN $6::boolean THEN {_inbox_lock}::text END
 ), fence AS (
     SELECT token FROM {workflow_claim}
     WHERE workflow = $1::text AND token = $2::bigint AND EXISTS (SELECT 1 FROM turn)
@@ -149,7 +156,7 @@ RETURNING updated_at;
 -- pass writes neither (no row back). The record is first-writer-wins; the status replaces.
 -- It ends the workflow, so it takes the inbox lock first, as set_status does for an end.
 WITH turn AS (
-    SELECT pg_advisory_xact_lock(hashtext('{workflow_checkpoint_text}'), hashtext($1::text))
+    SELECT {_inbox_lock}
 ), fence AS (
     UPDATE {workflow_claim}
     SET alive_until = LEAST(now() + make_interval(secs => alive_for), held_until)
@@ -199,7 +206,7 @@ WHERE workflow = $1::text AND key = ANY($2::text[]);
 -- The lock on a workflow's inbox (as append takes it), held to the commit: taken in a
 -- statement of its own before append_unless_finished, whose snapshot then holds every
 -- end reported before (an ending report takes the lock too).
-SELECT pg_advisory_xact_lock(hashtext('{workflow_checkpoint_text}'), hashtext($1::text));
+SELECT {_inbox_lock};
 
 -- name: append_unless_finished
 -- append, unless the status is one of the finished ones ($5), after inbox_turn.
@@ -221,12 +228,7 @@ SELECT (SELECT key FROM written), (SELECT status FROM ended);
 -- name: forget
 -- Fenced as record is (a row-locking UPDATE of the claim row, renewing liveness); the
 -- delete hangs off it, so a superseded pass deletes nothing. Answers (fenced?, deleted).
-WITH fence AS (
-    UPDATE {workflow_claim}
-    SET alive_until = LEAST(now() + make_interval(secs => alive_for), held_until)
-    WHERE workflow = $1::text AND token = $2::bigint
-    RETURNING token
-),
+WITH fence AS ({_fence}),
 gone AS (
     DELETE FROM {workflow_checkpoint}
     WHERE workflow = $1::text AND key = ANY($3::text[]) AND EXISTS (SELECT 1 FROM fence)
@@ -239,12 +241,7 @@ SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM gone);
 -- is deleted, the rewritten one replaced (a fresh position and time), the status set
 -- PENDING. The rewritten key is left out of the delete, so no row is touched twice.
 -- Answers (fenced?, deleted).
-WITH fence AS (
-    UPDATE {workflow_claim}
-    SET alive_until = LEAST(now() + make_interval(secs => alive_for), held_until)
-    WHERE workflow = $1::text AND token = $2::bigint
-    RETURNING token
-),
+WITH fence AS ({_fence}),
 gone AS (
     DELETE FROM {workflow_checkpoint} AS c
     WHERE c.workflow = $1::text AND c.key <> $3::text AND EXISTS (SELECT 1 FROM fence)

@@ -45,18 +45,37 @@ def _messages(records: dict[str, object]) -> dict[str, object]:
 
 async def race_sends_against_the_end(
     cp: Checkpointer[Any],
-    workflow: str,
-    send: Callable[[int], Awaitable[Entry]],
-    end: Callable[[], Awaitable[object]],
-    end_key: str = "result",
-) -> tuple[list[Entry], list[int]]:
-    """Senders append ``unless_finished`` (through ``send``) while ``end`` finishes the
-    workflow, writing its last record under ``end_key`` with the finished status.
+    send: Callable[[str, int], Awaitable[Entry]],
+    after: Callable[[str], Awaitable[None]] | None = None,
+) -> None:
+    """`RACES` times: a running workflow finishes (`finish_workflow`, its last record
+    under ``"result"``) while senders append to it ``unless_finished`` through ``send``
+    (the workflow, a value); ``after`` then looks at the workflow, if given.
 
     Asserts that each send either landed or was refused with `WorkflowFinishedError`
     (nothing written), and that every message that landed precedes the end's record in
     the store's own order (`load`): a message lands while the workflow is unfinished or
-    not at all. Returns the entries that landed and the values refused."""
+    not at all."""
+    for _ in range(RACES):
+        workflow = wf()
+        holder = await claimed(cp, workflow)
+        await cp.set_status(holder, WorkflowStatus.RUNNING)
+        await _race(
+            cp,
+            workflow,
+            functools.partial(send, workflow),
+            functools.partial(finish_workflow, cp, holder, "result", "done"),
+        )
+        if after is not None:
+            await after(workflow)
+
+
+async def _race(
+    cp: Checkpointer[Any],
+    workflow: str,
+    send: Callable[[int], Awaitable[Entry]],
+    end: Callable[[], Awaitable[object]],
+) -> None:
     landed: list[Entry] = []
     refused: list[int] = []
     enough = asyncio.Event()
@@ -85,11 +104,10 @@ async def race_sends_against_the_end(
     assert {entry.key: entry.value for entry in landed} == stored
     assert not set(refused) & set(stored.values()), "a refused message was written"
     order = list(loaded)
-    late = order[order.index(end_key) + 1 :]
+    late = order[order.index("result") + 1 :]
     assert not late, f"messages landed after the workflow finished: {late}"
     assert len(landed) >= LANDED_BEFORE_END
     assert refused
-    return landed, refused
 
 
 class CheckpointerMessageCases:
@@ -163,16 +181,7 @@ class CheckpointerMessageCases:
         self, checkpointer_factory: CheckpointerFactory
     ) -> None:
         cp = await checkpointer_factory()
-        for _ in range(RACES):
-            workflow = wf()
-            holder = await claimed(cp, workflow)
-            await cp.set_status(holder, WorkflowStatus.RUNNING)
-            await race_sends_against_the_end(
-                cp,
-                workflow,
-                functools.partial(cp.append, workflow, unless_finished=True),
-                functools.partial(finish_workflow, cp, holder, "result", "done"),
-            )
+        await race_sends_against_the_end(cp, functools.partial(cp.append, unless_finished=True))
 
     # --- forget ----------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from durably.stores.workflows import (
     Scheduler,
     finish_workflow,
 )
-from durably.testing.checkpointer.messages import RACES, race_sends_against_the_end
+from durably.testing.checkpointer.messages import race_sends_against_the_end
 from durably.testing.durable.passes import DurableFactory, DurablePassCases
 from durably.testing.refused import UNSTORABLE_TEXTS, UNUSABLE_IDS
 
@@ -105,21 +105,17 @@ class DurableConformance(DurablePassCases):
         self, durable_factory: DurableFactory
     ) -> None:
         durable = await prepared(durable_factory)
-        cp = durable.checkpointer
-        for _ in range(RACES):
-            workflow = wf()
-            holder = await cp.claim(workflow, LONG, LONG)
-            assert holder is not None
-            await cp.set_status(holder, WorkflowStatus.RUNNING)
-            await race_sends_against_the_end(
-                cp,
-                workflow,
-                functools.partial(durable.deliver, workflow, unless_finished=True),
-                functools.partial(finish_workflow, cp, holder, "result", "done"),
-            )
+
+        async def woken_once(workflow: str) -> None:
             # The messages that landed woke the workflow (once); the refused ones nothing.
             await take(durable.scheduler, workflow)
             assert await durable.scheduler.next_ready(0) is None
+
+        await race_sends_against_the_end(
+            durable.checkpointer,
+            functools.partial(durable.deliver, unless_finished=True),
+            woken_once,
+        )
 
     async def test_arrive_refuses_a_key_in_the_inbox_key_space(
         self, durable_factory: DurableFactory
