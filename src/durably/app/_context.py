@@ -66,7 +66,7 @@ class StepContext:
     attempt: int
     tenant: str
     kind: str
-    run: int = 1
+    run_number: int = 1
     """The workflow's run: 1, plus one per `Context.continue_as_new`."""
 
 
@@ -76,7 +76,7 @@ def context() -> StepContext:
     if not isinstance(current, tuple):
         raise RuntimeError("durably.context() is only available inside a running step")
     ctx, key, attempt = current
-    run = ctx.run
+    run = ctx.run_number
     step = key if run == 1 else f"{key}@run{run}"
     return StepContext(ctx.id, step, attempt, ctx.tenant, ctx.kind, run)
 
@@ -200,7 +200,7 @@ class Context:
         return None if parent is None else str(parent)
 
     @property
-    def run(self) -> int:
+    def run_number(self) -> int:
         """The workflow's run: 1, plus one per `continue_as_new` (each with a history of
         its own)."""
         return int(self._start.get("run", 1))
@@ -429,7 +429,7 @@ class Context:
             workflow = identifier(id, "id")
         else:
             # Each run of a workflow continued as new starts its own children.
-            run = "" if self.run == 1 else f"run{self.run}/"
+            run = "" if self.run_number == 1 else f"run{self.run_number}/"
             workflow = f"{self.id}/{run}{key[len(layout.PREFIX) :]}"
             if len(workflow) > MAX_ID_BYTES >> 2 and len(workflow.encode()) > MAX_ID_BYTES:
                 raise InvalidInputError(

@@ -35,7 +35,7 @@ class AppContinueAsNew(AppFixtures):
 
         @app.workflow
         async def summing(ctx: Context, done: int, total: int) -> int:
-            runs.append(ctx.run)
+            runs.append(ctx.run_number)
             for i in range(done, min(done + PER_RUN, ITERATIONS)):
                 total += await add(i)
             if done + PER_RUN < ITERATIONS:
@@ -55,7 +55,7 @@ class AppContinueAsNew(AppFixtures):
         async def counter(ctx: Context, n: int) -> int:
             if n < 3:
                 ctx.continue_as_new(n + 1)
-            return n * 10 + ctx.run
+            return n * 10 + ctx.run_number
 
         @app.workflow
         async def parent(ctx: Context) -> int:
@@ -83,7 +83,7 @@ class AppContinueAsNew(AppFixtures):
         @app.workflow
         async def one_per_run(ctx: Context, seen: list[str]) -> list[str]:
             note = await ctx.recv(NOTE)
-            seen = [*seen, f"{ctx.run}:{note}"]
+            seen = [*seen, f"{ctx.run_number}:{note}"]
             if len(seen) < 4:
                 ctx.continue_as_new(seen)
             return seen
@@ -107,7 +107,7 @@ class AppContinueAsNew(AppFixtures):
             try:
                 ctx.continue_as_new("not a number")
             except InvalidInputError as refused:
-                return f"run {ctx.run}: {'n' in str(refused)}"
+                return f"run {ctx.run_number}: {'n' in str(refused)}"
             return "continued"
 
         handle = await strict.start(1)
@@ -128,8 +128,8 @@ class AppContinueAsNew(AppFixtures):
 
         @app.workflow
         async def restless(ctx: Context) -> None:
-            await mark(ctx.run)
-            if ctx.run == 1:
+            await mark(ctx.run_number)
+            if ctx.run_number == 1:
                 await cancel_myself()  # the cancel lands as this run ends
                 ctx.continue_as_new()
             await ctx.sleep(3600)
@@ -147,7 +147,7 @@ class AppContinueAsNew(AppFixtures):
                 async with asyncio.TaskGroup() as group:
                     group.create_task(_a_uuid(ctx))
                     group.create_task(_continue_after_a_step(ctx))
-            return ctx.run
+            return ctx.run_number
 
         async def _a_uuid(ctx: Context) -> None:
             await ctx.uuid()
