@@ -236,12 +236,10 @@ class Workflow(Generic[P, R]):
 
         Args:
             *args: The body's arguments (after the Context).
-            id: The workflow's id. Default: a fresh UUID; inside a workflow body, one
-                derived from that workflow's id.
-            tenant: The tenant it runs for. Default: the App's; inside a workflow body,
-                that workflow's.
-            timeout: How long after its start the workflow is cancelled, in seconds or a
-                timedelta, instead of the one it was registered with.
+            id: The workflow's id (default: a fresh UUID); as for `start`, an existing id
+                starts nothing, and its result is waited for.
+            tenant: The tenant it runs for (default: the App's).
+            timeout: As for `start`.
             **kwargs: The body's keyword arguments.
 
         Returns:
