@@ -1,5 +1,7 @@
-"""The application layer: `App`, typed workflows and steps, handles and topics, built on the
-engine's protocols (no backing-specific code here)."""
+"""The application layer: `App`, typed workflows and steps, handles, topics and retries.
+
+Built on the engine's protocols, with no backing-specific code.
+"""
 
 from durably.app._app import App
 from durably.app._context import Context, StepContext, context

@@ -33,8 +33,11 @@ _SLOWEST_LOOK = 0.5
 
 
 class _Looks:
-    """The pauses of a handle waiting on a workflow: doubling from ``_FIRST_LOOK`` to
-    ``_SLOWEST_LOOK``, until the deadline ``timeout`` sets (None: no deadline)."""
+    """The pauses of a handle waiting on a workflow.
+
+    They double from ``_FIRST_LOOK`` to ``_SLOWEST_LOOK``, until the deadline ``timeout``
+    sets (None: no deadline).
+    """
 
     def __init__(self, timeout: Duration | None) -> None:
         self._loop = asyncio.get_running_loop()
@@ -56,8 +59,11 @@ class _Looks:
 
 
 class WorkflowHandle(Generic[R]):
-    """A workflow started by `Workflow.start` or found by ``get_handle``: its id, result,
-    status, messages, events, cancel and resume."""
+    """A started workflow seen from outside, from any process.
+
+    Given by `Workflow.start`, or found with `App.get_handle` or `Workflow.get_handle`: its
+    id, result, status, messages, events, cancel and resume.
+    """
 
     def __init__(self, core: Core, id: str, kind: str, result: Value, created: bool) -> None:
         self._core = core
@@ -78,16 +84,34 @@ class WorkflowHandle(Generic[R]):
 
     @property
     def created(self) -> bool:
-        """Whether the call that gave this handle created the workflow (False when the id
-        existed already, or for a handle found with ``get_handle``)."""
+        """Whether the call that gave this handle created the workflow.
+
+        False when the id existed already, and for a handle found with ``get_handle``.
+        """
         return self._created
 
     async def result(self, timeout: Duration | None = None) -> R:
-        """The workflow's decoded return value, waiting for it up to ``timeout`` (seconds
-        or a timedelta; None waits for ever).
+        """Wait for the workflow to end and return its result.
 
-        Raises `WorkflowFailedError` (carrying the recorded error), `WorkflowCancelledError`,
-        `TimeoutError`, or `WorkflowNotFoundError` for an unknown (or swept) id.
+        Works from any process, at any later time until the workflow is swept. A parked
+        workflow has not ended: it is waited for.
+
+        Args:
+            timeout: How long to wait, in seconds or a timedelta (default: for ever).
+
+        Returns:
+            The body's return value, decoded to its annotated type (plain JSON data for a
+            kind the App does not register).
+
+        Raises:
+            InvalidInputError: Awaited inside a workflow body, where it would hold the pass
+                (use `Context.child`), or a ``timeout`` that is not a positive duration.
+            WorkflowFailedError: The workflow failed; ``error`` is the failure it recorded.
+            WorkflowCancelledError: The workflow was cancelled, or (``timed_out``) its
+                own timeout passed.
+            TimeoutError: ``timeout`` passed before the workflow ended.
+            WorkflowNotFoundError: No workflow has this id (never started, or swept).
+            IncompatibleRecordError: The recorded result no longer fits its annotated type.
         """
         if current_workflow() is not None:
             raise InvalidInputError(
@@ -118,8 +142,13 @@ class WorkflowHandle(Generic[R]):
                 raise TimeoutError(f"workflow {self._id!r} has not finished")
 
     async def status(self) -> WorkflowInfo:
-        """The workflow's status with its kind, tenant, created time and parent
-        (`WorkflowStatus.PENDING` before its first pass); `WorkflowNotFoundError` if none."""
+        """Return the workflow's status, with its kind, tenant, created time and parent.
+
+        Before its first pass the status is `WorkflowStatus.PENDING`.
+
+        Raises:
+            WorkflowNotFoundError: No workflow has this id (never started, or swept).
+        """
         _, info = await self._look()
         return info
 
@@ -145,10 +174,19 @@ class WorkflowHandle(Generic[R]):
     async def send(self, topic: Topic[Any], value: object) -> None:
         """Send ``value`` on ``topic`` to this workflow and make it ready, atomically.
 
-        Raises `InvalidInputError` naming the topic for a value of the wrong type (before
-        any I/O), `WorkflowNotFoundError` for an unknown workflow and
-        `WorkflowFinishedError` for a finished or cancelled one (a cancel asked for and
-        not yet seen by the body included).
+        The workflow receives it with `Context.recv`. Inside a workflow body the send is
+        recorded like a step. A message never revives a finished workflow.
+
+        Args:
+            topic: The topic the workflow receives on.
+            value: The message, of the topic's type.
+
+        Raises:
+            InvalidInputError: ``topic`` is not a `Topic`, or ``value`` is not a valid
+                message of it (before any I/O; the message names the topic).
+            WorkflowNotFoundError: No workflow has this id (never started, or swept).
+            WorkflowFinishedError: The workflow has finished, or a cancel was asked for it
+                that its body has not seen yet.
         """
         if not isinstance(topic, Topic):
             raise InvalidInputError(f"send needs a durably.Topic, got {type(topic).__name__}")
@@ -179,12 +217,24 @@ class WorkflowHandle(Generic[R]):
     async def get_event(
         self, key: str, timeout: Duration | None = None, *, type: Any = None
     ) -> Any:
-        """The latest value the workflow published under event ``key`` (decoded as ``type``
-        if given), waiting up to ``timeout`` for a first one; `TimeoutError` after that,
-        None at once when ``timeout`` is None and there is none yet.
+        """Return the latest value the workflow published under event ``key``.
 
-        Raises `InvalidInputError` before any I/O for a key `Context.set_event` would
-        refuse, and `WorkflowNotFoundError` for an unknown (or swept) workflow.
+        Args:
+            key: The event's key, as given to `Context.set_event`.
+            timeout: How long to wait for a first value, in seconds or a timedelta. None:
+                do not wait.
+            type: The type to decode the value as (default: plain JSON data).
+
+        Returns:
+            The latest value; None at once when ``timeout`` is None and there is none yet.
+
+        Raises:
+            InvalidInputError: A ``key`` `Context.set_event` would refuse, or a ``timeout``
+                that is not a positive duration (before any I/O).
+            ConfigurationError: A ``type`` pydantic cannot encode.
+            WorkflowNotFoundError: No workflow has this id (never started, or swept).
+            TimeoutError: No value was published within ``timeout``.
+            IncompatibleRecordError: The published value does not fit ``type``.
         """
         layout.bounded(key, "event key")  # as `Context.set_event` checks it
         value = ANY if type is None else Value.of(type, f"event {key!r}")
@@ -203,9 +253,19 @@ class WorkflowHandle(Generic[R]):
                 raise TimeoutError(f"workflow {self._id!r} published no event {key!r}")
 
     async def cancel(self) -> bool:
-        """Ask the workflow to stop: the body sees `asyncio.CancelledError` at its next
-        step, sleep, recv or child (a sleeping or waiting workflow is woken for it). True
-        if this call changed anything (False for a finished or already cancelled one)."""
+        """Ask the workflow to stop; its children are cancelled with it.
+
+        The body sees `asyncio.CancelledError` at its next step, sleep, ``recv`` or child
+        (a sleeping or waiting workflow is woken for it; a parked one ends cancelled at
+        once). Inside a workflow body the cancel is recorded like a step.
+
+        Returns:
+            Whether this call changed anything: False for a finished workflow or one
+            already cancelled.
+
+        Raises:
+            WorkflowNotFoundError: No workflow has this id (never started, or swept).
+        """
         ctx = current_workflow()
         if ctx is not None:  # inside a body: cancelled once, recorded
             return bool(await ctx._outside("cancel", self._cancel))
@@ -229,8 +289,17 @@ class WorkflowHandle(Generic[R]):
         return recorded.first
 
     async def resume(self) -> bool:
-        """Make a parked, failed or cancelled workflow ready again on the code deployed now
-        (recorded steps still answer from the record); False for any other state."""
+        """Make a parked, failed or cancelled workflow ready again, on the code deployed now.
+
+        Recorded steps still answer from the record; a cancel from before no longer applies.
+
+        Returns:
+            Whether this call resumed it: False for a workflow in any other state, or when
+            a concurrent resume came first.
+
+        Raises:
+            WorkflowNotFoundError: No workflow has this id (never started, or swept).
+        """
         info = await self.status()
         if info.status not in (
             WorkflowStatus.PARKED,
@@ -245,8 +314,10 @@ class WorkflowHandle(Generic[R]):
 
 
 async def find_handle(core: Core, id: str) -> WorkflowHandle[Any]:
-    """The handle of existing workflow ``id`` (of any kind; its result decoded with the
-    registered kind's return type when the App has it); `WorkflowNotFoundError`."""
+    """The handle of existing workflow ``id``, of any kind; `WorkflowNotFoundError`.
+
+    Its result is decoded with the registered kind's return type when the App has it.
+    """
     identifier(id, "id")
     stored = await (await core.stores()).checkpointer.load(id)
     start = stored.get(layout.START)
@@ -269,8 +340,11 @@ async def cancel_children(core: Core, stored: Mapping[str, object]) -> None:
 
 
 def _decoded(workflow: str, where: str, value: Value, data: object) -> Any:
-    """``data`` (read from ``where``) decoded as ``value``; `IncompatibleRecordError` when
-    it no longer fits (a changed model, say) rather than pydantic's own error."""
+    """``data`` (read from ``where``) decoded as ``value``.
+
+    `IncompatibleRecordError` when it no longer fits (a changed model, say), rather than
+    pydantic's own error.
+    """
     try:
         return value.decode(data)
     except ValueError as exc:

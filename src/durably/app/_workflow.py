@@ -1,5 +1,7 @@
-"""`Workflow`: a registered workflow body, its start/run/get_handle, and the engine body
-(`Execution` -> result) the Worker serves it with."""
+"""`Workflow`: a registered workflow body, with its start, run and get_handle.
+
+Also the engine body (`Execution` -> result) the Worker serves it with.
+"""
 
 from __future__ import annotations
 
@@ -41,8 +43,10 @@ OPTIONS = ("id", "tenant", "timeout")
 
 
 class BodyFailed(DurablyError):
-    """A workflow body raised: the workflow ends FAILED (its error kept as the original's
-    repr), unless the workflow opted in to body retries."""
+    """A workflow body raised: the workflow ends FAILED, unless it opted in to body retries.
+
+    Its error is kept as the original's repr.
+    """
 
     def __init__(self, error: BaseException, *, retryable: bool) -> None:
         self.error = error
@@ -66,8 +70,11 @@ class Cancelled(WorkflowStopped):
 
 
 class Workflow(Generic[P, R]):
-    """A registered workflow. ``await wf.start(*args)`` starts one and returns its handle;
-    ``await wf.run(*args)`` starts one and waits for its result."""
+    """A registered workflow: what `App.workflow` makes of a body.
+
+    ``await wf.start(*args)`` starts one and returns its handle; ``await wf.run(*args)``
+    starts one and waits for its result. Made by the App, never by hand.
+    """
 
     def __init__(
         self,
@@ -115,12 +122,30 @@ class Workflow(Generic[P, R]):
         timeout: Duration | None = None,
         **kwargs: Any,
     ) -> WorkflowHandle[R]:
-        """Start this workflow with ``args`` and return its handle.
+        """Start this workflow and return its handle.
 
-        ``id`` defaults to a fresh one; starting an id that exists starts nothing and
-        returns its handle (``handle.created`` is False; the first start's arguments win).
-        Raises `InvalidInputError` for arguments that do not fit the signature (before any
-        I/O) and `WorkflowConflictError` when the id exists under another kind.
+        Starting an id that exists starts nothing and returns its handle
+        (``handle.created`` is False; the first start's arguments win). Inside a workflow
+        body the start is recorded like a step.
+
+        Args:
+            *args: The body's arguments (after the Context).
+            id: The workflow's id. Default: a fresh UUID; inside a workflow body, one
+                derived from that workflow's id.
+            tenant: The tenant it runs for. Default: the App's; inside a workflow body,
+                that workflow's.
+            timeout: How long after its start the workflow is cancelled, in seconds or a
+                timedelta, instead of the one it was registered with.
+            **kwargs: The body's keyword arguments.
+
+        Returns:
+            The workflow's typed handle.
+
+        Raises:
+            InvalidInputError: Arguments that do not fit the body's parameters or
+                annotations, or a bad ``id``, ``tenant`` or ``timeout`` (before any I/O);
+                arguments the store refuses (too large).
+            WorkflowConflictError: The id exists under another kind.
         """
         ctx = current_workflow()
         if ctx is not None:  # inside a body: recorded, with an id derived from the parent's
@@ -159,8 +184,11 @@ class Workflow(Generic[P, R]):
         )
 
     async def launch(self, workflow: str, start: dict[str, Any]) -> bool:
-        """Supply ``start`` for ``workflow`` (first writer wins) and make it ready; whether
-        this call created it. `WorkflowConflictError` if the id has another kind."""
+        """Supply ``start`` for ``workflow`` (first writer wins) and make it ready.
+
+        Returns whether this call created it; `WorkflowConflictError` if the id has another
+        kind.
+        """
         stores = await self._core.stores()
         try:
             recorded = await stores.checkpointer.supply(workflow, layout.START, start)
@@ -182,7 +210,15 @@ class Workflow(Generic[P, R]):
         return recorded.first
 
     def handle(self, workflow: str, created: bool = False) -> WorkflowHandle[R]:
-        """A typed handle on ``workflow`` (no I/O; the id is not checked)."""
+        """Return a typed handle on a workflow of this kind, without any I/O.
+
+        The id is not checked: a handle on an id no workflow has raises
+        `WorkflowNotFoundError` from its calls.
+
+        Args:
+            workflow: The workflow's id.
+            created: What the handle's `WorkflowHandle.created` says.
+        """
         return WorkflowHandle(self._core, workflow, self.kind, self.signature.result, created)
 
     async def run(
@@ -193,8 +229,29 @@ class Workflow(Generic[P, R]):
         timeout: Duration | None = None,
         **kwargs: Any,
     ) -> R:
-        """Start this workflow and wait for its result (see `start` and
-        `WorkflowHandle.result`). Refused inside a workflow body: use ``ctx.child``."""
+        """Start this workflow and wait for its result, for as long as it takes.
+
+        Refused inside a workflow body, where waiting would hold the pass: use
+        `Context.child` there.
+
+        Args:
+            *args: The body's arguments (after the Context).
+            id: The workflow's id (default: a fresh UUID); as for `start`, an existing id
+                starts nothing, and its result is waited for.
+            tenant: The tenant it runs for (default: the App's).
+            timeout: As for `start`.
+            **kwargs: The body's keyword arguments.
+
+        Returns:
+            The body's return value, decoded to its annotated type.
+
+        Raises:
+            ConfigurationError: Called inside a workflow body.
+            InvalidInputError: As for `start`.
+            WorkflowConflictError: The id exists under another kind.
+            WorkflowFailedError: The workflow failed; carries the recorded error.
+            WorkflowCancelledError: The workflow was cancelled or timed out.
+        """
         if current_workflow() is not None:
             raise ConfigurationError(
                 f"workflow {self.kind!r}: awaiting run() inside a workflow body would hold "
@@ -204,8 +261,19 @@ class Workflow(Generic[P, R]):
         return await handle.result()
 
     async def get_handle(self, id: str) -> WorkflowHandle[R]:
-        """The handle of existing workflow ``id`` of this kind; `WorkflowNotFoundError` if
-        there is none, `WorkflowConflictError` if it is of another kind."""
+        """Find an existing workflow of this kind by its id.
+
+        Args:
+            id: The workflow's id.
+
+        Returns:
+            Its typed handle.
+
+        Raises:
+            InvalidInputError: An ``id`` that is not a usable id (before any I/O).
+            WorkflowNotFoundError: No workflow has this id (never started, or swept).
+            WorkflowConflictError: The workflow is of another kind.
+        """
         handle = await find_handle(self._core, id)
         if handle.kind != self.kind:
             raise WorkflowConflictError(id, self.kind, handle.kind)
@@ -300,8 +368,10 @@ class Workflow(Generic[P, R]):
         return BodyFailed(exc, retryable=self.retry is not None)
 
     async def _end(self, run: Execution, ctx: Context, name: str, error: str) -> None:
-        """Record how this generation ended (failed or cancelled) and wake a parent. The
-        error is kept as failure text is (`mend_text`: bounded, secrets masked)."""
+        """Record how this generation ended (failed or cancelled) and wake a parent.
+
+        The error is kept as failure text is (`mend_text`: bounded, secrets masked).
+        """
         kept = mend_text(error, "error")
         await run.step(layout.occurrence(name, ctx.generation), lambda: kept)
         await self._wake_parent(ctx._start)
