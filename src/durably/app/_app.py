@@ -118,6 +118,17 @@ class App:
         """The DSN this App's stores open from (it may hold a password: show `describe`'s)."""
         return self._core.dsn
 
+    @dsn.setter
+    def dsn(self, dsn: str) -> None:
+        """Point the App at another store before it opens (``durably worker --dsn`` does).
+
+        Raises:
+            DsnError: For a malformed DSN, before any I/O.
+            ConfigurationError: When the stores are already open.
+        """
+        parse(dsn)
+        self._core.retarget(dsn)
+
     @property
     def clock(self) -> Clock:
         """The clock workflows read (``ctx.now()``) and sleep by."""

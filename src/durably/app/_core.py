@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from durably.app import _layout as layout
 from durably.app._cancels import Cancels
 from durably.clock import Clock
+from durably.errors import ConfigurationError
 from durably.stores.dsn import describe
 from durably.stores.opening import Stores, open_stores
 from durably.stores.status import WorkflowStatus
@@ -59,6 +60,12 @@ class Core:
         self._stores: Stores | None = None
         self._opening: asyncio.Lock | None = None
         self._durables: dict[str, Durable[Any]] = {}
+
+    def retarget(self, dsn: str) -> None:
+        """Open the stores from ``dsn`` instead; refused once they are open."""
+        if self._stores is not None:
+            raise ConfigurationError("the App's stores are open: close it before changing its DSN")
+        self.dsn = dsn
 
     async def stores(self) -> Stores:
         """The stores, opened (and the schema made ready) on first use."""
