@@ -9,10 +9,19 @@ from durably.app._handles import WorkflowHandle
 from durably.app._layout import recorded_kind
 from durably.app._retry import Retry
 from durably.app._steps import Step
+from durably.app._tenancy import (
+    DEFAULT_TENANT,
+    key_prefix,
+    older_layout,
+    scoped_key,
+    workflow_at,
+    workflow_scope,
+)
 from durably.app._topics import Topic
 from durably.app._workflow import Workflow
 
 __all__ = [
+    "DEFAULT_TENANT",
     "App",
     "Context",
     "Retry",
@@ -22,5 +31,10 @@ __all__ = [
     "Workflow",
     "WorkflowHandle",
     "context",
+    "key_prefix",
+    "older_layout",
     "recorded_kind",
+    "scoped_key",
+    "workflow_at",
+    "workflow_scope",
 ]

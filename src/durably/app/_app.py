@@ -136,7 +136,8 @@ class App:
 
     @property
     def tenant(self) -> str:
-        """The tenant a workflow started without ``tenant=`` belongs to."""
+        """The tenant a workflow started without ``tenant=`` belongs to, and the one
+        `get_handle` looks in without ``tenant=``."""
         return self._core.tenant
 
     @property
@@ -302,21 +303,27 @@ class App:
 
     # --- finding ---------------------------------------------------------------------------
 
-    async def get_handle(self, id: str) -> WorkflowHandle[Any]:
-        """Find an existing workflow of any kind by its id.
+    async def get_handle(self, id: str, tenant: str | None = None) -> WorkflowHandle[Any]:
+        """Find an existing workflow of any kind by its id within a tenant.
+
+        A workflow id is unique within its tenant: a workflow of another tenant is never
+        found.
 
         Args:
             id: The workflow's id.
+            tenant: The tenant to look in. Default: this App's ``tenant=``.
 
         Returns:
             Its handle. The result decodes to the return type of the kind this App
             registers, or stays plain JSON data for a kind it does not.
 
         Raises:
-            InvalidInputError: An ``id`` that is not a usable id (before any I/O).
-            WorkflowNotFoundError: No workflow has this id (never started, or swept).
+            InvalidInputError: An ``id`` or ``tenant`` that is not usable, or the two too
+                long together (before any I/O).
+            WorkflowNotFoundError: The tenant has no workflow of this id (never started,
+                or swept).
         """
-        return await find_handle(self._core, id)
+        return await find_handle(self._core, id, tenant)
 
     # --- serving ---------------------------------------------------------------------------
 

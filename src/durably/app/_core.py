@@ -14,6 +14,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from durably.app import _layout as layout
+from durably.app import _tenancy as tenancy
 from durably.app._cancels import Cancels
 from durably.clock import Clock
 from durably.errors import ConfigurationError
@@ -60,6 +61,9 @@ class Core:
         self._stores: Stores | None = None
         self._opening: asyncio.Lock | None = None
         self._durables: dict[str, Durable[Any]] = {}
+        self.older_layout = True
+        """Whether the store may hold workflows keyed as before tenants scoped ids
+        (`tenancy.older_layout`, read when the stores open), which lookups then try too."""
 
     def retarget(self, dsn: str) -> None:
         """Open the stores from ``dsn`` instead; refused once they are open."""
@@ -78,6 +82,9 @@ class Core:
                 stores = await open_stores(self.dsn, clock=self.clock)
                 try:
                     await (stores.migrate() if self.migrate else stores.verify())
+                    self.older_layout = await tenancy.older_layout(
+                        stores.checkpointer, settle=self.migrate
+                    )
                 except BaseException:
                     await stores.close()
                     raise
@@ -96,7 +103,7 @@ class Core:
         return durable
 
     async def resume(self, id: str, kind: str) -> bool:
-        """Open a new generation of workflow ``id`` (a cancel from before no longer
+        """Open a new generation of the workflow keyed ``id`` (a cancel from before no longer
         applies), reset its status and make it ready; False when a concurrent resume
         opened it first (nothing changes then)."""
         stores = await self.stores()

@@ -43,9 +43,13 @@ class AppLifecycle(AppFixtures):
         handle = await parent.start(7, tenant="acme")
         await app.run_until_idle()
         assert await handle.result(timeout=5) == 50
-        child = await app.get_handle(f"{handle.id}/child:{square.kind}#1")
+        child_id = f"{handle.id}/child:{square.kind}#1"
+        with pytest.raises(WorkflowNotFoundError):
+            await app.get_handle(child_id)  # the App's tenant has no such workflow
+        child = await app.get_handle(child_id, tenant="acme")
         info = await child.status()
-        assert (info.tenant, info.parent, info.status) == (
+        assert (info.workflow, info.tenant, info.parent, info.status) == (
+            child_id,
             "acme",
             handle.id,
             WorkflowStatus.COMPLETED,
