@@ -83,7 +83,7 @@ class Core:
                 try:
                     await (stores.migrate() if self.migrate else stores.verify())
                     self.older_layout = await tenancy.older_layout(
-                        stores.checkpointer, settle=self.migrate
+                        stores.checkpointer, settle=True
                     )
                 except BaseException:
                     await stores.close()
