@@ -82,9 +82,7 @@ class Core:
                 stores = await open_stores(self.dsn, clock=self.clock)
                 try:
                     await (stores.migrate() if self.migrate else stores.verify())
-                    self.older_layout = await tenancy.older_layout(
-                        stores.checkpointer, settle=True
-                    )
+                    self.older_layout = await tenancy.older_layout(stores.checkpointer, settle=True)
                 except BaseException:
                     await stores.close()
                     raise

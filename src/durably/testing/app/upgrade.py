@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from durably.app import App, Context, context
+from durably.app import Context, context
 from durably.clock import ManualClock
 from durably.errors import (
     ChildWorkflowFailedError,
