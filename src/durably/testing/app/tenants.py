@@ -158,9 +158,10 @@ class AppTenants(AppFixtures):
         @app.workflow
         async def parent(ctx: Context, job: str) -> str:
             try:
-                return str(await ctx.child(task, 2, id=job))
+                value: int = await ctx.child(task, 2, id=job)
             except WorkflowConflictError as exc:
                 return f"refused: {exc}"
+            return str(value)
 
         job = fresh_id()
         await task.start(1, id=job)  # the same tenant's, started from outside

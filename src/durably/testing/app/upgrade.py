@@ -89,7 +89,8 @@ class AppUpgrade(AppFixtures):
 
         @app.workflow(name=kind)
         async def invoice(ctx: Context, cents: int) -> str:
-            return f"{ctx.tenant}:{ctx.id}:{await ctx.child(charge, cents)}"
+            charged: int = await ctx.child(charge, cents)
+            return f"{ctx.tenant}:{ctx.id}:{charged}"
 
         # Starting it again in its tenant finds it (the earlier arguments win) ...
         again = await invoice.start(7, id=invoice_id, tenant="globex")
