@@ -311,7 +311,8 @@ class App:
 
         Args:
             id: The workflow's id.
-            tenant: The tenant to look in. Default: this App's ``tenant=``.
+            tenant: The tenant to look in. Default: this App's ``tenant=``; inside a
+                workflow (its body or a step), that workflow's.
 
         Returns:
             Its handle. The result decodes to the return type of the kind this App

@@ -63,7 +63,8 @@ class StepContext:
     """What `durably.context()` gives inside a running step.
 
     Enough to build an idempotency key for a call to an outside API:
-    ``f"{workflow}/{step}"`` is the same on every attempt of the step call.
+    ``f"{tenant}/{workflow}/{step}"`` is the same on every attempt of the step call (a
+    workflow id is unique only within its tenant).
 
     Attributes:
         workflow: The workflow's id.
@@ -99,6 +100,15 @@ def current_workflow() -> Context | None:
     """The workflow body this code runs in (outside a step), or None."""
     current = _current.get()
     return current if isinstance(current, Context) else None
+
+
+def current_tenant(default: str) -> str:
+    """The tenant of the workflow this code runs in (its body or one of its steps), else
+    ``default``: what a start or a lookup without ``tenant=`` means there."""
+    current = _current.get()
+    if current is None:
+        return default
+    return current.tenant if isinstance(current, Context) else current[0].tenant
 
 
 class _ReplayQuiet(logging.LoggerAdapter):  # type: ignore[type-arg]
@@ -675,6 +685,7 @@ __all__ = [
     "StepContext",
     "bind",
     "context",
+    "current_tenant",
     "current_workflow",
     "is_async",
     "unbind",

@@ -11,7 +11,7 @@ from typing import Any, Generic, TypeVar
 
 from durably.app import _layout as layout
 from durably.app import _tenancy as tenancy
-from durably.app._context import current_workflow
+from durably.app._context import current_tenant, current_workflow
 from durably.app._core import Core
 from durably.app._topics import Topic
 from durably.app._values import ANY, Duration, Value, seconds_of, stored_text
@@ -336,11 +336,11 @@ class WorkflowHandle(Generic[R]):
 async def find_handle(core: Core, id: str, tenant: str | None = None) -> WorkflowHandle[Any]:
     """The handle of existing workflow ``id`` of ``tenant``, of any kind.
 
-    ``tenant`` None means the App's. Its result is decoded with the registered kind's
+    ``tenant`` None means the running workflow's inside one, else the App's. Its result is decoded with the registered kind's
     return type when the App has it. `InvalidInputError` before any I/O for a bad id or
     tenant, `WorkflowNotFoundError` when the tenant has no such workflow.
     """
-    owner = tenancy.tenant_of(tenant, core.tenant)
+    owner = tenancy.tenant_of(tenant, current_tenant(core.tenant))
     id = tenancy.looked_up(id)
     tenancy.workflow_key(owner, id)  # a pair too long for a key is refused before I/O
     checkpointer = (await core.stores()).checkpointer

@@ -12,7 +12,14 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from durably.app import _layout as layout
 from durably.app import _tenancy as tenancy
-from durably.app._context import Context, bind, current_workflow, is_async, unbind
+from durably.app._context import (
+    Context,
+    bind,
+    current_tenant,
+    current_workflow,
+    is_async,
+    unbind,
+)
 from durably.app._core import Core
 from durably.app._handles import WorkflowHandle, cancel_children, find_handle
 from durably.app._retry import Retry
@@ -133,8 +140,8 @@ class Workflow(Generic[P, R]):
             *args: The body's arguments (after the Context).
             id: The workflow's id. Default: a fresh UUID; inside a workflow body, one
                 derived from that workflow's id.
-            tenant: The tenant it runs for. Default: the App's; inside a workflow body,
-                that workflow's.
+            tenant: The tenant it runs for. Default: the App's; inside a workflow (its
+                body or a step), that workflow's.
             timeout: How long after its start the workflow is cancelled, in seconds or a
                 timedelta, instead of the one it was registered with.
             **kwargs: The body's keyword arguments.
@@ -174,7 +181,7 @@ class Workflow(Generic[P, R]):
     ) -> dict[str, Any]:
         """The start record for a call with ``args``, checked before any I/O."""
         encoded = self.signature.encode_args(args, kwargs)
-        owner = tenancy.tenant_of(tenant, self._core.tenant)
+        owner = tenancy.tenant_of(tenant, current_tenant(self._core.tenant))
         limit = timeout if timeout is not None else self.timeout
         seconds = None if limit is None else seconds_of(limit, "timeout")
         now = self._core.clock.now()
@@ -265,7 +272,8 @@ class Workflow(Generic[P, R]):
 
         Args:
             id: The workflow's id.
-            tenant: The workflow's tenant. Default: the App's.
+            tenant: The workflow's tenant. Default: the App's; inside a workflow (its
+                body or a step), that workflow's.
             created: What the handle's `WorkflowHandle.created` says.
             key: Where the store keeps the workflow, when known (the App's own calls).
 
@@ -273,7 +281,7 @@ class Workflow(Generic[P, R]):
             InvalidInputError: A ``tenant`` that is not usable, or an ``id`` too long
                 for it.
         """
-        owner = tenancy.tenant_of(tenant, self._core.tenant)
+        owner = tenancy.tenant_of(tenant, current_tenant(self._core.tenant))
         at = key if key is not None else tenancy.workflow_key(owner, id)
         return WorkflowHandle(self._core, at, id, owner, self.kind, self.signature.result, created)
 
@@ -321,7 +329,8 @@ class Workflow(Generic[P, R]):
 
         Args:
             id: The workflow's id.
-            tenant: The tenant to look in. Default: the App's.
+            tenant: The tenant to look in. Default: the App's; inside a workflow (its
+                body or a step), that workflow's.
 
         Returns:
             Its typed handle.

@@ -272,3 +272,26 @@ class AppTenants(AppFixtures):
         await app.run_until_idle()
         assert await handle.result(timeout=5) == ["acme", "acme", "acme"]
         assert seen == [("leaf", "acme")] * 3
+
+    async def test_a_lookup_inside_a_workflow_stays_in_its_tenant(self, app: App) -> None:
+        @app.workflow
+        async def inbox(ctx: Context) -> str | None:
+            return await ctx.recv(NOTE)
+
+        @app.step
+        async def whose(workflow: str) -> str:
+            return (await app.get_handle(workflow)).tenant
+
+        @app.workflow
+        async def sender(ctx: Context, workflow: str) -> str:
+            await (await app.get_handle(workflow)).send(NOTE, f"from {ctx.tenant}")
+            return await whose(workflow)
+
+        shared = fresh_id()
+        default = await inbox.start(id=shared)
+        acme = await inbox.start(id=shared, tenant="acme")
+        handle = await sender.start(shared, tenant="acme")
+        await app.run_until_idle(advance=False)
+        assert await handle.result(timeout=5) == "acme"
+        assert await acme.result(timeout=5) == "from acme"
+        assert (await default.status()).status is WorkflowStatus.BLOCKED
