@@ -136,8 +136,11 @@ class App:
 
     @property
     def tenant(self) -> str:
-        """The tenant a workflow started without ``tenant=`` belongs to, and the one
-        `get_handle` looks in without ``tenant=``."""
+        """The tenant of what is started, and looked up, without ``tenant=``.
+
+        Inside a workflow (its body or a step), that workflow's tenant is the default
+        instead.
+        """
         return self._core.tenant
 
     @property

@@ -103,8 +103,10 @@ def current_workflow() -> Context | None:
 
 
 def current_tenant(default: str) -> str:
-    """The tenant of the workflow this code runs in (its body or one of its steps), else
-    ``default``: what a start or a lookup without ``tenant=`` means there."""
+    """The tenant of the workflow this code runs in (its body or a step), else ``default``.
+
+    What a start or a lookup without ``tenant=`` means there.
+    """
     current = _current.get()
     if current is None:
         return default

@@ -336,9 +336,10 @@ class WorkflowHandle(Generic[R]):
 async def find_handle(core: Core, id: str, tenant: str | None = None) -> WorkflowHandle[Any]:
     """The handle of existing workflow ``id`` of ``tenant``, of any kind.
 
-    ``tenant`` None means the running workflow's inside one, else the App's. Its result is decoded with the registered kind's
-    return type when the App has it. `InvalidInputError` before any I/O for a bad id or
-    tenant, `WorkflowNotFoundError` when the tenant has no such workflow.
+    ``tenant`` None means the running workflow's inside one, else the App's. Its result is
+    decoded with the registered kind's return type when the App has it.
+    `InvalidInputError` before any I/O for a bad id or tenant, `WorkflowNotFoundError`
+    when the tenant has no such workflow.
     """
     owner = tenancy.tenant_of(tenant, current_tenant(core.tenant))
     id = tenancy.looked_up(id)
@@ -364,9 +365,11 @@ def _handle_at(
 async def cancel_children(
     core: Core, stored: Mapping[str, object], *, parent: str, tenant: str
 ) -> None:
-    """Cancel the children a workflow's records name (those still running): only those
-    whose start record names workflow ``parent`` of ``tenant``, so a workflow that took a
-    swept child's id since is not touched."""
+    """Cancel the children a workflow's records name (those still running).
+
+    Only those whose start record names workflow ``parent`` of ``tenant``, so a workflow
+    that took a swept child's id since is not touched.
+    """
     checkpointer = (await core.stores()).checkpointer
     for key in layout.children(stored):
         found = await checkpointer.load(key)

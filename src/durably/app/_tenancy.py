@@ -40,8 +40,10 @@ _DERIVED = re.compile(r"/(?:child|start):.*#[0-9]", re.DOTALL)
 
 
 def workflow_key(tenant: str, id: str) -> str:
-    """The engine's key of workflow ``id`` of ``tenant`` (both valid identifiers);
-    `InvalidInputError` before any I/O when the pair does not fit in `MAX_ID_BYTES`."""
+    """The engine's key of workflow ``id`` of ``tenant`` (both valid identifiers).
+
+    `InvalidInputError` before any I/O when the pair does not fit in `MAX_ID_BYTES`.
+    """
     head = key_prefix(tenant)
     key = id if head is None else f"{head}{id}"
     if len(key) > MAX_ID_BYTES >> 2 and len(key.encode()) > MAX_ID_BYTES:
@@ -54,8 +56,11 @@ def workflow_key(tenant: str, id: str) -> str:
 
 
 def scope(key: str, start: Mapping[str, object] | None) -> tuple[str, str]:
-    """The tenant and user id of the workflow keyed ``key``: read from the key, or for a
-    bare key, the tenant its start record names (``start``; default without one)."""
+    """The tenant and user id of the workflow keyed ``key``.
+
+    Read from the key, or for a bare key, the tenant its start record ``start`` names (the
+    default tenant without one).
+    """
     scoped = scoped_key(key)
     if scoped is not None:
         return scoped
@@ -80,8 +85,10 @@ def tenant_of(tenant: object, default: str) -> str:
 
 
 def looked_up(id: object) -> str:
-    """``id`` if a workflow may be looked up by it: an identifier outside the keys the App
-    makes itself (`InvalidInputError`)."""
+    """``id`` if a workflow may be looked up by it, else `InvalidInputError`.
+
+    An identifier that does not start like the keys the App makes itself.
+    """
     text = identifier(id, "id")
     if text.startswith(RESERVED):
         raise InvalidInputError(f"workflow ids starting with {RESERVED!r} are reserved")
@@ -89,9 +96,11 @@ def looked_up(id: object) -> str:
 
 
 def new_id(id: object) -> str:
-    """``id`` if a user may start a workflow under it: `looked_up`, and not of the form
-    durably derives for a body's children and starts (``…/child:KIND#N``,
-    ``…/start:KIND#N``), which only the App gives out (`InvalidInputError`)."""
+    """``id`` if a user may start a workflow under it, else `InvalidInputError`.
+
+    `looked_up`, and not of the form durably derives for a body's children and starts
+    (``…/child:KIND#N``, ``…/start:KIND#N``), which only the App gives out.
+    """
     text = looked_up(id)
     if _DERIVED.search(text) is not None:
         raise InvalidInputError(
@@ -110,9 +119,11 @@ def belongs(stored: Mapping[str, object], tenant: str) -> bool:
 async def locate(
     checkpointer: Checkpointer[Any], tenant: str, id: str, *, older: bool
 ) -> tuple[str, dict[str, object]] | None:
-    """The key and records of workflow ``id`` of ``tenant``, or None: under its key, or
-    (``older``: the store may hold workflows of the older layout) under the bare id with
-    a start record naming ``tenant``."""
+    """The key and records of workflow ``id`` of ``tenant``, or None.
+
+    Found under its key, or (``older``: the store may hold workflows of the layout before
+    tenant scopes) under the bare id with a start record naming ``tenant``.
+    """
     key = workflow_key(tenant, id)
     stored = await checkpointer.load(key)
     if belongs(stored, tenant):
@@ -125,10 +136,12 @@ async def locate(
 
 
 async def older_layout(checkpointer: Checkpointer[Any], *, settle: bool) -> bool:
-    """Whether the store may hold workflows of a tenant other than the default one under
-    their bare id (written before tenants scoped ids): False once a `MARKER` says it
-    holds none. A store with no workflow at all gets the marker when ``settle``, so a
-    store that starts out scoped never pays for looking up the older layout."""
+    """Whether the store may hold workflows of other tenants under their bare ids.
+
+    Releases before tenant scopes wrote them so. False once a `MARKER` says the store holds
+    none. A store with no workflow at all gets the marker when ``settle``, so a store that
+    starts out scoped never pays for looking up the earlier layout.
+    """
     if _SETTLED in await checkpointer.load(MARKER):
         return False
     if await checkpointer.workflows(limit=1):
@@ -139,9 +152,11 @@ async def older_layout(checkpointer: Checkpointer[Any], *, settle: bool) -> bool
 
 
 def workflow_scope(key: str, stored: Mapping[str, object]) -> tuple[str | None, str] | None:
-    """How an operator sees the workflow the store keeps under ``key`` (``stored``: its
-    records, only read for a bare key): its tenant and id, the tenant None for a workflow
-    not started through an App (no start record), or None for the store's `MARKER`."""
+    """How an operator sees the workflow the store keeps under ``key``: tenant and id.
+
+    ``stored`` (its records) is read only for a bare key. The tenant is None for a workflow
+    not started through an App (no start record); the whole is None for the `MARKER`.
+    """
     if key == MARKER:
         return None
     scoped = scoped_key(key)
@@ -152,22 +167,28 @@ def workflow_scope(key: str, stored: Mapping[str, object]) -> tuple[str | None, 
 
 
 def scoped_key(key: str) -> tuple[str, str] | None:
-    """The tenant and id a key of a tenant other than the default one holds; None for a
-    bare key (whose tenant its start record names: `workflow_scope`)."""
+    """The tenant and id a key of a tenant other than the default one holds.
+
+    None for a bare key (whose tenant its start record names: `workflow_scope`).
+    """
     return _decoded(key) if key.startswith(_SCOPED) else None
 
 
 def key_prefix(tenant: str) -> str | None:
-    """What every key of a workflow of ``tenant`` starts with (they sort together), or
-    None for the default tenant (bare ids)."""
+    """What every key of a workflow of ``tenant`` starts with (they sort together).
+
+    None for the default tenant, whose keys are the bare ids.
+    """
     return None if tenant == DEFAULT_TENANT else f"{_SCOPED}{len(tenant)}:{tenant}:"
 
 
 async def workflow_at(checkpointer: Checkpointer[Any], tenant: str, id: str) -> str | None:
-    """The key of workflow ``id`` of ``tenant`` for an operator's command, or None: as
-    `locate` finds it, or, in the default tenant, a workflow not started through an App
+    """The key of workflow ``id`` of ``tenant`` for an operator's command, or None.
+
+    As `locate` finds it, or, in the default tenant, a workflow not started through an App
     (records or a status under the bare id, no start record). `InvalidInputError` before
-    any I/O for a bad tenant or id."""
+    any I/O for a bad tenant or id.
+    """
     tenant = identifier(tenant, "tenant")
     id = looked_up(id)
     workflow_key(tenant, id)
