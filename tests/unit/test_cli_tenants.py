@@ -147,3 +147,53 @@ def test_a_workflow_an_earlier_release_stored_is_listed_and_shown_in_its_tenant(
     assert main(["workflows", "show", "inv-0900", "--dsn", dsn]) == 1
     assert main(["workflows", "show", "inv-0900", "--tenant", "globex", "--dsn", dsn]) == 0
     assert "tenant    globex" in capsys.readouterr().out
+
+
+def test_settle_tenants_records_only_once_no_earlier_workflow_remains(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "t.db"
+    _seed(path)
+    dsn = f"sqlite:///{path}"
+
+    async def as_an_earlier_release() -> None:
+        stores = await durably.open_stores(dsn)
+        try:
+            start = {"kind": "invoice", "args": {"cents": 9}, "tenant": "globex", "created": 0.0}
+            await stores.checkpointer.supply("inv-0900", "durably:start", start)
+            await stores.checkpointer.discard("durably:tenancy")
+        finally:
+            await stores.close()
+
+    async def loads_of_a_start_in_a_tenant() -> int:
+        app = durably.App(dsn)
+
+        @app.workflow(name="invoice")
+        async def invoice(ctx: durably.Context, cents: int) -> str:
+            return str(cents)
+
+        loads: list[str] = []
+        checkpointer: Any = (await app.stores()).checkpointer
+        load = checkpointer.load
+
+        async def counted(workflow: str) -> dict[str, object]:
+            loads.append(workflow)
+            return dict(await load(workflow))
+
+        checkpointer.load = counted
+        await invoice.start(1, id="inv-2000", tenant="acme")
+        await app.close()
+        return len(loads)
+
+    asyncio.run(as_an_earlier_release())
+    assert main(["workflows", "settle-tenants", "--dsn", dsn, "--json"]) == 1
+    assert json.loads(capsys.readouterr().out) == {
+        "settled": False,
+        "remaining": [{"tenant": "globex", "workflow": "inv-0900"}],
+    }
+    assert asyncio.run(loads_of_a_start_in_a_tenant()) == 1  # under the bare id too
+    argv = ["workflows", "delete", "inv-0900", "--tenant", "globex", "--dsn", dsn]
+    assert main(argv) == 0
+    assert main(["workflows", "settle-tenants", "--dsn", dsn]) == 0
+    assert "recorded" in capsys.readouterr().out
+    assert asyncio.run(loads_of_a_start_in_a_tenant()) == 0

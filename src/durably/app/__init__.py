@@ -11,9 +11,11 @@ from durably.app._retry import Retry
 from durably.app._steps import Step
 from durably.app._tenancy import (
     DEFAULT_TENANT,
+    earlier_workflows,
     key_prefix,
     older_layout,
     scoped_key,
+    settle_layout,
     workflow_at,
     workflow_scope,
 )
@@ -31,10 +33,12 @@ __all__ = [
     "Workflow",
     "WorkflowHandle",
     "context",
+    "earlier_workflows",
     "key_prefix",
     "older_layout",
     "recorded_kind",
     "scoped_key",
+    "settle_layout",
     "workflow_at",
     "workflow_scope",
 ]

@@ -144,11 +144,47 @@ async def older_layout(checkpointer: Checkpointer[Any], *, settle: bool) -> bool
     """
     if _SETTLED in await checkpointer.load(MARKER):
         return False
-    if await checkpointer.workflows(limit=1):
+    # A status is found from an index; listing every workflow may scan the whole store
+    # (Redis), so it is asked only of a store with no status at all.
+    if await checkpointer.list_status(limit=1) or await checkpointer.workflows(limit=1):
         return True
     if settle:
-        await checkpointer.supply(MARKER, _SETTLED, True)
+        await settle_layout(checkpointer)
     return False
+
+
+async def settle_layout(checkpointer: Checkpointer[Any]) -> None:
+    """Record in the store that it holds no workflow of the layout before tenant scopes."""
+    await checkpointer.supply(MARKER, _SETTLED, True)
+
+
+async def earlier_workflows(
+    checkpointer: Checkpointer[Any], *, limit: int = 20
+) -> list[tuple[str, str]]:
+    """Up to ``limit`` workflows of other tenants than the default one under bare ids.
+
+    As tenant and id: what releases before tenant scopes left, which Apps look up under
+    bare ids while the store has no `MARKER`. Reads the records of every workflow under a
+    bare id: an operator's command, not a hot path.
+    """
+    found: list[tuple[str, str]] = []
+    after: str | None = None
+    while len(found) < limit:
+        keys = await checkpointer.workflows(after=after, limit=1000)
+        for key in keys:
+            if key == MARKER or scoped_key(key) is not None:
+                continue
+            start = (await checkpointer.load(key)).get(layout.START)
+            if isinstance(start, dict):
+                tenant = scope(key, start)[0]
+                if tenant != DEFAULT_TENANT:
+                    found.append((tenant, key))
+                    if len(found) == limit:
+                        break
+        if len(keys) < 1000:
+            break
+        after = keys[-1]
+    return found
 
 
 def workflow_scope(key: str, stored: Mapping[str, object]) -> tuple[str | None, str] | None:
@@ -210,6 +246,7 @@ __all__ = [
     "MARKER",
     "RESERVED",
     "belongs",
+    "earlier_workflows",
     "key_prefix",
     "locate",
     "looked_up",
@@ -217,6 +254,7 @@ __all__ = [
     "older_layout",
     "scope",
     "scoped_key",
+    "settle_layout",
     "tenant_of",
     "workflow_at",
     "workflow_key",

@@ -14,10 +14,12 @@ from typing import Any
 
 from durably.app import (
     DEFAULT_TENANT,
+    earlier_workflows,
     key_prefix,
     older_layout,
     recorded_kind,
     scoped_key,
+    settle_layout,
     workflow_at,
     workflow_scope,
 )
@@ -62,6 +64,14 @@ def register(commands: Any) -> None:
     resume.add_argument("workflow", metavar="WORKFLOW")
     resume.add_argument("--json", action="store_true", help="JSON for scripts")
     resume.set_defaults(run=resume_workflow)
+
+    settle = sub.add_parser(
+        "settle-tenants",
+        help="check that no workflow stored before tenant scopes remains, and record it",
+    )
+    add_dsn(settle)
+    settle.add_argument("--json", action="store_true", help="JSON for scripts")
+    settle.set_defaults(run=settle_tenants)
 
     delete = sub.add_parser("delete", help="cancel a workflow's wakeups and discard its records")
     add_dsn(delete)
@@ -138,6 +148,42 @@ async def resume_workflow(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0 if resumed else 1
+
+
+SETTLE_SHOWN = 20
+"""How many remaining workflows ``settle-tenants`` names at most."""
+
+
+async def settle_tenants(args: argparse.Namespace) -> int:
+    """Record that no workflow stored before tenant scopes remains (exit 0), or name them.
+
+    Releases before tenant scopes kept a workflow of any tenant under its bare id; Apps
+    look there too until this is recorded, one more read per start outside the default
+    tenant. Exit 1, recording nothing, naming those that remain (they go once finished
+    and swept, or deleted).
+    """
+    async with opened(args) as stores:
+        earlier = await older_layout(stores.checkpointer, settle=False)
+        remaining = (
+            await earlier_workflows(stores.checkpointer, limit=SETTLE_SHOWN) if earlier else []
+        )
+        if not remaining:
+            await settle_layout(stores.checkpointer)
+    if args.json:
+        rows = [{"tenant": tenant, "workflow": id} for tenant, id in remaining]
+        emit_json({"settled": not remaining, "remaining": rows})
+    elif remaining:
+        print(
+            f"durably: {len(remaining)}{'+' if len(remaining) >= SETTLE_SHOWN else ''} "
+            "workflow(s) "
+            "stored before tenant scopes remain; nothing recorded:",
+            file=sys.stderr,
+        )
+        for tenant, id in remaining:
+            print(f"  tenant {printable(repr(tenant))}: {printable(repr(id))}", file=sys.stderr)
+    else:
+        print("no workflow stored before tenant scopes remains: recorded")
+    return 1 if remaining else 0
 
 
 async def list_workflows(args: argparse.Namespace) -> int:
