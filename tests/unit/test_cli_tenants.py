@@ -41,6 +41,18 @@ def _seed(path: Path) -> None:
     asyncio.run(seed())
 
 
+async def _as_an_earlier_release(path: Path) -> None:
+    """Store globex's ``inv-0900`` under its bare id, as releases before tenant scopes
+    did, in a store without the record saying it holds none."""
+    stores = await durably.open_stores(f"sqlite:///{path}")
+    try:
+        start = {"kind": "invoice", "args": {"cents": 9}, "tenant": "globex", "created": 0.0}
+        await stores.checkpointer.supply("inv-0900", "durably:start", start)
+        await stores.checkpointer.discard("durably:tenancy")
+    finally:
+        await stores.close()
+
+
 def _cli(path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": SRC, "DURABLY_DSN": f"sqlite:///{path}"}
     return subprocess.run(
@@ -125,17 +137,7 @@ def test_a_workflow_an_earlier_release_stored_is_listed_and_shown_in_its_tenant(
 ) -> None:
     path = tmp_path / "t.db"
     _seed(path)
-
-    async def as_an_earlier_release() -> None:
-        stores = await durably.open_stores(f"sqlite:///{path}")
-        try:
-            start = {"kind": "invoice", "args": {"cents": 9}, "tenant": "globex", "created": 0.0}
-            await stores.checkpointer.supply("inv-0900", "durably:start", start)
-            await stores.checkpointer.discard("durably:tenancy")
-        finally:
-            await stores.close()
-
-    asyncio.run(as_an_earlier_release())
+    asyncio.run(_as_an_earlier_release(path))
     listed = _cli(path, "list", "--tenant", "globex", "--json")
     assert listed.returncode == 0, listed.stderr
     rows = json.loads(listed.stdout)["workflows"]
@@ -155,15 +157,6 @@ def test_settle_tenants_records_only_once_no_earlier_workflow_remains(
     path = tmp_path / "t.db"
     _seed(path)
     dsn = f"sqlite:///{path}"
-
-    async def as_an_earlier_release() -> None:
-        stores = await durably.open_stores(dsn)
-        try:
-            start = {"kind": "invoice", "args": {"cents": 9}, "tenant": "globex", "created": 0.0}
-            await stores.checkpointer.supply("inv-0900", "durably:start", start)
-            await stores.checkpointer.discard("durably:tenancy")
-        finally:
-            await stores.close()
 
     async def loads_of_a_start_in_a_tenant() -> int:
         app = durably.App(dsn)
@@ -185,7 +178,7 @@ def test_settle_tenants_records_only_once_no_earlier_workflow_remains(
         await app.close()
         return len(loads)
 
-    asyncio.run(as_an_earlier_release())
+    asyncio.run(_as_an_earlier_release(path))
     assert main(["workflows", "settle-tenants", "--dsn", dsn, "--json"]) == 1
     assert json.loads(capsys.readouterr().out) == {
         "settled": False,

@@ -25,6 +25,7 @@ from durably.testing.app.fixtures import (
     ReplyWithDefault,
     ReplyWithScore,
     fresh_id,
+    parent_of_a_sleeper,
 )
 
 
@@ -103,14 +104,7 @@ class AppLifecycle(AppFixtures):
         assert "child broke" in result
 
     async def test_cancelling_a_parent_cancels_its_children(self, app: App) -> None:
-        @app.workflow
-        async def slow(ctx: Context) -> None:
-            await ctx.sleep(timedelta(days=1))
-
-        @app.workflow
-        async def parent(ctx: Context) -> None:
-            await ctx.child(slow)
-
+        slow, parent = parent_of_a_sleeper(app)
         handle = await parent.start()
         await app.run_until_idle(advance=False)
         child = await slow.get_handle(f"{handle.id}/child:{slow.kind}#1")

@@ -14,7 +14,7 @@ from durably.errors import (
     WorkflowNotFoundError,
 )
 from durably.stores.status import WorkflowStatus
-from durably.testing.app.fixtures import NOTE, AppFixtures, fresh_id
+from durably.testing.app.fixtures import NOTE, AppFixtures, fresh_id, parent_of_a_sleeper
 
 
 def _charging(app: App, ledger: list[tuple[str, str, int]]) -> tuple[Workflow[Any, Any], ...]:
@@ -200,14 +200,7 @@ class AppTenants(AppFixtures):
         assert (await anything.start(id=long)).created  # the default tenant's fits
 
     async def test_cancelling_a_parent_cancels_only_its_own_children(self, app: App) -> None:
-        @app.workflow
-        async def slow(ctx: Context) -> None:
-            await ctx.sleep(timedelta(days=1))
-
-        @app.workflow
-        async def parent(ctx: Context) -> None:
-            await ctx.child(slow)
-
+        slow, parent = parent_of_a_sleeper(app)
         order = fresh_id()
         acme = await parent.start(id=order, tenant="acme")
         globex = await parent.start(id=order, tenant="globex")
