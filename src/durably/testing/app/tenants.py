@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -288,3 +289,23 @@ class AppTenants(AppFixtures):
         assert await handle.result(timeout=5) == "acme"
         assert await acme.result(timeout=5) == "from acme"
         assert (await default.status()).status is WorkflowStatus.BLOCKED
+
+    async def test_concurrent_starts_of_one_id_create_one_workflow_per_tenant(
+        self, app: App
+    ) -> None:
+        ledger: list[tuple[str, str, int]] = []
+        _, checkout = _charging(app, ledger)
+        order = fresh_id()
+        tenants = ["acme", "globex"] * 8
+        handles = await asyncio.gather(
+            *(checkout.start(n, id=order, tenant=tenant) for n, tenant in enumerate(tenants))
+        )
+        created = sorted(h.tenant for h in handles if h.created)
+        assert created == ["acme", "globex"]
+        await app.run_until_idle()
+        charged = {tenant: cents for tenant, _, cents in ledger}
+        assert len(ledger) == 2
+        assert sorted(charged) == ["acme", "globex"]
+        for handle in handles:  # every handle reads its own tenant's one workflow
+            cents = charged[handle.tenant]
+            assert await handle.result(timeout=5) == f"{handle.tenant}:{order}:{cents}"
