@@ -6,24 +6,12 @@ Built on the engine's protocols, with no backing-specific code.
 from durably.app._app import App
 from durably.app._context import Context, StepContext, context
 from durably.app._handles import WorkflowHandle
-from durably.app._layout import recorded_kind
 from durably.app._retry import Retry
 from durably.app._steps import Step
-from durably.app._tenancy import (
-    DEFAULT_TENANT,
-    earlier_workflows,
-    key_prefix,
-    older_layout,
-    scoped_key,
-    settle_layout,
-    workflow_at,
-    workflow_scope,
-)
 from durably.app._topics import Topic
 from durably.app._workflow import Workflow
 
 __all__ = [
-    "DEFAULT_TENANT",
     "App",
     "Context",
     "Retry",
@@ -33,12 +21,4 @@ __all__ = [
     "Workflow",
     "WorkflowHandle",
     "context",
-    "earlier_workflows",
-    "key_prefix",
-    "older_layout",
-    "recorded_kind",
-    "scoped_key",
-    "settle_layout",
-    "workflow_at",
-    "workflow_scope",
 ]

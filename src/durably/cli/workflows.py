@@ -12,7 +12,7 @@ import dataclasses
 import sys
 from typing import Any
 
-from durably.app import (
+from durably.app.storage import (
     DEFAULT_TENANT,
     earlier_workflows,
     key_prefix,

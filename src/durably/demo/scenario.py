@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from durably.app import WorkflowHandle, workflow_at
+from durably.app import WorkflowHandle
+from durably.app.storage import workflow_at
 from durably.demo.agent import APPROVAL, WORKER_ENV, Action, Answer, Brief, agent, app
 from durably.demo.ledger import Ledger
 from durably.stores.opening import Stores
