@@ -465,12 +465,7 @@ class Context:
         if end in self._run.recorded:
             ended: object = await self._run.step(end, lambda: None)
         else:
-            checkpointer = (await fn._core.stores()).checkpointer
-            stored = await checkpointer.load(handle._key)
-            outcome = layout.ending(stored)
-            if outcome is None and layout.START not in stored:
-                # Swept (its retention ran out) before this workflow read how it ended.
-                outcome = {"e": "its records were swept before its parent read its end"}
+            outcome = await self._ending_of(handle)
             if outcome is None:
                 raise InputNeeded(end)  # the child wakes this workflow when it ends
             ended = await self._run.step(end, lambda: outcome)
@@ -581,6 +576,19 @@ class Context:
             created=bool(info.get("created", False)),
             key=layout.started_key(info, chosen),
         )
+
+    async def _ending_of(self, child: WorkflowHandle[Any]) -> dict[str, object] | None:
+        """How ``child`` ended, read from its records (`layout.ending`); None while it runs.
+
+        A child swept before this workflow read its end counts as failed.
+        """
+        checkpointer = (await child._core.stores()).checkpointer
+        stored = await checkpointer.load(child._key)
+        outcome = layout.ending(stored)
+        if outcome is None and layout.START not in stored:
+            # Swept (its retention ran out) before this workflow read how it ended.
+            outcome = {"e": "its records were swept before its parent read its end"}
+        return outcome
 
     async def _outside(self, name: str, call: Callable[[], Awaitable[object]]) -> object:
         """Run an App call made inside the body (a send, a cancel) once, recorded."""

@@ -364,16 +364,7 @@ class Workflow(Generic[P, R]):
             if ended.get("cancelled"):
                 raise Cancelled(_cancelled(ctx.id, ended.get("e") == layout.TIMED_OUT))
             raise BodyFailed(Recorded(str(ended.get("e"))), retryable=False)
-        try:
-            positional, keywords = self.signature.decode_args(start.get("args", {}))
-        except (ValueError, KeyError) as exc:
-            raise IncompatibleRecordError(
-                ctx.id,
-                layout.START,
-                f"arguments of {self.kind}",
-                stored_text(start.get("args")),
-                str(exc),
-            ) from None
+        positional, keywords = self.arguments(ctx.id, start)
         token = bind(ctx)
         try:
             value = await self.fn(ctx, *positional, **keywords)
@@ -428,6 +419,24 @@ class Workflow(Generic[P, R]):
             return value
         # No one to wake: the Worker writes the result with the COMPLETED status, one write.
         return Finish(layout.RESULT, encoded, value)
+
+    def arguments(
+        self, workflow: str, start: Mapping[str, Any]
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """The body's arguments decoded from start record ``start`` of ``workflow`` (its id).
+
+        Raises `IncompatibleRecordError` when they no longer fit the body's annotations.
+        """
+        try:
+            return self.signature.decode_args(start.get("args", {}))
+        except (ValueError, KeyError) as exc:
+            raise IncompatibleRecordError(
+                workflow,
+                layout.START,
+                f"arguments of {self.kind}",
+                stored_text(start.get("args")),
+                str(exc),
+            ) from None
 
     async def _failed(self, run: Execution, ctx: Context, exc: BaseException) -> BodyFailed:
         """The body raised ``exc``: its end recorded unless the workflow retries bodies."""

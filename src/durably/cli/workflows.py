@@ -319,7 +319,11 @@ def _short(value: object, width: int = 70) -> str:
 
 async def show_workflow(args: argparse.Namespace) -> int:
     """Print a workflow's tenant, id, status and history; exit 1 if the tenant has no
-    such workflow."""
+    such workflow.
+
+    ``--json`` prints every record with its value as stored, the start record first, in
+    recorded order, and the store's key of the workflow: what
+    `durably.testing.History.from_json` reads to replay it against other code."""
     async with opened(args) as stores:
         key = await _key_of(stores.checkpointer, args)
         info = None if key is None else await stores.checkpointer.get_status(key)
@@ -333,6 +337,7 @@ async def show_workflow(args: argparse.Namespace) -> int:
             {
                 "tenant": args.tenant,
                 "workflow": args.workflow,
+                "key": key,
                 "kind": kind,
                 "status": None if info is None else _shown(info, args.workflow, args.tenant),
                 "history": [{"key": k, "value": w.value, "at": w.at} for k, w in history.items()],
