@@ -27,7 +27,6 @@ from durably.testing import (
 from tests.integration.deploys import shop_v1, shop_v2
 from tests.integration.deploys.shop import KIND, LEDGER, ORDER, START, Order
 
-
 ASLEEP = "waits asleep until 2023-11-15T00:13:20+00:00"
 """How o-1 replays: started an hour after the shop's clock did (o-2 slept first), it
 sleeps until an hour after that."""
@@ -127,7 +126,7 @@ async def test_the_code_in_flight_replays_its_own_histories_ok_and_runs_nothing(
     sleeping, done = report.workflows
     assert (sleeping.workflow, sleeping.ending) == ("o-1", ASLEEP)
     assert (done.workflow, done.ending, done.replayed) == ("o-2", "completed", 4)
-    assert LEDGER == ledger
+    assert ledger == LEDGER
     assert not (tmp_path / "never-opened.db").exists()
 
 
@@ -145,7 +144,8 @@ DEPLOYS: list[tuple[Callable[[str], durably.App], Finding, str]] = [
     (
         shop_v2.fraud_check,
         Finding.STEP_DRIFT,
-        "calls step 'fraud-check#1', which has no record, where the history recorded step 'charge#1'",
+        "calls step 'fraud-check#1', which has no record, where the history recorded "
+        "step 'charge#1'",
     ),
     (
         shop_v2.charge_first,
@@ -187,7 +187,7 @@ async def test_a_deploy_that_changes_the_body_under_an_order_in_flight_is_flagge
     assert words in report.describe()
     with pytest.raises(AssertionError, match="o-1"):
         await assert_replays(deploy(nowhere), histories_from_files(saved / "o-1.json"))
-    assert LEDGER == ledger  # no step of either version ran
+    assert ledger == LEDGER  # no step of either version ran
     assert not (tmp_path / "never-opened.db").exists()
 
 
@@ -204,7 +204,7 @@ async def test_a_step_inserted_behind_patched_replays_ok_for_orders_in_flight_an
         ASLEEP,
         "completed",
     ]
-    assert LEDGER == ledger
+    assert ledger == LEDGER
 
 
 async def test_a_replay_reads_the_store_and_writes_nothing_to_it(
@@ -220,7 +220,7 @@ async def test_a_replay_reads_the_store_and_writes_nothing_to_it(
     for deploy, _, _ in DEPLOYS:
         assert not (await replay(deploy(dsn), in_flight)).ok
     assert every_row(database) == before
-    assert LEDGER == ledger
+    assert ledger == LEDGER
 
 
 async def test_the_replay_past_the_warehouse_wait_stops_before_shipping(
@@ -234,4 +234,4 @@ async def test_the_replay_past_the_warehouse_wait_stops_before_shipping(
     (found,) = report.workflows
     assert found.next_calls == ("ship#1",)
     assert found.ending == "would run step 'ship#1' next"
-    assert LEDGER == ledger
+    assert ledger == LEDGER

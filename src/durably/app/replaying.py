@@ -137,8 +137,8 @@ class WorkflowReplay:
         where = "" if self.tenant == tenancy.DEFAULT_TENANT else f" of tenant {self.tenant!r}"
         head = f"workflow {self.workflow!r}{where} (kind {self.kind!r})"
         if self.ok:
-            return f"ok     {head}: {self.ending}"
-        return f"{self.finding.value.upper()}  {head}: {self.detail}"
+            return f"ok: {head}: {self.ending}"
+        return f"{self.finding.value}: {head}: {self.detail}"
 
 
 class NextCall(Suspended):
