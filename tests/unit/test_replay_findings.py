@@ -367,3 +367,31 @@ async def test_replay_refuses_what_is_not_an_app_or_a_history() -> None:
         await replay(code(add_then_sleep), [history, {"workflow": "w"}])  # type: ignore[list-item]
     empty = await replay(code(add_then_sleep), [])
     assert (empty.ok, empty.describe()) == (True, "replayed 0 workflow(s): 0 ok")
+
+
+async def test_a_step_waiting_for_its_next_attempt_replays_to_it_and_its_removal_is_drift() -> None:
+    def flaky_then_sleep(app: durably.App) -> Body:
+        @app.step(name="flaky", retry=durably.Retry(max_attempts=3, initial=60, jitter=0))
+        async def flaky(n: int) -> int:
+            EFFECTS.append(f"flaky {n}")
+            raise ConnectionError("the provider is down")
+
+        async def flow(ctx: durably.Context, n: int) -> int:
+            value = await step(app, "add")(n)
+            return await flaky(value)
+
+        return flow
+
+    app = code(flaky_then_sleep)
+    async with app:
+        await app.workflows["flow"].start(1, id="w")
+        await app.run_until_idle(advance=False)  # the first attempt failed: a minute's wait
+        (history,) = await histories_from_store(await app.stores(), ["w"])
+    assert "flaky#1:retry#1" in dict(history.records)
+    effects = list(EFFECTS)
+    found = await only(code(flaky_then_sleep), history)
+    assert (found.ok, found.next_calls) == (True, ("flaky#1",)), found
+    found = await only(code(add_then_sleep), history)  # a deploy that dropped the flaky call
+    assert found.finding is Finding.STEP_DRIFT
+    assert found.unread == ("flaky#1:retry#1",)
+    assert effects == EFFECTS

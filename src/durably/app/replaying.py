@@ -287,6 +287,8 @@ class _ReplayExecution(Execution):
         """Keys of the outside calls with no record the replay stopped at, in order."""
         self.order: list[str] = []
         """Recorded keys the body's own task read, in the order it read them."""
+        self.touched: set[str] = set()
+        """Every key the body called, with a record or without."""
         self.body: asyncio.Task[Any] | None = None
         self._kept = 0
 
@@ -358,6 +360,7 @@ class _ReplayExecution(Execution):
 
     def _read(self, key: str) -> None:
         self._holds.touch()
+        self.touched.add(key)
         if key in self.positions and asyncio.current_task() is self.body:
             self.order.append(key)
 
@@ -495,7 +498,7 @@ def _judged(replay: _Replay, report: WorkflowReplay) -> WorkflowReplay:
     """
     run, ctx = replay.execution, replay.ctx
     leaves = _leaves(replay.raised) if replay.raised is not None else []
-    unread = _unread(ctx._unmet if ctx is not None else set(), run.positions)
+    unread = _unread(ctx._unmet if ctx is not None else set(), run)
     ended = layout.ending(replay.records)
     ending = _ending(replay, leaves)
 
@@ -670,16 +673,18 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
-def _unread(unmet: set[str], positions: Mapping[str, int]) -> list[str]:
+def _unread(unmet: set[str], run: _ReplayExecution) -> list[str]:
     """Recorded keys the body never reached, in recorded order.
 
-    Every unmet key but the retry deadlines of a step it did reach (a recorded step
-    replays without them).
+    Every unmet key but the retry deadlines of a step it called (a recorded step replays
+    without them; one with no record stops before its next attempt).
     """
     kept = [
-        key for key in unmet if layout.RETRY not in key or key.split(layout.RETRY, 1)[0] in unmet
+        key
+        for key in unmet
+        if layout.RETRY not in key or key.split(layout.RETRY, 1)[0] not in run.touched
     ]
-    return sorted(kept, key=lambda key: positions.get(key, len(positions)))
+    return sorted(kept, key=lambda key: run.positions.get(key, len(run.positions)))
 
 
 def _reordered(order: list[str], positions: Mapping[str, int]) -> str | None:
