@@ -25,7 +25,7 @@ from durably.testing import (
     replay,
 )
 from tests.integration.deploys import shop_v1, shop_v2
-from tests.integration.deploys.shop import KIND, LEDGER, ORDER, START, Order
+from tests.integration.deploys.shop import KIND, LEDGER, ORDER, START
 
 ASLEEP = "waits asleep until 2023-11-15T00:13:20+00:00"
 """How o-1 replays: started an hour after the shop's clock did (o-2 slept first), it
@@ -58,18 +58,6 @@ def every_row(database: Path) -> dict[str, list[str]]:
         }
 
 
-async def _orders_in_flight(dsn: str) -> None:
-    app = shop_v1.build(dsn)
-    fulfil = app.workflows[KIND]
-    async with app:
-        # One order fulfilled to the end, one waiting for the warehouse (asleep for an hour).
-        await fulfil.start(Order(id="o-2", sku="desk", quantity=1, cents=25000), id="o-2")
-        await app.run_until_idle()
-        await fulfil.start(ORDER, id="o-1")
-        await app.run_until_idle(advance=False)
-        assert (await (await fulfil.get_handle("o-1")).status()).status.value == "sleeping"
-
-
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Path]:
     """A SQLite store with orders of ``shop_v1`` in flight and finished, their histories
@@ -77,7 +65,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Path]:
     folder = tmp_path_factory.mktemp("shop")
     database = folder / "shop.db"
     dsn = f"sqlite:///{database}"
-    asyncio.run(_orders_in_flight(dsn))
+    asyncio.run(shop_v1.take_orders(dsn))
     saved = folder / "histories"
     saved.mkdir()
     save_history(dsn, "o-1", saved / "o-1.json")

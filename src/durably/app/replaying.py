@@ -665,12 +665,10 @@ def _wait(suspension: Suspended) -> str:
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        found: list[BaseException] = []
-        for inner in exc.exceptions:
-            found.extend(_leaves(inner))
-        return found
-    return [exc]
+    """``exc``, or every exception inside it when it is a group (nested ones too)."""
+    if not isinstance(exc, BaseExceptionGroup):
+        return [exc]
+    return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
 
 
 def _unread(unmet: set[str], run: _ReplayExecution) -> list[str]:

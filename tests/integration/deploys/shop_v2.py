@@ -48,42 +48,29 @@ def authorize_first(dsn: str) -> durably.App:
     return app
 
 
-def _fraud_check(app: durably.App) -> durably.Step[[str], bool]:
-    @app.step(name="fraud-check")
-    async def fraud_check(order: str) -> bool:
-        LEDGER.append(f"fraud-check {order}")
-        return True
-
-    return fraud_check
-
-
 def fraud_check(dsn: str) -> durably.App:
     """Step insertion: a fraud check before the charge, unguarded."""
-    app, steps = shop(dsn)
-    check = _fraud_check(app)
-
-    @app.workflow(name=KIND)
-    async def fulfil(ctx: durably.Context, order: Order) -> Receipt:
-        reservation = await steps.reserve(order.sku, order.quantity)
-        await check(order.id)
-        charged = await steps.charge(order.id, order.cents)
-        await ctx.sleep(timedelta(hours=1))
-        parcel = await steps.ship(order.id, reservation)
-        return Receipt(order=order.id, charge=charged.id, parcel=parcel)
-
-    return app
+    return _fraud_checked(dsn, guarded=False)
 
 
 def patched_fraud_check(dsn: str) -> durably.App:
     """The same insertion done right: guarded by ``ctx.patched``, so orders already past
     it keep their recorded path."""
+    return _fraud_checked(dsn, guarded=True)
+
+
+def _fraud_checked(dsn: str, *, guarded: bool) -> durably.App:
     app, steps = shop(dsn)
-    check = _fraud_check(app)
+
+    @app.step(name="fraud-check")
+    async def check(order: str) -> bool:
+        LEDGER.append(f"fraud-check {order}")
+        return True
 
     @app.workflow(name=KIND)
     async def fulfil(ctx: durably.Context, order: Order) -> Receipt:
         reservation = await steps.reserve(order.sku, order.quantity)
-        if await ctx.patched("fraud-check"):
+        if not guarded or await ctx.patched("fraud-check"):
             await check(order.id)
         charged = await steps.charge(order.id, order.cents)
         await ctx.sleep(timedelta(hours=1))

@@ -9,7 +9,7 @@ import pytest
 import durably
 from durably.testing import Finding, histories_from_store, in_flight_histories, replay
 from tests.integration.deploys import shop_v1, shop_v2
-from tests.integration.deploys.shop import KIND, LEDGER, ORDER, START, Order
+from tests.integration.deploys.shop import KIND, LEDGER, START
 from tests.pg_service import create_database
 
 pytestmark = pytest.mark.postgres
@@ -32,19 +32,12 @@ def every_row(dsn: str) -> dict[str, list[str]]:
 
 async def test_orders_in_flight_in_postgres_are_read_and_replayed_without_a_write() -> None:
     dsn = create_database()
-    app = shop_v1.build(dsn)
-    fulfil = app.workflows[KIND]
-    async with app:
-        await fulfil.start(Order(id="o-2", sku="desk", quantity=1, cents=25000), id="o-2")
-        await app.run_until_idle()
-        await fulfil.start(ORDER, id="o-1")
-        await fulfil.start(ORDER.model_copy(update={"id": "o-3"}), id="o-3", tenant="acme")
-        await app.run_until_idle(advance=False)
+    await shop_v1.take_orders(dsn, "acme")
     effects, before = list(LEDGER), every_row(dsn)
 
     in_flight = await in_flight_histories(dsn, kind=KIND)
     assert [(h.tenant, h.workflow, h.status) for h in in_flight] == [
-        ("acme", "o-3", "sleeping"),
+        ("acme", "o-1", "sleeping"),
         ("default", "o-1", "sleeping"),
     ]
     (done,) = await histories_from_store(dsn, ["o-2"])
