@@ -395,3 +395,20 @@ async def test_a_step_waiting_for_its_next_attempt_replays_to_it_and_its_removal
     assert found.finding is Finding.STEP_DRIFT
     assert found.unread == ("flaky#1:retry#1",)
     assert effects == EFFECTS
+
+
+async def test_a_body_cancelled_by_nobody_is_a_failure_as_in_a_pass() -> None:
+    history = await history_of(add_then_sleep, run=False)
+
+    def cancels_itself(app: durably.App) -> Body:
+        async def flow(ctx: durably.Context, n: int) -> int:
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()
+            return await step(app, "add")(n)
+
+        return flow
+
+    found = await only(code(cancels_itself), history)
+    assert found.finding is Finding.BODY_FAILED
+    assert "StrayCancellationError('the body ended with asyncio.CancelledError" in found.detail

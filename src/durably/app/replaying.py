@@ -37,6 +37,7 @@ from durably.errors import (
     MessageNeeded,
     NondeterminismError,
     ScheduledWakeup,
+    StrayCancellationError,
     Suspended,
     WorkflowStopped,
 )
@@ -438,6 +439,14 @@ class _Replay:
 
     async def run(self) -> None:
         task = asyncio.get_running_loop().create_task(self._body())
+        try:
+            await self._settle(task)
+        finally:
+            if not task.done():  # the replay itself was cancelled: the body goes too
+                task.cancel()
+
+    async def _settle(self, task: asyncio.Task[None]) -> None:
+        """Let held branches go on, round by round, until the body ended and none waits."""
         loop = asyncio.get_running_loop()
         rounds = 0
         waiting_since: float | None = None
@@ -451,6 +460,7 @@ class _Replay:
                     task.cancel()
                 continue
             if task.done():
+                task.result()  # the body's own outcome is kept; this raises only a bug here
                 return
             # Nothing held and the body not done: it awaits something no durable call
             # answers (a timer or I/O outside a step).
@@ -624,7 +634,13 @@ def _failure(replay: _Replay, leaves: list[BaseException]) -> BaseException | No
     if isinstance(raised, Exception) and not isinstance(raised, WorkflowStopped):
         return raised
     failures = [leaf for leaf in leaves if isinstance(leaf, Exception)]
-    return failures[0] if failures else None
+    if failures:
+        return failures[0]
+    ctx = replay.ctx
+    stray = ctx is not None and not ctx._cancel_delivered and replay.stuck is None
+    if stray and any(isinstance(leaf, asyncio.CancelledError) for leaf in leaves):
+        return StrayCancellationError("the body")  # as a worker's pass reports it
+    return None
 
 
 def _failure_text(failure: BaseException) -> str:
