@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 import durably
 from durably import ManualClock
-from durably.app import replaying
+from durably.app import _replay_pass, replaying
 from durably.errors import InvalidInputError, WorkflowNotFoundError
 from durably.testing import (
     Finding,
@@ -193,7 +193,7 @@ async def test_a_kind_without_a_body_and_records_without_a_start_have_no_body() 
 async def test_a_body_that_awaits_something_outside_durably_is_given_up_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(replaying, "OUTSIDE_WAIT", 0.2)
+    monkeypatch.setattr(_replay_pass, "OUTSIDE_WAIT", 0.2)
     history = await history_of(add_then_sleep)
 
     def waits_on_a_timer(app: durably.App) -> Body:
@@ -238,7 +238,7 @@ async def test_a_body_that_never_settles_is_given_up_on() -> None:
 
     found = await only(code(clock_watcher), history)
     assert found.finding is Finding.BODY_FAILED
-    assert f"past {replaying.MAX_KEPT} calls with no record" in found.detail
+    assert f"past {_replay_pass.MAX_KEPT} calls with no record" in found.detail
 
 
 async def test_a_workflow_never_run_replays_to_its_first_step() -> None:
