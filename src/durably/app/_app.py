@@ -10,6 +10,8 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, overload
 
+from pydantic import SecretStr
+
 from durably.app._context import Context
 from durably.app._core import Core
 from durably.app._driving import Driver
@@ -20,7 +22,7 @@ from durably.app._values import Duration, seconds_of
 from durably.app._workflow import Workflow
 from durably.clock import Clock, SystemClock
 from durably.errors import ConfigurationError, InvalidInputError
-from durably.stores.dsn import DSN_ENV, describe, parse
+from durably.stores.dsn import DSN_ENV, describe, parse, redacted
 from durably.stores.opening import Stores
 from durably.validation import identifier
 
@@ -55,8 +57,10 @@ class App:
     """Workflows and steps over the stores one DSN names (``sqlite:///file.db``,
     ``postgresql://...``, ``redis://...``, ``memory://``).
 
-    ``dsn=None`` reads ``$DURABLY_DSN``, else ``sqlite:///durably.db``. The stores open
-    lazily on first use (creating or migrating the schema; ``migrate=False`` only
+    ``dsn=None`` reads ``$DURABLY_DSN``, else ``sqlite:///durably.db``; a `SecretStr` is
+    taken too, and the DSN is kept as one (`dsn` shows it with the password masked). On
+    PostgreSQL and Redis, ``?pool_size=N`` and ``?pool_timeout=S`` size the connection
+    pool and its wait (see `durably.open_stores`). The stores open lazily on first use (creating or migrating the schema; ``migrate=False`` only
     verifies it); close them with ``await app.close()`` or ``async with app:``.
     ``retention`` is how long finished workflows are kept (and their ids stay
     idempotent) before `serve` sweeps them, at most `MAX_RETENTION` (100 years).
@@ -70,7 +74,7 @@ class App:
 
     def __init__(
         self,
-        dsn: str | None = None,
+        dsn: str | SecretStr | None = None,
         *,
         clock: Clock | None = None,
         tenant: str = "default",
@@ -80,7 +84,10 @@ class App:
     ) -> None:
         # Only ``dsn=None`` means "the default": an explicit "" is a mistake, not a wish.
         self._implicit = dsn is None and not os.environ.get(DSN_ENV)
-        dsn = (os.environ.get(DSN_ENV) or DEFAULT_DSN) if dsn is None else dsn
+        # Held secret from here on: a frame's locals are what error reporters capture.
+        if dsn is None:
+            dsn = os.environ.get(DSN_ENV) or DEFAULT_DSN
+        dsn = dsn if isinstance(dsn, SecretStr) else SecretStr(dsn)
         parse(dsn)  # a malformed DSN fails here (DsnError), not at first use
         # Clock is a runtime-checkable protocol, so a class (``ManualClock`` without its
         # parentheses) would pass for an instance: refused too.
@@ -101,9 +108,20 @@ class App:
 
     @property
     def dsn(self) -> str:
-        """The DSN this App's stores open from (show it with `describe`: it may hold a
-        password)."""
-        return self._core.dsn
+        """The DSN this App's stores open from, its password masked as ``***`` (safe to
+        print and log)."""
+        return redacted(self._core.dsn)
+
+    @dsn.setter
+    def dsn(self, dsn: str | SecretStr) -> None:
+        """Open the stores from ``dsn`` instead (as ``durably worker --dsn`` does): only
+        before they are open. `DsnError` for a malformed DSN, `RuntimeError` once open."""
+        if self._core.opened:
+            raise RuntimeError("the App's stores are open: set its DSN before first use")
+        secret = dsn if isinstance(dsn, SecretStr) else SecretStr(dsn)
+        parse(secret)
+        self._core.dsn = secret
+        self._implicit = False
 
     @property
     def clock(self) -> Clock:
@@ -271,7 +289,7 @@ class App:
         beside its own work), pass ``signals=False``: the signals stay the program's (a
         Ctrl-C interrupts it as usual) and cancelling the task stops the worker, giving
         its in-flight passes back."""
-        if self._implicit and self.dsn == DEFAULT_DSN:
+        if self._implicit and self._core.dsn.get_secret_value() == DEFAULT_DSN:
             _logger.warning(
                 "serving on the implicit default store %s: pass a DSN or set %s",
                 DEFAULT_DSN,
@@ -331,7 +349,7 @@ class App:
         await self.close()
 
     def __repr__(self) -> str:
-        return f"<durably.App {describe(self.dsn)}>"
+        return f"<durably.App {describe(self._core.dsn)}>"
 
 
 def _at_most(value: object, name: str, most: float, words: str) -> float:

@@ -13,6 +13,8 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from pydantic import SecretStr
+
 from durably.app import _layout as layout
 from durably.app._cancels import Cancels
 from durably.clock import Clock
@@ -38,7 +40,7 @@ class Core:
 
     def __init__(
         self,
-        dsn: str,
+        dsn: SecretStr,
         *,
         clock: Clock,
         tenant: str,
@@ -47,6 +49,7 @@ class Core:
         migrate: bool,
     ) -> None:
         self.dsn = dsn
+        """The DSN the stores open from, secret (its password never in a repr or a log)."""
         self.clock = clock
         self.tenant = tenant
         self.retention = retention
@@ -59,6 +62,11 @@ class Core:
         self._stores: Stores | None = None
         self._opening: asyncio.Lock | None = None
         self._durables: dict[str, Durable[Any]] = {}
+
+    @property
+    def opened(self) -> bool:
+        """Whether the stores are open (or opening)."""
+        return self._stores is not None or (self._opening is not None and self._opening.locked())
 
     async def stores(self) -> Stores:
         """The stores, opened (and the schema made ready) on first use."""

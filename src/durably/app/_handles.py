@@ -17,12 +17,14 @@ from durably.app._values import ANY, Duration, Value, seconds_of, stored_text
 from durably.errors import (
     IncompatibleRecordError,
     InvalidInputError,
+    PoolExhaustedError,
     WorkflowCancelledError,
     WorkflowFailedError,
     WorkflowFinishedError,
     WorkflowNotFoundError,
 )
 from durably.stores.status import WorkflowInfo, WorkflowStatus
+from durably.stores.workflows import Checkpointer
 from durably.validation import identifier
 
 R = TypeVar("R")
@@ -96,26 +98,34 @@ class WorkflowHandle(Generic[R]):
         looks = _Looks(timeout)
         checkpointer = (await self._core.stores()).checkpointer
         while True:
-            info = await checkpointer.get_status(self._id)
-            if info is not None:
-                if info.status is WorkflowStatus.COMPLETED:
-                    stored = await checkpointer.load(self._id)
-                    if layout.RESULT in stored:
-                        result: R = _decoded(
-                            self._id, layout.RESULT, self._result, stored[layout.RESULT]
-                        )
-                        return result
-                elif info.status is WorkflowStatus.FAILED:
-                    raise WorkflowFailedError(self._id, info.last_error)
-                elif info.status is WorkflowStatus.CANCELLED:
-                    ended = layout.ending(await checkpointer.load(self._id)) or {}
-                    raise WorkflowCancelledError(
-                        self._id, timed_out=ended.get("e") == layout.TIMED_OUT
-                    )
-            elif layout.START not in await checkpointer.load(self._id):
-                raise WorkflowNotFoundError(self._id)
+            try:
+                ended = await self._ended(checkpointer)
+            except PoolExhaustedError:
+                ended = None  # every connection stayed busy for the pool's wait: look again
+            if ended is not None:
+                value: R = ended[0]
+                return value
             if not await looks.pause():
                 raise TimeoutError(f"workflow {self._id!r} has not finished")
+
+    async def _ended(self, checkpointer: Checkpointer[Any]) -> tuple[R] | None:
+        """The workflow's decoded result (in a tuple) once it completed; None while it has
+        not ended; raises as `result` does for a workflow that failed, was cancelled or is
+        not there."""
+        info = await checkpointer.get_status(self._id)
+        if info is not None:
+            if info.status is WorkflowStatus.COMPLETED:
+                stored = await checkpointer.load(self._id)
+                if layout.RESULT in stored:
+                    return (_decoded(self._id, layout.RESULT, self._result, stored[layout.RESULT]),)
+            elif info.status is WorkflowStatus.FAILED:
+                raise WorkflowFailedError(self._id, info.last_error)
+            elif info.status is WorkflowStatus.CANCELLED:
+                ended = layout.ending(await checkpointer.load(self._id)) or {}
+                raise WorkflowCancelledError(self._id, timed_out=ended.get("e") == layout.TIMED_OUT)
+        elif layout.START not in await checkpointer.load(self._id):
+            raise WorkflowNotFoundError(self._id)
+        return None
 
     async def status(self) -> WorkflowInfo:
         """The workflow's status with its kind, tenant, created time and parent

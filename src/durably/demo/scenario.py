@@ -187,7 +187,7 @@ class Demo:
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(self.path + suffix)
         fresh = not await asyncio.to_thread(os.path.exists, self.path)
-        app._core.dsn = f"sqlite:///{self.path}"  # not open yet
+        app.dsn = f"sqlite:///{self.path}"  # not open yet
         try:
             return await self._story(await app.stores(), fresh)
         finally:
