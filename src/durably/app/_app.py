@@ -60,8 +60,9 @@ class App:
     ``dsn=None`` reads ``$DURABLY_DSN``, else ``sqlite:///durably.db``; a `SecretStr` is
     taken too, and the DSN is kept as one (`dsn` shows it with the password masked). On
     PostgreSQL and Redis, ``?pool_size=N`` and ``?pool_timeout=S`` size the connection
-    pool and its wait (see `durably.open_stores`). The stores open lazily on first use (creating or migrating the schema; ``migrate=False`` only
-    verifies it); close them with ``await app.close()`` or ``async with app:``.
+    pool and its wait (see `durably.open_stores`). The stores open lazily on first use
+    (creating or migrating the schema; ``migrate=False`` only verifies it); close them
+    with ``await app.close()`` or ``async with app:``.
     ``retention`` is how long finished workflows are kept (and their ids stay
     idempotent) before `serve` sweeps them, at most `MAX_RETENTION` (100 years).
     ``lease`` is how long a pass whose worker died keeps its workflow before another

@@ -254,9 +254,7 @@ async def _open_postgres(parsed: Dsn, clock: Clock, policy: QueuePolicy) -> Stor
     checkpointer = postgres.PostgresCheckpointer(pool, settings=settings)
 
     def make_durable(kind: str, lease: float) -> Durable[Any]:
-        scheduler = postgres.PostgresScheduler(
-            pool, lease=lease, namespace=kind, settings=settings
-        )
+        scheduler = postgres.PostgresScheduler(pool, lease=lease, namespace=kind, settings=settings)
         return postgres.PostgresDurable(checkpointer, scheduler)  # type: ignore[no-any-return]
 
     async def migrate() -> None:

@@ -44,9 +44,7 @@ class WriteGate:
         self.slots = positive_int(slots, "slots")
         self._slots = asyncio.Semaphore(self.slots)
 
-    async def write(
-        self, patience: float, write: Callable[..., Awaitable[R]], *args: object
-    ) -> R:
+    async def write(self, patience: float, write: Callable[..., Awaitable[R]], *args: object) -> R:
         """``await write(*args)`` in a slot, tried again while the pool is exhausted."""
         async with self._slots:
             deadline: float | None = None
