@@ -350,7 +350,8 @@ class App:
         await self.close()
 
     def __repr__(self) -> str:
-        return f"<durably.App {describe(self._core.dsn)}>"
+        core = getattr(self, "_core", None)  # None while __init__ refuses its arguments
+        return f"<durably.App {describe(core.dsn) if core is not None else '(not set up)'}>"
 
 
 def _at_most(value: object, name: str, most: float, words: str) -> float:

@@ -82,9 +82,16 @@ class Dsn:
 def parse(dsn: str | SecretStr) -> Dsn:
     """The backing, driver and options ``dsn`` names; `DsnError` (before any I/O) when it
     is malformed, names no backing or gives an option its backing does not take."""
-    if isinstance(dsn, SecretStr):
-        return _parse(dsn.get_secret_value())
-    return _parse(dsn)
+    secret = dsn if isinstance(dsn, SecretStr) else SecretStr(dsn)
+    del dsn  # held secret from here on, also in this frame's locals
+    try:
+        return _parse(secret.get_secret_value())
+    except DsnError as error:
+        refused = error
+    # Raised again from here, without the parser's frames (their locals are the DSN's
+    # parts) and without what it was raised from.
+    refused.__cause__ = refused.__context__ = None
+    raise refused.with_traceback(None)
 
 
 def _parse(dsn: str) -> Dsn:

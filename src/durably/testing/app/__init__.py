@@ -9,6 +9,7 @@ are registered inside each test, so their default kinds are unique per test.
 from __future__ import annotations
 
 from durably.testing.app.basics import AppBasics
+from durably.testing.app.fanout import AppFanOut
 from durably.testing.app.fixtures import AppFactory
 from durably.testing.app.lifecycle import AppLifecycle
 from durably.testing.app.races import AppRaces
@@ -16,7 +17,7 @@ from durably.testing.app.refusals import AppRefusals
 from durably.testing.app.replay import AppReplay
 
 
-class AppConformance(AppBasics, AppLifecycle, AppReplay, AppRefusals, AppRaces):
+class AppConformance(AppBasics, AppLifecycle, AppReplay, AppRefusals, AppRaces, AppFanOut):
     """Every test here must pass for `durably.App` on every backing durably ships."""
 
 
