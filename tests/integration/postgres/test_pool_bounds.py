@@ -1,0 +1,211 @@
+"""An App on PostgreSQL holds no more connections than its pool and one listener per served
+workflow kind, counted by the server (``pg_stat_activity``), through fan-outs far wider than
+the pool, hundreds of waiting handles, a records table locked for seconds, and a pool
+whose every connection is taken; and every step runs once (counted by the steps)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator
+
+import psycopg
+import pytest
+
+from durably import App, Context
+from durably.errors import PoolExhaustedError
+from durably.stores.dsn import DEFAULT_POOL_SIZE
+from tests.connection_peak import Peak
+from tests.pg_service import create_database
+
+pytestmark = pytest.mark.postgres
+
+POOL = DEFAULT_POOL_SIZE["postgresql"]
+WIDE = 1_000
+WAITERS = 500
+LOCKED_SECONDS = 3.0
+
+
+class Connections:
+    """The DSN of a fresh database for one App, tagged with an application_name, and the
+    server's count of that App's connections."""
+
+    def __init__(self, dsn: str, admin: psycopg.AsyncConnection[tuple[int]]) -> None:
+        self.name = f"durably-pools-{uuid.uuid4().hex[:8]}"
+        self.dsn = f"{dsn}?application_name={self.name}"
+        self._admin = admin
+
+    async def count(self) -> int:
+        cursor = await self._admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (self.name,)
+        )
+        row = await cursor.fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def peak(self) -> Peak:
+        return Peak(self.count)
+
+
+@pytest.fixture
+async def connections() -> AsyncIterator[Connections]:
+    dsn = create_database()
+    admin = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
+    try:
+        yield Connections(dsn, admin)
+    finally:
+        await admin.close()
+
+
+async def _serving(app: App) -> asyncio.Task[None]:
+    await app.stores()
+    return asyncio.create_task(app.serve(signals=False))
+
+
+async def _stop(serving: asyncio.Task[None], *others: asyncio.Future[object]) -> None:
+    serving.cancel()
+    await asyncio.gather(serving, *others, return_exceptions=True)
+
+
+async def test_a_thousand_step_fan_out_and_five_hundred_waiters_stay_within_the_pool(
+    connections: Connections,
+) -> None:
+    app = App(connections.dsn)  # the default pool
+    ran: Counter[str] = Counter()
+
+    @app.step
+    async def touch(n: int) -> int:
+        ran[f"touch-{n}"] += 1
+        return n
+
+    @app.workflow
+    async def wide(ctx: Context) -> int:
+        return sum(await asyncio.gather(*(touch(n) for n in range(WIDE))))
+
+    @app.step
+    async def double(n: int) -> int:
+        ran[f"double-{n}"] += 1
+        return n * 2
+
+    @app.workflow
+    async def one(ctx: Context, n: int) -> int:
+        return await double(n)
+
+    try:
+        async with connections.peak() as peak:
+            handles = await asyncio.gather(*(one.start(n) for n in range(WAITERS)))
+            waiting = [asyncio.ensure_future(h.result(timeout=120)) for h in handles]
+            fan = await wide.start()
+            serving = await _serving(app)
+            try:
+                assert await fan.result(timeout=120) == sum(range(WIDE))
+                assert await asyncio.gather(*waiting) == [n * 2 for n in range(WAITERS)]
+            finally:
+                await _stop(serving, *waiting)
+        assert (await fan.status()).attempts == 0  # no pass failed on a busy pool
+    finally:
+        await app.close()
+    assert len(ran) == WIDE + WAITERS
+    assert set(ran.values()) == {1}
+    # The pool, and one listening connection for each of the two kinds served.
+    assert 3 <= peak.most <= POOL + 2, peak.most
+    assert peak.samples >= 10
+
+
+async def test_a_records_table_locked_for_seconds_stalls_the_pass_which_then_completes(
+    connections: Connections,
+) -> None:
+    # A pool wait shorter than the lock: callers time out on the stalled pool meanwhile.
+    app = App(f"{connections.dsn}&pool_timeout=0.5")
+    ran: Counter[int] = Counter()
+    first = asyncio.Event()
+
+    @app.step
+    async def touch(n: int) -> int:
+        ran[n] += 1
+        first.set()
+        await asyncio.sleep(0.001 * (n % 7))
+        return n
+
+    @app.workflow
+    async def batches(ctx: Context) -> int:
+        total = 0
+        for batch in range(3):  # later batches start while the table is locked
+            total += sum(await asyncio.gather(*(touch(batch * 200 + n) for n in range(200))))
+        return total
+
+    locker = await psycopg.AsyncConnection.connect(connections.dsn.split("?")[0])
+    try:
+        async with connections.peak() as peak:
+            serving = await _serving(app)
+            try:
+                handle = await batches.start()
+                waiting = [asyncio.ensure_future(handle.result(timeout=120)) for _ in range(50)]
+                await asyncio.wait_for(first.wait(), timeout=60)
+                async with locker.transaction():
+                    await locker.execute(
+                        "LOCK TABLE durably_workflow_checkpoint IN ACCESS EXCLUSIVE MODE"
+                    )
+                    # Fifty readers of the locked table: more than the pool holds.
+                    looks = asyncio.gather(
+                        *(handle.status() for _ in range(50)), return_exceptions=True
+                    )
+                    await asyncio.sleep(LOCKED_SECONDS)  # the stall itself
+                    stalled = len(ran)
+                    assert not any(w.done() for w in waiting)
+                looked = await looks
+                assert await asyncio.gather(*waiting) == [sum(range(600))] * 50
+            finally:
+                await _stop(serving)
+        assert (await handle.status()).attempts == 0  # the pass never failed
+    finally:
+        await locker.close()
+        await app.close()
+    assert stalled < 600  # the lock held the pass back
+    assert sorted(ran) == list(range(600))
+    assert set(ran.values()) == {1}
+    refused = [e for e in looked if isinstance(e, BaseException)]
+    assert refused, "no caller waited out the pool during the stall"
+    assert all(isinstance(e, PoolExhaustedError) for e in refused), refused
+    # No caller that timed out opened a connection of its own beside the pool.
+    assert peak.most <= POOL + 1, peak.most
+
+
+async def test_a_record_write_that_finds_every_connection_taken_waits_for_one(
+    connections: Connections,
+) -> None:
+    app = App(f"{connections.dsn}&pool_size=2&pool_timeout=0.2")
+    ran: list[int] = []
+    effect_ran = asyncio.Event()
+    taken = asyncio.Event()
+
+    @app.step
+    async def pay(n: int) -> int:
+        ran.append(n)
+        effect_ran.set()
+        await taken.wait()  # returns once the test holds every connection of the pool
+        return n
+
+    @app.workflow
+    async def once(ctx: Context) -> int:
+        return await pay(7)
+
+    pool = (await app.stores()).database
+    serving = await _serving(app)
+    try:
+        handle = await once.start()
+        await asyncio.wait_for(effect_ran.wait(), timeout=60)
+        held = [await pool.getconn(), await pool.getconn()]  # type: ignore[attr-defined]
+        refused_before = pool.get_stats().get("requests_errors", 0)  # type: ignore[attr-defined]
+        taken.set()
+        await asyncio.sleep(1.0)  # several pool timeouts pass while the write waits
+        refused = pool.get_stats().get("requests_errors", 0) - refused_before  # type: ignore[attr-defined]
+        for connection in held:
+            await pool.putconn(connection)  # type: ignore[attr-defined]
+        assert await handle.result(timeout=60) == 7
+    finally:
+        await _stop(serving)
+        await app.close()
+    assert refused >= 2  # the record write met the exhausted pool, more than once
+    assert ran == [7]  # and its effect never ran again

@@ -1,0 +1,164 @@
+"""An App on Redis holds no more connections than its pool, counted by the server (``CLIENT
+LIST``), through a 20,000-step fan-out with 500 handles waiting, and through a server that
+pauses every write for seconds; every step runs once (counted by the steps)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator
+
+import pytest
+from redis.asyncio import Redis
+
+from durably import App, Context
+from durably.errors import PoolExhaustedError
+from durably.stores.dsn import DEFAULT_POOL_SIZE
+from tests.connection_peak import Peak
+from tests.redis_service import start_server
+
+pytestmark = pytest.mark.redis
+
+POOL = DEFAULT_POOL_SIZE["redis"]
+WIDE = 20_000
+WAITERS = 500
+PAUSED_MS = 3000
+
+
+class Connections:
+    """A DSN on a server of this test's own whose connections carry a client name, and the
+    server's count of them."""
+
+    def __init__(self, url: str, admin: Redis) -> None:
+        self.name = f"durably-pools-{uuid.uuid4().hex[:8]}"
+        self.dsn = f"{url}?client_name={self.name}"
+        self.admin = admin
+
+    async def count(self) -> int:
+        clients = await self.admin.client_list()
+        return sum(1 for client in clients if client.get("name") == self.name)
+
+    def peak(self) -> Peak:
+        return Peak(self.count)
+
+
+@pytest.fixture
+async def connections() -> AsyncIterator[Connections]:
+    server = start_server("--appendonly", "yes", "--appendfsync", "everysec")
+    admin = Redis(host="127.0.0.1", port=server.port, decode_responses=True)
+    try:
+        yield Connections(server.url, admin)
+    finally:
+        await admin.aclose()
+        server.kill()
+
+
+async def _serving(app: App) -> asyncio.Task[None]:
+    await app.stores()
+    return asyncio.create_task(app.serve(signals=False))
+
+
+async def _stop(serving: asyncio.Task[None], *others: asyncio.Future[object]) -> None:
+    serving.cancel()
+    await asyncio.gather(serving, *others, return_exceptions=True)
+
+
+async def test_twenty_thousand_gathered_steps_and_five_hundred_waiters_stay_within_the_pool(
+    connections: Connections,
+) -> None:
+    app = App(connections.dsn)  # the default pool
+    ran: Counter[str] = Counter()
+
+    @app.step
+    async def touch(n: int) -> int:
+        ran[f"touch-{n}"] += 1
+        return n
+
+    @app.workflow
+    async def wide(ctx: Context) -> int:
+        return sum(await asyncio.gather(*(touch(n) for n in range(WIDE))))
+
+    @app.step
+    async def double(n: int) -> int:
+        ran[f"double-{n}"] += 1
+        return n * 2
+
+    @app.workflow
+    async def one(ctx: Context, n: int) -> int:
+        return await double(n)
+
+    try:
+        async with connections.peak() as peak:
+            handles = await asyncio.gather(*(one.start(n) for n in range(WAITERS)))
+            waiting = [asyncio.ensure_future(h.result(timeout=120)) for h in handles]
+            fan = await wide.start()
+            serving = await _serving(app)
+            try:
+                assert await fan.result(timeout=120) == sum(range(WIDE))
+                assert await asyncio.gather(*waiting) == [n * 2 for n in range(WAITERS)]
+            finally:
+                await _stop(serving, *waiting)
+        assert (await fan.status()).attempts == 0  # no pass failed on a busy pool
+    finally:
+        await app.close()
+    assert len(ran) == WIDE + WAITERS
+    assert set(ran.values()) == {1}
+    assert 3 <= peak.most <= POOL, peak.most
+    assert peak.samples >= 10
+
+
+async def test_a_server_pausing_writes_for_seconds_stalls_the_pass_which_then_completes(
+    connections: Connections,
+) -> None:
+    # A pool wait shorter than the pause: callers time out on the stalled pool meanwhile.
+    app = App(f"{connections.dsn}&pool_timeout=0.5")
+    ran: Counter[int] = Counter()
+    first = asyncio.Event()
+
+    @app.step
+    async def touch(n: int) -> int:
+        ran[n] += 1
+        first.set()
+        await asyncio.sleep(0.001 * (n % 7))
+        return n
+
+    @app.workflow
+    async def batches(ctx: Context) -> int:
+        total = 0
+        for batch in range(3):  # later batches start while the server is paused
+            total += sum(await asyncio.gather(*(touch(batch * 500 + n) for n in range(500))))
+        return total
+
+    @app.workflow
+    async def small(ctx: Context, n: int) -> int:
+        return n
+
+    try:
+        async with connections.peak() as peak:
+            serving = await _serving(app)
+            try:
+                handle = await batches.start()
+                waiting = [asyncio.ensure_future(handle.result(timeout=120)) for _ in range(50)]
+                await asyncio.wait_for(first.wait(), timeout=60)
+                await connections.admin.execute_command("CLIENT", "PAUSE", PAUSED_MS, "WRITE")
+                # More starts than the pool holds, each write held up by the pause.
+                starts = asyncio.gather(
+                    *(small.start(n) for n in range(2 * POOL)), return_exceptions=True
+                )
+                await asyncio.sleep(PAUSED_MS / 1000 - 0.5)
+                stalled = len(ran)
+                started = await starts
+                assert await asyncio.gather(*waiting) == [sum(range(1500))] * 50
+            finally:
+                await _stop(serving)
+        assert (await handle.status()).attempts == 0  # the pass never failed
+    finally:
+        await app.close()
+    assert stalled < 1500  # the pause held the pass back
+    assert sorted(ran) == list(range(1500))
+    assert set(ran.values()) == {1}
+    refused = [e for e in started if isinstance(e, BaseException)]
+    assert refused, "no caller waited out the pool during the pause"
+    assert all(isinstance(e, PoolExhaustedError) for e in refused), refused
+    assert peak.most <= POOL, peak.most
