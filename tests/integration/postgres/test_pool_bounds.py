@@ -9,6 +9,7 @@ import asyncio
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -18,6 +19,7 @@ from durably.errors import PoolExhaustedError
 from durably.stores.dsn import DEFAULT_POOL_SIZE
 from tests.connection_peak import Peak
 from tests.pg_service import create_database
+from tests.serving import served
 
 pytestmark = pytest.mark.postgres
 
@@ -58,16 +60,6 @@ async def connections() -> AsyncIterator[Connections]:
         await admin.close()
 
 
-async def _serving(app: App) -> asyncio.Task[None]:
-    await app.stores()
-    return asyncio.create_task(app.serve(signals=False))
-
-
-async def _stop(serving: asyncio.Task[None], *others: asyncio.Future[object]) -> None:
-    serving.cancel()
-    await asyncio.gather(serving, *others, return_exceptions=True)
-
-
 async def test_a_thousand_step_fan_out_and_five_hundred_waiters_stay_within_the_pool(
     connections: Connections,
 ) -> None:
@@ -97,12 +89,9 @@ async def test_a_thousand_step_fan_out_and_five_hundred_waiters_stay_within_the_
             handles = await asyncio.gather(*(one.start(n) for n in range(WAITERS)))
             waiting = [asyncio.ensure_future(h.result(timeout=120)) for h in handles]
             fan = await wide.start()
-            serving = await _serving(app)
-            try:
+            async with served(app):
                 assert await fan.result(timeout=120) == sum(range(WIDE))
                 assert await asyncio.gather(*waiting) == [n * 2 for n in range(WAITERS)]
-            finally:
-                await _stop(serving, *waiting)
         assert (await fan.status()).attempts == 0  # no pass failed on a busy pool
     finally:
         await app.close()
@@ -137,27 +126,23 @@ async def test_a_records_table_locked_for_seconds_stalls_the_pass_which_then_com
 
     locker = await psycopg.AsyncConnection.connect(connections.dsn.split("?")[0])
     try:
-        async with connections.peak() as peak:
-            serving = await _serving(app)
-            try:
-                handle = await batches.start()
-                waiting = [asyncio.ensure_future(handle.result(timeout=120)) for _ in range(50)]
-                await asyncio.wait_for(first.wait(), timeout=60)
-                async with locker.transaction():
-                    await locker.execute(
-                        "LOCK TABLE durably_workflow_checkpoint IN ACCESS EXCLUSIVE MODE"
-                    )
-                    # Fifty readers of the locked table: more than the pool holds.
-                    looks = asyncio.gather(
-                        *(handle.status() for _ in range(50)), return_exceptions=True
-                    )
-                    await asyncio.sleep(LOCKED_SECONDS)  # the stall itself
-                    stalled = len(ran)
-                    assert not any(w.done() for w in waiting)
-                looked = await looks
-                assert await asyncio.gather(*waiting) == [sum(range(600))] * 50
-            finally:
-                await _stop(serving)
+        async with connections.peak() as peak, served(app):
+            handle = await batches.start()
+            waiting = [asyncio.ensure_future(handle.result(timeout=120)) for _ in range(50)]
+            await asyncio.wait_for(first.wait(), timeout=60)
+            async with locker.transaction():
+                await locker.execute(
+                    "LOCK TABLE durably_workflow_checkpoint IN ACCESS EXCLUSIVE MODE"
+                )
+                # Fifty readers of the locked table: more than the pool holds.
+                looks = asyncio.gather(
+                    *(handle.status() for _ in range(50)), return_exceptions=True
+                )
+                await asyncio.sleep(LOCKED_SECONDS)  # the stall itself
+                stalled = len(ran)
+                assert not any(w.done() for w in waiting)
+            looked = await looks
+            assert await asyncio.gather(*waiting) == [sum(range(600))] * 50
         assert (await handle.status()).attempts == 0  # the pass never failed
     finally:
         await locker.close()
@@ -191,21 +176,20 @@ async def test_a_record_write_that_finds_every_connection_taken_waits_for_one(
     async def once(ctx: Context) -> int:
         return await pay(7)
 
-    pool = (await app.stores()).database
-    serving = await _serving(app)
+    pool: Any = (await app.stores()).database
     try:
-        handle = await once.start()
-        await asyncio.wait_for(effect_ran.wait(), timeout=60)
-        held = [await pool.getconn(), await pool.getconn()]  # type: ignore[attr-defined]
-        refused_before = pool.get_stats().get("requests_errors", 0)  # type: ignore[attr-defined]
-        taken.set()
-        await asyncio.sleep(1.0)  # several pool timeouts pass while the write waits
-        refused = pool.get_stats().get("requests_errors", 0) - refused_before  # type: ignore[attr-defined]
-        for connection in held:
-            await pool.putconn(connection)  # type: ignore[attr-defined]
-        assert await handle.result(timeout=60) == 7
+        async with served(app):
+            handle = await once.start()
+            await asyncio.wait_for(effect_ran.wait(), timeout=60)
+            held = [await pool.getconn(), await pool.getconn()]
+            refused_before = pool.get_stats().get("requests_errors", 0)
+            taken.set()
+            await asyncio.sleep(1.0)  # several pool timeouts pass while the write waits
+            refused = pool.get_stats().get("requests_errors", 0) - refused_before
+            for connection in held:
+                await pool.putconn(connection)
+            assert await handle.result(timeout=60) == 7
     finally:
-        await _stop(serving)
         await app.close()
     assert refused >= 2  # the record write met the exhausted pool, more than once
     assert ran == [7]  # and its effect never ran again

@@ -17,6 +17,7 @@ from durably.errors import PoolExhaustedError
 from durably.stores.dsn import DEFAULT_POOL_SIZE
 from tests.connection_peak import Peak
 from tests.redis_service import start_server
+from tests.serving import served
 
 pytestmark = pytest.mark.redis
 
@@ -54,16 +55,6 @@ async def connections() -> AsyncIterator[Connections]:
         server.kill()
 
 
-async def _serving(app: App) -> asyncio.Task[None]:
-    await app.stores()
-    return asyncio.create_task(app.serve(signals=False))
-
-
-async def _stop(serving: asyncio.Task[None], *others: asyncio.Future[object]) -> None:
-    serving.cancel()
-    await asyncio.gather(serving, *others, return_exceptions=True)
-
-
 async def test_twenty_thousand_gathered_steps_and_five_hundred_waiters_stay_within_the_pool(
     connections: Connections,
 ) -> None:
@@ -93,12 +84,9 @@ async def test_twenty_thousand_gathered_steps_and_five_hundred_waiters_stay_with
             handles = await asyncio.gather(*(one.start(n) for n in range(WAITERS)))
             waiting = [asyncio.ensure_future(h.result(timeout=120)) for h in handles]
             fan = await wide.start()
-            serving = await _serving(app)
-            try:
+            async with served(app):
                 assert await fan.result(timeout=120) == sum(range(WIDE))
                 assert await asyncio.gather(*waiting) == [n * 2 for n in range(WAITERS)]
-            finally:
-                await _stop(serving, *waiting)
         assert (await fan.status()).attempts == 0  # no pass failed on a busy pool
     finally:
         await app.close()
@@ -135,23 +123,19 @@ async def test_a_server_pausing_writes_for_seconds_stalls_the_pass_which_then_co
         return n
 
     try:
-        async with connections.peak() as peak:
-            serving = await _serving(app)
-            try:
-                handle = await batches.start()
-                waiting = [asyncio.ensure_future(handle.result(timeout=120)) for _ in range(50)]
-                await asyncio.wait_for(first.wait(), timeout=60)
-                await connections.admin.execute_command("CLIENT", "PAUSE", PAUSED_MS, "WRITE")
-                # More starts than the pool holds, each write held up by the pause.
-                starts = asyncio.gather(
-                    *(small.start(n) for n in range(2 * POOL)), return_exceptions=True
-                )
-                await asyncio.sleep(PAUSED_MS / 1000 - 0.5)
-                stalled = len(ran)
-                started = await starts
-                assert await asyncio.gather(*waiting) == [sum(range(1500))] * 50
-            finally:
-                await _stop(serving)
+        async with connections.peak() as peak, served(app):
+            handle = await batches.start()
+            waiting = [asyncio.ensure_future(handle.result(timeout=120)) for _ in range(50)]
+            await asyncio.wait_for(first.wait(), timeout=60)
+            await connections.admin.client_pause(PAUSED_MS, all=False)  # writes only
+            # More starts than the pool holds, each write held up by the pause.
+            starts = asyncio.gather(
+                *(small.start(n) for n in range(2 * POOL)), return_exceptions=True
+            )
+            await asyncio.sleep(PAUSED_MS / 1000 - 0.5)
+            stalled = len(ran)
+            started = await starts
+            assert await asyncio.gather(*waiting) == [sum(range(1500))] * 50
         assert (await handle.status()).attempts == 0  # the pass never failed
     finally:
         await app.close()
