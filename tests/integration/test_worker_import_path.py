@@ -16,18 +16,7 @@ import pytest
 
 from durably import App, Context
 from tests.pg_service import create_database
-
-SRC = str(Path(__file__).resolve().parents[2] / "src")
-
-FLOWS = """
-import durably
-
-app = durably.App()
-
-@app.workflow(name="double")
-async def double(ctx: durably.Context, n: int) -> int:
-    return n * 2
-"""
+from tests.unit.test_cli_worker_app import FLOWS, SRC
 
 PLANTED = """
 from pathlib import Path

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -18,6 +17,7 @@ from durably import App, Context
 from durably.errors import PoolExhaustedError
 from durably.stores.dsn import DEFAULT_POOL_SIZE
 from tests.connection_peak import Peak
+from tests.fan_out import Batches, fan_out_beside_waiters
 from tests.pg_service import create_database
 from tests.serving import served
 
@@ -46,9 +46,6 @@ class Connections:
         assert row is not None
         return int(row[0])
 
-    def peak(self) -> Peak:
-        return Peak(self.count)
-
 
 @pytest.fixture
 async def connections() -> AsyncIterator[Connections]:
@@ -64,39 +61,11 @@ async def test_a_thousand_step_fan_out_and_five_hundred_waiters_stay_within_the_
     connections: Connections,
 ) -> None:
     app = App(connections.dsn)  # the default pool
-    ran: Counter[str] = Counter()
-
-    @app.step
-    async def touch(n: int) -> int:
-        ran[f"touch-{n}"] += 1
-        return n
-
-    @app.workflow
-    async def wide(ctx: Context) -> int:
-        return sum(await asyncio.gather(*(touch(n) for n in range(WIDE))))
-
-    @app.step
-    async def double(n: int) -> int:
-        ran[f"double-{n}"] += 1
-        return n * 2
-
-    @app.workflow
-    async def one(ctx: Context, n: int) -> int:
-        return await double(n)
-
     try:
-        async with connections.peak() as peak:
-            handles = await asyncio.gather(*(one.start(n) for n in range(WAITERS)))
-            waiting = [asyncio.ensure_future(h.result(timeout=120)) for h in handles]
-            fan = await wide.start()
-            async with served(app):
-                assert await fan.result(timeout=120) == sum(range(WIDE))
-                assert await asyncio.gather(*waiting) == [n * 2 for n in range(WAITERS)]
-        assert (await fan.status()).attempts == 0  # no pass failed on a busy pool
+        async with Peak(connections.count) as peak:
+            await fan_out_beside_waiters(app, wide=WIDE, waiters=WAITERS)
     finally:
         await app.close()
-    assert len(ran) == WIDE + WAITERS
-    assert set(ran.values()) == {1}
     # The pool, and one listening connection for each of the two kinds served.
     assert 3 <= peak.most <= POOL + 2, peak.most
     assert peak.samples >= 10
@@ -107,29 +76,13 @@ async def test_a_records_table_locked_for_seconds_stalls_the_pass_which_then_com
 ) -> None:
     # A pool wait shorter than the lock: callers time out on the stalled pool meanwhile.
     app = App(f"{connections.dsn}&pool_timeout=0.5")
-    ran: Counter[int] = Counter()
-    first = asyncio.Event()
-
-    @app.step
-    async def touch(n: int) -> int:
-        ran[n] += 1
-        first.set()
-        await asyncio.sleep(0.001 * (n % 7))
-        return n
-
-    @app.workflow
-    async def batches(ctx: Context) -> int:
-        total = 0
-        for batch in range(3):  # later batches start while the table is locked
-            total += sum(await asyncio.gather(*(touch(batch * 200 + n) for n in range(200))))
-        return total
-
+    work = Batches(app, 200)
     locker = await psycopg.AsyncConnection.connect(connections.dsn.split("?")[0])
     try:
-        async with connections.peak() as peak, served(app):
-            handle = await batches.start()
+        async with Peak(connections.count) as peak, served(app):
+            handle = await work.workflow.start()
             waiting = [asyncio.ensure_future(handle.result(timeout=120)) for _ in range(50)]
-            await asyncio.wait_for(first.wait(), timeout=60)
+            await asyncio.wait_for(work.first.wait(), timeout=60)
             async with locker.transaction():
                 await locker.execute(
                     "LOCK TABLE durably_workflow_checkpoint IN ACCESS EXCLUSIVE MODE"
@@ -139,17 +92,16 @@ async def test_a_records_table_locked_for_seconds_stalls_the_pass_which_then_com
                     *(handle.status() for _ in range(50)), return_exceptions=True
                 )
                 await asyncio.sleep(LOCKED_SECONDS)  # the stall itself
-                stalled = len(ran)
+                stalled = len(work.ran)
                 assert not any(w.done() for w in waiting)
             looked = await looks
-            assert await asyncio.gather(*waiting) == [sum(range(600))] * 50
+            assert await asyncio.gather(*waiting) == [work.total] * 50
         assert (await handle.status()).attempts == 0  # the pass never failed
     finally:
         await locker.close()
         await app.close()
-    assert stalled < 600  # the lock held the pass back
-    assert sorted(ran) == list(range(600))
-    assert set(ran.values()) == {1}
+    assert stalled < 3 * work.size  # the lock held the pass back
+    assert work.ran_each_once()
     refused = [e for e in looked if isinstance(e, BaseException)]
     assert refused, "no caller waited out the pool during the stall"
     assert all(isinstance(e, PoolExhaustedError) for e in refused), refused

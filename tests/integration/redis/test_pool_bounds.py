@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections import Counter
 from collections.abc import AsyncIterator
 
 import pytest
@@ -16,6 +15,7 @@ from durably import App, Context
 from durably.errors import PoolExhaustedError
 from durably.stores.dsn import DEFAULT_POOL_SIZE
 from tests.connection_peak import Peak
+from tests.fan_out import Batches, fan_out_beside_waiters
 from tests.redis_service import start_server
 from tests.serving import served
 
@@ -40,9 +40,6 @@ class Connections:
         clients = await self.admin.client_list()
         return sum(1 for client in clients if client.get("name") == self.name)
 
-    def peak(self) -> Peak:
-        return Peak(self.count)
-
 
 @pytest.fixture
 async def connections() -> AsyncIterator[Connections]:
@@ -59,39 +56,12 @@ async def test_twenty_thousand_gathered_steps_and_five_hundred_waiters_stay_with
     connections: Connections,
 ) -> None:
     app = App(connections.dsn)  # the default pool
-    ran: Counter[str] = Counter()
-
-    @app.step
-    async def touch(n: int) -> int:
-        ran[f"touch-{n}"] += 1
-        return n
-
-    @app.workflow
-    async def wide(ctx: Context) -> int:
-        return sum(await asyncio.gather(*(touch(n) for n in range(WIDE))))
-
-    @app.step
-    async def double(n: int) -> int:
-        ran[f"double-{n}"] += 1
-        return n * 2
-
-    @app.workflow
-    async def one(ctx: Context, n: int) -> int:
-        return await double(n)
-
     try:
-        async with connections.peak() as peak:
-            handles = await asyncio.gather(*(one.start(n) for n in range(WAITERS)))
-            waiting = [asyncio.ensure_future(h.result(timeout=120)) for h in handles]
-            fan = await wide.start()
-            async with served(app):
-                assert await fan.result(timeout=120) == sum(range(WIDE))
-                assert await asyncio.gather(*waiting) == [n * 2 for n in range(WAITERS)]
-        assert (await fan.status()).attempts == 0  # no pass failed on a busy pool
+        async with Peak(connections.count) as peak:
+            await fan_out_beside_waiters(app, wide=WIDE, waiters=WAITERS)
     finally:
         await app.close()
-    assert len(ran) == WIDE + WAITERS
-    assert set(ran.values()) == {1}
+    # Every connection is the pool's: a served kind waits for work on one of them.
     assert 3 <= peak.most <= POOL, peak.most
     assert peak.samples >= 10
 
@@ -101,47 +71,31 @@ async def test_a_server_pausing_writes_for_seconds_stalls_the_pass_which_then_co
 ) -> None:
     # A pool wait shorter than the pause: callers time out on the stalled pool meanwhile.
     app = App(f"{connections.dsn}&pool_timeout=0.5")
-    ran: Counter[int] = Counter()
-    first = asyncio.Event()
-
-    @app.step
-    async def touch(n: int) -> int:
-        ran[n] += 1
-        first.set()
-        await asyncio.sleep(0.001 * (n % 7))
-        return n
-
-    @app.workflow
-    async def batches(ctx: Context) -> int:
-        total = 0
-        for batch in range(3):  # later batches start while the server is paused
-            total += sum(await asyncio.gather(*(touch(batch * 500 + n) for n in range(500))))
-        return total
+    work = Batches(app, 500)
 
     @app.workflow
     async def small(ctx: Context, n: int) -> int:
         return n
 
     try:
-        async with connections.peak() as peak, served(app):
-            handle = await batches.start()
+        async with Peak(connections.count) as peak, served(app):
+            handle = await work.workflow.start()
             waiting = [asyncio.ensure_future(handle.result(timeout=120)) for _ in range(50)]
-            await asyncio.wait_for(first.wait(), timeout=60)
+            await asyncio.wait_for(work.first.wait(), timeout=60)
             await connections.admin.client_pause(PAUSED_MS, all=False)  # writes only
             # More starts than the pool holds, each write held up by the pause.
             starts = asyncio.gather(
                 *(small.start(n) for n in range(2 * POOL)), return_exceptions=True
             )
             await asyncio.sleep(PAUSED_MS / 1000 - 0.5)
-            stalled = len(ran)
+            stalled = len(work.ran)
             started = await starts
-            assert await asyncio.gather(*waiting) == [sum(range(1500))] * 50
+            assert await asyncio.gather(*waiting) == [work.total] * 50
         assert (await handle.status()).attempts == 0  # the pass never failed
     finally:
         await app.close()
-    assert stalled < 1500  # the pause held the pass back
-    assert sorted(ran) == list(range(1500))
-    assert set(ran.values()) == {1}
+    assert stalled < 3 * work.size  # the pause held the pass back
+    assert work.ran_each_once()
     refused = [e for e in started if isinstance(e, BaseException)]
     assert refused, "no caller waited out the pool during the pause"
     assert all(isinstance(e, PoolExhaustedError) for e in refused), refused
