@@ -227,11 +227,6 @@ class PsycopgDatabase:
 
     def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
         self._pool = pool
-        # One per pool, shared by every store over it (each wraps the pool anew).
-        outages = _OUTAGES.get(pool)
-        if outages is None:
-            outages = _OUTAGES[pool] = Outages(pool)
-        self._outages = outages
 
     @property
     def pool(self) -> object:
@@ -249,7 +244,11 @@ class PsycopgDatabase:
         try:
             connection = await self._pool.getconn(timeout=timeout)
         except PoolTimeout:
-            if await self._outages.server_away(self._pool):
+            # One per pool, shared by every store over it (each wraps the pool anew).
+            outages = _OUTAGES.get(self._pool)
+            if outages is None:
+                outages = _OUTAGES[self._pool] = Outages()
+            if await outages.server_away(self._pool):
                 # The pool kept failing to reconnect: an outage, retried as one.
                 raise ConnectionError("the pool could not reach the server") from None
             raise PoolExhaustedError("postgres", self._pool.max_size) from None
@@ -302,8 +301,9 @@ class Outages:
     connections of their own.
     """
 
-    def __init__(self, pool: AsyncConnectionPool[Any]) -> None:
-        self._failed, self._made = _attempts(pool)
+    def __init__(self) -> None:
+        # Counted from nothing: failures from before the first look are looked into once.
+        self._failed = self._made = 0
         self._away = False
         self._asking: asyncio.Future[bool] | None = None
 
