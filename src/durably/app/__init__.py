@@ -1,10 +1,11 @@
-"""The application layer: `App`, typed workflows and steps, handles and topics, built on the
-engine's protocols (no backing-specific code here)."""
+"""The application layer: `App`, typed workflows and steps, handles, topics and retries.
+
+Built on the engine's protocols, with no backing-specific code.
+"""
 
 from durably.app._app import App
 from durably.app._context import Context, StepContext, context
 from durably.app._handles import WorkflowHandle
-from durably.app._layout import recorded_kind
 from durably.app._retry import Retry
 from durably.app._steps import Step
 from durably.app._topics import Topic
@@ -20,5 +21,4 @@ __all__ = [
     "Workflow",
     "WorkflowHandle",
     "context",
-    "recorded_kind",
 ]

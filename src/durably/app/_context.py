@@ -1,6 +1,8 @@
-"""`Context`: what a workflow body is given as its first parameter. Every call it offers is
-recorded under a key made of a name and its occurrence in the body, so each pass (a body is
-re-run from the top) sees exactly what the first one saw."""
+"""`Context`: what a workflow body is given as its first parameter.
+
+Every call it offers is recorded under a key made of a name and its occurrence in the body,
+so each pass (a body is re-run from the top) sees exactly what the first one saw.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from durably.app import _layout as layout
+from durably.app import _tenancy as tenancy
 from durably.app._topics import Topic
 from durably.app._values import ANY, Duration, Value, seconds_of, stored_text
 from durably.engine.runtime import Execution
@@ -25,10 +28,11 @@ from durably.errors import (
     InputNeeded,
     InvalidInputError,
     MessageNeeded,
+    WorkflowConflictError,
     WorkflowStopped,
 )
 from durably.stores.workflows import is_inbox_key
-from durably.validation import MAX_ID_BYTES, identifier
+from durably.validation import identifier
 
 if TYPE_CHECKING:
     from durably.app._handles import WorkflowHandle
@@ -36,6 +40,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+DERIVED_TRIES = 4
+"""How many ids in line a body's derived child id tries when workflows that are not its
+children hold them (``…#1``, ``…#1~2``, ...), before `WorkflowConflictError`."""
 DURABLE_BACKOFF = 5.0
 """A step's backoff longer than this many seconds is a durable sleep, not an in-pass wait."""
 
@@ -53,8 +60,20 @@ _current: contextvars.ContextVar[Context | Attempt | None] = contextvars.Context
 
 @dataclass(frozen=True, slots=True)
 class StepContext:
-    """What `durably.context()` gives inside a running step: enough to build an idempotency
-    key for a call to an outside API (``f"{workflow}/{step}"`` is the same on every retry)."""
+    """What `durably.context()` gives inside a running step.
+
+    Enough to build an idempotency key for a call to an outside API:
+    ``f"{tenant}/{workflow}/{step}"`` is the same on every attempt of the step call (a
+    workflow id is unique only within its tenant).
+
+    Attributes:
+        workflow: The workflow's id.
+        step: The step call's key: its name and occurrence (``name#1``), or its explicit
+            key (`Step.keyed`).
+        attempt: The attempt number, from 1.
+        tenant: The workflow's tenant.
+        kind: The workflow's kind.
+    """
 
     workflow: str
     step: str
@@ -64,7 +83,12 @@ class StepContext:
 
 
 def context() -> StepContext:
-    """The running step's `StepContext`; `RuntimeError` outside a step."""
+    """Return the running step's `StepContext`.
+
+    Raises:
+        RuntimeError: Called outside a step attempt of a workflow (a step called outside a
+            workflow body runs plainly, without one).
+    """
     current = _current.get()
     if not isinstance(current, tuple):
         raise RuntimeError("durably.context() is only available inside a running step")
@@ -76,6 +100,17 @@ def current_workflow() -> Context | None:
     """The workflow body this code runs in (outside a step), or None."""
     current = _current.get()
     return current if isinstance(current, Context) else None
+
+
+def current_tenant(default: str) -> str:
+    """The tenant of the workflow this code runs in (its body or a step), else ``default``.
+
+    What a start or a lookup without ``tenant=`` means there.
+    """
+    current = _current.get()
+    if current is None:
+        return default
+    return current.tenant if isinstance(current, Context) else current[0].tenant
 
 
 class _ReplayQuiet(logging.LoggerAdapter):  # type: ignore[type-arg]
@@ -107,8 +142,13 @@ class CancelWatch(Protocol):
 
 
 class Context:
-    """A workflow body's handle on the durable world: recorded steps, time, randomness,
-    sleeps, messages and events. Built by the App for each pass; never constructed by hand.
+    """A workflow body's handle on the durable world, given as its first parameter.
+
+    Recorded steps, time, randomness, sleeps, messages, events and children: each call is
+    recorded under its name and occurrence, so every pass (the body re-runs from the top)
+    sees what the first one saw. A cancel of the workflow is raised in the body as
+    `asyncio.CancelledError` at its next step, sleep, ``recv`` or child. Made by the App for
+    each pass; never constructed by hand.
     """
 
     def __init__(
@@ -120,7 +160,9 @@ class Context:
         cancels: CancelWatch | None = None,
     ) -> None:
         self._run = run
-        self._id = run.workflow
+        self._key = run.workflow
+        """The engine's key of the workflow (`tenancy.workflow_key`)."""
+        self._tenant, self._id = tenancy.scope(run.workflow, start)
         self._start = start
         self._kind = kind
         self._cancels = cancels
@@ -161,7 +203,7 @@ class Context:
 
     @property
     def id(self) -> str:
-        """The workflow's id."""
+        """The workflow's id (unique within its tenant)."""
         return self._id
 
     @property
@@ -172,7 +214,7 @@ class Context:
     @property
     def tenant(self) -> str:
         """The tenant the workflow was started for."""
-        return str(self._start.get("tenant", "default"))
+        return self._tenant
 
     @property
     def parent(self) -> str | None:
@@ -208,8 +250,17 @@ class Context:
         return make()
 
     async def sleep(self, duration: Duration) -> None:
-        """Sleep ``duration`` (seconds or a timedelta) without holding a worker: the pass
-        ends and the workflow is woken at the deadline recorded by the first pass."""
+        """Sleep without holding a worker.
+
+        The pass ends and the workflow is woken at the deadline the first pass recorded;
+        a later pass past it does not sleep again.
+
+        Args:
+            duration: How long, in seconds or a timedelta.
+
+        Raises:
+            InvalidInputError: A ``duration`` that is not a positive duration.
+        """
         seconds = seconds_of(duration, "duration")
         key = self._next(f"{layout.PREFIX}sleep")
         self._meet(key)
@@ -220,8 +271,23 @@ class Context:
         await self._run.sleep(key, seconds)
 
     async def step(self, key: str, fn: Callable[[], Awaitable[T] | T]) -> T:
-        """Run ``fn`` once across every pass under the explicit ``key`` (the engine's form;
-        the value must be plain JSON) and return its recorded value."""
+        """Run ``fn`` once across every pass, recorded under an explicit ``key``.
+
+        The engine's inline form of a step: the first pass that reaches the call runs
+        ``fn``; later passes return its recorded value. The value must be plain JSON.
+
+        Args:
+            key: The record's key, one per call in the workflow.
+            fn: A function of no arguments that returns the value (or an awaitable of it).
+
+        Returns:
+            The recorded value.
+
+        Raises:
+            InvalidInputError: A ``key`` that is not a usable id.
+            ConfigurationError: A ``key`` starting with ``durably:`` or ``inbox:`` (reserved).
+            ValueError: The ``key`` was used twice in one pass.
+        """
         layout.user_key(identifier(key, "step key"), "step key")
         self._meet(key)
         self._deliver_cancel(key)
@@ -230,8 +296,26 @@ class Context:
     async def transact(
         self, key: str, effect: object, parse: Callable[[object], T] | None = None
     ) -> T:
-        """Run a store-specific ``effect`` and record its value in one commit, once
-        (`durably.engine.Execution.transact`: SQL backings and Redis Lua effects)."""
+        """Run a store-specific ``effect`` and record its value in one commit, once.
+
+        For an effect that must commit with its record (`durably.engine.Execution.transact`):
+        SQL backings and Redis Lua effects.
+
+        Args:
+            key: The record's key, one per call in the workflow.
+            effect: The store's effect: a cursor callback on SQL stores, a `LuaEffect` on
+                Redis, a function over the records on memory.
+            parse: Makes the value returned from the recorded one (default: returned as
+                recorded).
+
+        Returns:
+            The recorded value, through ``parse``.
+
+        Raises:
+            InvalidInputError: A ``key`` that is not a usable id.
+            ConfigurationError: A ``key`` starting with ``durably:`` or ``inbox:`` (reserved).
+            ValueError: The ``key`` was used twice in one pass.
+        """
         layout.user_key(identifier(key, "step key"), "step key")
         self._meet(key)
         self._deliver_cancel(key)
@@ -240,9 +324,21 @@ class Context:
         return await self._run.transact(key, effect, parse)
 
     def patched(self, change: str) -> Awaitable[bool]:
-        """Whether this workflow runs the code after change ``change`` at this point: True
-        for a workflow that reaches it fresh, False for one whose earlier passes already
-        went past it on the old code. Recorded, so the answer never changes."""
+        """Whether this workflow runs the code after change ``change`` at this point.
+
+        True for a workflow that reaches it fresh, False for one whose earlier passes
+        already went past it on the old code. Recorded, so the answer never changes.
+
+        Args:
+            change: The change's id, asked at most once per pass.
+
+        Returns:
+            An awaitable of the answer.
+
+        Raises:
+            InvalidInputError: A ``change`` that is not a usable id (at the call).
+            ValueError: The same ``change`` asked twice in one pass.
+        """
         key = f"{layout.PREFIX}patched:{identifier(change, 'change id')}"
         fresh = not self.replaying
 
@@ -252,8 +348,18 @@ class Context:
         return answer()
 
     async def set_event(self, key: str, value: object) -> None:
-        """Publish ``value`` (JSON-encodable) as the latest value of event ``key``; read it
-        with `WorkflowHandle.get_event`. Recorded."""
+        """Publish ``value`` as the latest value of event ``key``; recorded.
+
+        Read it from outside with `WorkflowHandle.get_event`.
+
+        Args:
+            key: The event's key.
+            value: Any value pydantic encodes as JSON (a model, a dataclass, a datetime...).
+
+        Raises:
+            InvalidInputError: A ``key`` that is empty, over 400 bytes or not storable text,
+                or a ``value`` that cannot be encoded.
+        """
         layout.bounded(key, "event key")
         try:
             data = ANY.encode(value)
@@ -264,10 +370,26 @@ class Context:
         await self._run.step(name, lambda: data)
 
     async def recv(self, topic: Topic[T], timeout: Duration | None = None) -> T | None:
-        """The next message sent to this workflow on ``topic``, or None once ``timeout``
-        has passed without one. The pass ends while waiting (no worker is held); what was
-        consumed (or that it timed out) is recorded, so a message arriving after the
-        timeout is kept for the next `recv`."""
+        """Receive the next message sent to this workflow on ``topic``.
+
+        The pass ends while it waits (no worker is held). What was consumed, or that it
+        timed out, is recorded: a message arriving after the timeout is kept for the next
+        `recv`.
+
+        Args:
+            topic: The topic to receive on.
+            timeout: How long to wait, in seconds or a timedelta (default: for ever).
+
+        Returns:
+            The message, decoded to the topic's type; None once ``timeout`` has passed
+            without one.
+
+        Raises:
+            InvalidInputError: ``topic`` is not a `Topic`, or a ``timeout`` that is not a
+                positive duration.
+            IncompatibleRecordError: The message no longer fits the topic's type; the
+                workflow parks.
+        """
         if not isinstance(topic, Topic):
             raise InvalidInputError(f"recv needs a durably.Topic, got {type(topic).__name__}")
         seconds = None if timeout is None else seconds_of(timeout, "timeout")
@@ -306,11 +428,34 @@ class Context:
     async def child(
         self, fn: Workflow[Any, T], *args: Any, id: str | None = None, **kwargs: Any
     ) -> T:
-        """Start (or find) a child workflow of ``fn`` with ``args`` and wait for its result
-        without holding a worker: the pass ends until the child ends. Recorded like a step.
-        The child's id defaults to one derived from this workflow's id, its kind and the
-        call's occurrence; it inherits this workflow's tenant. Raises
-        `ChildWorkflowFailedError` if the child failed or was cancelled."""
+        """Start (or find) a child workflow and wait for its result, without holding a worker.
+
+        The pass ends until the child ends. Recorded like a step. The child runs for this
+        workflow's tenant and is cancelled with it. A workflow already at the child's id is
+        taken for the child only if its start names this workflow as its parent.
+
+        Args:
+            fn: The child's workflow, as `App.workflow` made it.
+            *args: The child body's arguments.
+            id: The child's id. Default: one derived from this workflow's id, the child's
+                kind and the call's occurrence.
+            **kwargs: The child body's keyword arguments.
+
+        Returns:
+            The child's return value, decoded to its annotated type.
+
+        Raises:
+            InvalidInputError: ``fn`` is not a workflow; arguments that do not fit its
+                parameters; a bad ``id`` (one of the derived form or starting with
+                ``durably:`` included), or one naming this workflow or its parent; a
+                derived id too long for a key (give an ``id``).
+            WorkflowConflictError: The id exists under another kind, or names a workflow
+                that is not this one's child.
+            ChildWorkflowFailedError: The child failed or was cancelled (or was swept
+                before this workflow read how it ended).
+            IncompatibleRecordError: The child's result no longer fits its annotated type;
+                the workflow parks.
+        """
         key, handle = await self._start_workflow(
             fn, args, kwargs, id=id, tenant=None, timeout=None, child=True
         )
@@ -321,7 +466,7 @@ class Context:
             ended: object = await self._run.step(end, lambda: None)
         else:
             checkpointer = (await fn._core.stores()).checkpointer
-            stored = await checkpointer.load(handle.id)
+            stored = await checkpointer.load(handle._key)
             outcome = layout.ending(stored)
             if outcome is None and layout.START not in stored:
                 # Swept (its retention ran out) before this workflow read how it ended.
@@ -337,8 +482,26 @@ class Context:
     async def start_child(
         self, fn: Workflow[Any, T], *args: Any, id: str | None = None, **kwargs: Any
     ) -> WorkflowHandle[T]:
-        """Start (or find) a child workflow of ``fn`` and return its handle without
-        waiting (fan-out). Recorded; the id and tenant as for `child`."""
+        """Start (or find) a child workflow and return its handle without waiting (fan-out).
+
+        Recorded like a step; the child's id and tenant are as for `child`.
+
+        Args:
+            fn: The child's workflow, as `App.workflow` made it.
+            *args: The child body's arguments.
+            id: The child's id. Default: one derived from this workflow's id, the child's
+                kind and the call's occurrence.
+            **kwargs: The child body's keyword arguments.
+
+        Returns:
+            The child's typed handle.
+
+        Raises:
+            InvalidInputError: ``fn`` is not a workflow; arguments that do not fit its
+                parameters; a bad ``id``, or one naming this workflow or its parent; a
+                derived id over 512 bytes (give an ``id``).
+            WorkflowConflictError: The id exists under another kind.
+        """
         _, handle = await self._start_workflow(
             fn, args, kwargs, id=id, tenant=None, timeout=None, child=True
         )
@@ -367,14 +530,23 @@ class Context:
         await self._look(key)  # a cancel just made must stop a fan-out before it starts
         self._deliver_cancel(key)
         if id is not None:
-            workflow = identifier(id, "id")
+            workflow = tenancy.new_id(id)
+            tries = [workflow]
         else:
             workflow = f"{self.id}/{key[len(layout.PREFIX) :]}"
-            if len(workflow) > MAX_ID_BYTES >> 2 and len(workflow.encode()) > MAX_ID_BYTES:
-                raise InvalidInputError(
-                    f"workflow {self.id[:40]!r}…: the id derived for its workflow of kind "
-                    f"{fn.kind[:40]!r} would be over {MAX_ID_BYTES} bytes; give it an id="
-                )
+            # Next in line when a workflow that is not this body's holds the derived id
+            # (one stored before such ids were refused from users).
+            tries = [workflow, *(f"{workflow}~{n}" for n in range(2, DERIVED_TRIES + 1))]
+        owner = self.tenant if child or tenant is None else tenancy.tenant_of(tenant, "")
+        try:
+            tenancy.workflow_key(owner, tries[-1])
+        except InvalidInputError:
+            if id is not None:
+                raise
+            raise InvalidInputError(
+                f"workflow {self.id[:40]!r}…: the id derived for its workflow of kind "
+                f"{fn.kind[:40]!r} would be too long for a key; give it an id="
+            ) from None
         if child and workflow in (self.id, self._start.get("parent")):
             raise InvalidInputError(
                 f"workflow {self.id!r} cannot wait for {workflow!r} as its child: it is "
@@ -383,18 +555,32 @@ class Context:
         start = fn.prepare(
             args,
             kwargs,
-            tenant=tenant if tenant is not None else self.tenant,
+            tenant=owner,
             timeout=timeout,
             parent=self.id if child else None,
             parent_kind=self.kind if child else None,
+            parent_key=self._key if child else None,
         )
 
         async def launch() -> object:
-            return {"id": workflow, "created": await fn.launch(workflow, start)}
+            for chosen in tries[:-1]:
+                try:
+                    at, created = await fn.launch(chosen, start)
+                except WorkflowConflictError:
+                    continue
+                return {"id": chosen, "key": at, "created": created}
+            at, created = await fn.launch(tries[-1], start)
+            return {"id": tries[-1], "key": at, "created": created}
 
         started: object = await self._run.step(key, launch)
         info = started if isinstance(started, dict) else {}
-        return key, fn.handle(str(info.get("id", workflow)), bool(info.get("created", False)))
+        chosen = str(info.get("id", workflow))
+        return key, fn.handle(
+            chosen,
+            owner,
+            created=bool(info.get("created", False)),
+            key=layout.started_key(info, chosen),
+        )
 
     async def _outside(self, name: str, call: Callable[[], Awaitable[object]]) -> object:
         """Run an App call made inside the body (a send, a cancel) once, recorded."""
@@ -448,19 +634,24 @@ class Context:
         return error
 
     async def _look(self, key: str | None = None) -> None:
-        """Before a call at ``key`` the body has not made before (any call, without one):
-        look for a cancel made since the pass began, when one may be known
-        (`CancelWatch.due`: at once for this process's own, at most every
-        `LOOK_SECONDS` for another's). `recorded_call` does the same, written out."""
+        """Look for a cancel made since the pass began, before a call new to the body.
+
+        That is a call at ``key`` the body has not made before (any call, without one), and
+        only when a cancel may be known (`CancelWatch.due`: at once for this process's own,
+        at most every `LOOK_SECONDS` for another's). `recorded_call` does the same, written
+        out.
+        """
         if key is not None and key in self._records:
             return  # a replayed call: the cancel lands where it first could
-        if self._cancels is not None and self._cancels.due(self.id):
-            self._cancel_arrived = await self._cancels.arrived(self.id, self._cancel_key)
+        if self._cancels is not None and self._cancels.due(self._key):
+            self._cancel_arrived = await self._cancels.arrived(self._key, self._cancel_key)
 
     def _deliver_cancel(self, key: str | None = None) -> None:
-        """Raise the cancellation (once per pass) at a point the body has not passed
-        before: a call whose ``key`` is recorded replays, so a cancel lands where it
-        first could, on every pass alike."""
+        """Raise the cancellation (once per pass) at a point the body has not passed before.
+
+        A call whose ``key`` is recorded replays, so a cancel lands where it first could, on
+        every pass alike.
+        """
         if self._cancel_delivered:
             return
         if not (self._cancel_due or self._cancel_arrived):
@@ -496,6 +687,7 @@ __all__ = [
     "StepContext",
     "bind",
     "context",
+    "current_tenant",
     "current_workflow",
     "is_async",
     "unbind",

@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING, Any
 from pydantic import SecretStr
 
 from durably.app import _layout as layout
+from durably.app import _tenancy as tenancy
 from durably.app._cancels import Cancels
 from durably.clock import Clock
+from durably.errors import ConfigurationError
 from durably.stores.dsn import describe
 from durably.stores.opening import Stores, open_stores
 from durably.stores.status import WorkflowStatus
@@ -62,11 +64,15 @@ class Core:
         self._stores: Stores | None = None
         self._opening: asyncio.Lock | None = None
         self._durables: dict[str, Durable[Any]] = {}
+        self.older_layout = True
+        """Whether the store may hold workflows keyed as before tenants scoped ids
+        (`tenancy.older_layout`, read when the stores open), which lookups then try too."""
 
-    @property
-    def opened(self) -> bool:
-        """Whether the stores are open (or opening)."""
-        return self._stores is not None or (self._opening is not None and self._opening.locked())
+    def retarget(self, dsn: SecretStr) -> None:
+        """Open the stores from ``dsn`` instead; refused once they are open."""
+        if self._stores is not None:
+            raise ConfigurationError("the App's stores are open: close it before changing its DSN")
+        self.dsn = dsn
 
     async def stores(self) -> Stores:
         """The stores, opened (and the schema made ready) on first use."""
@@ -79,6 +85,7 @@ class Core:
                 stores = await open_stores(self.dsn, clock=self.clock)
                 try:
                     await (stores.migrate() if self.migrate else stores.verify())
+                    self.older_layout = await tenancy.older_layout(stores.checkpointer, settle=True)
                 except BaseException:
                     await stores.close()
                     raise
@@ -97,7 +104,7 @@ class Core:
         return durable
 
     async def resume(self, id: str, kind: str) -> bool:
-        """Open a new generation of workflow ``id`` (a cancel from before no longer
+        """Open a new generation of the workflow keyed ``id`` (a cancel from before no longer
         applies), reset its status and make it ready; False when a concurrent resume
         opened it first (nothing changes then)."""
         stores = await self.stores()

@@ -21,9 +21,11 @@ R = TypeVar("R")
 
 
 class Step(Generic[P, R]):
-    """A registered step. Awaited inside a workflow body, its result is recorded under the
-    step's name and the call's occurrence (checked against the arguments on replay);
-    awaited elsewhere, it simply runs the function (a plain ``def`` in a thread).
+    """A registered step: what `App.step` makes of a function.
+
+    Awaited inside a workflow body, its result is recorded under the step's name and the
+    call's occurrence (checked against the arguments on replay); awaited elsewhere, it
+    simply runs the function (a plain ``def`` in a thread).
     """
 
     def __init__(
@@ -53,8 +55,21 @@ class Step(Generic[P, R]):
         functools.update_wrapper(self, fn)
 
     def keyed(self, key: str) -> Step[P, R]:
-        """This step with the explicit key ``key`` (instead of name plus occurrence), for
-        calls whose order varies between passes, such as fan-out in concurrent branches."""
+        """Return this step recorded under an explicit key instead of its occurrence.
+
+        For calls whose order may vary between passes, such as fan-out in concurrent
+        branches (``asyncio.gather``): each call's record is found by its key, in any order.
+
+        Args:
+            key: The call's key, one per call of this step in a workflow.
+
+        Returns:
+            The same step, recording under ``name[key]``.
+
+        Raises:
+            InvalidInputError: A ``key`` that is not a usable id, or that makes
+                ``name[key]`` longer than 480 bytes.
+        """
         identifier(key, "step key")
         keyed = bounded(f"{self.name}[{key}]", f"step {self.name!r}: key", KEYED_BYTES)
         return Step(
@@ -67,6 +82,29 @@ class Step(Generic[P, R]):
         )
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
+        """Call the step: recorded inside a workflow body, the plain function elsewhere.
+
+        Outside a workflow body it raises whatever the function raises.
+
+        Args:
+            *args: The function's arguments.
+            **kwargs: The function's keyword arguments.
+
+        Returns:
+            An awaitable of the function's result (on a replay, the recorded one).
+
+        Raises:
+            StepFailedError: The step failed for good: its retries ran out, or it raised a
+                non-retryable error or returned a value its annotation cannot encode. A
+                replay raises the same; the first pass chains the original error.
+            StepResultError: The result is too large for the store to record (its effect
+                has run).
+            InvalidInputError: Arguments that do not fit the parameters or annotations.
+            NondeterminismError: A replay's call at this key has other arguments than the
+                recorded call; the workflow parks.
+            IncompatibleRecordError: The recorded result no longer fits the annotated
+                type; the workflow parks.
+        """
         ctx = current_workflow()
         if ctx is None:
             return self._plain(args, kwargs)
@@ -80,9 +118,11 @@ class Step(Generic[P, R]):
         return await asyncio.to_thread(self.fn, *args, **kwargs)  # type: ignore[arg-type]
 
     async def invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any], attempt: Attempt) -> R:
-        """Run one attempt inside a workflow: `durably.context()` describes ``attempt``,
-        further step calls inside run plainly, and ``timeout`` bounds the attempt
-        (`StepTimeoutError`)."""
+        """Run one attempt inside a workflow.
+
+        `durably.context()` describes ``attempt``, further step calls inside run plainly,
+        and ``timeout`` bounds the attempt (`StepTimeoutError`).
+        """
         token = bind(attempt)
         try:
             if self.timeout is None:

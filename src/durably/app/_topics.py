@@ -12,8 +12,21 @@ T = TypeVar("T", covariant=True)
 
 
 class Topic(Generic[T]):
-    """A named message type: ``handle.send(topic, value)`` sends, ``ctx.recv(topic)``
-    receives. The value is validated against ``type`` before any I/O."""
+    """A named, typed message channel into workflows, shared by sender and receiver.
+
+    ``handle.send(topic, value)`` sends and ``ctx.recv(topic)`` receives; a value is
+    validated against ``type`` before any I/O. Messages are matched by name: two topics of
+    one name are one channel.
+
+    Args:
+        name: The topic's name.
+        type: The message type: any type pydantic encodes (a model, a dataclass, ``str``,
+            ``dict[str, int]``...).
+
+    Raises:
+        InvalidInputError: A ``name`` that is empty, over 400 bytes or not storable text.
+        ConfigurationError: A ``type`` pydantic cannot encode.
+    """
 
     @overload
     def __init__(self: Topic[T], name: str, type: type[T]) -> None: ...
@@ -26,8 +39,15 @@ class Topic(Generic[T]):
         self.value = Value.of(type, f"topic {name!r}")
 
     def encode(self, value: object) -> object:
-        """``value`` as JSON-ready data; `InvalidInputError` naming the topic if it is not
-        a valid message of this topic."""
+        """Return ``value`` checked against the topic's type, as JSON-ready data.
+
+        Args:
+            value: A message of this topic.
+
+        Raises:
+            InvalidInputError: ``value`` is not a valid message of this topic (the message
+                names the topic).
+        """
         try:
             return self.value.encode(value)
         except Exception as exc:

@@ -15,9 +15,13 @@ from durably.testing.app.lifecycle import AppLifecycle
 from durably.testing.app.races import AppRaces
 from durably.testing.app.refusals import AppRefusals
 from durably.testing.app.replay import AppReplay
+from durably.testing.app.tenants import AppTenants
+from durably.testing.app.upgrade import AppUpgrade
 
 
-class AppConformance(AppBasics, AppLifecycle, AppReplay, AppRefusals, AppRaces, AppFanOut):
+class AppConformance(
+    AppBasics, AppLifecycle, AppReplay, AppRefusals, AppRaces, AppTenants, AppUpgrade, AppFanOut
+):
     """Every test here must pass for `durably.App` on every backing durably ships."""
 
 

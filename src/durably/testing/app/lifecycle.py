@@ -25,6 +25,7 @@ from durably.testing.app.fixtures import (
     ReplyWithDefault,
     ReplyWithScore,
     fresh_id,
+    parent_of_a_sleeper,
 )
 
 
@@ -43,9 +44,13 @@ class AppLifecycle(AppFixtures):
         handle = await parent.start(7, tenant="acme")
         await app.run_until_idle()
         assert await handle.result(timeout=5) == 50
-        child = await app.get_handle(f"{handle.id}/child:{square.kind}#1")
+        child_id = f"{handle.id}/child:{square.kind}#1"
+        with pytest.raises(WorkflowNotFoundError):
+            await app.get_handle(child_id)  # the App's tenant has no such workflow
+        child = await app.get_handle(child_id, tenant="acme")
         info = await child.status()
-        assert (info.tenant, info.parent, info.status) == (
+        assert (info.workflow, info.tenant, info.parent, info.status) == (
+            child_id,
             "acme",
             handle.id,
             WorkflowStatus.COMPLETED,
@@ -99,14 +104,7 @@ class AppLifecycle(AppFixtures):
         assert "child broke" in result
 
     async def test_cancelling_a_parent_cancels_its_children(self, app: App) -> None:
-        @app.workflow
-        async def slow(ctx: Context) -> None:
-            await ctx.sleep(timedelta(days=1))
-
-        @app.workflow
-        async def parent(ctx: Context) -> None:
-            await ctx.child(slow)
-
+        slow, parent = parent_of_a_sleeper(app)
         handle = await parent.start()
         await app.run_until_idle(advance=False)
         child = await slow.get_handle(f"{handle.id}/child:{slow.kind}#1")
