@@ -13,6 +13,8 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from pydantic import SecretStr
+
 from durably.app import _layout as layout
 from durably.app import _tenancy as tenancy
 from durably.app._cancels import Cancels
@@ -40,7 +42,7 @@ class Core:
 
     def __init__(
         self,
-        dsn: str,
+        dsn: SecretStr,
         *,
         clock: Clock,
         tenant: str,
@@ -49,6 +51,7 @@ class Core:
         migrate: bool,
     ) -> None:
         self.dsn = dsn
+        """The DSN the stores open from, secret (its password never in a repr or a log)."""
         self.clock = clock
         self.tenant = tenant
         self.retention = retention
@@ -65,7 +68,7 @@ class Core:
         """Whether the store may hold workflows keyed as before tenants scoped ids
         (`tenancy.older_layout`, read when the stores open), which lookups then try too."""
 
-    def retarget(self, dsn: str) -> None:
+    def retarget(self, dsn: SecretStr) -> None:
         """Open the stores from ``dsn`` instead; refused once they are open."""
         if self._stores is not None:
             raise ConfigurationError("the App's stores are open: close it before changing its DSN")

@@ -314,7 +314,10 @@ class AppLifecycle(AppFixtures):
         await cancelled.cancel()
         await app.run_until_idle()
         await asyncio.sleep(0.01)
-        assert await app.sweep() >= 2
+        swept = 0
+        while swept < 100_000 and (round_swept := await app.sweep()):
+            swept += round_swept  # a store other tests share may hold more than one round
+        assert swept >= 2
         for gone in (done, cancelled):
             with pytest.raises(WorkflowNotFoundError):
                 await gone.result(timeout=5)
