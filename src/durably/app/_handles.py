@@ -300,7 +300,8 @@ class WorkflowHandle(Generic[R]):
         """
         ctx = current_workflow()
         if ctx is not None:  # inside a body: cancelled once, recorded
-            return bool(await ctx._outside("cancel", self._cancel))
+            # Not "cancel#N": that key is this workflow's own cancel marker.
+            return bool(await ctx._outside("asked-cancel", self._cancel))
         return await self._cancel()
 
     async def _cancel(self) -> bool:
