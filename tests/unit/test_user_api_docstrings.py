@@ -25,6 +25,7 @@ from durably.app import (
     Topic,
     Workflow,
     WorkflowHandle,
+    WorkflowOptions,
     context,
 )
 
@@ -35,6 +36,7 @@ USER_CLASSES: tuple[type, ...] = (
     Context,
     StepContext,
     WorkflowHandle,
+    WorkflowOptions,
     Retry,
     Topic,
 )

@@ -6,6 +6,7 @@ Built on the engine's protocols, with no backing-specific code.
 from durably.app._app import App
 from durably.app._context import Context, StepContext, context
 from durably.app._handles import WorkflowHandle
+from durably.app._options import WorkflowOptions
 from durably.app._retry import Retry
 from durably.app._steps import Step
 from durably.app._topics import Topic
@@ -20,5 +21,6 @@ __all__ = [
     "Topic",
     "Workflow",
     "WorkflowHandle",
+    "WorkflowOptions",
     "context",
 ]

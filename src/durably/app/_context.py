@@ -15,10 +15,11 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 
 from durably.app import _layout as layout
 from durably.app import _tenancy as tenancy
+from durably.app._options import WorkflowOptions, child_options
 from durably.app._topics import Topic
 from durably.app._values import ANY, Duration, Value, seconds_of, stored_text
 from durably.engine.runtime import Execution
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from durably.app._workflow import Workflow
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 DERIVED_TRIES = 4
 """How many ids in line a body's derived child id tries when workflows that are not its
@@ -425,17 +427,34 @@ class Context:
 
     # --- children ---------------------------------------------------------------------------
 
+    @overload
     async def child(
-        self, fn: Workflow[Any, T], *args: Any, id: str | None = None, **kwargs: Any
-    ) -> T:
+        self, fn: Workflow[P, T] | WorkflowOptions[P, T], /, *args: P.args, **kwargs: P.kwargs
+    ) -> T: ...
+
+    @overload
+    async def child(
+        self,
+        fn: Workflow[Any, T] | WorkflowOptions[Any, T],
+        /,
+        *args: Any,
+        id: str | None,
+        **kwargs: Any,
+    ) -> T: ...
+
+    async def child(  # type: ignore[misc]  # (no body parameter is named id: as `start`)
+        self, fn: Any, /, *args: Any, id: str | None = None, **kwargs: Any
+    ) -> Any:
         """Start (or find) a child workflow and wait for its result, without holding a worker.
 
         The pass ends until the child ends. Recorded like a step. The child runs for this
         workflow's tenant and is cancelled with it. A workflow already at the child's id is
-        taken for the child only if its start names this workflow as its parent.
+        taken for the child only if its start names this workflow as its parent. Give the
+        child's ``id`` (and a ``timeout``) with `Workflow.options` to keep its arguments
+        checked by a type checker: ``await ctx.child(notify.options(id="n-1"), text)``.
 
         Args:
-            fn: The child's workflow, as `App.workflow` made it.
+            fn: The child's workflow, as `App.workflow` made it, or its `Workflow.options`.
             *args: The child body's arguments.
             id: The child's id. Default: one derived from this workflow's id, the child's
                 kind and the call's occurrence.
@@ -448,7 +467,8 @@ class Context:
             InvalidInputError: ``fn`` is not a workflow; arguments that do not fit its
                 parameters; a bad ``id`` (one of the derived form or starting with
                 ``durably:`` included), or one naming this workflow or its parent; a
-                derived id too long for a key (give an ``id``).
+                derived id too long for a key (give an ``id``); a ``tenant`` option (a
+                child runs in its parent's tenant).
             WorkflowConflictError: The id exists under another kind, or names a workflow
                 that is not this one's child.
             ChildWorkflowFailedError: The child failed or was cancelled (or was swept
@@ -456,8 +476,9 @@ class Context:
             IncompatibleRecordError: The child's result no longer fits its annotated type;
                 the workflow parks.
         """
+        fn, id, timeout = child_options(fn, id)
         key, handle = await self._start_workflow(
-            fn, args, kwargs, id=id, tenant=None, timeout=None, child=True
+            fn, args, kwargs, id=id, tenant=None, timeout=timeout, child=True
         )
         end = layout.end_key(key)
         self._meet(end)
@@ -472,17 +493,32 @@ class Context:
         if not isinstance(ended, dict) or "v" not in ended:
             error = ended.get("e") if isinstance(ended, dict) else None
             raise ChildWorkflowFailedError(handle.id, None if error is None else str(error))
-        return self._decode(fn.signature.result, ended["v"], end)  # type: ignore[no-any-return]
+        return self._decode(fn.signature.result, ended["v"], end)
 
+    @overload
     async def start_child(
-        self, fn: Workflow[Any, T], *args: Any, id: str | None = None, **kwargs: Any
-    ) -> WorkflowHandle[T]:
+        self, fn: Workflow[P, T] | WorkflowOptions[P, T], /, *args: P.args, **kwargs: P.kwargs
+    ) -> WorkflowHandle[T]: ...
+
+    @overload
+    async def start_child(
+        self,
+        fn: Workflow[Any, T] | WorkflowOptions[Any, T],
+        /,
+        *args: Any,
+        id: str | None,
+        **kwargs: Any,
+    ) -> WorkflowHandle[T]: ...
+
+    async def start_child(  # type: ignore[misc]  # (as `child`)
+        self, fn: Any, /, *args: Any, id: str | None = None, **kwargs: Any
+    ) -> Any:
         """Start (or find) a child workflow and return its handle without waiting (fan-out).
 
-        Recorded like a step; the child's id and tenant are as for `child`.
+        Recorded like a step; the child's id, tenant and options are as for `child`.
 
         Args:
-            fn: The child's workflow, as `App.workflow` made it.
+            fn: The child's workflow, as `App.workflow` made it, or its `Workflow.options`.
             *args: The child body's arguments.
             id: The child's id. Default: one derived from this workflow's id, the child's
                 kind and the call's occurrence.
@@ -494,11 +530,12 @@ class Context:
         Raises:
             InvalidInputError: ``fn`` is not a workflow; arguments that do not fit its
                 parameters; a bad ``id``, or one naming this workflow or its parent; a
-                derived id over 512 bytes (give an ``id``).
+                derived id over 512 bytes (give an ``id``); a ``tenant`` option.
             WorkflowConflictError: The id exists under another kind.
         """
+        fn, id, timeout = child_options(fn, id)
         _, handle = await self._start_workflow(
-            fn, args, kwargs, id=id, tenant=None, timeout=None, child=True
+            fn, args, kwargs, id=id, tenant=None, timeout=timeout, child=True
         )
         return handle
 

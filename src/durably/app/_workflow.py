@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from durably.app import _layout as layout
 from durably.app import _tenancy as tenancy
@@ -22,6 +22,7 @@ from durably.app._context import (
 )
 from durably.app._core import Core
 from durably.app._handles import WorkflowHandle, cancel_children, find_handle
+from durably.app._options import OPTIONS, WorkflowOptions
 from durably.app._retry import Retry
 from durably.app._values import Duration, Signature, seconds_of, stored_text
 from durably.engine.runtime import Execution
@@ -44,9 +45,6 @@ from durably.stores.workflows import Finish, value_refused
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-OPTIONS = ("id", "tenant", "timeout")
-"""Keyword options of `Workflow.start`; a body parameter may not take these names."""
 
 
 class BodyFailed(DurablyError):
@@ -121,7 +119,56 @@ class Workflow(Generic[P, R]):
         self.__name__ = getattr(fn, "__name__", kind)
         self.__doc__ = fn.__doc__
 
+    def options(
+        self,
+        *,
+        id: str | None = None,
+        tenant: str | None = None,
+        timeout: Duration | None = None,
+    ) -> WorkflowOptions[P, R]:
+        """Return this workflow with start options, for a start whose arguments are checked.
+
+        A type checker checks the arguments of ``await wf.options(id="t-1").start(ticket)``
+        against the body's parameters. `Context.child` and `Context.start_child` take it
+        for a child's ``id`` and ``timeout``. Nothing is checked before its ``start``.
+
+        Args:
+            id: The workflow's id, as for `start`.
+            tenant: The tenant it runs for, as for `start` (never for a child: a child
+                runs in its parent's tenant).
+            timeout: How long after its start the workflow is cancelled, as for `start`.
+
+        Returns:
+            The options, with `WorkflowOptions.start` and `WorkflowOptions.run`.
+        """
+        return WorkflowOptions(self, id, tenant, timeout)
+
+    @overload
+    async def start(self, *args: P.args, **kwargs: P.kwargs) -> WorkflowHandle[R]: ...
+
+    @overload
     async def start(
+        self,
+        *args: Any,
+        id: str | None,
+        tenant: str | None = None,
+        timeout: Duration | None = None,
+        **kwargs: Any,
+    ) -> WorkflowHandle[R]: ...
+
+    @overload
+    async def start(
+        self, *args: Any, tenant: str | None, timeout: Duration | None = None, **kwargs: Any
+    ) -> WorkflowHandle[R]: ...
+
+    @overload
+    async def start(
+        self, *args: Any, timeout: Duration | None, **kwargs: Any
+    ) -> WorkflowHandle[R]: ...
+
+    # A body's own parameter named like an option is refused at registration, which a
+    # type checker cannot know: to it, the options might take the body's keywords.
+    async def start(  # type: ignore[misc]
         self,
         *args: Any,
         id: str | None = None,
@@ -135,6 +182,11 @@ class Workflow(Generic[P, R]):
         (``handle.created`` is False; the first start's arguments win): an id is unique
         within its tenant, so the same id under two tenants names two workflows. Inside a
         workflow body the start is recorded like a step.
+
+        A type checker checks the arguments of a call without options against the body's
+        parameters; with options given here it cannot (a call's options and the body's
+        parameters share no signature): give them with `options` instead,
+        ``wf.options(id=...).start(*args)``, to keep the arguments checked.
 
         Args:
             *args: The body's arguments (after the Context).
@@ -157,6 +209,17 @@ class Workflow(Generic[P, R]):
                 too long together, included; arguments the store refuses (too large).
             WorkflowConflictError: The id exists in the tenant under another kind.
         """
+        return await self._start(args, kwargs, id=id, tenant=tenant, timeout=timeout)
+
+    async def _start(
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        id: str | None = None,
+        tenant: str | None = None,
+        timeout: Duration | None = None,
+    ) -> WorkflowHandle[R]:
         ctx = current_workflow()
         if ctx is not None:  # inside a body: recorded, with an id derived from the parent's
             _, handle = await ctx._start_workflow(
@@ -285,7 +348,30 @@ class Workflow(Generic[P, R]):
         at = key if key is not None else tenancy.workflow_key(owner, id)
         return WorkflowHandle(self._core, at, id, owner, self.kind, self.signature.result, created)
 
+    @overload
+    async def run(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
+
+    @overload
     async def run(
+        self,
+        *args: Any,
+        id: str | None,
+        tenant: str | None = None,
+        timeout: Duration | None = None,
+        **kwargs: Any,
+    ) -> R: ...
+
+    @overload
+    async def run(
+        self, *args: Any, tenant: str | None, timeout: Duration | None = None, **kwargs: Any
+    ) -> R: ...
+
+    @overload
+    async def run(self, *args: Any, timeout: Duration | None, **kwargs: Any) -> R: ...
+
+    # A body's own parameter named like an option is refused at registration, which a
+    # type checker cannot know: to it, the options might take the body's keywords.
+    async def run(  # type: ignore[misc]
         self,
         *args: Any,
         id: str | None = None,
@@ -296,7 +382,7 @@ class Workflow(Generic[P, R]):
         """Start this workflow and wait for its result, for as long as it takes.
 
         Refused inside a workflow body, where waiting would hold the pass: use
-        `Context.child` there.
+        `Context.child` there. Its arguments are checked as `start`'s are.
 
         Args:
             *args: The body's arguments (after the Context).
@@ -316,12 +402,23 @@ class Workflow(Generic[P, R]):
             WorkflowFailedError: The workflow failed; carries the recorded error.
             WorkflowCancelledError: The workflow was cancelled or timed out.
         """
+        return await self._run(args, kwargs, id=id, tenant=tenant, timeout=timeout)
+
+    async def _run(
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        id: str | None = None,
+        tenant: str | None = None,
+        timeout: Duration | None = None,
+    ) -> R:
         if current_workflow() is not None:
             raise ConfigurationError(
                 f"workflow {self.kind!r}: awaiting run() inside a workflow body would hold "
                 "the pass; use ctx.child"
             )
-        handle = await self.start(*args, id=id, tenant=tenant, timeout=timeout, **kwargs)
+        handle = await self._start(args, kwargs, id=id, tenant=tenant, timeout=timeout)
         return await handle.result()
 
     async def get_handle(self, id: str, tenant: str | None = None) -> WorkflowHandle[R]:
@@ -466,4 +563,4 @@ def _cancelled(workflow: str, timed_out: bool) -> str:
     return str(WorkflowCancelledError(workflow, timed_out=timed_out))
 
 
-__all__ = ["OPTIONS", "BodyFailed", "Cancelled", "Workflow"]
+__all__ = ["BodyFailed", "Cancelled", "Workflow"]

@@ -18,6 +18,7 @@ from durably.testing.app.refusals import AppRefusals
 from durably.testing.app.replay import AppReplay
 from durably.testing.app.tenants import AppTenants
 from durably.testing.app.upgrade import AppUpgrade
+from durably.testing.app.values import AppValues
 
 
 class AppConformance(
@@ -30,6 +31,7 @@ class AppConformance(
     AppTenants,
     AppUpgrade,
     AppFanOut,
+    AppValues,
 ):
     """Every test here must pass for `durably.App` on every backing durably ships."""
 

@@ -189,7 +189,7 @@ class AppRefusals(AppFixtures):
                 if which == "recv":
                     await ctx.recv("approval")  # type: ignore[arg-type]
                 else:
-                    await ctx.child(plain)  # type: ignore[arg-type]
+                    await ctx.child(plain)  # type: ignore[call-overload]
             except InvalidInputError as exc:
                 return str(exc)
             return "accepted"
