@@ -18,6 +18,7 @@ from pydantic import ConfigDict, TypeAdapter, ValidationError
 from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
 from pydantic_core.core_schema import CoreConfig
 
+from durably.app._annotations import warn_of
 from durably.app._formats import Converted, converted, prepared
 from durably.app._formats import canonical as canonical_text
 from durably.errors import ConfigurationError, InvalidInputError
@@ -255,11 +256,16 @@ class Signature:
                     f"{what}: parameter {parameter.name!r} has no annotation (values are "
                     "encoded from annotations)"
                 )
-            value = Value.of(hints[parameter.name], f"{what}, parameter {parameter.name!r}")
+            named = f"{what}, parameter {parameter.name!r}"
+            value = Value.of(hints[parameter.name], named)
+            warn_of(hints[parameter.name], value.adapter.core_schema, named)
             self.parameters.append(Parameter(parameter.name, parameter.kind, value))
         if "return" not in hints:
             raise ConfigurationError(f"{what}: the return annotation is missing (-> T or -> None)")
         self.result = Value.of(hints["return"], f"{what}, return value")
+        warn_of(hints["return"], self.result.adapter.core_schema, f"{what}, return value")
+        self.hints = hints
+        """The function's resolved annotations, by parameter name (and ``return``)."""
         self._bindable = self._signature.replace(parameters=parameters[skip:])
         self._positional = all(
             p.kind is not inspect.Parameter.KEYWORD_ONLY for p in self.parameters
