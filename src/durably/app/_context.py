@@ -472,7 +472,8 @@ class Context:
             WorkflowConflictError: The id exists under another kind, or names a workflow
                 that is not this one's child.
             ChildWorkflowFailedError: The child failed or was cancelled (or was swept
-                before this workflow read how it ended).
+                before this workflow read how it ended); it carries the child's failure
+                (``error``, ``type``, ``message`` and ``step``), as `WorkflowFailedError`.
             IncompatibleRecordError: The child's result no longer fits its annotated type;
                 the workflow parks.
         """
@@ -491,8 +492,14 @@ class Context:
                 raise InputNeeded(end)  # the child wakes this workflow when it ends
             ended = await self._run.step(end, lambda: outcome)
         if not isinstance(ended, dict) or "v" not in ended:
-            error = ended.get("e") if isinstance(ended, dict) else None
-            raise ChildWorkflowFailedError(handle.id, None if error is None else str(error))
+            outcome = ended if isinstance(ended, dict) else {}
+            error = outcome.get("e")
+            details = layout.failure_details(outcome)
+            if outcome.get("cancelled"):
+                details.update(type="WorkflowCancelledError", message=str(error))
+            raise ChildWorkflowFailedError(
+                handle.id, None if error is None else str(error), **details
+            )
         return self._decode(fn.signature.result, ended["v"], end)
 
     @overload

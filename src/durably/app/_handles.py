@@ -125,7 +125,8 @@ class WorkflowHandle(Generic[R]):
         Raises:
             InvalidInputError: Awaited inside a workflow body, where it would hold the pass
                 (use `Context.child`), or a ``timeout`` that is not a positive duration.
-            WorkflowFailedError: The workflow failed; ``error`` is the failure it recorded.
+            WorkflowFailedError: The workflow failed; it carries the failure it recorded
+                (``error``, and its ``type``, ``message`` and failing ``step``).
             WorkflowCancelledError: The workflow was cancelled, or (``timed_out``) its
                 own timeout passed.
             TimeoutError: ``timeout`` passed before the workflow ended.
@@ -161,7 +162,9 @@ class WorkflowHandle(Generic[R]):
                 if layout.RESULT in stored:
                     return (_decoded(self._id, layout.RESULT, self._result, stored[layout.RESULT]),)
             elif info.status is WorkflowStatus.FAILED:
-                raise WorkflowFailedError(self._id, info.last_error)
+                ended = layout.ending(await checkpointer.load(self._key)) or {}
+                details = layout.failure_details(ended)
+                raise WorkflowFailedError(self._id, info.last_error, **details)
             elif info.status is WorkflowStatus.CANCELLED:
                 ended = layout.ending(await checkpointer.load(self._key)) or {}
                 raise WorkflowCancelledError(self._id, timed_out=ended.get("e") == layout.TIMED_OUT)

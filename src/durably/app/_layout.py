@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from durably.errors import ConfigurationError, InvalidInputError
+from durably.errors import ConfigurationError, InvalidInputError, StepFailedError
+from durably.redaction import mend_text
 from durably.stores.workflows import INBOX_PREFIX
 from durably.validation import MAX_ID_BYTES, identifier
 
@@ -23,7 +24,8 @@ RESULT = "durably:result"
 CANCEL = "durably:cancel"
 """The cancellation markers `WorkflowHandle.cancel` supplies, one per resume generation."""
 FAILED = "durably:failed"
-"""``durably:failed#G``: the error that ended resume generation G (wakes a parent)."""
+"""``durably:failed#G``: the failure that ended resume generation G (wakes a parent):
+`failure`'s record, or (written before failures kept their type) its text alone."""
 CANCELLED = "durably:cancelled"
 TIMED_OUT = "timed out"
 """What a `CANCELLED` record holds when the workflow's ``timeout=`` ended it."""
@@ -184,20 +186,54 @@ def end_key(key: str) -> str:
     return f"{key}:end"
 
 
+def failure(error: BaseException) -> dict[str, object]:
+    """The `FAILED` record of ``error``, which ended a generation.
+
+    Its text (the error's repr, as the workflow's status keeps it), type name and message,
+    and the key of the step whose failure it is (None when the body raised on its own);
+    for a step's failure, the type and message of the step's own error. Text is kept as
+    failure text is (`mend_text`: bounded, secrets masked).
+    """
+    if isinstance(error, StepFailedError):
+        kind, message, step = error.error_type, error.error_message, error.key
+    else:
+        kind, message, step = type(error).__name__, str(error), None
+    return {
+        "error": mend_text(repr(error), "error"),
+        "type": mend_text(kind, "error type"),
+        "message": mend_text(message, "error"),
+        "step": step,
+    }
+
+
 def ending(stored: Mapping[str, object]) -> dict[str, object] | None:
     """How a workflow's latest generation ended, from its records: ``{"v": result}``,
-    ``{"e": error}`` or ``{"e": "cancelled", "cancelled": True}`` (``"timed out"`` for a
+    ``{"e": error}`` (with its ``type``, ``message`` and ``step`` when its record keeps
+    them, `failure`) or ``{"e": "cancelled", "cancelled": True}`` (``"timed out"`` for a
     workflow its ``timeout=`` cancelled); None while it runs."""
     if RESULT in stored:
         return {"v": stored[RESULT]}
     current = generation(stored)
     failed = stored.get(occurrence(FAILED, current))
+    if isinstance(failed, dict):
+        return {"e": str(failed.get("error")), **{k: failed.get(k) for k in _DETAILS}}
     if failed is not None:
         return {"e": str(failed)}
     cancelled = stored.get(occurrence(CANCELLED, current))
     if cancelled is not None:
         return {"e": TIMED_OUT if cancelled == TIMED_OUT else "cancelled", "cancelled": True}
     return None
+
+
+_DETAILS = ("type", "message", "step")
+
+
+def failure_details(ended: Mapping[str, object]) -> dict[str, str | None]:
+    """The ``type``, ``message`` and ``step`` an `ending` (or a record of one) gives.
+
+    Each None where it does not say: a failure recorded before failures kept their type.
+    """
+    return {k: None if ended.get(k) is None else str(ended.get(k)) for k in _DETAILS}
 
 
 def started_key(started: Mapping[str, object], id: str) -> str:
@@ -242,6 +278,8 @@ __all__ = [
     "end_key",
     "ending",
     "event_key",
+    "failure",
+    "failure_details",
     "generation",
     "latest_event",
     "occurrence",

@@ -40,7 +40,6 @@ from durably.errors import (
     WorkflowConflictError,
     WorkflowStopped,
 )
-from durably.redaction import mend_text
 from durably.stores.workflows import Finish, value_refused
 
 P = ParamSpec("P")
@@ -499,7 +498,7 @@ class Workflow(Generic[P, R]):
         try:
             encoded = self.signature.result.encode(value)
         except Exception as exc:
-            await self._end(run, ctx, layout.FAILED, repr(exc))
+            await self._end(run, ctx, layout.FAILED, layout.failure(exc))
             raise BodyFailed(exc, retryable=False) from exc
         if start.get("parent") is not None and start.get("parent_kind") is not None:
             # The parent runs as soon as it is woken, so the result is written first.
@@ -510,7 +509,7 @@ class Workflow(Generic[P, R]):
                     raise
                 # A result no store takes (too large, say): the parent hears of a failure.
                 unstored = DurablyError(f"the workflow's result was not stored: {exc}")
-                await self._end(run, ctx, layout.FAILED, repr(unstored))
+                await self._end(run, ctx, layout.FAILED, layout.failure(unstored))
                 raise BodyFailed(unstored, retryable=False) from exc
             await self._wake_parent(start)
             return value
@@ -538,16 +537,15 @@ class Workflow(Generic[P, R]):
     async def _failed(self, run: Execution, ctx: Context, exc: BaseException) -> BodyFailed:
         """The body raised ``exc``: its end recorded unless the workflow retries bodies."""
         if self.retry is None:
-            await self._end(run, ctx, layout.FAILED, repr(exc))
+            await self._end(run, ctx, layout.FAILED, layout.failure(exc))
         return BodyFailed(exc, retryable=self.retry is not None)
 
-    async def _end(self, run: Execution, ctx: Context, name: str, error: str) -> None:
-        """Record how this generation ended (failed or cancelled) and wake a parent.
+    async def _end(self, run: Execution, ctx: Context, name: str, ended: object) -> None:
+        """Record how this generation ended and wake a parent.
 
-        The error is kept as failure text is (`mend_text`: bounded, secrets masked).
+        ``ended`` is a `layout.failure` record, or how it was cancelled.
         """
-        kept = mend_text(error, "error")
-        await run.step(layout.occurrence(name, ctx.generation), lambda: kept)
+        await run.step(layout.occurrence(name, ctx.generation), lambda: ended)
         await self._wake_parent(ctx._start)
 
     async def _wake_parent(self, start: Mapping[str, Any]) -> None:

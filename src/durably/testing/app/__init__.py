@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from durably.testing.app.basics import AppBasics
 from durably.testing.app.deploys import AppDeployCheck
+from durably.testing.app.failures import AppFailures
 from durably.testing.app.fanout import AppFanOut
 from durably.testing.app.fixtures import AppFactory
 from durably.testing.app.lifecycle import AppLifecycle
@@ -32,6 +33,7 @@ class AppConformance(
     AppUpgrade,
     AppFanOut,
     AppValues,
+    AppFailures,
 ):
     """Every test here must pass for `durably.App` on every backing durably ships."""
 
