@@ -36,9 +36,16 @@ async def never(ctx: durably.Context, n: int) -> int:
 """
 
 
-def worker(tmp_path: Path, *argv: str) -> subprocess.Popen[bytes]:
+def worker(
+    tmp_path: Path, *argv: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     (tmp_path / "flows.py").write_text(textwrap.dedent(FLOWS))
-    env = {**os.environ, "PYTHONPATH": SRC, "DURABLY_DSN": f"sqlite:///{tmp_path / 'app.db'}"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": SRC,
+        "DURABLY_DSN": f"sqlite:///{tmp_path / 'app.db'}",
+        **(env or {}),
+    }
     return subprocess.Popen(
         [sys.executable, "-m", "durably", "worker", "flows:app", *argv],
         cwd=tmp_path,
@@ -141,6 +148,45 @@ def test_an_unknown_kind_is_refused_with_its_name(tmp_path: Path) -> None:
     assert process.returncode != 0
     assert "nosuch" in output
     assert "Traceback" not in output
+
+
+def test_a_mistyped_kind_is_refused_with_a_close_match_and_the_registered_kinds(
+    tmp_path: Path,
+) -> None:
+    process = worker(tmp_path, "--workflow", "doubel")
+    output = process.communicate(timeout=30)[0].decode()
+    assert process.returncode != 0
+    assert (
+        "unknown workflow kind 'doubel' (did you mean 'double'?); registered: double, never"
+        in output
+    )
+
+
+def test_a_worker_on_a_relative_sqlite_path_logs_the_file_and_that_it_made_it(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    process = worker(tmp_path / "elsewhere", env={"DURABLY_DSN": "sqlite:///app.db"})
+    database = tmp_path / "elsewhere" / "app.db"
+
+    async def use() -> int:
+        for _ in range(600):  # until the worker made it (30 s at most)
+            if database.exists():
+                break
+            await asyncio.sleep(0.05)
+        app = App(f"sqlite:///{database}")
+
+        @app.workflow(name="double")
+        async def double(ctx: Context, n: int) -> int:
+            raise NotImplementedError
+
+        async with app:
+            return await (await double.start(5)).result(timeout=30)
+
+    doubled, output = run_then_stop(process, use)
+    assert doubled == 10
+    assert f"serving flows:app from sqlite {database}" in output
+    assert f"created a new, empty SQLite database {database}" in output
 
 
 def test_workflows_resume_makes_a_parked_workflow_run_again(

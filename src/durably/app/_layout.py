@@ -67,6 +67,23 @@ def retry_key(step_key: str, attempt: int) -> str:
     return f"{step_key}{RETRY}{attempt}"
 
 
+def instant(key: str) -> bool:
+    """Whether the App's record at ``key`` holds an instant (epoch seconds): a sleep's or
+    a ``recv``'s deadline, a step retry's (`retry_key`), or a recorded ``ctx.now()``."""
+    if key.startswith(PREFIX):
+        name = key[len(PREFIX) :]
+        return (
+            name.startswith(("sleep#", "now#"))
+            or (name.startswith("recv:") and key.endswith(":deadline"))
+            or RETRY in key
+        )
+    return RETRY in key
+
+
+START_INSTANTS = ("created", "timeout_at")
+"""The fields of a `START` record that hold instants (epoch seconds)."""
+
+
 def event_key(key: str, count: int) -> str:
     """The record of the ``count``-th `set_event` of ``key``."""
     return occurrence(f"{EVENT}{key}", count)
@@ -271,6 +288,7 @@ __all__ = [
     "RESUMES",
     "START",
     "STARTED",
+    "START_INSTANTS",
     "TIMEOUT",
     "bookkeeping",
     "cancel_key",
@@ -281,6 +299,7 @@ __all__ = [
     "failure",
     "failure_details",
     "generation",
+    "instant",
     "latest_event",
     "occurrence",
     "parent_key",

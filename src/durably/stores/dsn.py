@@ -23,6 +23,7 @@ locals show its password.
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
@@ -235,14 +236,21 @@ def sqlite_path(dsn: str) -> str:
     return path
 
 
+def sqlite_file(path: str) -> str:
+    """The absolute path of SQLite file ``path`` (a relative one is read from the current
+    directory, so two processes started in two directories open two files);
+    ``:memory:`` as it is."""
+    return path if path == ":memory:" else os.path.abspath(path)
+
+
 def describe(dsn: str | SecretStr) -> str:
     """What ``dsn`` names, safe to print: backing, host, port and database, or the SQLite
-    path; never a user or a password."""
+    file's absolute path; never a user or a password."""
     parsed = parse(dsn)
     if parsed.backing == "memory":
         return "memory (this process only)"
     if parsed.backing == "sqlite":
-        return f"sqlite {sqlite_path(parsed.url.get_secret_value())}"
+        return f"sqlite {sqlite_file(sqlite_path(parsed.url.get_secret_value()))}"
     parts = urlsplit(parsed.url.get_secret_value())
     port = f":{parts.port}" if parts.port else ""
     return f"{parsed.backing} {parts.hostname or 'localhost'}{port}{parts.path or ''}"
@@ -312,5 +320,6 @@ __all__ = [
     "redacted",
     "scrub",
     "secrets",
+    "sqlite_file",
     "sqlite_path",
 ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import logging
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from durably.stores.dsn import (
     describe,
     parse,
     scrub,
+    sqlite_file,
     sqlite_path,
 )
 from durably.stores.pacing import PacedDurable, WriteGate
@@ -35,6 +37,8 @@ from durably.stores.work import QueuePolicy, WorkQueue
 from durably.stores.workflows import Checkpointer, Durable, SplitDurable
 
 Closer = Callable[[], Awaitable[None]]
+
+_logger = logging.getLogger("durably.stores")
 
 SQLITE_WRITE_SLOTS = 4
 """Record writes of passes in flight at once on SQLite, whose one connection runs them in
@@ -160,7 +164,17 @@ async def open_stores(
             path = sqlite_path(parsed.url.get_secret_value())
             if not create:
                 _existing(path)
-            return await _open_sqlite(path, clock, policy)
+            fresh = _missing(path)
+            stores = await _open_sqlite(path, clock, policy)
+            if fresh:
+                # Said out loud: a process started in another directory, or with a typo,
+                # opens a database of its own and finds none of the others' work.
+                _logger.warning(
+                    "created a new, empty SQLite database %s (there was no file): a "
+                    "process meant to share a database must open this same file",
+                    sqlite_file(path),
+                )
+            return stores
         if parsed.backing == "postgresql":
             return await _open_postgres(parsed, clock, policy)
         return await _open_redis(parsed, clock, policy)
@@ -179,10 +193,17 @@ async def open_stores(
     raise failure
 
 
+def _missing(path: str) -> bool:
+    """Whether SQLite file ``path`` does not exist yet (opening it creates it)."""
+    return path != ":memory:" and not os.path.exists(path)
+
+
 def _existing(path: str) -> None:
     """Refuse a SQLite file that does not exist (rather than create an empty one)."""
     if not os.path.exists(path):
-        raise ConfigurationError(f"no such database: {path} (the SQLite file is missing)")
+        raise ConfigurationError(
+            f"no such database: {sqlite_file(path)} (the SQLite file is missing)"
+        )
 
 
 def _backing(module: str, label: str) -> Any:
@@ -230,7 +251,7 @@ async def _open_sqlite(path: str, clock: Clock, policy: QueuePolicy) -> Stores:
 
     return Stores(
         backing="sqlite",
-        location=f"sqlite {path}",
+        location=f"sqlite {sqlite_file(path)}",
         state=sqlite.SqliteStateStore(database, clock=clock),
         queue=sqlite.SqliteWorkQueue(database, clock=clock, policy=policy),
         checkpointer=checkpointer,
