@@ -34,8 +34,15 @@ async def notify(ctx: Context, text: str) -> int:
     return len(text)
 
 
+@app.step(name="shout")
+async def shout(text: str) -> str:
+    return text.upper()
+
+
 @app.workflow(name="triage")
 async def triage(ctx: Context, ticket: Ticket, *, urgent: bool = False) -> str:
+    shout(ticket.title)  # fails: unused-coroutine
+    await shout(3)  # fails: arg-type
     sent: int = await ctx.child(notify, ticket.title)
     named: int = await ctx.child(notify.options(id="n-1"), ticket.title)
     kept: int = await ctx.child(notify, ticket.title, id="n-2")

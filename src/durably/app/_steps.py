@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from durably.app._context import Attempt, bind, current_workflow, is_async, unbind
@@ -81,7 +81,7 @@ class Step(Generic[P, R]):
             signature=self.signature,  # its adapters, built once at decoration
         )
 
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
         """Call the step: recorded inside a workflow body, the plain function elsewhere.
 
         Outside a workflow body it raises whatever the function raises.
@@ -91,7 +91,9 @@ class Step(Generic[P, R]):
             **kwargs: The function's keyword arguments.
 
         Returns:
-            An awaitable of the function's result (on a replay, the recorded one).
+            A coroutine of the function's result (on a replay, the recorded one). Inside
+            a workflow the call takes its key at once: a call never awaited still takes
+            its occurrence, and Python's warning of it names the key (``summarise#1``).
 
         Raises:
             StepFailedError: The step failed for good: its retries ran out, or it raised a
@@ -107,10 +109,16 @@ class Step(Generic[P, R]):
         """
         ctx = current_workflow()
         if ctx is None:
-            return self._plain(args, kwargs)
+            plain = self._plain(args, kwargs)
+            plain.__qualname__ = self.name  # type: ignore[attr-defined]
+            return plain
         # The key is taken now, at the call, so concurrent branches keep their call order.
         key = self._key if self._key is not None else ctx._next(self.name)
-        return recorded_call(ctx, self, key, args, kwargs)
+        call = recorded_call(ctx, self, key, args, kwargs)
+        # Python's warning for a call never awaited names this; the key says which call
+        # took the occurrence (the step's later calls in the body get the next ones).
+        call.__qualname__ = key  # type: ignore[attr-defined]
+        return call
 
     async def _plain(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
         if self._async:
