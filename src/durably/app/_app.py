@@ -197,9 +197,11 @@ class App:
     ) -> Any:
         """Register a workflow body, as ``@app.workflow`` or ``@app.workflow(name=...)``.
 
-        The body is an ``async def`` whose first parameter is the `durably.Context`; the
-        others are its arguments. Arguments and result are encoded from the annotations
-        (pydantic), checked here at decoration, not after a paid call.
+        The body is an ``async def`` whose first parameter is the `durably.Context`
+        (annotated so); the others are its arguments. Arguments and result are encoded
+        from the annotations (pydantic), checked here at decoration, not after a paid
+        call; one whose values would not come back as given (``Any``, a bare ``dict``) is
+        warned of (`durably.errors.ValueTypeWarning`).
 
         Args:
             fn: The body, when the decorator is used bare.
@@ -218,9 +220,9 @@ class App:
         Raises:
             ConfigurationError: At decoration: a default kind under ``__main__`` (a script
                 and a worker importing it would disagree on it), a kind registered twice,
-                a body that is not ``async def`` or whose first parameter is not the
-                Context, a parameter named ``id``, ``tenant`` or ``timeout``, ``*args`` or
-                ``**kwargs``, a missing or unencodable annotation; at the call, a
+                a body that is not ``async def`` or whose first parameter is not annotated
+                as the Context, a parameter named ``id``, ``tenant`` or ``timeout``,
+                ``*args`` or ``**kwargs``, a missing or unencodable annotation; at the call, a
                 ``max_recovery_attempts`` that is not an int of at least 1.
             InvalidInputError: A ``timeout`` that is not a positive duration; at
                 decoration, a kind that is empty, over 400 bytes or not storable text.
@@ -293,7 +295,8 @@ class App:
         Raises:
             ConfigurationError: At decoration: a name registered twice, starting with
                 ``durably:`` or ``inbox:`` (reserved) or holding ``#``, ``*args`` or
-                ``**kwargs``, a missing or unencodable annotation.
+                ``**kwargs``, a parameter annotated as the Context (only a body takes it),
+                a missing or unencodable annotation.
             InvalidInputError: A ``timeout`` that is not a positive duration; at
                 decoration, a name that is empty, over 400 bytes or not storable text.
         """

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import typing
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Generic, ParamSpec, TypeVar
 
-from durably.app._context import Attempt, bind, current_workflow, is_async, unbind
+from durably.app._context import Attempt, Context, bind, current_workflow, is_async, unbind
 from durably.app._layout import KEYED_BYTES, bounded, user_key
 from durably.app._recording import recorded_call
 from durably.app._retry import ONCE, Retry
@@ -46,7 +47,10 @@ class Step(Generic[P, R]):
             )
         self.retry = retry if retry is not None else ONCE
         self.timeout = timeout
-        self.signature = signature if signature is not None else Signature(fn, f"step {name!r}")
+        if signature is None:
+            _refuse_context(fn, f"step {name!r}")
+            signature = Signature(fn, f"step {name!r}")
+        self.signature = signature
         self._key = key
         self._async = is_async(fn)
         self.direct = self._async and timeout is None
@@ -155,6 +159,25 @@ class Step(Generic[P, R]):
 
     def __repr__(self) -> str:
         return f"<durably step {self.name!r}>"
+
+
+def _refuse_context(fn: Callable[..., Any], what: str) -> None:
+    """`ConfigurationError` naming a parameter of ``fn`` annotated as the Context.
+
+    A step is given its arguments alone; pydantic would refuse the Context's type at
+    length.
+    """
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        return  # `Signature` says what it cannot resolve
+    for parameter, hint in hints.items():
+        if parameter != "return" and isinstance(hint, type) and issubclass(hint, Context):
+            raise ConfigurationError(
+                f"{what}: parameter {parameter!r} is a durably.Context, which only a workflow "
+                "body takes (inside a step, durably.context() gives its workflow, key and "
+                "attempt)"
+            )
 
 
 __all__ = ["Step"]

@@ -105,10 +105,14 @@ class Workflow(Generic[P, R]):
         first = self.signature.leading[0]
         if first.kind not in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD):
             raise ConfigurationError(f"{what}: the first parameter must be the durably.Context")
-        hint = fn.__annotations__.get(first.name)
-        if hint is not None and hint not in (Context, "Context", "durably.Context"):
+        hint = self.signature.hints.get(first.name)
+        if not (isinstance(hint, type) and issubclass(hint, Context)):
+            # Unannotated, it may as well be a first argument of the body's own: refused
+            # here rather than when a start's arguments are one short.
+            got = "no annotation" if hint is None else repr(hint)
             raise ConfigurationError(
-                f"{what}: the first parameter must be the durably.Context, got {hint!r}"
+                f"{what}: the first parameter must be the durably.Context, annotated "
+                f"({first.name}: durably.Context); {first.name!r} has {got}"
             )
         for name in self.signature.names:
             if name in OPTIONS:
