@@ -61,8 +61,8 @@ class WorkflowOptions(Generic[P, R]):
                 any I/O), as for `Workflow.start`.
             WorkflowConflictError: The id exists in the tenant under another kind.
         """
-        return await self.workflow._start(
-            args, kwargs, id=self.id, tenant=self.tenant, timeout=self.timeout
+        return await self.workflow.start(
+            *args, id=self.id, tenant=self.tenant, timeout=self.timeout, **kwargs
         )
 
     async def run(self, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -81,8 +81,8 @@ class WorkflowOptions(Generic[P, R]):
             WorkflowFailedError: The workflow failed; carries the recorded error.
             WorkflowCancelledError: The workflow was cancelled or timed out.
         """
-        return await self.workflow._run(
-            args, kwargs, id=self.id, tenant=self.tenant, timeout=self.timeout
+        return await self.workflow.run(
+            *args, id=self.id, tenant=self.tenant, timeout=self.timeout, **kwargs
         )
 
 

@@ -212,17 +212,6 @@ class Workflow(Generic[P, R]):
                 too long together, included; arguments the store refuses (too large).
             WorkflowConflictError: The id exists in the tenant under another kind.
         """
-        return await self._start(args, kwargs, id=id, tenant=tenant, timeout=timeout)
-
-    async def _start(
-        self,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        *,
-        id: str | None = None,
-        tenant: str | None = None,
-        timeout: Duration | None = None,
-    ) -> WorkflowHandle[R]:
         ctx = current_workflow()
         if ctx is not None:  # inside a body: recorded, with an id derived from the parent's
             _, handle = await ctx._start_workflow(
@@ -405,23 +394,12 @@ class Workflow(Generic[P, R]):
             WorkflowFailedError: The workflow failed; carries the recorded error.
             WorkflowCancelledError: The workflow was cancelled or timed out.
         """
-        return await self._run(args, kwargs, id=id, tenant=tenant, timeout=timeout)
-
-    async def _run(
-        self,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        *,
-        id: str | None = None,
-        tenant: str | None = None,
-        timeout: Duration | None = None,
-    ) -> R:
         if current_workflow() is not None:
             raise ConfigurationError(
                 f"workflow {self.kind!r}: awaiting run() inside a workflow body would hold "
                 "the pass; use ctx.child"
             )
-        handle = await self._start(args, kwargs, id=id, tenant=tenant, timeout=timeout)
+        handle = await self.start(*args, id=id, tenant=tenant, timeout=timeout, **kwargs)
         return await handle.result()
 
     async def get_handle(self, id: str, tenant: str | None = None) -> WorkflowHandle[R]:

@@ -7,7 +7,7 @@ import pytest
 
 from durably.app import App, Context, Retry
 from durably.errors import ChildWorkflowFailedError, NonRetryable, WorkflowFailedError
-from durably.testing.app.fixtures import AppFixtures, fresh_id
+from durably.testing.app.fixtures import AppFixtures, fresh_id, write_earlier
 
 
 class PaymentDeclined(NonRetryable):
@@ -91,21 +91,10 @@ class AppFailures(AppFixtures):
         async def earlier(ctx: Context) -> None:
             return None
 
-        stores = await app.stores()
-        workflow = fresh_id()
-        start = {
-            "kind": earlier.kind,
-            "args": {},
-            "tenant": "default",
-            "created": 0.0,
-            "parent": None,
-            "parent_kind": None,
-            "timeout_at": None,
-        }
-        await stores.checkpointer.supply(workflow, "durably:start", start)
         # How a release before failures kept their type recorded one: its repr alone.
-        await stores.checkpointer.supply(workflow, "durably:failed#1", "ValueError('old')")
-        await stores.durable(earlier.kind).scheduler.make_ready(workflow)
+        workflow = await write_earlier(
+            app, earlier.kind, {}, {"durably:failed#1": "ValueError('old')"}
+        )
         await app.run_until_idle()
         with pytest.raises(WorkflowFailedError) as failed:
             await (await earlier.get_handle(workflow)).result(timeout=5)

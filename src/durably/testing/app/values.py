@@ -9,7 +9,7 @@ from typing import Any
 
 from durably.app import App, Context, Topic
 from durably.stores.status import WorkflowStatus
-from durably.testing.app.fixtures import AppFixtures, fresh_id
+from durably.testing.app.fixtures import AppFixtures, fresh_id, write_earlier
 
 EVERY_BYTE = bytes(range(256))
 BLOB: Topic[bytes] = Topic("blob", bytes)
@@ -82,7 +82,6 @@ class AppValues(AppFixtures):
         assert paid == [3]
 
     async def test_records_written_before_bytes_were_base64_still_read(self, app: App) -> None:
-        stores = await app.stores()
         ledger: list[bytes] = []
         step_name = f"echo-{fresh_id()}"
 
@@ -98,24 +97,17 @@ class AppValues(AppFixtures):
             assert sent is not None
             return [blob, echoed, sent]
 
-        workflow = fresh_id()
         # As the release before wrote them: bytes as UTF-8 text.
-        start = {
-            "kind": earlier.kind,
-            "args": {"blob": "pdf é"},
-            "tenant": "default",
-            "created": 0.0,
-            "parent": None,
-            "parent_kind": None,
-            "timeout_at": None,
-        }
-        await stores.checkpointer.supply(workflow, "durably:start", start)
-        step = {"a": earlier_digest({"blob": "pdf é"}), "v": "echo é"}
-        await stores.checkpointer.supply(workflow, f"{step_name}#1", step)
-        await stores.checkpointer.supply(workflow, "durably:event:stage#1", "stage é")
-        durable = stores.durable(earlier.kind)
-        await durable.deliver(workflow, {"topic": BLOB.name, "value": "message é"})
-        await durable.scheduler.make_ready(workflow)
+        workflow = await write_earlier(
+            app,
+            earlier.kind,
+            {"blob": "pdf é"},
+            {
+                f"{step_name}#1": {"a": earlier_digest({"blob": "pdf é"}), "v": "echo é"},
+                "durably:event:stage#1": "stage é",
+            },
+            [{"topic": BLOB.name, "value": "message é"}],
+        )
         await app.run_until_idle()
         handle = await earlier.get_handle(workflow)
         assert await handle.result(timeout=5) == [
@@ -150,25 +142,13 @@ class AppValues(AppFixtures):
     async def test_a_set_an_earlier_release_recorded_unsorted_keeps_its_order(
         self, app: App
     ) -> None:
-        stores = await app.stores()
         recorded = ["leslie", "ada", "tony"]  # the order that process's set iterated in
 
         @app.workflow(name=f"earlier-set-{fresh_id()}")
         async def listed(ctx: Context, names: set[str]) -> list[str]:
             return list(names)
 
-        workflow = fresh_id()
-        start = {
-            "kind": listed.kind,
-            "args": {"names": recorded},
-            "tenant": "default",
-            "created": 0.0,
-            "parent": None,
-            "parent_kind": None,
-            "timeout_at": None,
-        }
-        await stores.checkpointer.supply(workflow, "durably:start", start)
-        await stores.durable(listed.kind).scheduler.make_ready(workflow)
+        workflow = await write_earlier(app, listed.kind, {"names": recorded})
         await app.run_until_idle()
         assert await (await listed.get_handle(workflow)).result(timeout=5) == recorded
 
