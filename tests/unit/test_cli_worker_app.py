@@ -71,6 +71,18 @@ def run_then_stop(
     return value, output
 
 
+async def doubled_by_the_worker(database: Path, n: int) -> int:
+    """``n`` doubled by the ``double`` workflow a worker serves from SQLite ``database``."""
+    app = App(f"sqlite:///{database}")
+
+    @app.workflow(name="double")
+    async def double(ctx: Context, n: int) -> int:
+        raise NotImplementedError  # its body runs in the worker
+
+    async with app:
+        return await (await double.start(n)).result(timeout=30)
+
+
 def test_the_worker_command_serves_an_app_and_only_the_kinds_named(tmp_path: Path) -> None:
     process = worker(tmp_path, "--workflow", "double", "--log-level", "WARNING")
 
@@ -105,14 +117,7 @@ def test_the_worker_command_gives_an_app_its_name_and_poll_options(tmp_path: Pat
     )
 
     async def use() -> int:
-        app = App(f"sqlite:///{tmp_path / 'app.db'}")
-
-        @app.workflow(name="double")
-        async def double(ctx: Context, n: int) -> int:
-            raise NotImplementedError
-
-        async with app:
-            return await (await double.start(4)).result(timeout=30)
+        return await doubled_by_the_worker(tmp_path / "app.db", 4)
 
     doubled, output = run_then_stop(process, use)
     assert doubled == 8
@@ -174,14 +179,7 @@ def test_a_worker_on_a_relative_sqlite_path_logs_the_file_and_that_it_made_it(
             if database.exists():
                 break
             await asyncio.sleep(0.05)
-        app = App(f"sqlite:///{database}")
-
-        @app.workflow(name="double")
-        async def double(ctx: Context, n: int) -> int:
-            raise NotImplementedError
-
-        async with app:
-            return await (await double.start(5)).result(timeout=30)
+        return await doubled_by_the_worker(database, 5)
 
     doubled, output = run_then_stop(process, use)
     assert doubled == 10
