@@ -47,7 +47,13 @@ CONSTRUCTED_BY_USERS: tuple[type, ...] = (App, Retry, Topic)
 docstring (the API reference merges ``__init__`` into the class). The others are made by
 the App, and their constructors are not the user's."""
 
-ENGINE_SEAM = {"Workflow.prepare", "Workflow.launch", "Workflow.body", "Step.invoke"}
+ENGINE_SEAM = {
+    "Workflow.prepare",
+    "Workflow.launch",
+    "Workflow.body",
+    "Workflow.arguments",
+    "Step.invoke",
+}
 """Public names the App itself calls to drive the engine, not meant for users."""
 
 SECTIONS = ("Args", "Arguments", "Attributes", "Raises", "Returns", "Yields", "Example")
