@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from functools import partial
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Self, TypeVar
 
@@ -148,7 +149,7 @@ class PostgresScheduler:
                 self._take_once, receipt, reading, lapsed, errors=state_errors
             )
             chores = {str(row[2]) for row in rows}
-            await self._tidy([str(row[1]) for row in rows if row[2] == "tidy"])
+            tidied = await self._tidy([str(row[1]) for row in rows if row[2] == "tidy"])
             if "taken" in chores:
                 return [row for row in rows if row[2] == "taken"]
             if "lapsed" in chores:
@@ -156,10 +157,13 @@ class PostgresScheduler:
                     lambda s: s.fetch(self._sql["return_lapsed"], self._namespace, LAPSED_PER_TAKE)
                 )
                 lapsed = False
-            elif "tidy" not in chores:
-                if "more" not in chores or reading >= READ_MOST:
+            elif not tidied or "more" in chores:
+                # Tenants read hold nothing free, or could not be tidied: read further.
+                if reading >= READ_MOST:
                     return []
                 reading *= 8
+            elif "tidy" not in chores:
+                return []
         return []
 
     async def _take_once(
@@ -169,19 +173,25 @@ class PostgresScheduler:
             self._sql["take"], self._namespace, self._lease, receipt, reading, lapsed
         )
 
-    async def _tidy(self, tenants: list[str]) -> None:
+    async def _tidy(self, tenants: list[str]) -> bool:
         """Take each of ``tenants`` out of the rotation if its line is empty, each in a
-        transaction of its own (locking one tenant row at a time). Inside a caller's
-        transaction nothing is tidied: that transaction may read one snapshot."""
+        transaction of its own (locking one tenant row at a time); False if one could not
+        be (a writer held it). Inside a caller's transaction nothing is tidied: that
+        transaction may read one snapshot."""
+        if not tenants:
+            return True
         if self._access.bound_session is not None:
-            return
+            return False
+        tidied = True
         for tenant in tenants:
+            tidied = await self._run(partial(self._tidy_one, tenant), transaction=True) and tidied
+        return tidied
 
-            async def tidy(session: Session, tenant: str = tenant) -> None:
-                await session.fetch(self._sql["tidy_lock"], self._namespace, tenant)
-                await session.fetch(self._sql["tidy"], self._namespace, tenant)
-
-            await self._run(tidy, transaction=True)
+    async def _tidy_one(self, tenant: str, session: Session) -> bool:
+        if not await session.fetch(self._sql["tidy_lock"], self._namespace, tenant):
+            return False
+        await session.fetch(self._sql["tidy"], self._namespace, tenant)
+        return True
 
     async def done(self, delivery: Delivery) -> None:
         identifier(delivery.workflow, "workflow")

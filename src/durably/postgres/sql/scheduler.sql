@@ -5,27 +5,40 @@
 -- is the fairness order of durably.stores.workflows.
 --
 -- No tenant is ever stranded (queued workflows, out of the rotation). Every write that
--- queues a workflow writes the entry and then upserts its tenant's row active, in one
--- transaction: the upsert locks the row. `tidy` clears `active` only after locking the
--- row, in a statement of its own (a snapshot taken after the lock). A writer that locked
--- first has committed before that snapshot, so the check sees its workflow; one that locks
--- later waits for the tidy's commit and sets `active` again. Entry rows are always locked
--- before tenant rows, and tenant rows in tenant order, so none of these waits can close a
--- cycle.
+-- queues a workflow writes the entry and then updates its tenant's row (active, and its
+-- `version` one up), in one transaction. Two writes clear `active`, each only with the
+-- row locked (skipping it if a writer holds it):
+--   - `take`, for the tenant it served, when the line looked empty as of its snapshot and
+--     the locked row still has the version that snapshot read: a writer that committed
+--     since would have moved it. One that locks later waits for the take's commit and
+--     sets `active` again.
+--   - `tidy`, for a tenant whose line a take found empty, in a statement of its own (a
+--     snapshot taken after the lock): a writer that locked first has committed before
+--     that snapshot, so the check sees its workflow; one that locks later sets `active`
+--     again.
+-- Entry rows are always locked before tenant rows, and tenant rows in tenant order, so
+-- none of these waits can close a cycle.
 
 -- name: _place
 -- The tenant row of each workflow `queued` returns (tenant, visible_at, workflow): in the
 -- rotation, its head the older of the one it had and the new one (a tenant never seen at
 -- turn 0). Tenant rows are locked in tenant order.
 placed AS (
-    INSERT INTO {workflow_tenants} AS t (namespace, tenant, turn, head_at, head_workflow, active)
-    SELECT DISTINCT ON (tenant) $1::text, tenant, 0, visible_at, workflow, true
+    INSERT INTO {workflow_tenants} AS t
+        (namespace, tenant, turn, head_at, head_workflow, active, version)
+    SELECT DISTINCT ON (tenant) $1::text, tenant, 0, visible_at, workflow, true, 0
     FROM queued
     ORDER BY tenant, visible_at, workflow
     ON CONFLICT (namespace, tenant) DO UPDATE
-    SET active = true, head_at = excluded.head_at, head_workflow = excluded.head_workflow
-    WHERE NOT t.active
-       OR (excluded.head_at, excluded.head_workflow) < (t.head_at, t.head_workflow)
+    SET active = true, version = t.version + 1,
+        head_at = CASE
+            WHEN NOT t.active
+              OR (excluded.head_at, excluded.head_workflow) < (t.head_at, t.head_workflow)
+            THEN excluded.head_at ELSE t.head_at END,
+        head_workflow = CASE
+            WHEN NOT t.active
+              OR (excluded.head_at, excluded.head_workflow) < (t.head_at, t.head_workflow)
+            THEN excluded.head_workflow ELSE t.head_workflow END
 )
 
 -- name: make_ready
@@ -48,10 +61,12 @@ SELECT pg_notify($5::text, $1::text)::text;
 -- Reads the first $4 tenants of the rotation (one descent of the rotation index, then one
 -- probe of the lines index each) and takes, from the first whose line has a workflow no
 -- concurrent take holds, that line's head (SKIP LOCKED: a held one is passed over). The
--- served tenant's turn goes to the back; a row another statement is writing right now is
--- skipped, not waited for (that order is off by one turn, once).
+-- served tenant's turn goes to the back, and it leaves the rotation when its line is
+-- empty; a row another statement is writing right now is skipped, not waited for (that
+-- order is off by one turn, once, and a tidy checks the line).
 -- Besides the hand-out, rows of chores for the caller: 'tidy' for each tenant read with an
--- empty line and for the served tenant when its line looks empty now; 'lapsed' (nothing
+-- empty line and for a served tenant whose line looks empty and whose row was skipped;
+-- 'lapsed' (nothing
 -- taken) when a hand-out's lease has lapsed and $5 is set, so that `return_lapsed` puts it
 -- back in its line before the take; 'more' when nothing was taken though the rotation may
 -- hold tenants beyond the $4 read.
@@ -62,16 +77,17 @@ WITH lapsed AS MATERIALIZED (
     ) AS found
 ),
 candidates AS MATERIALIZED (
-    SELECT r.tenant, r.position,
+    SELECT r.tenant, r.position, r.version,
            EXISTS (
                SELECT 1 FROM {workflow_queue} q
                WHERE q.namespace = $1::text AND q.tenant = r.tenant AND q.state = 'ready'
                  AND q.receipt IS NULL
            ) AS queued
     FROM (
-        SELECT tenant, row_number() OVER (ORDER BY turn, head_at, head_workflow, tenant) AS position
+        SELECT tenant, version,
+               row_number() OVER (ORDER BY turn, head_at, head_workflow, tenant) AS position
         FROM (
-            SELECT tenant, turn, head_at, head_workflow FROM {workflow_tenants}
+            SELECT tenant, turn, head_at, head_workflow, version FROM {workflow_tenants}
             WHERE namespace = $1::text AND active AND NOT (SELECT found FROM lapsed)
             ORDER BY turn, head_at, head_workflow, tenant
             LIMIT $4::integer
@@ -99,26 +115,35 @@ taken AS (
     WHERE q.namespace = $1::text AND q.workflow = picked.workflow
     RETURNING q.workflow, q.tenant
 ),
+-- Whether the served tenant's line looked empty without the taken workflow, as of this
+-- statement's snapshot.
+emptied AS MATERIALIZED (
+    SELECT picked.tenant, NOT EXISTS (
+        SELECT 1 FROM {workflow_queue} q
+        WHERE q.namespace = $1::text AND q.tenant = picked.tenant AND q.state = 'ready'
+          AND q.receipt IS NULL AND q.workflow <> picked.workflow
+    ) AS empty
+    FROM picked
+),
 served AS (
     UPDATE {workflow_tenants} t
-    SET turn = nextval('{workflow_turn_seq_text}')
+    SET turn = nextval('{workflow_turn_seq_text}'),
+        active = NOT (emptied.empty AND t.version = seen.version)
     FROM (
         SELECT namespace, tenant FROM {workflow_tenants}
         WHERE namespace = $1::text AND tenant IN (SELECT tenant FROM taken)
         FOR UPDATE SKIP LOCKED
-    ) free
+    ) free, emptied, candidates seen
     WHERE t.namespace = free.namespace AND t.tenant = free.tenant
+      AND emptied.tenant = t.tenant AND seen.tenant = t.tenant
+    RETURNING t.tenant
 )
 SELECT workflow, tenant, 'taken' FROM taken
 UNION ALL
 SELECT NULL, tenant, 'tidy' FROM candidates WHERE NOT queued
 UNION ALL
-SELECT NULL, picked.tenant, 'tidy' FROM picked
-WHERE NOT EXISTS (
-    SELECT 1 FROM {workflow_queue} q
-    WHERE q.namespace = $1::text AND q.tenant = picked.tenant AND q.state = 'ready'
-      AND q.receipt IS NULL AND q.workflow <> picked.workflow
-)
+-- The served tenant's row was being written: its line is left for a tidy to check.
+SELECT NULL, tenant, 'tidy' FROM emptied WHERE empty AND NOT EXISTS (SELECT 1 FROM served)
 UNION ALL
 SELECT NULL, NULL, 'lapsed' FROM lapsed WHERE found
 UNION ALL
@@ -145,8 +170,10 @@ WITH queued AS (
 SELECT count(*) FROM queued;
 
 -- name: tidy_lock
--- `tidy`'s first statement: the tenant's row, locked (see the top of this file).
-SELECT 1 FROM {workflow_tenants} WHERE namespace = $1::text AND tenant = $2::text FOR UPDATE;
+-- `tidy`'s first statement: the tenant's row, locked (see the top of this file); no row
+-- when a writer holds it (its workflow keeps the tenant in the rotation: nothing to tidy).
+SELECT 1 FROM {workflow_tenants} WHERE namespace = $1::text AND tenant = $2::text
+FOR UPDATE SKIP LOCKED;
 
 -- name: tidy
 -- The tenant leaves the rotation if its line is empty, as of a snapshot taken after

@@ -209,10 +209,11 @@ CREATE INDEX IF NOT EXISTS {workflow_queue_name}_sleeping ON {workflow_queue}
 
 -- Added in version 4: where each tenant of a scheduler namespace stands in the rotation:
 -- its turn (0 = never served; a hand-out sends the tenant to the back), the head of its
--- line when it joined (the tie-break among never-served tenants), and whether it is in the
--- rotation (active: it may have a queued workflow). Making a workflow ready sets `active`
--- (locking the row); only `tidy` clears it, after locking the row (scheduler.sql says why
--- no tenant is ever stranded).
+-- line when it joined (the tie-break among never-served tenants), whether it is in the
+-- rotation (active: it may have a queued workflow) and how often a workflow was queued
+-- for it (version). Queuing a workflow sets `active` and moves `version`; a take or a
+-- tidy clears `active` only with the row locked (scheduler.sql says why no tenant is
+-- ever stranded).
 CREATE TABLE IF NOT EXISTS {workflow_tenants} (
     namespace text COLLATE "C" NOT NULL,
     tenant text COLLATE "C" NOT NULL,
@@ -220,15 +221,16 @@ CREATE TABLE IF NOT EXISTS {workflow_tenants} (
     head_at timestamptz NOT NULL,
     head_workflow text COLLATE "C" NOT NULL,
     active boolean NOT NULL,
+    version bigint NOT NULL,
     PRIMARY KEY (namespace, tenant)
 ) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
 CREATE INDEX IF NOT EXISTS {workflow_tenants_name}_rotation ON {workflow_tenants}
     (namespace, turn, head_at, head_workflow, tenant) WHERE active;
 CREATE SEQUENCE IF NOT EXISTS {workflow_turn_seq};
 -- A version-3 database's queued entries join the rotation, never served.
-INSERT INTO {workflow_tenants} (namespace, tenant, turn, head_at, head_workflow, active)
+INSERT INTO {workflow_tenants} (namespace, tenant, turn, head_at, head_workflow, active, version)
 SELECT DISTINCT ON (q.namespace, q.tenant) q.namespace, q.tenant, 0, q.visible_at, q.workflow,
-       true
+       true, 0
 FROM {workflow_queue} q
 WHERE q.state = 'ready' AND q.receipt IS NULL
   AND EXISTS (SELECT 1 FROM {schema_version} WHERE version < 4)
