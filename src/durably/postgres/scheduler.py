@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from functools import partial
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any, Self, TypeVar
 
 from durably.postgres import statements

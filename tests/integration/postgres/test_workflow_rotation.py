@@ -167,17 +167,14 @@ async def test_a_hand_out_at_ten_thousand_tenants_costs_at_most_twice_one_tenant
 
     async def fill(scheduler: Scheduler, names: list[tuple[str, str]]) -> None:
         # The scheduler's own statement, all in one transaction (a commit each is slow).
-        async with database_for(pg_stores.pool).session(30.0) as session:
-            async with session.transaction():
-                for workflow, tenant in names:
-                    await session.fetch(
-                        sql["make_ready"],
-                        scheduler.namespace,
-                        workflow,
-                        tenant,
-                        DEFAULT_TENANT,
-                        "nobody",
-                    )
+        async with (
+            database_for(pg_stores.pool).session(30.0) as session,
+            session.transaction(),
+        ):
+            for workflow, tenant in names:
+                await session.fetch(
+                    sql["make_ready"], scheduler.namespace, workflow, tenant, DEFAULT_TENANT, "-"
+                )
 
     await check_handout_ratio(make, fill)
 
@@ -208,7 +205,8 @@ async def test_a_version_3_databases_entries_still_hand_out_once_migrated(
         f"INSERT INTO {queue} (namespace, workflow, state, visible_at, due, receipt, taken_at) "
         "VALUES ('default', 'queued-b', 'ready', now() - interval '2 s', NULL, NULL, NULL), "
         "('default', 'queued-a', 'ready', now() - interval '1 s', NULL, NULL, NULL), "
-        "('default', 'lapsed', 'ready', now() - interval '5 s', NULL, 'old', now() - interval '35 s'), "
+        "('default', 'lapsed', 'ready', now() - interval '5 s', NULL, 'old', "
+        "now() - interval '35 s'), "
         "('default', 'held', 'ready', now() + interval '300 s', NULL, 'live', now()), "
         "('default', 'asleep', 'sleeping', now(), 50.0, NULL, NULL)",
     )
