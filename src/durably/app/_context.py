@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from durably.app import _layout as layout
+from durably.app._limits import Limits, check_start
 from durably.app._topics import Topic
 from durably.app._values import ANY, Duration, Value, seconds_of, stored_text
 from durably.engine.runtime import Execution
@@ -141,12 +142,15 @@ class Context:
         kind: str,
         *,
         cancels: CancelWatch | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self._run = run
         self._id = run.workflow
         self._start = start
         self._kind = kind
         self._cancels = cancels
+        self._limits = limits or Limits()
+        self._started = 0  # workflows this body started so far, children included
         self._counts: dict[str, int] = {}
         self._consumed: set[str] = set()
         recorded = run.recorded
@@ -429,6 +433,8 @@ class Context:
                 parameters; a bad ``id``, or one naming this workflow or its parent; a
                 derived id over 512 bytes (give an ``id``).
             WorkflowConflictError: The id exists under another kind.
+            WorkflowLimitError: This body has started as many workflows as the App's
+                `Limits` allow, or the child would be deeper than they allow.
             ChildWorkflowFailedError: The child failed or was cancelled (or was swept
                 before this workflow read how it ended).
             IncompatibleRecordError: The child's result no longer fits its annotated type;
@@ -479,6 +485,8 @@ class Context:
                 parameters; a bad ``id``, or one naming this workflow or its parent; a
                 derived id over 512 bytes (give an ``id``).
             WorkflowConflictError: The id exists under another kind.
+            WorkflowLimitError: This body has started as many workflows as the App's
+                `Limits` allow, or the child would be deeper than they allow.
         """
         _, handle = await self._start_workflow(
             fn, args, kwargs, id=id, tenant=None, timeout=None, child=True
@@ -507,6 +515,16 @@ class Context:
         self._meet(key)
         await self._look(key)  # a cancel just made must stop a fan-out before it starts
         self._deliver_cancel(key)
+        self._started += 1
+        depth = layout.depth_of(self._start) + 1
+        if key not in self._records:  # a start recorded before is never refused
+            check_start(
+                self._limits,
+                tenant=self.tenant,
+                workflow=self.id,
+                started=self._started,
+                depth=depth,
+            )
         if id is not None:
             workflow = identifier(id, "id")
         else:
@@ -528,6 +546,7 @@ class Context:
             timeout=timeout,
             parent=self.id if child else None,
             parent_kind=self.kind if child else None,
+            depth=depth,
         )
 
         async def launch() -> object:

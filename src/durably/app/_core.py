@@ -1,6 +1,6 @@
 """`Core`: what the App's parts share, built by `App` and taken by every helper.
 
-The App's settings (clock, tenant, lease, retention), its registry of workflows and steps,
+The App's settings (clock, tenant, lease, retention, limits), its registry of workflows and steps,
 its stores (opened once, on first use), the cancels this process asked for, and the status
 changes made outside a pass (resume, the end of a parked workflow). Workflows, handles and
 the driver take a `Core`, never the `App`, so the App's own surface is only what users call.
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from durably.app import _layout as layout
 from durably.app._cancels import Cancels
+from durably.app._limits import Limits
 from durably.clock import Clock
 from durably.errors import ConfigurationError
 from durably.stores.dsn import describe
@@ -46,8 +47,11 @@ class Core:
         retention: float,
         lease: float,
         migrate: bool,
+        limits: Limits | None = None,
     ) -> None:
         self.dsn = dsn
+        self.limits = limits or Limits()
+        """What one workflow body may start (`Limits`)."""
         self.clock = clock
         self.tenant = tenant
         self.retention = retention
@@ -112,7 +116,7 @@ class Core:
                 await checkpointer.set_status(holder, WorkflowStatus.PENDING)
             finally:
                 await checkpointer.release(holder)
-        await self.durable(kind).scheduler.make_ready(id)
+        await self.durable(kind).scheduler.make_ready(id, tenant=layout.tenant_of(stored))
         return True
 
     async def end_parked(self, id: str, generation: int) -> None:

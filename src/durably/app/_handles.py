@@ -205,7 +205,9 @@ class WorkflowHandle(Generic[R]):
                 raise WorkflowFinishedError(
                     f"workflow {self._id!r} is being cancelled: it takes no messages"
                 )
-            entry = await self._core.durable(self._kind).deliver(self._id, message)
+            entry = await self._core.durable(self._kind).deliver(
+                self._id, message, tenant=layout.tenant_of(stored)
+            )
             return entry.key
 
         ctx = current_workflow()
@@ -279,7 +281,10 @@ class WorkflowHandle(Generic[R]):
         # A marker of this call's own: of two cancels, only the one whose marker landed
         # changed anything.
         recorded = await self._core.durable(self._kind).arrive(
-            self._id, layout.cancel_key(generation), uuid.uuid4().hex
+            self._id,
+            layout.cancel_key(generation),
+            uuid.uuid4().hex,
+            tenant=layout.tenant_of(stored),
         )
         self._core.cancels.asked(self._id)
         if info.status is WorkflowStatus.PARKED:

@@ -15,7 +15,7 @@ from durably.validation import MAX_ID_BYTES, identifier
 
 PREFIX = "durably:"
 START = "durably:start"
-"""The start record: kind, encoded arguments, tenant, parent, created, timeout."""
+"""The start record: kind, encoded arguments, tenant, parent, created, timeout, depth."""
 RESULT = "durably:result"
 """The encoded return value: written with the COMPLETED status in one write
 (`durably.workflows.Finish`), or by a child before it wakes its parent."""
@@ -152,8 +152,10 @@ def start_record(
     parent: str | None = None,
     parent_kind: str | None = None,
     timeout_at: float | None = None,
+    depth: int = 0,
 ) -> dict[str, Any]:
-    """What `start` supplies under `START` (first writer wins)."""
+    """What `start` supplies under `START` (first writer wins). ``depth`` counts the
+    workflow bodies that started it, one above another (0: started from outside one)."""
     return {
         "kind": kind,
         "args": args,
@@ -162,7 +164,23 @@ def start_record(
         "parent": parent,
         "parent_kind": parent_kind,
         "timeout_at": timeout_at,
+        "depth": depth,
     }
+
+
+def tenant_of(stored: Mapping[str, object]) -> str | None:
+    """The tenant a workflow's start record names, None without one: the tenant its
+    wakeups are served for."""
+    start = stored.get(START)
+    tenant = start.get("tenant") if isinstance(start, dict) else None
+    return tenant if isinstance(tenant, str) else None
+
+
+def depth_of(start: Mapping[str, object]) -> int:
+    """How many workflow bodies, one above another, started the workflow of ``start``
+    (0 for a start record written before depths were kept)."""
+    depth = start.get("depth", 0)
+    return depth if isinstance(depth, int) and depth >= 0 else 0
 
 
 def end_key(key: str) -> str:

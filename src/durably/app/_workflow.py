@@ -146,6 +146,7 @@ class Workflow(Generic[P, R]):
                 annotations, or a bad ``id``, ``tenant`` or ``timeout`` (before any I/O);
                 arguments the store refuses (too large).
             WorkflowConflictError: The id exists under another kind.
+            WorkflowLimitError: Inside a workflow body, a start past the App's `Limits`.
         """
         ctx = current_workflow()
         if ctx is not None:  # inside a body: recorded, with an id derived from the parent's
@@ -166,6 +167,7 @@ class Workflow(Generic[P, R]):
         timeout: Duration | None,
         parent: str | None = None,
         parent_kind: str | None = None,
+        depth: int = 0,
     ) -> dict[str, Any]:
         """The start record for a call with ``args``, checked before any I/O."""
         encoded = self.signature.encode_args(args, kwargs)
@@ -181,6 +183,7 @@ class Workflow(Generic[P, R]):
             parent=parent,
             parent_kind=parent_kind,
             timeout_at=None if seconds is None else now + seconds,
+            depth=depth,
         )
 
     async def launch(self, workflow: str, start: dict[str, Any]) -> bool:
@@ -200,13 +203,14 @@ class Workflow(Generic[P, R]):
             raise InvalidInputError(
                 f"workflow {self.kind!r}: the store refuses its arguments: {exc}"
             ) from None
-        existing = recorded.value
-        kind = existing.get("kind") if isinstance(existing, dict) else None
+        existing = recorded.value if isinstance(recorded.value, dict) else {}
+        kind = existing.get("kind")
         if kind != self.kind:
             raise WorkflowConflictError(workflow, self.kind, str(kind))
         # A start that crashed between its record and its wakeup is repaired by the next.
         if recorded.first or await stores.checkpointer.get_status(workflow) is None:
-            await self._core.durable(self.kind).scheduler.make_ready(workflow)
+            scheduler = self._core.durable(self.kind).scheduler
+            await scheduler.make_ready(workflow, tenant=existing.get("tenant"))
         return recorded.first
 
     def handle(self, workflow: str, created: bool = False) -> WorkflowHandle[R]:
@@ -288,7 +292,7 @@ class Workflow(Generic[P, R]):
                 ConfigurationError(f"workflow {run.workflow!r} has no start record"),
                 retryable=False,
             )
-        ctx = Context(run, start, self.kind, cancels=self._core.cancels)
+        ctx = Context(run, start, self.kind, cancels=self._core.cancels, limits=self._core.limits)
         ended = layout.ending(recorded) if ctx._ended else None
         if ended is not None:  # a wakeup after the end: report the same end, run nothing
             if "v" in ended:
@@ -379,7 +383,9 @@ class Workflow(Generic[P, R]):
     async def _wake_parent(self, start: Mapping[str, Any]) -> None:
         parent, kind = start.get("parent"), start.get("parent_kind")
         if parent is not None and kind is not None:
-            await self._core.durable(str(kind)).scheduler.make_ready(str(parent))
+            # A child runs for its parent's tenant: the parent wakes in that tenant's turn.
+            scheduler = self._core.durable(str(kind)).scheduler
+            await scheduler.make_ready(str(parent), tenant=start.get("tenant"))
 
     def __repr__(self) -> str:
         return f"<durably workflow {self.kind!r}>"

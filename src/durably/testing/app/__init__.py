@@ -1,7 +1,8 @@
 """`AppConformance`: what `durably.App` promises, on every backing.
 
-Subclass it and provide ``app_factory``: ``Callable[[Clock], Awaitable[App]]``, each call an
-App over one empty store shared by every call of the same test (the subclass cleans up;
+Subclass it and provide ``app_factory``: ``(clock, **options) -> Awaitable[App]``, each call
+an App (the options passed on to it) over one empty store shared by every call of the same
+test (the subclass cleans up;
 set ``shares_stores = False`` where two Apps cannot share one, as on memory). Workflows
 are registered inside each test, so their default kinds are unique per test.
 """
@@ -14,9 +15,10 @@ from durably.testing.app.lifecycle import AppLifecycle
 from durably.testing.app.races import AppRaces
 from durably.testing.app.refusals import AppRefusals
 from durably.testing.app.replay import AppReplay
+from durably.testing.app.tenants import AppTenants
 
 
-class AppConformance(AppBasics, AppLifecycle, AppReplay, AppRefusals, AppRaces):
+class AppConformance(AppBasics, AppLifecycle, AppReplay, AppRefusals, AppRaces, AppTenants):
     """Every test here must pass for `durably.App` on every backing durably ships."""
 
 
