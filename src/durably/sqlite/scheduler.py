@@ -55,19 +55,18 @@ class BoundSqliteScheduler:
         lapsed = tx.all(_SQL["return_lapsed"], {**params, "most": LAPSED_PER_TAKE})
         for tenant, at, workflow in lapsed:
             self._place(tenant, at, workflow)
-        while (found := tx.one(_SQL["next_tenant"], params)) is not None:
-            tenant = found[0]
+        while True:
             receipt = uuid.uuid4().hex
-            row = tx.one(
-                _SQL["take_of_tenant"],
-                {**params, "tenant": tenant, "lease": self._lease, "receipt": receipt},
-            )
-            self._settle(tenant, served=row is not None)
-            # A tenant in the rotation has a queued workflow unless the table was written
-            # outside this scheduler; it has just been put where its line says: look again.
+            row = tx.one(_SQL["take_first"], {**params, "lease": self._lease, "receipt": receipt})
             if row is not None:
+                self._settle(row["tenant"], served=True)
                 return Delivery(row["workflow"], receipt)
-        return self.peek()
+            found = tx.one(_SQL["next_tenant"], params)
+            if found is None:
+                return self.peek()
+            # A tenant in the rotation has a queued workflow unless the table was written
+            # outside this scheduler: put it where its line says, and look again.
+            self._settle(found[0], served=False)
 
     def peek(self) -> float | None:
         """Seconds until a ready entry is visible (0 if one is now), None if none is ready."""
@@ -148,17 +147,8 @@ class BoundSqliteScheduler:
 
     def _settle(self, tenant: str, *, served: bool) -> None:
         """Put ``tenant`` where its line now says, sent to the back if it was ``served``."""
-        key = {"namespace": self._namespace, "tenant": tenant}
-        head = self._tx.one(_SQL["first_queued"], key)
-        self._tx.execute(
-            _SQL["settle_tenant"],
-            {
-                **key,
-                "served": served,
-                "head_at": None if head is None else head[0],
-                "head_workflow": None if head is None else head[1],
-            },
-        )
+        params = {"namespace": self._namespace, "tenant": tenant, "served": served}
+        self._tx.execute(_SQL["settle_tenant"], params)
 
 
 def _queued(entry: sqlite3.Row) -> bool:

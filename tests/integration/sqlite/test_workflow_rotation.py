@@ -33,9 +33,8 @@ PARAMS = {
     "due": 1.0,
 }
 HOT = (
+    "take_first",
     "next_tenant",
-    "take_of_tenant",
-    "first_queued",
     "settle_tenant",
     "place_tenant",
     "return_lapsed",

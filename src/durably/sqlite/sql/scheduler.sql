@@ -27,42 +27,54 @@ SET active = 1, head_at = excluded.head_at, head_workflow = excluded.head_workfl
 WHERE NOT active OR excluded.head_at < head_at
    OR (excluded.head_at = head_at AND excluded.head_workflow < head_workflow)
 
--- name: first_queued
--- The tenant's next workflow in its line (one seek of the lines index).
-SELECT visible_at, workflow FROM durably_workflow_queue
-WHERE namespace = :namespace AND tenant = :tenant AND state = 'ready' AND receipt IS NULL
-ORDER BY visible_at, workflow
-LIMIT 1
+-- name: take_first
+-- Fairness steps 1 and 3 in one statement: the first tenant of the rotation index, and its
+-- workflow visible longest, then by id.
+UPDATE durably_workflow_queue
+SET visible_at = :now + :lease, receipt = :receipt, taken_at = :now
+WHERE namespace = :namespace AND workflow = (
+    SELECT q.workflow FROM durably_workflow_queue q
+    WHERE q.namespace = :namespace AND q.state = 'ready' AND q.receipt IS NULL
+      AND q.tenant = (
+          SELECT tenant FROM durably_workflow_tenants
+          WHERE namespace = :namespace AND active = 1
+          ORDER BY turn, head_at, head_workflow, tenant
+          LIMIT 1
+      )
+    ORDER BY q.visible_at, q.workflow
+    LIMIT 1
+)
+RETURNING workflow, tenant
 
 -- name: next_tenant
--- Fairness step 1: the first row of the rotation index.
+-- Fairness step 1: the first row of the rotation index (what `take_first` reads).
 SELECT tenant FROM durably_workflow_tenants
 WHERE namespace = :namespace AND active = 1
 ORDER BY turn, head_at, head_workflow, tenant
 LIMIT 1
 
--- name: take_of_tenant
--- Fairness step 3: the tenant's workflow visible longest, then by id.
-UPDATE durably_workflow_queue
-SET visible_at = :now + :lease, receipt = :receipt, taken_at = :now
-WHERE namespace = :namespace AND workflow = (
-    SELECT workflow FROM durably_workflow_queue
-    WHERE namespace = :namespace AND tenant = :tenant AND state = 'ready' AND receipt IS NULL
-    ORDER BY visible_at, workflow
-    LIMIT 1
-)
-RETURNING workflow
-
 -- name: settle_tenant
--- The tenant's line as it now stands: its head, and whether it stays in the rotation.
--- :served sends it to the back (fairness step 2: two seeks of the rotation index).
+-- The tenant's line as it now stands: its head (one seek of the lines index), and whether
+-- it stays in the rotation. :served sends it to the back (fairness step 2: two seeks of
+-- the rotation index).
 UPDATE durably_workflow_tenants
 SET turn = CASE WHEN :served THEN 1 + MAX(
         COALESCE((SELECT MAX(turn) FROM durably_workflow_tenants
                   WHERE namespace = :namespace AND active = 0), 0),
         COALESCE((SELECT MAX(turn) FROM durably_workflow_tenants
                   WHERE namespace = :namespace AND active = 1), 0)) ELSE turn END,
-    head_at = :head_at, head_workflow = :head_workflow, active = :head_at IS NOT NULL
+    (head_at, head_workflow) = (
+        SELECT visible_at, workflow FROM durably_workflow_queue
+        WHERE namespace = :namespace AND tenant = :tenant AND state = 'ready'
+          AND receipt IS NULL
+        ORDER BY visible_at, workflow
+        LIMIT 1
+    ),
+    active = EXISTS (
+        SELECT 1 FROM durably_workflow_queue
+        WHERE namespace = :namespace AND tenant = :tenant AND state = 'ready'
+          AND receipt IS NULL
+    )
 WHERE namespace = :namespace AND tenant = :tenant
 
 -- name: return_lapsed
