@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -166,7 +166,7 @@ async def redis() -> tuple[float, float]:
             await client.aclose()
 
 
-BACKINGS: dict[str, Callable[[], Awaitable[tuple[float, float]]]] = {
+BACKINGS: dict[str, Callable[[], Coroutine[Any, Any, tuple[float, float]]]] = {
     "memory": memory,
     "sqlite": sqlite,
     "postgres": postgres,
