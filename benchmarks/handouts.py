@@ -32,9 +32,9 @@ Names = list[tuple[str, str]]
 Fill = Callable[[Scheduler, Names], Awaitable[None]]
 
 
-def named(tenants: int) -> Names:
-    """(workflow, tenant) of `WORKFLOWS` ready workflows over ``tenants`` tenants."""
-    return [(f"w{n:05d}", f"t{n % tenants:05d}") for n in range(WORKFLOWS)]
+def named(tenants: int, workflows: int = WORKFLOWS) -> Names:
+    """(workflow, tenant) of ``workflows`` ready workflows over ``tenants`` tenants."""
+    return [(f"w{n:05d}", f"t{n % tenants:05d}") for n in range(workflows)]
 
 
 async def fill_calls(scheduler: Scheduler, names: Names) -> None:
@@ -53,6 +53,15 @@ async def _pair(scheduler: Scheduler) -> float:
     return time.perf_counter() - began
 
 
+async def medians(schedulers: list[Scheduler], samples: int = SAMPLES) -> list[float]:
+    """Median seconds of a hand-out + done on each of ``schedulers``, in alternating rounds."""
+    spans: list[list[float]] = [[] for _ in schedulers]
+    for _ in range(samples):
+        for scheduler, taken in zip(schedulers, spans, strict=True):
+            taken.append(await _pair(scheduler))
+    return [statistics.median(taken) for taken in spans]
+
+
 async def measure(make: Callable[[str], Awaitable[Scheduler]], fill: Fill) -> tuple[float, float]:
     """Median ms of a hand-out + done at each of `TENANTS`, in alternating rounds."""
     schedulers = []
@@ -60,11 +69,8 @@ async def measure(make: Callable[[str], Awaitable[Scheduler]], fill: Fill) -> tu
         scheduler = await make(f"handouts-{tenants}")
         await fill(scheduler, named(tenants))
         schedulers.append(scheduler)
-    spans: tuple[list[float], list[float]] = ([], [])
-    for _ in range(SAMPLES):
-        for scheduler, samples in zip(schedulers, spans, strict=True):
-            samples.append(await _pair(scheduler))
-    return statistics.median(spans[0]) * 1000, statistics.median(spans[1]) * 1000
+    one, many = await medians(schedulers)
+    return one * 1000, many * 1000
 
 
 async def memory() -> tuple[float, float]:

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 from durably.memory import MemoryScheduler
 from durably.stores.workflows import Scheduler
-from tests.handout_cost import TENANTS, check_handout_ratio, fill, named
+from tests.handout_cost import TENANTS, check_handout_ratio, fill_calls, named
 from tests.line_count import lines_run
 
 PAIRS = 100
@@ -53,8 +53,8 @@ async def test_a_hand_out_costs_the_same_with_two_hundred_times_the_ready_workfl
 
 async def test_a_hand_out_costs_the_same_lines_at_one_and_at_ten_thousand_tenants() -> None:
     one, many = MemoryScheduler(), MemoryScheduler()
-    await fill(one, named(1))
-    await fill(many, named(TENANTS))
+    await fill_calls(one, named(1, TENANTS))
+    await fill_calls(many, named(TENANTS, TENANTS))
     small, large = await _handouts(one), await _handouts(many)
     assert large <= COUNT_RATIO * small, (small, large)
 

@@ -16,8 +16,10 @@ from durably.postgres import PostgresScheduler, StateTables, migrate, verify
 from durably.postgres import statements as sql_files
 from durably.postgres.executor import database_for, session_for
 from durably.stores.workflows import DEFAULT_TENANT, Scheduler
+from durably.testing.scheduler import take
 from tests.handout_cost import check_handout_ratio
 from tests.pg_service import Stores
+from tests.written_before import check_written_before
 
 pytestmark = pytest.mark.postgres
 
@@ -40,6 +42,13 @@ async def _active(pool: Any, tables: StateTables, tenant: str) -> bool:
     return bool(rows and rows[0][0])
 
 
+async def _fresh(stores: Stores) -> tuple[StateTables, PostgresScheduler, dict[str, str]]:
+    """Fresh tables, a scheduler over them and their statements."""
+    tables = await stores.tables()
+    scheduler = stores.track(PostgresScheduler(stores.pool, tables=tables))
+    return tables, scheduler, _sql(tables)
+
+
 async def _active_and_empty(scheduler: PostgresScheduler, tenant: str) -> None:
     """``tenant`` in the rotation with an empty line (its only workflow cancelled)."""
     await scheduler.make_ready("first", tenant=tenant)
@@ -49,9 +58,7 @@ async def _active_and_empty(scheduler: PostgresScheduler, tenant: str) -> None:
 async def test_a_make_ready_waits_for_a_tidy_holding_its_tenant_and_puts_it_back(
     pg_stores: Stores, postgres_dsn: str
 ) -> None:
-    tables = await pg_stores.tables()
-    scheduler = pg_stores.track(PostgresScheduler(pg_stores.pool, tables=tables))
-    sql = _sql(tables)
+    tables, scheduler, sql = await _fresh(pg_stores)
     await _active_and_empty(scheduler, "a")
     async with await psycopg.AsyncConnection.connect(postgres_dsn) as tidier:
         session = session_for(tidier)
@@ -65,17 +72,13 @@ async def test_a_make_ready_waits_for_a_tidy_holding_its_tenant_and_puts_it_back
         await tidier.commit()
         await asyncio.wait_for(ready, 10)
     assert await _active(pg_stores.pool, tables, "a")
-    delivery = await scheduler.next_ready(0)
-    assert delivery is not None
-    assert delivery.workflow == "second"
+    await take(scheduler, "second")
 
 
 async def test_a_tidy_leaves_a_tenant_whose_make_ready_has_not_committed(
     pg_stores: Stores, postgres_dsn: str
 ) -> None:
-    tables = await pg_stores.tables()
-    scheduler = pg_stores.track(PostgresScheduler(pg_stores.pool, tables=tables))
-    sql = _sql(tables)
+    tables, scheduler, sql = await _fresh(pg_stores)
     await _active_and_empty(scheduler, "a")
     async with await psycopg.AsyncConnection.connect(postgres_dsn) as writer:
         # A make_ready inside an open transaction: its entry is invisible to others, and
@@ -86,30 +89,22 @@ async def test_a_tidy_leaves_a_tenant_whose_make_ready_has_not_committed(
         assert await scheduler.next_ready(0) is None  # reads "a", cannot tidy it
         assert await _active(pg_stores.pool, tables, "a")
         await writer.commit()
-    delivery = await scheduler.next_ready(0)
-    assert delivery is not None
-    assert delivery.workflow == "second"
+    await take(scheduler, "second")
 
 
 async def test_a_take_emptying_a_line_keeps_a_tenant_whose_make_ready_holds_its_row(
     pg_stores: Stores, postgres_dsn: str
 ) -> None:
-    tables = await pg_stores.tables()
-    scheduler = pg_stores.track(PostgresScheduler(pg_stores.pool, tables=tables))
-    sql = _sql(tables)
+    tables, scheduler, sql = await _fresh(pg_stores)
     await scheduler.make_ready("first", tenant="a")
     async with await psycopg.AsyncConnection.connect(postgres_dsn) as writer:
         await session_for(writer).fetch(
             sql["make_ready"], "default", "second", "a", DEFAULT_TENANT, "nobody"
         )
-        taken = await scheduler.next_ready(0)  # its line looks empty; the row is held
-        assert taken is not None
-        assert taken.workflow == "first"
+        await take(scheduler, "first")  # its line looks empty; the row is held
         await writer.commit()
     assert await _active(pg_stores.pool, tables, "a")
-    delivery = await scheduler.next_ready(0)
-    assert delivery is not None
-    assert delivery.workflow == "second"
+    await take(scheduler, "second")
 
 
 async def test_producers_racing_takers_that_drain_their_tenants_leave_no_workflow_behind(
@@ -222,13 +217,4 @@ async def test_a_version_3_databases_entries_still_hand_out_once_migrated(
     )
     assert "durably_workflow_queue_ready" not in {str(row[0]) for row in indexes}
     scheduler = pg_stores.track(PostgresScheduler(pool, tables=tables))
-    order = []
-    while (delivery := await scheduler.next_ready(0)) is not None:
-        order.append(delivery.workflow)
-        await scheduler.done(delivery)
-    assert order == ["lapsed", "queued-b", "queued-a"]
-    assert await scheduler.wake_due(60.0) == 1
-    await scheduler.make_ready("fresh", tenant="other")
-    taken = [await scheduler.next_ready(0) for _ in range(2)]
-    assert {d.workflow for d in taken if d is not None} == {"asleep", "fresh"}
-    assert sorted(await scheduler.reclaim(0)) == ["asleep", "fresh", "held"]
+    await check_written_before(scheduler, ["lapsed", "queued-b", "queued-a"])

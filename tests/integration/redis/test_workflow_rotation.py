@@ -12,6 +12,7 @@ from durably.redis import RedisScheduler, keys
 from durably.stores.workflows import Scheduler
 from tests.handout_cost import check_handout_ratio
 from tests.redis_service import namespace_for
+from tests.written_before import check_written_before
 
 pytestmark = pytest.mark.redis
 
@@ -61,19 +62,10 @@ async def test_entries_written_before_tenants_still_hand_out(redis_client: Any, 
         await scheduler.cancel("queued-a")
     elif first == "make_ready":
         await scheduler.make_ready("fresh", tenant="other")
-    order = []
-    while (delivery := await scheduler.next_ready(0)) is not None:
-        order.append(delivery.workflow)
-        await scheduler.done(delivery)
-    assert await redis_client.exists(prefix + "ready") == 0  # relaid out once
     expected = {
         "next_ready": ["lapsed", "queued-b", "queued-a"],
         "cancel": ["lapsed", "queued-b"],
         "make_ready": ["lapsed", "fresh", "queued-b", "queued-a"],
     }[first]
-    assert order == expected
-    assert await scheduler.wake_due(60.0) == 1
-    woken = await scheduler.next_ready(0)
-    assert woken is not None
-    assert woken.workflow == "asleep"
-    assert sorted(await scheduler.reclaim(0)) == ["asleep", "held"]  # "held" as written
+    await check_written_before(scheduler, expected)
+    assert await redis_client.exists(prefix + "ready") == 0  # relaid out once

@@ -13,6 +13,7 @@ from durably.sqlite.connection import Transaction
 from durably.sqlite.statements import load_statements
 from durably.stores.workflows import Scheduler
 from tests.handout_cost import check_handout_ratio
+from tests.written_before import check_written_before
 
 _SQL = load_statements("scheduler.sql")
 PARAMS = {
@@ -123,16 +124,6 @@ async def test_entries_of_a_version_4_file_still_hand_out_in_the_default_tenant(
             lambda tx: tx.row("SELECT version FROM durably_schema_version")[0], write=False
         )
         assert version == SCHEMA_VERSION == 5
-        scheduler = SqliteScheduler(database)
-        order = []
-        while (delivery := await scheduler.next_ready(0)) is not None:
-            order.append(delivery.workflow)
-            await scheduler.done(delivery)
-        assert order == ["lapsed", "queued-b", "queued-a"]
-        assert await scheduler.wake_due(60.0) == 1
-        await scheduler.make_ready("fresh", tenant="other")
-        taken = {(await scheduler.next_ready(0)) for _ in range(2)}
-        assert {d.workflow for d in taken if d is not None} == {"asleep", "fresh"}
-        assert await scheduler.reclaim(0) != []  # "held" is still in flight, as written
+        await check_written_before(SqliteScheduler(database), ["lapsed", "queued-b", "queued-a"])
     finally:
         await database.close()
