@@ -51,5 +51,4 @@ UPDATE durably_runs SET tenant_seq = seq WHERE tenant_seq IS NULL
 SELECT name FROM pragma_table_info('durably_workflow_queue')
 
 -- name: add_workflow_tenant
--- Schema version 5: entries written before keep the default tenant (durably.stores.workflows).
 ALTER TABLE durably_workflow_queue ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default'
