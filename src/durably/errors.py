@@ -292,14 +292,20 @@ class WorkflowCancelledError(DurablyError):
 
 
 class WorkflowConflictError(DurablyError):
-    """A workflow of this id exists under another kind."""
+    """A workflow of this id exists under another kind, or (``reason`` says which) is not
+    one a start may return: a child id taken by a workflow that is not this parent's
+    child."""
 
-    def __init__(self, workflow: str, kind: str, existing: str) -> None:
+    def __init__(
+        self, workflow: str, kind: str, existing: str, *, reason: str | None = None
+    ) -> None:
         self.workflow = workflow
         self.kind = kind
         self.existing = existing
         super().__init__(
-            f"workflow {workflow!r} exists as kind {existing!r}; cannot start it as {kind!r}"
+            f"workflow {workflow!r} {reason}"
+            if reason is not None
+            else f"workflow {workflow!r} exists as kind {existing!r}; cannot start it as {kind!r}"
         )
 
 
@@ -327,11 +333,14 @@ class WorkflowLimitError(DurablyError):
 
 
 class WorkflowNotFoundError(DurablyError):
-    """No workflow has this id (never started, or removed by the retention sweep)."""
+    """No workflow has this id (in this tenant, when ``tenant`` is given): never started,
+    or removed by the retention sweep."""
 
-    def __init__(self, workflow: str) -> None:
+    def __init__(self, workflow: str, *, tenant: str | None = None) -> None:
         self.workflow = workflow
-        super().__init__(f"workflow {workflow!r} not found (never started, or swept)")
+        self.tenant = tenant
+        where = "" if tenant is None else f" in tenant {tenant!r}"
+        super().__init__(f"workflow {workflow!r} not found{where} (never started, or swept)")
 
 
 # --- workflow control signals -------------------------------------------------------------

@@ -114,6 +114,27 @@ def test_the_worker_command_gives_an_app_its_name_and_poll_options(tmp_path: Pat
     assert "Traceback" not in output
 
 
+def test_the_worker_command_serves_an_app_from_the_dsn_it_is_given(tmp_path: Path) -> None:
+    other = f"sqlite:///{tmp_path / 'other.db'}"  # not the App's own ($DURABLY_DSN)
+    process = worker(tmp_path, "--dsn", other, "--log-level", "INFO")
+
+    async def use() -> int:
+        app = App(other)
+
+        @app.workflow(name="double")
+        async def double(ctx: Context, n: int) -> int:
+            raise NotImplementedError
+
+        async with app:
+            return await (await double.start(5)).result(timeout=30)
+
+    doubled, output = run_then_stop(process, use)
+    assert doubled == 10
+    assert process.returncode == 0, output
+    assert f"from sqlite {tmp_path / 'other.db'}" in output
+    assert "Traceback" not in output
+
+
 def test_an_unknown_kind_is_refused_with_its_name(tmp_path: Path) -> None:
     process = worker(tmp_path, "--workflow", "nosuch")
     output = process.communicate(timeout=30)[0].decode()

@@ -6,7 +6,6 @@ Built on the engine's protocols, with no backing-specific code.
 from durably.app._app import App
 from durably.app._context import Context, StepContext, context
 from durably.app._handles import WorkflowHandle
-from durably.app._layout import recorded_kind
 from durably.app._limits import Limits
 from durably.app._retry import Retry
 from durably.app._steps import Step
@@ -24,5 +23,4 @@ __all__ = [
     "Workflow",
     "WorkflowHandle",
     "context",
-    "recorded_kind",
 ]

@@ -13,6 +13,8 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, overload
 
+from pydantic import SecretStr
+
 from durably.app._context import Context
 from durably.app._core import Core
 from durably.app._driving import Driver
@@ -24,7 +26,7 @@ from durably.app._values import Duration, seconds_of
 from durably.app._workflow import Workflow
 from durably.clock import Clock, SystemClock
 from durably.errors import ConfigurationError, InvalidInputError
-from durably.stores.dsn import DSN_ENV, describe, parse
+from durably.stores.dsn import DSN_ENV, describe, parse, redacted
 from durably.stores.opening import Stores
 from durably.validation import identifier
 
@@ -65,7 +67,10 @@ class App:
 
     Args:
         dsn: The backing: ``sqlite:///file.db``, ``postgresql://...``, ``redis://...`` or
-            ``memory://``. None reads ``$DURABLY_DSN``, else ``sqlite:///durably.db``.
+            ``memory://``, as text or a `SecretStr` (kept as one: `dsn` shows it with the
+            password masked). None reads ``$DURABLY_DSN``, else ``sqlite:///durably.db``.
+            On PostgreSQL and Redis, ``?pool_size=N`` and ``?pool_timeout=S`` size the
+            connection pool and its wait (see `open_stores`).
         clock: The clock workflows read (``ctx.now()``) and sleep by: a `durably.Clock`
             instance (default `SystemClock`; a `ManualClock` in tests).
         tenant: The tenant of a workflow started without ``tenant=``.
@@ -89,7 +94,7 @@ class App:
 
     def __init__(
         self,
-        dsn: str | None = None,
+        dsn: str | SecretStr | None = None,
         *,
         clock: Clock | None = None,
         tenant: str = "default",
@@ -100,7 +105,10 @@ class App:
     ) -> None:
         # Only ``dsn=None`` means "the default": an explicit "" is a mistake, not a wish.
         self._implicit = dsn is None and not os.environ.get(DSN_ENV)
-        dsn = (os.environ.get(DSN_ENV) or DEFAULT_DSN) if dsn is None else dsn
+        # Held secret from here on: a frame's locals are what error reporters capture.
+        if dsn is None:
+            dsn = os.environ.get(DSN_ENV) or DEFAULT_DSN
+        dsn = dsn if isinstance(dsn, SecretStr) else SecretStr(dsn)
         parse(dsn)  # a malformed DSN fails here (DsnError), not at first use
         # Clock is a runtime-checkable protocol, so a class (``ManualClock`` without its
         # parentheses) would pass for an instance: refused too.
@@ -122,19 +130,25 @@ class App:
 
     @property
     def dsn(self) -> str:
-        """The DSN this App's stores open from (it may hold a password: show `describe`'s)."""
-        return self._core.dsn
+        """The DSN this App's stores open from, its password masked as ``***``.
+
+        Safe to print and log: the App keeps the DSN itself as a `SecretStr`.
+        """
+        return redacted(self._core.dsn)
 
     @dsn.setter
-    def dsn(self, dsn: str) -> None:
+    def dsn(self, dsn: str | SecretStr) -> None:
         """Point the App at another store before it opens (``durably worker --dsn`` does).
 
         Raises:
             DsnError: For a malformed DSN, before any I/O.
             ConfigurationError: When the stores are already open.
         """
-        parse(dsn)
-        self._core.retarget(dsn)
+        secret = dsn if isinstance(dsn, SecretStr) else SecretStr(dsn)
+        del dsn  # held secret from here on, also in this frame's locals
+        parse(secret)
+        self._core.retarget(secret)
+        self._implicit = False
 
     @property
     def clock(self) -> Clock:
@@ -143,7 +157,11 @@ class App:
 
     @property
     def tenant(self) -> str:
-        """The tenant a workflow started without ``tenant=`` belongs to."""
+        """The tenant of what is started, and looked up, without ``tenant=``.
+
+        Inside a workflow (its body or a step), that workflow's tenant is the default
+        instead.
+        """
         return self._core.tenant
 
     @property
@@ -314,21 +332,28 @@ class App:
 
     # --- finding ---------------------------------------------------------------------------
 
-    async def get_handle(self, id: str) -> WorkflowHandle[Any]:
-        """Find an existing workflow of any kind by its id.
+    async def get_handle(self, id: str, tenant: str | None = None) -> WorkflowHandle[Any]:
+        """Find an existing workflow of any kind by its id within a tenant.
+
+        A workflow id is unique within its tenant: a workflow of another tenant is never
+        found.
 
         Args:
             id: The workflow's id.
+            tenant: The tenant to look in. Default: this App's ``tenant=``; inside a
+                workflow (its body or a step), that workflow's.
 
         Returns:
             Its handle. The result decodes to the return type of the kind this App
             registers, or stays plain JSON data for a kind it does not.
 
         Raises:
-            InvalidInputError: An ``id`` that is not a usable id (before any I/O).
-            WorkflowNotFoundError: No workflow has this id (never started, or swept).
+            InvalidInputError: An ``id`` or ``tenant`` that is not usable, or the two too
+                long together (before any I/O).
+            WorkflowNotFoundError: The tenant has no workflow of this id (never started,
+                or swept).
         """
-        return await find_handle(self._core, id)
+        return await find_handle(self._core, id, tenant)
 
     # --- serving ---------------------------------------------------------------------------
 
@@ -371,7 +396,7 @@ class App:
                 positive duration (before any I/O), a ``concurrency`` below 1 or a
                 ``name`` that is not a usable id.
         """
-        if self._implicit and self.dsn == DEFAULT_DSN:
+        if self._implicit and self._core.dsn.get_secret_value() == DEFAULT_DSN:
             _logger.warning(
                 "serving on the implicit default store %s: pass a DSN or set %s",
                 DEFAULT_DSN,
@@ -469,7 +494,8 @@ class App:
         await self.close()
 
     def __repr__(self) -> str:
-        return f"<durably.App {describe(self.dsn)}>"
+        core = getattr(self, "_core", None)  # None while __init__ refuses its arguments
+        return f"<durably.App {describe(core.dsn) if core is not None else '(not set up)'}>"
 
 
 def _limits(limits: object) -> Limits:

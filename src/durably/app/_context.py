@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from durably.app import _layout as layout
+from durably.app import _tenancy as tenancy
 from durably.app._limits import Limits, check_start
 from durably.app._topics import Topic
 from durably.app._values import ANY, Duration, Value, seconds_of, stored_text
@@ -28,10 +29,11 @@ from durably.errors import (
     InputNeeded,
     InvalidInputError,
     MessageNeeded,
+    WorkflowConflictError,
     WorkflowStopped,
 )
 from durably.stores.workflows import is_inbox_key
-from durably.validation import MAX_ID_BYTES, identifier
+from durably.validation import identifier
 
 if TYPE_CHECKING:
     from durably.app._handles import WorkflowHandle
@@ -39,6 +41,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+DERIVED_TRIES = 4
+"""How many ids in line a body's derived child id tries when workflows that are not its
+children hold them (``…#1``, ``…#1~2``, ...), before `WorkflowConflictError`."""
 DURABLE_BACKOFF = 5.0
 """A step's backoff longer than this many seconds is a durable sleep, not an in-pass wait."""
 
@@ -59,7 +64,8 @@ class StepContext:
     """What `durably.context()` gives inside a running step.
 
     Enough to build an idempotency key for a call to an outside API:
-    ``f"{workflow}/{step}"`` is the same on every attempt of the step call.
+    ``f"{tenant}/{workflow}/{step}"`` is the same on every attempt of the step call (a
+    workflow id is unique only within its tenant).
 
     Attributes:
         workflow: The workflow's id.
@@ -95,6 +101,17 @@ def current_workflow() -> Context | None:
     """The workflow body this code runs in (outside a step), or None."""
     current = _current.get()
     return current if isinstance(current, Context) else None
+
+
+def current_tenant(default: str) -> str:
+    """The tenant of the workflow this code runs in (its body or a step), else ``default``.
+
+    What a start or a lookup without ``tenant=`` means there.
+    """
+    current = _current.get()
+    if current is None:
+        return default
+    return current.tenant if isinstance(current, Context) else current[0].tenant
 
 
 class _ReplayQuiet(logging.LoggerAdapter):  # type: ignore[type-arg]
@@ -145,7 +162,9 @@ class Context:
         limits: Limits | None = None,
     ) -> None:
         self._run = run
-        self._id = run.workflow
+        self._key = run.workflow
+        """The engine's key of the workflow (`tenancy.workflow_key`)."""
+        self._tenant, self._id = tenancy.scope(run.workflow, start)
         self._start = start
         self._kind = kind
         self._cancels = cancels
@@ -188,7 +207,7 @@ class Context:
 
     @property
     def id(self) -> str:
-        """The workflow's id."""
+        """The workflow's id (unique within its tenant)."""
         return self._id
 
     @property
@@ -199,7 +218,7 @@ class Context:
     @property
     def tenant(self) -> str:
         """The tenant the workflow was started for."""
-        return str(self._start.get("tenant", "default"))
+        return self._tenant
 
     @property
     def parent(self) -> str | None:
@@ -416,7 +435,8 @@ class Context:
         """Start (or find) a child workflow and wait for its result, without holding a worker.
 
         The pass ends until the child ends. Recorded like a step. The child runs for this
-        workflow's tenant and is cancelled with it.
+        workflow's tenant and is cancelled with it. A workflow already at the child's id is
+        taken for the child only if its start names this workflow as its parent.
 
         Args:
             fn: The child's workflow, as `App.workflow` made it.
@@ -430,9 +450,11 @@ class Context:
 
         Raises:
             InvalidInputError: ``fn`` is not a workflow; arguments that do not fit its
-                parameters; a bad ``id``, or one naming this workflow or its parent; a
-                derived id over 512 bytes (give an ``id``).
-            WorkflowConflictError: The id exists under another kind.
+                parameters; a bad ``id`` (one of the derived form or starting with
+                ``durably:`` included), or one naming this workflow or its parent; a
+                derived id too long for a key (give an ``id``).
+            WorkflowConflictError: The id exists under another kind, or names a workflow
+                that is not this one's child.
             WorkflowLimitError: This body has started as many workflows as the App's
                 `Limits` allow, or the child would be deeper than they allow.
             ChildWorkflowFailedError: The child failed or was cancelled (or was swept
@@ -449,12 +471,7 @@ class Context:
         if end in self._run.recorded:
             ended: object = await self._run.step(end, lambda: None)
         else:
-            checkpointer = (await fn._core.stores()).checkpointer
-            stored = await checkpointer.load(handle.id)
-            outcome = layout.ending(stored)
-            if outcome is None and layout.START not in stored:
-                # Swept (its retention ran out) before this workflow read how it ended.
-                outcome = {"e": "its records were swept before its parent read its end"}
+            outcome = await self._ending_of(handle)
             if outcome is None:
                 raise InputNeeded(end)  # the child wakes this workflow when it ends
             ended = await self._run.step(end, lambda: outcome)
@@ -526,14 +543,23 @@ class Context:
                 depth=depth,
             )
         if id is not None:
-            workflow = identifier(id, "id")
+            workflow = tenancy.new_id(id)
+            tries = [workflow]
         else:
             workflow = f"{self.id}/{key[len(layout.PREFIX) :]}"
-            if len(workflow) > MAX_ID_BYTES >> 2 and len(workflow.encode()) > MAX_ID_BYTES:
-                raise InvalidInputError(
-                    f"workflow {self.id[:40]!r}…: the id derived for its workflow of kind "
-                    f"{fn.kind[:40]!r} would be over {MAX_ID_BYTES} bytes; give it an id="
-                )
+            # Next in line when a workflow that is not this body's holds the derived id
+            # (one stored before such ids were refused from users).
+            tries = [workflow, *(f"{workflow}~{n}" for n in range(2, DERIVED_TRIES + 1))]
+        owner = self.tenant if child or tenant is None else tenancy.tenant_of(tenant, "")
+        try:
+            tenancy.workflow_key(owner, tries[-1])
+        except InvalidInputError:
+            if id is not None:
+                raise
+            raise InvalidInputError(
+                f"workflow {self.id[:40]!r}…: the id derived for its workflow of kind "
+                f"{fn.kind[:40]!r} would be too long for a key; give it an id="
+            ) from None
         if child and workflow in (self.id, self._start.get("parent")):
             raise InvalidInputError(
                 f"workflow {self.id!r} cannot wait for {workflow!r} as its child: it is "
@@ -542,19 +568,46 @@ class Context:
         start = fn.prepare(
             args,
             kwargs,
-            tenant=tenant if tenant is not None else self.tenant,
+            tenant=owner,
             timeout=timeout,
             parent=self.id if child else None,
             parent_kind=self.kind if child else None,
+            parent_key=self._key if child else None,
             depth=depth,
         )
 
         async def launch() -> object:
-            return {"id": workflow, "created": await fn.launch(workflow, start)}
+            for chosen in tries[:-1]:
+                try:
+                    at, created = await fn.launch(chosen, start)
+                except WorkflowConflictError:
+                    continue
+                return {"id": chosen, "key": at, "created": created}
+            at, created = await fn.launch(tries[-1], start)
+            return {"id": tries[-1], "key": at, "created": created}
 
         started: object = await self._run.step(key, launch)
         info = started if isinstance(started, dict) else {}
-        return key, fn.handle(str(info.get("id", workflow)), bool(info.get("created", False)))
+        chosen = str(info.get("id", workflow))
+        return key, fn.handle(
+            chosen,
+            owner,
+            created=bool(info.get("created", False)),
+            key=layout.started_key(info, chosen),
+        )
+
+    async def _ending_of(self, child: WorkflowHandle[Any]) -> dict[str, object] | None:
+        """How ``child`` ended, read from its records (`layout.ending`); None while it runs.
+
+        A child swept before this workflow read its end counts as failed.
+        """
+        checkpointer = (await child._core.stores()).checkpointer
+        stored = await checkpointer.load(child._key)
+        outcome = layout.ending(stored)
+        if outcome is None and layout.START not in stored:
+            # Swept (its retention ran out) before this workflow read how it ended.
+            outcome = {"e": "its records were swept before its parent read its end"}
+        return outcome
 
     async def _outside(self, name: str, call: Callable[[], Awaitable[object]]) -> object:
         """Run an App call made inside the body (a send, a cancel) once, recorded."""
@@ -617,8 +670,8 @@ class Context:
         """
         if key is not None and key in self._records:
             return  # a replayed call: the cancel lands where it first could
-        if self._cancels is not None and self._cancels.due(self.id):
-            self._cancel_arrived = await self._cancels.arrived(self.id, self._cancel_key)
+        if self._cancels is not None and self._cancels.due(self._key):
+            self._cancel_arrived = await self._cancels.arrived(self._key, self._cancel_key)
 
     def _deliver_cancel(self, key: str | None = None) -> None:
         """Raise the cancellation (once per pass) at a point the body has not passed before.
@@ -661,6 +714,7 @@ __all__ = [
     "StepContext",
     "bind",
     "context",
+    "current_tenant",
     "current_workflow",
     "is_async",
     "unbind",

@@ -13,7 +13,10 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from pydantic import SecretStr
+
 from durably.app import _layout as layout
+from durably.app import _tenancy as tenancy
 from durably.app._cancels import Cancels
 from durably.app._limits import Limits
 from durably.clock import Clock
@@ -40,7 +43,7 @@ class Core:
 
     def __init__(
         self,
-        dsn: str,
+        dsn: SecretStr,
         *,
         clock: Clock,
         tenant: str,
@@ -50,6 +53,7 @@ class Core:
         limits: Limits | None = None,
     ) -> None:
         self.dsn = dsn
+        """The DSN the stores open from, secret (its password never in a repr or a log)."""
         self.limits = limits or Limits()
         """What one workflow body may start (`Limits`)."""
         self.clock = clock
@@ -64,8 +68,11 @@ class Core:
         self._stores: Stores | None = None
         self._opening: asyncio.Lock | None = None
         self._durables: dict[str, Durable[Any]] = {}
+        self.older_layout = True
+        """Whether the store may hold workflows keyed as before tenants scoped ids
+        (`tenancy.older_layout`, read when the stores open), which lookups then try too."""
 
-    def retarget(self, dsn: str) -> None:
+    def retarget(self, dsn: SecretStr) -> None:
         """Open the stores from ``dsn`` instead; refused once they are open."""
         if self._stores is not None:
             raise ConfigurationError("the App's stores are open: close it before changing its DSN")
@@ -82,6 +89,7 @@ class Core:
                 stores = await open_stores(self.dsn, clock=self.clock)
                 try:
                     await (stores.migrate() if self.migrate else stores.verify())
+                    self.older_layout = await tenancy.older_layout(stores.checkpointer, settle=True)
                 except BaseException:
                     await stores.close()
                     raise
@@ -100,7 +108,7 @@ class Core:
         return durable
 
     async def resume(self, id: str, kind: str) -> bool:
-        """Open a new generation of workflow ``id`` (a cancel from before no longer
+        """Open a new generation of the workflow keyed ``id`` (a cancel from before no longer
         applies), reset its status and make it ready; False when a concurrent resume
         opened it first (nothing changes then)."""
         stores = await self.stores()

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from durably.app import _layout as layout
+from durably.app import _tenancy as tenancy
 from durably.app._core import Core
 from durably.clock import ManualClock
 from durably.engine import ServiceContext, Worker, WorkflowService
@@ -108,7 +109,7 @@ class Driver:
     async def unserved(self, limit: int = UNSERVED_LIMIT) -> list[tuple[str, str]]:
         """Up to ``limit`` more unfinished workflows (sleeping, blocked or running; a
         rolling look over every round) whose kind this App has no body for, as
-        ``(id, kind)``: nothing here will run them."""
+        ``(id, kind)`` (the id within its tenant): nothing here will run them."""
         checkpointer = (await self._core.stores()).checkpointer
         found: list[tuple[str, str]] = []
         infos = await checkpointer.list_status(limit=limit, after=self._unserved_after)
@@ -118,8 +119,8 @@ class Driver:
                 continue
             start = (await checkpointer.load(info.workflow)).get(layout.START)
             kind = start.get("kind") if isinstance(start, dict) else None
-            if kind is not None and str(kind) not in self._core.workflows:
-                found.append((info.workflow, str(kind)))
+            if isinstance(start, dict) and kind is not None and kind not in self._core.workflows:
+                found.append((tenancy.scope(info.workflow, start)[1], str(kind)))
                 await self._note_unserved(info, str(kind))
         return found
 

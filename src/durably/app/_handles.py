@@ -10,20 +10,22 @@ from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 from durably.app import _layout as layout
-from durably.app._context import current_workflow
+from durably.app import _tenancy as tenancy
+from durably.app._context import current_tenant, current_workflow
 from durably.app._core import Core
 from durably.app._topics import Topic
 from durably.app._values import ANY, Duration, Value, seconds_of, stored_text
 from durably.errors import (
     IncompatibleRecordError,
     InvalidInputError,
+    PoolExhaustedError,
     WorkflowCancelledError,
     WorkflowFailedError,
     WorkflowFinishedError,
     WorkflowNotFoundError,
 )
 from durably.stores.status import WorkflowInfo, WorkflowStatus
-from durably.validation import identifier
+from durably.stores.workflows import Checkpointer
 
 R = TypeVar("R")
 
@@ -65,17 +67,33 @@ class WorkflowHandle(Generic[R]):
     id, result, status, messages, events, cancel and resume.
     """
 
-    def __init__(self, core: Core, id: str, kind: str, result: Value, created: bool) -> None:
+    def __init__(
+        self,
+        core: Core,
+        key: str,
+        id: str,
+        tenant: str,
+        kind: str,
+        result: Value,
+        created: bool,
+    ) -> None:
         self._core = core
+        self._key = key  # the engine's key (`tenancy.workflow_key`, or an older one)
         self._id = id
+        self._tenant = tenant
         self._kind = kind
         self._result = result
         self._created = created
 
     @property
     def id(self) -> str:
-        """The workflow's id."""
+        """The workflow's id (unique within its tenant)."""
         return self._id
+
+    @property
+    def tenant(self) -> str:
+        """The tenant the workflow belongs to."""
+        return self._tenant
 
     @property
     def kind(self) -> str:
@@ -94,7 +112,8 @@ class WorkflowHandle(Generic[R]):
         """Wait for the workflow to end and return its result.
 
         Works from any process, at any later time until the workflow is swept. A parked
-        workflow has not ended: it is waited for.
+        workflow has not ended: it is waited for. A look that finds every pooled
+        connection busy (`PoolExhaustedError`) is taken again at the next, not raised.
 
         Args:
             timeout: How long to wait, in seconds or a timedelta (default: for ever).
@@ -120,26 +139,35 @@ class WorkflowHandle(Generic[R]):
         looks = _Looks(timeout)
         checkpointer = (await self._core.stores()).checkpointer
         while True:
-            info = await checkpointer.get_status(self._id)
-            if info is not None:
-                if info.status is WorkflowStatus.COMPLETED:
-                    stored = await checkpointer.load(self._id)
-                    if layout.RESULT in stored:
-                        result: R = _decoded(
-                            self._id, layout.RESULT, self._result, stored[layout.RESULT]
-                        )
-                        return result
-                elif info.status is WorkflowStatus.FAILED:
-                    raise WorkflowFailedError(self._id, info.last_error)
-                elif info.status is WorkflowStatus.CANCELLED:
-                    ended = layout.ending(await checkpointer.load(self._id)) or {}
-                    raise WorkflowCancelledError(
-                        self._id, timed_out=ended.get("e") == layout.TIMED_OUT
-                    )
-            elif layout.START not in await checkpointer.load(self._id):
-                raise WorkflowNotFoundError(self._id)
+            try:
+                ended = await self._ended(checkpointer)
+            except PoolExhaustedError:
+                ended = None  # every connection stayed busy for the pool's wait: look again
+            if ended is not None:
+                value: R = ended[0]
+                return value
             if not await looks.pause():
                 raise TimeoutError(f"workflow {self._id!r} has not finished")
+
+    async def _ended(self, checkpointer: Checkpointer[Any]) -> tuple[R] | None:
+        """Return the decoded result (in a tuple) once the workflow completed, else None.
+
+        Raises as `result` does for a workflow that failed, was cancelled or is not there.
+        """
+        info = await checkpointer.get_status(self._key)
+        if info is not None:
+            if info.status is WorkflowStatus.COMPLETED:
+                stored = await checkpointer.load(self._key)
+                if layout.RESULT in stored:
+                    return (_decoded(self._id, layout.RESULT, self._result, stored[layout.RESULT]),)
+            elif info.status is WorkflowStatus.FAILED:
+                raise WorkflowFailedError(self._id, info.last_error)
+            elif info.status is WorkflowStatus.CANCELLED:
+                ended = layout.ending(await checkpointer.load(self._key)) or {}
+                raise WorkflowCancelledError(self._id, timed_out=ended.get("e") == layout.TIMED_OUT)
+        elif not tenancy.belongs(await checkpointer.load(self._key), self._tenant):
+            raise self._not_found()
+        return None
 
     async def status(self) -> WorkflowInfo:
         """Return the workflow's status, with its kind, tenant, created time and parent.
@@ -152,21 +180,25 @@ class WorkflowHandle(Generic[R]):
         _, info = await self._look()
         return info
 
+    def _not_found(self) -> WorkflowNotFoundError:
+        return WorkflowNotFoundError(self._id, tenant=self._tenant)
+
     async def _look(self) -> tuple[dict[str, object], WorkflowInfo]:
         checkpointer = (await self._core.stores()).checkpointer
-        stored = await checkpointer.load(self._id)
+        stored = await checkpointer.load(self._key)
         start = stored.get(layout.START)
-        if not isinstance(start, dict):
-            raise WorkflowNotFoundError(self._id)
-        info = await checkpointer.get_status(self._id)
+        if not isinstance(start, dict) or not tenancy.belongs(stored, self._tenant):
+            raise self._not_found()
+        info = await checkpointer.get_status(self._key)
         created = datetime.fromtimestamp(float(start.get("created", 0.0)), UTC)
         if info is None:
             info = WorkflowInfo(self._id, WorkflowStatus.PENDING, 0, None, created)
         parent = start.get("parent")
         return stored, dataclasses.replace(
             info,
+            workflow=self._id,
             kind=str(start.get("kind")),
-            tenant=str(start.get("tenant")),
+            tenant=self._tenant,
             created=created,
             parent=None if parent is None else str(parent),
         )
@@ -206,7 +238,7 @@ class WorkflowHandle(Generic[R]):
                     f"workflow {self._id!r} is being cancelled: it takes no messages"
                 )
             entry = await self._core.durable(self._kind).deliver(
-                self._id, message, tenant=layout.tenant_of(stored)
+                self._key, message, tenant=self._tenant
             )
             return entry.key
 
@@ -243,9 +275,9 @@ class WorkflowHandle(Generic[R]):
         looks = _Looks(timeout)
         checkpointer = (await self._core.stores()).checkpointer
         while True:
-            stored = await checkpointer.load(self._id)
-            if layout.START not in stored:
-                raise WorkflowNotFoundError(self._id)
+            stored = await checkpointer.load(self._key)
+            if not tenancy.belongs(stored, self._tenant):
+                raise self._not_found()
             found, data = layout.latest_event(stored, key)
             if found:
                 return _decoded(self._id, f"event {key!r}", value, data)
@@ -270,7 +302,8 @@ class WorkflowHandle(Generic[R]):
         """
         ctx = current_workflow()
         if ctx is not None:  # inside a body: cancelled once, recorded
-            return bool(await ctx._outside("cancel", self._cancel))
+            # Not "cancel#N": that key is this workflow's own cancel marker.
+            return bool(await ctx._outside("asked-cancel", self._cancel))
         return await self._cancel()
 
     async def _cancel(self) -> bool:
@@ -281,16 +314,13 @@ class WorkflowHandle(Generic[R]):
         # A marker of this call's own: of two cancels, only the one whose marker landed
         # changed anything.
         recorded = await self._core.durable(self._kind).arrive(
-            self._id,
-            layout.cancel_key(generation),
-            uuid.uuid4().hex,
-            tenant=layout.tenant_of(stored),
+            self._key, layout.cancel_key(generation), uuid.uuid4().hex, tenant=self._tenant
         )
-        self._core.cancels.asked(self._id)
+        self._core.cancels.asked(self._key)
         if info.status is WorkflowStatus.PARKED:
             # No pass runs a parked workflow: it ends cancelled here.
-            await self._core.end_parked(self._id, generation)
-        await cancel_children(self._core, stored)
+            await self._core.end_parked(self._key, generation)
+        await cancel_children(self._core, stored, parent=self._id, tenant=self._tenant)
         return recorded.first
 
     async def resume(self) -> bool:
@@ -312,36 +342,59 @@ class WorkflowHandle(Generic[R]):
             WorkflowStatus.CANCELLED,
         ):
             return False
-        return await self._core.resume(self._id, self._kind)
+        return await self._core.resume(self._key, self._kind)
 
     def __repr__(self) -> str:
-        return f"<WorkflowHandle {self._kind} {self._id!r}>"
+        return f"<WorkflowHandle {self._kind} {self._id!r} of tenant {self._tenant!r}>"
 
 
-async def find_handle(core: Core, id: str) -> WorkflowHandle[Any]:
-    """The handle of existing workflow ``id``, of any kind; `WorkflowNotFoundError`.
+async def find_handle(core: Core, id: str, tenant: str | None = None) -> WorkflowHandle[Any]:
+    """The handle of existing workflow ``id`` of ``tenant``, of any kind.
 
-    Its result is decoded with the registered kind's return type when the App has it.
+    ``tenant`` None means the running workflow's inside one, else the App's. Its result is
+    decoded with the registered kind's return type when the App has it.
+    `InvalidInputError` before any I/O for a bad id or tenant, `WorkflowNotFoundError`
+    when the tenant has no such workflow.
     """
-    identifier(id, "id")
-    stored = await (await core.stores()).checkpointer.load(id)
+    owner = tenancy.tenant_of(tenant, current_tenant(core.tenant))
+    id = tenancy.looked_up(id)
+    tenancy.workflow_key(owner, id)  # a pair too long for a key is refused before I/O
+    checkpointer = (await core.stores()).checkpointer
+    found = await tenancy.locate(checkpointer, owner, id, older=core.older_layout)
+    if found is None:
+        raise WorkflowNotFoundError(id, tenant=owner)
+    key, stored = found
+    return _handle_at(core, key, id, owner, stored)
+
+
+def _handle_at(
+    core: Core, key: str, id: str, tenant: str, stored: Mapping[str, object]
+) -> WorkflowHandle[Any]:
     start = stored.get(layout.START)
-    if not isinstance(start, dict):
-        raise WorkflowNotFoundError(id)
-    kind = str(start.get("kind"))
+    kind = str(start.get("kind")) if isinstance(start, dict) else ""
     registered = core.workflows.get(kind)
     result = registered.signature.result if registered is not None else ANY
-    return WorkflowHandle(core, id, kind, result, False)
+    return WorkflowHandle(core, key, id, tenant, kind, result, False)
 
 
-async def cancel_children(core: Core, stored: Mapping[str, object]) -> None:
-    """Cancel the children a workflow's records name (those still running)."""
-    for child in layout.children(stored):
-        try:
-            handle = await find_handle(core, child)
-        except WorkflowNotFoundError:
-            continue  # swept
-        await handle._cancel()
+async def cancel_children(
+    core: Core, stored: Mapping[str, object], *, parent: str, tenant: str
+) -> None:
+    """Cancel the children a workflow's records name (those still running).
+
+    Only those whose start record names workflow ``parent`` of ``tenant``, so a workflow
+    that took a swept child's id since is not touched.
+    """
+    checkpointer = (await core.stores()).checkpointer
+    for key in layout.children(stored):
+        found = await checkpointer.load(key)
+        start = found.get(layout.START)
+        if not tenancy.belongs(found, tenant) or not isinstance(start, dict):
+            continue  # swept, or not of this tenant
+        if start.get("parent") != parent:
+            continue
+        child_tenant, child_id = tenancy.scope(key, start)
+        await _handle_at(core, key, child_id, child_tenant, found)._cancel()
 
 
 def _decoded(workflow: str, where: str, value: Value, data: object) -> Any:

@@ -15,7 +15,8 @@ from durably.validation import MAX_ID_BYTES, identifier
 
 PREFIX = "durably:"
 START = "durably:start"
-"""The start record: kind, encoded arguments, tenant, parent, created, timeout, depth."""
+"""The start record: kind, encoded arguments, tenant, parent (its id, kind and key),
+created, timeout, depth."""
 RESULT = "durably:result"
 """The encoded return value: written with the COMPLETED status in one write
 (`durably.workflows.Finish`), or by a child before it wakes its parent."""
@@ -28,9 +29,10 @@ TIMED_OUT = "timed out"
 """What a `CANCELLED` record holds when the workflow's ``timeout=`` ended it."""
 """``durably:cancelled#G``: generation G ended cancelled (wakes a parent)."""
 CHILD = "durably:child:"
-"""``durably:child:KIND#N``: the id of the N-th child of KIND a body started."""
+"""``durably:child:KIND#N``: the id and key of the N-th child of KIND a body started."""
 STARTED = "durably:start:"
-"""``durably:start:KIND#N``: the id of the N-th workflow of KIND a body started (no child)."""
+"""``durably:start:KIND#N``: the id and key of the N-th workflow of KIND a body started
+(no child)."""
 TIMEOUT = "durably:timeout"
 """The wakeup at a workflow's ``timeout`` deadline (never recorded)."""
 RESUMES = "durably:resume"
@@ -151,12 +153,15 @@ def start_record(
     created: float,
     parent: str | None = None,
     parent_kind: str | None = None,
+    parent_key: str | None = None,
     timeout_at: float | None = None,
     depth: int = 0,
 ) -> dict[str, Any]:
-    """What `start` supplies under `START` (first writer wins). ``depth`` counts the
-    workflow bodies that started it, one above another (0: started from outside one)."""
-    return {
+    """What `start` supplies under `START` (first writer wins). A child's ``parent`` is
+    its parent's id (in the same tenant) and ``parent_key`` the key its end wakes.
+    ``depth`` counts the workflow bodies that started it, one above another (0: started
+    from outside one)."""
+    record: dict[str, Any] = {
         "kind": kind,
         "args": args,
         "tenant": tenant,
@@ -166,6 +171,16 @@ def start_record(
         "timeout_at": timeout_at,
         "depth": depth,
     }
+    if parent_key is not None:
+        record["parent_key"] = parent_key
+    return record
+
+
+def parent_key(start: Mapping[str, object]) -> str | None:
+    """The key of the workflow a child's end wakes: its recorded ``parent_key``, or (a
+    child started before tenants scoped ids) its parent's id, which was its key then."""
+    key = start.get("parent_key", start.get("parent"))
+    return None if key is None else str(key)
 
 
 def tenant_of(stored: Mapping[str, object]) -> str | None:
@@ -204,12 +219,20 @@ def ending(stored: Mapping[str, object]) -> dict[str, object] | None:
     return None
 
 
+def started_key(started: Mapping[str, object], id: str) -> str:
+    """The key of the workflow a `CHILD` or `STARTED` record names (one recorded before
+    tenants scoped ids holds only the id, which was the key then)."""
+    return str(started.get("key", started.get("id", id)))
+
+
 def children(stored: Mapping[str, object]) -> list[str]:
-    """The ids of the children a workflow started (recorded under `CHILD` keys)."""
+    """The keys of the children a workflow started (recorded under `CHILD` keys)."""
     found: list[str] = []
     for key, value in stored.items():
         if key.startswith(CHILD) and not key.endswith(":end") and isinstance(value, dict):
-            found.append(str(value.get("id")))
+            child = value.get("key", value.get("id"))
+            if child is not None:
+                found.append(str(child))
     return found
 
 
@@ -241,9 +264,11 @@ __all__ = [
     "generation",
     "latest_event",
     "occurrence",
+    "parent_key",
     "recorded_kind",
     "retry_key",
     "start_record",
+    "started_key",
     "survey",
     "user_key",
 ]

@@ -35,8 +35,8 @@ async def recorded_call(
     ctx._unmet.discard(key)
     recorded = ctx._records
     if key not in recorded:
-        if ctx._cancels is not None and ctx._cancels.due(ctx.id):
-            ctx._cancel_arrived = await ctx._cancels.arrived(ctx.id, ctx._cancel_key)
+        if ctx._cancels is not None and ctx._cancels.due(ctx._key):
+            ctx._cancel_arrived = await ctx._cancels.arrived(ctx._key, ctx._cancel_key)
         ctx._deliver_cancel(key)
     run = ctx._run
     if run.reserve(key):

@@ -11,7 +11,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from durably.app import _layout as layout
-from durably.app._context import Context, bind, current_workflow, is_async, unbind
+from durably.app import _tenancy as tenancy
+from durably.app._context import (
+    Context,
+    bind,
+    current_tenant,
+    current_workflow,
+    is_async,
+    unbind,
+)
 from durably.app._core import Core
 from durably.app._handles import WorkflowHandle, cancel_children, find_handle
 from durably.app._retry import Retry
@@ -33,7 +41,6 @@ from durably.errors import (
 )
 from durably.redaction import mend_text
 from durably.stores.workflows import Finish, value_refused
-from durably.validation import identifier
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -124,16 +131,17 @@ class Workflow(Generic[P, R]):
     ) -> WorkflowHandle[R]:
         """Start this workflow and return its handle.
 
-        Starting an id that exists starts nothing and returns its handle
-        (``handle.created`` is False; the first start's arguments win). Inside a workflow
-        body the start is recorded like a step.
+        Starting an id that exists in the tenant starts nothing and returns its handle
+        (``handle.created`` is False; the first start's arguments win): an id is unique
+        within its tenant, so the same id under two tenants names two workflows. Inside a
+        workflow body the start is recorded like a step.
 
         Args:
             *args: The body's arguments (after the Context).
             id: The workflow's id. Default: a fresh UUID; inside a workflow body, one
                 derived from that workflow's id.
-            tenant: The tenant it runs for. Default: the App's; inside a workflow body,
-                that workflow's.
+            tenant: The tenant it runs for. Default: the App's; inside a workflow (its
+                body or a step), that workflow's.
             timeout: How long after its start the workflow is cancelled, in seconds or a
                 timedelta, instead of the one it was registered with.
             **kwargs: The body's keyword arguments.
@@ -143,9 +151,11 @@ class Workflow(Generic[P, R]):
 
         Raises:
             InvalidInputError: Arguments that do not fit the body's parameters or
-                annotations, or a bad ``id``, ``tenant`` or ``timeout`` (before any I/O);
-                arguments the store refuses (too large).
-            WorkflowConflictError: The id exists under another kind.
+                annotations, or a bad ``id``, ``tenant`` or ``timeout`` (before any I/O):
+                an id of the form durably derives for a body's children
+                (``…/child:KIND#N``) or starting with ``durably:``, or a tenant and id
+                too long together, included; arguments the store refuses (too large).
+            WorkflowConflictError: The id exists in the tenant under another kind.
             WorkflowLimitError: Inside a workflow body, a start past the App's `Limits`.
         """
         ctx = current_workflow()
@@ -155,8 +165,9 @@ class Workflow(Generic[P, R]):
             )
             return handle
         start = self.prepare(args, kwargs, tenant=tenant, timeout=timeout)
-        workflow = identifier(id, "id") if id is not None else str(uuid.uuid4())
-        return self.handle(workflow, await self.launch(workflow, start))
+        workflow = tenancy.new_id(id) if id is not None else str(uuid.uuid4())
+        key, created = await self.launch(workflow, start)
+        return self.handle(workflow, start["tenant"], created=created, key=key)
 
     def prepare(
         self,
@@ -167,11 +178,12 @@ class Workflow(Generic[P, R]):
         timeout: Duration | None,
         parent: str | None = None,
         parent_kind: str | None = None,
+        parent_key: str | None = None,
         depth: int = 0,
     ) -> dict[str, Any]:
         """The start record for a call with ``args``, checked before any I/O."""
         encoded = self.signature.encode_args(args, kwargs)
-        owner = identifier(tenant, "tenant") if tenant is not None else self._core.tenant
+        owner = tenancy.tenant_of(tenant, current_tenant(self._core.tenant))
         limit = timeout if timeout is not None else self.timeout
         seconds = None if limit is None else seconds_of(limit, "timeout")
         now = self._core.clock.now()
@@ -182,19 +194,30 @@ class Workflow(Generic[P, R]):
             created=now,
             parent=parent,
             parent_kind=parent_kind,
+            parent_key=parent_key,
             timeout_at=None if seconds is None else now + seconds,
             depth=depth,
         )
 
-    async def launch(self, workflow: str, start: dict[str, Any]) -> bool:
-        """Supply ``start`` for ``workflow`` (first writer wins) and make it ready.
+    async def launch(self, workflow: str, start: dict[str, Any]) -> tuple[str, bool]:
+        """Supply ``start`` for workflow ``workflow`` of the tenant it names, and make it ready.
 
-        Returns whether this call created it; `WorkflowConflictError` if the id has another
-        kind.
+        The first writer wins. Returns its key and whether this call created it;
+        `WorkflowConflictError` if the id has another kind, or (a child's start) is not a
+        child of the parent ``start`` names.
         """
+        tenant = str(start["tenant"])
+        key = tenancy.workflow_key(tenant, workflow)
         stores = await self._core.stores()
+        checkpointer = stores.checkpointer
+        if self._core.older_layout and key != workflow:
+            older = await checkpointer.load(workflow)
+            if tenancy.belongs(older, tenant):  # started before tenants scoped ids
+                self._adoptable(workflow, older[layout.START], start)
+                await self._ready(workflow, tenant, first=False)
+                return workflow, False
         try:
-            recorded = await stores.checkpointer.supply(workflow, layout.START, start)
+            recorded = await checkpointer.supply(key, layout.START, start)
         except (StatePersistenceError, InvalidInputError) as exc:
             # Refused by the store's own checks (its size limit, its codec), which run
             # before it writes: named here, as the caller's other bad input is.
@@ -203,27 +226,68 @@ class Workflow(Generic[P, R]):
             raise InvalidInputError(
                 f"workflow {self.kind!r}: the store refuses its arguments: {exc}"
             ) from None
-        existing = recorded.value if isinstance(recorded.value, dict) else {}
-        kind = existing.get("kind")
-        if kind != self.kind:
-            raise WorkflowConflictError(workflow, self.kind, str(kind))
-        # A start that crashed between its record and its wakeup is repaired by the next.
-        if recorded.first or await stores.checkpointer.get_status(workflow) is None:
-            scheduler = self._core.durable(self.kind).scheduler
-            await scheduler.make_ready(workflow, tenant=existing.get("tenant"))
-        return recorded.first
+        self._adoptable(workflow, recorded.value, start)
+        await self._ready(key, tenant, first=recorded.first)
+        return key, recorded.first
 
-    def handle(self, workflow: str, created: bool = False) -> WorkflowHandle[R]:
+    def _adoptable(self, workflow: str, existing: object, start: Mapping[str, Any]) -> None:
+        """Refuse to hand out workflow ``workflow`` whose start record is ``existing``.
+
+        `WorkflowConflictError` for a start of ``start`` that may not have it: of another
+        tenant (only a bare id, stored before tenants scoped ids), of another kind, or, for
+        a child, not a child of the same parent.
+        """
+        found = existing if isinstance(existing, dict) else {}
+        kind = str(found.get("kind"))
+        if found.get("tenant", tenancy.DEFAULT_TENANT) != start["tenant"]:
+            raise WorkflowConflictError(
+                workflow,
+                self.kind,
+                kind,
+                reason="is taken by a workflow of another tenant stored before ids were "
+                "scoped by tenant: start this one under another id",
+            )
+        if kind != self.kind:
+            raise WorkflowConflictError(workflow, self.kind, kind)
+        parent = start.get("parent")
+        if parent is not None and found.get("parent") != parent:
+            raise WorkflowConflictError(
+                workflow,
+                self.kind,
+                kind,
+                reason=f"exists and is not a child of workflow {parent!r}: a body waits "
+                "only for the children it started",
+            )
+
+    async def _ready(self, key: str, tenant: str, *, first: bool) -> None:
+        # A start that crashed between its record and its wakeup is repaired by the next.
+        checkpointer = (await self._core.stores()).checkpointer
+        if first or await checkpointer.get_status(key) is None:
+            # Served in its tenant's turn (the scheduler's fairness order).
+            await self._core.durable(self.kind).scheduler.make_ready(key, tenant=tenant)
+
+    def handle(
+        self, id: str, tenant: str | None = None, *, created: bool = False, key: str | None = None
+    ) -> WorkflowHandle[R]:
         """Return a typed handle on a workflow of this kind, without any I/O.
 
-        The id is not checked: a handle on an id no workflow has raises
+        Nothing is checked: a handle on an id the tenant has no workflow under raises
         `WorkflowNotFoundError` from its calls.
 
         Args:
-            workflow: The workflow's id.
+            id: The workflow's id.
+            tenant: The workflow's tenant. Default: the App's; inside a workflow (its
+                body or a step), that workflow's.
             created: What the handle's `WorkflowHandle.created` says.
+            key: Where the store keeps the workflow, when known (the App's own calls).
+
+        Raises:
+            InvalidInputError: A ``tenant`` that is not usable, or an ``id`` too long
+                for it.
         """
-        return WorkflowHandle(self._core, workflow, self.kind, self.signature.result, created)
+        owner = tenancy.tenant_of(tenant, current_tenant(self._core.tenant))
+        at = key if key is not None else tenancy.workflow_key(owner, id)
+        return WorkflowHandle(self._core, at, id, owner, self.kind, self.signature.result, created)
 
     async def run(
         self,
@@ -264,24 +328,28 @@ class Workflow(Generic[P, R]):
         handle = await self.start(*args, id=id, tenant=tenant, timeout=timeout, **kwargs)
         return await handle.result()
 
-    async def get_handle(self, id: str) -> WorkflowHandle[R]:
-        """Find an existing workflow of this kind by its id.
+    async def get_handle(self, id: str, tenant: str | None = None) -> WorkflowHandle[R]:
+        """Find an existing workflow of this kind by its id within a tenant.
 
         Args:
             id: The workflow's id.
+            tenant: The tenant to look in. Default: the App's; inside a workflow (its
+                body or a step), that workflow's.
 
         Returns:
             Its typed handle.
 
         Raises:
-            InvalidInputError: An ``id`` that is not a usable id (before any I/O).
-            WorkflowNotFoundError: No workflow has this id (never started, or swept).
+            InvalidInputError: An ``id`` or ``tenant`` that is not usable, or the two too
+                long together (before any I/O).
+            WorkflowNotFoundError: The tenant has no workflow of this id (never started,
+                or swept).
             WorkflowConflictError: The workflow is of another kind.
         """
-        handle = await find_handle(self._core, id)
+        handle = await find_handle(self._core, id, tenant)
         if handle.kind != self.kind:
             raise WorkflowConflictError(id, self.kind, handle.kind)
-        return self.handle(id)
+        return self.handle(handle.id, handle.tenant, key=handle._key)
 
     async def body(self, run: Execution) -> object:
         """One pass of this workflow over the engine's `Execution` (what the Worker serves)."""
@@ -298,18 +366,9 @@ class Workflow(Generic[P, R]):
             if "v" in ended:
                 return self.signature.result.decode(ended["v"])
             if ended.get("cancelled"):
-                raise Cancelled(_cancelled(run.workflow, ended.get("e") == layout.TIMED_OUT))
+                raise Cancelled(_cancelled(ctx.id, ended.get("e") == layout.TIMED_OUT))
             raise BodyFailed(Recorded(str(ended.get("e"))), retryable=False)
-        try:
-            positional, keywords = self.signature.decode_args(start.get("args", {}))
-        except (ValueError, KeyError) as exc:
-            raise IncompatibleRecordError(
-                run.workflow,
-                layout.START,
-                f"arguments of {self.kind}",
-                stored_text(start.get("args")),
-                str(exc),
-            ) from None
+        positional, keywords = self.arguments(ctx.id, start)
         token = bind(ctx)
         try:
             value = await self.fn(ctx, *positional, **keywords)
@@ -331,8 +390,8 @@ class Workflow(Generic[P, R]):
             await self._end(run, ctx, layout.CANCELLED, ending)
             # Its children end with it (a timeout is a cancel; a child started just
             # before the cancel was seen is not in the records `cancel` read).
-            await cancel_children(self._core, run.recorded)
-            raise Cancelled(_cancelled(run.workflow, ctx._timed_out)) from exc
+            await cancel_children(self._core, run.recorded, parent=ctx.id, tenant=ctx.tenant)
+            raise Cancelled(_cancelled(ctx.id, ctx._timed_out)) from exc
         except Exception as exc:
             if ctx._stopped is not None:
                 raise ctx._stopped from exc
@@ -365,6 +424,24 @@ class Workflow(Generic[P, R]):
         # No one to wake: the Worker writes the result with the COMPLETED status, one write.
         return Finish(layout.RESULT, encoded, value)
 
+    def arguments(
+        self, workflow: str, start: Mapping[str, Any]
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """The body's arguments decoded from start record ``start`` of ``workflow`` (its id).
+
+        Raises `IncompatibleRecordError` when they no longer fit the body's annotations.
+        """
+        try:
+            return self.signature.decode_args(start.get("args", {}))
+        except (ValueError, KeyError) as exc:
+            raise IncompatibleRecordError(
+                workflow,
+                layout.START,
+                f"arguments of {self.kind}",
+                stored_text(start.get("args")),
+                str(exc),
+            ) from None
+
     async def _failed(self, run: Execution, ctx: Context, exc: BaseException) -> BodyFailed:
         """The body raised ``exc``: its end recorded unless the workflow retries bodies."""
         if self.retry is None:
@@ -381,11 +458,11 @@ class Workflow(Generic[P, R]):
         await self._wake_parent(ctx._start)
 
     async def _wake_parent(self, start: Mapping[str, Any]) -> None:
-        parent, kind = start.get("parent"), start.get("parent_kind")
+        parent, kind = layout.parent_key(start), start.get("parent_kind")
         if parent is not None and kind is not None:
             # A child runs for its parent's tenant: the parent wakes in that tenant's turn.
             scheduler = self._core.durable(str(kind)).scheduler
-            await scheduler.make_ready(str(parent), tenant=start.get("tenant"))
+            await scheduler.make_ready(parent, tenant=start.get("tenant"))
 
     def __repr__(self) -> str:
         return f"<durably workflow {self.kind!r}>"

@@ -7,13 +7,13 @@ import dataclasses
 import enum
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
 from pydantic import BaseModel
 
-from durably.app import App, Topic
+from durably.app import App, Context, Topic, Workflow
 from durably.clock import ManualClock
 
 AppFactory = Callable[..., Awaitable[App]]
@@ -78,6 +78,21 @@ def fresh_id() -> str:
     return f"wf-{uuid.uuid4().hex[:12]}"
 
 
+def parent_of_a_sleeper(app: App) -> tuple[Workflow[[], None], Workflow[[], None]]:
+    """Register ``slow``, which sleeps a day, and ``parent``, which waits for it as its
+    child; both returned, ``(slow, parent)``."""
+
+    @app.workflow
+    async def slow(ctx: Context) -> None:
+        await ctx.sleep(timedelta(days=1))
+
+    @app.workflow
+    async def parent(ctx: Context) -> None:
+        await ctx.child(slow)
+
+    return slow, parent
+
+
 class AppFixtures:
     """The ``app`` fixture: an App on a `ManualClock` from the subclass's ``app_factory``."""
 
@@ -103,4 +118,5 @@ __all__ = [
     "ReplyWithScore",
     "Ticket",
     "fresh_id",
+    "parent_of_a_sleeper",
 ]

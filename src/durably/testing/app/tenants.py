@@ -1,180 +1,311 @@
-"""`AppTenants`: workflows served fairly across tenants, and bodies that start workflows
-without end stopped by the App's `Limits`.
-
-Order is read from outside: each body appends to a ledger of its own as it runs.
-"""
+"""`AppTenants`: tenants scope workflows; a workflow id is unique within its tenant."""
 
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from durably.app import App, Context, Limits
-from durably.clock import ManualClock
-from durably.errors import WorkflowFailedError
-from durably.testing.app.fixtures import NOTE, AppFactory, AppFixtures, fresh_id
+from durably.app import App, Context, Workflow, context
+from durably.errors import (
+    InvalidInputError,
+    WorkflowConflictError,
+    WorkflowNotFoundError,
+)
+from durably.stores.status import WorkflowStatus
+from durably.testing.app.fixtures import NOTE, AppFixtures, fresh_id, parent_of_a_sleeper
 
-NOISY_BURST = 2_000
-STARTS_AT_ONCE = 8  # starts in flight while a burst is made (a bounded pool's share)
+
+def _charging(app: App, ledger: list[tuple[str, str, int]]) -> tuple[Workflow[Any, Any], ...]:
+    """A ``checkout`` workflow whose child ``charge`` writes each charge to ``ledger`` as
+    (tenant, workflow id, cents): the effect counted from outside durably's records."""
+
+    @app.step
+    async def pay(cents: int) -> int:
+        step = context()
+        ledger.append((step.tenant, step.workflow, cents))
+        return cents
+
+    @app.workflow
+    async def charge(ctx: Context, cents: int) -> int:
+        return await pay(cents)
+
+    @app.workflow
+    async def checkout(ctx: Context, cents: int) -> str:
+        charged = await ctx.child(charge, cents)
+        return f"{ctx.tenant}:{ctx.id}:{charged}"
+
+    return charge, checkout
 
 
 class AppTenants(AppFixtures):
-    async def test_a_quiet_tenants_workflow_runs_among_the_first_beside_a_noisy_burst(
-        self, app_factory: AppFactory
-    ) -> None:
-        app = await app_factory(ManualClock())
-        ran: list[str] = []
+    """Tenants scope workflows as namespaces do: ids, handles and children stay in theirs."""
 
+    async def test_the_same_id_under_two_tenants_names_two_workflows(self, app: App) -> None:
+        ledger: list[tuple[str, str, int]] = []
+        _, checkout = _charging(app, ledger)
+        order = fresh_id()
+        acme = await checkout.start(4999, id=order, tenant="acme")
+        globex = await checkout.start(1, id=order, tenant="globex")
+        assert (acme.created, globex.created) == (True, True)
+        assert (acme.id, acme.tenant, globex.id, globex.tenant) == (
+            order,
+            "acme",
+            order,
+            "globex",
+        )
+        again = await checkout.start(7, id=order, tenant="acme")  # idempotent in its tenant
+        assert not again.created
+        await app.run_until_idle()
+        assert await acme.result(timeout=5) == f"acme:{order}:4999"
+        assert await globex.result(timeout=5) == f"globex:{order}:1"
+        assert sorted(cents for _, _, cents in ledger) == [1, 4999]
+        info = await (await app.get_handle(order, tenant="globex")).status()
+        assert (info.workflow, info.tenant, info.status) == (
+            order,
+            "globex",
+            WorkflowStatus.COMPLETED,
+        )
+        with pytest.raises(WorkflowNotFoundError):
+            await app.get_handle(order)  # nor in the App's own tenant
+
+    async def test_a_handle_of_another_tenant_never_reaches_the_workflow(self, app: App) -> None:
         @app.workflow
-        async def job(ctx: Context, n: int) -> int:
-            ran.append(ctx.tenant)
+        async def listens(ctx: Context) -> str | None:
+            await ctx.set_event("stage", "listening")
+            return await ctx.recv(NOTE)
+
+        workflow = fresh_id()
+        acme = await listens.start(id=workflow, tenant="acme")
+        await app.run_until_idle(advance=False)
+        with pytest.raises(WorkflowNotFoundError, match="globex"):
+            await app.get_handle(workflow, tenant="globex")
+        with pytest.raises(WorkflowNotFoundError):
+            await listens.get_handle(workflow, tenant="globex")
+        stranger = listens.handle(workflow, "globex")  # made without a look
+        with pytest.raises(WorkflowNotFoundError):
+            await stranger.send(NOTE, "from globex")
+        with pytest.raises(WorkflowNotFoundError):
+            await stranger.get_event("stage")
+        with pytest.raises(WorkflowNotFoundError):
+            await stranger.cancel()
+        with pytest.raises(WorkflowNotFoundError):
+            await stranger.resume()
+        with pytest.raises(WorkflowNotFoundError):
+            await stranger.status()
+        with pytest.raises(WorkflowNotFoundError):
+            await stranger.result(timeout=1)
+        # acme's workflow saw none of it: still waiting, its message its own.
+        assert (await acme.status()).status is WorkflowStatus.BLOCKED
+        assert await acme.get_event("stage") == "listening"
+        await acme.send(NOTE, "from acme")
+        await app.run_until_idle()
+        assert await acme.result(timeout=5) == "from acme"
+
+    async def test_a_child_id_another_tenant_uses_is_not_adopted(self, app: App) -> None:
+        ledger: list[tuple[str, str, int]] = []
+        charge, checkout = _charging(app, ledger)
+        order = fresh_id()
+        # globex runs its order first: its child takes the id acme's child derives.
+        globex = await checkout.start(1, id=order, tenant="globex")
+        await app.run_until_idle()
+        acme = await checkout.start(4999, id=order, tenant="acme")
+        await app.run_until_idle()
+        assert await globex.result(timeout=5) == f"globex:{order}:1"
+        assert await acme.result(timeout=5) == f"acme:{order}:4999"
+        child = f"{order}/child:{charge.kind}#1"
+        assert sorted(ledger) == [("acme", child, 4999), ("globex", child, 1)]
+        for tenant in ("acme", "globex"):
+            info = await (await charge.get_handle(child, tenant=tenant)).status()
+            assert (info.tenant, info.parent) == (tenant, order)
+
+    async def test_a_child_id_held_by_a_workflow_not_its_child_is_not_adopted(
+        self, app: App
+    ) -> None:
+        ledger: list[tuple[str, str, int]] = []
+        charge, checkout = _charging(app, ledger)
+        order = fresh_id()
+        child = f"{order}/child:{charge.kind}#1"
+        # A workflow at the child's derived id that names no such parent, written as a
+        # release that took any id from users could have left it.
+        checkpointer = (await app.stores()).checkpointer
+        injected = {
+            "kind": charge.kind,
+            "args": {"cents": 1},
+            "tenant": "default",
+            "created": 0.0,
+            "parent": None,
+            "parent_kind": None,
+            "timeout_at": None,
+        }
+        await checkpointer.supply(child, "durably:start", injected)
+        handle = await checkout.start(4999, id=order)
+        await app.run_until_idle()
+        assert await handle.result(timeout=5) == f"default:{order}:4999"
+        # The parent got a child of its own; the injected one never ran.
+        assert ledger == [("default", f"{child}~2", 4999)]
+        own = await charge.get_handle(f"{child}~2")
+        assert (await own.status()).parent == order
+
+    async def test_a_child_with_an_explicit_id_held_by_another_workflow_is_refused(
+        self, app: App
+    ) -> None:
+        @app.workflow
+        async def task(ctx: Context, n: int) -> int:
             return n
 
-        burst = [fresh_id() for _ in range(NOISY_BURST)]
-        for start in range(0, NOISY_BURST, STARTS_AT_ONCE):
-            await asyncio.gather(
-                *(
-                    job.start(n, id=workflow, tenant="noisy")
-                    for n, workflow in enumerate(burst[start : start + STARTS_AT_ONCE])
-                )
-            )
-        quiet = await job.start(0, tenant="quiet")
-        serving = asyncio.create_task(app.serve(concurrency=1, signals=False))
-        try:
-            assert await quiet.result(timeout=60) == 0
-        finally:
-            serving.cancel()
-            await asyncio.gather(serving, return_exceptions=True)
-        assert "quiet" in ran[:2], ran[:5]
-
-    async def test_wakeups_through_the_app_keep_each_workflows_tenant(self, app: App) -> None:
-        # Ids of one tenant sort before the other's: served by id they would not alternate.
-        ran: list[str] = []
-
         @app.workflow
-        async def listener(ctx: Context) -> str:
-            note = await ctx.recv(NOTE)
-            ran.append(ctx.tenant)
-            return str(note)
+        async def parent(ctx: Context, job: str) -> str:
+            try:
+                value: int = await ctx.child(task, 2, id=job)
+            except WorkflowConflictError as exc:
+                return f"refused: {exc}"
+            return str(value)
 
-        handles = [
-            await listener.start(id=f"{tenant}-{n}-{fresh_id()}", tenant=tenant)
-            for tenant in ("a", "b")
-            for n in range(3)
-        ]
-        await app.run_until_idle(advance=False)  # each waits for its message
-        for handle in handles:  # a's first, then b's
-            await handle.send(NOTE, "hi")
+        job = fresh_id()
+        await task.start(1, id=job)  # the same tenant's, started from outside
+        handle = await parent.start(job)
+        await app.run_until_idle()
+        assert "not a child of workflow" in await handle.result(timeout=5)
+        assert await (await task.get_handle(job)).result(timeout=5) == 1
+
+    async def test_ids_of_the_derived_and_reserved_forms_are_refused_from_users(
+        self, app: App
+    ) -> None:
+        @app.workflow
+        async def anything(ctx: Context) -> None:
+            return None
+
+        parent = fresh_id()
+        for workflow in (
+            f"{parent}/child:{anything.kind}#1",
+            f"{parent}/start:{anything.kind}#3",
+            f"{parent}/child:{anything.kind}#1~2",
+            "durably:t4:acme:x",
+            "durably:tenancy",
+        ):
+            with pytest.raises(InvalidInputError):
+                await anything.start(id=workflow)
+            with pytest.raises(InvalidInputError):
+                await anything.start(id=workflow, tenant="acme")
+        with pytest.raises(WorkflowNotFoundError):
+            await app.get_handle(f"{parent}/child:{anything.kind}#1")  # nothing was stored
+        # A tenant and an id that do not fit in one key together are refused too.
+        long = "x" * 500
+        with pytest.raises(InvalidInputError, match="too long"):
+            await anything.start(id=long, tenant="acme")
+        with pytest.raises(InvalidInputError, match="too long"):
+            await app.get_handle(long, tenant="acme")
+        assert (await anything.start(id=long)).created  # the default tenant's fits
+
+    async def test_cancelling_a_parent_cancels_only_its_own_children(self, app: App) -> None:
+        slow, parent = parent_of_a_sleeper(app)
+        order = fresh_id()
+        acme = await parent.start(id=order, tenant="acme")
+        globex = await parent.start(id=order, tenant="globex")
         await app.run_until_idle(advance=False)
-        assert ran == ["a", "b"] * 3
-        for handle in handles:
-            assert await handle.result(timeout=5) == "hi"
+        child = f"{order}/child:{slow.kind}#1"
+        assert await acme.cancel()
+        await app.run_until_idle(advance=False)
+        acme_child = await slow.get_handle(child, tenant="acme")
+        globex_child = await slow.get_handle(child, tenant="globex")
+        assert (await acme_child.status()).status is WorkflowStatus.CANCELLED
+        assert (await globex_child.status()).status is WorkflowStatus.SLEEPING
+        assert (await globex.status()).status is WorkflowStatus.BLOCKED
 
-    async def test_a_body_starting_two_children_each_run_is_stopped_at_the_depth_limit(
-        self, app_factory: AppFactory
-    ) -> None:
-        app = await app_factory(ManualClock(), limits=Limits(depth=4))
-        ran: dict[str, int] = {}
-
-        # A short kind: each child's derived id adds it, and the ids must not be what stops
-        # the chain.
-        @app.workflow(name=f"bomb-{fresh_id()}")
-        async def bomb(ctx: Context, depth: int) -> int:
-            ran[ctx.id] = depth
-            await ctx.start_child(bomb, depth + 1)
-            await ctx.start_child(bomb, depth + 1)
-            return depth
-
-        root = await bomb.start(0, tenant="forks")
-        await app.run_until_idle()
-        assert sorted(ran.values()) == sorted(d for d in range(5) for _ in range(2**d))
-        assert await _family(app, root.id) == sorted(ran)  # 31 workflows, no more
-        assert await root.result(timeout=5) == 0
-        deepest = [workflow for workflow, depth in ran.items() if depth == 4]
-        for workflow in deepest:
-            with pytest.raises(WorkflowFailedError) as failed:
-                await (await app.get_handle(workflow)).result(timeout=5)
-            assert "WorkflowLimitError" in str(failed.value.error)
-            assert "depth 5, over the limit of 4" in str(failed.value.error)
-
-    async def test_a_body_starting_children_without_end_is_stopped_at_the_children_limit(
-        self, app_factory: AppFactory
-    ) -> None:
-        app = await app_factory(ManualClock(), limits=Limits(children=5))
-        started: list[str] = []
+    async def test_a_cancel_skips_a_workflow_that_took_a_swept_childs_id(self, app: App) -> None:
+        @app.workflow
+        async def job(ctx: Context, n: int) -> int:
+            if n:
+                await ctx.sleep(timedelta(days=1))
+            return n
 
         @app.workflow
-        async def leaf(ctx: Context) -> None:
-            started.append(ctx.id)
+        async def parent(ctx: Context, job_id: str) -> str | None:
+            await ctx.child(job, 0, id=job_id)
+            return await ctx.recv(NOTE)
+
+        job_id = fresh_id()
+        handle = await parent.start(job_id)
+        await app.run_until_idle(advance=False)
+        assert (await handle.status()).status is WorkflowStatus.BLOCKED
+        assert await (await job.get_handle(job_id)).result(timeout=5) == 0
+        # The child's records go, as the retention sweep removes them; another workflow
+        # of the tenant takes its id.
+        await (await app.stores()).checkpointer.discard(job_id)
+        unrelated = await job.start(1, id=job_id)
+        await app.run_until_idle(advance=False)
+        assert await handle.cancel()
+        await app.run_until_idle(advance=False)
+        assert (await handle.status()).status is WorkflowStatus.CANCELLED
+        assert (await unrelated.status()).status is WorkflowStatus.SLEEPING
+
+    async def test_children_and_started_workflows_inherit_the_tenant(self, app: App) -> None:
+        seen: list[tuple[str, str]] = []
+
+        @app.step
+        async def note() -> None:
+            step = context()
+            seen.append((step.kind.rsplit(".", 1)[-1], step.tenant))
 
         @app.workflow
-        async def spawner(ctx: Context) -> int:
-            count = 0
-            while True:  # no bound of its own
-                await ctx.start_child(leaf)
-                count += 1
+        async def leaf(ctx: Context) -> str:
+            await note()
+            return ctx.tenant
 
-        handle = await spawner.start(tenant="acme")
+        @app.workflow
+        async def root(ctx: Context) -> list[str]:
+            waited = await ctx.child(leaf)
+            fanned = await ctx.start_child(leaf)
+            started = await leaf.start()
+            return [waited, fanned.tenant, started.tenant]
+
+        handle = await root.start(tenant="acme")
         await app.run_until_idle()
-        with pytest.raises(WorkflowFailedError) as failed:
-            await handle.result(timeout=5)
-        error = str(failed.value.error)
-        assert "WorkflowLimitError" in error
-        assert "acme" in error
-        assert "children 6" in error
-        assert "limit of 5" in error
-        assert len(started) == 5
-        assert len(await _family(app, handle.id)) == 6
+        assert await handle.result(timeout=5) == ["acme", "acme", "acme"]
+        assert seen == [("leaf", "acme")] * 3
 
-    async def test_starts_recorded_before_the_limits_were_lowered_replay_and_are_not_refused(
-        self, app_factory: AppFactory
+    async def test_a_lookup_inside_a_workflow_stays_in_its_tenant(self, app: App) -> None:
+        @app.workflow
+        async def inbox(ctx: Context) -> str | None:
+            return await ctx.recv(NOTE)
+
+        @app.step
+        async def whose(workflow: str) -> str:
+            return (await app.get_handle(workflow)).tenant
+
+        @app.workflow
+        async def sender(ctx: Context, workflow: str) -> str:
+            await (await app.get_handle(workflow)).send(NOTE, f"from {ctx.tenant}")
+            return await whose(workflow)
+
+        shared = fresh_id()
+        default = await inbox.start(id=shared)
+        acme = await inbox.start(id=shared, tenant="acme")
+        handle = await sender.start(shared, tenant="acme")
+        await app.run_until_idle(advance=False)
+        assert await handle.result(timeout=5) == "acme"
+        assert await acme.result(timeout=5) == "from acme"
+        assert (await default.status()).status is WorkflowStatus.BLOCKED
+
+    async def test_concurrent_starts_of_one_id_create_one_workflow_per_tenant(
+        self, app: App
     ) -> None:
-        if not self.shares_stores:
-            pytest.skip("needs two Apps over one store")
-        kind, leaf_kind = f"fan-{fresh_id()}", f"leaf-{fresh_id()}"
-        ended: list[int] = []
-
-        def deploy(app: App) -> Any:
-            @app.workflow(name=leaf_kind)
-            async def leaf(ctx: Context) -> None:
-                return None
-
-            @app.workflow(name=kind)
-            async def fan(ctx: Context) -> int:
-                for _ in range(3):
-                    await ctx.start_child(leaf)
-                await ctx.recv(NOTE)
-                ended.append(3)
-                return 3
-
-            return fan
-
-        before = await app_factory(ManualClock(), limits=Limits(children=5))
-        handle = await deploy(before).start()
-        await before.run_until_idle(advance=False)  # three children started, then it waits
-        after = await app_factory(ManualClock(), limits=Limits(children=2))
-        deploy(after)
-        await (await after.get_handle(handle.id)).send(NOTE, "go")
-        await after.run_until_idle(advance=False)
-        assert await handle.result(timeout=5) == 3
-        assert ended == [3]
-
-
-async def _family(app: App, root: str) -> list[str]:
-    """The ids of workflow ``root`` and of every workflow its body (and theirs) started
-    under a derived id (``root/...``), as the store lists them."""
-    checkpointer = (await app.stores()).checkpointer
-    found = [root] if await checkpointer.load(root) else []
-    after = root
-    while True:
-        page = await checkpointer.workflows(after=after, limit=1000)
-        family = [workflow for workflow in page if workflow.startswith(f"{root}/")]
-        found.extend(family)
-        if len(family) < len(page) or len(page) < 1000:
-            return sorted(found)
-        after = page[-1]
-
-
-__all__ = ["AppTenants"]
+        ledger: list[tuple[str, str, int]] = []
+        _, checkout = _charging(app, ledger)
+        order = fresh_id()
+        tenants = ["acme", "globex"] * 8
+        handles = await asyncio.gather(
+            *(checkout.start(n, id=order, tenant=tenant) for n, tenant in enumerate(tenants))
+        )
+        created = sorted(h.tenant for h in handles if h.created)
+        assert created == ["acme", "globex"]
+        await app.run_until_idle()
+        charged = {tenant: cents for tenant, _, cents in ledger}
+        assert len(ledger) == 2
+        assert sorted(charged) == ["acme", "globex"]
+        for handle in handles:  # every handle reads its own tenant's one workflow
+            cents = charged[handle.tenant]
+            assert await handle.result(timeout=5) == f"{handle.tenant}:{order}:{cents}"
