@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from durably.app import App, Context, Limits
+from durably.app import App, Context, Limits, storage
 from durably.clock import ManualClock
 from durably.errors import WorkflowFailedError
 from durably.testing.app.fixtures import NOTE, AppFactory, AppFixtures, fresh_id
@@ -90,12 +90,12 @@ class AppFairness(AppFixtures):
         root = await bomb.start(0, tenant="forks")
         await app.run_until_idle()
         assert sorted(ran.values()) == sorted(d for d in range(5) for _ in range(2**d))
-        assert await _family(app, root.id) == sorted(ran)  # 31 workflows, no more
+        assert await _family(app, root.id, "forks") == sorted(ran)  # 31 workflows, no more
         assert await root.result(timeout=5) == 0
         deepest = [workflow for workflow, depth in ran.items() if depth == 4]
         for workflow in deepest:
             with pytest.raises(WorkflowFailedError) as failed:
-                await (await app.get_handle(workflow)).result(timeout=5)
+                await (await app.get_handle(workflow, tenant="forks")).result(timeout=5)
             assert "WorkflowLimitError" in str(failed.value.error)
             assert "depth 5, over the limit of 4" in str(failed.value.error)
 
@@ -126,7 +126,7 @@ class AppFairness(AppFixtures):
         assert "children 6" in error
         assert "limit of 5" in error
         assert len(started) == 5
-        assert len(await _family(app, handle.id)) == 6
+        assert len(await _family(app, handle.id, "acme")) == 6
 
     async def test_starts_recorded_before_the_limits_were_lowered_replay_and_are_not_refused(
         self, app_factory: AppFactory
@@ -162,15 +162,17 @@ class AppFairness(AppFixtures):
         assert ended == [3]
 
 
-async def _family(app: App, root: str) -> list[str]:
-    """The ids of workflow ``root`` and of every workflow its body (and theirs) started
-    under a derived id (``root/...``), as the store lists them."""
+async def _family(app: App, root: str, tenant: str) -> list[str]:
+    """The ids of ``tenant``'s workflow ``root`` and of every workflow its body (and theirs)
+    started under a derived id (``root/...``), as the store lists them."""
     checkpointer = (await app.stores()).checkpointer
-    found = [root] if await checkpointer.load(root) else []
-    after = root
+    prefix = storage.key_prefix(tenant) or ""
+    key = f"{prefix}{root}"
+    found = [root] if await checkpointer.load(key) else []
+    after = key
     while True:
         page = await checkpointer.workflows(after=after, limit=1000)
-        family = [workflow for workflow in page if workflow.startswith(f"{root}/")]
+        family = [k[len(prefix) :] for k in page if k.startswith(f"{key}/")]
         found.extend(family)
         if len(family) < len(page) or len(page) < 1000:
             return sorted(found)
