@@ -345,6 +345,25 @@ class WorkflowFinishedError(InvalidInputError):
     """The workflow has finished (completed, failed or cancelled): it takes no messages."""
 
 
+class WorkflowLimitError(DurablyError):
+    """A workflow body would pass one of the App's `Limits` by starting another workflow:
+    more workflows from one body (``limit="children"``) or a chain of bodies starting
+    bodies deeper (``limit="depth"``) than allowed. Not retryable: the same start is refused
+    again; change the body, or the App's limits."""
+
+    def __init__(self, tenant: str, workflow: str, limit: str, maximum: int, count: int) -> None:
+        self.tenant = tenant
+        self.workflow = workflow
+        self.limit = limit
+        self.maximum = maximum
+        self.count = count
+        super().__init__(
+            f"tenant {tenant!r}: workflow {workflow!r} may not start another workflow: it "
+            f"would make {limit} {count}, over the limit of {maximum} (durably.Limits)",
+            retryable=False,
+        )
+
+
 class WorkflowNotFoundError(DurablyError):
     """No workflow has this id (in this tenant, when ``tenant`` is given): never started,
     or removed by the retention sweep."""

@@ -19,6 +19,7 @@ from durably.app._context import Context
 from durably.app._core import Core
 from durably.app._driving import Driver
 from durably.app._handles import WorkflowHandle, find_handle
+from durably.app._limits import Limits
 from durably.app._retry import Retry
 from durably.app._steps import Step
 from durably.app._values import Duration, seconds_of
@@ -80,11 +81,15 @@ class App:
         lease: How long a pass whose worker died keeps its workflow before another worker
             takes it over (a live pass renews it), in seconds or a timedelta; at most
             `MAX_LEASE` (one hour).
+        limits: How much one workflow body may start (`durably.Limits`; default: 10,000
+            workflows, chains 100 deep); a start past them raises `WorkflowLimitError` in
+            the body.
 
     Raises:
         DsnError: A malformed DSN, an empty string included (a `ConfigurationError`).
-        InvalidInputError: A bad tenant, a clock that is not a `durably.Clock` instance, or
-            a ``retention`` or ``lease`` that is not a positive duration within its limit.
+        InvalidInputError: A bad tenant, a clock that is not a `durably.Clock` instance, a
+            ``retention`` or ``lease`` that is not a positive duration within its limit, or
+            ``limits`` that is not a `durably.Limits`.
     """
 
     def __init__(
@@ -96,6 +101,7 @@ class App:
         retention: Duration = timedelta(days=7),
         migrate: bool = True,
         lease: Duration = 30.0,
+        limits: Limits | None = None,
     ) -> None:
         # Only ``dsn=None`` means "the default": an explicit "" is a mistake, not a wish.
         self._implicit = dsn is None and not os.environ.get(DSN_ENV)
@@ -118,6 +124,7 @@ class App:
             retention=_at_most(retention, "retention", MAX_RETENTION, "100 years"),
             lease=_at_most(lease, "lease", MAX_LEASE, "one hour"),
             migrate=migrate,
+            limits=_limits(limits),
         )
         self._driver = Driver(self._core)
 
@@ -166,6 +173,11 @@ class App:
     def lease(self) -> float:
         """Seconds a dead worker's pass keeps its workflow before another takes over."""
         return self._core.lease
+
+    @property
+    def limits(self) -> Limits:
+        """How much one workflow body may start."""
+        return self._core.limits
 
     # --- registering -----------------------------------------------------------------------
 
@@ -487,6 +499,15 @@ class App:
     def __repr__(self) -> str:
         core = getattr(self, "_core", None)  # None while __init__ refuses its arguments
         return f"<durably.App {describe(core.dsn) if core is not None else '(not set up)'}>"
+
+
+def _limits(limits: object) -> Limits:
+    """``limits`` if it is a `Limits` (None: the defaults); `InvalidInputError` otherwise."""
+    if limits is None:
+        return Limits()
+    if not isinstance(limits, Limits):
+        raise InvalidInputError(f"limits must be a durably.Limits, got {type(limits).__name__}")
+    return limits
 
 
 def _at_most(value: object, name: str, most: float, words: str) -> float:

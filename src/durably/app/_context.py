@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 
 from durably.app import _layout as layout
 from durably.app import _tenancy as tenancy
+from durably.app._limits import Limits, check_start
 from durably.app._options import WorkflowOptions, child_options
 from durably.app._topics import Topic
 from durably.app._values import ANY, Duration, Value, seconds_of, stored_text
@@ -160,6 +161,7 @@ class Context:
         kind: str,
         *,
         cancels: CancelWatch | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self._run = run
         self._key = run.workflow
@@ -168,6 +170,8 @@ class Context:
         self._start = start
         self._kind = kind
         self._cancels = cancels
+        self._limits = limits or Limits()
+        self._started = 0  # workflows this body started so far, children included
         self._counts: dict[str, int] = {}
         self._consumed: set[str] = set()
         recorded = run.recorded
@@ -471,6 +475,8 @@ class Context:
                 child runs in its parent's tenant).
             WorkflowConflictError: The id exists under another kind, or names a workflow
                 that is not this one's child.
+            WorkflowLimitError: This body has started as many workflows as the App's
+                `Limits` allow, or the child would be deeper than they allow.
             ChildWorkflowFailedError: The child failed or was cancelled (or was swept
                 before this workflow read how it ended); it carries the child's failure
                 (``error``, ``type``, ``message`` and ``step``), as `WorkflowFailedError`.
@@ -539,6 +545,8 @@ class Context:
                 parameters; a bad ``id``, or one naming this workflow or its parent; a
                 derived id over 512 bytes (give an ``id``); a ``tenant`` option.
             WorkflowConflictError: The id exists under another kind.
+            WorkflowLimitError: This body has started as many workflows as the App's
+                `Limits` allow, or the child would be deeper than they allow.
         """
         fn, id, timeout = child_options(fn, id)
         _, handle = await self._start_workflow(
@@ -568,6 +576,16 @@ class Context:
         self._meet(key)
         await self._look(key)  # a cancel just made must stop a fan-out before it starts
         self._deliver_cancel(key)
+        self._started += 1
+        depth = layout.depth_of(self._start) + 1
+        if key not in self._records:  # a start recorded before is never refused
+            check_start(
+                self._limits,
+                tenant=self.tenant,
+                workflow=self.id,
+                started=self._started,
+                depth=depth,
+            )
         if id is not None:
             workflow = tenancy.new_id(id)
             tries = [workflow]
@@ -599,6 +617,7 @@ class Context:
             parent=self.id if child else None,
             parent_kind=self.kind if child else None,
             parent_key=self._key if child else None,
+            depth=depth,
         )
 
         async def launch() -> object:

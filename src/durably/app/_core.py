@@ -1,6 +1,6 @@
 """`Core`: what the App's parts share, built by `App` and taken by every helper.
 
-The App's settings (clock, tenant, lease, retention), its registry of workflows and steps,
+The App's settings (clock, tenant, lease, retention, limits), its registry of workflows and steps,
 its stores (opened once, on first use), the cancels this process asked for, and the status
 changes made outside a pass (resume, the end of a parked workflow). Workflows, handles and
 the driver take a `Core`, never the `App`, so the App's own surface is only what users call.
@@ -18,6 +18,7 @@ from pydantic import SecretStr
 from durably.app import _layout as layout
 from durably.app import _tenancy as tenancy
 from durably.app._cancels import Cancels
+from durably.app._limits import Limits
 from durably.clock import Clock
 from durably.errors import ConfigurationError
 from durably.stores.dsn import describe
@@ -49,9 +50,12 @@ class Core:
         retention: float,
         lease: float,
         migrate: bool,
+        limits: Limits | None = None,
     ) -> None:
         self.dsn = dsn
         """The DSN the stores open from, secret (its password never in a repr or a log)."""
+        self.limits = limits or Limits()
+        """What one workflow body may start (`Limits`)."""
         self.clock = clock
         self.tenant = tenant
         self.retention = retention
@@ -120,7 +124,7 @@ class Core:
                 await checkpointer.set_status(holder, WorkflowStatus.PENDING)
             finally:
                 await checkpointer.release(holder)
-        await self.durable(kind).scheduler.make_ready(id)
+        await self.durable(kind).scheduler.make_ready(id, tenant=layout.tenant_of(stored))
         return True
 
     async def end_parked(self, id: str, generation: int) -> None:

@@ -240,7 +240,9 @@ class WorkflowHandle(Generic[R]):
                 raise WorkflowFinishedError(
                     f"workflow {self._id!r} is being cancelled: it takes no messages"
                 )
-            entry = await self._core.durable(self._kind).deliver(self._key, message)
+            entry = await self._core.durable(self._kind).deliver(
+                self._key, message, tenant=self._tenant
+            )
             return entry.key
 
         ctx = current_workflow()
@@ -315,7 +317,7 @@ class WorkflowHandle(Generic[R]):
         # A marker of this call's own: of two cancels, only the one whose marker landed
         # changed anything.
         recorded = await self._core.durable(self._kind).arrive(
-            self._key, layout.cancel_key(generation), uuid.uuid4().hex
+            self._key, layout.cancel_key(generation), uuid.uuid4().hex, tenant=self._tenant
         )
         self._core.cancels.asked(self._key)
         if info.status is WorkflowStatus.PARKED:

@@ -17,7 +17,7 @@ from durably.validation import MAX_ID_BYTES, identifier
 PREFIX = "durably:"
 START = "durably:start"
 """The start record: kind, encoded arguments, tenant, parent (its id, kind and key),
-created, timeout."""
+created, timeout, depth."""
 RESULT = "durably:result"
 """The encoded return value: written with the COMPLETED status in one write
 (`durably.workflows.Finish`), or by a child before it wakes its parent."""
@@ -174,9 +174,12 @@ def start_record(
     parent_kind: str | None = None,
     parent_key: str | None = None,
     timeout_at: float | None = None,
+    depth: int = 0,
 ) -> dict[str, Any]:
     """What `start` supplies under `START` (first writer wins). A child's ``parent`` is
-    its parent's id (in the same tenant) and ``parent_key`` the key its end wakes."""
+    its parent's id (in the same tenant) and ``parent_key`` the key its end wakes.
+    ``depth`` counts the workflow bodies that started it, one above another (0: started
+    from outside one)."""
     record: dict[str, Any] = {
         "kind": kind,
         "args": args,
@@ -185,6 +188,7 @@ def start_record(
         "parent": parent,
         "parent_kind": parent_kind,
         "timeout_at": timeout_at,
+        "depth": depth,
     }
     if parent_key is not None:
         record["parent_key"] = parent_key
@@ -196,6 +200,21 @@ def parent_key(start: Mapping[str, object]) -> str | None:
     child started before tenants scoped ids) its parent's id, which was its key then."""
     key = start.get("parent_key", start.get("parent"))
     return None if key is None else str(key)
+
+
+def tenant_of(stored: Mapping[str, object]) -> str | None:
+    """The tenant a workflow's start record names, None without one: the tenant its
+    wakeups are served for."""
+    start = stored.get(START)
+    tenant = start.get("tenant") if isinstance(start, dict) else None
+    return tenant if isinstance(tenant, str) else None
+
+
+def depth_of(start: Mapping[str, object]) -> int:
+    """How many workflow bodies, one above another, started the workflow of ``start``
+    (0 for a start record written before depths were kept)."""
+    depth = start.get("depth", 0)
+    return depth if isinstance(depth, int) and depth >= 0 else 0
 
 
 def end_key(key: str) -> str:

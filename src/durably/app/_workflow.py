@@ -211,6 +211,7 @@ class Workflow(Generic[P, R]):
                 (``…/child:KIND#N``) or starting with ``durably:``, or a tenant and id
                 too long together, included; arguments the store refuses (too large).
             WorkflowConflictError: The id exists in the tenant under another kind.
+            WorkflowLimitError: Inside a workflow body, a start past the App's `Limits`.
         """
         ctx = current_workflow()
         if ctx is not None:  # inside a body: recorded, with an id derived from the parent's
@@ -233,6 +234,7 @@ class Workflow(Generic[P, R]):
         parent: str | None = None,
         parent_kind: str | None = None,
         parent_key: str | None = None,
+        depth: int = 0,
     ) -> dict[str, Any]:
         """The start record for a call with ``args``, checked before any I/O."""
         encoded = self.signature.encode_args(args, kwargs)
@@ -249,6 +251,7 @@ class Workflow(Generic[P, R]):
             parent_kind=parent_kind,
             parent_key=parent_key,
             timeout_at=None if seconds is None else now + seconds,
+            depth=depth,
         )
 
     async def launch(self, workflow: str, start: dict[str, Any]) -> tuple[str, bool]:
@@ -266,7 +269,7 @@ class Workflow(Generic[P, R]):
             older = await checkpointer.load(workflow)
             if tenancy.belongs(older, tenant):  # started before tenants scoped ids
                 self._adoptable(workflow, older[layout.START], start)
-                await self._ready(workflow, first=False)
+                await self._ready(workflow, tenant, first=False)
                 return workflow, False
         try:
             recorded = await checkpointer.supply(key, layout.START, start)
@@ -279,7 +282,7 @@ class Workflow(Generic[P, R]):
                 f"workflow {self.kind!r}: the store refuses its arguments: {exc}"
             ) from None
         self._adoptable(workflow, recorded.value, start)
-        await self._ready(key, first=recorded.first)
+        await self._ready(key, tenant, first=recorded.first)
         return key, recorded.first
 
     def _adoptable(self, workflow: str, existing: object, start: Mapping[str, Any]) -> None:
@@ -311,11 +314,12 @@ class Workflow(Generic[P, R]):
                 "only for the children it started",
             )
 
-    async def _ready(self, key: str, *, first: bool) -> None:
+    async def _ready(self, key: str, tenant: str, *, first: bool) -> None:
         # A start that crashed between its record and its wakeup is repaired by the next.
         checkpointer = (await self._core.stores()).checkpointer
         if first or await checkpointer.get_status(key) is None:
-            await self._core.durable(self.kind).scheduler.make_ready(key)
+            # Served in its tenant's turn (the scheduler's fairness order).
+            await self._core.durable(self.kind).scheduler.make_ready(key, tenant=tenant)
 
     def handle(
         self, id: str, tenant: str | None = None, *, created: bool = False, key: str | None = None
@@ -434,7 +438,7 @@ class Workflow(Generic[P, R]):
                 ConfigurationError(f"workflow {run.workflow!r} has no start record"),
                 retryable=False,
             )
-        ctx = Context(run, start, self.kind, cancels=self._core.cancels)
+        ctx = Context(run, start, self.kind, cancels=self._core.cancels, limits=self._core.limits)
         ended = layout.ending(recorded) if ctx._ended else None
         if ended is not None:  # a wakeup after the end: report the same end, run nothing
             if "v" in ended:
@@ -533,7 +537,9 @@ class Workflow(Generic[P, R]):
     async def _wake_parent(self, start: Mapping[str, Any]) -> None:
         parent, kind = layout.parent_key(start), start.get("parent_kind")
         if parent is not None and kind is not None:
-            await self._core.durable(str(kind)).scheduler.make_ready(parent)
+            # A child runs for its parent's tenant: the parent wakes in that tenant's turn.
+            scheduler = self._core.durable(str(kind)).scheduler
+            await scheduler.make_ready(parent, tenant=start.get("tenant"))
 
     def __repr__(self) -> str:
         return f"<durably workflow {self.kind!r}>"

@@ -112,11 +112,13 @@ class PacedDurable(Generic[EffectT]):
     def scheduler(self) -> Scheduler:
         return self._inner.scheduler
 
-    async def arrive(self, workflow: str, key: str, value: object) -> Recorded[object]:
-        return await self._inner.arrive(workflow, key, value)
+    async def arrive(
+        self, workflow: str, key: str, value: object, *, tenant: str | None = None
+    ) -> Recorded[object]:
+        return await self._inner.arrive(workflow, key, value, tenant=tenant)
 
-    async def deliver(self, workflow: str, value: object) -> Entry:
-        return await self._inner.deliver(workflow, value)
+    async def deliver(self, workflow: str, value: object, *, tenant: str | None = None) -> Entry:
+        return await self._inner.deliver(workflow, value, tenant=tenant)
 
     async def delete(self, workflow: str) -> int:
         return await self._inner.delete(workflow)

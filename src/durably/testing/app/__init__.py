@@ -1,9 +1,10 @@
 """`AppConformance`: what `durably.App` promises, on every backing.
 
-Subclass it and provide ``app_factory``: ``Callable[[Clock], Awaitable[App]]``, each call an
-App over one empty store shared by every call of the same test (the subclass cleans up;
-set ``shares_stores = False`` where two Apps cannot share one, as on memory). Workflows
-are registered inside each test, so their default kinds are unique per test.
+Subclass it and provide ``app_factory``: ``(clock, **options) -> Awaitable[App]``, each call
+an App (the options passed on to it) over one empty store shared by every call of the same
+test (the subclass cleans up; set ``shares_stores = False`` where two Apps cannot share one,
+as on memory). Workflows are registered inside each test, so their default kinds are unique
+per test.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from durably.testing.app.basics import AppBasics
 from durably.testing.app.deploys import AppDeployCheck
 from durably.testing.app.failures import AppFailures
+from durably.testing.app.fairness import AppFairness
 from durably.testing.app.fanout import AppFanOut
 from durably.testing.app.fixtures import AppFactory
 from durably.testing.app.lifecycle import AppLifecycle
@@ -34,6 +36,7 @@ class AppConformance(
     AppFanOut,
     AppValues,
     AppFailures,
+    AppFairness,
 ):
     """Every test here must pass for `durably.App` on every backing durably ships."""
 

@@ -15,10 +15,11 @@ import pytest
 from pydantic import BaseModel
 
 from durably.app import App, Context, Topic, Workflow
-from durably.clock import Clock, ManualClock
+from durably.clock import ManualClock
 
-AppFactory = Callable[[Clock], Awaitable[App]]
-"""Each call an App over the test's one store (every call of one test shares it)."""
+AppFactory = Callable[..., Awaitable[App]]
+"""``(clock, **options)``: each call an App over the test's one store (every call of one test
+shares it), keyword options (``limits=``, say) passed on to the App."""
 
 
 class Ticket(BaseModel):
