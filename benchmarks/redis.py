@@ -214,7 +214,7 @@ async def enqueues(url: str, floor_first: bool) -> tuple[float, float]:
 
 async def recorded_enqueues(url: str, floor_first: bool) -> tuple[float, float]:
     """durably's enqueue against the floor that writes the item's record beside its ready
-    entry (issue 14's enqueue target: 0.85x of this floor)."""
+    entry (durably's enqueue target: 0.85x of this floor)."""
     client = Redis.from_url(url)
     floor = Floor(client, fresh())
     queue = RedisWorkQueue(client, clock=SystemClock(), namespace=fresh())
@@ -531,7 +531,7 @@ def main() -> None:
                 True,
             ),
             # The "floor" column here is durably's own loop of claim + complete (the row
-            # above): issue 14's Worker target is 0.9x of it.
+            # above): the Worker's target is 0.9x of it.
             (
                 "  same, through a Worker (vs durably's loop)",
                 both(make_throughput("durably"), worker_throughput),

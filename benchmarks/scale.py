@@ -9,7 +9,7 @@ tenant (1k, 100k; 1M on PostgreSQL) and tenants of a 20,000-item queue (1, 100, 
 rounds, and the rounds go through an axis's sizes in turn (1k, 100k, 1k, 100k, ...), so a
 change in the machine's load shifts every size alike. ``DURABLY_BENCH_SCALE_ROUNDS=N`` sets
 the rounds. ``DURABLY_BENCH_SCALE=full`` adds 1M items on PostgreSQL (a minute or more to fill)
-and runs three rounds instead of one (the figures in docs/benchmarks/scale.md), which
+and runs three rounds instead of one (as for docs/performance.md's scale table), which
 takes some 30 minutes on a busy two-core machine.
 
 Run with ``python -m benchmarks.scale [memory|sqlite|postgres|redis ...]`` (or ``make bench``).

@@ -1,6 +1,6 @@
 """The four scenarios of `make bench-peers` over every system, medians and ratios.
 
-Scenarios (issue 14): enqueue ``JOBS`` one at a time (the systems taking turns every
+Scenarios: enqueue ``JOBS`` one at a time (the systems taking turns every
 ``CHUNK`` enqueues); drain ``JOBS`` no-op jobs with one
 process at concurrency ``CONCURRENCY``; the same with ``PROCESSES`` processes; idle latency
 from enqueue to the handler's start over ``SAMPLES`` jobs (p50 and p99), each enqueued
@@ -42,7 +42,7 @@ CHUNK = 1000
 Redis enqueue at about 1.5x SAQ's where turns of 1,000 read 1.4x, on the same machine
 within minutes: short turns cost each library its warm caches and its background tasks'
 catch-up, which falls unevenly. A thousand keeps that small while five turns a system
-still share a drifting machine (docs/benchmarks/peers.md, "Session 14")."""
+still share a drifting machine (the measurements are in dev/benchmarks/peers.md)."""
 WARM = 200
 """Untimed enqueues each system makes before the enqueue scenario is timed."""
 IDLE_SECONDS = 0.02

@@ -25,6 +25,20 @@ class DurablyError(Exception):
             self.retryable = retryable
 
 
+class DurablyWarning(UserWarning):
+    """Root of every warning durably gives (filter them by this category)."""
+
+
+class ValueTypeWarning(DurablyWarning):
+    """An annotation whose values may not come back as they were given, at registration.
+
+    ``Any``, ``object`` or a container without item types (``dict``, ``list[Any]``): the
+    value comes back as plain JSON (strings, lists, dicts). A pydantic model with a
+    ``bytes`` field kept as UTF-8 text (its default), or with a ``set`` field, which the
+    model writes in an order that differs between processes.
+    """
+
+
 class ConfigurationError(DurablyError):
     """The store, schema or settings are wrong; fix the deployment, do not retry."""
 
@@ -246,8 +260,8 @@ class IncompatibleRecordError(WorkflowStopped):
 
 
 class RecordLimitError(WorkflowStopped):
-    """A workflow reached the most records one run may hold (``App(max_records=...)``):
-    its history would grow without end. Parks the workflow: have the body call
+    """A workflow reached the most records one run may hold (``Limits.records``): its
+    history would grow without end. Parks the workflow: have the body call
     ``ctx.continue_as_new(...)`` before the limit (or raise the limit), then
     ``handle.resume()``."""
 
@@ -256,8 +270,8 @@ class RecordLimitError(WorkflowStopped):
         self.limit = limit
         super().__init__(
             f"workflow {workflow!r} reached {limit} records, the most one run may hold "
-            "(App max_records): call ctx.continue_as_new(...) to go on with a fresh "
-            "history, or raise max_records and resume it"
+            "(Limits.records): call ctx.continue_as_new(...) to go on with a fresh "
+            "history, or raise the limit and resume it"
         )
 
 
@@ -284,11 +298,29 @@ class StepTimeoutError(DurablyError):
 
 
 class WorkflowFailedError(DurablyError):
-    """The workflow ended FAILED; ``error`` is the failure it recorded."""
+    """The workflow ended FAILED, with the failure it recorded.
 
-    def __init__(self, workflow: str, error: str | None) -> None:
+    ``workflow`` is its id; ``error`` the failure as text (the exception's repr);
+    ``type`` the exception's type name and ``message`` its message; ``step`` the key of
+    the step whose failure ended it (``charge#1``), None when the body raised on its own.
+    For a step's failure, ``type`` and ``message`` are the step's own error's. A failure
+    recorded before types were kept has only ``error``: ``type`` and ``message`` are None.
+    """
+
+    def __init__(
+        self,
+        workflow: str,
+        error: str | None,
+        *,
+        type: str | None = None,
+        message: str | None = None,
+        step: str | None = None,
+    ) -> None:
         self.workflow = workflow
         self.error = error
+        self.type = type
+        self.message = message
+        self.step = step
         super().__init__(f"workflow {workflow!r} failed: {error}")
 
 
@@ -308,14 +340,20 @@ class WorkflowCancelledError(DurablyError):
 
 
 class WorkflowConflictError(DurablyError):
-    """A workflow of this id exists under another kind."""
+    """A workflow of this id exists under another kind, or (``reason`` says which) is not
+    one a start may return: a child id taken by a workflow that is not this parent's
+    child."""
 
-    def __init__(self, workflow: str, kind: str, existing: str) -> None:
+    def __init__(
+        self, workflow: str, kind: str, existing: str, *, reason: str | None = None
+    ) -> None:
         self.workflow = workflow
         self.kind = kind
         self.existing = existing
         super().__init__(
-            f"workflow {workflow!r} exists as kind {existing!r}; cannot start it as {kind!r}"
+            f"workflow {workflow!r} {reason}"
+            if reason is not None
+            else f"workflow {workflow!r} exists as kind {existing!r}; cannot start it as {kind!r}"
         )
 
 
@@ -323,12 +361,34 @@ class WorkflowFinishedError(InvalidInputError):
     """The workflow has finished (completed, failed or cancelled): it takes no messages."""
 
 
-class WorkflowNotFoundError(DurablyError):
-    """No workflow has this id (never started, or removed by the retention sweep)."""
+class WorkflowLimitError(DurablyError):
+    """A workflow body would pass one of the App's `Limits` by starting another workflow:
+    more workflows from one body (``limit="children"``) or a chain of bodies starting
+    bodies deeper (``limit="depth"``) than allowed. Not retryable: the same start is refused
+    again; change the body, or the App's limits."""
 
-    def __init__(self, workflow: str) -> None:
+    def __init__(self, tenant: str, workflow: str, limit: str, maximum: int, count: int) -> None:
+        self.tenant = tenant
         self.workflow = workflow
-        super().__init__(f"workflow {workflow!r} not found (never started, or swept)")
+        self.limit = limit
+        self.maximum = maximum
+        self.count = count
+        super().__init__(
+            f"tenant {tenant!r}: workflow {workflow!r} may not start another workflow: it "
+            f"would make {limit} {count}, over the limit of {maximum} (durably.Limits)",
+            retryable=False,
+        )
+
+
+class WorkflowNotFoundError(DurablyError):
+    """No workflow has this id (in this tenant, when ``tenant`` is given): never started,
+    or removed by the retention sweep."""
+
+    def __init__(self, workflow: str, *, tenant: str | None = None) -> None:
+        self.workflow = workflow
+        self.tenant = tenant
+        where = "" if tenant is None else f" in tenant {tenant!r}"
+        super().__init__(f"workflow {workflow!r} not found{where} (never started, or swept)")
 
 
 # --- workflow control signals -------------------------------------------------------------
@@ -398,6 +458,7 @@ __all__ = [
     "ContinueAsNew",
     "DsnError",
     "DurablyError",
+    "DurablyWarning",
     "Fenced",
     "IncompatibleRecordError",
     "InputNeeded",
@@ -425,6 +486,7 @@ __all__ = [
     "StrayCancellationError",
     "Suspended",
     "Swallowed",
+    "ValueTypeWarning",
     "WorkItemNotFoundError",
     "WorkflowCancelledError",
     "WorkflowConflictError",

@@ -218,3 +218,28 @@ async def test_get_event_refuses_a_key_set_event_refuses_before_any_io(key: obje
     with pytest.raises(InvalidInputError, match="event key") as caught:
         await publishes.handle("wf-1").get_event(key, timeout=0.3)  # type: ignore[arg-type]
     assert len(str(caught.value)) < 200
+
+
+# --- changing the DSN ---------------------------------------------------------------------
+
+
+async def test_a_dsn_changed_before_the_stores_open_is_the_one_they_open(tmp_path: object) -> None:
+    app = durably.App("memory://")
+    app.dsn = f"sqlite:///{tmp_path}/moved.db"
+    async with app:
+        assert (await app.stores()).location.endswith("moved.db")
+
+
+async def test_a_dsn_change_is_refused_once_the_stores_are_open() -> None:
+    app = durably.App("memory://")
+    async with app:
+        with pytest.raises(ConfigurationError, match="close it"):
+            app.dsn = "sqlite:///elsewhere.db"
+        assert app.dsn == "memory://"
+
+
+def test_a_malformed_dsn_change_is_refused_before_any_io() -> None:
+    app = durably.App("memory://")
+    with pytest.raises(DsnError):
+        app.dsn = "nosuchscheme://x"
+    assert app.dsn == "memory://"

@@ -36,14 +36,14 @@ async def test_values_arriving_and_delivered_from_outside_travel_as_handles() ->
     assert (await durable.arrive("wf", "approval", "other")).value == big  # first writer won
 
 
-def test_the_claim_check_example_in_the_concepts_runs_as_written(
+def test_the_claim_check_policy_example_of_the_large_values_guide_runs_as_written(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    text = (Path(__file__).resolve().parents[2] / "docs" / "concepts.md").read_text()
-    section = text.split("## Large values: the claim check", 1)[1]
+    text = (Path(__file__).resolve().parents[2] / "docs" / "large-values.md").read_text()
+    section = text.split("## Applying a policy to the engine's stores", 1)[1]
     match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
     assert match is not None
-    exec(compile(match.group(1), "docs/concepts.md", "exec"), {"__name__": "concepts"})
+    exec(compile(match.group(1), "docs/large-values.md", "exec"), {"__name__": "guide"})
     assert capsys.readouterr().out.splitlines() == [
         "Completed(value=5000000)",
         "['bytes', 'durably:claim', 'head']",

@@ -58,6 +58,7 @@ def test_resume_makes_a_failed_workflow_ready_and_it_finishes_on_the_fixed_code(
     FIXED["yes"] = True  # the fix is deployed
     assert main(["workflows", "resume", "wf-1", "--dsn", dsn, "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {
+        "tenant": "default",
         "workflow": "wf-1",
         "resumed": True,
         "status": "pending",

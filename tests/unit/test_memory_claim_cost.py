@@ -1,6 +1,6 @@
 """The memory queue's claim does not grow with the queue: the same work per claim+complete
-at 1,000 and 100,000 items, and at 1 and 10,000 tenants (docs/decisions.md, "The claim's
-rotation index").
+at 1,000 and 100,000 items, and at 1 and 10,000 tenants
+(dev/decisions/019-claim-rotation-index.md).
 
 Work is counted, not timed: the Python lines run and the items parsed per claim+complete
 (a scan shows as lines or parses per item). Heap operations run in C and are not counted,

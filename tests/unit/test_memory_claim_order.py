@@ -1,4 +1,4 @@
-"""The memory queue's rotation index gives out items in SPEC's order: random enqueues
+"""The memory queue's rotation index gives out items in the queue's fairness order: random enqueues
 (delayed, of several priorities, tenants and queues), claims, failures, completions, reaps
 and clock moves, each claim checked against the order worked out by reading every item."""
 
@@ -32,7 +32,7 @@ class _Seen:
 
 
 class _Reference:
-    """SPEC's order worked out the slow way, from every item."""
+    """The fairness order worked out the slow way, from every item."""
 
     def __init__(self) -> None:
         self.items: dict[tuple[str, str], _Seen] = {}

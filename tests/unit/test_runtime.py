@@ -526,7 +526,7 @@ def _approval_window_body() -> Any:
     """The "give up waiting at a deadline" body of docs/concepts.md, exactly as written."""
     text = (Path(__file__).resolve().parents[2] / "docs" / "concepts.md").read_text()
     block = next(b for b in re.findall(r"```python\n(.*?)```", text, re.DOTALL) if "window" in b)
-    namespace: dict[str, Any] = {"Run": Execution}
+    namespace: dict[str, Any] = {"Execution": Execution}
     exec(compile(textwrap.dedent(block), "docs/concepts.md", "exec"), namespace)
     return namespace["body"]
 

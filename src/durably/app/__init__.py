@@ -1,10 +1,13 @@
-"""The application layer: `App`, typed workflows and steps, handles and topics, built on the
-engine's protocols (no backing-specific code here)."""
+"""The application layer: `App`, workflows, steps, handles, topics, retries, limits.
+
+Built on the engine's protocols, with no backing-specific code.
+"""
 
 from durably.app._app import App
 from durably.app._context import Context, StepContext, context
 from durably.app._handles import WorkflowHandle
-from durably.app._layout import recorded_kind
+from durably.app._limits import Limits
+from durably.app._options import WorkflowOptions
 from durably.app._retry import Retry
 from durably.app._steps import Step
 from durably.app._topics import Topic
@@ -13,12 +16,13 @@ from durably.app._workflow import Workflow
 __all__ = [
     "App",
     "Context",
+    "Limits",
     "Retry",
     "Step",
     "StepContext",
     "Topic",
     "Workflow",
     "WorkflowHandle",
+    "WorkflowOptions",
     "context",
-    "recorded_kind",
 ]

@@ -1,5 +1,8 @@
-"""`App`: the application layer over one backing's stores: registers workflows and steps,
-starts them, finds their handles, and serves them with the engine's `Worker`."""
+"""`App`: the application layer over one backing's stores.
+
+It registers workflows and steps, starts them, finds their handles, and serves them with the
+engine's `Worker`.
+"""
 
 from __future__ import annotations
 
@@ -10,28 +13,27 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, overload
 
+from pydantic import SecretStr
+
 from durably.app._context import Context
 from durably.app._core import Core
 from durably.app._driving import Driver
 from durably.app._handles import WorkflowHandle, find_handle
+from durably.app._limits import Limits
 from durably.app._retry import Retry
 from durably.app._steps import Step
 from durably.app._values import Duration, seconds_of
 from durably.app._workflow import Workflow
 from durably.clock import Clock, SystemClock
 from durably.errors import ConfigurationError, InvalidInputError
-from durably.stores.dsn import DSN_ENV, describe, parse
+from durably.stores.dsn import DSN_ENV, describe, parse, redacted
 from durably.stores.opening import Stores
-from durably.validation import identifier, positive_int
+from durably.validation import identifier
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 DEFAULT_DSN = "sqlite:///durably.db"
-DEFAULT_MAX_RECORDS = 100_000
-"""The most records one run of a workflow holds unless ``App(max_records=...)`` says
-otherwise: beyond it the workflow parks (`RecordLimitError`); a body that would grow
-without end calls ``ctx.continue_as_new(...)`` first."""
 MAX_RETENTION = 100 * 365.25 * 86400.0
 """The longest ``retention=`` an App takes, in seconds: 100 years. Longer is "for ever" in
 practice, and past about 2,000 years the sweep's cut-off (now minus retention) is not
@@ -56,40 +58,57 @@ _logger = logging.getLogger("durably.app")
 
 
 class App:
-    """Workflows and steps over the stores one DSN names (``sqlite:///file.db``,
-    ``postgresql://...``, ``redis://...``, ``memory://``).
+    """Workflows and steps over the stores one DSN names.
 
-    ``dsn=None`` reads ``$DURABLY_DSN``, else ``sqlite:///durably.db``. The stores open
-    lazily on first use (creating or migrating the schema; ``migrate=False`` only
-    verifies it); close them with ``await app.close()`` or ``async with app:``.
-    ``retention`` is how long finished workflows are kept (and their ids stay
-    idempotent) before `serve` sweeps them, at most `MAX_RETENTION` (100 years).
-    ``lease`` is how long a pass whose worker died keeps its workflow before another
-    worker takes it over (a live pass renews it), at most `MAX_LEASE` (one hour).
-    ``clock`` (default `SystemClock`) is any `durably.Clock`. ``max_records`` is the most
-    records one run of a workflow may hold (stored messages not counted; default
-    100,000): a workflow about to pass it parks with `RecordLimitError` rather than grow
-    without end (its body calls ``ctx.continue_as_new(...)`` before that).
+    Register bodies with `workflow` and steps with `step`, start them from the decorated
+    functions, find them with `get_handle`, and run them with `serve` (`run_until_idle` in
+    tests). Constructing an App does no I/O: the stores open on first use, creating or
+    migrating the schema; close them with ``await app.close()`` or ``async with app:``.
 
-    Raises `DsnError` before any I/O for a malformed DSN (an empty string included), and
-    `InvalidInputError` for a bad tenant, clock, ``retention``, ``lease`` or
-    ``max_records``.
+    Args:
+        dsn: The backing: ``sqlite:///file.db``, ``postgresql://...``, ``redis://...`` or
+            ``memory://``, as text or a `SecretStr` (kept as one: `dsn` shows it with the
+            password masked). None reads ``$DURABLY_DSN``, else ``sqlite:///durably.db``.
+            On PostgreSQL and Redis, ``?pool_size=N`` and ``?pool_timeout=S`` size the
+            connection pool and its wait (see `open_stores`).
+        clock: The clock workflows read (``ctx.now()``) and sleep by: a `durably.Clock`
+            instance (default `SystemClock`; a `ManualClock` in tests).
+        tenant: The tenant of a workflow started without ``tenant=``.
+        retention: How long a finished workflow is kept (and its id stays idempotent)
+            before `serve` sweeps it, in seconds or a timedelta; at most `MAX_RETENTION`
+            (100 years).
+        migrate: Create or migrate the schema on first open; False only verifies it.
+        lease: How long a pass whose worker died keeps its workflow before another worker
+            takes it over (a live pass renews it), in seconds or a timedelta; at most
+            `MAX_LEASE` (one hour).
+        limits: How much one workflow body may start (`durably.Limits`; default: 10,000
+            workflows, chains 100 deep); a start past them raises `WorkflowLimitError` in
+            the body.
+
+    Raises:
+        DsnError: A malformed DSN, an empty string included (a `ConfigurationError`).
+        InvalidInputError: A bad tenant, a clock that is not a `durably.Clock` instance, a
+            ``retention`` or ``lease`` that is not a positive duration within its limit, or
+            ``limits`` that is not a `durably.Limits`.
     """
 
     def __init__(
         self,
-        dsn: str | None = None,
+        dsn: str | SecretStr | None = None,
         *,
         clock: Clock | None = None,
         tenant: str = "default",
         retention: Duration = timedelta(days=7),
         migrate: bool = True,
         lease: Duration = 30.0,
-        max_records: int = DEFAULT_MAX_RECORDS,
+        limits: Limits | None = None,
     ) -> None:
         # Only ``dsn=None`` means "the default": an explicit "" is a mistake, not a wish.
         self._implicit = dsn is None and not os.environ.get(DSN_ENV)
-        dsn = (os.environ.get(DSN_ENV) or DEFAULT_DSN) if dsn is None else dsn
+        # Held secret from here on: a frame's locals are what error reporters capture.
+        if dsn is None:
+            dsn = os.environ.get(DSN_ENV) or DEFAULT_DSN
+        dsn = dsn if isinstance(dsn, SecretStr) else SecretStr(dsn)
         parse(dsn)  # a malformed DSN fails here (DsnError), not at first use
         # Clock is a runtime-checkable protocol, so a class (``ManualClock`` without its
         # parentheses) would pass for an instance: refused too.
@@ -105,15 +124,31 @@ class App:
             retention=_at_most(retention, "retention", MAX_RETENTION, "100 years"),
             lease=_at_most(lease, "lease", MAX_LEASE, "one hour"),
             migrate=migrate,
-            max_records=positive_int(max_records, "max_records"),
+            limits=_limits(limits),
         )
         self._driver = Driver(self._core)
 
     @property
     def dsn(self) -> str:
-        """The DSN this App's stores open from (show it with `describe`: it may hold a
-        password)."""
-        return self._core.dsn
+        """The DSN this App's stores open from, its password masked as ``***``.
+
+        Safe to print and log: the App keeps the DSN itself as a `SecretStr`.
+        """
+        return redacted(self._core.dsn)
+
+    @dsn.setter
+    def dsn(self, dsn: str | SecretStr) -> None:
+        """Point the App at another store before it opens (``durably worker --dsn`` does).
+
+        Raises:
+            DsnError: For a malformed DSN, before any I/O.
+            ConfigurationError: When the stores are already open.
+        """
+        secret = dsn if isinstance(dsn, SecretStr) else SecretStr(dsn)
+        del dsn  # held secret from here on, also in this frame's locals
+        parse(secret)
+        self._core.retarget(secret)
+        self._implicit = False
 
     @property
     def clock(self) -> Clock:
@@ -122,7 +157,11 @@ class App:
 
     @property
     def tenant(self) -> str:
-        """The tenant a workflow started without ``tenant=`` belongs to."""
+        """The tenant of what is started, and looked up, without ``tenant=``.
+
+        Inside a workflow (its body or a step), that workflow's tenant is the default
+        instead.
+        """
         return self._core.tenant
 
     @property
@@ -136,9 +175,9 @@ class App:
         return self._core.lease
 
     @property
-    def max_records(self) -> int:
-        """The most records one run of a workflow may hold (stored messages not counted)."""
-        return self._core.max_records
+    def limits(self) -> Limits:
+        """How much one workflow body may start."""
+        return self._core.limits
 
     # --- registering -----------------------------------------------------------------------
 
@@ -168,12 +207,37 @@ class App:
         timeout: Duration | None = None,
         max_recovery_attempts: int = 100,
     ) -> Any:
-        """Register an ``async def`` workflow body whose first parameter is the
-        `durably.Context`. Its kind is ``name`` or ``module.qualname``.
+        """Register a workflow body, as ``@app.workflow`` or ``@app.workflow(name=...)``.
 
-        Raises `ConfigurationError` at decoration for a default kind under ``__main__``, a
-        kind registered twice, a parameter named ``id``/``tenant``/``timeout``, or a
-        missing or unencodable annotation.
+        The body is an ``async def`` whose first parameter is the `durably.Context`
+        (annotated so); the others are its arguments. Arguments and result are encoded
+        from the annotations (pydantic), checked here at decoration, not after a paid
+        call; one whose values would not come back as given (``Any``, a bare ``dict``) is
+        warned of (`durably.errors.ValueTypeWarning`).
+
+        Args:
+            fn: The body, when the decorator is used bare.
+            name: The workflow's kind, which its records and workers know it by. Default:
+                the body's ``module.qualname``.
+            retry: Retries of the whole body when it raises (default: none; its steps
+                retry on their own).
+            timeout: How long after its start a workflow is cancelled, in seconds or a
+                timedelta (default: never); ``start(timeout=...)`` overrides it.
+            max_recovery_attempts: How many passes may end without reporting (a dead
+                worker, a lost claim) before the workflow is parked.
+
+        Returns:
+            The `Workflow`; with options alone, a decorator that makes it.
+
+        Raises:
+            ConfigurationError: At decoration: a default kind under ``__main__`` (a script
+                and a worker importing it would disagree on it), a kind registered twice,
+                a body that is not ``async def`` or whose first parameter is not annotated
+                as the Context, a parameter named ``id``, ``tenant`` or ``timeout``,
+                ``*args`` or ``**kwargs``, a missing or unencodable annotation; at the call, a
+                ``max_recovery_attempts`` that is not an int of at least 1.
+            InvalidInputError: A ``timeout`` that is not a positive duration; at
+                decoration, a kind that is empty, over 400 bytes or not storable text.
         """
         seconds = None if timeout is None else seconds_of(timeout, "timeout")
         if isinstance(max_recovery_attempts, bool) or not isinstance(max_recovery_attempts, int):
@@ -223,12 +287,30 @@ class App:
         retry: Retry | None = None,
         timeout: Duration | None = None,
     ) -> Any:
-        """Register a step (``async def``, or plain ``def`` run in a thread). Awaited in a
-        workflow body its result is recorded; elsewhere it just runs. ``retry`` opts in to
-        retries (default: one attempt); ``timeout`` bounds each attempt.
+        """Register a step, as ``@app.step`` or ``@app.step(name=...)``.
 
-        Raises `ConfigurationError` for a step name registered twice or a missing or
-        unencodable annotation.
+        A step is an ``async def``, or a plain ``def`` run in a thread. Awaited in a
+        workflow body, its result is recorded and later passes read the record; anywhere
+        else it simply runs. Arguments and result are encoded from the annotations.
+
+        Args:
+            fn: The function, when the decorator is used bare.
+            name: The name its records are kept under. Default: the function's qualified
+                name.
+            retry: How its failed attempts are retried (default: one attempt only).
+            timeout: A bound on each attempt, in seconds or a timedelta; an attempt past
+                it fails with `StepTimeoutError`, which ``retry`` may retry.
+
+        Returns:
+            The `Step`; with options alone, a decorator that makes it.
+
+        Raises:
+            ConfigurationError: At decoration: a name registered twice, starting with
+                ``durably:`` or ``inbox:`` (reserved) or holding ``#``, ``*args`` or
+                ``**kwargs``, a parameter annotated as the Context (only a body takes it),
+                a missing or unencodable annotation.
+            InvalidInputError: A ``timeout`` that is not a positive duration; at
+                decoration, a name that is empty, over 400 bytes or not storable text.
         """
         seconds = None if timeout is None else seconds_of(timeout, "timeout")
 
@@ -253,10 +335,28 @@ class App:
 
     # --- finding ---------------------------------------------------------------------------
 
-    async def get_handle(self, id: str) -> WorkflowHandle[Any]:
-        """The handle of existing workflow ``id`` (of any kind; its result decoded with the
-        registered kind's return type when this App has it); `WorkflowNotFoundError`."""
-        return await find_handle(self._core, id)
+    async def get_handle(self, id: str, tenant: str | None = None) -> WorkflowHandle[Any]:
+        """Find an existing workflow of any kind by its id within a tenant.
+
+        A workflow id is unique within its tenant: a workflow of another tenant is never
+        found.
+
+        Args:
+            id: The workflow's id.
+            tenant: The tenant to look in. Default: this App's ``tenant=``; inside a
+                workflow (its body or a step), that workflow's.
+
+        Returns:
+            Its handle. The result decodes to the return type of the kind this App
+            registers, or stays plain JSON data for a kind it does not.
+
+        Raises:
+            InvalidInputError: An ``id`` or ``tenant`` that is not usable, or the two too
+                long together (before any I/O).
+            WorkflowNotFoundError: The tenant has no workflow of this id (never started,
+                or swept).
+        """
+        return await find_handle(self._core, id, tenant)
 
     # --- serving ---------------------------------------------------------------------------
 
@@ -272,21 +372,34 @@ class App:
         maintenance: Duration = 5.0,
         signals: bool = True,
     ) -> None:
-        """Serve every registered workflow kind (or only the kinds named) with a `Worker`,
-        at most ``concurrency`` passes per kind at once, until SIGTERM/SIGINT; then stop
-        claiming, give in-flight passes ``grace`` to finish and give the rest back
-        (which counts against no recovery limit). ``queues`` is reserved for the task
-        queues of a later release (naming any is refused today). Sweeps finished
-        workflows older than ``retention`` in bounded rounds while it runs. ``name`` names
-        the worker in logs and claims (default host:pid:random); ``poll`` is its fallback
-        poll period and ``maintenance`` the period of its wakeups of due sleepers
-        (`Worker`).
+        """Serve the registered workflows with a `Worker` until SIGTERM or SIGINT.
 
-        In a program that does more than serve (``asyncio.create_task(app.serve())``
-        beside its own work), pass ``signals=False``: the signals stay the program's (a
-        Ctrl-C interrupts it as usual) and cancelling the task stops the worker, giving
-        its in-flight passes back."""
-        if self._implicit and self.dsn == DEFAULT_DSN:
+        At a stop it claims nothing more, gives in-flight passes ``grace`` to finish and
+        gives the rest back (which counts against no recovery limit). While it runs it
+        sweeps workflows finished longer than ``retention`` ago, in bounded rounds, and
+        logs unfinished workflows whose kind has no body here (`unserved`).
+
+        Args:
+            workflows: The kinds to serve (default: every registered kind).
+            queues: Reserved for the task queues of a later release: naming any is refused.
+            concurrency: The most passes of one kind run at once.
+            grace: How long in-flight passes get to finish at a stop.
+            name: The worker's name in logs and claims (default ``host:pid:random``).
+            poll: The fallback poll period, for wakeups not notified.
+            maintenance: The period of the wakeups of due sleepers.
+            signals: Whether SIGTERM and SIGINT stop it. In a program that does more than
+                serve (``asyncio.create_task(app.serve())`` beside its own work), pass
+                False: the signals stay the program's, and cancelling the task stops the
+                worker, giving its in-flight passes back.
+
+        Raises:
+            ConfigurationError: A kind in ``workflows`` that is not registered, or any
+                queue named.
+            InvalidInputError: A ``grace``, ``poll`` or ``maintenance`` that is not a
+                positive duration (before any I/O), a ``concurrency`` below 1 or a
+                ``name`` that is not a usable id.
+        """
+        if self._implicit and self._core.dsn.get_secret_value() == DEFAULT_DSN:
             _logger.warning(
                 "serving on the implicit default store %s: pass a DSN or set %s",
                 DEFAULT_DSN,
@@ -304,33 +417,71 @@ class App:
         )
 
     async def sweep(self, *, limit: int = 500) -> int:
-        """One bounded round of the retention sweep (what `serve` runs every minute):
-        remove up to ``limit`` workflows that finished (completed, failed or cancelled)
-        more than ``retention`` ago; the number removed. A swept id can be started
-        afresh; its handle's `result` raises `WorkflowNotFoundError`."""
+        """Run one bounded round of the retention sweep (what `serve` runs every minute).
+
+        It removes workflows that finished (completed, failed or cancelled) more than
+        ``retention`` ago. A swept id can be started afresh; until then its handle's
+        `WorkflowHandle.result` raises `WorkflowNotFoundError`.
+
+        Args:
+            limit: The most workflows removed in this round.
+
+        Returns:
+            The number of workflows removed.
+
+        Raises:
+            InvalidInputError: A ``limit`` that is not an int of at least 1.
+        """
         return await self._driver.sweep(limit)
 
     async def unserved(self) -> list[tuple[str, str]]:
-        """Unfinished workflows (sleeping, blocked or running) whose kind has no body
-        registered on this App, as ``(id, kind)``; each call looks at the next 100
-        statuses, round the whole list. `serve` logs them every minute."""
+        """List unfinished workflows whose kind has no body registered on this App.
+
+        Sleeping, blocked or running workflows nothing here will run. Each call looks at
+        the next 100 statuses, round the whole list, and notes in each one's status why it
+        stands still. `serve` logs them every minute.
+
+        Returns:
+            ``(id, kind)`` pairs.
+        """
         return await self._driver.unserved()
 
     async def run_until_idle(self, *, advance: bool = True) -> int:
-        """Run every due workflow until nothing is runnable; with ``advance`` and a
-        `ManualClock`, move the clock to each next deadline (sleeps, backoffs, recv
-        timeouts) and go on. Returns the number of passes run. For tests."""
+        """Run every due workflow, one pass at a time, until nothing is runnable (for tests).
+
+        Args:
+            advance: With a `ManualClock`, move the clock to each next deadline (sleeps,
+                backoffs, ``recv`` timeouts) and go on.
+
+        Returns:
+            The number of passes run.
+
+        Raises:
+            RuntimeError: Still busy after 100,000 passes (a workflow that never settles).
+        """
         return await self._driver.run_until_idle(advance=advance)
 
     # --- stores ----------------------------------------------------------------------------
 
     async def stores(self) -> Stores:
-        """The stores, opened (and the schema made ready) on first use."""
+        """Return the stores, opened on first use.
+
+        The first open creates or migrates the schema (with ``migrate=False``, only
+        verifies it). Every App call that does I/O opens them the same way.
+
+        Raises:
+            ConfigurationError: The backing is not installed, the database does not exist,
+                the login was refused, or the check refuses the store (a schema this
+                release cannot use, a server that may lose what it acknowledged).
+            StoreUnavailableError: The server cannot be reached.
+        """
         return await self._core.stores()
 
     async def close(self) -> None:
-        """Close the stores and the schedulers made over them (idempotent); the App opens
-        them again if used later."""
+        """Close the stores and the schedulers made over them (idempotent).
+
+        The App opens them again if used later.
+        """
         await self._core.close()
 
     async def __aenter__(self) -> App:
@@ -346,12 +497,24 @@ class App:
         await self.close()
 
     def __repr__(self) -> str:
-        return f"<durably.App {describe(self.dsn)}>"
+        core = getattr(self, "_core", None)  # None while __init__ refuses its arguments
+        return f"<durably.App {describe(core.dsn) if core is not None else '(not set up)'}>"
+
+
+def _limits(limits: object) -> Limits:
+    """``limits`` if it is a `Limits` (None: the defaults); `InvalidInputError` otherwise."""
+    if limits is None:
+        return Limits()
+    if not isinstance(limits, Limits):
+        raise InvalidInputError(f"limits must be a durably.Limits, got {type(limits).__name__}")
+    return limits
 
 
 def _at_most(value: object, name: str, most: float, words: str) -> float:
-    """`seconds_of` ``value``, refused (`InvalidInputError`) above ``most`` seconds (said
-    as ``words`` in the message), also when it is an int too large to be a float."""
+    """`seconds_of` ``value``, refused (`InvalidInputError`) above ``most`` seconds.
+
+    ``words`` says ``most`` in the message; an int too large to be a float is refused too.
+    """
     limit = f"{name} must be at most {words} ({most:.0f} seconds)"
     if isinstance(value, int) and not isinstance(value, bool) and value > most:
         raise InvalidInputError(f"{limit}, got an int of {value.bit_length()} bits")
@@ -371,11 +534,4 @@ def _default_name(fn: Callable[..., Any], what: str) -> str:
     return f"{module}.{fn.__qualname__}"
 
 
-__all__ = [
-    "DEFAULT_DSN",
-    "DEFAULT_MAX_RECORDS",
-    "MAX_LEASE",
-    "MAX_RETENTION",
-    "App",
-    "StepDecorator",
-]
+__all__ = ["DEFAULT_DSN", "MAX_LEASE", "MAX_RETENTION", "App", "StepDecorator"]

@@ -1,6 +1,8 @@
-"""`Context`: what a workflow body is given as its first parameter. Every call it offers is
-recorded under a key made of a name and its occurrence in the body, so each pass (a body is
-re-run from the top) sees exactly what the first one saw."""
+"""`Context`: what a workflow body is given as its first parameter.
+
+Every call it offers is recorded under a key made of a name and its occurrence in the body,
+so each pass (a body is re-run from the top) sees exactly what the first one saw.
+"""
 
 from __future__ import annotations
 
@@ -14,9 +16,12 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, Protocol, TypeVar, overload
 
 from durably.app import _layout as layout
+from durably.app import _tenancy as tenancy
+from durably.app._limits import Limits, check_start
+from durably.app._options import WorkflowOptions, child_options
 from durably.app._topics import Topic
 from durably.app._values import ANY, Duration, Value, seconds_of, stored_text
 from durably.engine.runtime import Execution
@@ -28,17 +33,22 @@ from durably.errors import (
     InvalidInputError,
     MessageNeeded,
     RecordLimitError,
+    WorkflowConflictError,
     WorkflowStopped,
 )
 from durably.stores.workflows import is_inbox_key
-from durably.validation import MAX_ID_BYTES, identifier
+from durably.validation import identifier
 
 if TYPE_CHECKING:
     from durably.app._handles import WorkflowHandle
     from durably.app._workflow import Workflow
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
+DERIVED_TRIES = 4
+"""How many ids in line a body's derived child id tries when workflows that are not its
+children hold them (``…#1``, ``…#1~2``, ...), before `WorkflowConflictError`."""
 DURABLE_BACKOFF = 5.0
 """A step's backoff longer than this many seconds is a durable sleep, not an in-pass wait."""
 
@@ -56,10 +66,23 @@ _current: contextvars.ContextVar[Context | Attempt | None] = contextvars.Context
 
 @dataclass(frozen=True, slots=True)
 class StepContext:
-    """What `durably.context()` gives inside a running step: enough to build an idempotency
-    key for a call to an outside API (``f"{workflow}/{step}"`` is the same on every retry,
-    and differs between the runs `Context.continue_as_new` begins: ``step`` names the run
-    after the first, as ``key@run2``)."""
+    """What `durably.context()` gives inside a running step.
+
+    Enough to build an idempotency key for a call to an outside API:
+    ``f"{tenant}/{workflow}/{step}"`` is the same on every attempt of the step call (a
+    workflow id is unique only within its tenant), and differs between the runs
+    `Context.continue_as_new` begins (``step`` names the run after the first).
+
+    Attributes:
+        workflow: The workflow's id.
+        step: The step call's key: its name and occurrence (``name#1``), or its explicit
+            key (`Step.keyed`).
+        attempt: The attempt number, from 1.
+        tenant: The workflow's tenant.
+        kind: The workflow's kind.
+        run_number: The workflow's run: 1, plus one per `Context.continue_as_new`; after
+            the first, ``step`` ends with it (``name#1@run2``).
+    """
 
     workflow: str
     step: str
@@ -67,11 +90,15 @@ class StepContext:
     tenant: str
     kind: str
     run_number: int = 1
-    """The workflow's run: 1, plus one per `Context.continue_as_new`."""
 
 
 def context() -> StepContext:
-    """The running step's `StepContext`; `RuntimeError` outside a step."""
+    """Return the running step's `StepContext`.
+
+    Raises:
+        RuntimeError: Called outside a step attempt of a workflow (a step called outside a
+            workflow body runs plainly, without one).
+    """
     current = _current.get()
     if not isinstance(current, tuple):
         raise RuntimeError("durably.context() is only available inside a running step")
@@ -85,6 +112,17 @@ def current_workflow() -> Context | None:
     """The workflow body this code runs in (outside a step), or None."""
     current = _current.get()
     return current if isinstance(current, Context) else None
+
+
+def current_tenant(default: str) -> str:
+    """The tenant of the workflow this code runs in (its body or a step), else ``default``.
+
+    What a start or a lookup without ``tenant=`` means there.
+    """
+    current = _current.get()
+    if current is None:
+        return default
+    return current.tenant if isinstance(current, Context) else current[0].tenant
 
 
 class _ReplayQuiet(logging.LoggerAdapter):  # type: ignore[type-arg]
@@ -116,8 +154,13 @@ class CancelWatch(Protocol):
 
 
 class Context:
-    """A workflow body's handle on the durable world: recorded steps, time, randomness,
-    sleeps, messages and events. Built by the App for each pass; never constructed by hand.
+    """A workflow body's handle on the durable world, given as its first parameter.
+
+    Recorded steps, time, randomness, sleeps, messages, events and children: each call is
+    recorded under its name and occurrence, so every pass (the body re-runs from the top)
+    sees what the first one saw. A cancel of the workflow is raised in the body as
+    `asyncio.CancelledError` at its next step, sleep, ``recv`` or child. Made by the App for
+    each pass; never constructed by hand.
     """
 
     def __init__(
@@ -127,16 +170,19 @@ class Context:
         kind: str,
         *,
         cancels: CancelWatch | None = None,
-        max_records: int | None = None,
+        limits: Limits | None = None,
         encode_args: Callable[[tuple[Any, ...], dict[str, Any]], dict[str, object]] | None = None,
     ) -> None:
         self._run = run
-        self._id = run.workflow
+        self._key = run.workflow
+        """The engine's key of the workflow (`tenancy.workflow_key`)."""
+        self._tenant, self._id = tenancy.scope(run.workflow, start)
         self._start = start
         self._kind = kind
         self._cancels = cancels
-        self._max_records = max_records
+        self._limits = limits or Limits()
         self._encode_args = encode_args
+        self._started = 0  # workflows this body started so far, children included
         self._counts: dict[str, int] = {}
         self._consumed: set[str] = set()
         # The messages not yet taken, per topic: built from the records at the first
@@ -180,7 +226,7 @@ class Context:
 
     @property
     def id(self) -> str:
-        """The workflow's id."""
+        """The workflow's id (unique within its tenant)."""
         return self._id
 
     @property
@@ -191,7 +237,7 @@ class Context:
     @property
     def tenant(self) -> str:
         """The tenant the workflow was started for."""
-        return str(self._start.get("tenant", "default"))
+        return self._tenant
 
     @property
     def parent(self) -> str | None:
@@ -201,8 +247,10 @@ class Context:
 
     @property
     def run_number(self) -> int:
-        """The workflow's run: 1, plus one per `continue_as_new` (each with a history of
-        its own)."""
+        """The workflow's run: 1, plus one per `continue_as_new`.
+
+        Each run has a history of its own.
+        """
         return int(self._start.get("run", 1))
 
     @property
@@ -233,8 +281,17 @@ class Context:
         return make()
 
     async def sleep(self, duration: Duration) -> None:
-        """Sleep ``duration`` (seconds or a timedelta) without holding a worker: the pass
-        ends and the workflow is woken at the deadline recorded by the first pass."""
+        """Sleep without holding a worker.
+
+        The pass ends and the workflow is woken at the deadline the first pass recorded;
+        a later pass past it does not sleep again.
+
+        Args:
+            duration: How long, in seconds or a timedelta.
+
+        Raises:
+            InvalidInputError: A ``duration`` that is not a positive duration.
+        """
         seconds = seconds_of(duration, "duration")
         key = self._next(f"{layout.PREFIX}sleep")
         self._meet(key)
@@ -246,8 +303,23 @@ class Context:
         await self._run.sleep(key, seconds)
 
     async def step(self, key: str, fn: Callable[[], Awaitable[T] | T]) -> T:
-        """Run ``fn`` once across every pass under the explicit ``key`` (the engine's form;
-        the value must be plain JSON) and return its recorded value."""
+        """Run ``fn`` once across every pass, recorded under an explicit ``key``.
+
+        The engine's inline form of a step: the first pass that reaches the call runs
+        ``fn``; later passes return its recorded value. The value must be plain JSON.
+
+        Args:
+            key: The record's key, one per call in the workflow.
+            fn: A function of no arguments that returns the value (or an awaitable of it).
+
+        Returns:
+            The recorded value.
+
+        Raises:
+            InvalidInputError: A ``key`` that is not a usable id.
+            ConfigurationError: A ``key`` starting with ``durably:`` or ``inbox:`` (reserved).
+            ValueError: The ``key`` was used twice in one pass.
+        """
         layout.user_key(identifier(key, "step key"), "step key")
         self._meet(key)
         self._room(key)
@@ -257,8 +329,26 @@ class Context:
     async def transact(
         self, key: str, effect: object, parse: Callable[[object], T] | None = None
     ) -> T:
-        """Run a store-specific ``effect`` and record its value in one commit, once
-        (`durably.engine.Execution.transact`: SQL backings and Redis Lua effects)."""
+        """Run a store-specific ``effect`` and record its value in one commit, once.
+
+        For an effect that must commit with its record (`durably.engine.Execution.transact`):
+        SQL backings and Redis Lua effects.
+
+        Args:
+            key: The record's key, one per call in the workflow.
+            effect: The store's effect: a cursor callback on SQL stores, a `LuaEffect` on
+                Redis, a function over the records on memory.
+            parse: Makes the value returned from the recorded one (default: returned as
+                recorded).
+
+        Returns:
+            The recorded value, through ``parse``.
+
+        Raises:
+            InvalidInputError: A ``key`` that is not a usable id.
+            ConfigurationError: A ``key`` starting with ``durably:`` or ``inbox:`` (reserved).
+            ValueError: The ``key`` was used twice in one pass.
+        """
         layout.user_key(identifier(key, "step key"), "step key")
         self._meet(key)
         self._room(key)
@@ -268,9 +358,21 @@ class Context:
         return await self._run.transact(key, effect, parse)
 
     def patched(self, change: str) -> Awaitable[bool]:
-        """Whether this workflow runs the code after change ``change`` at this point: True
-        for a workflow that reaches it fresh, False for one whose earlier passes already
-        went past it on the old code. Recorded, so the answer never changes."""
+        """Whether this workflow runs the code after change ``change`` at this point.
+
+        True for a workflow that reaches it fresh, False for one whose earlier passes
+        already went past it on the old code. Recorded, so the answer never changes.
+
+        Args:
+            change: The change's id, asked at most once per pass.
+
+        Returns:
+            An awaitable of the answer.
+
+        Raises:
+            InvalidInputError: A ``change`` that is not a usable id (at the call).
+            ValueError: The same ``change`` asked twice in one pass.
+        """
         key = f"{layout.PREFIX}patched:{identifier(change, 'change id')}"
         fresh = not self.replaying
 
@@ -280,8 +382,18 @@ class Context:
         return answer()
 
     async def set_event(self, key: str, value: object) -> None:
-        """Publish ``value`` (JSON-encodable) as the latest value of event ``key``; read it
-        with `WorkflowHandle.get_event`. Recorded."""
+        """Publish ``value`` as the latest value of event ``key``; recorded.
+
+        Read it from outside with `WorkflowHandle.get_event`.
+
+        Args:
+            key: The event's key.
+            value: Any value pydantic encodes as JSON (a model, a dataclass, a datetime...).
+
+        Raises:
+            InvalidInputError: A ``key`` that is empty, over 400 bytes or not storable text,
+                or a ``value`` that cannot be encoded.
+        """
         layout.bounded(key, "event key")
         try:
             data = ANY.encode(value)
@@ -293,10 +405,26 @@ class Context:
         await self._run.step(name, lambda: data)
 
     async def recv(self, topic: Topic[T], timeout: Duration | None = None) -> T | None:
-        """The next message sent to this workflow on ``topic``, or None once ``timeout``
-        has passed without one. The pass ends while waiting (no worker is held); what was
-        consumed (or that it timed out) is recorded, so a message arriving after the
-        timeout is kept for the next `recv`."""
+        """Receive the next message sent to this workflow on ``topic``.
+
+        The pass ends while it waits (no worker is held). What was consumed (the message's
+        value with it), or that it timed out, is recorded: a message arriving after the
+        timeout is kept for the next `recv`. A message taken is deleted when the pass ends.
+
+        Args:
+            topic: The topic to receive on.
+            timeout: How long to wait, in seconds or a timedelta (default: for ever).
+
+        Returns:
+            The message, decoded to the topic's type; None once ``timeout`` has passed
+            without one.
+
+        Raises:
+            InvalidInputError: ``topic`` is not a `Topic`, or a ``timeout`` that is not a
+                positive duration.
+            IncompatibleRecordError: The message no longer fits the topic's type; the
+                workflow parks.
+        """
         if not isinstance(topic, Topic):
             raise InvalidInputError(f"recv needs a durably.Topic, got {type(topic).__name__}")
         seconds = None if timeout is None else seconds_of(timeout, "timeout")
@@ -344,13 +472,23 @@ class Context:
         return self._decode(topic.value, data, message_key)  # type: ignore[no-any-return]
 
     def continue_as_new(self, *args: Any, **kwargs: Any) -> NoReturn:
-        """End this run of the workflow and begin it afresh with ``args``, with an empty
-        history: as if started again under the same id, tenant and parent (its handles
-        stay valid; `WorkflowHandle.result` waits for the last run's result). Messages
-        sent and not yet taken by a `recv` are kept for the new run, and so is a cancel.
+        """End this run of the workflow and begin it afresh with new arguments.
 
-        Raises `InvalidInputError` here, ending nothing, for arguments that do not fit the
-        workflow's signature; a cancel already known is delivered instead.
+        The new run starts from the top with an empty history, as if started again under
+        the same id, tenant and parent: its handles stay valid, and
+        `WorkflowHandle.result` waits for the last run's result. Messages sent and not yet
+        taken by a `recv` are kept for the new run, and so is a cancel (one already known
+        here is delivered instead, as at any call). A plain call, not awaited: it does not
+        return.
+
+        Args:
+            *args: The body's arguments for the new run.
+            **kwargs: The body's keyword arguments for the new run.
+
+        Raises:
+            ContinueAsNew: Always, ending the run (a `BaseException`: let it through).
+            InvalidInputError: Arguments that do not fit the body's parameters (checked
+                here, ending nothing).
         """
         if self._encode_args is None:
             raise InvalidInputError("continue_as_new needs a workflow registered on an App")
@@ -361,16 +499,61 @@ class Context:
 
     # --- children ---------------------------------------------------------------------------
 
+    @overload
     async def child(
-        self, fn: Workflow[Any, T], *args: Any, id: str | None = None, **kwargs: Any
-    ) -> T:
-        """Start (or find) a child workflow of ``fn`` with ``args`` and wait for its result
-        without holding a worker: the pass ends until the child ends. Recorded like a step.
-        The child's id defaults to one derived from this workflow's id, its kind and the
-        call's occurrence; it inherits this workflow's tenant. Raises
-        `ChildWorkflowFailedError` if the child failed or was cancelled."""
+        self, fn: Workflow[P, T] | WorkflowOptions[P, T], /, *args: P.args, **kwargs: P.kwargs
+    ) -> T: ...
+
+    @overload
+    async def child(
+        self,
+        fn: Workflow[Any, T] | WorkflowOptions[Any, T],
+        /,
+        *args: Any,
+        id: str | None,
+        **kwargs: Any,
+    ) -> T: ...
+
+    async def child(  # type: ignore[misc]  # (no body parameter is named id: as `start`)
+        self, fn: Any, /, *args: Any, id: str | None = None, **kwargs: Any
+    ) -> Any:
+        """Start (or find) a child workflow and wait for its result, without holding a worker.
+
+        The pass ends until the child ends. Recorded like a step. The child runs for this
+        workflow's tenant and is cancelled with it. A workflow already at the child's id is
+        taken for the child only if its start names this workflow as its parent. Give the
+        child's ``id`` (and a ``timeout``) with `Workflow.options` to keep its arguments
+        checked by a type checker: ``await ctx.child(notify.options(id="n-1"), text)``.
+
+        Args:
+            fn: The child's workflow, as `App.workflow` made it, or its `Workflow.options`.
+            *args: The child body's arguments.
+            id: The child's id. Default: one derived from this workflow's id, the child's
+                kind and the call's occurrence.
+            **kwargs: The child body's keyword arguments.
+
+        Returns:
+            The child's return value, decoded to its annotated type.
+
+        Raises:
+            InvalidInputError: ``fn`` is not a workflow; arguments that do not fit its
+                parameters; a bad ``id`` (one of the derived form or starting with
+                ``durably:`` included), or one naming this workflow or its parent; a
+                derived id too long for a key (give an ``id``); a ``tenant`` option (a
+                child runs in its parent's tenant).
+            WorkflowConflictError: The id exists under another kind, or names a workflow
+                that is not this one's child.
+            WorkflowLimitError: This body has started as many workflows as the App's
+                `Limits` allow, or the child would be deeper than they allow.
+            ChildWorkflowFailedError: The child failed or was cancelled (or was swept
+                before this workflow read how it ended); it carries the child's failure
+                (``error``, ``type``, ``message`` and ``step``), as `WorkflowFailedError`.
+            IncompatibleRecordError: The child's result no longer fits its annotated type;
+                the workflow parks.
+        """
+        fn, id, timeout = child_options(fn, id)
         key, handle = await self._start_workflow(
-            fn, args, kwargs, id=id, tenant=None, timeout=None, child=True
+            fn, args, kwargs, id=id, tenant=None, timeout=timeout, child=True
         )
         end = layout.end_key(key)
         self._meet(end)
@@ -378,27 +561,64 @@ class Context:
         if end in self._run.recorded:
             ended: object = await self._run.step(end, lambda: None)
         else:
-            checkpointer = (await fn._core.stores()).checkpointer
-            stored = await checkpointer.load(handle.id)
-            outcome = layout.ending(stored)
-            if outcome is None and layout.START not in stored:
-                # Swept (its retention ran out) before this workflow read how it ended.
-                outcome = {"e": "its records were swept before its parent read its end"}
+            outcome = await self._ending_of(handle)
             if outcome is None:
                 raise InputNeeded(end)  # the child wakes this workflow when it ends
             ended = await self._run.step(end, lambda: outcome)
         if not isinstance(ended, dict) or "v" not in ended:
-            error = ended.get("e") if isinstance(ended, dict) else None
-            raise ChildWorkflowFailedError(handle.id, None if error is None else str(error))
-        return self._decode(fn.signature.result, ended["v"], end)  # type: ignore[no-any-return]
+            outcome = ended if isinstance(ended, dict) else {}
+            error = outcome.get("e")
+            details = layout.failure_details(outcome)
+            if outcome.get("cancelled"):
+                details.update(type="WorkflowCancelledError", message=str(error))
+            raise ChildWorkflowFailedError(
+                handle.id, None if error is None else str(error), **details
+            )
+        return self._decode(fn.signature.result, ended["v"], end)
 
+    @overload
     async def start_child(
-        self, fn: Workflow[Any, T], *args: Any, id: str | None = None, **kwargs: Any
-    ) -> WorkflowHandle[T]:
-        """Start (or find) a child workflow of ``fn`` and return its handle without
-        waiting (fan-out). Recorded; the id and tenant as for `child`."""
+        self, fn: Workflow[P, T] | WorkflowOptions[P, T], /, *args: P.args, **kwargs: P.kwargs
+    ) -> WorkflowHandle[T]: ...
+
+    @overload
+    async def start_child(
+        self,
+        fn: Workflow[Any, T] | WorkflowOptions[Any, T],
+        /,
+        *args: Any,
+        id: str | None,
+        **kwargs: Any,
+    ) -> WorkflowHandle[T]: ...
+
+    async def start_child(  # type: ignore[misc]  # (as `child`)
+        self, fn: Any, /, *args: Any, id: str | None = None, **kwargs: Any
+    ) -> Any:
+        """Start (or find) a child workflow and return its handle without waiting (fan-out).
+
+        Recorded like a step; the child's id, tenant and options are as for `child`.
+
+        Args:
+            fn: The child's workflow, as `App.workflow` made it, or its `Workflow.options`.
+            *args: The child body's arguments.
+            id: The child's id. Default: one derived from this workflow's id, the child's
+                kind and the call's occurrence.
+            **kwargs: The child body's keyword arguments.
+
+        Returns:
+            The child's typed handle.
+
+        Raises:
+            InvalidInputError: ``fn`` is not a workflow; arguments that do not fit its
+                parameters; a bad ``id``, or one naming this workflow or its parent; a
+                derived id over 512 bytes (give an ``id``); a ``tenant`` option.
+            WorkflowConflictError: The id exists under another kind.
+            WorkflowLimitError: This body has started as many workflows as the App's
+                `Limits` allow, or the child would be deeper than they allow.
+        """
+        fn, id, timeout = child_options(fn, id)
         _, handle = await self._start_workflow(
-            fn, args, kwargs, id=id, tenant=None, timeout=None, child=True
+            fn, args, kwargs, id=id, tenant=None, timeout=timeout, child=True
         )
         return handle
 
@@ -425,17 +645,36 @@ class Context:
         self._room(key)
         await self._look(key)  # a cancel just made must stop a fan-out before it starts
         self._deliver_cancel(key)
+        self._started += 1
+        depth = layout.depth_of(self._start) + 1
+        if key not in self._records:  # a start recorded before is never refused
+            check_start(
+                self._limits,
+                tenant=self.tenant,
+                workflow=self.id,
+                started=self._started,
+                depth=depth,
+            )
         if id is not None:
-            workflow = identifier(id, "id")
+            workflow = tenancy.new_id(id)
+            tries = [workflow]
         else:
-            # Each run of a workflow continued as new starts its own children.
+            # Each run of a workflow continued as new starts children of its own.
             run = "" if self.run_number == 1 else f"run{self.run_number}/"
             workflow = f"{self.id}/{run}{key[len(layout.PREFIX) :]}"
-            if len(workflow) > MAX_ID_BYTES >> 2 and len(workflow.encode()) > MAX_ID_BYTES:
-                raise InvalidInputError(
-                    f"workflow {self.id[:40]!r}…: the id derived for its workflow of kind "
-                    f"{fn.kind[:40]!r} would be over {MAX_ID_BYTES} bytes; give it an id="
-                )
+            # Next in line when a workflow that is not this body's holds the derived id
+            # (one stored before such ids were refused from users).
+            tries = [workflow, *(f"{workflow}~{n}" for n in range(2, DERIVED_TRIES + 1))]
+        owner = self.tenant if child or tenant is None else tenancy.tenant_of(tenant, "")
+        try:
+            tenancy.workflow_key(owner, tries[-1])
+        except InvalidInputError:
+            if id is not None:
+                raise
+            raise InvalidInputError(
+                f"workflow {self.id[:40]!r}…: the id derived for its workflow of kind "
+                f"{fn.kind[:40]!r} would be too long for a key; give it an id="
+            ) from None
         if child and workflow in (self.id, self._start.get("parent")):
             raise InvalidInputError(
                 f"workflow {self.id!r} cannot wait for {workflow!r} as its child: it is "
@@ -444,18 +683,46 @@ class Context:
         start = fn.prepare(
             args,
             kwargs,
-            tenant=tenant if tenant is not None else self.tenant,
+            tenant=owner,
             timeout=timeout,
             parent=self.id if child else None,
             parent_kind=self.kind if child else None,
+            parent_key=self._key if child else None,
+            depth=depth,
         )
 
         async def launch() -> object:
-            return {"id": workflow, "created": await fn.launch(workflow, start)}
+            for chosen in tries[:-1]:
+                try:
+                    at, created = await fn.launch(chosen, start)
+                except WorkflowConflictError:
+                    continue
+                return {"id": chosen, "key": at, "created": created}
+            at, created = await fn.launch(tries[-1], start)
+            return {"id": tries[-1], "key": at, "created": created}
 
         started: object = await self._run.step(key, launch)
         info = started if isinstance(started, dict) else {}
-        return key, fn.handle(str(info.get("id", workflow)), bool(info.get("created", False)))
+        chosen = str(info.get("id", workflow))
+        return key, fn.handle(
+            chosen,
+            owner,
+            created=bool(info.get("created", False)),
+            key=layout.started_key(info, chosen),
+        )
+
+    async def _ending_of(self, child: WorkflowHandle[Any]) -> dict[str, object] | None:
+        """How ``child`` ended, read from its records (`layout.ending`); None while it runs.
+
+        A child swept before this workflow read its end counts as failed.
+        """
+        checkpointer = (await child._core.stores()).checkpointer
+        stored = await checkpointer.load(child._key)
+        outcome = layout.ending(stored)
+        if outcome is None and layout.START not in stored:
+            # Swept (its retention ran out) before this workflow read how it ended.
+            outcome = {"e": "its records were swept before its parent read its end"}
+        return outcome
 
     async def _outside(self, name: str, call: Callable[[], Awaitable[object]]) -> object:
         """Run an App call made inside the body (a send, a cancel) once, recorded."""
@@ -485,8 +752,10 @@ class Context:
         return await self._run.step(key, make)
 
     def _next_message(self, topic: Topic[Any]) -> str | None:
-        """The oldest message on ``topic`` no `recv` took, taken now (no await, so two
-        concurrent `recv` calls never take one message)."""
+        """Take the oldest message on ``topic`` no `recv` took; its key, or None.
+
+        Taken with no await, so two concurrent `recv` calls never take one message.
+        """
         if self._inbox is None:
             self._inbox = self._index_inbox()
         waiting = self._inbox.get(topic.name)
@@ -498,8 +767,11 @@ class Context:
         return None
 
     def _index_inbox(self) -> dict[str, deque[str]]:
-        """The stored messages per topic, in send order, and (into `_consumed`) those a
-        `recv` record already took: one look at the records per pass."""
+        """Index the stored messages per topic, in send order.
+
+        One look at the records per pass; those a `recv` record already took go into
+        `_consumed` on the way.
+        """
         inbox: dict[str, deque[str]] = {}
         for key, value in self._records.items():
             if is_inbox_key(key):
@@ -512,14 +784,15 @@ class Context:
         return inbox
 
     def _room(self, key: str) -> None:
-        """Park the workflow (`RecordLimitError`) before a fresh record at ``key`` would
-        take its history past the App's ``max_records`` (stored messages not counted)."""
-        if (
-            self._max_records is not None
-            and len(self._records) - self._messages >= self._max_records
-            and key not in self._records
-        ):
-            raise self._park(RecordLimitError(self.id, self._max_records))
+        """Park the workflow before a fresh record at ``key`` passes ``Limits.records``.
+
+        Stored messages are not counted; a replayed record is never refused.
+
+        Raises:
+            RecordLimitError: The run holds as many records as the limit allows.
+        """
+        if len(self._records) - self._messages >= self._limits.records and key not in self._records:
+            raise self._park(RecordLimitError(self.id, self._limits.records))
 
     def _decode(self, value: Value, data: object, key: str) -> Any:
         try:
@@ -536,19 +809,24 @@ class Context:
         return error
 
     async def _look(self, key: str | None = None) -> None:
-        """Before a call at ``key`` the body has not made before (any call, without one):
-        look for a cancel made since the pass began, when one may be known
-        (`CancelWatch.due`: at once for this process's own, at most every
-        `LOOK_SECONDS` for another's). `recorded_call` does the same, written out."""
+        """Look for a cancel made since the pass began, before a call new to the body.
+
+        That is a call at ``key`` the body has not made before (any call, without one), and
+        only when a cancel may be known (`CancelWatch.due`: at once for this process's own,
+        at most every `LOOK_SECONDS` for another's). `recorded_call` does the same, written
+        out.
+        """
         if key is not None and key in self._records:
             return  # a replayed call: the cancel lands where it first could
-        if self._cancels is not None and self._cancels.due(self.id):
-            self._cancel_arrived = await self._cancels.arrived(self.id, self._cancel_key)
+        if self._cancels is not None and self._cancels.due(self._key):
+            self._cancel_arrived = await self._cancels.arrived(self._key, self._cancel_key)
 
     def _deliver_cancel(self, key: str | None = None) -> None:
-        """Raise the cancellation (once per pass) at a point the body has not passed
-        before: a call whose ``key`` is recorded replays, so a cancel lands where it
-        first could, on every pass alike."""
+        """Raise the cancellation (once per pass) at a point the body has not passed before.
+
+        A call whose ``key`` is recorded replays, so a cancel lands where it first could, on
+        every pass alike.
+        """
         if self._cancel_delivered:
             return
         if not (self._cancel_due or self._cancel_arrived):
@@ -584,6 +862,7 @@ __all__ = [
     "StepContext",
     "bind",
     "context",
+    "current_tenant",
     "current_workflow",
     "is_async",
     "unbind",

@@ -1,6 +1,6 @@
 """`Core`: what the App's parts share, built by `App` and taken by every helper.
 
-The App's settings (clock, tenant, lease, retention), its registry of workflows and steps,
+The App's settings (clock, tenant, lease, retention, limits), its registry of workflows and steps,
 its stores (opened once, on first use), the cancels this process asked for, and the status
 changes made outside a pass (resume, the end of a parked workflow). Workflows, handles and
 the driver take a `Core`, never the `App`, so the App's own surface is only what users call.
@@ -13,9 +13,14 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from pydantic import SecretStr
+
 from durably.app import _layout as layout
+from durably.app import _tenancy as tenancy
 from durably.app._cancels import Cancels
+from durably.app._limits import Limits
 from durably.clock import Clock
+from durably.errors import ConfigurationError
 from durably.stores.dsn import describe
 from durably.stores.opening import Stores, open_stores
 from durably.stores.status import WorkflowStatus
@@ -38,23 +43,24 @@ class Core:
 
     def __init__(
         self,
-        dsn: str,
+        dsn: SecretStr,
         *,
         clock: Clock,
         tenant: str,
         retention: float,
         lease: float,
         migrate: bool,
-        max_records: int = 100_000,
+        limits: Limits | None = None,
     ) -> None:
         self.dsn = dsn
+        """The DSN the stores open from, secret (its password never in a repr or a log)."""
+        self.limits = limits or Limits()
+        """What one workflow body may start (`Limits`)."""
         self.clock = clock
         self.tenant = tenant
         self.retention = retention
         self.lease = lease
         self.migrate = migrate
-        self.max_records = max_records
-        """The most records one run of a workflow may hold (stored messages not counted)."""
         self.workflows: dict[str, Workflow[Any, Any]] = {}
         self.steps: dict[str, Step[Any, Any]] = {}
         self.cancels = Cancels(self.stores)
@@ -62,6 +68,15 @@ class Core:
         self._stores: Stores | None = None
         self._opening: asyncio.Lock | None = None
         self._durables: dict[str, Durable[Any]] = {}
+        self.older_layout = True
+        """Whether the store may hold workflows keyed as before tenants scoped ids
+        (`tenancy.older_layout`, read when the stores open), which lookups then try too."""
+
+    def retarget(self, dsn: SecretStr) -> None:
+        """Open the stores from ``dsn`` instead; refused once they are open."""
+        if self._stores is not None:
+            raise ConfigurationError("the App's stores are open: close it before changing its DSN")
+        self.dsn = dsn
 
     async def stores(self) -> Stores:
         """The stores, opened (and the schema made ready) on first use."""
@@ -74,6 +89,7 @@ class Core:
                 stores = await open_stores(self.dsn, clock=self.clock)
                 try:
                     await (stores.migrate() if self.migrate else stores.verify())
+                    self.older_layout = await tenancy.older_layout(stores.checkpointer, settle=True)
                 except BaseException:
                     await stores.close()
                     raise
@@ -92,7 +108,7 @@ class Core:
         return durable
 
     async def resume(self, id: str, kind: str) -> bool:
-        """Open a new generation of workflow ``id`` (a cancel from before no longer
+        """Open a new generation of the workflow keyed ``id`` (a cancel from before no longer
         applies), reset its status and make it ready; False when a concurrent resume
         opened it first (nothing changes then)."""
         stores = await self.stores()
@@ -108,7 +124,7 @@ class Core:
                 await checkpointer.set_status(holder, WorkflowStatus.PENDING)
             finally:
                 await checkpointer.release(holder)
-        await self.durable(kind).scheduler.make_ready(id)
+        await self.durable(kind).scheduler.make_ready(id, tenant=layout.tenant_of(stored))
         return True
 
     async def end_parked(self, id: str, generation: int) -> None:

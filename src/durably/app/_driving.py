@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import asyncio
+import difflib
 import logging
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from durably.app import _layout as layout
+from durably.app import _tenancy as tenancy
 from durably.app._core import Core
 from durably.clock import ManualClock
 from durably.engine import ServiceContext, Worker, WorkflowService
@@ -50,7 +52,7 @@ class Driver:
         kinds = list(names)
         unknown = [kind for kind in kinds if kind not in registered]
         if unknown:
-            raise ConfigurationError(f"no workflow registered under kind(s) {unknown}")
+            raise ConfigurationError(unknown_kinds(unknown, list(registered)))
         return kinds
 
     async def serve(
@@ -108,7 +110,7 @@ class Driver:
     async def unserved(self, limit: int = UNSERVED_LIMIT) -> list[tuple[str, str]]:
         """Up to ``limit`` more unfinished workflows (sleeping, blocked or running; a
         rolling look over every round) whose kind this App has no body for, as
-        ``(id, kind)``: nothing here will run them."""
+        ``(id, kind)`` (the id within its tenant): nothing here will run them."""
         checkpointer = (await self._core.stores()).checkpointer
         found: list[tuple[str, str]] = []
         infos = await checkpointer.list_status(limit=limit, after=self._unserved_after)
@@ -118,8 +120,8 @@ class Driver:
                 continue
             start = (await checkpointer.peek(info.workflow, [layout.START])).get(layout.START)
             kind = start.get("kind") if isinstance(start, dict) else None
-            if kind is not None and str(kind) not in self._core.workflows:
-                found.append((info.workflow, str(kind)))
+            if isinstance(start, dict) and kind is not None and kind not in self._core.workflows:
+                found.append((tenancy.scope(info.workflow, start)[1], str(kind)))
                 await self._note_unserved(info, str(kind))
         return found
 
@@ -208,6 +210,27 @@ class Driver:
                 return passes
             clock.advance(min(self._dues) - now)
         raise RuntimeError(f"run_until_idle: still busy after {MAX_PASSES} passes")
+
+
+LISTED_KINDS = 20
+"""How many registered kinds the message about an unknown kind lists at most."""
+
+
+def unknown_kinds(unknown: list[str], registered: list[str]) -> str:
+    """What to say of kinds asked for that are not registered: each with the closest
+    registered kind, if one is close (by its whole name or its last dotted part, which a
+    default kind's function name is), then the registered kinds."""
+    shorts: dict[str, str] = {}
+    for kind in registered:
+        shorts.setdefault(kind.rsplit(".", 1)[-1], kind)
+    said = []
+    for kind in unknown:
+        close = difflib.get_close_matches(kind, [*registered, *shorts], n=1)
+        hint = f" (did you mean {shorts.get(close[0], close[0])!r}?)" if close else ""
+        said.append(f"unknown workflow kind {kind!r}{hint}")
+    listed = ", ".join(sorted(registered)[:LISTED_KINDS]) or "none"
+    more = len(registered) - LISTED_KINDS
+    return f"{'; '.join(said)}; registered: {listed}{f' and {more} more' if more > 0 else ''}"
 
 
 def _options(workflow: Workflow[Any, Any], lease: float) -> dict[str, Any]:

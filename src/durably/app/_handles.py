@@ -10,20 +10,22 @@ from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 from durably.app import _layout as layout
-from durably.app._context import current_workflow
+from durably.app import _tenancy as tenancy
+from durably.app._context import current_tenant, current_workflow
 from durably.app._core import Core
 from durably.app._topics import Topic
 from durably.app._values import ANY, Duration, Value, seconds_of, stored_text
 from durably.errors import (
     IncompatibleRecordError,
     InvalidInputError,
+    PoolExhaustedError,
     WorkflowCancelledError,
     WorkflowFailedError,
     WorkflowFinishedError,
     WorkflowNotFoundError,
 )
 from durably.stores.status import WorkflowInfo, WorkflowStatus
-from durably.validation import identifier
+from durably.stores.workflows import Checkpointer
 
 R = TypeVar("R")
 
@@ -37,8 +39,11 @@ reads those, not the rest): each further window of resumes costs one more read."
 
 
 class _Looks:
-    """The pauses of a handle waiting on a workflow: doubling from ``_FIRST_LOOK`` to
-    ``_SLOWEST_LOOK``, until the deadline ``timeout`` sets (None: no deadline)."""
+    """The pauses of a handle waiting on a workflow.
+
+    They double from ``_FIRST_LOOK`` to ``_SLOWEST_LOOK``, until the deadline ``timeout``
+    sets (None: no deadline).
+    """
 
     def __init__(self, timeout: Duration | None) -> None:
         self._loop = asyncio.get_running_loop()
@@ -60,20 +65,39 @@ class _Looks:
 
 
 class WorkflowHandle(Generic[R]):
-    """A workflow started by `Workflow.start` or found by ``get_handle``: its id, result,
-    status, messages, events, cancel and resume."""
+    """A started workflow seen from outside, from any process.
 
-    def __init__(self, core: Core, id: str, kind: str, result: Value, created: bool) -> None:
+    Given by `Workflow.start`, or found with `App.get_handle` or `Workflow.get_handle`: its
+    id, result, status, messages, events, cancel and resume.
+    """
+
+    def __init__(
+        self,
+        core: Core,
+        key: str,
+        id: str,
+        tenant: str,
+        kind: str,
+        result: Value,
+        created: bool,
+    ) -> None:
         self._core = core
+        self._key = key  # the engine's key (`tenancy.workflow_key`, or an older one)
         self._id = id
+        self._tenant = tenant
         self._kind = kind
         self._result = result
         self._created = created
 
     @property
     def id(self) -> str:
-        """The workflow's id."""
+        """The workflow's id (unique within its tenant)."""
         return self._id
+
+    @property
+    def tenant(self) -> str:
+        """The tenant the workflow belongs to."""
+        return self._tenant
 
     @property
     def kind(self) -> str:
@@ -82,16 +106,36 @@ class WorkflowHandle(Generic[R]):
 
     @property
     def created(self) -> bool:
-        """Whether the call that gave this handle created the workflow (False when the id
-        existed already, or for a handle found with ``get_handle``)."""
+        """Whether the call that gave this handle created the workflow.
+
+        False when the id existed already, and for a handle found with ``get_handle``.
+        """
         return self._created
 
     async def result(self, timeout: Duration | None = None) -> R:
-        """The workflow's decoded return value, waiting for it up to ``timeout`` (seconds
-        or a timedelta; None waits for ever).
+        """Wait for the workflow to end and return its result.
 
-        Raises `WorkflowFailedError` (carrying the recorded error), `WorkflowCancelledError`,
-        `TimeoutError`, or `WorkflowNotFoundError` for an unknown (or swept) id.
+        Works from any process, at any later time until the workflow is swept. A parked
+        workflow has not ended: it is waited for. A look that finds every pooled
+        connection busy (`PoolExhaustedError`) is taken again at the next, not raised.
+
+        Args:
+            timeout: How long to wait, in seconds or a timedelta (default: for ever).
+
+        Returns:
+            The body's return value, decoded to its annotated type (plain JSON data for a
+            kind the App does not register).
+
+        Raises:
+            InvalidInputError: Awaited inside a workflow body, where it would hold the pass
+                (use `Context.child`), or a ``timeout`` that is not a positive duration.
+            WorkflowFailedError: The workflow failed; it carries the failure it recorded
+                (``error``, and its ``type``, ``message`` and failing ``step``).
+            WorkflowCancelledError: The workflow was cancelled, or (``timed_out``) its
+                own timeout passed.
+            TimeoutError: ``timeout`` passed before the workflow ended.
+            WorkflowNotFoundError: No workflow has this id (never started, or swept).
+            IncompatibleRecordError: The recorded result no longer fits its annotated type.
         """
         if current_workflow() is not None:
             raise InvalidInputError(
@@ -100,53 +144,76 @@ class WorkflowHandle(Generic[R]):
         looks = _Looks(timeout)
         checkpointer = (await self._core.stores()).checkpointer
         while True:
-            info = await checkpointer.get_status(self._id)
-            if info is not None:
-                if info.status is WorkflowStatus.COMPLETED:
-                    stored = await checkpointer.peek(self._id, [layout.RESULT])
-                    if layout.RESULT in stored:
-                        result: R = _decoded(
-                            self._id, layout.RESULT, self._result, stored[layout.RESULT]
-                        )
-                        return result
-                elif info.status is WorkflowStatus.FAILED:
-                    raise WorkflowFailedError(self._id, info.last_error)
-                elif info.status is WorkflowStatus.CANCELLED:
-                    ended = layout.ending(await checkpointer.load(self._id)) or {}
-                    raise WorkflowCancelledError(
-                        self._id, timed_out=ended.get("e") == layout.TIMED_OUT
-                    )
-            elif layout.START not in await checkpointer.peek(self._id, [layout.START]):
-                raise WorkflowNotFoundError(self._id)
+            try:
+                ended = await self._ended(checkpointer)
+            except PoolExhaustedError:
+                ended = None  # every connection stayed busy for the pool's wait: look again
+            if ended is not None:
+                value: R = ended[0]
+                return value
             if not await looks.pause():
                 raise TimeoutError(f"workflow {self._id!r} has not finished")
 
+    async def _ended(self, checkpointer: Checkpointer[Any]) -> tuple[R] | None:
+        """Return the decoded result (in a tuple) once the workflow completed, else None.
+
+        Raises as `result` does for a workflow that failed, was cancelled or is not there.
+        """
+        info = await checkpointer.get_status(self._key)
+        if info is not None:
+            if info.status is WorkflowStatus.COMPLETED:
+                stored = await checkpointer.peek(self._key, [layout.RESULT])
+                if layout.RESULT in stored:
+                    return (_decoded(self._id, layout.RESULT, self._result, stored[layout.RESULT]),)
+            elif info.status is WorkflowStatus.FAILED:
+                ended = layout.ending(await checkpointer.load(self._key)) or {}
+                details = layout.failure_details(ended)
+                raise WorkflowFailedError(self._id, info.last_error, **details)
+            elif info.status is WorkflowStatus.CANCELLED:
+                ended = layout.ending(await checkpointer.load(self._key)) or {}
+                raise WorkflowCancelledError(self._id, timed_out=ended.get("e") == layout.TIMED_OUT)
+        elif not tenancy.belongs(await checkpointer.peek(self._key, [layout.START]), self._tenant):
+            raise self._not_found()
+        return None
+
     async def status(self) -> WorkflowInfo:
-        """The workflow's status with its kind, tenant, created time and parent
-        (`WorkflowStatus.PENDING` before its first pass); `WorkflowNotFoundError` if none."""
+        """Return the workflow's status, with its kind, tenant, created time and parent.
+
+        Before its first pass the status is `WorkflowStatus.PENDING`.
+
+        Raises:
+            WorkflowNotFoundError: No workflow has this id (never started, or swept).
+        """
         checkpointer = (await self._core.stores()).checkpointer
-        stored = await checkpointer.peek(self._id, [layout.START])  # not its whole history
-        return self._described(stored, await checkpointer.get_status(self._id))
+        stored = await checkpointer.peek(self._key, [layout.START])  # not its whole history
+        return self._described(stored, await checkpointer.get_status(self._key))
+
+    def _not_found(self) -> WorkflowNotFoundError:
+        return WorkflowNotFoundError(self._id, tenant=self._tenant)
 
     async def _look(self) -> tuple[dict[str, object], WorkflowInfo]:
         checkpointer = (await self._core.stores()).checkpointer
-        stored = await checkpointer.load(self._id)
-        return stored, self._described(stored, await checkpointer.get_status(self._id))
+        stored = await checkpointer.load(self._key)
+        return stored, self._described(stored, await checkpointer.get_status(self._key))
 
     def _described(self, stored: Mapping[str, object], info: WorkflowInfo | None) -> WorkflowInfo:
-        """``info`` with what the start record in ``stored`` says of the workflow;
-        `WorkflowNotFoundError` without one."""
+        """Return ``info`` with what the start record in ``stored`` says of the workflow.
+
+        Raises:
+            WorkflowNotFoundError: No start record, or one of another tenant.
+        """
         start = stored.get(layout.START)
-        if not isinstance(start, dict):
-            raise WorkflowNotFoundError(self._id)
+        if not isinstance(start, dict) or not tenancy.belongs(stored, self._tenant):
+            raise self._not_found()
         created = datetime.fromtimestamp(float(start.get("created", 0.0)), UTC)
         if info is None:
             info = WorkflowInfo(self._id, WorkflowStatus.PENDING, 0, None, created)
         parent = start.get("parent")
         return dataclasses.replace(
             info,
+            workflow=self._id,
             kind=str(start.get("kind")),
-            tenant=str(start.get("tenant")),
+            tenant=self._tenant,
             created=created,
             parent=None if parent is None else str(parent),
         )
@@ -154,10 +221,22 @@ class WorkflowHandle(Generic[R]):
     async def send(self, topic: Topic[Any], value: object) -> None:
         """Send ``value`` on ``topic`` to this workflow and make it ready, atomically.
 
-        Raises `InvalidInputError` naming the topic for a value of the wrong type (before
-        any I/O), `WorkflowNotFoundError` for an unknown workflow and
-        `WorkflowFinishedError` for a finished or cancelled one (a cancel asked for and
-        not yet seen by the body included).
+        The workflow receives it with `Context.recv`. Inside a workflow body the send is
+        recorded like a step. A message never revives a finished workflow: the status is
+        checked in the same atomic write as the append, so a send that returns landed
+        before the workflow ended. It costs the same whatever was sent before (only the
+        workflow's start record and cancel markers are read).
+
+        Args:
+            topic: The topic the workflow receives on.
+            value: The message, of the topic's type.
+
+        Raises:
+            InvalidInputError: ``topic`` is not a `Topic`, or ``value`` is not a valid
+                message of it (before any I/O; the message names the topic).
+            WorkflowNotFoundError: No workflow has this id (never started, or swept).
+            WorkflowFinishedError: The workflow has finished, or a cancel was asked for it
+                that its body has not seen yet.
         """
         if not isinstance(topic, Topic):
             raise InvalidInputError(f"send needs a durably.Topic, got {type(topic).__name__}")
@@ -169,7 +248,7 @@ class WorkflowHandle(Generic[R]):
             # The status is read in the same atomic write as the append: a workflow that
             # finished meanwhile refuses it (`WorkflowFinishedError`), writing nothing.
             entry = await self._core.durable(self._kind).deliver(
-                self._id, message, unless_finished=True
+                self._key, message, tenant=self._tenant, unless_finished=True
             )
             return entry.key
 
@@ -180,9 +259,15 @@ class WorkflowHandle(Generic[R]):
             await ctx._outside("send", deliver)
 
     async def _accepting(self) -> None:
-        """Raise `WorkflowNotFoundError` for an unknown workflow and `WorkflowFinishedError`
-        for one whose cancel was asked (and not yet seen by a pass), reading only its
-        start record and its cancel and resume markers, whatever else it holds."""
+        """Check that the workflow exists and no cancel of it is pending.
+
+        Reads only its start record and its cancel and resume markers, whatever else it
+        holds.
+
+        Raises:
+            WorkflowNotFoundError: No workflow has this id (never started, or swept).
+            WorkflowFinishedError: A cancel was asked that no pass has seen yet.
+        """
         checkpointer = (await self._core.stores()).checkpointer
         generation, names = 1, [layout.START]
         while True:
@@ -191,9 +276,9 @@ class WorkflowHandle(Generic[R]):
             span = range(generation, generation + MARKER_WINDOW)
             names += [layout.cancel_key(g) for g in span]
             names += [layout.occurrence(layout.RESUMES, g + 1) for g in span]
-            found = await checkpointer.peek(self._id, names)
-            if names[0] == layout.START and layout.START not in found:
-                raise WorkflowNotFoundError(self._id)
+            found = await checkpointer.peek(self._key, names)
+            if names[0] == layout.START and not tenancy.belongs(found, self._tenant):
+                raise self._not_found()
             while generation in span and layout.occurrence(layout.RESUMES, generation + 1) in found:
                 generation += 1
             if generation in span:
@@ -208,21 +293,33 @@ class WorkflowHandle(Generic[R]):
     async def get_event(
         self, key: str, timeout: Duration | None = None, *, type: Any = None
     ) -> Any:
-        """The latest value the workflow published under event ``key`` (decoded as ``type``
-        if given), waiting up to ``timeout`` for a first one; `TimeoutError` after that,
-        None at once when ``timeout`` is None and there is none yet.
+        """Return the latest value the workflow published under event ``key``.
 
-        Raises `InvalidInputError` before any I/O for a key `Context.set_event` would
-        refuse, and `WorkflowNotFoundError` for an unknown (or swept) workflow.
+        Args:
+            key: The event's key, as given to `Context.set_event`.
+            timeout: How long to wait for a first value, in seconds or a timedelta. None:
+                do not wait.
+            type: The type to decode the value as (default: plain JSON data).
+
+        Returns:
+            The latest value; None at once when ``timeout`` is None and there is none yet.
+
+        Raises:
+            InvalidInputError: A ``key`` `Context.set_event` would refuse, or a ``timeout``
+                that is not a positive duration (before any I/O).
+            ConfigurationError: A ``type`` pydantic cannot encode.
+            WorkflowNotFoundError: No workflow has this id (never started, or swept).
+            TimeoutError: No value was published within ``timeout``.
+            IncompatibleRecordError: The published value does not fit ``type``.
         """
         layout.bounded(key, "event key")  # as `Context.set_event` checks it
         value = ANY if type is None else Value.of(type, f"event {key!r}")
         looks = _Looks(timeout)
         checkpointer = (await self._core.stores()).checkpointer
         while True:
-            stored = await checkpointer.load(self._id)
-            if layout.START not in stored:
-                raise WorkflowNotFoundError(self._id)
+            stored = await checkpointer.load(self._key)
+            if not tenancy.belongs(stored, self._tenant):
+                raise self._not_found()
             found, data = layout.latest_event(stored, key)
             if found:
                 return _decoded(self._id, f"event {key!r}", value, data)
@@ -232,12 +329,23 @@ class WorkflowHandle(Generic[R]):
                 raise TimeoutError(f"workflow {self._id!r} published no event {key!r}")
 
     async def cancel(self) -> bool:
-        """Ask the workflow to stop: the body sees `asyncio.CancelledError` at its next
-        step, sleep, recv or child (a sleeping or waiting workflow is woken for it). True
-        if this call changed anything (False for a finished or already cancelled one)."""
+        """Ask the workflow to stop; its children are cancelled with it.
+
+        The body sees `asyncio.CancelledError` at its next step, sleep, ``recv`` or child
+        (a sleeping or waiting workflow is woken for it; a parked one ends cancelled at
+        once). Inside a workflow body the cancel is recorded like a step.
+
+        Returns:
+            Whether this call changed anything: False for a finished workflow or one
+            already cancelled.
+
+        Raises:
+            WorkflowNotFoundError: No workflow has this id (never started, or swept).
+        """
         ctx = current_workflow()
         if ctx is not None:  # inside a body: cancelled once, recorded
-            return bool(await ctx._outside("cancel", self._cancel))
+            # Not "cancel#N": that key is this workflow's own cancel marker.
+            return bool(await ctx._outside("asked-cancel", self._cancel))
         return await self._cancel()
 
     async def _cancel(self) -> bool:
@@ -248,18 +356,27 @@ class WorkflowHandle(Generic[R]):
         # A marker of this call's own: of two cancels, only the one whose marker landed
         # changed anything.
         recorded = await self._core.durable(self._kind).arrive(
-            self._id, layout.cancel_key(generation), uuid.uuid4().hex
+            self._key, layout.cancel_key(generation), uuid.uuid4().hex, tenant=self._tenant
         )
-        self._core.cancels.asked(self._id)
+        self._core.cancels.asked(self._key)
         if info.status is WorkflowStatus.PARKED:
             # No pass runs a parked workflow: it ends cancelled here.
-            await self._core.end_parked(self._id, generation)
-        await cancel_children(self._core, stored)
+            await self._core.end_parked(self._key, generation)
+        await cancel_children(self._core, stored, parent=self._id, tenant=self._tenant)
         return recorded.first
 
     async def resume(self) -> bool:
-        """Make a parked, failed or cancelled workflow ready again on the code deployed now
-        (recorded steps still answer from the record); False for any other state."""
+        """Make a parked, failed or cancelled workflow ready again, on the code deployed now.
+
+        Recorded steps still answer from the record; a cancel from before no longer applies.
+
+        Returns:
+            Whether this call resumed it: False for a workflow in any other state, or when
+            a concurrent resume came first.
+
+        Raises:
+            WorkflowNotFoundError: No workflow has this id (never started, or swept).
+        """
         info = await self.status()
         if info.status not in (
             WorkflowStatus.PARKED,
@@ -267,39 +384,67 @@ class WorkflowHandle(Generic[R]):
             WorkflowStatus.CANCELLED,
         ):
             return False
-        return await self._core.resume(self._id, self._kind)
+        return await self._core.resume(self._key, self._kind)
 
     def __repr__(self) -> str:
-        return f"<WorkflowHandle {self._kind} {self._id!r}>"
+        return f"<WorkflowHandle {self._kind} {self._id!r} of tenant {self._tenant!r}>"
 
 
-async def find_handle(core: Core, id: str) -> WorkflowHandle[Any]:
-    """The handle of existing workflow ``id`` (of any kind; its result decoded with the
-    registered kind's return type when the App has it); `WorkflowNotFoundError`."""
-    identifier(id, "id")
-    stored = await (await core.stores()).checkpointer.peek(id, [layout.START])
+async def find_handle(core: Core, id: str, tenant: str | None = None) -> WorkflowHandle[Any]:
+    """The handle of existing workflow ``id`` of ``tenant``, of any kind.
+
+    ``tenant`` None means the running workflow's inside one, else the App's. Its result is
+    decoded with the registered kind's return type when the App has it.
+    `InvalidInputError` before any I/O for a bad id or tenant, `WorkflowNotFoundError`
+    when the tenant has no such workflow.
+    """
+    owner = tenancy.tenant_of(tenant, current_tenant(core.tenant))
+    id = tenancy.looked_up(id)
+    tenancy.workflow_key(owner, id)  # a pair too long for a key is refused before I/O
+    checkpointer = (await core.stores()).checkpointer
+    found = await tenancy.locate(checkpointer, owner, id, older=core.older_layout)
+    if found is None:
+        raise WorkflowNotFoundError(id, tenant=owner)
+    key, stored = found
+    return _handle_at(core, key, id, owner, stored)
+
+
+def _handle_at(
+    core: Core, key: str, id: str, tenant: str, stored: Mapping[str, object]
+) -> WorkflowHandle[Any]:
     start = stored.get(layout.START)
-    if not isinstance(start, dict):
-        raise WorkflowNotFoundError(id)
-    kind = str(start.get("kind"))
+    kind = str(start.get("kind")) if isinstance(start, dict) else ""
     registered = core.workflows.get(kind)
     result = registered.signature.result if registered is not None else ANY
-    return WorkflowHandle(core, id, kind, result, False)
+    return WorkflowHandle(core, key, id, tenant, kind, result, False)
 
 
-async def cancel_children(core: Core, stored: Mapping[str, object]) -> None:
-    """Cancel the children a workflow's records name (those still running)."""
-    for child in layout.children(stored):
-        try:
-            handle = await find_handle(core, child)
-        except WorkflowNotFoundError:
-            continue  # swept
-        await handle._cancel()
+async def cancel_children(
+    core: Core, stored: Mapping[str, object], *, parent: str, tenant: str
+) -> None:
+    """Cancel the children a workflow's records name (those still running).
+
+    Only those whose start record names workflow ``parent`` of ``tenant``, so a workflow
+    that took a swept child's id since is not touched.
+    """
+    checkpointer = (await core.stores()).checkpointer
+    for key in layout.children(stored):
+        found = await checkpointer.load(key)
+        start = found.get(layout.START)
+        if not tenancy.belongs(found, tenant) or not isinstance(start, dict):
+            continue  # swept, or not of this tenant
+        if start.get("parent") != parent:
+            continue
+        child_tenant, child_id = tenancy.scope(key, start)
+        await _handle_at(core, key, child_id, child_tenant, found)._cancel()
 
 
 def _decoded(workflow: str, where: str, value: Value, data: object) -> Any:
-    """``data`` (read from ``where``) decoded as ``value``; `IncompatibleRecordError` when
-    it no longer fits (a changed model, say) rather than pydantic's own error."""
+    """``data`` (read from ``where``) decoded as ``value``.
+
+    `IncompatibleRecordError` when it no longer fits (a changed model, say), rather than
+    pydantic's own error.
+    """
     try:
         return value.decode(data)
     except ValueError as exc:

@@ -1,5 +1,4 @@
-"""`Retry`: how often a step (or an opted-in workflow body) is tried, and how long to wait
-between tries."""
+"""`Retry`: how often a step (or an opted-in workflow body) is tried, and the waits between."""
 
 from __future__ import annotations
 
@@ -12,15 +11,29 @@ from durably.errors import InvalidInputError, NonRetryable
 
 @dataclass(frozen=True, slots=True)
 class Retry:
-    """Try up to ``max_attempts`` times, waiting ``initial`` seconds after the first
-    failure, growing by ``multiplier`` up to ``maximum``, each wait jittered by up to
-    ``jitter`` of itself. An error that is an instance of a ``non_retryable`` type, or a
-    `durably.NonRetryable`, stops at once.
+    """How often a step is tried, and how long it waits between tries.
 
-    Raises `InvalidInputError` at construction for a field of the wrong type (a bool is
-    not a number), a NaN or infinite number, ``initial`` above ``maximum``, a
-    ``multiplier`` below 1, a ``jitter`` outside 0..1, or a ``non_retryable`` that is not
-    a tuple of exception classes."""
+    The wait after failed attempt ``n`` is ``initial * multiplier ** (n - 1)`` seconds, at
+    most ``maximum``, less a random part of up to ``jitter`` of itself. An error that is an
+    instance of a ``non_retryable`` type, or a `durably.NonRetryable`, stops at once. A
+    workflow body's retries (``retry=`` on `App.workflow`) use ``max_attempts``, ``initial``
+    and ``maximum`` only: their waits double, without jitter, whatever the body raised.
+
+    Args:
+        max_attempts: The most attempts, the first included (1: no retries).
+        initial: Seconds to wait after the first failure.
+        maximum: The longest wait, in seconds.
+        multiplier: How much each wait grows over the one before (at least 1).
+        jitter: The largest part of a wait (0 to 1) taken off at random, so that failures
+            at the same moment are not retried at the same moment.
+        non_retryable: Exception classes that stop the retries at once.
+
+    Raises:
+        InvalidInputError: A field of the wrong type (a bool is not a number), a NaN or
+            infinite number, a ``max_attempts`` below 1, an ``initial`` below 0 or above
+            ``maximum``, a ``multiplier`` below 1, a ``jitter`` outside 0..1, or a
+            ``non_retryable`` that is not a tuple of exception classes.
+    """
 
     max_attempts: int = 3
     initial: float = 1.0
@@ -57,13 +70,22 @@ class Retry:
             )
 
     def retries(self, exc: BaseException, attempt: int) -> bool:
-        """Whether to try again after ``exc`` ended attempt number ``attempt`` (from 1)."""
+        """Whether to try again after an error ended an attempt.
+
+        Args:
+            exc: The error that ended the attempt.
+            attempt: The attempt's number, from 1.
+        """
         if attempt >= self.max_attempts or isinstance(exc, NonRetryable):
             return False
         return not isinstance(exc, self.non_retryable)
 
     def backoff(self, attempt: int) -> float:
-        """Seconds to wait after failed attempt number ``attempt`` (from 1), jittered."""
+        """Return the seconds to wait after a failed attempt, jittered.
+
+        Args:
+            attempt: The failed attempt's number, from 1.
+        """
         try:
             grown = self.initial * float(self.multiplier) ** (attempt - 1)
         except OverflowError:  # after a long run of attempts: past any maximum (unless 0)

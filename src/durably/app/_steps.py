@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable
+import typing
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Generic, ParamSpec, TypeVar
 
-from durably.app._context import Attempt, bind, current_workflow, is_async, unbind
+from durably.app._context import Attempt, Context, bind, current_workflow, is_async, unbind
 from durably.app._layout import KEYED_BYTES, bounded, user_key
 from durably.app._recording import recorded_call
 from durably.app._retry import ONCE, Retry
@@ -21,9 +22,11 @@ R = TypeVar("R")
 
 
 class Step(Generic[P, R]):
-    """A registered step. Awaited inside a workflow body, its result is recorded under the
-    step's name and the call's occurrence (checked against the arguments on replay);
-    awaited elsewhere, it simply runs the function (a plain ``def`` in a thread).
+    """A registered step: what `App.step` makes of a function.
+
+    Awaited inside a workflow body, its result is recorded under the step's name and the
+    call's occurrence (checked against the arguments on replay); awaited elsewhere, it
+    simply runs the function (a plain ``def`` in a thread).
     """
 
     def __init__(
@@ -44,7 +47,10 @@ class Step(Generic[P, R]):
             )
         self.retry = retry if retry is not None else ONCE
         self.timeout = timeout
-        self.signature = signature if signature is not None else Signature(fn, f"step {name!r}")
+        if signature is None:
+            _refuse_context(fn, f"step {name!r}")
+            signature = Signature(fn, f"step {name!r}")
+        self.signature = signature
         self._key = key
         self._async = is_async(fn)
         self.direct = self._async and timeout is None
@@ -53,8 +59,21 @@ class Step(Generic[P, R]):
         functools.update_wrapper(self, fn)
 
     def keyed(self, key: str) -> Step[P, R]:
-        """This step with the explicit key ``key`` (instead of name plus occurrence), for
-        calls whose order varies between passes, such as fan-out in concurrent branches."""
+        """Return this step recorded under an explicit key instead of its occurrence.
+
+        For calls whose order may vary between passes, such as fan-out in concurrent
+        branches (``asyncio.gather``): each call's record is found by its key, in any order.
+
+        Args:
+            key: The call's key, one per call of this step in a workflow.
+
+        Returns:
+            The same step, recording under ``name[key]``.
+
+        Raises:
+            InvalidInputError: A ``key`` that is not a usable id, or that makes
+                ``name[key]`` longer than 480 bytes.
+        """
         identifier(key, "step key")
         keyed = bounded(f"{self.name}[{key}]", f"step {self.name!r}: key", KEYED_BYTES)
         return Step(
@@ -66,13 +85,44 @@ class Step(Generic[P, R]):
             signature=self.signature,  # its adapters, built once at decoration
         )
 
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
+        """Call the step: recorded inside a workflow body, the plain function elsewhere.
+
+        Outside a workflow body it raises whatever the function raises.
+
+        Args:
+            *args: The function's arguments.
+            **kwargs: The function's keyword arguments.
+
+        Returns:
+            A coroutine of the function's result (on a replay, the recorded one). Inside
+            a workflow the call takes its key at once: a call never awaited still takes
+            its occurrence, and Python's warning of it names the key (``summarise#1``).
+
+        Raises:
+            StepFailedError: The step failed for good: its retries ran out, or it raised a
+                non-retryable error or returned a value its annotation cannot encode. A
+                replay raises the same; the first pass chains the original error.
+            StepResultError: The result is too large for the store to record (its effect
+                has run).
+            InvalidInputError: Arguments that do not fit the parameters or annotations.
+            NondeterminismError: A replay's call at this key has other arguments than the
+                recorded call; the workflow parks.
+            IncompatibleRecordError: The recorded result no longer fits the annotated
+                type; the workflow parks.
+        """
         ctx = current_workflow()
         if ctx is None:
-            return self._plain(args, kwargs)
+            plain = self._plain(args, kwargs)
+            plain.__qualname__ = self.name  # type: ignore[attr-defined]
+            return plain
         # The key is taken now, at the call, so concurrent branches keep their call order.
         key = self._key if self._key is not None else ctx._next(self.name)
-        return recorded_call(ctx, self, key, args, kwargs)
+        call = recorded_call(ctx, self, key, args, kwargs)
+        # Python's warning for a call never awaited names this; the key says which call
+        # took the occurrence (the step's later calls in the body get the next ones).
+        call.__qualname__ = key  # type: ignore[attr-defined]
+        return call
 
     async def _plain(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
         if self._async:
@@ -80,9 +130,11 @@ class Step(Generic[P, R]):
         return await asyncio.to_thread(self.fn, *args, **kwargs)  # type: ignore[arg-type]
 
     async def invoke(self, args: tuple[Any, ...], kwargs: dict[str, Any], attempt: Attempt) -> R:
-        """Run one attempt inside a workflow: `durably.context()` describes ``attempt``,
-        further step calls inside run plainly, and ``timeout`` bounds the attempt
-        (`StepTimeoutError`)."""
+        """Run one attempt inside a workflow.
+
+        `durably.context()` describes ``attempt``, further step calls inside run plainly,
+        and ``timeout`` bounds the attempt (`StepTimeoutError`).
+        """
         token = bind(attempt)
         try:
             if self.timeout is None:
@@ -107,6 +159,25 @@ class Step(Generic[P, R]):
 
     def __repr__(self) -> str:
         return f"<durably step {self.name!r}>"
+
+
+def _refuse_context(fn: Callable[..., Any], what: str) -> None:
+    """`ConfigurationError` naming a parameter of ``fn`` annotated as the Context.
+
+    A step is given its arguments alone; pydantic would refuse the Context's type at
+    length.
+    """
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        return  # `Signature` says what it cannot resolve
+    for parameter, hint in hints.items():
+        if parameter != "return" and isinstance(hint, type) and issubclass(hint, Context):
+            raise ConfigurationError(
+                f"{what}: parameter {parameter!r} is a durably.Context, which only a workflow "
+                "body takes (inside a step, durably.context() gives its workflow, key and "
+                "attempt)"
+            )
 
 
 __all__ = ["Step"]

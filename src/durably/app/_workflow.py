@@ -1,17 +1,28 @@
-"""`Workflow`: a registered workflow body, its start/run/get_handle, and the engine body
-(`Execution` -> result) the Worker serves it with."""
+"""`Workflow`: a registered workflow body, with its start, run and get_handle.
+
+Also the engine body (`Execution` -> result) the Worker serves it with.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from durably.app import _layout as layout
-from durably.app._context import Context, bind, current_workflow, is_async, unbind
+from durably.app import _tenancy as tenancy
+from durably.app._context import (
+    Context,
+    bind,
+    current_tenant,
+    current_workflow,
+    is_async,
+    unbind,
+)
 from durably.app._core import Core
 from durably.app._handles import WorkflowHandle, cancel_children, find_handle
+from durably.app._options import OPTIONS, WorkflowOptions
 from durably.app._retry import Retry
 from durably.app._values import Duration, Signature, seconds_of, stored_text
 from durably.engine.runtime import Execution
@@ -30,20 +41,17 @@ from durably.errors import (
     WorkflowConflictError,
     WorkflowStopped,
 )
-from durably.redaction import mend_text
 from durably.stores.workflows import Finish, Restart, value_refused
-from durably.validation import identifier
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-OPTIONS = ("id", "tenant", "timeout")
-"""Keyword options of `Workflow.start`; a body parameter may not take these names."""
-
 
 class BodyFailed(DurablyError):
-    """A workflow body raised: the workflow ends FAILED (its error kept as the original's
-    repr), unless the workflow opted in to body retries."""
+    """A workflow body raised: the workflow ends FAILED, unless it opted in to body retries.
+
+    Its error is kept as the original's repr.
+    """
 
     def __init__(self, error: BaseException, *, retryable: bool) -> None:
         self.error = error
@@ -67,8 +75,11 @@ class Cancelled(WorkflowStopped):
 
 
 class Workflow(Generic[P, R]):
-    """A registered workflow. ``await wf.start(*args)`` starts one and returns its handle;
-    ``await wf.run(*args)`` starts one and waits for its result."""
+    """A registered workflow: what `App.workflow` makes of a body.
+
+    ``await wf.start(*args)`` starts one and returns its handle; ``await wf.run(*args)``
+    starts one and waits for its result. Made by the App, never by hand.
+    """
 
     def __init__(
         self,
@@ -95,10 +106,14 @@ class Workflow(Generic[P, R]):
         first = self.signature.leading[0]
         if first.kind not in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD):
             raise ConfigurationError(f"{what}: the first parameter must be the durably.Context")
-        hint = fn.__annotations__.get(first.name)
-        if hint is not None and hint not in (Context, "Context", "durably.Context"):
+        hint = self.signature.hints.get(first.name)
+        if not (isinstance(hint, type) and issubclass(hint, Context)):
+            # Unannotated, it may as well be a first argument of the body's own: refused
+            # here rather than when a start's arguments are one short.
+            got = "no annotation" if hint is None else repr(hint)
             raise ConfigurationError(
-                f"{what}: the first parameter must be the durably.Context, got {hint!r}"
+                f"{what}: the first parameter must be the durably.Context, annotated "
+                f"({first.name}: durably.Context); {first.name!r} has {got}"
             )
         for name in self.signature.names:
             if name in OPTIONS:
@@ -108,7 +123,56 @@ class Workflow(Generic[P, R]):
         self.__name__ = getattr(fn, "__name__", kind)
         self.__doc__ = fn.__doc__
 
+    def options(
+        self,
+        *,
+        id: str | None = None,
+        tenant: str | None = None,
+        timeout: Duration | None = None,
+    ) -> WorkflowOptions[P, R]:
+        """Return this workflow with start options, for a start whose arguments are checked.
+
+        A type checker checks the arguments of ``await wf.options(id="t-1").start(ticket)``
+        against the body's parameters. `Context.child` and `Context.start_child` take it
+        for a child's ``id`` and ``timeout``. Nothing is checked before its ``start``.
+
+        Args:
+            id: The workflow's id, as for `start`.
+            tenant: The tenant it runs for, as for `start` (never for a child: a child
+                runs in its parent's tenant).
+            timeout: How long after its start the workflow is cancelled, as for `start`.
+
+        Returns:
+            The options, with `WorkflowOptions.start` and `WorkflowOptions.run`.
+        """
+        return WorkflowOptions(self, id, tenant, timeout)
+
+    @overload
+    async def start(self, *args: P.args, **kwargs: P.kwargs) -> WorkflowHandle[R]: ...
+
+    @overload
     async def start(
+        self,
+        *args: Any,
+        id: str | None,
+        tenant: str | None = None,
+        timeout: Duration | None = None,
+        **kwargs: Any,
+    ) -> WorkflowHandle[R]: ...
+
+    @overload
+    async def start(
+        self, *args: Any, tenant: str | None, timeout: Duration | None = None, **kwargs: Any
+    ) -> WorkflowHandle[R]: ...
+
+    @overload
+    async def start(
+        self, *args: Any, timeout: Duration | None, **kwargs: Any
+    ) -> WorkflowHandle[R]: ...
+
+    # A body's own parameter named like an option is refused at registration, which a
+    # type checker cannot know: to it, the options might take the body's keywords.
+    async def start(  # type: ignore[misc]
         self,
         *args: Any,
         id: str | None = None,
@@ -116,12 +180,39 @@ class Workflow(Generic[P, R]):
         timeout: Duration | None = None,
         **kwargs: Any,
     ) -> WorkflowHandle[R]:
-        """Start this workflow with ``args`` and return its handle.
+        """Start this workflow and return its handle.
 
-        ``id`` defaults to a fresh one; starting an id that exists starts nothing and
-        returns its handle (``handle.created`` is False; the first start's arguments win).
-        Raises `InvalidInputError` for arguments that do not fit the signature (before any
-        I/O) and `WorkflowConflictError` when the id exists under another kind.
+        Starting an id that exists in the tenant starts nothing and returns its handle
+        (``handle.created`` is False; the first start's arguments win): an id is unique
+        within its tenant, so the same id under two tenants names two workflows. Inside a
+        workflow body the start is recorded like a step.
+
+        A type checker checks the arguments of a call without options against the body's
+        parameters; with options given here it cannot (a call's options and the body's
+        parameters share no signature): give them with `options` instead,
+        ``wf.options(id=...).start(*args)``, to keep the arguments checked.
+
+        Args:
+            *args: The body's arguments (after the Context).
+            id: The workflow's id. Default: a fresh UUID; inside a workflow body, one
+                derived from that workflow's id.
+            tenant: The tenant it runs for. Default: the App's; inside a workflow (its
+                body or a step), that workflow's.
+            timeout: How long after its start the workflow is cancelled, in seconds or a
+                timedelta, instead of the one it was registered with.
+            **kwargs: The body's keyword arguments.
+
+        Returns:
+            The workflow's typed handle.
+
+        Raises:
+            InvalidInputError: Arguments that do not fit the body's parameters or
+                annotations, or a bad ``id``, ``tenant`` or ``timeout`` (before any I/O):
+                an id of the form durably derives for a body's children
+                (``…/child:KIND#N``) or starting with ``durably:``, or a tenant and id
+                too long together, included; arguments the store refuses (too large).
+            WorkflowConflictError: The id exists in the tenant under another kind.
+            WorkflowLimitError: Inside a workflow body, a start past the App's `Limits`.
         """
         ctx = current_workflow()
         if ctx is not None:  # inside a body: recorded, with an id derived from the parent's
@@ -130,8 +221,9 @@ class Workflow(Generic[P, R]):
             )
             return handle
         start = self.prepare(args, kwargs, tenant=tenant, timeout=timeout)
-        workflow = identifier(id, "id") if id is not None else str(uuid.uuid4())
-        return self.handle(workflow, await self.launch(workflow, start))
+        workflow = tenancy.new_id(id) if id is not None else str(uuid.uuid4())
+        key, created = await self.launch(workflow, start)
+        return self.handle(workflow, start["tenant"], created=created, key=key)
 
     def prepare(
         self,
@@ -142,10 +234,12 @@ class Workflow(Generic[P, R]):
         timeout: Duration | None,
         parent: str | None = None,
         parent_kind: str | None = None,
+        parent_key: str | None = None,
+        depth: int = 0,
     ) -> dict[str, Any]:
         """The start record for a call with ``args``, checked before any I/O."""
         encoded = self.signature.encode_args(args, kwargs)
-        owner = identifier(tenant, "tenant") if tenant is not None else self._core.tenant
+        owner = tenancy.tenant_of(tenant, current_tenant(self._core.tenant))
         limit = timeout if timeout is not None else self.timeout
         seconds = None if limit is None else seconds_of(limit, "timeout")
         now = self._core.clock.now()
@@ -156,15 +250,30 @@ class Workflow(Generic[P, R]):
             created=now,
             parent=parent,
             parent_kind=parent_kind,
+            parent_key=parent_key,
             timeout_at=None if seconds is None else now + seconds,
+            depth=depth,
         )
 
-    async def launch(self, workflow: str, start: dict[str, Any]) -> bool:
-        """Supply ``start`` for ``workflow`` (first writer wins) and make it ready; whether
-        this call created it. `WorkflowConflictError` if the id has another kind."""
+    async def launch(self, workflow: str, start: dict[str, Any]) -> tuple[str, bool]:
+        """Supply ``start`` for workflow ``workflow`` of the tenant it names, and make it ready.
+
+        The first writer wins. Returns its key and whether this call created it;
+        `WorkflowConflictError` if the id has another kind, or (a child's start) is not a
+        child of the parent ``start`` names.
+        """
+        tenant = str(start["tenant"])
+        key = tenancy.workflow_key(tenant, workflow)
         stores = await self._core.stores()
+        checkpointer = stores.checkpointer
+        if self._core.older_layout and key != workflow:
+            older = await checkpointer.load(workflow)
+            if tenancy.belongs(older, tenant):  # started before tenants scoped ids
+                self._adoptable(workflow, older[layout.START], start)
+                await self._ready(workflow, tenant, first=False)
+                return workflow, False
         try:
-            recorded = await stores.checkpointer.supply(workflow, layout.START, start)
+            recorded = await checkpointer.supply(key, layout.START, start)
         except (StatePersistenceError, InvalidInputError) as exc:
             # Refused by the store's own checks (its size limit, its codec), which run
             # before it writes: named here, as the caller's other bad input is.
@@ -173,20 +282,93 @@ class Workflow(Generic[P, R]):
             raise InvalidInputError(
                 f"workflow {self.kind!r}: the store refuses its arguments: {exc}"
             ) from None
-        existing = recorded.value
-        kind = existing.get("kind") if isinstance(existing, dict) else None
+        self._adoptable(workflow, recorded.value, start)
+        await self._ready(key, tenant, first=recorded.first)
+        return key, recorded.first
+
+    def _adoptable(self, workflow: str, existing: object, start: Mapping[str, Any]) -> None:
+        """Refuse to hand out workflow ``workflow`` whose start record is ``existing``.
+
+        `WorkflowConflictError` for a start of ``start`` that may not have it: of another
+        tenant (only a bare id, stored before tenants scoped ids), of another kind, or, for
+        a child, not a child of the same parent.
+        """
+        found = existing if isinstance(existing, dict) else {}
+        kind = str(found.get("kind"))
+        if found.get("tenant", tenancy.DEFAULT_TENANT) != start["tenant"]:
+            raise WorkflowConflictError(
+                workflow,
+                self.kind,
+                kind,
+                reason="is taken by a workflow of another tenant stored before ids were "
+                "scoped by tenant: start this one under another id",
+            )
         if kind != self.kind:
-            raise WorkflowConflictError(workflow, self.kind, str(kind))
+            raise WorkflowConflictError(workflow, self.kind, kind)
+        parent = start.get("parent")
+        if parent is not None and found.get("parent") != parent:
+            raise WorkflowConflictError(
+                workflow,
+                self.kind,
+                kind,
+                reason=f"exists and is not a child of workflow {parent!r}: a body waits "
+                "only for the children it started",
+            )
+
+    async def _ready(self, key: str, tenant: str, *, first: bool) -> None:
         # A start that crashed between its record and its wakeup is repaired by the next.
-        if recorded.first or await stores.checkpointer.get_status(workflow) is None:
-            await self._core.durable(self.kind).scheduler.make_ready(workflow)
-        return recorded.first
+        checkpointer = (await self._core.stores()).checkpointer
+        if first or await checkpointer.get_status(key) is None:
+            # Served in its tenant's turn (the scheduler's fairness order).
+            await self._core.durable(self.kind).scheduler.make_ready(key, tenant=tenant)
 
-    def handle(self, workflow: str, created: bool = False) -> WorkflowHandle[R]:
-        """A typed handle on ``workflow`` (no I/O; the id is not checked)."""
-        return WorkflowHandle(self._core, workflow, self.kind, self.signature.result, created)
+    def handle(
+        self, id: str, tenant: str | None = None, *, created: bool = False, key: str | None = None
+    ) -> WorkflowHandle[R]:
+        """Return a typed handle on a workflow of this kind, without any I/O.
 
+        Nothing is checked: a handle on an id the tenant has no workflow under raises
+        `WorkflowNotFoundError` from its calls.
+
+        Args:
+            id: The workflow's id.
+            tenant: The workflow's tenant. Default: the App's; inside a workflow (its
+                body or a step), that workflow's.
+            created: What the handle's `WorkflowHandle.created` says.
+            key: Where the store keeps the workflow, when known (the App's own calls).
+
+        Raises:
+            InvalidInputError: A ``tenant`` that is not usable, or an ``id`` too long
+                for it.
+        """
+        owner = tenancy.tenant_of(tenant, current_tenant(self._core.tenant))
+        at = key if key is not None else tenancy.workflow_key(owner, id)
+        return WorkflowHandle(self._core, at, id, owner, self.kind, self.signature.result, created)
+
+    @overload
+    async def run(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
+
+    @overload
     async def run(
+        self,
+        *args: Any,
+        id: str | None,
+        tenant: str | None = None,
+        timeout: Duration | None = None,
+        **kwargs: Any,
+    ) -> R: ...
+
+    @overload
+    async def run(
+        self, *args: Any, tenant: str | None, timeout: Duration | None = None, **kwargs: Any
+    ) -> R: ...
+
+    @overload
+    async def run(self, *args: Any, timeout: Duration | None, **kwargs: Any) -> R: ...
+
+    # A body's own parameter named like an option is refused at registration, which a
+    # type checker cannot know: to it, the options might take the body's keywords.
+    async def run(  # type: ignore[misc]
         self,
         *args: Any,
         id: str | None = None,
@@ -194,8 +376,29 @@ class Workflow(Generic[P, R]):
         timeout: Duration | None = None,
         **kwargs: Any,
     ) -> R:
-        """Start this workflow and wait for its result (see `start` and
-        `WorkflowHandle.result`). Refused inside a workflow body: use ``ctx.child``."""
+        """Start this workflow and wait for its result, for as long as it takes.
+
+        Refused inside a workflow body, where waiting would hold the pass: use
+        `Context.child` there. Its arguments are checked as `start`'s are.
+
+        Args:
+            *args: The body's arguments (after the Context).
+            id: The workflow's id (default: a fresh UUID); as for `start`, an existing id
+                starts nothing, and its result is waited for.
+            tenant: The tenant it runs for (default: the App's).
+            timeout: As for `start`.
+            **kwargs: The body's keyword arguments.
+
+        Returns:
+            The body's return value, decoded to its annotated type.
+
+        Raises:
+            ConfigurationError: Called inside a workflow body.
+            InvalidInputError: As for `start`.
+            WorkflowConflictError: The id exists under another kind.
+            WorkflowFailedError: The workflow failed; carries the recorded error.
+            WorkflowCancelledError: The workflow was cancelled or timed out.
+        """
         if current_workflow() is not None:
             raise ConfigurationError(
                 f"workflow {self.kind!r}: awaiting run() inside a workflow body would hold "
@@ -204,13 +407,28 @@ class Workflow(Generic[P, R]):
         handle = await self.start(*args, id=id, tenant=tenant, timeout=timeout, **kwargs)
         return await handle.result()
 
-    async def get_handle(self, id: str) -> WorkflowHandle[R]:
-        """The handle of existing workflow ``id`` of this kind; `WorkflowNotFoundError` if
-        there is none, `WorkflowConflictError` if it is of another kind."""
-        handle = await find_handle(self._core, id)
+    async def get_handle(self, id: str, tenant: str | None = None) -> WorkflowHandle[R]:
+        """Find an existing workflow of this kind by its id within a tenant.
+
+        Args:
+            id: The workflow's id.
+            tenant: The tenant to look in. Default: the App's; inside a workflow (its
+                body or a step), that workflow's.
+
+        Returns:
+            Its typed handle.
+
+        Raises:
+            InvalidInputError: An ``id`` or ``tenant`` that is not usable, or the two too
+                long together (before any I/O).
+            WorkflowNotFoundError: The tenant has no workflow of this id (never started,
+                or swept).
+            WorkflowConflictError: The workflow is of another kind.
+        """
+        handle = await find_handle(self._core, id, tenant)
         if handle.kind != self.kind:
             raise WorkflowConflictError(id, self.kind, handle.kind)
-        return self.handle(id)
+        return self.handle(handle.id, handle.tenant, key=handle._key)
 
     async def body(self, run: Execution) -> object:
         """One pass of this workflow over the engine's `Execution` (what the Worker serves)."""
@@ -226,7 +444,7 @@ class Workflow(Generic[P, R]):
             start,
             self.kind,
             cancels=self._core.cancels,
-            max_records=self._core.max_records,
+            limits=self._core.limits,
             encode_args=self.signature.encode_args,
         )
         ended = layout.ending(recorded) if ctx._ended else None
@@ -234,18 +452,9 @@ class Workflow(Generic[P, R]):
             if "v" in ended:
                 return self.signature.result.decode(ended["v"])
             if ended.get("cancelled"):
-                raise Cancelled(_cancelled(run.workflow, ended.get("e") == layout.TIMED_OUT))
+                raise Cancelled(_cancelled(ctx.id, ended.get("e") == layout.TIMED_OUT))
             raise BodyFailed(Recorded(str(ended.get("e"))), retryable=False)
-        try:
-            positional, keywords = self.signature.decode_args(start.get("args", {}))
-        except (ValueError, KeyError) as exc:
-            raise IncompatibleRecordError(
-                run.workflow,
-                layout.START,
-                f"arguments of {self.kind}",
-                stored_text(start.get("args")),
-                str(exc),
-            ) from None
+        positional, keywords = self.arguments(ctx.id, start)
         token = bind(ctx)
         try:
             value = await self._call(ctx, positional, keywords)
@@ -271,8 +480,8 @@ class Workflow(Generic[P, R]):
             await self._end(run, ctx, layout.CANCELLED, ending)
             # Its children end with it (a timeout is a cancel; a child started just
             # before the cancel was seen is not in the records `cancel` read).
-            await cancel_children(self._core, run.recorded)
-            raise Cancelled(_cancelled(run.workflow, ctx._timed_out)) from exc
+            await cancel_children(self._core, run.recorded, parent=ctx.id, tenant=ctx.tenant)
+            raise Cancelled(_cancelled(ctx.id, ctx._timed_out)) from exc
         except Exception as exc:
             if ctx._stopped is not None:
                 raise ctx._stopped from exc
@@ -289,7 +498,7 @@ class Workflow(Generic[P, R]):
         try:
             encoded = self.signature.result.encode(value)
         except Exception as exc:
-            await self._end(run, ctx, layout.FAILED, repr(exc))
+            await self._end(run, ctx, layout.FAILED, layout.failure(exc))
             raise BodyFailed(exc, retryable=False) from exc
         if start.get("parent") is not None and start.get("parent_kind") is not None:
             # The parent runs as soon as it is woken, so the result is written first.
@@ -300,16 +509,37 @@ class Workflow(Generic[P, R]):
                     raise
                 # A result no store takes (too large, say): the parent hears of a failure.
                 unstored = DurablyError(f"the workflow's result was not stored: {exc}")
-                await self._end(run, ctx, layout.FAILED, repr(unstored))
+                await self._end(run, ctx, layout.FAILED, layout.failure(unstored))
                 raise BodyFailed(unstored, retryable=False) from exc
             await self._wake_parent(start)
             return value
         # No one to wake: the Worker writes the result with the COMPLETED status, one write.
         return Finish(layout.RESULT, encoded, value)
 
+    def arguments(
+        self, workflow: str, start: Mapping[str, Any]
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """The body's arguments decoded from start record ``start`` of ``workflow`` (its id).
+
+        Raises `IncompatibleRecordError` when they no longer fit the body's annotations.
+        """
+        try:
+            return self.signature.decode_args(start.get("args", {}))
+        except (ValueError, KeyError) as exc:
+            raise IncompatibleRecordError(
+                workflow,
+                layout.START,
+                f"arguments of {self.kind}",
+                stored_text(start.get("args")),
+                str(exc),
+            ) from None
+
     async def _call(self, ctx: Context, positional: list[Any], keywords: dict[str, Any]) -> object:
-        """The body's return value; a `continue_as_new` raised inside a task group comes
-        out bare, as if the body had raised it itself."""
+        """Run the body and return its value.
+
+        A `continue_as_new` raised inside a task group comes out bare, as if the body had
+        raised it itself.
+        """
         try:
             return await self.fn(ctx, *positional, **keywords)
         except BaseExceptionGroup as group:
@@ -320,9 +550,12 @@ class Workflow(Generic[P, R]):
     async def _continue(
         self, run: Execution, start: Mapping[str, Any], request: ContinueAsNew
     ) -> Restart:
-        """End this run for `Context.continue_as_new`: the messages it took are deleted
-        first (the next run must not take them again), then the Worker writes the new start
-        record, keeping what `layout.KEPT_ACROSS_RUNS` names, and makes it ready."""
+        """End this run for `Context.continue_as_new`.
+
+        The messages it took are deleted first (the next run must not take them again);
+        the Worker then writes the new start record, keeping what `layout.KEPT_ACROSS_RUNS`
+        names, and makes the workflow ready.
+        """
         taken = layout.consumed_messages(run.recorded)
         if taken:
             await run.forget(taken)
@@ -332,20 +565,23 @@ class Workflow(Generic[P, R]):
     async def _failed(self, run: Execution, ctx: Context, exc: BaseException) -> BodyFailed:
         """The body raised ``exc``: its end recorded unless the workflow retries bodies."""
         if self.retry is None:
-            await self._end(run, ctx, layout.FAILED, repr(exc))
+            await self._end(run, ctx, layout.FAILED, layout.failure(exc))
         return BodyFailed(exc, retryable=self.retry is not None)
 
-    async def _end(self, run: Execution, ctx: Context, name: str, error: str) -> None:
-        """Record how this generation ended (failed or cancelled) and wake a parent. The
-        error is kept as failure text is (`mend_text`: bounded, secrets masked)."""
-        kept = mend_text(error, "error")
-        await run.step(layout.occurrence(name, ctx.generation), lambda: kept)
+    async def _end(self, run: Execution, ctx: Context, name: str, ended: object) -> None:
+        """Record how this generation ended and wake a parent.
+
+        ``ended`` is a `layout.failure` record, or how it was cancelled.
+        """
+        await run.step(layout.occurrence(name, ctx.generation), lambda: ended)
         await self._wake_parent(ctx._start)
 
     async def _wake_parent(self, start: Mapping[str, Any]) -> None:
-        parent, kind = start.get("parent"), start.get("parent_kind")
+        parent, kind = layout.parent_key(start), start.get("parent_kind")
         if parent is not None and kind is not None:
-            await self._core.durable(str(kind)).scheduler.make_ready(str(parent))
+            # A child runs for its parent's tenant: the parent wakes in that tenant's turn.
+            scheduler = self._core.durable(str(kind)).scheduler
+            await scheduler.make_ready(parent, tenant=start.get("tenant"))
 
     def __repr__(self) -> str:
         return f"<durably workflow {self.kind!r}>"
@@ -355,4 +591,4 @@ def _cancelled(workflow: str, timed_out: bool) -> str:
     return str(WorkflowCancelledError(workflow, timed_out=timed_out))
 
 
-__all__ = ["OPTIONS", "BodyFailed", "Cancelled", "Workflow"]
+__all__ = ["BodyFailed", "Cancelled", "Workflow"]

@@ -7,7 +7,7 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from durably.app import recorded_kind
+from durably.app.storage import recorded_kind
 from durably.cli.render import Progress, emit_json
 from durably.cli.stores import UsageError, add_dsn, opened
 from durably.errors import InvalidInputError

@@ -1,18 +1,38 @@
-"""``durably workflows list``, ``show`` (with history), ``resume`` and ``delete``."""
+"""``durably workflows list``, ``show`` (with history), ``resume`` and ``delete``.
+
+Workflow ids are unique within a tenant: ``show``, ``resume`` and ``delete`` act in the
+tenant ``--tenant`` names (the default tenant without it), and ``list`` shows every
+tenant's workflows, or one tenant's with ``--tenant``.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import Any
 
-from durably.app import recorded_kind
-from durably.cli.render import cell, emit_json, printable, table
+from durably.app.storage import (
+    DEFAULT_TENANT,
+    START,
+    START_INSTANTS,
+    earlier_workflows,
+    instant,
+    key_prefix,
+    older_layout,
+    recorded_kind,
+    scoped_key,
+    settle_layout,
+    workflow_at,
+    workflow_scope,
+)
+from durably.cli.render import cell, emit_json, iso, printable, table
 from durably.cli.stores import UsageError, add_dsn, dsn_from, opened
-from durably.errors import WorkflowNotFoundError
+from durably.errors import InvalidInputError, WorkflowNotFoundError
 from durably.stores.codec import JsonCodec
 from durably.stores.status import WorkflowInfo, WorkflowStatus
 from durably.stores.workflows import Checkpointer
+from durably.validation import identifier
 
 
 def register(commands: Any) -> None:
@@ -20,16 +40,20 @@ def register(commands: Any) -> None:
     group = commands.add_parser("workflows", help="list, show, resume and delete workflows")
     sub = group.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    listing = sub.add_parser("list", help="workflow statuses ordered by id")
+    listing = sub.add_parser("list", help="workflows with their tenant, in the store's order")
     add_dsn(listing)
+    listing.add_argument("--tenant", help="only this tenant's workflows (default: every tenant)")
     listing.add_argument("--status", choices=[s.value for s in WorkflowStatus])
     listing.add_argument("--limit", type=int, default=50)
-    listing.add_argument("--after", help="only ids after this one (for paging)")
+    listing.add_argument(
+        "--after", help="the page cursor the previous page printed (in the default tenant, an id)"
+    )
     listing.add_argument("--json", action="store_true", help="JSON for scripts")
     listing.set_defaults(run=list_workflows)
 
     show = sub.add_parser("show", help="a workflow's status and every record with its time")
     add_dsn(show)
+    _add_tenant(show)
     show.add_argument("workflow", metavar="WORKFLOW")
     show.add_argument("--json", action="store_true", help="JSON for scripts")
     show.set_defaults(run=show_workflow)
@@ -39,12 +63,22 @@ def register(commands: Any) -> None:
         help="make a parked, failed or cancelled workflow ready again on the code deployed now",
     )
     add_dsn(resume)
+    _add_tenant(resume)
     resume.add_argument("workflow", metavar="WORKFLOW")
     resume.add_argument("--json", action="store_true", help="JSON for scripts")
     resume.set_defaults(run=resume_workflow)
 
+    settle = sub.add_parser(
+        "settle-tenants",
+        help="check that no workflow stored before tenant scopes remains, and record it",
+    )
+    add_dsn(settle)
+    settle.add_argument("--json", action="store_true", help="JSON for scripts")
+    settle.set_defaults(run=settle_tenants)
+
     delete = sub.add_parser("delete", help="cancel a workflow's wakeups and discard its records")
     add_dsn(delete)
+    _add_tenant(delete)
     delete.add_argument("workflow", metavar="WORKFLOW")
     delete.add_argument(
         "--kind",
@@ -53,6 +87,29 @@ def register(commands: Any) -> None:
     )
     delete.add_argument("--json", action="store_true", help="JSON for scripts")
     delete.set_defaults(run=delete_workflow)
+
+
+def _add_tenant(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--tenant",
+        default=DEFAULT_TENANT,
+        help=f"the tenant whose workflow WORKFLOW is (default {DEFAULT_TENANT!r})",
+    )
+
+
+def _named(args: argparse.Namespace) -> str:
+    """How a message names the workflow ``args`` name (printable)."""
+    where = "" if args.tenant == DEFAULT_TENANT else f" of tenant {args.tenant!r}"
+    return printable(f"{args.workflow!r}{where}")
+
+
+async def _key_of(checkpointer: Checkpointer[Any], args: argparse.Namespace) -> str | None:
+    """The store's key of the workflow ``args`` name, None if there is none; a bad id or
+    tenant is a `UsageError`."""
+    try:
+        return await workflow_at(checkpointer, args.tenant, args.workflow)
+    except InvalidInputError as exc:
+        raise UsageError(str(exc)) from None
 
 
 async def resume_workflow(args: argparse.Namespace) -> int:
@@ -66,61 +123,119 @@ async def resume_workflow(args: argparse.Namespace) -> int:
     app = App(dsn_from(args.dsn), migrate=False)
     try:
         try:
-            handle = await app.get_handle(args.workflow)
+            handle = await app.get_handle(args.workflow, tenant=args.tenant)
+        except InvalidInputError as exc:
+            raise UsageError(str(exc)) from None
         except WorkflowNotFoundError:
-            print(f"durably: no workflow {printable(repr(args.workflow))}", file=sys.stderr)
+            print(f"durably: no workflow {_named(args)}", file=sys.stderr)
             return 1
         resumed = await handle.resume()
         status = (await handle.status()).status.value
     finally:
         await app.close()
     if args.json:
-        emit_json({"workflow": args.workflow, "resumed": resumed, "status": status})
+        emit_json(
+            {
+                "tenant": args.tenant,
+                "workflow": args.workflow,
+                "resumed": resumed,
+                "status": status,
+            }
+        )
     elif resumed:
-        print(f"resumed {printable(args.workflow)}: {status}, a worker will run it")
+        print(f"resumed {_named(args)}: {status}, a worker will run it")
     else:
         print(
-            f"durably: {printable(args.workflow)} is {status}: only a parked, failed or "
+            f"durably: {_named(args)} is {status}: only a parked, failed or "
             "cancelled workflow can be resumed",
             file=sys.stderr,
         )
     return 0 if resumed else 1
 
 
+SETTLE_SHOWN = 20
+"""How many remaining workflows ``settle-tenants`` names at most."""
+
+
+async def settle_tenants(args: argparse.Namespace) -> int:
+    """Record that no workflow stored before tenant scopes remains (exit 0), or name them.
+
+    Releases before tenant scopes kept a workflow of any tenant under its bare id; Apps
+    look there too until this is recorded, one more read per start outside the default
+    tenant. Exit 1, recording nothing, naming those that remain (they go once finished
+    and swept, or deleted).
+    """
+    async with opened(args) as stores:
+        earlier = await older_layout(stores.checkpointer, settle=False)
+        remaining = (
+            await earlier_workflows(stores.checkpointer, limit=SETTLE_SHOWN) if earlier else []
+        )
+        if not remaining:
+            await settle_layout(stores.checkpointer)
+    if args.json:
+        rows = [{"tenant": tenant, "workflow": id} for tenant, id in remaining]
+        emit_json({"settled": not remaining, "remaining": rows})
+    elif remaining:
+        print(
+            f"durably: {len(remaining)}{'+' if len(remaining) >= SETTLE_SHOWN else ''} "
+            "workflow(s) "
+            "stored before tenant scopes remain; nothing recorded:",
+            file=sys.stderr,
+        )
+        for tenant, id in remaining:
+            print(f"  tenant {printable(repr(tenant))}: {printable(repr(id))}", file=sys.stderr)
+    else:
+        print("no workflow stored before tenant scopes remains: recorded")
+    return 1 if remaining else 0
+
+
 async def list_workflows(args: argparse.Namespace) -> int:
-    """Print one page of workflows in id order, each with its kind when its start recorded
-    one; a workflow started but not yet run by a worker is listed as pending."""
+    """Print one page of workflows in the store's order with their tenant and id, each
+    with its kind when its start recorded one; a workflow started but not yet run by a
+    worker is listed as pending."""
     if not 1 <= args.limit <= 1000:
         raise UsageError("--limit must be between 1 and 1000")
     status = WorkflowStatus(args.status) if args.status else None
+    try:
+        tenant = None if args.tenant is None else identifier(args.tenant, "--tenant")
+        after = None if args.after is None else identifier(args.after, "--after")
+    except InvalidInputError as exc:
+        raise UsageError(str(exc)) from None
     async with opened(args) as stores:
-        checkpointer = stores.checkpointer
-        if status is None or status is WorkflowStatus.PENDING:
-            rows = await _every_workflow(checkpointer, status, args.limit, args.after)
-        else:
-            infos = await checkpointer.list_status(
-                status=status, limit=args.limit, after=args.after
-            )
-            rows = [(i.workflow, i) for i in infos]
-        kinds = [recorded_kind(await checkpointer.load(workflow)) for workflow, _ in rows]
+        rows = await _page(stores.checkpointer, status, tenant, args.limit, after)
     listed = [
-        {"workflow": workflow, "kind": kind, "status": info or _PENDING}
-        for (workflow, info), kind in zip(rows, kinds, strict=True)
+        {
+            "tenant": row.tenant,
+            "workflow": row.id,
+            "kind": row.kind,
+            "status": _shown(row.info, row.id, row.tenant) if row.info else _PENDING,
+        }
+        for row in rows
     ]
+    cursor = rows[-1].key if len(rows) == args.limit else None
     if args.json:
-        emit_json({"workflows": listed, "next_after": rows[-1][0] if rows else None})
+        emit_json({"workflows": listed, "next_after": cursor})
         return 0
     if not rows:
-        print("no workflows" + (f" with status {status.value}" if status else ""))
+        print(
+            "no workflows"
+            + (f" of tenant {printable(repr(tenant))}" if tenant is not None else "")
+            + (f" with status {status.value}" if status else "")
+        )
         return 0
     table_rows = [
-        [workflow, kind, *(_cells(info) if info else ["pending (never run)", 0, None, None])]
-        for (workflow, info), kind in zip(rows, kinds, strict=True)
+        [
+            row.tenant,
+            row.id,
+            row.kind,
+            *(_cells(row.info) if row.info else ["pending (never run)", 0, None, None]),
+        ]
+        for row in rows
     ]
-    headers = ["workflow", "kind", "status", "attempts", "updated", "last error"]
-    print(table(table_rows, headers, right=(3,)))
-    if len(rows) == args.limit:
-        print(f"(more may follow: --after {rows[-1][0]!r})")
+    headers = ["tenant", "workflow", "kind", "status", "attempts", "updated", "last error"]
+    print(table(table_rows, headers, right=(4,)))
+    if cursor is not None:
+        print(f"(more may follow: --after {printable(repr(cursor))})")
     return 0
 
 
@@ -132,24 +247,72 @@ def _cells(info: WorkflowInfo) -> list[object]:
     return [info.status, info.attempts, info.updated_at, info.last_error]
 
 
-async def _every_workflow(
-    checkpointer: Checkpointer[Any], status: WorkflowStatus | None, limit: int, after: str | None
-) -> list[tuple[str, WorkflowInfo | None]]:
-    """Workflows after ``after`` with their status (None: never run), all or (``status``
-    pending) only those no worker ran yet or a resume reset, at most ``limit``."""
-    found: list[tuple[str, WorkflowInfo | None]] = []
+def _shown(info: WorkflowInfo, id: str, tenant: str | None) -> WorkflowInfo:
+    """``info`` as an operator reads it: the workflow's id and tenant, not the store's key."""
+    return dataclasses.replace(info, workflow=id, tenant=tenant)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Row:
+    key: str
+    """The store's key: the page cursor."""
+    tenant: str | None
+    id: str
+    kind: str | None
+    info: WorkflowInfo | None
+
+
+async def _page(
+    checkpointer: Checkpointer[Any],
+    status: WorkflowStatus | None,
+    tenant: str | None,
+    limit: int,
+    after: str | None,
+) -> list[_Row]:
+    """Up to ``limit`` workflows after cursor ``after`` (of ``tenant`` only, if given)
+    with their status: all, those with ``status``, or (pending) those no worker ran yet
+    or a resume reset."""
+    # The keys of a tenant other than the default one sort together: the page starts
+    # there and ends with them, unless the store may keep some under bare ids still.
+    span = None if tenant is None else key_prefix(tenant)
+    if span is not None and await older_layout(checkpointer, settle=False):
+        span = None
+    if span is not None and (after is None or after < span):
+        after = span
+    found: list[_Row] = []
     while len(found) < limit:
-        ids = await checkpointer.workflows(after=after, limit=limit)
-        for workflow in ids:
-            info = await checkpointer.get_status(workflow)
-            if status is None or info is None or info.status is WorkflowStatus.PENDING:
-                found.append((workflow, info))
-                if len(found) == limit:
-                    break
-        if len(ids) < limit:
+        if status is None or status is WorkflowStatus.PENDING:
+            keys = await checkpointer.workflows(after=after, limit=limit)
+            page = [(key, await checkpointer.get_status(key)) for key in keys]
+        else:
+            infos = await checkpointer.list_status(status=status, limit=limit, after=after)
+            page = [(info.workflow, info) for info in infos]
+        for key, info in page:
+            if span is not None and not key.startswith(span):
+                return found  # past the tenant's keys
+            if status is WorkflowStatus.PENDING and info and info.status is not status:
+                continue
+            scoped = scoped_key(key)
+            if tenant is not None and scoped is not None and scoped[0] != tenant:
+                continue  # known from the key alone, without reading the records
+            row = await _row(checkpointer, key, info)
+            if row is None or (tenant is not None and row.tenant != tenant):
+                continue
+            found.append(row)
+            if len(found) == limit:
+                break
+        if len(page) < limit:
             break
-        after = ids[-1]
+        after = page[-1][0]
     return found
+
+
+async def _row(checkpointer: Checkpointer[Any], key: str, info: WorkflowInfo | None) -> _Row | None:
+    stored = await checkpointer.load(key)
+    scope = workflow_scope(key, stored)
+    if scope is None:
+        return None  # the store's own marker, not a workflow
+    return _Row(key, scope[0], scope[1], recorded_kind(stored), info)
 
 
 def _short(value: object, width: int = 70) -> str:
@@ -157,25 +320,44 @@ def _short(value: object, width: int = 70) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _readable(key: str, value: object) -> object:
+    """A record as an operator reads it: the instants the App records (deadlines, retries,
+    a start's times) as UTC times in ISO 8601 rather than epoch seconds."""
+    if instant(key):
+        return iso(value)
+    if key == START and isinstance(value, dict):
+        return {k: iso(v) if k in START_INSTANTS else v for k, v in value.items()}
+    return value
+
+
 async def show_workflow(args: argparse.Namespace) -> int:
-    """Print a workflow's status and history; exit 1 if it has neither."""
+    """Print a workflow's tenant, id, status and history; exit 1 if the tenant has no
+    such workflow.
+
+    ``--json`` prints every record with its value as stored, the start record first, in
+    recorded order, and the store's key of the workflow: what
+    `durably.testing.History.from_json` reads to replay it against other code."""
     async with opened(args) as stores:
-        info = await stores.checkpointer.get_status(args.workflow)
-        history = await stores.checkpointer.history(args.workflow)
-    if info is None and not history:
-        print(f"durably: no workflow {args.workflow!r}", file=sys.stderr)
+        key = await _key_of(stores.checkpointer, args)
+        info = None if key is None else await stores.checkpointer.get_status(key)
+        history = {} if key is None else await stores.checkpointer.history(key)
+    if key is None or (info is None and not history):
+        print(f"durably: no workflow {_named(args)}", file=sys.stderr)
         return 1
-    kind = recorded_kind({key: written.value for key, written in history.items()})
+    kind = recorded_kind({k: written.value for k, written in history.items()})
     if args.json:
         emit_json(
             {
+                "tenant": args.tenant,
                 "workflow": args.workflow,
+                "key": key,
                 "kind": kind,
-                "status": info,
+                "status": None if info is None else _shown(info, args.workflow, args.tenant),
                 "history": [{"key": k, "value": w.value, "at": w.at} for k, w in history.items()],
             }
         )
         return 0
+    print(f"tenant    {printable(args.tenant)}")
     print(f"workflow  {printable(args.workflow)}")
     print(f"kind      {printable(kind) if kind else '- (not recorded: not started by an App)'}")
     if info is not None:
@@ -186,37 +368,42 @@ async def show_workflow(args: argparse.Namespace) -> int:
         print("status    - (never run by a worker)")
     if history:
         print()
-        rows = [[cell(w.at), key, _short(w.value)] for key, w in history.items()]
+        rows = [[cell(w.at), key, _short(_readable(key, w.value))] for key, w in history.items()]
         print(table(rows, ["recorded", "key", "value"]))
     return 0
 
 
 async def delete_workflow(args: argparse.Namespace) -> int:
     """Delete a workflow's records and cancel its wakeups in its kind's scheduler; exit 1
-    if there is no such workflow."""
+    if the tenant has no such workflow."""
     async with opened(args) as stores:
-        info = await stores.checkpointer.get_status(args.workflow)
-        stored = await stores.checkpointer.load(args.workflow)
-        if info is None and not stored:
-            print(f"durably: no workflow {args.workflow!r}", file=sys.stderr)
+        key = await _key_of(stores.checkpointer, args)
+        if key is None:
+            print(f"durably: no workflow {_named(args)}", file=sys.stderr)
             return 1
+        stored = await stores.checkpointer.load(key)
         recorded = recorded_kind(stored)
         if recorded is not None and args.kind is not None and args.kind != recorded:
-            raise UsageError(
-                f"workflow {args.workflow!r} is of kind {recorded!r}, not {args.kind!r}"
-            )
+            raise UsageError(f"workflow {_named(args)} is of kind {recorded!r}, not {args.kind!r}")
         kind = args.kind or recorded
         if kind is None:
             raise UsageError(
-                f"the kind of workflow {args.workflow!r} is not recorded (it was not started "
+                f"the kind of workflow {_named(args)} is not recorded (it was not started "
                 "by durably.App): pass --kind, the kind its worker serves"
             )
-        deleted = await stores.durable(kind).delete(args.workflow)
+        deleted = await stores.durable(kind).delete(key)
     if args.json:
-        emit_json({"workflow": args.workflow, "kind": kind, "records_deleted": deleted})
+        emit_json(
+            {
+                "tenant": args.tenant,
+                "workflow": args.workflow,
+                "kind": kind,
+                "records_deleted": deleted,
+            }
+        )
     else:
         print(
-            f"deleted workflow {args.workflow!r} of kind {kind!r}: "
+            f"deleted workflow {_named(args)} of kind {kind!r}: "
             f"{deleted} record(s) discarded, its wakeups cancelled"
         )
     return 0

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from durably.app import WorkflowHandle
+from durably.app.storage import workflow_at
 from durably.demo.agent import APPROVAL, WORKER_ENV, Action, Answer, Brief, agent, app
 from durably.demo.ledger import Ledger
 from durably.stores.opening import Stores
@@ -110,6 +111,8 @@ class DemoRun:
     task: str
     plan: tuple[dict[str, object], ...]
     handle: WorkflowHandle[Answer]
+    key: str
+    """Where the store keeps the workflow's records (its id is unique within its tenant)."""
 
 
 @dataclass
@@ -187,7 +190,7 @@ class Demo:
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(self.path + suffix)
         fresh = not await asyncio.to_thread(os.path.exists, self.path)
-        app._core.dsn = f"sqlite:///{self.path}"  # not open yet
+        app.dsn = f"sqlite:///{self.path}"  # the demo's App, opened on this file
         try:
             return await self._story(await app.stores(), fresh)
         finally:
@@ -217,7 +220,7 @@ class Demo:
         self.note(f"worker 1 started (pid {first.pid})")
         await self._wait_for_billed(ledger, batch, KILL_AFTER_BILLED, first)
         await ledger.set_provider(answering=False)
-        await self._wait_until_recorded(stores, ledger, batch)
+        await self._wait_until_recorded(stores, ledger, batch, runs)
         calls = await ledger.calls(batch)
         in_flight = [c for c in calls if not c.billed]
         first.send_signal(signal.SIGKILL)
@@ -230,7 +233,7 @@ class Demo:
         for call in in_flight:
             self.note(f"  interrupted mid-call: {call.workflow} at {call.step}")
         recorded_at_kill = {
-            run.workflow: set(await stores.checkpointer.load(run.workflow)) for run in runs
+            run.workflow: set(await stores.checkpointer.load(run.key)) for run in runs
         }
         await ledger.set_provider(answering=True)
 
@@ -279,7 +282,10 @@ class Demo:
                 plan=[Action.model_validate(action) for action in plan],
             )
             handle = await agent.start(brief, id=workflow, tenant=tenant)
-            runs.append(DemoRun(tenant, run_id, agent_name, workflow, task, plan, handle))
+            key = await workflow_at(stores.checkpointer, tenant, workflow)
+            if key is None:
+                raise DemoError(f"workflow {workflow!r} of {tenant!r} was not stored")
+            runs.append(DemoRun(tenant, run_id, agent_name, workflow, task, plan, handle, key))
         return runs
 
     def _spawn(self, number: int) -> subprocess.Popen[bytes]:
@@ -331,16 +337,20 @@ class Demo:
                 raise DemoError(f"worker 1 billed only {len(billed)} calls in time")
             await asyncio.sleep(0.05)
 
-    async def _wait_until_recorded(self, stores: Stores, ledger: Ledger, batch: int) -> None:
+    async def _wait_until_recorded(
+        self, stores: Stores, ledger: Ledger, batch: int, runs: list[DemoRun]
+    ) -> None:
         """With the provider stalled no further call can be billed; wait until every
         billed call and its charge are recorded, so the kill lands only on calls in flight."""
+        keys = {run.workflow: run.key for run in runs}
         deadline = time.monotonic() + 10.0
         while time.monotonic() < deadline:
             billed = [c for c in await ledger.calls(batch) if c.billed]
             loaded: dict[str, set[str]] = {}
             for call in billed:
                 if call.workflow not in loaded:
-                    loaded[call.workflow] = set(await stores.checkpointer.load(call.workflow))
+                    key = keys[call.workflow]
+                    loaded[call.workflow] = set(await stores.checkpointer.load(key))
             if all({c.step, f"usage:{c.step}"} <= loaded[c.workflow] for c in billed):
                 return
             await asyncio.sleep(0.05)

@@ -31,21 +31,33 @@ class MemoryDurable:
         """Where wakeups live."""
         return self._scheduler
 
-    async def arrive(self, workflow: str, key: str, value: object) -> Recorded[object]:
-        """Supply ``key`` (first writer wins) and make the workflow ready."""
+    async def arrive(
+        self, workflow: str, key: str, value: object, *, tenant: str | None = None
+    ) -> Recorded[object]:
+        """Supply ``key`` (first writer wins) and make the workflow ready for ``tenant``."""
         identifier(workflow, "workflow")
+        if tenant is not None:
+            identifier(tenant, "tenant")
         recorded = self._checkpointer._supply_now(workflow, key, value)
-        self._scheduler._make_ready_now(workflow)
+        self._scheduler._make_ready_now(workflow, tenant)
         return recorded
 
     async def deliver(
-        self, workflow: str, value: object, *, unless_finished: bool = False
+        self,
+        workflow: str,
+        value: object,
+        *,
+        tenant: str | None = None,
+        unless_finished: bool = False,
     ) -> Entry:
-        """Append a message and make the workflow ready; with ``unless_finished``,
-        `WorkflowFinishedError` for a finished workflow (nothing written or woken)."""
+        """Append a message and make the workflow ready for ``tenant``; with
+        ``unless_finished``, `WorkflowFinishedError` for a finished workflow (nothing
+        written or woken)."""
         identifier(workflow, "workflow")
+        if tenant is not None:
+            identifier(tenant, "tenant")
         entry = self._checkpointer._append_now(workflow, value, unless_finished)
-        self._scheduler._make_ready_now(workflow)
+        self._scheduler._make_ready_now(workflow, tenant)
         return entry
 
     async def delete(self, workflow: str) -> int:

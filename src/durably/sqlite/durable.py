@@ -43,15 +43,20 @@ class SqliteDurable:
         """Where wakeups live."""
         return self._scheduler
 
-    async def arrive(self, workflow: str, key: str, value: object) -> Recorded[object]:
-        """Supply ``key`` (first writer wins) and make the workflow ready, in one commit."""
+    async def arrive(
+        self, workflow: str, key: str, value: object, *, tenant: str | None = None
+    ) -> Recorded[object]:
+        """Supply ``key`` (first writer wins) and make the workflow ready for ``tenant``,
+        in one commit."""
         identifier(workflow, "workflow")
         step_key(key)
+        if tenant is not None:
+            identifier(tenant, "tenant")
         encoded = self._checkpointer.encode(value)
 
         def arrive(tx: Transaction) -> Recorded[object]:
             recorded = self._checkpointer.bound(tx).insert(workflow, key, encoded)
-            self._scheduler.bound(tx).make_ready(workflow)
+            self._scheduler.bound(tx).make_ready(workflow, tenant)
             return recorded
 
         recorded = await self._db.transaction(arrive)
@@ -59,17 +64,24 @@ class SqliteDurable:
         return recorded
 
     async def deliver(
-        self, workflow: str, value: object, *, unless_finished: bool = False
+        self,
+        workflow: str,
+        value: object,
+        *,
+        tenant: str | None = None,
+        unless_finished: bool = False,
     ) -> Entry:
-        """Append a message and make the workflow ready, in one commit; with
-        ``unless_finished``, `WorkflowFinishedError` for a finished workflow (nothing
+        """Append a message and make the workflow ready for ``tenant``, in one commit;
+        with ``unless_finished``, `WorkflowFinishedError` for a finished workflow (nothing
         written or woken)."""
         identifier(workflow, "workflow")
+        if tenant is not None:
+            identifier(tenant, "tenant")
         encoded = self._checkpointer.encode(value)
 
         def deliver(tx: Transaction) -> Entry:
             entry = self._checkpointer.bound(tx).append(workflow, encoded, unless_finished)
-            self._scheduler.bound(tx).make_ready(workflow)
+            self._scheduler.bound(tx).make_ready(workflow, tenant)
             return entry
 
         entry = await self._db.transaction(deliver)

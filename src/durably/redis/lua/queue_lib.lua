@@ -17,7 +17,7 @@ local function ring(queue, due_at)
   if redis.call('LLEN', bell) < 64 then redis.call('LPUSH', bell, due_at) end
 end
 
--- Where a queue's tenants stand (docs/redis.md, "Claiming and fairness"), so a claim reads
+-- Where a queue's tenants stand (docs/redis.md, "Runs and work"), so a claim reads
 -- the first of a sorted set instead of every tenant:
 --   rota     served tenants with a due item, scored by their turn;
 --   fresh    never-served tenants with a due item, scored by their oldest item's

@@ -1,26 +1,46 @@
 """`AppConformance`: what `durably.App` promises, on every backing.
 
-Subclass it and provide ``app_factory``: ``Callable[..., Awaitable[App]]``, each call (a
-clock, then keyword options for the `App`, such as ``max_records``) an App over one empty
-store shared by every call of the same test (the subclass cleans up;
-set ``shares_stores = False`` where two Apps cannot share one, as on memory). Workflows
-are registered inside each test, so their default kinds are unique per test.
+Subclass it and provide ``app_factory``: ``(clock, **options) -> Awaitable[App]``, each call
+an App (the options passed on to it) over one empty store shared by every call of the same
+test (the subclass cleans up; set ``shares_stores = False`` where two Apps cannot share one,
+as on memory). Workflows are registered inside each test, so their default kinds are unique
+per test.
 """
 
 from __future__ import annotations
 
 from durably.testing.app.basics import AppBasics
 from durably.testing.app.continuing import AppContinueAsNew
+from durably.testing.app.deploys import AppDeployCheck
+from durably.testing.app.failures import AppFailures
+from durably.testing.app.fairness import AppFairness
+from durably.testing.app.fanout import AppFanOut
 from durably.testing.app.fixtures import AppFactory
 from durably.testing.app.lifecycle import AppLifecycle
 from durably.testing.app.messages import AppMessages
 from durably.testing.app.races import AppRaces
 from durably.testing.app.refusals import AppRefusals
 from durably.testing.app.replay import AppReplay
+from durably.testing.app.tenants import AppTenants
+from durably.testing.app.upgrade import AppUpgrade
+from durably.testing.app.values import AppValues
 
 
 class AppConformance(
-    AppBasics, AppLifecycle, AppReplay, AppRefusals, AppRaces, AppMessages, AppContinueAsNew
+    AppBasics,
+    AppDeployCheck,
+    AppLifecycle,
+    AppReplay,
+    AppRefusals,
+    AppRaces,
+    AppTenants,
+    AppUpgrade,
+    AppFanOut,
+    AppValues,
+    AppFailures,
+    AppFairness,
+    AppMessages,
+    AppContinueAsNew,
 ):
     """Every test here must pass for `durably.App` on every backing durably ships."""
 

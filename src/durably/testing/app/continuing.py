@@ -1,6 +1,6 @@
 """`AppContinueAsNew`: long-lived workflows. `ctx.continue_as_new` ends a run and begins
 the same workflow afresh (same id, tenant, parent and handles; an empty history; the
-messages not yet taken), and a run that would outgrow ``max_records`` parks."""
+messages not yet taken), and a run that would outgrow ``Limits.records`` parks."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from durably.app import App, Context, context
+from durably.app import App, Context, Limits, context
 from durably.clock import ManualClock
 from durably.errors import InvalidInputError, WorkflowCancelledError
 from durably.stores.status import WorkflowStatus
@@ -66,7 +66,7 @@ class AppContinueAsNew(AppFixtures):
         before = await handle.status()
         await app.run_until_idle()
         assert await handle.result(timeout=5) == 34  # the child's last run (n=3, run 4)
-        child = await app.get_handle(f"{workflow}/child:{counter.kind}#1")
+        child = await app.get_handle(f"{workflow}/child:{counter.kind}#1", tenant="acme")
         info = await child.status()
         assert (info.tenant, info.parent, info.status) == (
             "acme",
@@ -74,8 +74,7 @@ class AppContinueAsNew(AppFixtures):
             WorkflowStatus.COMPLETED,
         )
         assert await child.result(timeout=5) == 34
-        again = await counter.start(7, id=child.id)  # the id still names the same workflow
-        assert not again.created
+        again = await counter.get_handle(child.id, tenant="acme")  # found by its id still
         assert await again.result(timeout=5) == 34
         assert (await handle.status()).created == before.created
 
@@ -191,7 +190,7 @@ class AppContinueAsNew(AppFixtures):
     async def test_a_run_past_the_record_limit_parks_naming_continue_as_new(
         self, app_factory: AppFactory
     ) -> None:
-        app = await app_factory(ManualClock(), max_records=20)
+        app = await app_factory(ManualClock(), limits=Limits(records=20))
         ran: list[int] = []
 
         @app.step

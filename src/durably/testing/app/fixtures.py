@@ -6,23 +6,20 @@ from __future__ import annotations
 import dataclasses
 import enum
 import uuid
-from collections.abc import Awaitable
-from datetime import date, datetime
+from collections.abc import Awaitable, Callable
+from datetime import date, datetime, timedelta
 from decimal import Decimal
-from typing import Any, Protocol
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from durably.app import App, Topic
-from durably.clock import Clock, ManualClock
+from durably.app import App, Context, Topic, Workflow
+from durably.clock import ManualClock
 
-
-class AppFactory(Protocol):
-    """Each call an App over the test's one store (every call of one test shares it), on
-    ``clock``, with ``options`` passed on to `App` (``max_records=``, say)."""
-
-    def __call__(self, clock: Clock, **options: Any) -> Awaitable[App]: ...
+AppFactory = Callable[..., Awaitable[App]]
+"""``(clock, **options)``: each call an App over the test's one store (every call of one test
+shares it), keyword options (``limits=``, say) passed on to the App."""
 
 
 class Ticket(BaseModel):
@@ -82,6 +79,67 @@ def fresh_id() -> str:
     return f"wf-{uuid.uuid4().hex[:12]}"
 
 
+def parent_of_a_sleeper(app: App) -> tuple[Workflow[[], None], Workflow[[], None]]:
+    """Register ``slow``, which sleeps a day, and ``parent``, which waits for it as its
+    child; both returned, ``(slow, parent)``."""
+
+    @app.workflow
+    async def slow(ctx: Context) -> None:
+        await ctx.sleep(timedelta(days=1))
+
+    @app.workflow
+    async def parent(ctx: Context) -> None:
+        await ctx.child(slow)
+
+    return slow, parent
+
+
+def earlier_start(
+    kind: str,
+    args: dict[str, Any],
+    tenant: str,
+    *,
+    parent: str | None = None,
+    parent_kind: str | None = None,
+) -> dict[str, Any]:
+    """A start record as releases before tenant scopes wrote it."""
+    return {
+        "kind": kind,
+        "args": args,
+        "tenant": tenant,
+        "created": 0.0,
+        "parent": parent,
+        "parent_kind": parent_kind,
+        "timeout_at": None,
+    }
+
+
+async def write_earlier(
+    app: App,
+    kind: str,
+    args: dict[str, Any],
+    records: dict[str, object] | None = None,
+    messages: list[dict[str, object]] | None = None,
+) -> str:
+    """Start a workflow of ``kind`` in the default tenant as an earlier release did.
+
+    Its start record holds ``args`` as that release encoded them, ``records`` lie beside
+    it and ``messages`` wait in its inbox; then it is made ready. Returns its id.
+    """
+    stores = await app.stores()
+    workflow = fresh_id()
+    await stores.checkpointer.supply(
+        workflow, "durably:start", earlier_start(kind, args, "default")
+    )
+    for key, value in (records or {}).items():
+        await stores.checkpointer.supply(workflow, key, value)
+    durable = stores.durable(kind)
+    for message in messages or []:
+        await durable.deliver(workflow, message)
+    await durable.scheduler.make_ready(workflow)
+    return workflow
+
+
 class AppFixtures:
     """The ``app`` fixture: an App on a `ManualClock` from the subclass's ``app_factory``."""
 
@@ -106,5 +164,8 @@ __all__ = [
     "ReplyWithDefault",
     "ReplyWithScore",
     "Ticket",
+    "earlier_start",
     "fresh_id",
+    "parent_of_a_sleeper",
+    "write_earlier",
 ]
