@@ -25,7 +25,7 @@ from durably.app._steps import Step
 from durably.app._values import Duration, seconds_of
 from durably.app._workflow import Workflow
 from durably.clock import Clock, SystemClock
-from durably.errors import ConfigurationError, InvalidInputError
+from durably.errors import ConfigurationError, DurablyError, InvalidInputError
 from durably.stores.dsn import DSN_ENV, describe, parse, redacted
 from durably.stores.opening import Stores
 from durably.validation import identifier
@@ -392,6 +392,9 @@ class App:
                 False: the signals stay the program's, and cancelling the task stops the
                 worker, giving its in-flight passes back.
 
+        An error that stops it is logged (logger ``durably.app``) before it is raised, so
+        that a task nobody awaits until later does not hide it.
+
         Raises:
             ConfigurationError: A kind in ``workflows`` that is not registered, or any
                 queue named.
@@ -405,16 +408,25 @@ class App:
                 DEFAULT_DSN,
                 DSN_ENV,
             )
-        await self._driver.serve(
-            workflows,
-            queues,
-            concurrency=concurrency,
-            grace=seconds_of(grace, "grace"),
-            name=name,
-            poll=seconds_of(poll, "poll"),
-            maintenance=seconds_of(maintenance, "maintenance"),
-            signals=signals,
-        )
+        try:
+            await self._driver.serve(
+                workflows,
+                queues,
+                concurrency=concurrency,
+                grace=seconds_of(grace, "grace"),
+                name=name,
+                poll=seconds_of(poll, "poll"),
+                maintenance=seconds_of(maintenance, "maintenance"),
+                signals=signals,
+            )
+        except DurablyError as exc:
+            # Often run as a task nobody awaits until the end: said here, when it happens
+            # (durably's own errors say what to do; a traceback adds nothing to them).
+            _logger.error("serve stopped: %s: %s", type(exc).__name__, exc)
+            raise
+        except Exception:
+            _logger.exception("serve stopped on an unexpected error")
+            raise
 
     async def sweep(self, *, limit: int = 500) -> int:
         """Run one bounded round of the retention sweep (what `serve` runs every minute).

@@ -1,8 +1,9 @@
 """`Core`: what the App's parts share, built by `App` and taken by every helper.
 
-The App's settings (clock, tenant, lease, retention, limits), its registry of workflows and steps,
-its stores (opened once, on first use), the cancels this process asked for, and the status
-changes made outside a pass (resume, the end of a parked workflow). Workflows, handles and
+The App's settings (clock, tenant, lease, retention, limits), its registry of workflows and
+steps, its stores (opened on first use, on the event loop that uses them), the passes
+running here (told of this process's cancels), and the status changes made outside a pass
+(resume, the cancelled end of a workflow no pass will run). Workflows, handles and
 the driver take a `Core`, never the `App`, so the App's own surface is only what users call.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
@@ -19,6 +21,7 @@ from durably.app import _layout as layout
 from durably.app import _tenancy as tenancy
 from durably.app._cancels import Cancels
 from durably.app._limits import Limits
+from durably.app._loops import LoopStores
 from durably.clock import Clock
 from durably.errors import ConfigurationError
 from durably.stores.dsn import describe
@@ -65,45 +68,45 @@ class Core:
         self.steps: dict[str, Step[Any, Any]] = {}
         self.cancels = Cancels(self.stores)
         """What running passes ask whether a cancel arrived since they began."""
-        self._stores: Stores | None = None
-        self._opening: asyncio.Lock | None = None
+        self._stores = LoopStores(self._open, describe(dsn))
         self._durables: dict[str, Durable[Any]] = {}
+        self._durables_over: Stores | None = None
         self.older_layout = True
         """Whether the store may hold workflows keyed as before tenants scoped ids
         (`tenancy.older_layout`, read when the stores open), which lookups then try too."""
 
     def retarget(self, dsn: SecretStr) -> None:
         """Open the stores from ``dsn`` instead; refused once they are open."""
-        if self._stores is not None:
+        if self._stores.current is not None:
             raise ConfigurationError("the App's stores are open: close it before changing its DSN")
         self.dsn = dsn
 
     async def stores(self) -> Stores:
-        """The stores, opened (and the schema made ready) on first use."""
-        if self._stores is not None:
-            return self._stores
-        if self._opening is None:
-            self._opening = asyncio.Lock()
-        async with self._opening:
-            if self._stores is None:
-                stores = await open_stores(self.dsn, clock=self.clock)
-                try:
-                    await (stores.migrate() if self.migrate else stores.verify())
-                    self.older_layout = await tenancy.older_layout(stores.checkpointer, settle=True)
-                except BaseException:
-                    await stores.close()
-                    raise
-                _logger.info("opened %s", describe(self.dsn))
-                self._stores = stores
-        return self._stores
+        """The stores, opened (and the schema made ready) on first use on the running
+        event loop (`LoopStores`: an App serves one loop after another)."""
+        return await self._stores.get()
+
+    async def _open(self) -> Stores:
+        stores = await open_stores(self.dsn, clock=self.clock)
+        try:
+            await (stores.migrate() if self.migrate else stores.verify())
+            self.older_layout = await tenancy.older_layout(stores.checkpointer, settle=True)
+        except BaseException:
+            await stores.close()
+            raise
+        _logger.info("opened %s", describe(self.dsn))
+        return stores
 
     def durable(self, kind: str) -> Durable[Any]:
         """The `Durable` whose scheduler serves workflow kind ``kind`` (stores open)."""
-        if self._stores is None:
+        stores = self._stores.current
+        if stores is None:
             raise RuntimeError("the App's stores are not open yet")
+        if stores is not self._durables_over:  # opened afresh (on another event loop)
+            self._durables, self._durables_over = {}, stores
         durable = self._durables.get(kind)
         if durable is None:
-            durable = self._stores.durable(kind, lease=self.lease)
+            durable = stores.durable(kind, lease=self.lease)
             self._durables[kind] = durable
         return durable
 
@@ -127,24 +130,57 @@ class Core:
         await self.durable(kind).scheduler.make_ready(id, tenant=layout.tenant_of(stored))
         return True
 
-    async def end_parked(self, id: str, generation: int) -> None:
-        """End parked workflow ``id`` cancelled (a cancel asked while it was parked: no
-        pass will run to see it), as its body's cancelled end would: the record of the
-        end, then the status. Resumable, as any cancelled workflow."""
+    async def end_cancelled(self, id: str, generation: int, *, parked: bool) -> bool:
+        """End the workflow keyed ``id`` cancelled here, as its body's cancelled end would
+        (the record of the end, the status, its parent woken), where no pass will run to
+        see the cancel: it is parked (``parked``), or no pass of its generation
+        ``generation`` has begun (its status pending). Resumable, as any cancelled
+        workflow.
+
+        Done under the workflow's claim, so no pass runs meanwhile; the status is looked at
+        again under it. A parked workflow's claim is waited for (a worker that took its
+        delivery holds it only while it reads the status); a pending one's is tried once:
+        a pass holding it sees the cancel itself. False when nothing was ended here (a
+        pass holds it or ran it, or a resume opened another generation)."""
         checkpointer = (await self.stores()).checkpointer
-        ended = layout.occurrence(layout.CANCELLED, generation)
-        await checkpointer.supply(id, ended, "cancelled")
-        holder = await self._claim_briefly(id)
+        holder = await (self._claim_briefly(id) if parked else checkpointer.claim(id, 30.0, 30.0))
         if holder is None:
-            return  # a pass holds it after all (a resume raced this): it sees the cancel
+            return False
         try:
             info = await checkpointer.get_status(id)
-            if info is not None and info.status is WorkflowStatus.PARKED:
-                await checkpointer.set_status(
-                    holder, WorkflowStatus.CANCELLED, attempts=info.attempts, error="cancelled"
-                )
+            status = WorkflowStatus.PENDING if info is None else info.status
+            if status is not (WorkflowStatus.PARKED if parked else WorkflowStatus.PENDING):
+                return False
+            stored = await checkpointer.load(id)
+            if layout.generation(stored) != generation:
+                return False
+            ended = layout.occurrence(layout.CANCELLED, generation)
+            await checkpointer.record(holder, ended, "cancelled")
+            await checkpointer.set_status(
+                holder,
+                WorkflowStatus.CANCELLED,
+                attempts=0 if info is None else info.attempts,
+                error="cancelled",
+            )
+            start = stored.get(layout.START)
+            kind = layout.recorded_kind(stored)
+            if not parked and kind is not None:
+                # Its wakeup from the start would only run a pass that reports this end.
+                await self.durable(kind).scheduler.cancel(id)
+            if isinstance(start, dict):
+                await self.wake_parent(start)
         finally:
             await checkpointer.release(holder)
+        return True
+
+    async def wake_parent(self, start: Mapping[str, Any]) -> None:
+        """Make ready the parent a child's start record names (it waits for the child's
+        end, which was just recorded)."""
+        parent, kind = layout.parent_key(start), start.get("parent_kind")
+        if parent is not None and kind is not None:
+            # A child runs for its parent's tenant: the parent wakes in that tenant's turn.
+            scheduler = self.durable(str(kind)).scheduler
+            await scheduler.make_ready(parent, tenant=start.get("tenant"))
 
     async def _claim_briefly(self, id: str) -> Pass | None:
         """A claim on workflow ``id`` for a status change made outside a pass, waiting up
@@ -163,10 +199,8 @@ class Core:
     async def close(self) -> None:
         """Close the stores and the schedulers made over them (idempotent); they open
         again if used later."""
-        stores, self._stores = self._stores, None
-        self._durables = {}
-        if stores is not None:
-            await stores.close()  # closes every `Stores.durable` scheduler first
+        self._durables, self._durables_over = {}, None
+        await self._stores.close()
 
 
 __all__ = ["CLAIM_PAUSE", "CLAIM_WAIT", "Core"]

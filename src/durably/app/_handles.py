@@ -358,10 +358,12 @@ class WorkflowHandle(Generic[R]):
         recorded = await self._core.durable(self._kind).arrive(
             self._key, layout.cancel_key(generation), uuid.uuid4().hex, tenant=self._tenant
         )
-        self._core.cancels.asked(self._key)
-        if info.status is WorkflowStatus.PARKED:
-            # No pass runs a parked workflow: it ends cancelled here.
-            await self._core.end_parked(self._key, generation)
+        self._core.cancels.asked(self._key, layout.cancel_key(generation))
+        if info.status in (WorkflowStatus.PARKED, WorkflowStatus.PENDING):
+            # No pass runs a parked workflow, and none has begun on a pending one (never
+            # run, or resumed and not run since): either ends cancelled here, at once.
+            parked = info.status is WorkflowStatus.PARKED
+            await self._core.end_cancelled(self._key, generation, parked=parked)
         await cancel_children(self._core, stored, parent=self._id, tenant=self._tenant)
         return recorded.first
 

@@ -455,6 +455,7 @@ class Workflow(Generic[P, R]):
                 raise Cancelled(_cancelled(ctx.id, ended.get("e") == layout.TIMED_OUT))
             raise BodyFailed(Recorded(str(ended.get("e"))), retryable=False)
         positional, keywords = self.arguments(ctx.id, start)
+        running = self._core.cancels.begin(run.workflow, ctx._cancel_key)
         token = bind(ctx)
         try:
             value = await self._call(ctx, positional, keywords)
@@ -490,7 +491,7 @@ class Workflow(Generic[P, R]):
             raise await self._failed(run, ctx, exc) from exc
         finally:
             unbind(token)
-            self._core.cancels.forget(run.workflow)
+            self._core.cancels.forget(run.workflow, running)
         if ctx._stopped is not None:
             raise ctx._stopped
         if ctx._continued is not None:  # caught by the body, which then returned
@@ -577,11 +578,7 @@ class Workflow(Generic[P, R]):
         await self._wake_parent(ctx._start)
 
     async def _wake_parent(self, start: Mapping[str, Any]) -> None:
-        parent, kind = layout.parent_key(start), start.get("parent_kind")
-        if parent is not None and kind is not None:
-            # A child runs for its parent's tenant: the parent wakes in that tenant's turn.
-            scheduler = self._core.durable(str(kind)).scheduler
-            await scheduler.make_ready(parent, tenant=start.get("tenant"))
+        await self._core.wake_parent(start)
 
     def __repr__(self) -> str:
         return f"<durably workflow {self.kind!r}>"

@@ -72,6 +72,7 @@ class MemoryScheduler:
         self._sleeping: list[_Row] = []
         self._pushes = itertools.count()
         self._changed = asyncio.Event()
+        self._changed_on: asyncio.AbstractEventLoop | None = None
         self._receipts = itertools.count(1)
         self._instance = uuid.uuid4().hex
 
@@ -134,7 +135,7 @@ class MemoryScheduler:
         non_negative(within, "within")
         deadline = self._now() + within
         while True:
-            changed = self._changed
+            changed = self._waitable()
             now = self._now()
             taken = self._take(now)
             if taken is not None:
@@ -270,9 +271,24 @@ class MemoryScheduler:
             heap[:] = list(kept.values())
             heapq.heapify(heap)
 
+    def _waitable(self) -> asyncio.Event:
+        """The event a waiter of this loop waits on: an event serves one event loop, and
+        this scheduler may outlive the loop that last waited (one ``asyncio.run`` after
+        another)."""
+        loop = asyncio.get_running_loop()
+        if self._changed_on is not loop:
+            self._changed, self._changed_on = asyncio.Event(), loop
+        return self._changed
+
     def _notify(self) -> None:
-        # Wake every waiter, then give later waiters a fresh event to wait on.
-        self._changed.set()
+        # Wake every waiter, then give later waiters a fresh event to wait on. Waiters of
+        # a loop that has stopped are gone: waking them would fail on their closed loop.
+        try:
+            current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        if self._changed_on is None or self._changed_on is current:
+            self._changed.set()
         self._changed = asyncio.Event()
 
 

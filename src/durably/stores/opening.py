@@ -83,6 +83,10 @@ class Stores:
     """The record writes of passes (through every `durable`) in flight at once: half the
     pool, so a gather of thousands of steps queues in the process and leaves connections
     for claims, reports and handles; None: not paced (memory)."""
+    bound_to_loop: bool = True
+    """Whether the stores hold connections or waits of the event loop that opened them,
+    and so serve no other loop (every backing but memory, whose stores are plain objects of
+    this process: an App keeps them across loops, where it opens the others afresh)."""
     _gate: WriteGate | None = field(default=None, init=False, repr=False)
 
     def durable(self, kind: str = "default", *, lease: float = 30.0) -> Durable[Any]:
@@ -237,6 +241,7 @@ def _open_memory(clock: Clock, policy: QueuePolicy) -> Stores:
         queue=memory.MemoryWorkQueue(clock=clock, policy=policy),
         checkpointer=checkpointer,
         make_durable=make_durable,
+        bound_to_loop=False,
     )
 
 

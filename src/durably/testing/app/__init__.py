@@ -10,6 +10,7 @@ per test.
 from __future__ import annotations
 
 from durably.testing.app.basics import AppBasics
+from durably.testing.app.cancels import AppCancels
 from durably.testing.app.continuing import AppContinueAsNew
 from durably.testing.app.deploys import AppDeployCheck
 from durably.testing.app.failures import AppFailures
@@ -41,6 +42,7 @@ class AppConformance(
     AppFairness,
     AppMessages,
     AppContinueAsNew,
+    AppCancels,
 ):
     """Every test here must pass for `durably.App` on every backing durably ships."""
 
