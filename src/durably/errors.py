@@ -7,6 +7,7 @@ The workflow control signals (`Interruption` and its subclasses) are deliberatel
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 PersistenceReason = Literal["unavailable", "contended", "too_large"]
@@ -275,6 +276,39 @@ class RecordLimitError(WorkflowStopped):
         )
 
 
+class UnreadableRecordError(IncompatibleRecordError):
+    """A stored record cannot be read at all: it is not text its codec reads (corrupt, or
+    written by something else), or it holds what no value may (NaN, an int too long, JSON
+    nested too deeply). Parks a workflow that meets it in a pass, as an
+    `IncompatibleRecordError` does: repair or remove the record, then ``handle.resume()``.
+
+    ``key`` is the first record that could not be read (``"status"`` for the workflow's
+    status row); ``unreadable`` maps every such key to why; ``readable`` holds the other
+    records of the same read, as the read would have returned them, so that a reader can
+    go on around the damage (`durably workflows show` lists them)."""
+
+    def __init__(
+        self,
+        workflow: str,
+        unreadable: Mapping[str, str],
+        stored: str = "",
+        readable: Mapping[str, object] | None = None,
+    ) -> None:
+        key, detail = next(iter(unreadable.items()))
+        self.workflow = workflow
+        self.key = key
+        self.type_name = "record"
+        self.stored = stored
+        self.unreadable = dict(unreadable)
+        self.readable: dict[str, object] = dict(readable or {})
+        more = f" (and {len(unreadable) - 1} more)" if len(unreadable) > 1 else ""
+        shown = f"; stored: {stored[:200]}" if stored else ""
+        WorkflowStopped.__init__(
+            self,
+            f"workflow {workflow!r}: the record at {key!r} cannot be read{more}: {detail}{shown}",
+        )
+
+
 class StepFailedError(DurablyError):
     """A step failed for good (retries exhausted or not retryable); its error is recorded,
     so every replay raises this same error at the same call."""
@@ -486,6 +520,7 @@ __all__ = [
     "StrayCancellationError",
     "Suspended",
     "Swallowed",
+    "UnreadableRecordError",
     "ValueTypeWarning",
     "WorkItemNotFoundError",
     "WorkflowCancelledError",

@@ -60,6 +60,17 @@ def within_size(text: str, limit: int, what: str, store: str) -> str:
     return text
 
 
+MAX_INT_DIGITS = 4300
+"""The most decimal digits of an int a stored value may hold: Python's default limit for
+turning an int into text and back (`sys.get_int_max_str_digits`), which every process
+reading the value applies. A longer int is refused when written, as it could not be read."""
+
+INT_BOUND = 10**MAX_INT_DIGITS
+"""Every int a value may hold is strictly between `INT_FLOOR` and ``INT_BOUND``."""
+INT_FLOOR = -INT_BOUND
+"""``-INT_BOUND``, made once (negating it is as slow as copying 1,800 bytes)."""
+
+
 MAX_DEPTH = 64
 """How deeply a stored JSON value (a record's metadata, a tool call's arguments) may nest:
 64 dicts or lists inside one another. Deeper values are refused when written, because a

@@ -797,7 +797,7 @@ class Context:
     def _decode(self, value: Value, data: object, key: str) -> Any:
         try:
             return value.decode(data)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise self._park(
                 IncompatibleRecordError(self.id, key, value.type_name, stored_text(data), str(exc))
             ) from None

@@ -16,7 +16,7 @@ from durably.app._core import Core
 from durably.clock import ManualClock
 from durably.engine import ServiceContext, Worker, WorkflowService
 from durably.engine.worker import LOGGER_NAME
-from durably.errors import ConfigurationError
+from durably.errors import ConfigurationError, UnreadableRecordError
 from durably.stores.status import WorkflowInfo, WorkflowStatus
 from durably.stores.work import QueuePolicy
 
@@ -118,7 +118,11 @@ class Driver:
         for info in infos:
             if info.status not in UNFINISHED:
                 continue
-            start = (await checkpointer.peek(info.workflow, [layout.START])).get(layout.START)
+            try:
+                peeked = await checkpointer.peek(info.workflow, [layout.START])
+            except UnreadableRecordError:
+                continue  # a start record nobody can read: its pass parks it, saying why
+            start = peeked.get(layout.START)
             kind = start.get("kind") if isinstance(start, dict) else None
             if isinstance(start, dict) and kind is not None and kind not in self._core.workflows:
                 found.append((tenancy.scope(info.workflow, start)[1], str(kind)))

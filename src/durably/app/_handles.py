@@ -14,9 +14,8 @@ from durably.app import _tenancy as tenancy
 from durably.app._context import current_tenant, current_workflow
 from durably.app._core import Core
 from durably.app._topics import Topic
-from durably.app._values import ANY, Duration, Value, seconds_of, stored_text
+from durably.app._values import ANY, Duration, Value, decoded_record, seconds_of
 from durably.errors import (
-    IncompatibleRecordError,
     InvalidInputError,
     PoolExhaustedError,
     WorkflowCancelledError,
@@ -135,7 +134,12 @@ class WorkflowHandle(Generic[R]):
                 own timeout passed.
             TimeoutError: ``timeout`` passed before the workflow ended.
             WorkflowNotFoundError: No workflow has this id (never started, or swept).
-            IncompatibleRecordError: The recorded result no longer fits its annotated type.
+            IncompatibleRecordError: The recorded result no longer fits its annotated type,
+                or the start record is not of the shape an App writes.
+            UnreadableRecordError: A record cannot be read at all (corrupt, or written by
+                something else; a pass parks the workflow on it): at once when it is the
+                result or the start record, else in place of the `TimeoutError`, as it
+                says why no result comes.
         """
         if current_workflow() is not None:
             raise InvalidInputError(
@@ -152,6 +156,8 @@ class WorkflowHandle(Generic[R]):
                 value: R = ended[0]
                 return value
             if not await looks.pause():
+                # Why it may never finish, if its records say so (one that cannot be read).
+                layout.read_start(await checkpointer.load(self._key), self._id)
                 raise TimeoutError(f"workflow {self._id!r} has not finished")
 
     async def _ended(self, checkpointer: Checkpointer[Any]) -> tuple[R] | None:
@@ -164,13 +170,14 @@ class WorkflowHandle(Generic[R]):
             if info.status is WorkflowStatus.COMPLETED:
                 stored = await checkpointer.peek(self._key, [layout.RESULT])
                 if layout.RESULT in stored:
-                    return (_decoded(self._id, layout.RESULT, self._result, stored[layout.RESULT]),)
+                    data = stored[layout.RESULT]
+                    return (decoded_record(self._id, layout.RESULT, self._result, data),)
             elif info.status is WorkflowStatus.FAILED:
                 ended = layout.ending(await checkpointer.load(self._key)) or {}
                 details = layout.failure_details(ended)
                 raise WorkflowFailedError(self._id, info.last_error, **details)
             elif info.status is WorkflowStatus.CANCELLED:
-                ended = layout.ending(await checkpointer.load(self._key)) or {}
+                ended = layout.ending(await layout.readable(checkpointer, self._key)) or {}
                 raise WorkflowCancelledError(self._id, timed_out=ended.get("e") == layout.TIMED_OUT)
         elif not tenancy.belongs(await checkpointer.peek(self._key, [layout.START]), self._tenant):
             raise self._not_found()
@@ -179,10 +186,14 @@ class WorkflowHandle(Generic[R]):
     async def status(self) -> WorkflowInfo:
         """Return the workflow's status, with its kind, tenant, created time and parent.
 
-        Before its first pass the status is `WorkflowStatus.PENDING`.
+        Before its first pass the status is `WorkflowStatus.PENDING`. Only the start record
+        and the status are read: another record that cannot be read does not hide it (a
+        pass parks the workflow on such a record, and the status says so).
 
         Raises:
             WorkflowNotFoundError: No workflow has this id (never started, or swept).
+            UnreadableRecordError: The start record or the status cannot be read at all.
+            IncompatibleRecordError: The start record is not of the shape an App writes.
         """
         checkpointer = (await self._core.stores()).checkpointer
         stored = await checkpointer.peek(self._key, [layout.START])  # not its whole history
@@ -201,21 +212,21 @@ class WorkflowHandle(Generic[R]):
 
         Raises:
             WorkflowNotFoundError: No start record, or one of another tenant.
+            IncompatibleRecordError: A start record not of the shape an App writes.
         """
-        start = stored.get(layout.START)
-        if not isinstance(start, dict) or not tenancy.belongs(stored, self._tenant):
+        start = layout.read_start(stored, self._id)
+        if start is None or not tenancy.belongs(stored, self._tenant):
             raise self._not_found()
-        created = datetime.fromtimestamp(float(start.get("created", 0.0)), UTC)
+        created = datetime.fromtimestamp(start["created"], UTC)
         if info is None:
             info = WorkflowInfo(self._id, WorkflowStatus.PENDING, 0, None, created)
-        parent = start.get("parent")
         return dataclasses.replace(
             info,
             workflow=self._id,
-            kind=str(start.get("kind")),
+            kind=start["kind"],
             tenant=self._tenant,
             created=created,
-            parent=None if parent is None else str(parent),
+            parent=start.get("parent"),
         )
 
     async def send(self, topic: Topic[Any], value: object) -> None:
@@ -316,13 +327,14 @@ class WorkflowHandle(Generic[R]):
         value = ANY if type is None else Value.of(type, f"event {key!r}")
         looks = _Looks(timeout)
         checkpointer = (await self._core.stores()).checkpointer
+        event = f"{layout.EVENT}{key}#"
         while True:
-            stored = await checkpointer.load(self._key)
+            stored = await layout.readable(checkpointer, self._key, prefix=event)
             if not tenancy.belongs(stored, self._tenant):
                 raise self._not_found()
             found, data = layout.latest_event(stored, key)
             if found:
-                return _decoded(self._id, f"event {key!r}", value, data)
+                return decoded_record(self._id, f"event {key!r}", value, data)
             if looks.deadline is None:
                 return None
             if not await looks.pause():
@@ -439,20 +451,6 @@ async def cancel_children(
             continue
         child_tenant, child_id = tenancy.scope(key, start)
         await _handle_at(core, key, child_id, child_tenant, found)._cancel()
-
-
-def _decoded(workflow: str, where: str, value: Value, data: object) -> Any:
-    """``data`` (read from ``where``) decoded as ``value``.
-
-    `IncompatibleRecordError` when it no longer fits (a changed model, say), rather than
-    pydantic's own error.
-    """
-    try:
-        return value.decode(data)
-    except ValueError as exc:
-        raise IncompatibleRecordError(
-            workflow, where, value.type_name, stored_text(data), str(exc)
-        ) from None
 
 
 __all__ = ["WorkflowHandle", "cancel_children", "find_handle"]

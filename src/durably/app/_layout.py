@@ -7,11 +7,19 @@ may not, so a user's record never collides with one of these.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
-from durably.errors import ConfigurationError, InvalidInputError, StepFailedError
+from durably.app._values import stored_text
+from durably.errors import (
+    ConfigurationError,
+    IncompatibleRecordError,
+    InvalidInputError,
+    StepFailedError,
+    UnreadableRecordError,
+)
 from durably.redaction import mend_text
-from durably.stores.workflows import INBOX_PREFIX
+from durably.stores.workflows import INBOX_PREFIX, Checkpointer
 from durably.validation import MAX_ID_BYTES, identifier
 
 PREFIX = "durably:"
@@ -251,6 +259,68 @@ def depth_of(start: Mapping[str, object]) -> int:
     return depth if isinstance(depth, int) and depth >= 0 else 0
 
 
+# What each field of a start record holds (`start_record`): its types, None allowed or not.
+_START_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
+    "kind": ((str,), False),
+    "args": ((dict,), False),
+    "tenant": ((str,), False),
+    "created": ((int, float), False),
+    "parent": ((str,), True),
+    "parent_kind": ((str,), True),
+    "parent_key": ((str,), True),
+    "timeout_at": ((int, float), True),
+    "depth": ((int,), True),
+}
+
+
+def read_start(stored: Mapping[str, object], workflow: str) -> dict[str, Any] | None:
+    """``workflow``'s start record from its records, checked to be what `start_record`
+    writes (None when there is none: not started through an App). Raises
+    `IncompatibleRecordError` at `START` for one of another shape (written by something
+    else): a workflow cannot run, nor be described, from it."""
+    start = stored.get(START)
+    if start is None:
+        return None
+    flaw = _start_flaw(start)
+    if flaw is not None:
+        raise IncompatibleRecordError(workflow, START, "start record", stored_text(start), flaw)
+    return start  # type: ignore[return-value]
+
+
+def _start_flaw(start: object) -> str | None:
+    if not isinstance(start, dict):
+        return f"it is {type(start).__name__}, not an object"
+    for field, (types, optional) in _START_FIELDS.items():
+        value = start.get(field)
+        if value is None and optional:
+            continue
+        if isinstance(value, bool) or not isinstance(value, types):
+            return f"its {field!r} is {type(value).__name__}"
+    for field in ("created", "timeout_at"):
+        moment = start.get(field)
+        if moment is not None:
+            try:
+                datetime.fromtimestamp(moment, UTC)
+            except (ValueError, OverflowError, OSError):
+                return f"its {field!r} is not a time"
+    return None
+
+
+async def readable(
+    checkpointer: Checkpointer[Any], key: str, *needed: str, prefix: str | None = None
+) -> dict[str, object]:
+    """The records of the workflow keyed ``key``, read around any that cannot be read (the
+    others still describe it) unless it is the start record, one of the keys ``needed`` or
+    one starting with ``prefix``: `UnreadableRecordError` then."""
+    try:
+        return await checkpointer.load(key)
+    except UnreadableRecordError as exc:
+        for unread in exc.unreadable:
+            if unread in (START, *needed) or (prefix is not None and unread.startswith(prefix)):
+                raise
+        return exc.readable
+
+
 def end_key(key: str) -> str:
     """Where a parent records how the child it started under ``key`` ended."""
     return f"{key}:end"
@@ -359,6 +429,8 @@ __all__ = [
     "latest_event",
     "occurrence",
     "parent_key",
+    "read_start",
+    "readable",
     "received",
     "recorded_kind",
     "retry_key",

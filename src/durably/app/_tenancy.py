@@ -224,8 +224,8 @@ async def workflow_at(checkpointer: Checkpointer[Any], tenant: str, id: str) -> 
     """The key of workflow ``id`` of ``tenant`` for an operator's command, or None.
 
     As `locate` finds it, or, in the default tenant, a workflow not started through an App
-    (records or a status under the bare id, no start record). `InvalidInputError` before
-    any I/O for a bad tenant or id.
+    (records or a status under the bare id, no start record of an App's shape).
+    `InvalidInputError` before any I/O for a bad tenant or id.
     """
     tenant = identifier(tenant, "tenant")
     id = looked_up(id)
@@ -236,7 +236,8 @@ async def workflow_at(checkpointer: Checkpointer[Any], tenant: str, id: str) -> 
         return found[0]
     if tenant == DEFAULT_TENANT:
         stored = await checkpointer.load(id)
-        if (stored and layout.START not in stored) or (
+        # No start record an App wrote (none, or one of another shape): not an App's.
+        if (stored and not isinstance(stored.get(layout.START), dict)) or (
             not stored and await checkpointer.get_status(id) is not None
         ):
             return id

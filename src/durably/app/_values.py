@@ -8,6 +8,7 @@ import hashlib
 import inspect
 import json
 import math
+import reprlib
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -21,7 +22,8 @@ from pydantic_core.core_schema import CoreConfig
 from durably.app._annotations import warn_of
 from durably.app._formats import Converted, converted, prepared
 from durably.app._formats import canonical as canonical_text
-from durably.errors import ConfigurationError, InvalidInputError
+from durably.errors import ConfigurationError, IncompatibleRecordError, InvalidInputError
+from durably.validation import INT_BOUND, INT_FLOOR, MAX_INT_DIGITS
 
 Duration = float | int | timedelta
 """A duration: seconds as a number, or a `timedelta`."""
@@ -98,10 +100,11 @@ class Value:
     def encode(self, value: object) -> object:
         """``value`` checked against the type and rendered as JSON-ready data. Raises
         `ValidationError` (a `ValueError`), a `ValueError` for a NaN or infinite number
-        (JSON has none: stored, it would come back as something else or not at all) or
-        pydantic's serialization error."""
+        (JSON has none: stored, it would come back as something else or not at all) or an
+        int of more than `MAX_INT_DIGITS` digits (no reader could parse it), or pydantic's
+        serialization error."""
         if self.plain is not None and self.plain(value):
-            return value  # no float in a plain shape
+            return value  # no float in a plain shape, and every int in bounds
         formatted = self.formatted
         if formatted is not None:
             data = formatted.dump(formatted.validate(value))
@@ -110,8 +113,9 @@ class Value:
             if self.loose:
                 value = prepared(value)
             data = adapter.dump_python(adapter.validate_python(value), mode="json")
-        if not _finite(data):
-            raise ValueError("NaN and infinite numbers cannot be stored (JSON has no such value)")
+        flaw = _number_flaw(data)
+        if flaw is not None:
+            raise ValueError(flaw)
         return data
 
     def decode(self, data: object) -> Any:
@@ -143,21 +147,30 @@ _KEEP_NON_FINITE_CORE = CoreConfig(ser_json_inf_nan="constants")
 """The same, for the validator and serializer of format 2."""
 
 
-def _finite(data: object) -> bool:
-    """Whether JSON-ready ``data`` holds no NaN or infinite float (iteratively: pydantic
-    bounds the depth of what it dumps, and no recursion limit is reached here)."""
+def _number_flaw(data: object) -> str | None:
+    """Why JSON-ready ``data`` cannot be stored for one of its numbers (a NaN or infinite
+    float, an int past `INT_BOUND`), or None (iteratively: pydantic bounds the depth of
+    what it dumps, and no recursion limit is reached here)."""
     pending = [data]
     while pending:
         item = pending.pop()
         kind = type(item)
         if kind is float:
             if not math.isfinite(item):  # type: ignore[arg-type]
-                return False
+                return "NaN and infinite numbers cannot be stored (JSON has no such value)"
+        elif kind is int:
+            if not INT_FLOOR < item < INT_BOUND:
+                return _LONG_INT
         elif kind is dict:
             pending.extend(item.values())  # type: ignore[attr-defined]
         elif kind is list:
             pending.extend(item)  # type: ignore[arg-type]
-    return True
+    return None
+
+
+_LONG_INT = (
+    f"an int of more than {MAX_INT_DIGITS} digits cannot be stored (no reader would parse it)"
+)
 
 
 _PLAIN_DEPTH = 4
@@ -173,6 +186,8 @@ def _plain_check(annotation: object, depth: int) -> Callable[[object], bool] | N
     Containers are checked by plain loops: ``all()`` over a generator costs four times as
     much for a small dict, and a step's result goes through one on every call."""
     scalar = _scalar_type(annotation)
+    if scalar is int:  # exactly an int, and one a reader can parse (else: the adapter)
+        return lambda value: type(value) is int and INT_FLOOR < value < INT_BOUND
     if scalar is not None:
         exact = scalar
         return lambda value: type(value) is exact
@@ -433,12 +448,28 @@ def _blake(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
+def decoded_record(workflow: str, where: str, value: Value, data: object) -> Any:
+    """``data`` (read from ``where`` in ``workflow``'s records) decoded as ``value``;
+    `IncompatibleRecordError` when it no longer fits (a changed model, say, or a record
+    something else wrote) rather than pydantic's own error."""
+    try:
+        return value.decode(data)
+    except (ValueError, RecursionError) as exc:
+        raise IncompatibleRecordError(
+            workflow, where, value.type_name, stored_text(data), str(exc)
+        ) from None
+
+
 def stored_text(value: object) -> str:
     """A recorded value as JSON text, for error messages."""
     try:
         return json.dumps(value, sort_keys=True, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return repr(value)
+    except (TypeError, ValueError, RecursionError):
+        return _SHORT_REPR.repr(value)
+
+
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxlevel = 4  # a value nested past what JSON rendering takes, shown shallowly
 
 
 __all__ = [
@@ -448,6 +479,7 @@ __all__ = [
     "Signature",
     "ValidationError",
     "Value",
+    "decoded_record",
     "digest",
     "seconds_of",
     "stored_text",

@@ -24,7 +24,7 @@ from durably.app._core import Core
 from durably.app._handles import WorkflowHandle, cancel_children, find_handle
 from durably.app._options import OPTIONS, WorkflowOptions
 from durably.app._retry import Retry
-from durably.app._values import Duration, Signature, seconds_of, stored_text
+from durably.app._values import Duration, Signature, decoded_record, seconds_of, stored_text
 from durably.engine.runtime import Execution
 from durably.engine.tasks import cancel_requested
 from durably.errors import (
@@ -433,8 +433,8 @@ class Workflow(Generic[P, R]):
     async def body(self, run: Execution) -> object:
         """One pass of this workflow over the engine's `Execution` (what the Worker serves)."""
         recorded = run.recorded
-        start = recorded.get(layout.START)
-        if not isinstance(start, dict):
+        start = layout.read_start(recorded, run.workflow)  # one of another shape parks it
+        if start is None:
             raise BodyFailed(
                 ConfigurationError(f"workflow {run.workflow!r} has no start record"),
                 retryable=False,
@@ -450,7 +450,9 @@ class Workflow(Generic[P, R]):
         ended = layout.ending(recorded) if ctx._ended else None
         if ended is not None:  # a wakeup after the end: report the same end, run nothing
             if "v" in ended:
-                return self.signature.result.decode(ended["v"])
+                return decoded_record(
+                    run.workflow, layout.RESULT, self.signature.result, ended["v"]
+                )
             if ended.get("cancelled"):
                 raise Cancelled(_cancelled(ctx.id, ended.get("e") == layout.TIMED_OUT))
             raise BodyFailed(Recorded(str(ended.get("e"))), retryable=False)
@@ -486,6 +488,10 @@ class Workflow(Generic[P, R]):
         except Exception as exc:
             if ctx._stopped is not None:
                 raise ctx._stopped from exc
+            if isinstance(exc, WorkflowStopped):
+                # A record that cannot be read, met beyond the body's own (a child's, on
+                # `ctx.child`): parked as its own would park it, resumable once repaired.
+                raise
             if isinstance(exc, DurablyError) and exc.retryable:
                 raise  # a store error on the way: the worker retries the pass
             raise await self._failed(run, ctx, exc) from exc
@@ -526,7 +532,7 @@ class Workflow(Generic[P, R]):
         """
         try:
             return self.signature.decode_args(start.get("args", {}))
-        except (ValueError, KeyError) as exc:
+        except (ValueError, KeyError, RecursionError) as exc:
             raise IncompatibleRecordError(
                 workflow,
                 layout.START,

@@ -2,11 +2,12 @@
 
 The CLI (and any operator tool) reads workflows through the stores, not through an App: it
 needs the key a (tenant, id) pair is stored under, the tenant and id a stored key names, the
-kind a workflow's start record names, and which records hold instants (to show them as
-times). Application code uses `durably.App` instead.
+kind a workflow's start record names (or why it is not a start record an App writes), and
+which records hold instants (to show them as times). Application code uses `durably.App`
+instead.
 """
 
-from durably.app._layout import START, START_INSTANTS, instant, recorded_kind
+from durably.app._layout import START, START_INSTANTS, instant, read_start, recorded_kind
 from durably.app._tenancy import (
     DEFAULT_TENANT,
     earlier_workflows,
@@ -26,6 +27,7 @@ __all__ = [
     "instant",
     "key_prefix",
     "older_layout",
+    "read_start",
     "recorded_kind",
     "scoped_key",
     "settle_layout",

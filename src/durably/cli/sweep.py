@@ -10,6 +10,7 @@ from typing import Any
 from durably.app.storage import recorded_kind
 from durably.cli.render import Progress, emit_json
 from durably.cli.stores import UsageError, add_dsn, opened
+from durably.cli.unreadable import records_of
 from durably.errors import InvalidInputError
 from durably.stores.retention import FINISHED
 from durably.stores.workflows import Checkpointer
@@ -134,7 +135,8 @@ async def _recorded_kinds(
             after = page[-1].workflow
     kinds: dict[str, str] = {}
     for _, workflow in sorted(eligible)[:limit]:
-        kind = recorded_kind(await checkpointer.load(workflow))
+        stored, _ = await records_of(checkpointer, workflow)  # around unreadable records
+        kind = recorded_kind(stored)
         if kind is not None:
             kinds[workflow] = kind
     return kinds

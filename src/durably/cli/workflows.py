@@ -20,7 +20,6 @@ from durably.app.storage import (
     instant,
     key_prefix,
     older_layout,
-    recorded_kind,
     scoped_key,
     settle_layout,
     workflow_at,
@@ -28,10 +27,11 @@ from durably.app.storage import (
 )
 from durably.cli.render import cell, emit_json, iso, printable, table
 from durably.cli.stores import UsageError, add_dsn, dsn_from, opened
-from durably.errors import InvalidInputError, WorkflowNotFoundError
+from durably.cli.unreadable import history_of, kind_of, problems, records_of, status_of
+from durably.errors import InvalidInputError, UnreadableRecordError, WorkflowNotFoundError
 from durably.stores.codec import JsonCodec
 from durably.stores.status import WorkflowInfo, WorkflowStatus
-from durably.stores.workflows import Checkpointer
+from durably.stores.workflows import Checkpointer, Written
 from durably.validation import identifier
 
 
@@ -105,11 +105,14 @@ def _named(args: argparse.Namespace) -> str:
 
 async def _key_of(checkpointer: Checkpointer[Any], args: argparse.Namespace) -> str | None:
     """The store's key of the workflow ``args`` name, None if there is none; a bad id or
-    tenant is a `UsageError`."""
+    tenant is a `UsageError`. A workflow whose start record cannot be read is found at
+    the key that failed to read (the commands go on around it)."""
     try:
         return await workflow_at(checkpointer, args.tenant, args.workflow)
     except InvalidInputError as exc:
         raise UsageError(str(exc)) from None
+    except UnreadableRecordError as exc:
+        return exc.workflow
 
 
 async def resume_workflow(args: argparse.Namespace) -> int:
@@ -192,7 +195,8 @@ async def settle_tenants(args: argparse.Namespace) -> int:
 async def list_workflows(args: argparse.Namespace) -> int:
     """Print one page of workflows in the store's order with their tenant and id, each
     with its kind when its start recorded one; a workflow started but not yet run by a
-    worker is listed as pending."""
+    worker is listed as pending. A workflow with records or a status that cannot be read
+    is listed with what and why (exit 0: the listing itself worked)."""
     if not 1 <= args.limit <= 1000:
         raise UsageError("--limit must be between 1 and 1000")
     status = WorkflowStatus(args.status) if args.status else None
@@ -208,7 +212,12 @@ async def list_workflows(args: argparse.Namespace) -> int:
             "tenant": row.tenant,
             "workflow": row.id,
             "kind": row.kind,
-            "status": _shown(row.info, row.id, row.tenant) if row.info else _PENDING,
+            "status": (
+                _shown(row.info, row.id, row.tenant)
+                if row.info
+                else (None if row.unread_status else _PENDING)
+            ),
+            "unreadable": row.problem,
         }
         for row in rows
     ]
@@ -223,20 +232,29 @@ async def list_workflows(args: argparse.Namespace) -> int:
             + (f" with status {status.value}" if status else "")
         )
         return 0
-    table_rows = [
-        [
-            row.tenant,
-            row.id,
-            row.kind,
-            *(_cells(row.info) if row.info else ["pending (never run)", 0, None, None]),
-        ]
-        for row in rows
-    ]
+    table_rows = [[row.tenant, row.id, row.kind, *_row_cells(row)] for row in rows]
     headers = ["tenant", "workflow", "kind", "status", "attempts", "updated", "last error"]
     print(table(table_rows, headers, right=(4,)))
     if cursor is not None:
         print(f"(more may follow: --after {printable(repr(cursor))})")
+    damaged = sum(1 for row in rows if row.problem)
+    if damaged:
+        print(
+            f"durably: {damaged} workflow(s) above have records that cannot be read: "
+            "see durably workflows show WORKFLOW",
+            file=sys.stderr,
+        )
     return 0
+
+
+def _row_cells(row: _Row) -> list[object]:
+    """A listed workflow's status cells, what cannot be read of it in the last one."""
+    cells = _cells(row.info) if row.info else ["pending (never run)", 0, None, None]
+    if row.unread_status:
+        cells = ["unreadable", None, None, None]
+    if row.problem:
+        cells[3] = f"unreadable: {row.problem}"
+    return cells
 
 
 _PENDING = {"status": WorkflowStatus.PENDING.value, "attempts": 0}
@@ -260,6 +278,10 @@ class _Row:
     id: str
     kind: str | None
     info: WorkflowInfo | None
+    unread_status: str | None = None
+    """Why its status cannot be read (None: it can, or there is none)."""
+    problem: str | None = None
+    """What cannot be read of it, and why (None: everything can)."""
 
 
 async def _page(
@@ -281,21 +303,16 @@ async def _page(
         after = span
     found: list[_Row] = []
     while len(found) < limit:
-        if status is None or status is WorkflowStatus.PENDING:
-            keys = await checkpointer.workflows(after=after, limit=limit)
-            page = [(key, await checkpointer.get_status(key)) for key in keys]
-        else:
-            infos = await checkpointer.list_status(status=status, limit=limit, after=after)
-            page = [(info.workflow, info) for info in infos]
-        for key, info in page:
+        page = await _statuses(checkpointer, status, limit, after)
+        for key, info, unread in page:
             if span is not None and not key.startswith(span):
                 return found  # past the tenant's keys
-            if status is WorkflowStatus.PENDING and info and info.status is not status:
-                continue
+            if status is not None and (unread or (info and info.status is not status)):
+                continue  # an unreadable status is none of them
             scoped = scoped_key(key)
             if tenant is not None and scoped is not None and scoped[0] != tenant:
                 continue  # known from the key alone, without reading the records
-            row = await _row(checkpointer, key, info)
+            row = await _row(checkpointer, key, info, unread)
             if row is None or (tenant is not None and row.tenant != tenant):
                 continue
             found.append(row)
@@ -307,12 +324,32 @@ async def _page(
     return found
 
 
-async def _row(checkpointer: Checkpointer[Any], key: str, info: WorkflowInfo | None) -> _Row | None:
-    stored = await checkpointer.load(key)
+async def _statuses(
+    checkpointer: Checkpointer[Any], status: WorkflowStatus | None, limit: int, after: str | None
+) -> list[tuple[str, WorkflowInfo | None, str | None]]:
+    """A page of keys after ``after`` with their status, and why it cannot be read if so:
+    by status where one is asked for, unless a status row of the page cannot be read:
+    then key by key, around it."""
+    if status is not None and status is not WorkflowStatus.PENDING:
+        try:
+            infos = await checkpointer.list_status(status=status, limit=limit, after=after)
+        except UnreadableRecordError:
+            pass
+        else:
+            return [(info.workflow, info, None) for info in infos]
+    keys = await checkpointer.workflows(after=after, limit=limit)
+    return [(key, *(await status_of(checkpointer, key))) for key in keys]
+
+
+async def _row(
+    checkpointer: Checkpointer[Any], key: str, info: WorkflowInfo | None, unread: str | None
+) -> _Row | None:
+    stored, unreadable = await records_of(checkpointer, key)
     scope = workflow_scope(key, stored)
     if scope is None:
         return None  # the store's own marker, not a workflow
-    return _Row(key, scope[0], scope[1], recorded_kind(stored), info)
+    kind, start = kind_of(key, stored, unreadable)
+    return _Row(key, scope[0], scope[1], kind, info, unread, problems(unread, unreadable, start))
 
 
 def _short(value: object, width: int = 70) -> str:
@@ -332,19 +369,26 @@ def _readable(key: str, value: object) -> object:
 
 async def show_workflow(args: argparse.Namespace) -> int:
     """Print a workflow's tenant, id, status and history; exit 1 if the tenant has no
-    such workflow.
+    such workflow. Records that cannot be read are shown as such, with why, after those
+    that can.
 
     ``--json`` prints every record with its value as stored, the start record first, in
     recorded order, and the store's key of the workflow: what
     `durably.testing.History.from_json` reads to replay it against other code."""
     async with opened(args) as stores:
         key = await _key_of(stores.checkpointer, args)
-        info = None if key is None else await stores.checkpointer.get_status(key)
-        history = {} if key is None else await stores.checkpointer.history(key)
-    if key is None or (info is None and not history):
+        info: WorkflowInfo | None = None
+        unread_status: str | None = None
+        history: dict[str, Written] = {}
+        unreadable: dict[str, str] = {}
+        if key is not None:
+            info, unread_status = await status_of(stores.checkpointer, key)
+            history, unreadable = await history_of(stores.checkpointer, key)
+    if key is None or (info is None and unread_status is None and not history and not unreadable):
         print(f"durably: no workflow {_named(args)}", file=sys.stderr)
         return 1
-    kind = recorded_kind({k: written.value for k, written in history.items()})
+    values = {k: written.value for k, written in history.items()}
+    kind, start = kind_of(key, values, unreadable)
     if args.json:
         emit_json(
             {
@@ -353,22 +397,32 @@ async def show_workflow(args: argparse.Namespace) -> int:
                 "key": key,
                 "kind": kind,
                 "status": None if info is None else _shown(info, args.workflow, args.tenant),
-                "history": [{"key": k, "value": w.value, "at": w.at} for k, w in history.items()],
+                "unreadable": problems(unread_status, unreadable, start),
+                "history": [
+                    *({"key": k, "value": w.value, "at": w.at} for k, w in history.items()),
+                    *({"key": k, "unreadable": why} for k, why in unreadable.items()),
+                ],
             }
         )
         return 0
     print(f"tenant    {printable(args.tenant)}")
     print(f"workflow  {printable(args.workflow)}")
-    print(f"kind      {printable(kind) if kind else '- (not recorded: not started by an App)'}")
-    if info is not None:
+    if start is not None:
+        print(f"kind      - ({printable(start)})")
+    else:
+        print(f"kind      {printable(kind) if kind else '- (not recorded: not started by an App)'}")
+    if unread_status is not None:
+        print(f"status    - (its status cannot be read: {printable(unread_status)})")
+    elif info is not None:
         print(f"status    {info.status.value} (attempts {info.attempts}, {cell(info.updated_at)})")
         if info.last_error:
             print(f"error     {printable(info.last_error)}")
     else:
         print("status    - (never run by a worker)")
-    if history:
+    if history or unreadable:
         print()
         rows = [[cell(w.at), key, _short(_readable(key, w.value))] for key, w in history.items()]
+        rows += [["?", key, f"(cannot be read: {why})"] for key, why in unreadable.items()]
         print(table(rows, ["recorded", "key", "value"]))
     return 0
 
@@ -381,15 +435,16 @@ async def delete_workflow(args: argparse.Namespace) -> int:
         if key is None:
             print(f"durably: no workflow {_named(args)}", file=sys.stderr)
             return 1
-        stored = await stores.checkpointer.load(key)
-        recorded = recorded_kind(stored)
+        stored, unreadable = await records_of(stores.checkpointer, key)
+        recorded, start = kind_of(key, stored, unreadable)
         if recorded is not None and args.kind is not None and args.kind != recorded:
             raise UsageError(f"workflow {_named(args)} is of kind {recorded!r}, not {args.kind!r}")
         kind = args.kind or recorded
         if kind is None:
+            why = start or "it was not started by durably.App"
             raise UsageError(
-                f"the kind of workflow {_named(args)} is not recorded (it was not started "
-                "by durably.App): pass --kind, the kind its worker serves"
+                f"the kind of workflow {_named(args)} is not recorded ({why}): pass --kind, "
+                "the kind its worker serves"
             )
         deleted = await stores.durable(kind).delete(key)
     if args.json:

@@ -140,7 +140,13 @@ class WorkflowService(Service):
     ) -> bool:
         """Run the body and report how it ended; True if the claim was lost meanwhile."""
         checkpointer = self.durable.checkpointer
-        info = await checkpointer.get_status(delivery.workflow)
+        try:
+            info = await checkpointer.get_status(delivery.workflow)
+        except WorkflowStopped as unreadable:
+            # A status row something else wrote (`UnreadableRecordError`): parked, with
+            # why, in a status that reads again; no pass until it is resumed.
+            await self._settle_failure(ctx, delivery, holder, 0, unreadable, fields)
+            return False
         if info is not None and info.status is WorkflowStatus.PARKED:
             # No pass until it is resumed (which sets it pending): a message or a wakeup
             # that arrived meanwhile is kept for then, and runs nothing now.

@@ -14,7 +14,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from durably.errors import Fenced
-from durably.stores.codec import CheckpointCodec, JsonCodec, screened_encode
+from durably.stores.codec import (
+    CheckpointCodec,
+    JsonCodec,
+    decoded,
+    decoded_records,
+    screened_encode,
+)
 from durably.stores.retention import FINISHED, sweep_arguments
 from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.stores.status import WorkflowInfo, WorkflowStatus, checked_report
@@ -30,6 +36,7 @@ from durably.stores.workflows import (
     named_keys,
     refuse_finished,
     step_key,
+    written_records,
 )
 from durably.validation import identifier, listing_page, positive, positive_int, within_size
 
@@ -110,23 +117,26 @@ class MemoryCheckpointer:
         """Every record, decoded, in first-recorded order; ``{}`` for an unknown workflow."""
         identifier(workflow, "workflow")
         records = self._records.get(workflow, {})
-        return {key: self._codec.decode(record.encoded) for key, record in records.items()}
+        rows = [(key, record.encoded) for key, record in records.items()]
+        return decoded_records(self._codec, workflow, rows)
 
     async def peek(self, workflow: str, keys: Collection[str]) -> dict[str, object]:
         """The records under ``keys`` that exist, decoded, in the order asked."""
         identifier(workflow, "workflow")
         wanted = named_keys(keys)
         records = self._records.get(workflow, {})
-        return {key: self._codec.decode(records[key].encoded) for key in wanted if key in records}
+        rows = [(key, records[key].encoded) for key in wanted if key in records]
+        return decoded_records(self._codec, workflow, rows)
 
     async def history(self, workflow: str) -> dict[str, Written]:
         """Every record with the (aware, UTC) time it landed, in first-recorded order."""
         identifier(workflow, "workflow")
         records = self._records.get(workflow, {})
-        return {
-            key: Written(self._codec.decode(record.encoded), _utc(record.at))
-            for key, record in records.items()
-        }
+        return written_records(
+            self._codec,
+            workflow,
+            [(key, record.encoded, _utc(record.at)) for key, record in records.items()],
+        )
 
     # --- claims ----------------------------------------------------------------------------
 
@@ -194,7 +204,7 @@ class MemoryCheckpointer:
         step_key(key)
         existing = self._records.get(holder.workflow, {}).get(key)
         if existing is not None:
-            return Recorded(self._codec.decode(existing.encoded), False)
+            return Recorded(decoded(self._codec, holder.workflow, key, existing.encoded), False)
         claim = self._fence(holder)
         working = copy.deepcopy(self.data)
         value = effect(working)
@@ -411,7 +421,8 @@ class MemoryCheckpointer:
         records = self._records.setdefault(workflow, {})
         existing = records.get(key)
         if existing is not None:
-            return Recorded(self._codec.decode(existing.encoded), existing.encoded == encoded)
+            stored = decoded(self._codec, workflow, key, existing.encoded)
+            return Recorded(stored, existing.encoded == encoded)
         # Keep landing times non-decreasing in record order even if the wall clock steps back.
         last = next(reversed(records.values())).at if records else 0.0
         records[key] = _Record(encoded, max(time.time(), last))

@@ -22,10 +22,17 @@ from durably.postgres.migrate import verify
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
 from durably.postgres.sweep import sweep_finished
-from durably.stores.codec import CheckpointCodec, JsonCodec, renders_json, screened_encode
+from durably.stores.codec import (
+    CheckpointCodec,
+    JsonCodec,
+    decoded,
+    decoded_records,
+    renders_json,
+    screened_encode,
+)
 from durably.stores.retention import FINISHED
 from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
-from durably.stores.status import WorkflowInfo, WorkflowStatus, checked_report
+from durably.stores.status import WorkflowInfo, WorkflowStatus, checked_report, read_status
 from durably.stores.workflows import INBOX_DIGITS as _DIGITS
 from durably.stores.workflows import (
     INBOX_PREFIX,
@@ -38,6 +45,7 @@ from durably.stores.workflows import (
     named_keys,
     refuse_finished,
     step_key,
+    written_records,
 )
 from durably.validation import identifier, listing_page, positive, positive_int, within_size
 
@@ -116,19 +124,21 @@ class PostgresCheckpointer:
     async def load(self, workflow: str) -> dict[str, object]:
         identifier(workflow, "workflow")
         rows = await self._run(lambda s: s.fetch(self._sql["load"], workflow))
-        return {str(key): self._codec.decode(text) for key, text, _ in rows}
+        return decoded_records(self._codec, workflow, [(key, text) for key, text, _ in rows])
 
     async def peek(self, workflow: str, keys: Collection[str]) -> dict[str, object]:
         identifier(workflow, "workflow")
         wanted = named_keys(keys)
         rows = await self._run(lambda s: s.fetch(self._sql["peek_records"], workflow, wanted))
         found = {str(key): text for key, text in rows}
-        return {key: self._codec.decode(found[key]) for key in wanted if key in found}
+        return decoded_records(self._codec, workflow, [(k, found[k]) for k in wanted if k in found])
 
     async def history(self, workflow: str) -> dict[str, Written]:
         identifier(workflow, "workflow")
         rows = await self._run(lambda s: s.fetch(self._sql["load"], workflow))
-        return {str(key): Written(self._codec.decode(text), _utc(at)) for key, text, at in rows}
+        return written_records(
+            self._codec, workflow, [(key, text, _utc(at)) for key, text, at in rows]
+        )
 
     # --- claims ---------------------------------------------------------------------------
 
@@ -207,7 +217,7 @@ class PostgresCheckpointer:
         workflow = holder.workflow
         token, existing = (await session.fetch(self._sql["peek"], workflow, key))[0]
         if existing is not None:
-            return Recorded(self._codec.decode(existing), False)
+            return Recorded(decoded(self._codec, workflow, key, existing), False)
         if token is None or int(token) != holder.token:
             raise Fenced(workflow, holder.token)
         async with session.effect_handle() as handle:
@@ -228,7 +238,7 @@ class PostgresCheckpointer:
         # Recorded meanwhile (a value supplied, or a racing transact of this key): the step
         # belongs to that write, so this effect must not commit beside it, even when the
         # values are equal (two committed effects); like a key found recorded, no win.
-        raise _HandBack(Recorded(self._codec.decode(text), False))
+        raise _HandBack(Recorded(decoded(self._codec, workflow, key, text), False))
 
     async def _write_counted(self, session: Session, holder: Pass, key: str, encoded: str) -> bool:
         """Fence, renew and insert (`record_counted`): True when written, False when the
@@ -445,7 +455,7 @@ class PostgresCheckpointer:
             # The winner was discarded between our insert and this read.
             raise StatePersistenceError("postgres", "contended", "record raced a discard")
         text, equal, _ = rows[0]
-        return Recorded(self._codec.decode(text), bool(equal))
+        return Recorded(decoded(self._codec, workflow, key, text), bool(equal))
 
     def _encode(self, value: object) -> str:
         text = self._screened(value)
@@ -463,8 +473,11 @@ def _utc(moment: datetime) -> datetime:
 
 def _info(row: Row) -> WorkflowInfo:
     workflow, status, attempts, last_error, updated_at = row
-    return WorkflowInfo(
-        str(workflow), WorkflowStatus(status), int(attempts), last_error, _utc(updated_at)
+    return read_status(
+        workflow,
+        lambda: WorkflowInfo(
+            str(workflow), WorkflowStatus(status), int(attempts), last_error, _utc(updated_at)
+        ),
     )
 
 

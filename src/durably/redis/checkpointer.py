@@ -20,15 +20,27 @@ from durably.errors import (
     WorkflowFinishedError,
 )
 from durably.redis import keys
-from durably.redis.connection import RedisConnection, pairs, text
+from durably.redis.connection import RedisConnection, raw_pairs, text
 from durably.redis.effects import LuaEffect, effect_key
 from durably.redis.preflight import preflight
 from durably.redis.retry import RetriesSpent
 from durably.redis.scripts import Script, scripts
 from durably.redis.settings import RedisStoreSettings
-from durably.stores.codec import CheckpointCodec, JsonCodec, screened_encode
+from durably.stores.codec import (
+    CheckpointCodec,
+    JsonCodec,
+    decoded,
+    decoded_records,
+    screened_encode,
+)
 from durably.stores.retention import FINISHED, sweep_arguments
-from durably.stores.status import WorkflowInfo, WorkflowStatus, checked_report
+from durably.stores.status import (
+    WorkflowInfo,
+    WorkflowStatus,
+    checked_report,
+    read_status,
+    text_field,
+)
 from durably.stores.workflows import (
     INBOX_DIGITS,
     INBOX_PREFIX,
@@ -41,6 +53,7 @@ from durably.stores.workflows import (
     message_keys,
     named_keys,
     step_key,
+    written_records,
 )
 from durably.validation import identifier, listing_page, positive, positive_int
 
@@ -81,6 +94,15 @@ def _us(seconds: float) -> str:
 
 def _utc(microseconds: str) -> datetime:
     return datetime.fromtimestamp(int(microseconds) / 1_000_000, tz=UTC)
+
+
+def _landing(written: Any) -> tuple[int, str]:
+    """A record's position and landing time (microseconds) from its ``written`` entry;
+    ``(0, "0")`` for none, or one something else wrote (the record itself still reads)."""
+    position, _, at = ("0:0" if written is None else text_field(written)).partition(":")
+    if not (position.isdigit() and at.isdigit()):
+        return 0, "0"
+    return int(position), at
 
 
 class RedisCheckpointer:
@@ -177,31 +199,33 @@ class RedisCheckpointer:
         self._redis.check_size(encoded, what)
         return encoded
 
-    def _recorded(self, stored: Any, inserted: Any, encoded: str) -> Recorded[object]:
-        stored_text = text(stored)
-        return Recorded(
-            self._codec.decode(stored_text), bool(int(inserted)) or stored_text == encoded
-        )
+    def _recorded(
+        self, workflow: str, key: str, stored: Any, inserted: Any, encoded: str
+    ) -> Recorded[object]:
+        value = decoded(self._codec, workflow, key, stored)
+        return Recorded(value, bool(int(inserted)) or text(stored) == encoded)
 
     # --- reading ---------------------------------------------------------------------------
 
-    async def _rows(self, workflow: str) -> list[tuple[int, str, str, str]]:
+    async def _rows(self, workflow: str) -> list[tuple[int, Any, Any, str]]:
+        """The workflow's records as ``(position, key, stored text, landing time)``, in
+        first-recorded order; keys and texts as the client gives them (bytes, usually:
+        decoded by the caller, which tells text something else wrote apart)."""
         reply = await self._run(
             _LUA["workflow_load"], self._keys(workflow, "records", "written"), []
         )
-        values, written = pairs(reply[0]), pairs(reply[1])
+        values, written = raw_pairs(reply[0]), raw_pairs(reply[1])
         rows = []
         for key, encoded in values.items():
-            position, _, at = written.get(key, "0:0").partition(":")
-            rows.append((int(position), key, encoded, at))
-        rows.sort()
+            position, at = _landing(written.get(key))
+            rows.append((position, key, encoded, at))
+        rows.sort(key=lambda row: row[0])
         return rows
 
     async def load(self, workflow: str) -> dict[str, object]:
         """Every record, decoded, in first-recorded order; ``{}`` for an unknown workflow."""
-        return {
-            key: self._codec.decode(encoded) for _, key, encoded, _ in await self._rows(workflow)
-        }
+        rows = [(key, encoded) for _, key, encoded, _ in await self._rows(workflow)]
+        return decoded_records(self._codec, workflow, rows)
 
     async def peek(self, workflow: str, keys: Collection[str]) -> dict[str, object]:
         """The records under ``keys`` that exist, decoded, in the order asked (one HMGET)."""
@@ -211,18 +235,15 @@ class RedisCheckpointer:
             return {}
         client = self._redis.client
         values = await self._redis.state(lambda: client.hmget(records, wanted))
-        return {
-            key: self._codec.decode(text(value))
-            for key, value in zip(wanted, values, strict=True)
-            if value is not None
-        }
+        rows = [
+            (key, value) for key, value in zip(wanted, values, strict=True) if value is not None
+        ]
+        return decoded_records(self._codec, workflow, rows)
 
     async def history(self, workflow: str) -> dict[str, Written]:
         """Every record with the (aware, UTC) server time it landed, in first-recorded order."""
-        return {
-            key: Written(self._codec.decode(encoded), _utc(at))
-            for _, key, encoded, at in await self._rows(workflow)
-        }
+        rows = [(key, encoded, _utc(at)) for _, key, encoded, at in await self._rows(workflow)]
+        return written_records(self._codec, workflow, rows)
 
     # --- claims ----------------------------------------------------------------------------
 
@@ -287,7 +308,7 @@ class RedisCheckpointer:
             return Recorded(self._codec.decode(encoded), True)
         if reply == 0:
             raise Fenced(holder.workflow, holder.token)
-        return self._recorded(reply, 0, encoded)
+        return self._recorded(holder.workflow, key, reply, 0, encoded)
 
     def _transact_script(self, source: str) -> Script:
         script = self._transacts.get(source)
@@ -327,12 +348,12 @@ class RedisCheckpointer:
         )
         outcome = text(reply[0])
         if outcome == "recorded":
-            return Recorded(self._codec.decode(text(reply[1])), False)
+            return Recorded(decoded(self._codec, holder.workflow, key, reply[1]), False)
         if outcome == "fenced":
             raise Fenced(holder.workflow, holder.token)
         if outcome == "failed":
             raise LuaEffectError(holder.workflow, key, text(reply[1]))
-        return self._recorded(reply[1], reply[2], text(reply[1]))
+        return self._recorded(holder.workflow, key, reply[1], reply[2], text(reply[1]))
 
     async def supply(self, workflow: str, key: str, value: object) -> Recorded[object]:
         """First-writer-wins write from outside any pass; takes no claim."""
@@ -343,7 +364,7 @@ class RedisCheckpointer:
             self._keys(workflow, "records", "written", "seq", "token", "status"),
             [key, encoded, self._ttl],
         )
-        return self._recorded(reply[0], reply[1], encoded)
+        return self._recorded(workflow, key, reply[0], reply[1], encoded)
 
     async def append(self, workflow: str, value: object, *, unless_finished: bool = False) -> Entry:
         """Add a message under a store-named ``inbox:`` key that sorts in append order;
@@ -643,14 +664,18 @@ def _info(workflow: str, reply: list[Any]) -> WorkflowInfo | None:
     """A status read as ``_STATUS_FIELDS``; None where none was reported."""
     if reply[0] is None:
         return None
-    status, attempts, has_error, error, updated_at = (text(v) for v in reply)
-    return WorkflowInfo(
-        workflow,
-        WorkflowStatus(status),
-        int(attempts),
-        error if has_error == "1" else None,
-        _utc(updated_at),
-    )
+
+    def read() -> WorkflowInfo:
+        status, attempts, has_error, error, updated_at = (text_field(v) for v in reply)
+        return WorkflowInfo(
+            workflow,
+            WorkflowStatus(status),
+            int(attempts),
+            error if has_error == "1" else None,
+            _utc(updated_at),
+        )
+
+    return read_status(workflow, read)
 
 
 class LuaEffectError(RuntimeError):

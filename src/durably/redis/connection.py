@@ -108,9 +108,17 @@ def pairs(flat: list[Any]) -> dict[str, str]:
     return {text(flat[i]): text(flat[i + 1]) for i in range(0, len(flat), 2)}
 
 
+def raw_pairs(flat: list[Any] | dict[Any, Any]) -> dict[Any, Any]:
+    """An HGETALL-style flat list (or a dict) as a dict, keys and values as the client
+    gave them (bytes, unless it decodes responses)."""
+    if isinstance(flat, dict):
+        return flat
+    return {flat[i]: flat[i + 1] for i in range(0, len(flat), 2)}
+
+
 def number(value: float) -> str:
     """A float as text Lua and Redis parse back to exactly the same double."""
     return repr(float(value))
 
 
-__all__ = ["RedisConnection", "number", "pairs", "text"]
+__all__ = ["RedisConnection", "number", "pairs", "raw_pairs", "text"]

@@ -11,9 +11,23 @@ from datetime import UTC, datetime
 from durably.errors import Fenced, InvalidInputError
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
-from durably.stores.codec import CheckpointCodec, JsonCodec, screened_encode
+from durably.stores.codec import (
+    CheckpointCodec,
+    JsonCodec,
+    decoded,
+    decoded_records,
+    key_text,
+    screened_encode,
+)
 from durably.stores.retention import FINISHED, sweep_arguments
-from durably.stores.status import WorkflowInfo, WorkflowStatus, checked_report
+from durably.stores.status import (
+    WorkflowInfo,
+    WorkflowStatus,
+    checked_report,
+    int_field,
+    read_status,
+    text_field,
+)
 from durably.stores.workflows import (
     INBOX_PREFIX,
     Entry,
@@ -26,6 +40,7 @@ from durably.stores.workflows import (
     named_keys,
     refuse_finished,
     step_key,
+    written_records,
 )
 from durably.validation import identifier, listing_page, positive, positive_int, within_size
 
@@ -43,12 +58,15 @@ def _at(seconds: float) -> datetime:
 
 
 def _info(row: sqlite3.Row) -> WorkflowInfo:
-    return WorkflowInfo(
-        workflow=row["workflow"],
-        status=WorkflowStatus(row["status"]),
-        attempts=row["attempts"],
-        last_error=row["last_error"],
-        updated_at=_at(row["updated_at"]),
+    return read_status(
+        row["workflow"],
+        lambda: WorkflowInfo(
+            workflow=text_field(row["workflow"]),
+            status=WorkflowStatus(text_field(row["status"])),
+            attempts=int_field(row["attempts"]),
+            last_error=None if row["last_error"] is None else text_field(row["last_error"]),
+            updated_at=_at(row["updated_at"]),
+        ),
     )
 
 
@@ -71,22 +89,21 @@ class BoundSqliteCheckpointer:
 
     def load(self, workflow: str) -> dict[str, object]:
         """Every record, decoded, in first-recorded order."""
-        rows = self._tx.all(_SQL["load"], {"workflow": workflow})
-        return {row["key"]: self._codec.decode(row["value"]) for row in rows}
+        rows = self._tx.texts(_SQL["load"], {"workflow": workflow})
+        return decoded_records(self._codec, workflow, [(row[0], row[1]) for row in rows])
 
     def peek(self, workflow: str, keys: list[str]) -> dict[str, object]:
         """The records under ``keys`` that exist, decoded, in the order asked."""
-        rows = self._tx.all(_SQL["peek"], {"workflow": workflow, "keys": json.dumps(keys)})
-        found = {row["key"]: row["value"] for row in rows}
-        return {key: self._codec.decode(found[key]) for key in keys if key in found}
+        rows = self._tx.texts(_SQL["peek"], {"workflow": workflow, "keys": json.dumps(keys)})
+        found = {key_text(row[0]): row[1] for row in rows}
+        return decoded_records(self._codec, workflow, [(k, found[k]) for k in keys if k in found])
 
     def history(self, workflow: str) -> dict[str, Written]:
         """Every record with the time it landed, in first-recorded order."""
-        rows = self._tx.all(_SQL["history"], {"workflow": workflow})
-        return {
-            row["key"]: Written(self._codec.decode(row["value"]), _at(row["written_at"]))
-            for row in rows
-        }
+        rows = self._tx.texts(_SQL["history"], {"workflow": workflow})
+        return written_records(
+            self._codec, workflow, [(row[0], row[1], _at(row[2])) for row in rows]
+        )
 
     def claim(self, workflow: str, budget: float, alive: float) -> Pass | None:
         """Take the workflow unless a live claim holds it."""
@@ -153,16 +170,18 @@ class BoundSqliteCheckpointer:
 
     def recorded(self, workflow: str, key: str) -> Recorded[object] | None:
         """The value already under ``key`` (as a losing write sees it), or None."""
-        row = self._tx.one(_SQL["get_record"], {"workflow": workflow, "key": key})
-        return None if row is None else Recorded(self._codec.decode(row["value"]), False)
+        rows = self._tx.texts(_SQL["get_record"], {"workflow": workflow, "key": key})
+        if not rows:
+            return None
+        return Recorded(decoded(self._codec, workflow, key, rows[0][0]), False)
 
     def insert(self, workflow: str, key: str, encoded: str) -> Recorded[object]:
         """Insert-if-absent; ``first`` if this write landed or matches the stored text."""
         params = {"workflow": workflow, "key": key, "value": encoded, "now": self._tx.store_now}
         if self._tx.execute(_SQL["insert_record"], params).rowcount > 0:
             return Recorded(self._codec.decode(encoded), True)
-        stored = self._tx.row(_SQL["get_record"], {"workflow": workflow, "key": key})["value"]
-        return Recorded(self._codec.decode(stored), stored == encoded)
+        stored = self._tx.texts(_SQL["get_record"], {"workflow": workflow, "key": key})[0][0]
+        return Recorded(decoded(self._codec, workflow, key, stored), stored == encoded)
 
     def append(self, workflow: str, encoded: str, unless_finished: bool = False) -> Entry:
         """Add a message under the next ``inbox:`` key of ``workflow``; with
@@ -274,8 +293,8 @@ class BoundSqliteCheckpointer:
 
     def get_status(self, workflow: str) -> WorkflowInfo | None:
         """The last reported status, or None."""
-        row = self._tx.one(_SQL["get_status"], {"workflow": workflow})
-        return None if row is None else _info(row)
+        rows = self._tx.texts(_SQL["get_status"], {"workflow": workflow})
+        return _info(rows[0]) if rows else None
 
     def list_status(
         self, *, status: WorkflowStatus | None, limit: int, after: str | None
@@ -286,7 +305,7 @@ class BoundSqliteCheckpointer:
             "after": after,
             "limit": limit,
         }
-        return [_info(row) for row in self._tx.all(_SQL["list_status"], params)]
+        return [_info(row) for row in self._tx.texts(_SQL["list_status"], params)]
 
     def workflows(self, *, after: str | None, limit: int) -> list[str]:
         """Workflows with records or a status, in code point order."""

@@ -57,6 +57,10 @@ def _is_busy(exc: sqlite3.Error) -> bool:
     return name in _BUSY or "locked" in str(exc)
 
 
+_UNDECODABLE = "Could not decode to UTF-8"
+"""How the sqlite3 module says a text cell is not valid UTF-8."""
+
+
 class Transaction:
     """The open transaction a bound store works through, on the database's thread.
 
@@ -99,6 +103,24 @@ class Transaction:
         """Every row of a query."""
         rows: list[sqlite3.Row] = self.execute(sql, params).fetchall()
         return rows
+
+    def texts(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
+        """Every row of a query over text that something else may have written: as `all`,
+        but when a text cell is not valid UTF-8 (which SQLite keeps, and cannot give
+        back as text), the query runs again with every text cell as bytes, for the caller
+        to decode where it can (`durably.stores.codec.decoded_records`)."""
+        try:
+            rows: list[sqlite3.Row] = self._connection.execute(sql, params).fetchall()
+            return rows
+        except sqlite3.Error as exc:
+            if _UNDECODABLE not in str(exc):
+                raise self.database.persistence_error(exc) from exc
+        factory = self._connection.text_factory
+        self._connection.text_factory = bytes
+        try:
+            return self.all(sql, params)
+        finally:
+            self._connection.text_factory = factory
 
     def row(self, sql: str, params: Params = ()) -> sqlite3.Row:
         """The first row of a query that always returns one."""

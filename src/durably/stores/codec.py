@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar, runtime_checkable
 
-from durably.errors import InvalidInputError
+from durably.errors import InvalidInputError, UnreadableRecordError
 from durably.validation import encodable, storable, storable_json
 
 
@@ -30,10 +30,18 @@ class CheckpointCodec(Protocol):
         ...
 
 
-# One encoder for every call (json.dumps with options builds a new one each time).
+# One encoder and one decoder for every call (json.dumps and json.loads with options
+# build a new one each time).
 T = TypeVar("T")
 
 _ENCODE = json.JSONEncoder(sort_keys=True, separators=(",", ":"), allow_nan=False).encode
+
+
+def _refuse_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number (a value holds no NaN or infinity)")
+
+
+_DECODE = json.JSONDecoder(parse_constant=_refuse_constant).decode
 
 # A JSON string (kept as it is), or a number token that is a negative zero ("-0", "-0.0",
 # "-0e5", ...): not followed by what would make it another number.
@@ -108,6 +116,8 @@ class JsonCodec:
             text = without_negative_zero(_ENCODE(value))
         except RecursionError:
             raise InvalidInputError("value nests too deeply to encode as JSON") from None
+        except ValueError as exc:  # NaN or infinity; an int too long to write as text
+            raise InvalidInputError(f"value cannot be encoded as JSON: {exc}") from None
         # The text is ASCII (NUL and surrogates come out escaped): without a backslash it
         # holds nothing jsonb refuses.
         if "\\" not in text:
@@ -121,7 +131,85 @@ class JsonCodec:
         return text
 
     def decode(self, text: str) -> object:
-        return json.loads(text)
+        """The value ``text`` holds; `ValueError` for text that is not JSON or holds what
+        `encode` refuses to write (NaN or an infinite number), an int of more digits than
+        Python converts (4,300 by default), and `RecursionError` for JSON nested past
+        what Python parses."""
+        return _DECODE(text)
+
+
+def decoded(codec: CheckpointCodec, workflow: str, key: str, stored: str | bytes) -> object:
+    """``stored``, the text of ``workflow``'s record ``key`` as a store read it, decoded
+    by ``codec``. Raises `UnreadableRecordError` naming both when it cannot be: bytes that
+    are not UTF-8 (where a store keeps bytes), or text the codec refuses (not its text,
+    NaN, an int or a nesting past what it reads). Every store decodes what it reads
+    through this or `decoded_records`."""
+    try:
+        text = stored.decode() if isinstance(stored, bytes) else stored
+        return codec.decode(text)
+    except Exception as exc:  # a codec's refusal, whatever its type (RecursionError too)
+        raise UnreadableRecordError(
+            workflow, {key: why_unreadable(exc)}, _excerpt(stored)
+        ) from None
+
+
+def decoded_records(
+    codec: CheckpointCodec,
+    workflow: str,
+    rows: Sequence[tuple[str | bytes, str | bytes]],
+) -> dict[str, object]:
+    """Every ``(key, stored text)`` of ``workflow``'s ``rows`` decoded (`decoded`), in
+    order. Raises `UnreadableRecordError` naming every record that cannot be read (a key
+    that is not UTF-8 included, shown escaped) and holding the others (``readable``)."""
+    if rows and isinstance(rows[0][0], str):  # text as usual (a store's bytes: below)
+        decode = codec.decode
+        try:
+            return {key: decode(text) for key, text in rows}  # type: ignore[misc,arg-type]
+        except Exception:
+            pass  # a record the codec refuses: sorted out below
+    readable: dict[str, object] = {}
+    unreadable: dict[str, str] = {}
+    first = ""
+    for raw_key, text in rows:
+        key = key_text(raw_key)
+        try:
+            if not isinstance(raw_key, str):
+                raw_key.decode()
+            readable[key] = decoded(codec, workflow, key, text)
+        except UnicodeDecodeError:
+            unreadable[key] = "its key is not UTF-8"
+        except UnreadableRecordError as exc:
+            unreadable[key] = exc.unreadable[key]
+            first = first or exc.stored
+    if not unreadable:
+        return readable  # the codec refused text it reads now: read the second time
+    raise UnreadableRecordError(workflow, unreadable, first, readable)
+
+
+def key_text(key: str | bytes) -> str:
+    """A record's key as text: bytes that are not UTF-8 (a key a store holds as bytes)
+    shown with escapes."""
+    return key if isinstance(key, str) else key.decode(errors="backslashreplace")
+
+
+def why_unreadable(exc: Exception) -> str:
+    """What a store says of a stored text it could not read, from the error reading it."""
+    if isinstance(exc, UnicodeDecodeError):
+        return "it is not UTF-8 text"
+    if isinstance(exc, RecursionError):
+        return "it nests deeper than can be read"
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+_EXCERPT = 80
+"""How much of an unreadable record its error shows."""
+
+
+def _excerpt(stored: str | bytes) -> str:
+    """The start of ``stored``, printable (bytes and control characters escaped)."""
+    head = stored[:_EXCERPT]
+    shown = ascii(head)[2:-1] if isinstance(head, bytes) else ascii(head)[1:-1]
+    return shown + ("…" if len(stored) > _EXCERPT else "")
 
 
 def renders_json(codec: CheckpointCodec) -> bool:
@@ -155,8 +243,12 @@ def screened_encode(codec: CheckpointCodec) -> Callable[[object], str]:
 __all__ = [
     "CheckpointCodec",
     "JsonCodec",
+    "decoded",
+    "decoded_records",
+    "key_text",
     "renders_json",
     "screened_encode",
     "unsigned_zeros",
+    "why_unreadable",
     "without_negative_zero",
 ]

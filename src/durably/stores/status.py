@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from durably.errors import InvalidInputError
+from durably.errors import InvalidInputError, UnreadableRecordError
 from durably.redaction import mend_text
+from durably.stores.codec import key_text, why_unreadable
 from durably.validation import non_negative_int
 
 
@@ -72,4 +74,46 @@ def checked_report(
     return checked, None if error is None else mend_text(error, "error")
 
 
-__all__ = ["WorkflowInfo", "WorkflowStatus", "checked_report"]
+STATUS_RECORD = "status"
+"""How an `UnreadableRecordError` names a workflow's status row."""
+
+
+def read_status(workflow: str | bytes, read: Callable[[], WorkflowInfo]) -> WorkflowInfo:
+    """``read()``: ``workflow``'s status row as a store turns it into a `WorkflowInfo`.
+    Raises `UnreadableRecordError` (naming the record `STATUS_RECORD`) when a field of it
+    cannot be read: a row something else wrote (no such status, a count that is not a
+    number, text that is not UTF-8). Every store reads its status rows through this."""
+    try:
+        return read()
+    except Exception as exc:
+        raise UnreadableRecordError(
+            key_text(workflow), {STATUS_RECORD: why_unreadable(exc)}
+        ) from None
+
+
+def text_field(value: object) -> str:
+    """A text field of a stored row: a str, or bytes that are UTF-8 (`UnicodeDecodeError`
+    otherwise, a `ValueError`)."""
+    if isinstance(value, bytes):
+        return value.decode()
+    if not isinstance(value, str):
+        raise ValueError(f"a text field holds {type(value).__name__}")
+    return value
+
+
+def int_field(value: object) -> int:
+    """A count of a stored row: an int, or its decimal text (`ValueError` otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, int | str | bytes):
+        raise ValueError(f"a count holds {type(value).__name__}")
+    return value if isinstance(value, int) else int(value)
+
+
+__all__ = [
+    "STATUS_RECORD",
+    "WorkflowInfo",
+    "WorkflowStatus",
+    "checked_report",
+    "int_field",
+    "read_status",
+    "text_field",
+]

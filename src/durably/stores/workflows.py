@@ -3,7 +3,7 @@ and the transitions that cross both (`Durable`)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
@@ -12,9 +12,10 @@ from durably.errors import (
     DurablyError,
     InvalidInputError,
     StatePersistenceError,
+    UnreadableRecordError,
     WorkflowFinishedError,
 )
-from durably.stores.codec import CheckpointCodec
+from durably.stores.codec import CheckpointCodec, decoded_records, key_text
 from durably.stores.status import WorkflowInfo, WorkflowStatus
 from durably.validation import identifier
 
@@ -155,6 +156,26 @@ class Written:
 
     value: object
     at: datetime
+
+
+def written_records(
+    codec: CheckpointCodec,
+    workflow: str,
+    rows: Sequence[tuple[str | bytes, str | bytes, datetime]],
+) -> dict[str, Written]:
+    """``workflow``'s ``(key, stored text, time)`` rows as a history: each value decoded
+    (`durably.stores.codec.decoded_records`, whose `UnreadableRecordError` this raises,
+    its ``readable`` records given with their times)."""
+    try:
+        values = decoded_records(codec, workflow, [(key, text) for key, text, _ in rows])
+    except UnreadableRecordError as exc:
+        times = {key_text(key): at for key, _, at in rows}
+        exc.readable = {key: Written(value, times[key]) for key, value in exc.readable.items()}
+        raise
+    return {
+        key: Written(value, at)
+        for (key, value), (_, _, at) in zip(values.items(), rows, strict=True)
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -620,4 +641,5 @@ __all__ = [
     "refuse_finished",
     "step_key",
     "value_refused",
+    "written_records",
 ]
