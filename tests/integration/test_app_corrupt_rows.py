@@ -15,6 +15,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -153,28 +154,22 @@ def _redis(url: str) -> Backing:
     def key_of(workflow: str, name: str) -> str:
         return workflow_prefix("durably", workflow) + name
 
-    async def write(workflow: str, key: str, stored: str | bytes) -> bool:
+    async def command(*args: object) -> Any:
         client = redis.from_url(url)
         try:
-            await client.hset(key_of(workflow, "records"), key, stored)
+            return await client.execute_command(*args)
         finally:
             await client.aclose()
+
+    async def write(workflow: str, key: str, stored: str | bytes) -> bool:
+        await command("HSET", key_of(workflow, "records"), key, stored)
         return True
 
     async def read(workflow: str, key: str) -> str | bytes:
-        client = redis.from_url(url)
-        try:
-            value = await client.hget(key_of(workflow, "records"), key)
-        finally:
-            await client.aclose()
-        return bytes(value)
+        return bytes(await command("HGET", key_of(workflow, "records"), key))
 
     async def write_status(workflow: str, field: str, value: str | bytes) -> None:
-        client = redis.from_url(url)
-        try:
-            await client.hset(key_of(workflow, "status"), field, value)
-        finally:
-            await client.aclose()
+        await command("HSET", key_of(workflow, "status"), field, value)
 
     return Backing("redis", url, write, read, write_status)
 

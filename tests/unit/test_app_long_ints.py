@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import JsonValue
 
 import durably.app._core as core_module
 from durably.app import App, Context
@@ -41,7 +42,7 @@ async def test_a_long_int_argument_is_refused_before_any_io(
     app = _app_without_io(monkeypatch)
 
     @app.workflow(name="takes-ints")
-    async def takes(ctx: Context, n: int, many: list[int], anything: dict[str, Any]) -> int:
+    async def takes(ctx: Context, n: int, many: list[int], anything: dict[str, JsonValue]) -> int:
         return n
 
     with pytest.raises(InvalidInputError, match="digits") as raised:

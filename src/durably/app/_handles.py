@@ -173,7 +173,7 @@ class WorkflowHandle(Generic[R]):
                     data = stored[layout.RESULT]
                     return (decoded_record(self._id, layout.RESULT, self._result, data),)
             elif info.status is WorkflowStatus.FAILED:
-                ended = layout.ending(await checkpointer.load(self._key)) or {}
+                ended = layout.ending(await layout.readable(checkpointer, self._key)) or {}
                 details = layout.failure_details(ended)
                 raise WorkflowFailedError(self._id, info.last_error, **details)
             elif info.status is WorkflowStatus.CANCELLED:
