@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from durably.app import _layout as layout
 from durably.app import _tenancy as tenancy
+from durably.app._branches import gather
+from durably.app._drift import Placement
 from durably.app._topics import Topic
 from durably.app._values import ANY, Duration, Value, seconds_of, stored_text
 from durably.engine.runtime import Execution
@@ -166,6 +168,12 @@ class Context:
         self._start = start
         self._kind = kind
         self._cancels = cancels
+        # The body's own task: step calls it makes take positions in the body's sequence
+        # (`_drift`); steps it runs need no guard against a sibling's cancel.
+        self._task = asyncio.current_task()
+        self._made = 0
+        """Step calls the body's own task has made in this pass (the next one's position)."""
+        self._placement = Placement(run.recorded)
         self._counts: dict[str, int] = {}
         self._consumed: set[str] = set()
         recorded = run.recorded
@@ -253,22 +261,65 @@ class Context:
         """Sleep without holding a worker.
 
         The pass ends and the workflow is woken at the deadline the first pass recorded;
-        a later pass past it does not sleep again.
+        a later pass past it does not sleep again. A duration of zero returns at once.
 
         Args:
             duration: How long, in seconds or a timedelta.
 
         Raises:
-            InvalidInputError: A ``duration`` that is not a positive duration.
+            InvalidInputError: A ``duration`` that is negative or not finite.
         """
-        seconds = seconds_of(duration, "duration")
+        seconds = seconds_of(duration, "duration", zero=True)
+        await self._sleep_until(self._run.clock.now() + seconds)
+
+    async def sleep_until(self, when: datetime) -> None:
+        """Sleep until a point in time without holding a worker.
+
+        Returns at once when ``when`` has passed. Recorded like `sleep`: every pass keeps
+        the deadline the first pass recorded.
+
+        Args:
+            when: A timezone-aware datetime, measured on the App's clock as `now` is.
+
+        Raises:
+            InvalidInputError: ``when`` is not a datetime, or is naive (no timezone).
+        """
+        if not isinstance(when, datetime):
+            raise InvalidInputError(f"sleep_until needs a datetime, got {type(when).__name__}")
+        if when.utcoffset() is None:
+            raise InvalidInputError(
+                f"sleep_until needs a timezone-aware datetime, got naive {when.isoformat()}; "
+                "give it a tzinfo (datetime.UTC, or a ZoneInfo)"
+            )
+        await self._sleep_until(when.timestamp())
+
+    async def _sleep_until(self, deadline: float) -> None:
         key = self._next(f"{layout.PREFIX}sleep")
         self._meet(key)
         due = self._run.recorded.get(key)
         if not isinstance(due, int | float) or due > self._run.clock.now():
             await self._look()
             self._deliver_cancel()  # a sleep not over yet is where a cancel is seen
-        await self._run.sleep(key, seconds)
+        await self._run.sleep_until(key, deadline)
+
+    async def gather(self, *aws: Awaitable[Any], return_exceptions: bool = False) -> list[Any]:
+        """Run ``aws`` (step calls, waits, children, coroutines of the body) concurrently
+        and return their results in order: `asyncio.gather` with the promises a durable
+        pass needs spelled out.
+
+        When one suspends (a `recv`, a `sleep`, a `child`), the others run on until they
+        finish or suspend too, and then the suspension is raised: the pass ends sleeping
+        until the earliest deadline, or blocked on everything waited for. When one fails,
+        the others are cancelled, as a task group cancels them (a step already running
+        finishes and is recorded first), and the failure is raised once they ended; with
+        ``return_exceptions`` an exception is returned in its place instead, cancelling
+        nothing. A bare ``asyncio.gather`` of steps never pays a step twice either, but
+        leaves the other branches running when one fails and keeps only the first error.
+
+        Raises:
+            InvalidInputError: an argument is not awaitable (nothing is started).
+        """
+        return await gather(aws, return_exceptions)
 
     async def step(self, key: str, fn: Callable[[], Awaitable[T] | T]) -> T:
         """Run ``fn`` once across every pass, recorded under an explicit ``key``.
@@ -409,7 +460,7 @@ class Context:
                     # A pass that suspends here leaves a record of having reached it, so
                     # code changed before this point takes the old path on later passes.
                     await self._run.step(waited, lambda: True)
-                    raise MessageNeeded(key)
+                    raise self._run.suspend(MessageNeeded(key))
                 await self._run.sleep(deadline, seconds)
             outcome: dict[str, object] = {"t": True} if chosen is None else {"m": chosen}
             taken: object = await self._run.step(key, lambda: outcome)
@@ -472,7 +523,8 @@ class Context:
                 # Swept (its retention ran out) before this workflow read how it ended.
                 outcome = {"e": "its records were swept before its parent read its end"}
             if outcome is None:
-                raise InputNeeded(end)  # the child wakes this workflow when it ends
+                # The child wakes this workflow when it ends.
+                raise self._run.suspend(InputNeeded(end))
             ended = await self._run.step(end, lambda: outcome)
         if not isinstance(ended, dict) or "v" not in ended:
             error = ended.get("e") if isinstance(ended, dict) else None

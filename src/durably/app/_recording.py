@@ -23,24 +23,40 @@ if TYPE_CHECKING:
 
 
 async def recorded_call(
-    ctx: Context, step: Step[..., Any], key: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ctx: Context,
+    step: Step[..., Any],
+    key: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    position: int | None,
+    guarded: bool = False,
 ) -> Any:
     """Run ``step`` once across every pass of ``ctx``'s workflow under ``key``: replayed
-    from its record (checked against the arguments' digest), or attempted under its retry
-    policy and recorded with its value or its error.
+    from its record (checked against the arguments' digest and the call's ``position``
+    in the body's sequence, `_drift`), or attempted under its retry policy and recorded
+    with its value or its error.
 
     Written out over `Execution.reserve` and `Execution.commit` rather than `Execution.step` with an
     effect: a step call is the App's hot path, and the first attempt runs inline."""
+    recorded = ctx._records
+    run = ctx._run
+    if not guarded and key not in recorded and asyncio.current_task() is not ctx._task:
+        # A fresh step in a branch of the body runs in a task of its own: a sibling's
+        # failure or a task group's abort, cancelling the branch, must not cut an effect
+        # that began (a later pass would pay it again).
+        return await run.guard(recorded_call(ctx, step, key, args, kwargs, position, True))
     marker = step.signature.digest_args(args, kwargs)
     ctx._unmet.discard(key)
-    recorded = ctx._records
     if key not in recorded:
         if ctx._cancels is not None and ctx._cancels.due(ctx._key):
             ctx._cancel_arrived = await ctx._cancels.arrived(ctx._key, ctx._cancel_key)
+        if position is not None and ctx._unmet:
+            drifted = ctx._placement.drift(ctx.id, key, position, ctx._unmet)
+            if drifted is not None:
+                raise ctx._park(drifted)
         ctx._deliver_cancel(key)
-    run = ctx._run
     if run.reserve(key):
-        return _parse(ctx, step, key, marker, recorded[key])
+        return _parse(ctx, step, key, marker, recorded[key], position)
     failure: Exception | None = None
     own = False  # whether the record holds the value itself, plain (`Value.plain`)
     try:
@@ -69,6 +85,10 @@ async def recorded_call(
             "a": marker,
             "e": [type(exc).__name__, mend_text(str(exc), "error")],
         }
+    except BaseException:
+        # Cut, or its retries wait in a durable sleep: the pass waits for it no more.
+        run.abandon(key)
+        raise
     else:
         plain = step.signature.result.plain
         if plain is not None and plain(value):
@@ -80,6 +100,8 @@ async def recorded_call(
             except Exception as exc:
                 failure = StepResultError(f"step {key!r} returned a value it cannot encode: {exc}")
                 record = {"a": marker, "e": ["StepResultError", str(failure)]}
+    if position is not None:
+        record["p"] = position
     try:
         stored = await run.commit(key, record)
     except StatePersistenceError as exc:
@@ -94,7 +116,7 @@ async def recorded_call(
         # types (`Value.plain`), so reading it back needs no checks.
         return stored["v"]
     try:
-        return _parse(ctx, step, key, marker, stored)
+        return _parse(ctx, step, key, marker, stored, position)
     except StepFailedError as exc:
         if failure is not None:
             raise exc from failure
@@ -148,13 +170,26 @@ async def _attempts(
         attempt += 1
 
 
-def _parse(ctx: Context, step: Step[..., Any], key: str, marker: str, stored: object) -> Any:
+def _parse(
+    ctx: Context,
+    step: Step[..., Any],
+    key: str,
+    marker: str,
+    stored: object,
+    position: int | None,
+) -> Any:
     if not isinstance(stored, dict) or "a" not in stored:
         raise ctx._park(
             NondeterminismError(
                 ctx.id, key, f"the record there was not written by step {step.name!r}"
             )
         )
+    if position is not None and stored.get("p", position) != position:
+        # Recorded at another place in the body's sequence: drifted if another step the
+        # body has not reached yet was recorded at this one (a reorder, a removal).
+        drifted = ctx._placement.drift(ctx.id, key, position, ctx._unmet)
+        if drifted is not None:
+            raise ctx._park(drifted)
     if stored["a"] != marker:
         raise ctx._park(
             NondeterminismError(

@@ -108,9 +108,14 @@ class Step(Generic[P, R]):
         ctx = current_workflow()
         if ctx is None:
             return self._plain(args, kwargs)
-        # The key is taken now, at the call, so concurrent branches keep their call order.
+        # The key is taken now, at the call, so concurrent branches keep their call order;
+        # so is the position of a call the body's own task makes (`_drift`).
         key = self._key if self._key is not None else ctx._next(self.name)
-        return recorded_call(ctx, self, key, args, kwargs)
+        position = None
+        if asyncio.current_task() is ctx._task:
+            position = ctx._made
+            ctx._made = position + 1
+        return recorded_call(ctx, self, key, args, kwargs, position)
 
     async def _plain(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
         if self._async:

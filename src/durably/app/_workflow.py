@@ -6,6 +6,7 @@ Also the engine body (`Execution` -> result) the Worker serves it with.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
@@ -21,6 +22,7 @@ from durably.app._context import (
     unbind,
 )
 from durably.app._core import Core
+from durably.app._drift import unread, unread_warning
 from durably.app._handles import WorkflowHandle, cancel_children, find_handle
 from durably.app._retry import Retry
 from durably.app._values import Duration, Signature, seconds_of, stored_text
@@ -376,7 +378,12 @@ class Workflow(Generic[P, R]):
             ) from None
         token = bind(ctx)
         try:
-            value = await self.fn(ctx, *positional, **keywords)
+            try:
+                value = await self.fn(ctx, *positional, **keywords)
+            finally:
+                # What its branches still run lands before this pass records anything of
+                # its end (a child started after `cancel_children` would outlive it).
+                await run.drain()
         except Suspended as exc:
             if ctx.deadline is None or ctx._timed_out:
                 raise
@@ -408,6 +415,7 @@ class Workflow(Generic[P, R]):
             self._core.cancels.forget(run.workflow)
         if ctx._stopped is not None:
             raise ctx._stopped
+        self._warn_unread(ctx)
         try:
             encoded = self.signature.result.encode(value)
         except Exception as exc:
@@ -431,6 +439,7 @@ class Workflow(Generic[P, R]):
 
     async def _failed(self, run: Execution, ctx: Context, exc: BaseException) -> BodyFailed:
         """The body raised ``exc``: its end recorded unless the workflow retries bodies."""
+        self._warn_unread(ctx)
         if self.retry is None:
             await self._end(run, ctx, layout.FAILED, repr(exc))
         return BodyFailed(exc, retryable=self.retry is not None)
@@ -443,6 +452,18 @@ class Workflow(Generic[P, R]):
         kept = mend_text(error, "error")
         await run.step(layout.occurrence(name, ctx.generation), lambda: kept)
         await self._wake_parent(ctx._start)
+
+    def _warn_unread(self, ctx: Context) -> None:
+        """Warn when the body ended without reading records earlier passes left (steps
+        removed, or skipped by changed code, under the in-flight workflow)."""
+        if ctx._unmet:
+            keys = unread(ctx._unmet)
+            if keys:
+                # Not the context's logger: that one is quiet while records are unread.
+                logging.getLogger(f"durably.workflow.{self.kind}").warning(
+                    unread_warning(ctx.id, keys),
+                    extra={"workflow": ctx.id, "kind": self.kind, "unread": keys},
+                )
 
     async def _wake_parent(self, start: Mapping[str, Any]) -> None:
         parent, kind = layout.parent_key(start), start.get("parent_kind")

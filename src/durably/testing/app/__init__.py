@@ -9,6 +9,7 @@ are registered inside each test, so their default kinds are unique per test.
 from __future__ import annotations
 
 from durably.testing.app.basics import AppBasics
+from durably.testing.app.concurrency import AppConcurrency
 from durably.testing.app.fixtures import AppFactory
 from durably.testing.app.lifecycle import AppLifecycle
 from durably.testing.app.races import AppRaces
@@ -19,7 +20,14 @@ from durably.testing.app.upgrade import AppUpgrade
 
 
 class AppConformance(
-    AppBasics, AppLifecycle, AppReplay, AppRefusals, AppRaces, AppTenants, AppUpgrade
+    AppBasics,
+    AppLifecycle,
+    AppReplay,
+    AppRefusals,
+    AppRaces,
+    AppTenants,
+    AppUpgrade,
+    AppConcurrency,
 ):
     """Every test here must pass for `durably.App` on every backing durably ships."""
 

@@ -1,0 +1,87 @@
+"""How the App notices a body that no longer matches its records (changed under an
+in-flight workflow without ``ctx.patched``): a step called where an earlier pass recorded
+another, and records a body that ended never read.
+
+Every step call the body's own task makes takes the next position in the body's sequence,
+kept in the step's record (``"p"``). That sequence is the same on every pass of an
+unchanged body; calls made inside branches (tasks the body starts) take none, since their
+order may change from pass to pass. A pass that calls a step at a position where an
+earlier pass recorded another step, one this pass has not read, has drifted: a step was
+replaced, inserted, removed or reordered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from durably.app import _layout as layout
+from durably.errors import NondeterminismError
+
+UNREAD_NAMED = 10
+"""How many unread records the warning of a finished workflow names."""
+
+
+class Placement:
+    """The positions earlier passes recorded for the body's own step calls, read from the
+    records the first time a pass needs them (a pass that never drifts never reads them)."""
+
+    def __init__(self, records: Mapping[str, object]) -> None:
+        self._records = records
+        self._index: dict[int, str] | None = None
+
+    def drift(
+        self, workflow: str, key: str, position: int, unmet: set[str]
+    ) -> NondeterminismError | None:
+        """The error for step ``key`` called at ``position`` if an earlier pass recorded
+        another step there that this pass has not read (``unmet``); None otherwise."""
+        index = self._index
+        if index is None:
+            index = self._index = _positions(self._records)
+        other = index.get(position)
+        if other is None or other == key or other not in unmet:
+            return None
+        return NondeterminismError(
+            workflow,
+            key,
+            f"the body now calls it as its step call #{position + 1}, where an earlier "
+            f"pass recorded step {other!r}: a step was replaced, inserted, removed or "
+            "reordered under this in-flight workflow (guard such a change with "
+            "ctx.patched, or deploy the body the workflow started on)",
+            recorded=other,
+        )
+
+
+def _positions(records: Mapping[str, object]) -> dict[int, str]:
+    """Which step key each recorded position holds (records of the App's step calls: a
+    dict with the arguments' digest ``"a"`` and an int ``"p"``)."""
+    found: dict[int, str] = {}
+    for key, value in records.items():
+        if key.startswith((layout.PREFIX, "inbox:")) or not isinstance(value, dict):
+            continue
+        position = value.get("p")
+        if type(position) is int and isinstance(value.get("a"), str):
+            found[position] = key
+    return found
+
+
+def unread(unmet: Iterable[str]) -> list[str]:
+    """The records a body that ended never read, sorted: every unmet key but the retry
+    deadlines of a step it did read (a recorded step replays without its attempts)."""
+    keys = set(unmet)
+    return sorted(
+        key for key in keys if layout.RETRY not in key or key.split(layout.RETRY, 1)[0] in keys
+    )
+
+
+def unread_warning(workflow: str, keys: list[str]) -> str:
+    """The warning for a finished workflow that left ``keys`` unread (some named)."""
+    named = ", ".join(repr(key) for key in keys[:UNREAD_NAMED])
+    more = f" and {len(keys) - UNREAD_NAMED} more" if len(keys) > UNREAD_NAMED else ""
+    return (
+        f"workflow {workflow!r} ended without reading {len(keys)} of its records: "
+        f"{named}{more} (steps removed from the body, or skipped by changed code, "
+        "under an in-flight workflow?)"
+    )
+
+
+__all__ = ["UNREAD_NAMED", "Placement", "unread", "unread_warning"]
