@@ -315,3 +315,62 @@ async def test_sleep_until_refuses_a_deadline_that_is_not_a_finite_number(
     with pytest.raises(ValueError, match="deadline"):
         await once(checkpointer, body)
     assert await checkpointer.load("wf") == {}
+
+
+@pytest.mark.parametrize("style", ["gather", "task group"])
+async def test_a_stop_of_the_pass_cuts_a_step_running_in_a_branch(style: str) -> None:
+    checkpointer = MemoryCheckpointer()
+    started = asyncio.Event()
+    cut: list[str] = []
+
+    async def forever() -> str:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cut.append("forever")
+            raise
+        return "never"
+
+    async def body(run: Execution) -> None:
+        if style == "gather":
+            await asyncio.gather(run.step("forever", forever), asyncio.Event().wait())
+        else:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(run.step("forever", forever))
+
+    holder = await claimed(checkpointer)
+    passing = asyncio.create_task(resume(holder, checkpointer, body))
+    await started.wait()
+    passing.cancel()  # the worker's shutdown, or a lost claim: not held for the step
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(passing, timeout=5)
+    assert cut == ["forever"]
+    assert "forever" not in await checkpointer.load("wf")
+
+
+async def test_a_branch_cancelled_from_inside_the_body_sees_it_once_its_step_landed() -> None:
+    checkpointer = MemoryCheckpointer()
+    started, finish = asyncio.Event(), asyncio.Event()
+    seen: list[str] = []
+
+    async def charge() -> str:
+        started.set()
+        await finish.wait()
+        seen.append("finished")
+        return "receipt"
+
+    async def body(run: Execution) -> str:
+        branch: asyncio.Task[str] = asyncio.get_running_loop().create_task(
+            run.step("charge", charge)
+        )
+        await started.wait()
+        branch.cancel()  # the body's own cancel: the step is not cut
+        finish.set()
+        with pytest.raises(asyncio.CancelledError):
+            await branch
+        return "carried on"
+
+    assert await once(checkpointer, body) == Completed("carried on")
+    assert seen == ["finished"]
+    assert (await checkpointer.load("wf"))["charge"] == "receipt"

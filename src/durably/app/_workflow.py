@@ -383,7 +383,8 @@ class Workflow(Generic[P, R]):
             finally:
                 # What its branches still run lands before this pass records anything of
                 # its end (a child started after `cancel_children` would outlive it).
-                await run.drain()
+                if run.busy:
+                    await run.drain()
         except Suspended as exc:
             if ctx.deadline is None or ctx._timed_out:
                 raise

@@ -34,21 +34,24 @@ something else, when its next step is refused and waits for the next pass)."""
 
 
 class InFlight:
-    """The running steps of one pass, each under its key with the task that runs it."""
+    """The running steps of one pass, each under its key with the task that runs it.
+
+    Built in the pass's own task (the body's main line; the tasks it starts are its
+    branches), whose cancellation is the pass's stop: the worker's shutdown, a lost
+    claim."""
 
     def __init__(self, drain_seconds: float) -> None:
         self._drain_seconds = drain_seconds
-        self._owner: asyncio.Task[Any] | None = None
+        self._owner = asyncio.current_task()
         self._running: dict[str, asyncio.Task[Any] | None] = {}
         self._changed: asyncio.Future[None] | None = None
         self.stopped = False
-        """Set once the pass stops (the worker's shutdown, a lost claim, a superseded or
-        timed-out drain): what runs is cut rather than waited for."""
+        """Set once the pass stops on its own (superseded, or out of drain time)."""
 
-    def own(self) -> None:
-        """Make the current task the pass's own (the body's main line): the tasks it
-        starts are its branches."""
-        self._owner = asyncio.current_task()
+    @property
+    def busy(self) -> bool:
+        """Whether any step is noted as running (its task may have ended: see `drain`)."""
+        return bool(self._running)
 
     def take(self, key: str) -> asyncio.Task[Any] | None:
         """Note that the step at ``key`` starts in the current task (returned)."""
@@ -63,6 +66,13 @@ class InFlight:
             if changed is not None and not changed.done():
                 changed.set_result(None)
 
+    @property
+    def stopping(self) -> bool:
+        """Whether the pass stops (`stopped`, or its own task being cancelled): what runs
+        is cut rather than waited for."""
+        owner = self._owner
+        return self.stopped or (owner is not None and owner.cancelling() > 0)
+
     def in_branch(self, task: asyncio.Task[Any] | None) -> bool:
         """Whether ``task`` is a branch of the body rather than the pass's own task."""
         return task is not self._owner
@@ -74,30 +84,28 @@ class InFlight:
         A cancel from inside the body (a sibling's failure in ``ctx.gather``, a task group
         aborting on a suspension) reaches the branch only once the step's record landed,
         so an effect that began is never cut and paid again by a later pass. A stop of the
-        whole pass (`stopped`) cuts it."""
+        whole pass (`stopping` as the cancel came) cuts it."""
         inner = asyncio.ensure_future(work)
         held = False
-        while True:
+        while not inner.done():
+            watch = _Watch(self)
+            inner.add_done_callback(watch.settle)
             try:
-                result = await asyncio.shield(inner)
-                break
+                await watch
             except asyncio.CancelledError:
-                if inner.cancelled():
-                    raise
-                if self.stopped:
+                inner.remove_done_callback(watch.settle)
+                if watch.stops:
                     inner.cancel()
                     await asyncio.wait({inner}, timeout=ABORT_SECONDS)
                     if inner.done() and not inner.cancelled():
                         inner.exception()  # retrieved: the cut is what propagates
                     raise
                 held = True
-            except BaseException:
-                if held:  # its failure or suspension is the record's (or noted); the
-                    raise asyncio.CancelledError from None  # cancel asked for comes first
-                raise
         if held:
-            raise asyncio.CancelledError
-        return result
+            if not inner.cancelled():
+                inner.exception()  # its failure is recorded, its suspension noted: the
+            raise asyncio.CancelledError  # cancel asked for is what the branch sees
+        return inner.result()
 
     def running(self) -> set[asyncio.Task[Any]]:
         """The tasks running a step now, other than the current one."""
@@ -120,7 +128,7 @@ class InFlight:
         quiet = 0
         try:
             while quiet < SETTLE_TURNS:
-                if self.stopped:
+                if self.stopping:
                     await self.abort()
                     return
                 live = self.running()
@@ -162,6 +170,26 @@ class InFlight:
             task.cancel()
         if live:
             await asyncio.wait(live, timeout=ABORT_SECONDS)
+
+
+class _Watch(asyncio.Future[None]):
+    """What a guarded branch awaits: done when its step's task ends. A cancel of the
+    branch notes, as it comes, whether it stops the pass: a task group cancels its tasks
+    before it cancels the task it runs in, and a stop of the pass cancels the pass's own
+    task before its branches, so the order tells the two apart."""
+
+    def __init__(self, inflight: InFlight) -> None:
+        super().__init__()
+        self._inflight = inflight
+        self.stops = False
+
+    def settle(self, _: asyncio.Future[Any]) -> None:
+        if not self.done():
+            self.set_result(None)
+
+    def cancel(self, msg: Any | None = None) -> bool:
+        self.stops = self.stops or self._inflight.stopping
+        return super().cancel(msg=msg)
 
 
 __all__ = ["ABORT_SECONDS", "DRAIN_SECONDS", "SETTLE_TURNS", "InFlight"]

@@ -4,7 +4,6 @@ workflow whose named steps run once across every pass."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import logging
 import math
@@ -208,6 +207,11 @@ class Execution:
         and return it: the pass reports it even if the raise is lost on the way (a bare
         ``asyncio.gather`` keeps only the first of its branches' errors)."""
         return self._suspend(suspension)
+
+    @property
+    def busy(self) -> bool:
+        """Whether a step this pass started may still be running (`drain` waits for it)."""
+        return self._inflight.busy
 
     async def drain(self) -> None:
         """Wait until no step this pass started still runs, giving their branches a few
@@ -423,41 +427,23 @@ async def resume(
     run = Execution(holder, checkpointer, records, clock or SystemClock(), drain=drain)
     if on_run is not None:
         on_run(run)
-    # The body runs in a task of its own, so a stop of the pass (this task cancelled) is
-    # told apart from the cancels asyncio makes inside the body: a task group cancels the
-    # task it runs in when one of its tasks suspends, and that must not cut a step.
-    passing = asyncio.ensure_future(_pass(run, body))
-    try:
-        await asyncio.wait({passing})
-    except asyncio.CancelledError:
-        run._inflight.stopped = True
-        # Its end is awaited, as the body's own would be: a record being written lands.
-        while not passing.done():
-            passing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await asyncio.wait({passing})
-        if not passing.cancelled():
-            passing.exception()  # retrieved: the cancellation is what propagates
-        raise
-    return passing.result()
-
-
-async def _pass(run: Execution, body: Body[T]) -> Outcome[T]:
-    """``body``'s pass over ``run`` and how it ended, in the task `resume` gives it."""
-    run._inflight.own()
     try:
         value = await body(run)
     except BaseException as exc:
-        await run._close(exc)
+        if run.busy:
+            await run._close(exc)
+        run._closed = True
         return _ended_by(run, exc)
     # Suspensions noted from here on are of branches that outlived a body that returned:
     # its value stands.
     swallowed = run.suspensions
-    await run._close(None)
+    if run.busy:
+        await run._close(None)
+    run._closed = True
     if run._fenced is not None:
         raise run._fenced
     if swallowed:
-        raise Swallowed(run.workflow, swallowed)
+        raise Swallowed(holder.workflow, swallowed)
     return Completed(value)
 
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from durably.testing.app.basics import AppBasics
 from durably.testing.app.concurrency import AppConcurrency
+from durably.testing.app.drift import AppDrift
 from durably.testing.app.fixtures import AppFactory
 from durably.testing.app.lifecycle import AppLifecycle
 from durably.testing.app.races import AppRaces
 from durably.testing.app.refusals import AppRefusals
 from durably.testing.app.replay import AppReplay
+from durably.testing.app.sleeps import AppSleeps
 from durably.testing.app.tenants import AppTenants
 from durably.testing.app.upgrade import AppUpgrade
 
@@ -28,6 +30,8 @@ class AppConformance(
     AppTenants,
     AppUpgrade,
     AppConcurrency,
+    AppDrift,
+    AppSleeps,
 ):
     """Every test here must pass for `durably.App` on every backing durably ships."""
 

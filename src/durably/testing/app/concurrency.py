@@ -18,7 +18,13 @@ import pytest
 
 from durably.app import App, Context, Retry, Topic
 from durably.clock import ManualClock
-from durably.errors import InvalidInputError, NonRetryable, StepFailedError, WorkflowFailedError
+from durably.errors import (
+    InvalidInputError,
+    NonRetryable,
+    StepFailedError,
+    WorkflowCancelledError,
+    WorkflowFailedError,
+)
 from durably.stores.status import WorkflowStatus
 from durably.testing.app.fixtures import AppFixtures, fresh_id
 
@@ -31,6 +37,8 @@ report and the next to begin, and pay it again."""
 
 WAITS = ["recv", "recv-timeout", "sleep", "sleep_until", "child", "start_child", "backoff"]
 STYLES = ["asyncio.gather", "ctx.gather", "TaskGroup"]
+FAN_OUT = 25
+"""Steps beside one wait: more than any backing's connection pool holds at once."""
 
 
 class Beside:
@@ -197,6 +205,63 @@ class AppConcurrency(AppFixtures):
         await app.run_until_idle()
         assert await handle.result(timeout=5) == ["go", ["receipt-one", "receipt-two"]]
         assert paid == ["one", "two"]
+
+    @pytest.mark.parametrize("style", STYLES)
+    async def test_a_fan_out_wider_than_a_pool_beside_a_wait_pays_each_step_once(
+        self, app: App, style: str
+    ) -> None:
+        beside = Beside()
+        paid: list[int] = []
+
+        @app.step
+        async def charge(n: int) -> int:
+            paid.append(n)
+            await beside.hold()
+            return n
+
+        @app.workflow(name=f"fan-out-{fresh_id()}")
+        async def checkout(ctx: Context) -> int:
+            beside.entered()
+            branches = [beside.waiting(ctx.recv(GO)), *(charge(n) for n in range(FAN_OUT))]
+            results = await together(ctx, style, branches)
+            return sum(results[1:])
+
+        handle = await checkout.start()
+        await app.run_until_idle()
+        await handle.send(GO, "go")
+        await app.run_until_idle()
+        assert await handle.result(timeout=5) == sum(range(FAN_OUT))
+        assert sorted(paid) == list(range(FAN_OUT))
+
+    async def test_a_cancel_while_a_gathered_step_runs_lets_it_land_and_ends_cancelled(
+        self, app: App
+    ) -> None:
+        started, go_on = asyncio.Event(), asyncio.Event()
+        paid: list[str] = []
+
+        @app.step
+        async def charge() -> str:
+            paid.append("charge")
+            started.set()
+            await go_on.wait()
+            return "receipt"
+
+        @app.workflow(name=f"cancelled-{fresh_id()}")
+        async def checkout(ctx: Context) -> list[Any]:
+            return list(await asyncio.gather(charge(), ctx.recv(GO)))
+
+        handle = await checkout.start()
+        running = asyncio.create_task(app.run_until_idle())
+        await started.wait()
+        assert await handle.cancel()
+        go_on.set()
+        await running
+        await app.run_until_idle()
+        with pytest.raises(WorkflowCancelledError):
+            await handle.result(timeout=5)
+        stored = await (await app.stores()).checkpointer.load(handle.id)
+        assert [key for key in stored if key.endswith("charge#1")]  # it landed
+        assert paid == ["charge"]
 
     async def test_a_step_running_when_a_sibling_fails_finishes_and_is_paid_once(
         self, app: App
