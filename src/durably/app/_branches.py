@@ -1,9 +1,11 @@
-"""`gather`: branches of a workflow body run concurrently, with what a durable pass needs
-spelled out. When a branch suspends (a wait, a sleep, a child), the others run on until
-they finish or suspend too, and then the suspension is raised, so the pass reports once,
-with everything its branches wait for. When a branch fails, the others are cancelled as a
-task group cancels them (a step already running finishes and is recorded first) and
-waited for, and the failure is raised."""
+"""`gather`: branches of a workflow body run concurrently, as a durable pass needs them.
+
+When a branch suspends (a wait, a sleep, a child), the others run on until they finish or
+suspend too, and then the suspension is raised, so the pass reports once, with everything
+its branches wait for. When a branch fails, the others are cancelled as a task group
+cancels them (a step already running finishes and is recorded first) and waited for, and
+the failure is raised.
+"""
 
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ async def gather(aws: tuple[Awaitable[Any], ...], return_exceptions: bool) -> li
     the branches still running and is raised once they ended; with ``return_exceptions``
     an `Exception` is returned in its branch's place instead and cancels nothing. A
     suspension is raised once every branch ended, unless a failure is. A cancellation of
-    the caller cancels every branch and waits for them."""
+    the caller cancels every branch and waits for them.
+    """
     for n, aw in enumerate(aws):
         if not inspect.isawaitable(aw):
             for other in aws:  # started nothing: close what would warn it was never awaited

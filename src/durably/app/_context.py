@@ -303,21 +303,26 @@ class Context:
         await self._run.sleep_until(key, deadline)
 
     async def gather(self, *aws: Awaitable[Any], return_exceptions: bool = False) -> list[Any]:
-        """Run ``aws`` (step calls, waits, children, coroutines of the body) concurrently
-        and return their results in order: `asyncio.gather` with the promises a durable
-        pass needs spelled out.
+        """Run awaitables concurrently: `asyncio.gather` as a durable pass needs it.
 
         When one suspends (a `recv`, a `sleep`, a `child`), the others run on until they
         finish or suspend too, and then the suspension is raised: the pass ends sleeping
         until the earliest deadline, or blocked on everything waited for. When one fails,
         the others are cancelled, as a task group cancels them (a step already running
-        finishes and is recorded first), and the failure is raised once they ended; with
-        ``return_exceptions`` an exception is returned in its place instead, cancelling
-        nothing. A bare ``asyncio.gather`` of steps never pays a step twice either, but
-        leaves the other branches running when one fails and keeps only the first error.
+        finishes and is recorded first), and the failure is raised once they ended. A bare
+        ``asyncio.gather`` of steps never pays a step twice either, but leaves the other
+        branches running when one fails and keeps only the first error.
+
+        Args:
+            *aws: Step calls, waits, children, coroutines of the body.
+            return_exceptions: Return an exception in its branch's place instead of
+                raising it, cancelling nothing (suspensions are raised all the same).
+
+        Returns:
+            Their results, in the order given.
 
         Raises:
-            InvalidInputError: an argument is not awaitable (nothing is started).
+            InvalidInputError: An argument is not awaitable (nothing is started).
         """
         return await gather(aws, return_exceptions)
 

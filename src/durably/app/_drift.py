@@ -1,6 +1,7 @@
-"""How the App notices a body that no longer matches its records (changed under an
-in-flight workflow without ``ctx.patched``): a step called where an earlier pass recorded
-another, and records a body that ended never read.
+"""How the App notices a body that no longer matches its records.
+
+A body changed under an in-flight workflow without ``ctx.patched`` calls a step where an
+earlier pass recorded another, or ends without reading some of its records.
 
 Every step call the body's own task makes takes the next position in the body's sequence,
 kept in the step's record (``"p"``). That sequence is the same on every pass of an
@@ -22,8 +23,11 @@ UNREAD_NAMED = 10
 
 
 class Placement:
-    """The positions earlier passes recorded for the body's own step calls, read from the
-    records the first time a pass needs them (a pass that never drifts never reads them)."""
+    """The positions earlier passes recorded for the body's own step calls.
+
+    Read from the records the first time a pass needs them (a pass that never drifts
+    never reads them).
+    """
 
     def __init__(self, records: Mapping[str, object]) -> None:
         self._records = records
@@ -32,8 +36,11 @@ class Placement:
     def drift(
         self, workflow: str, key: str, position: int, unmet: set[str]
     ) -> NondeterminismError | None:
-        """The error for step ``key`` called at ``position`` if an earlier pass recorded
-        another step there that this pass has not read (``unmet``); None otherwise."""
+        """The error for step ``key`` called at ``position``, if it drifted.
+
+        It drifted if an earlier pass recorded another step at ``position`` that this
+        pass has not read (``unmet``); None otherwise.
+        """
         index = self._index
         if index is None:
             index = self._index = _positions(self._records)
@@ -52,8 +59,11 @@ class Placement:
 
 
 def _positions(records: Mapping[str, object]) -> dict[int, str]:
-    """Which step key each recorded position holds (records of the App's step calls: a
-    dict with the arguments' digest ``"a"`` and an int ``"p"``)."""
+    """Which step key each recorded position holds.
+
+    The App's step records are dicts with the arguments' digest ``"a"``; those of the
+    body's own calls have an int position ``"p"``.
+    """
     found: dict[int, str] = {}
     for key, value in records.items():
         if key.startswith((layout.PREFIX, "inbox:")) or not isinstance(value, dict):
@@ -65,8 +75,11 @@ def _positions(records: Mapping[str, object]) -> dict[int, str]:
 
 
 def unread(unmet: Iterable[str]) -> list[str]:
-    """The records a body that ended never read, sorted: every unmet key but the retry
-    deadlines of a step it did read (a recorded step replays without its attempts)."""
+    """The records a body that ended never read, sorted.
+
+    Every unmet key but the retry deadlines of a step it did read (a recorded step
+    replays without its attempts).
+    """
     keys = set(unmet)
     return sorted(
         key for key in keys if layout.RETRY not in key or key.split(layout.RETRY, 1)[0] in keys

@@ -455,8 +455,10 @@ class Workflow(Generic[P, R]):
         await self._wake_parent(ctx._start)
 
     def _warn_unread(self, ctx: Context) -> None:
-        """Warn when the body ended without reading records earlier passes left (steps
-        removed, or skipped by changed code, under the in-flight workflow)."""
+        """Warn when the body ended without reading records earlier passes left.
+
+        Steps removed, or skipped by changed code, under the in-flight workflow.
+        """
         if ctx._unmet:
             keys = unread(ctx._unmet)
             if keys:
