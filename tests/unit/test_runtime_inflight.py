@@ -46,6 +46,24 @@ def ended_then(
     return run
 
 
+def runs_until_cut(
+    cut: list[str], started: asyncio.Event | None = None
+) -> Callable[[], Awaitable[str]]:
+    """An effect that runs until it is cancelled, then notes it in ``cut``."""
+
+    async def forever() -> str:
+        if started is not None:
+            started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cut.append("forever")
+            raise
+        return "never"
+
+    return forever
+
+
 async def test_a_pass_waits_for_a_step_a_bare_gather_left_running() -> None:
     checkpointer = MemoryCheckpointer()
     ended = asyncio.Event()
@@ -193,14 +211,7 @@ async def test_a_pass_cancelled_while_it_drains_cuts_the_steps_still_running() -
     checkpointer = MemoryCheckpointer()
     ended = asyncio.Event()
     cut: list[str] = []
-
-    async def forever() -> str:
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            cut.append("forever")
-            raise
-        return "never"
+    forever = runs_until_cut(cut)
 
     async def body(run: Execution) -> None:
         await asyncio.gather(run.awaiting("go"), run.step("forever", forever))
@@ -221,14 +232,7 @@ async def test_steps_still_running_past_the_drain_time_are_cut(
 ) -> None:
     checkpointer = MemoryCheckpointer()
     cut: list[str] = []
-
-    async def forever() -> str:
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            cut.append("forever")
-            raise
-        return "never"
+    forever = runs_until_cut(cut)
 
     async def body(run: Execution) -> None:
         await asyncio.gather(run.awaiting("go"), run.step("forever", forever))
@@ -322,15 +326,7 @@ async def test_a_stop_of_the_pass_cuts_a_step_running_in_a_branch(style: str) ->
     checkpointer = MemoryCheckpointer()
     started = asyncio.Event()
     cut: list[str] = []
-
-    async def forever() -> str:
-        started.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            cut.append("forever")
-            raise
-        return "never"
+    forever = runs_until_cut(cut, started)
 
     async def body(run: Execution) -> None:
         if style == "gather":

@@ -12,11 +12,11 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
-from durably.app import App, Context, Retry, Topic
+from durably.app import App, Context, Step, Topic, WorkflowHandle
 from durably.clock import ManualClock
 from durably.errors import (
     InvalidInputError,
@@ -26,7 +26,9 @@ from durably.errors import (
     WorkflowFailedError,
 )
 from durably.stores.status import WorkflowStatus
-from durably.testing.app.fixtures import AppFixtures, fresh_id
+from durably.testing.app.fixtures import AppFixtures, fails_once, fresh_id
+
+T = TypeVar("T")
 
 GO: Topic[str] = Topic("go", str)
 
@@ -43,12 +45,25 @@ FAN_OUT = 25
 
 class Beside:
     """A step kept running beside a wait: ``suspended`` is set as the wait's branch ends
-    (suspended or done), ``passes`` counts the body's passes."""
+    (suspended or done), ``passes`` counts the body's passes, ``paid`` what the step
+    `charging` registers was called with, once per run of its effect."""
 
     def __init__(self) -> None:
         self.suspended = asyncio.Event()
         self.passes = 0
+        self.paid: list[str] = []
         self._next_pass = asyncio.Event()
+
+    def charging(self, app: App) -> Step[[str], str]:
+        """Register the step that pays: it notes the payment, then `hold`s."""
+
+        @app.step
+        async def charge(order: str) -> str:
+            self.paid.append(order)
+            await self.hold()
+            return f"receipt-{order}"
+
+        return charge
 
     def entered(self) -> None:
         """Call at the top of the body."""
@@ -69,6 +84,14 @@ class Beside:
             return await wait
         finally:
             self.suspended.set()
+
+
+async def sent_go(app: App, handle: WorkflowHandle[T]) -> T:
+    """Run ``handle``'s workflow until it waits, send it `GO`, run it to its end: its result."""
+    await app.run_until_idle()
+    await handle.send(GO, "go")
+    await app.run_until_idle()
+    return await handle.result(timeout=5)
 
 
 async def together(ctx: Context, style: str, branches: list[Awaitable[Any]]) -> list[Any]:
@@ -94,21 +117,9 @@ class AppConcurrency(AppFixtures):
         self, app: App, wait: str, style: str, step_first: bool
     ) -> None:
         beside = Beside()
-        paid: list[str] = []
+        charge = beside.charging(app)
         tries: list[int] = []
-
-        @app.step
-        async def charge(order: str) -> str:
-            paid.append(order)
-            await beside.hold()
-            return f"receipt-{order}"
-
-        @app.step(retry=Retry(max_attempts=2, initial=60, maximum=60, jitter=0))
-        async def flaky() -> str:
-            tries.append(1)
-            if len(tries) == 1:
-                raise RuntimeError("the first attempt fails; the retry waits a minute")
-            return "recovered"
+        flaky = fails_once(app, tries)
 
         @app.workflow(name=f"kid-{fresh_id()}")
         async def kid(ctx: Context) -> str:
@@ -146,92 +157,50 @@ class AppConcurrency(AppFixtures):
             await app.run_until_idle()
         results = await handle.result(timeout=5)
         assert "receipt-order-1" in results
-        assert paid == ["order-1"]
+        assert beside.paid == ["order-1"]
         assert tries == ([1, 1] if wait == "backoff" else [])
 
     @pytest.mark.parametrize("style", STYLES)
-    async def test_a_step_that_starts_after_its_sibling_suspended_is_paid_once(
-        self, app: App, style: str
+    @pytest.mark.parametrize("shape", ["starts-after-the-wait-suspended", "two-in-sequence"])
+    async def test_each_step_of_a_branch_beside_a_wait_is_paid_once(
+        self, app: App, style: str, shape: str
     ) -> None:
         beside = Beside()
-        paid: list[str] = []
+        charge = beside.charging(app)
 
-        @app.step
-        async def charge(order: str) -> str:
-            paid.append(order)
-            await beside.hold()
-            return f"receipt-{order}"
+        async def branch() -> list[str]:
+            if shape == "two-in-sequence":
+                return [await charge("one"), await charge("two")]
+            await beside.suspended.wait()  # its step starts once the sibling suspended
+            return [await charge("late")]
 
-        async def late() -> str:
-            await beside.suspended.wait()
-            return await charge("late")
-
-        @app.workflow(name=f"late-{fresh_id()}")
+        @app.workflow(name=f"branch-{fresh_id()}")
         async def checkout(ctx: Context) -> list[Any]:
             beside.entered()
-            return await together(ctx, style, [beside.waiting(ctx.recv(GO)), late()])
+            return await together(ctx, style, [beside.waiting(ctx.recv(GO)), branch()])
 
-        handle = await checkout.start()
-        await app.run_until_idle()
-        await handle.send(GO, "go")
-        await app.run_until_idle()
-        assert await handle.result(timeout=5) == ["go", "receipt-late"]
-        assert paid == ["late"]
-
-    @pytest.mark.parametrize("style", STYLES)
-    async def test_a_branch_s_steps_in_sequence_are_each_paid_once(
-        self, app: App, style: str
-    ) -> None:
-        beside = Beside()
-        paid: list[str] = []
-
-        @app.step
-        async def charge(order: str) -> str:
-            paid.append(order)
-            await beside.hold()
-            return f"receipt-{order}"
-
-        async def both() -> list[str]:
-            return [await charge("one"), await charge("two")]
-
-        @app.workflow(name=f"sequence-{fresh_id()}")
-        async def checkout(ctx: Context) -> list[Any]:
-            beside.entered()
-            return await together(ctx, style, [beside.waiting(ctx.recv(GO)), both()])
-
-        handle = await checkout.start()
-        await app.run_until_idle()
-        await handle.send(GO, "go")
-        await app.run_until_idle()
-        assert await handle.result(timeout=5) == ["go", ["receipt-one", "receipt-two"]]
-        assert paid == ["one", "two"]
+        orders = ["one", "two"] if shape == "two-in-sequence" else ["late"]
+        result = await sent_go(app, await checkout.start())
+        assert result == ["go", [f"receipt-{order}" for order in orders]]
+        assert beside.paid == orders
 
     @pytest.mark.parametrize("style", STYLES)
     async def test_a_fan_out_wider_than_a_pool_beside_a_wait_pays_each_step_once(
         self, app: App, style: str
     ) -> None:
         beside = Beside()
-        paid: list[int] = []
-
-        @app.step
-        async def charge(n: int) -> int:
-            paid.append(n)
-            await beside.hold()
-            return n
+        charge = beside.charging(app)
+        orders = [f"order-{n}" for n in range(FAN_OUT)]
 
         @app.workflow(name=f"fan-out-{fresh_id()}")
-        async def checkout(ctx: Context) -> int:
+        async def checkout(ctx: Context) -> list[Any]:
             beside.entered()
-            branches = [beside.waiting(ctx.recv(GO)), *(charge(n) for n in range(FAN_OUT))]
-            results = await together(ctx, style, branches)
-            return sum(results[1:])
+            branches = [beside.waiting(ctx.recv(GO)), *(charge(order) for order in orders)]
+            return (await together(ctx, style, branches))[1:]
 
-        handle = await checkout.start()
-        await app.run_until_idle()
-        await handle.send(GO, "go")
-        await app.run_until_idle()
-        assert await handle.result(timeout=5) == sum(range(FAN_OUT))
-        assert sorted(paid) == list(range(FAN_OUT))
+        result = await sent_go(app, await checkout.start())
+        assert result == [f"receipt-{order}" for order in orders]
+        assert sorted(beside.paid) == sorted(orders)
 
     async def test_a_cancel_while_a_gathered_step_runs_lets_it_land_and_ends_cancelled(
         self, app: App

@@ -11,9 +11,9 @@ import logging
 
 import pytest
 
-from durably.app import App, Context, Retry
+from durably.app import App, Context
 from durably.stores.status import WorkflowStatus
-from durably.testing.app.fixtures import AppFixtures, fresh_id
+from durably.testing.app.fixtures import AppFixtures, fails_once, fresh_id
 
 ORIGINAL = ["reserve", "charge"]
 """The steps the workflows here start with, in order (then a sleep, then the end)."""
@@ -176,13 +176,7 @@ class AppDrift(AppFixtures):
         self, app: App, caplog: pytest.LogCaptureFixture
     ) -> None:
         tries: list[int] = []
-
-        @app.step(retry=Retry(max_attempts=2, initial=60, maximum=60, jitter=0))
-        async def flaky() -> str:
-            tries.append(1)
-            if len(tries) == 1:
-                raise RuntimeError("the retry waits in a durable sleep")
-            return "ok"
+        flaky = fails_once(app, tries)
 
         @app.workflow(name=f"tidy-{fresh_id()}")
         async def order(ctx: Context) -> str:
@@ -194,7 +188,7 @@ class AppDrift(AppFixtures):
         handle = await order.start()
         with caplog.at_level(logging.WARNING, logger="durably.workflow"):
             await app.run_until_idle()
-        assert await handle.result(timeout=5) == "ok"
+        assert await handle.result(timeout=5) == "recovered"
         assert tries == [1, 1]  # its retry's deadline is a record the last pass never read
         assert not [r for r in caplog.records if "without reading" in r.getMessage()]
 

@@ -13,7 +13,7 @@ from decimal import Decimal
 import pytest
 from pydantic import BaseModel
 
-from durably.app import App, Context, Topic, Workflow
+from durably.app import App, Context, Retry, Step, Topic, Workflow
 from durably.clock import Clock, ManualClock
 
 AppFactory = Callable[[Clock], Awaitable[App]]
@@ -77,6 +77,20 @@ def fresh_id() -> str:
     return f"wf-{uuid.uuid4().hex[:12]}"
 
 
+def fails_once(app: App, tries: list[int]) -> Step[[], str]:
+    """Register a step whose first attempt fails and whose retry waits a minute (a durable
+    sleep, over `DURABLE_BACKOFF`); ``tries`` gets an entry per attempt."""
+
+    @app.step(retry=Retry(max_attempts=2, initial=60, maximum=60, jitter=0))
+    async def flaky() -> str:
+        tries.append(1)
+        if len(tries) == 1:
+            raise RuntimeError("the first attempt fails; the retry waits a minute")
+        return "recovered"
+
+    return flaky
+
+
 def parent_of_a_sleeper(app: App) -> tuple[Workflow[[], None], Workflow[[], None]]:
     """Register ``slow``, which sleeps a day, and ``parent``, which waits for it as its
     child; both returned, ``(slow, parent)``."""
@@ -116,6 +130,7 @@ __all__ = [
     "ReplyWithDefault",
     "ReplyWithScore",
     "Ticket",
+    "fails_once",
     "fresh_id",
     "parent_of_a_sleeper",
 ]
