@@ -173,12 +173,12 @@ class Context:
         self._task = asyncio.current_task()
         self._made = 0
         """Step calls the body's own task has made in this pass (the next one's position)."""
-        self._placement = Placement(run.recorded)
         self._counts: dict[str, int] = {}
         self._consumed: set[str] = set()
         recorded = run.recorded
         self._records = recorded
         """The pass's records (a live, read-only view)."""
+        self._placement = Placement(recorded)
         generation, unmet, retries, ended = layout.survey(recorded)
         # Records not yet met in this pass: while any remain, the body is replaying.
         self._unmet = unmet

@@ -40,11 +40,14 @@ async def recorded_call(
     effect: a step call is the App's hot path, and the first attempt runs inline."""
     recorded = ctx._records
     run = ctx._run
-    if not guarded and key not in recorded and asyncio.current_task() is not ctx._task:
-        # A fresh step in a branch of the body runs in a task of its own: a sibling's
-        # failure or a task group's abort, cancelling the branch, must not cut an effect
-        # that began (a later pass would pay it again).
-        return await run.guard(recorded_call(ctx, step, key, args, kwargs, position, True))
+    task = None
+    if key not in recorded:
+        task = asyncio.current_task()
+        if not guarded and task is not ctx._task:
+            # A fresh step in a branch of the body runs in a task of its own: a sibling's
+            # failure or a task group's abort, cancelling the branch, must not cut an
+            # effect that began (a later pass would pay it again).
+            return await run.guard(recorded_call(ctx, step, key, args, kwargs, position, True))
     marker = step.signature.digest_args(args, kwargs)
     ctx._unmet.discard(key)
     if key not in recorded:
@@ -55,7 +58,7 @@ async def recorded_call(
             if drifted is not None:
                 raise ctx._park(drifted)
         ctx._deliver_cancel(key)
-    if run.reserve(key):
+    if run.reserve(key, task):
         return _parse(ctx, step, key, marker, recorded[key], position)
     failure: Exception | None = None
     own = False  # whether the record holds the value itself, plain (`Value.plain`)

@@ -53,9 +53,11 @@ class InFlight:
         """Whether any step is noted as running (its task may have ended: see `drain`)."""
         return bool(self._running)
 
-    def take(self, key: str) -> asyncio.Task[Any] | None:
-        """Note that the step at ``key`` starts in the current task (returned)."""
-        task = asyncio.current_task()
+    def take(self, key: str, task: asyncio.Task[Any] | None = None) -> asyncio.Task[Any] | None:
+        """Note that the step at ``key`` starts in ``task`` (default: the current one),
+        and return that task."""
+        if task is None:
+            task = asyncio.current_task()
         self._running[key] = task
         return task
 

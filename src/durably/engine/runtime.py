@@ -154,7 +154,7 @@ class Execution:
         recorded = await self._write(self._checkpointer.record(self._holder, key, value))
         return self._land(key, recorded)
 
-    def reserve(self, key: str) -> bool:
+    def reserve(self, key: str, task: asyncio.Task[Any] | None = None) -> bool:
         """Take ``key`` for a step of this pass, as `step` does before anything else: True
         when its value is recorded (read it from `recorded`; the effect must not run),
         False when the caller is to run the effect and `commit` its value.
@@ -164,13 +164,14 @@ class Execution:
         them the step counts as running (the pass waits for it before it reports): a
         caller whose effect ends without a value to commit calls `abandon`. Raises
         `ValueError` for a key used twice in one pass or in the inbox key space, and
-        `PassEnded` once the pass has ended (the effect must not run).
+        `PassEnded` once the pass has ended (the effect must not run). ``task`` is the task
+        that runs the effect, for a caller that has it at hand (the current one if None).
         """
         self._use(key)
         if key in self._records:
             self.replayed += 1
             return True
-        self._inflight.take(key)
+        self._inflight.take(key, task)
         return False
 
     def abandon(self, key: str) -> None:
