@@ -4,11 +4,11 @@ A body changed under an in-flight workflow without ``ctx.patched`` calls a step 
 earlier pass recorded another, or ends without reading some of its records.
 
 Every step call the body's own task makes takes the next position in the body's sequence,
-kept in the step's record (``"p"``). That sequence is the same on every pass of an
-unchanged body; calls made inside branches (tasks the body starts) take none, since their
-order may change from pass to pass. A pass that calls a step at a position where an
-earlier pass recorded another step, one this pass has not read, has drifted: a step was
-replaced, inserted, removed or reordered.
+kept in the step's record after its arguments' digest (``"a": "<digest>@<position>"``).
+That sequence is the same on every pass of an unchanged body; calls made inside branches
+(tasks the body starts) take none, since their order may change from pass to pass. A
+pass that calls a step at a position where an earlier pass recorded another step, one
+this pass has not read, has drifted: a step was replaced, inserted, removed or reordered.
 """
 
 from __future__ import annotations
@@ -61,16 +61,18 @@ class Placement:
 def _positions(records: Mapping[str, object]) -> dict[int, str]:
     """Which step key each recorded position holds.
 
-    The App's step records are dicts with the arguments' digest ``"a"``; those of the
-    body's own calls have an int position ``"p"``.
+    The App's step records are dicts whose marker ``"a"`` is the arguments' digest, with
+    ``@`` and the position for a call the body's own task made.
     """
     found: dict[int, str] = {}
     for key, value in records.items():
         if key.startswith((layout.PREFIX, "inbox:")) or not isinstance(value, dict):
             continue
-        position = value.get("p")
-        if type(position) is int and isinstance(value.get("a"), str):
-            found[position] = key
+        marker = value.get("a")
+        if isinstance(marker, str):
+            place = marker.partition(layout.PLACE)[2]
+            if place.isdigit():
+                found[int(place)] = key
     return found
 
 

@@ -56,6 +56,10 @@ def cancel_key(generation: int) -> str:
     return occurrence(CANCEL, generation)
 
 
+PLACE = "@"
+"""What separates a step record's argument digest from the call's position in the body's
+sequence (``"a": "<digest>@<position>"``, for a call the body's own task made)."""
+
 RETRY = ":retry#"
 """What every `retry_key` holds."""
 
@@ -230,6 +234,7 @@ __all__ = [
     "CHILD",
     "EVENT",
     "FAILED",
+    "PLACE",
     "PREFIX",
     "RESULT",
     "RESUMES",

@@ -1,5 +1,7 @@
 """How a step call is recorded in a workflow: its attempts and backoffs, the record's shape
-(``{"a": digest, "v": value}`` or ``{"a": digest, "e": [type, message]}``) and its replay."""
+(``{"a": marker, "v": value}`` or ``{"a": marker, "e": [type, message]}``, the marker being
+the arguments' digest, then ``@`` and the call's position in the body's sequence for a
+call the body's own task made, `_drift`) and its replay."""
 
 from __future__ import annotations
 
@@ -49,6 +51,8 @@ async def recorded_call(
             # effect that began (a later pass would pay it again).
             return await run.guard(recorded_call(ctx, step, key, args, kwargs, position, True))
     marker = step.signature.digest_args(args, kwargs)
+    if position is not None:
+        marker = f"{marker}{layout.PLACE}{position}"
     ctx._unmet.discard(key)
     if key not in recorded:
         if ctx._cancels is not None and ctx._cancels.due(ctx._key):
@@ -103,8 +107,6 @@ async def recorded_call(
             except Exception as exc:
                 failure = StepResultError(f"step {key!r} returned a value it cannot encode: {exc}")
                 record = {"a": marker, "e": ["StepResultError", str(failure)]}
-    if position is not None:
-        record["p"] = position
     try:
         stored = await run.commit(key, record)
     except StatePersistenceError as exc:
@@ -187,21 +189,24 @@ def _parse(
                 ctx.id, key, f"the record there was not written by step {step.name!r}"
             )
         )
-    if position is not None and stored.get("p", position) != position:
-        # Recorded at another place in the body's sequence: drifted if another step the
-        # body has not reached yet was recorded at this one (a reorder, a removal).
-        drifted = ctx._placement.drift(ctx.id, key, position, ctx._unmet)
-        if drifted is not None:
-            raise ctx._park(drifted)
-    if stored["a"] != marker:
-        raise ctx._park(
-            NondeterminismError(
-                ctx.id,
-                key,
-                f"step {step.name!r} was called with other arguments than the recorded "
-                "call (the body changed, or concurrent calls need .keyed(key))",
+    recorded = stored["a"]
+    if recorded != marker:
+        digest, _, place = str(recorded).partition(layout.PLACE)
+        if digest != marker.partition(layout.PLACE)[0]:
+            raise ctx._park(
+                NondeterminismError(
+                    ctx.id,
+                    key,
+                    f"step {step.name!r} was called with other arguments than the recorded "
+                    "call (the body changed, or concurrent calls need .keyed(key))",
+                )
             )
-        )
+        if place and position is not None:
+            # Recorded at another place in the body's sequence: drifted if another step
+            # the body has not reached yet was recorded at this one (a reorder, a removal).
+            drifted = ctx._placement.drift(ctx.id, key, position, ctx._unmet)
+            if drifted is not None:
+                raise ctx._park(drifted)
     if "e" in stored:
         error_type, message = stored["e"]
         raise StepFailedError(ctx.id, key, str(error_type), str(message))
