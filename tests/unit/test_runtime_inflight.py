@@ -370,3 +370,40 @@ async def test_a_branch_cancelled_from_inside_the_body_sees_it_once_its_step_lan
     assert await once(checkpointer, body) == Completed("carried on")
     assert seen == ["finished"]
     assert (await checkpointer.load("wf"))["charge"] == "receipt"
+
+
+class GatedWrites(MemoryCheckpointer):
+    """A memory checkpointer whose writes wait for ``gate``, noting in ``events`` when
+    each lands."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.events: list[str] = []
+
+    async def record(self, holder: Pass, key: str, value: object) -> Any:
+        await self.gate.wait()
+        recorded = await super().record(holder, key, value)
+        self.events.append(f"landed {key}")
+        return recorded
+
+
+async def test_a_record_a_branch_is_still_writing_when_the_body_ends_lands_first() -> None:
+    checkpointer = GatedWrites()
+    ended = asyncio.Event()
+
+    async def open_late() -> None:
+        await ended.wait()
+        for _ in range(10):  # long after a pass that did not wait would have reported
+            await asyncio.sleep(0)
+        checkpointer.gate.set()
+
+    async def body(run: Execution) -> None:
+        await asyncio.gather(run.awaiting("go"), run.step("token", lambda: "t-1"))
+
+    opening = asyncio.create_task(open_late())
+    outcome = await once(checkpointer, ended_then(body, ended))
+    checkpointer.events.append("reported")
+    await opening
+    assert isinstance(outcome, Blocked)
+    assert checkpointer.events == ["landed token", "reported"]

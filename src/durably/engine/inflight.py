@@ -55,15 +55,21 @@ class InFlight:
 
     def take(self, key: str, task: asyncio.Task[Any] | None = None) -> asyncio.Task[Any] | None:
         """Note that the step at ``key`` starts in ``task`` (default: the current one),
-        and return that task."""
+        and return that task. Its caller gives it back when it ends (commit, abandon)."""
         if task is None:
             task = asyncio.current_task()
         self._running[key] = task
         return task
 
+    def hold(self, key: str) -> None:
+        """Note that the step at ``key`` starts, for a caller that gives it back in a
+        ``finally`` of its own (it cannot leak, so its task is not looked up: it is
+        waited for, never cut)."""
+        self._running[key] = None
+
     def give_back(self, key: str) -> None:
         """Note that the step at ``key`` ended (recorded, failed or cut); safe to repeat."""
-        if self._running.pop(key, None) is not None:
+        if self._running.pop(key, _ABSENT) is not _ABSENT:
             changed = self._changed
             if changed is not None and not changed.done():
                 changed.set_result(None)
@@ -110,7 +116,8 @@ class InFlight:
         return inner.result()
 
     def running(self) -> set[asyncio.Task[Any]]:
-        """The tasks running a step now, other than the current one."""
+        """The tasks known to run a step now, other than the current one (a step `hold`
+        noted has none)."""
         me = asyncio.current_task()
         return {
             task
@@ -134,7 +141,7 @@ class InFlight:
                     await self.abort()
                     return
                 live = self.running()
-                if not live:
+                if not live and None not in self._running.values():
                     quiet += 1
                     await asyncio.sleep(0)
                     continue
@@ -172,6 +179,9 @@ class InFlight:
             task.cancel()
         if live:
             await asyncio.wait(live, timeout=ABORT_SECONDS)
+
+
+_ABSENT = object()
 
 
 class _Watch(asyncio.Future[None]):

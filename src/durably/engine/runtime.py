@@ -131,11 +131,12 @@ class Execution:
             self.replayed += 1
             return parse(self._records[key])
         inflight = self._inflight
-        task = inflight.take(key)
+        inflight.hold(key)
         try:
             value = effect()
             if inspect.isawaitable(value):
-                if inflight.in_branch(task):
+                # An effect that awaits may be cut, or need a guard: its task is noted.
+                if inflight.in_branch(inflight.take(key)):
                     return parse(await inflight.guard(self._perform(key, value)))
                 value = await value
             # `commit` without its check (this pass reserved the key just now) and without
@@ -231,7 +232,7 @@ class Execution:
         if key in self._records:
             self.replayed += 1
             return parse(self._records[key])
-        self._inflight.take(key)
+        self._inflight.hold(key)
         try:
             recorded = await self._write(self._checkpointer.transact(self._holder, key, effect))
             landed = self._land(key, recorded)
@@ -278,7 +279,7 @@ class Execution:
 
             # The wakeup is noted as the deadline lands, also when a sibling's suspension
             # cancels this sleep meanwhile: the pass must still be woken at the deadline.
-            self._inflight.take(key)
+            self._inflight.hold(key)
             try:
                 await self._write(self._checkpointer.record(self._holder, key, deadline), landed)
             finally:
@@ -315,7 +316,7 @@ class Execution:
                 fresh = fresh[:limit]
             if not fresh:
                 raise self._suspend(MessageNeeded(key))
-            self._inflight.take(key)
+            self._inflight.hold(key)
             try:
                 recorded = await self._write(self._checkpointer.record(self._holder, key, fresh))
                 keys = [str(k) for k in cast(list[object], self._land(key, recorded))]
