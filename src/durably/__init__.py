@@ -11,6 +11,7 @@ conformance suites). The backings live in `durably.memory`, `durably.sqlite`,
 from durably.app import (
     App,
     Context,
+    Limits,
     Retry,
     Step,
     StepContext,
@@ -34,6 +35,7 @@ from durably.errors import (
     WorkflowConflictError,
     WorkflowFailedError,
     WorkflowFinishedError,
+    WorkflowLimitError,
     WorkflowNotFoundError,
 )
 from durably.stores import (
@@ -63,6 +65,7 @@ __all__ = [
     "Context",
     "DurablyError",
     "IncompatibleRecordError",
+    "Limits",
     "ManualClock",
     "NonRetryable",
     "NondeterminismError",
@@ -92,6 +95,7 @@ __all__ = [
     "WorkflowFinishedError",
     "WorkflowHandle",
     "WorkflowInfo",
+    "WorkflowLimitError",
     "WorkflowNotFoundError",
     "WorkflowStatus",
     "context",

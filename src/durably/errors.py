@@ -25,6 +25,20 @@ class DurablyError(Exception):
             self.retryable = retryable
 
 
+class DurablyWarning(UserWarning):
+    """Root of every warning durably gives (filter them by this category)."""
+
+
+class ValueTypeWarning(DurablyWarning):
+    """An annotation whose values may not come back as they were given, at registration.
+
+    ``Any``, ``object`` or a container without item types (``dict``, ``list[Any]``): the
+    value comes back as plain JSON (strings, lists, dicts). A pydantic model with a
+    ``bytes`` field kept as UTF-8 text (its default), or with a ``set`` field, which the
+    model writes in an order that differs between processes.
+    """
+
+
 class ConfigurationError(DurablyError):
     """The store, schema or settings are wrong; fix the deployment, do not retry."""
 
@@ -272,11 +286,29 @@ class StepTimeoutError(DurablyError):
 
 
 class WorkflowFailedError(DurablyError):
-    """The workflow ended FAILED; ``error`` is the failure it recorded."""
+    """The workflow ended FAILED, with the failure it recorded.
 
-    def __init__(self, workflow: str, error: str | None) -> None:
+    ``workflow`` is its id; ``error`` the failure as text (the exception's repr);
+    ``type`` the exception's type name and ``message`` its message; ``step`` the key of
+    the step whose failure ended it (``charge#1``), None when the body raised on its own.
+    For a step's failure, ``type`` and ``message`` are the step's own error's. A failure
+    recorded before types were kept has only ``error``: ``type`` and ``message`` are None.
+    """
+
+    def __init__(
+        self,
+        workflow: str,
+        error: str | None,
+        *,
+        type: str | None = None,
+        message: str | None = None,
+        step: str | None = None,
+    ) -> None:
         self.workflow = workflow
         self.error = error
+        self.type = type
+        self.message = message
+        self.step = step
         super().__init__(f"workflow {workflow!r} failed: {error}")
 
 
@@ -315,6 +347,25 @@ class WorkflowConflictError(DurablyError):
 
 class WorkflowFinishedError(InvalidInputError):
     """The workflow has finished (completed, failed or cancelled): it takes no messages."""
+
+
+class WorkflowLimitError(DurablyError):
+    """A workflow body would pass one of the App's `Limits` by starting another workflow:
+    more workflows from one body (``limit="children"``) or a chain of bodies starting
+    bodies deeper (``limit="depth"``) than allowed. Not retryable: the same start is refused
+    again; change the body, or the App's limits."""
+
+    def __init__(self, tenant: str, workflow: str, limit: str, maximum: int, count: int) -> None:
+        self.tenant = tenant
+        self.workflow = workflow
+        self.limit = limit
+        self.maximum = maximum
+        self.count = count
+        super().__init__(
+            f"tenant {tenant!r}: workflow {workflow!r} may not start another workflow: it "
+            f"would make {limit} {count}, over the limit of {maximum} (durably.Limits)",
+            retryable=False,
+        )
 
 
 class WorkflowNotFoundError(DurablyError):
@@ -398,6 +449,7 @@ __all__ = [
     "Contended",
     "DsnError",
     "DurablyError",
+    "DurablyWarning",
     "Fenced",
     "IncompatibleRecordError",
     "InputNeeded",
@@ -425,6 +477,7 @@ __all__ = [
     "StrayCancellationError",
     "Suspended",
     "Swallowed",
+    "ValueTypeWarning",
     "WorkItemNotFoundError",
     "WorkflowCancelledError",
     "WorkflowConflictError",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,8 +29,8 @@ _MIGRATED: set[str] = set()
 async def _apps(dsn: str) -> AsyncIterator[AppFactory]:
     made: list[App] = []
 
-    async def make(clock: Clock) -> App:
-        app = App(dsn, clock=clock, migrate=dsn not in _MIGRATED)
+    async def make(clock: Clock, **options: Any) -> App:
+        app = App(dsn, clock=clock, migrate=dsn not in _MIGRATED, **options)
         await app.stores()
         _MIGRATED.add(dsn)
         made.append(app)

@@ -17,9 +17,10 @@ def test_the_durable_option_is_read_and_taken_out_of_the_url() -> None:
     assert parse("redis://127.0.0.1:6379/0").durable
     off = parse("redis://127.0.0.1:6379/0?durable=false&socket_timeout=5")
     assert not off.durable
-    assert off.url == "redis://127.0.0.1:6379/0?socket_timeout=5"
+    assert off.url.get_secret_value() == "redis://127.0.0.1:6379/0?socket_timeout=5"
     assert parse("postgresql://root@h/db?durable=TRUE").durable
-    assert parse("postgresql://root@h/db?durable=False").url == "postgresql://root@h/db"
+    on = parse("postgresql://root@h/db?durable=False")
+    assert on.url.get_secret_value() == "postgresql://root@h/db"
     with pytest.raises(DsnError, match="durable= option"):
         parse("redis://127.0.0.1:6379/0?durable=maybe")
 

@@ -81,6 +81,43 @@ def test_a_body_without_a_context_parameter_is_refused() -> None:
         app().workflow(name="wrong")(wrong)  # type: ignore[arg-type]
 
 
+def test_a_body_whose_first_parameter_is_unannotated_is_refused_in_one_line() -> None:
+    async def forgot(ticket) -> str:  # type: ignore[no-untyped-def]
+        return str(ticket)
+
+    async def unannotated(ctx, ticket: str) -> str:  # type: ignore[no-untyped-def]
+        return ticket
+
+    for name, body in (("forgot", forgot), ("unannotated", unannotated)):
+        with pytest.raises(ConfigurationError) as refused:
+            app().workflow(name=name)(body)
+        message = str(refused.value)
+        assert "first parameter must be the durably.Context" in message
+        assert "has no annotation" in message
+        assert "\n" not in message
+
+
+def test_a_step_that_takes_the_context_is_refused_in_one_line() -> None:
+    async def summarise(ctx: durably.Context, text: str) -> str:
+        return text
+
+    with pytest.raises(ConfigurationError) as refused:
+        app().step(name="summarise")(summarise)
+    message = str(refused.value)
+    assert message.startswith("step 'summarise': parameter 'ctx' is a durably.Context")
+    assert "durably.context()" in message
+    assert "\n" not in message
+
+
+def test_an_unencodable_annotation_is_refused_in_one_line() -> None:
+    async def step(thing: Unencodable) -> None: ...
+
+    with pytest.raises(ConfigurationError) as refused:
+        app().step(name="step")(step)
+    assert "thing" in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
 def test_missing_annotations_are_refused() -> None:
     async def untyped(ctx: durably.Context, ticket) -> None:  # type: ignore[no-untyped-def]
         ...

@@ -307,3 +307,26 @@ def test_a_keyed_copy_shares_the_steps_adapters() -> None:
     assert copy.signature is fetch.signature
     assert copy.name == fetch.name
     assert copy.retry is fetch.retry
+
+
+async def test_a_step_called_without_await_is_warned_of_by_its_name_and_key() -> None:
+    app = durably.App("memory://", clock=durably.ManualClock())
+    ran: list[str] = []
+
+    @app.step(name="summarise")
+    async def summarise(text: str) -> str:
+        ran.append(text)
+        return text.upper()
+
+    @app.workflow(name="forgets")
+    async def forgets(ctx: durably.Context) -> str:
+        summarise("lost")  # type: ignore[unused-coroutine]  # the mistake under test
+        return await summarise("kept")
+
+    handle = await forgets.start()
+    with pytest.warns(RuntimeWarning, match=r"coroutine 'summarise#1' was never awaited"):
+        await app.run_until_idle()
+    assert await handle.result(timeout=5) == "KEPT"
+    assert ran == ["kept"]  # as summarise#2: the call never awaited took #1
+    with pytest.warns(RuntimeWarning, match=r"coroutine 'summarise' was never awaited"):
+        summarise("outside a workflow")  # type: ignore[unused-coroutine]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -183,3 +184,62 @@ def test_workflows_delete_finds_the_kind_and_refuses_to_guess_one(
     assert "pass --kind" in capsys.readouterr().err
     assert main(["workflows", "delete", "--dsn", dsn, "engine-wf", "--kind", "greeter"]) == 0
     assert asyncio.run(_ready(path, "greeter")) is None
+
+
+def test_an_app_on_a_relative_sqlite_path_names_the_absolute_file_and_says_it_made_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    caplog.set_level(logging.INFO)
+    absolute = str(tmp_path / "app.db")
+
+    async def open_twice() -> None:
+        for _ in range(2):
+            async with durably.App("sqlite:///app.db"):
+                pass
+
+    asyncio.run(open_twice())
+    created = [r for r in caplog.records if "created a new, empty SQLite database" in r.message]
+    assert [(r.levelname, absolute in r.message) for r in created] == [("WARNING", True)]
+    opened = [r.message for r in caplog.records if r.message.startswith("opened ")]
+    assert opened == [f"opened sqlite {absolute}"] * 2
+
+
+def test_workflows_show_prints_the_apps_instants_as_utc_times(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dsn = f"sqlite:///{tmp_path / 'app.db'}"
+    start = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+    clock = durably.ManualClock(start)
+
+    async def record() -> str:
+        app = durably.App(dsn, clock=clock)
+
+        @app.step(name="flaky", retry=durably.Retry(max_attempts=2, initial=60, maximum=60))
+        async def flaky() -> int:
+            if durably.context().attempt == 1:
+                raise RuntimeError("try again")
+            return 1
+
+        @app.workflow(name="waits")
+        async def waits(ctx: durably.Context) -> None:
+            await ctx.now()
+            await ctx.sleep(3600)
+            await ctx.recv(durably.Topic("go", bool), timeout=60)
+            await flaky()
+
+        async with app:
+            handle = await waits.options(id="wf-1", timeout=86_400).start()
+            await app.run_until_idle()
+            return handle.id
+
+    workflow = asyncio.run(record())
+    assert main(["workflows", "show", workflow, "--dsn", dsn]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split()[2]: line.split()[3] for line in out.splitlines()[7:] if line.strip()}
+    assert rows["durably:start"].startswith('{"args":{},"created":"2026-01-01T00:00:00.000Z"')
+    assert rows["durably:now#1"] == "2026-01-01T00:00:00.000Z"
+    assert rows["durably:sleep#1"] == "2026-01-01T01:00:00.000Z"
+    assert rows["durably:recv:go#1:deadline"] == "2026-01-01T01:01:00.000Z"
+    assert rows["flaky#1:retry#1"].startswith("2026-01-01T01:01:")  # its backoff is jittered
+    assert str(int(start)) not in out

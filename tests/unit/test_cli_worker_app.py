@@ -36,9 +36,16 @@ async def never(ctx: durably.Context, n: int) -> int:
 """
 
 
-def worker(tmp_path: Path, *argv: str) -> subprocess.Popen[bytes]:
+def worker(
+    tmp_path: Path, *argv: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     (tmp_path / "flows.py").write_text(textwrap.dedent(FLOWS))
-    env = {**os.environ, "PYTHONPATH": SRC, "DURABLY_DSN": f"sqlite:///{tmp_path / 'app.db'}"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": SRC,
+        "DURABLY_DSN": f"sqlite:///{tmp_path / 'app.db'}",
+        **(env or {}),
+    }
     return subprocess.Popen(
         [sys.executable, "-m", "durably", "worker", "flows:app", *argv],
         cwd=tmp_path,
@@ -62,6 +69,18 @@ def run_then_stop(
             process.kill()
             process.wait()
     return value, output
+
+
+async def doubled_by_the_worker(database: Path, n: int) -> int:
+    """``n`` doubled by the ``double`` workflow a worker serves from SQLite ``database``."""
+    app = App(f"sqlite:///{database}")
+
+    @app.workflow(name="double")
+    async def double(ctx: Context, n: int) -> int:
+        raise NotImplementedError  # its body runs in the worker
+
+    async with app:
+        return await (await double.start(n)).result(timeout=30)
 
 
 def test_the_worker_command_serves_an_app_and_only_the_kinds_named(tmp_path: Path) -> None:
@@ -98,19 +117,33 @@ def test_the_worker_command_gives_an_app_its_name_and_poll_options(tmp_path: Pat
     )
 
     async def use() -> int:
-        app = App(f"sqlite:///{tmp_path / 'app.db'}")
+        return await doubled_by_the_worker(tmp_path / "app.db", 4)
+
+    doubled, output = run_then_stop(process, use)
+    assert doubled == 8
+    assert process.returncode == 0, output
+    assert "worker='night-shift-1'" in output
+    assert "Traceback" not in output
+
+
+def test_the_worker_command_serves_an_app_from_the_dsn_it_is_given(tmp_path: Path) -> None:
+    other = f"sqlite:///{tmp_path / 'other.db'}"  # not the App's own ($DURABLY_DSN)
+    process = worker(tmp_path, "--dsn", other, "--log-level", "INFO")
+
+    async def use() -> int:
+        app = App(other)
 
         @app.workflow(name="double")
         async def double(ctx: Context, n: int) -> int:
             raise NotImplementedError
 
         async with app:
-            return await (await double.start(4)).result(timeout=30)
+            return await (await double.start(5)).result(timeout=30)
 
     doubled, output = run_then_stop(process, use)
-    assert doubled == 8
+    assert doubled == 10
     assert process.returncode == 0, output
-    assert "worker='night-shift-1'" in output
+    assert f"from sqlite {tmp_path / 'other.db'}" in output
     assert "Traceback" not in output
 
 
@@ -120,6 +153,38 @@ def test_an_unknown_kind_is_refused_with_its_name(tmp_path: Path) -> None:
     assert process.returncode != 0
     assert "nosuch" in output
     assert "Traceback" not in output
+
+
+def test_a_mistyped_kind_is_refused_with_a_close_match_and_the_registered_kinds(
+    tmp_path: Path,
+) -> None:
+    process = worker(tmp_path, "--workflow", "doubel")
+    output = process.communicate(timeout=30)[0].decode()
+    assert process.returncode != 0
+    assert (
+        "unknown workflow kind 'doubel' (did you mean 'double'?); registered: double, never"
+        in output
+    )
+
+
+def test_a_worker_on_a_relative_sqlite_path_logs_the_file_and_that_it_made_it(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    process = worker(tmp_path / "elsewhere", env={"DURABLY_DSN": "sqlite:///app.db"})
+    database = tmp_path / "elsewhere" / "app.db"
+
+    async def use() -> int:
+        for _ in range(600):  # until the worker made it (30 s at most)
+            if database.exists():
+                break
+            await asyncio.sleep(0.05)
+        return await doubled_by_the_worker(database, 5)
+
+    doubled, output = run_then_stop(process, use)
+    assert doubled == 10
+    assert f"serving flows:app from sqlite {database}" in output
+    assert f"created a new, empty SQLite database {database}" in output
 
 
 def test_workflows_resume_makes_a_parked_workflow_run_again(

@@ -1,16 +1,20 @@
 """The memory scheduler's hand-out and its wake of the due do not grow with the workflows
 waiting: the same Python lines per ``next_ready`` + ``done`` at 100 and 20,000 ready
-workflows, and per ``wake_due`` of a few due among 100 or 20,000 sleeping ones; and the
-heaps behind them stay bounded while one workflow is made ready over and over.
+workflows and at 1 and 10,000 tenants, and per ``wake_due`` of a few due among 100 or
+20,000 sleeping ones; and the heaps behind them stay bounded while one workflow is made
+ready over and over.
 
-Work is counted, not timed (as in ``test_memory_claim_cost``): a scan of every entry shows
-as Python lines per entry, heap operations run in C."""
+Work is counted (as in ``test_memory_claim_cost``): a scan of every entry shows as Python
+lines per entry, heap operations run in C; so the tenants' case is also timed, with the
+bound every backing's cost test keeps (at most twice one tenant's)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
 from durably.memory import MemoryScheduler
+from durably.stores.workflows import Scheduler
+from tests.handout_cost import TENANTS, check_handout_ratio, fill_calls, named
 from tests.line_count import lines_run
 
 PAIRS = 100
@@ -47,6 +51,21 @@ async def test_a_hand_out_costs_the_same_with_two_hundred_times_the_ready_workfl
     assert large <= COUNT_RATIO * small, (small, large)
 
 
+async def test_a_hand_out_costs_the_same_lines_at_one_and_at_ten_thousand_tenants() -> None:
+    one, many = MemoryScheduler(), MemoryScheduler()
+    await fill_calls(one, named(1, TENANTS))
+    await fill_calls(many, named(TENANTS, TENANTS))
+    small, large = await _handouts(one), await _handouts(many)
+    assert large <= COUNT_RATIO * small, (small, large)
+
+
+async def test_a_hand_out_at_ten_thousand_tenants_takes_at_most_twice_one_tenant() -> None:
+    async def make(namespace: str) -> Scheduler:
+        return MemoryScheduler(namespace=namespace)
+
+    await check_handout_ratio(make)
+
+
 async def _sleeping(count: int) -> MemoryScheduler:
     """``count`` sleeping workflows, ``WOKEN`` of them due at 1.0, the rest at 1000.0."""
     scheduler = await _ready(count)
@@ -78,7 +97,10 @@ async def test_the_heaps_stay_bounded_while_one_workflow_is_made_ready_over_and_
     scheduler = await _ready(10)
     for _ in range(10_000):
         await scheduler.make_ready("w3")
-    assert len(scheduler._visible) <= 2 * 10 + 64 + 1
+    rotation = scheduler._rotation
+    line = rotation._tenants["default"]
+    assert len(line.ready) <= 2 * 10 + 32 + 1
+    assert len(line.by_age) <= 2 * 10 + 32 + 1
     order: list[str] = []
     while (delivery := await scheduler.next_ready(0.0)) is not None:
         order.append(delivery.workflow)

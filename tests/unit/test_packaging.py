@@ -28,11 +28,12 @@ def test_importing_the_core_imports_no_datastore_driver() -> None:
 
 # Each namespace's exported names, pinned: a name added or dropped is a decision, made here.
 NAMESPACES = {
-    "durably": """App Context StepContext context Retry Step Topic Workflow WorkflowHandle
-    DurablyError ConfigurationError ChildWorkflowFailedError IncompatibleRecordError
-    NondeterminismError NonRetryable StepFailedError StepResultError StepTimeoutError
-    WorkflowCancelledError WorkflowConflictError WorkflowFailedError WorkflowFinishedError
-    WorkflowNotFoundError Clock ManualClock SystemClock Stores open_stores WorkflowInfo
+    "durably": """App Context StepContext context Limits Retry Step Topic Workflow
+    WorkflowHandle DurablyError ConfigurationError ChildWorkflowFailedError
+    IncompatibleRecordError NondeterminismError NonRetryable StepFailedError StepResultError
+    StepTimeoutError WorkflowCancelledError WorkflowConflictError WorkflowFailedError
+    WorkflowFinishedError WorkflowLimitError WorkflowNotFoundError Clock ManualClock SystemClock
+    Stores open_stores WorkflowInfo
     WorkflowStatus RunRecord RunState SessionRecord StateKey ToolCall Usage WorkItem WorkState
     WorkPriority QueueStats""",
     "durably.stores": """StateStore StateDelta StatePage StateQuery RunRecord RunState

@@ -15,7 +15,7 @@ from durably.testing.durable import DurableFactory
 class BrokenScheduler(MemoryScheduler):
     """A scheduler whose datastore is down for every write."""
 
-    async def make_ready(self, workflow: str) -> None:
+    async def make_ready(self, workflow: str, *, tenant: str | None = None) -> None:
         raise ConnectionError("scheduler unavailable")
 
     async def cancel(self, workflow: str) -> None:

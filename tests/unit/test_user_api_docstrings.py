@@ -19,12 +19,14 @@ import durably.errors
 from durably.app import (
     App,
     Context,
+    Limits,
     Retry,
     Step,
     StepContext,
     Topic,
     Workflow,
     WorkflowHandle,
+    WorkflowOptions,
     context,
 )
 
@@ -35,17 +37,25 @@ USER_CLASSES: tuple[type, ...] = (
     Context,
     StepContext,
     WorkflowHandle,
+    WorkflowOptions,
     Retry,
+    Limits,
     Topic,
 )
 """The classes of the user API: every public member of each is checked."""
 
-CONSTRUCTED_BY_USERS: tuple[type, ...] = (App, Retry, Topic)
+CONSTRUCTED_BY_USERS: tuple[type, ...] = (App, Retry, Limits, Topic)
 """Classes a user constructs: their constructor's parameters are documented in the class
 docstring (the API reference merges ``__init__`` into the class). The others are made by
 the App, and their constructors are not the user's."""
 
-ENGINE_SEAM = {"Workflow.prepare", "Workflow.launch", "Workflow.body", "Step.invoke"}
+ENGINE_SEAM = {
+    "Workflow.prepare",
+    "Workflow.launch",
+    "Workflow.body",
+    "Workflow.arguments",
+    "Step.invoke",
+}
 """Public names the App itself calls to drive the engine, not meant for users."""
 
 SECTIONS = ("Args", "Arguments", "Attributes", "Raises", "Returns", "Yields", "Example")
@@ -85,8 +95,14 @@ REQUIRED_RAISES: dict[str, set[str]] = {
     "Context.sleep": {"InvalidInputError"},
     "Context.set_event": {"InvalidInputError"},
     "Context.recv": {"InvalidInputError"},
-    "Context.child": {"ChildWorkflowFailedError", "InvalidInputError", "WorkflowConflictError"},
-    "Context.start_child": {"InvalidInputError", "WorkflowConflictError"},
+    "Context.child": {
+        "ChildWorkflowFailedError",
+        "InvalidInputError",
+        "WorkflowConflictError",
+        "WorkflowLimitError",
+    },
+    "Context.start_child": {"InvalidInputError", "WorkflowConflictError", "WorkflowLimitError"},
+    "Limits.__init__": {"InvalidInputError"},
     "Topic.__init__": {"InvalidInputError", "ConfigurationError"},
     "Retry.__init__": {"InvalidInputError"},
     "context": {"RuntimeError"},

@@ -13,17 +13,20 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, overload
 
+from pydantic import SecretStr
+
 from durably.app._context import Context
 from durably.app._core import Core
 from durably.app._driving import Driver
 from durably.app._handles import WorkflowHandle, find_handle
+from durably.app._limits import Limits
 from durably.app._retry import Retry
 from durably.app._steps import Step
 from durably.app._values import Duration, seconds_of
 from durably.app._workflow import Workflow
 from durably.clock import Clock, SystemClock
 from durably.errors import ConfigurationError, InvalidInputError
-from durably.stores.dsn import DSN_ENV, describe, parse
+from durably.stores.dsn import DSN_ENV, describe, parse, redacted
 from durably.stores.opening import Stores
 from durably.validation import identifier
 
@@ -64,7 +67,10 @@ class App:
 
     Args:
         dsn: The backing: ``sqlite:///file.db``, ``postgresql://...``, ``redis://...`` or
-            ``memory://``. None reads ``$DURABLY_DSN``, else ``sqlite:///durably.db``.
+            ``memory://``, as text or a `SecretStr` (kept as one: `dsn` shows it with the
+            password masked). None reads ``$DURABLY_DSN``, else ``sqlite:///durably.db``.
+            On PostgreSQL and Redis, ``?pool_size=N`` and ``?pool_timeout=S`` size the
+            connection pool and its wait (see `open_stores`).
         clock: The clock workflows read (``ctx.now()``) and sleep by: a `durably.Clock`
             instance (default `SystemClock`; a `ManualClock` in tests).
         tenant: The tenant of a workflow started without ``tenant=``.
@@ -75,26 +81,34 @@ class App:
         lease: How long a pass whose worker died keeps its workflow before another worker
             takes it over (a live pass renews it), in seconds or a timedelta; at most
             `MAX_LEASE` (one hour).
+        limits: How much one workflow body may start (`durably.Limits`; default: 10,000
+            workflows, chains 100 deep); a start past them raises `WorkflowLimitError` in
+            the body.
 
     Raises:
         DsnError: A malformed DSN, an empty string included (a `ConfigurationError`).
-        InvalidInputError: A bad tenant, a clock that is not a `durably.Clock` instance, or
-            a ``retention`` or ``lease`` that is not a positive duration within its limit.
+        InvalidInputError: A bad tenant, a clock that is not a `durably.Clock` instance, a
+            ``retention`` or ``lease`` that is not a positive duration within its limit, or
+            ``limits`` that is not a `durably.Limits`.
     """
 
     def __init__(
         self,
-        dsn: str | None = None,
+        dsn: str | SecretStr | None = None,
         *,
         clock: Clock | None = None,
         tenant: str = "default",
         retention: Duration = timedelta(days=7),
         migrate: bool = True,
         lease: Duration = 30.0,
+        limits: Limits | None = None,
     ) -> None:
         # Only ``dsn=None`` means "the default": an explicit "" is a mistake, not a wish.
         self._implicit = dsn is None and not os.environ.get(DSN_ENV)
-        dsn = (os.environ.get(DSN_ENV) or DEFAULT_DSN) if dsn is None else dsn
+        # Held secret from here on: a frame's locals are what error reporters capture.
+        if dsn is None:
+            dsn = os.environ.get(DSN_ENV) or DEFAULT_DSN
+        dsn = dsn if isinstance(dsn, SecretStr) else SecretStr(dsn)
         parse(dsn)  # a malformed DSN fails here (DsnError), not at first use
         # Clock is a runtime-checkable protocol, so a class (``ManualClock`` without its
         # parentheses) would pass for an instance: refused too.
@@ -110,24 +124,31 @@ class App:
             retention=_at_most(retention, "retention", MAX_RETENTION, "100 years"),
             lease=_at_most(lease, "lease", MAX_LEASE, "one hour"),
             migrate=migrate,
+            limits=_limits(limits),
         )
         self._driver = Driver(self._core)
 
     @property
     def dsn(self) -> str:
-        """The DSN this App's stores open from (it may hold a password: show `describe`'s)."""
-        return self._core.dsn
+        """The DSN this App's stores open from, its password masked as ``***``.
+
+        Safe to print and log: the App keeps the DSN itself as a `SecretStr`.
+        """
+        return redacted(self._core.dsn)
 
     @dsn.setter
-    def dsn(self, dsn: str) -> None:
+    def dsn(self, dsn: str | SecretStr) -> None:
         """Point the App at another store before it opens (``durably worker --dsn`` does).
 
         Raises:
             DsnError: For a malformed DSN, before any I/O.
             ConfigurationError: When the stores are already open.
         """
-        parse(dsn)
-        self._core.retarget(dsn)
+        secret = dsn if isinstance(dsn, SecretStr) else SecretStr(dsn)
+        del dsn  # held secret from here on, also in this frame's locals
+        parse(secret)
+        self._core.retarget(secret)
+        self._implicit = False
 
     @property
     def clock(self) -> Clock:
@@ -152,6 +173,11 @@ class App:
     def lease(self) -> float:
         """Seconds a dead worker's pass keeps its workflow before another takes over."""
         return self._core.lease
+
+    @property
+    def limits(self) -> Limits:
+        """How much one workflow body may start."""
+        return self._core.limits
 
     # --- registering -----------------------------------------------------------------------
 
@@ -183,9 +209,11 @@ class App:
     ) -> Any:
         """Register a workflow body, as ``@app.workflow`` or ``@app.workflow(name=...)``.
 
-        The body is an ``async def`` whose first parameter is the `durably.Context`; the
-        others are its arguments. Arguments and result are encoded from the annotations
-        (pydantic), checked here at decoration, not after a paid call.
+        The body is an ``async def`` whose first parameter is the `durably.Context`
+        (annotated so); the others are its arguments. Arguments and result are encoded
+        from the annotations (pydantic), checked here at decoration, not after a paid
+        call; one whose values would not come back as given (``Any``, a bare ``dict``) is
+        warned of (`durably.errors.ValueTypeWarning`).
 
         Args:
             fn: The body, when the decorator is used bare.
@@ -204,9 +232,9 @@ class App:
         Raises:
             ConfigurationError: At decoration: a default kind under ``__main__`` (a script
                 and a worker importing it would disagree on it), a kind registered twice,
-                a body that is not ``async def`` or whose first parameter is not the
-                Context, a parameter named ``id``, ``tenant`` or ``timeout``, ``*args`` or
-                ``**kwargs``, a missing or unencodable annotation; at the call, a
+                a body that is not ``async def`` or whose first parameter is not annotated
+                as the Context, a parameter named ``id``, ``tenant`` or ``timeout``,
+                ``*args`` or ``**kwargs``, a missing or unencodable annotation; at the call, a
                 ``max_recovery_attempts`` that is not an int of at least 1.
             InvalidInputError: A ``timeout`` that is not a positive duration; at
                 decoration, a kind that is empty, over 400 bytes or not storable text.
@@ -279,7 +307,8 @@ class App:
         Raises:
             ConfigurationError: At decoration: a name registered twice, starting with
                 ``durably:`` or ``inbox:`` (reserved) or holding ``#``, ``*args`` or
-                ``**kwargs``, a missing or unencodable annotation.
+                ``**kwargs``, a parameter annotated as the Context (only a body takes it),
+                a missing or unencodable annotation.
             InvalidInputError: A ``timeout`` that is not a positive duration; at
                 decoration, a name that is empty, over 400 bytes or not storable text.
         """
@@ -370,7 +399,7 @@ class App:
                 positive duration (before any I/O), a ``concurrency`` below 1 or a
                 ``name`` that is not a usable id.
         """
-        if self._implicit and self.dsn == DEFAULT_DSN:
+        if self._implicit and self._core.dsn.get_secret_value() == DEFAULT_DSN:
             _logger.warning(
                 "serving on the implicit default store %s: pass a DSN or set %s",
                 DEFAULT_DSN,
@@ -468,7 +497,17 @@ class App:
         await self.close()
 
     def __repr__(self) -> str:
-        return f"<durably.App {describe(self.dsn)}>"
+        core = getattr(self, "_core", None)  # None while __init__ refuses its arguments
+        return f"<durably.App {describe(core.dsn) if core is not None else '(not set up)'}>"
+
+
+def _limits(limits: object) -> Limits:
+    """``limits`` if it is a `Limits` (None: the defaults); `InvalidInputError` otherwise."""
+    if limits is None:
+        return Limits()
+    if not isinstance(limits, Limits):
+        raise InvalidInputError(f"limits must be a durably.Limits, got {type(limits).__name__}")
+    return limits
 
 
 def _at_most(value: object, name: str, most: float, words: str) -> float:

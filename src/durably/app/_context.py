@@ -15,12 +15,14 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 
 from durably.app import _layout as layout
 from durably.app import _tenancy as tenancy
 from durably.app._branches import gather
 from durably.app._drift import Placement
+from durably.app._limits import Limits, check_start
+from durably.app._options import WorkflowOptions, child_options
 from durably.app._topics import Topic
 from durably.app._values import ANY, Duration, Value, seconds_of, stored_text
 from durably.engine.runtime import Execution
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
     from durably.app._workflow import Workflow
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 DERIVED_TRIES = 4
 """How many ids in line a body's derived child id tries when workflows that are not its
@@ -160,6 +163,7 @@ class Context:
         kind: str,
         *,
         cancels: CancelWatch | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self._run = run
         self._key = run.workflow
@@ -168,6 +172,8 @@ class Context:
         self._start = start
         self._kind = kind
         self._cancels = cancels
+        self._limits = limits or Limits()
+        self._started = 0  # workflows this body started so far, children included
         # The body's own task: step calls it makes take positions in the body's sequence
         # (`_drift`); steps it runs need no guard against a sibling's cancel.
         self._task = asyncio.current_task()
@@ -481,17 +487,34 @@ class Context:
 
     # --- children ---------------------------------------------------------------------------
 
+    @overload
     async def child(
-        self, fn: Workflow[Any, T], *args: Any, id: str | None = None, **kwargs: Any
-    ) -> T:
+        self, fn: Workflow[P, T] | WorkflowOptions[P, T], /, *args: P.args, **kwargs: P.kwargs
+    ) -> T: ...
+
+    @overload
+    async def child(
+        self,
+        fn: Workflow[Any, T] | WorkflowOptions[Any, T],
+        /,
+        *args: Any,
+        id: str | None,
+        **kwargs: Any,
+    ) -> T: ...
+
+    async def child(  # type: ignore[misc]  # (no body parameter is named id: as `start`)
+        self, fn: Any, /, *args: Any, id: str | None = None, **kwargs: Any
+    ) -> Any:
         """Start (or find) a child workflow and wait for its result, without holding a worker.
 
         The pass ends until the child ends. Recorded like a step. The child runs for this
         workflow's tenant and is cancelled with it. A workflow already at the child's id is
-        taken for the child only if its start names this workflow as its parent.
+        taken for the child only if its start names this workflow as its parent. Give the
+        child's ``id`` (and a ``timeout``) with `Workflow.options` to keep its arguments
+        checked by a type checker: ``await ctx.child(notify.options(id="n-1"), text)``.
 
         Args:
-            fn: The child's workflow, as `App.workflow` made it.
+            fn: The child's workflow, as `App.workflow` made it, or its `Workflow.options`.
             *args: The child body's arguments.
             id: The child's id. Default: one derived from this workflow's id, the child's
                 kind and the call's occurrence.
@@ -504,16 +527,21 @@ class Context:
             InvalidInputError: ``fn`` is not a workflow; arguments that do not fit its
                 parameters; a bad ``id`` (one of the derived form or starting with
                 ``durably:`` included), or one naming this workflow or its parent; a
-                derived id too long for a key (give an ``id``).
+                derived id too long for a key (give an ``id``); a ``tenant`` option (a
+                child runs in its parent's tenant).
             WorkflowConflictError: The id exists under another kind, or names a workflow
                 that is not this one's child.
+            WorkflowLimitError: This body has started as many workflows as the App's
+                `Limits` allow, or the child would be deeper than they allow.
             ChildWorkflowFailedError: The child failed or was cancelled (or was swept
-                before this workflow read how it ended).
+                before this workflow read how it ended); it carries the child's failure
+                (``error``, ``type``, ``message`` and ``step``), as `WorkflowFailedError`.
             IncompatibleRecordError: The child's result no longer fits its annotated type;
                 the workflow parks.
         """
+        fn, id, timeout = child_options(fn, id)
         key, handle = await self._start_workflow(
-            fn, args, kwargs, id=id, tenant=None, timeout=None, child=True
+            fn, args, kwargs, id=id, tenant=None, timeout=timeout, child=True
         )
         end = layout.end_key(key)
         self._meet(end)
@@ -521,30 +549,46 @@ class Context:
         if end in self._run.recorded:
             ended: object = await self._run.step(end, lambda: None)
         else:
-            checkpointer = (await fn._core.stores()).checkpointer
-            stored = await checkpointer.load(handle._key)
-            outcome = layout.ending(stored)
-            if outcome is None and layout.START not in stored:
-                # Swept (its retention ran out) before this workflow read how it ended.
-                outcome = {"e": "its records were swept before its parent read its end"}
+            outcome = await self._ending_of(handle)
             if outcome is None:
                 # The child wakes this workflow when it ends.
                 raise self._run.suspend(InputNeeded(end))
             ended = await self._run.step(end, lambda: outcome)
         if not isinstance(ended, dict) or "v" not in ended:
-            error = ended.get("e") if isinstance(ended, dict) else None
-            raise ChildWorkflowFailedError(handle.id, None if error is None else str(error))
-        return self._decode(fn.signature.result, ended["v"], end)  # type: ignore[no-any-return]
+            outcome = ended if isinstance(ended, dict) else {}
+            error = outcome.get("e")
+            details = layout.failure_details(outcome)
+            if outcome.get("cancelled"):
+                details.update(type="WorkflowCancelledError", message=str(error))
+            raise ChildWorkflowFailedError(
+                handle.id, None if error is None else str(error), **details
+            )
+        return self._decode(fn.signature.result, ended["v"], end)
 
+    @overload
     async def start_child(
-        self, fn: Workflow[Any, T], *args: Any, id: str | None = None, **kwargs: Any
-    ) -> WorkflowHandle[T]:
+        self, fn: Workflow[P, T] | WorkflowOptions[P, T], /, *args: P.args, **kwargs: P.kwargs
+    ) -> WorkflowHandle[T]: ...
+
+    @overload
+    async def start_child(
+        self,
+        fn: Workflow[Any, T] | WorkflowOptions[Any, T],
+        /,
+        *args: Any,
+        id: str | None,
+        **kwargs: Any,
+    ) -> WorkflowHandle[T]: ...
+
+    async def start_child(  # type: ignore[misc]  # (as `child`)
+        self, fn: Any, /, *args: Any, id: str | None = None, **kwargs: Any
+    ) -> Any:
         """Start (or find) a child workflow and return its handle without waiting (fan-out).
 
-        Recorded like a step; the child's id and tenant are as for `child`.
+        Recorded like a step; the child's id, tenant and options are as for `child`.
 
         Args:
-            fn: The child's workflow, as `App.workflow` made it.
+            fn: The child's workflow, as `App.workflow` made it, or its `Workflow.options`.
             *args: The child body's arguments.
             id: The child's id. Default: one derived from this workflow's id, the child's
                 kind and the call's occurrence.
@@ -556,11 +600,14 @@ class Context:
         Raises:
             InvalidInputError: ``fn`` is not a workflow; arguments that do not fit its
                 parameters; a bad ``id``, or one naming this workflow or its parent; a
-                derived id over 512 bytes (give an ``id``).
+                derived id over 512 bytes (give an ``id``); a ``tenant`` option.
             WorkflowConflictError: The id exists under another kind.
+            WorkflowLimitError: This body has started as many workflows as the App's
+                `Limits` allow, or the child would be deeper than they allow.
         """
+        fn, id, timeout = child_options(fn, id)
         _, handle = await self._start_workflow(
-            fn, args, kwargs, id=id, tenant=None, timeout=None, child=True
+            fn, args, kwargs, id=id, tenant=None, timeout=timeout, child=True
         )
         return handle
 
@@ -586,6 +633,16 @@ class Context:
         self._meet(key)
         await self._look(key)  # a cancel just made must stop a fan-out before it starts
         self._deliver_cancel(key)
+        self._started += 1
+        depth = layout.depth_of(self._start) + 1
+        if key not in self._records:  # a start recorded before is never refused
+            check_start(
+                self._limits,
+                tenant=self.tenant,
+                workflow=self.id,
+                started=self._started,
+                depth=depth,
+            )
         if id is not None:
             workflow = tenancy.new_id(id)
             tries = [workflow]
@@ -617,6 +674,7 @@ class Context:
             parent=self.id if child else None,
             parent_kind=self.kind if child else None,
             parent_key=self._key if child else None,
+            depth=depth,
         )
 
         async def launch() -> object:
@@ -638,6 +696,19 @@ class Context:
             created=bool(info.get("created", False)),
             key=layout.started_key(info, chosen),
         )
+
+    async def _ending_of(self, child: WorkflowHandle[Any]) -> dict[str, object] | None:
+        """How ``child`` ended, read from its records (`layout.ending`); None while it runs.
+
+        A child swept before this workflow read its end counts as failed.
+        """
+        checkpointer = (await child._core.stores()).checkpointer
+        stored = await checkpointer.load(child._key)
+        outcome = layout.ending(stored)
+        if outcome is None and layout.START not in stored:
+            # Swept (its retention ran out) before this workflow read how it ended.
+            outcome = {"e": "its records were swept before its parent read its end"}
+        return outcome
 
     async def _outside(self, name: str, call: Callable[[], Awaitable[object]]) -> object:
         """Run an App call made inside the body (a send, a cancel) once, recorded."""

@@ -1,6 +1,6 @@
 """`Core`: what the App's parts share, built by `App` and taken by every helper.
 
-The App's settings (clock, tenant, lease, retention), its registry of workflows and steps,
+The App's settings (clock, tenant, lease, retention, limits), its registry of workflows and steps,
 its stores (opened once, on first use), the cancels this process asked for, and the status
 changes made outside a pass (resume, the end of a parked workflow). Workflows, handles and
 the driver take a `Core`, never the `App`, so the App's own surface is only what users call.
@@ -13,9 +13,12 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from pydantic import SecretStr
+
 from durably.app import _layout as layout
 from durably.app import _tenancy as tenancy
 from durably.app._cancels import Cancels
+from durably.app._limits import Limits
 from durably.clock import Clock
 from durably.errors import ConfigurationError
 from durably.stores.dsn import describe
@@ -40,15 +43,19 @@ class Core:
 
     def __init__(
         self,
-        dsn: str,
+        dsn: SecretStr,
         *,
         clock: Clock,
         tenant: str,
         retention: float,
         lease: float,
         migrate: bool,
+        limits: Limits | None = None,
     ) -> None:
         self.dsn = dsn
+        """The DSN the stores open from, secret (its password never in a repr or a log)."""
+        self.limits = limits or Limits()
+        """What one workflow body may start (`Limits`)."""
         self.clock = clock
         self.tenant = tenant
         self.retention = retention
@@ -65,7 +72,7 @@ class Core:
         """Whether the store may hold workflows keyed as before tenants scoped ids
         (`tenancy.older_layout`, read when the stores open), which lookups then try too."""
 
-    def retarget(self, dsn: str) -> None:
+    def retarget(self, dsn: SecretStr) -> None:
         """Open the stores from ``dsn`` instead; refused once they are open."""
         if self._stores is not None:
             raise ConfigurationError("the App's stores are open: close it before changing its DSN")
@@ -117,7 +124,7 @@ class Core:
                 await checkpointer.set_status(holder, WorkflowStatus.PENDING)
             finally:
                 await checkpointer.release(holder)
-        await self.durable(kind).scheduler.make_ready(id)
+        await self.durable(kind).scheduler.make_ready(id, tenant=layout.tenant_of(stored))
         return True
 
     async def end_parked(self, id: str, generation: int) -> None:

@@ -6,7 +6,8 @@ earlier pass recorded another, or ends without reading some of its records.
 Every step call the body's own task makes takes the next position in the body's sequence,
 kept in the step's record after its arguments' digest (``"a": "<digest>@<position>"``).
 That sequence is the same on every pass of an unchanged body; calls made inside branches
-(tasks the body starts) take none, since their order may change from pass to pass. A
+(tasks the body starts) take none, since their order may change from pass to pass, and
+nor do calls with an explicit key (``step.keyed(key)``), which are found by their key. A
 pass that calls a step at a position where an earlier pass recorded another step, one
 this pass has not read, has drifted: a step was replaced, inserted, removed or reordered.
 """

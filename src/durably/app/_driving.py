@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import difflib
 import logging
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
@@ -51,7 +52,7 @@ class Driver:
         kinds = list(names)
         unknown = [kind for kind in kinds if kind not in registered]
         if unknown:
-            raise ConfigurationError(f"no workflow registered under kind(s) {unknown}")
+            raise ConfigurationError(unknown_kinds(unknown, list(registered)))
         return kinds
 
     async def serve(
@@ -209,6 +210,27 @@ class Driver:
                 return passes
             clock.advance(min(self._dues) - now)
         raise RuntimeError(f"run_until_idle: still busy after {MAX_PASSES} passes")
+
+
+LISTED_KINDS = 20
+"""How many registered kinds the message about an unknown kind lists at most."""
+
+
+def unknown_kinds(unknown: list[str], registered: list[str]) -> str:
+    """What to say of kinds asked for that are not registered: each with the closest
+    registered kind, if one is close (by its whole name or its last dotted part, which a
+    default kind's function name is), then the registered kinds."""
+    shorts: dict[str, str] = {}
+    for kind in registered:
+        shorts.setdefault(kind.rsplit(".", 1)[-1], kind)
+    said = []
+    for kind in unknown:
+        close = difflib.get_close_matches(kind, [*registered, *shorts], n=1)
+        hint = f" (did you mean {shorts.get(close[0], close[0])!r}?)" if close else ""
+        said.append(f"unknown workflow kind {kind!r}{hint}")
+    listed = ", ".join(sorted(registered)[:LISTED_KINDS]) or "none"
+    more = len(registered) - LISTED_KINDS
+    return f"{'; '.join(said)}; registered: {listed}{f' and {more} more' if more > 0 else ''}"
 
 
 def _options(workflow: Workflow[Any, Any], lease: float) -> dict[str, Any]:

@@ -18,12 +18,14 @@ from durably.app._values import ANY, Duration, Value, seconds_of, stored_text
 from durably.errors import (
     IncompatibleRecordError,
     InvalidInputError,
+    PoolExhaustedError,
     WorkflowCancelledError,
     WorkflowFailedError,
     WorkflowFinishedError,
     WorkflowNotFoundError,
 )
 from durably.stores.status import WorkflowInfo, WorkflowStatus
+from durably.stores.workflows import Checkpointer
 
 R = TypeVar("R")
 
@@ -110,7 +112,8 @@ class WorkflowHandle(Generic[R]):
         """Wait for the workflow to end and return its result.
 
         Works from any process, at any later time until the workflow is swept. A parked
-        workflow has not ended: it is waited for.
+        workflow has not ended: it is waited for. A look that finds every pooled
+        connection busy (`PoolExhaustedError`) is taken again at the next, not raised.
 
         Args:
             timeout: How long to wait, in seconds or a timedelta (default: for ever).
@@ -122,7 +125,8 @@ class WorkflowHandle(Generic[R]):
         Raises:
             InvalidInputError: Awaited inside a workflow body, where it would hold the pass
                 (use `Context.child`), or a ``timeout`` that is not a positive duration.
-            WorkflowFailedError: The workflow failed; ``error`` is the failure it recorded.
+            WorkflowFailedError: The workflow failed; it carries the failure it recorded
+                (``error``, and its ``type``, ``message`` and failing ``step``).
             WorkflowCancelledError: The workflow was cancelled, or (``timed_out``) its
                 own timeout passed.
             TimeoutError: ``timeout`` passed before the workflow ended.
@@ -136,26 +140,37 @@ class WorkflowHandle(Generic[R]):
         looks = _Looks(timeout)
         checkpointer = (await self._core.stores()).checkpointer
         while True:
-            info = await checkpointer.get_status(self._key)
-            if info is not None:
-                if info.status is WorkflowStatus.COMPLETED:
-                    stored = await checkpointer.load(self._key)
-                    if layout.RESULT in stored:
-                        result: R = _decoded(
-                            self._id, layout.RESULT, self._result, stored[layout.RESULT]
-                        )
-                        return result
-                elif info.status is WorkflowStatus.FAILED:
-                    raise WorkflowFailedError(self._id, info.last_error)
-                elif info.status is WorkflowStatus.CANCELLED:
-                    ended = layout.ending(await checkpointer.load(self._key)) or {}
-                    raise WorkflowCancelledError(
-                        self._id, timed_out=ended.get("e") == layout.TIMED_OUT
-                    )
-            elif not tenancy.belongs(await checkpointer.load(self._key), self._tenant):
-                raise self._not_found()
+            try:
+                ended = await self._ended(checkpointer)
+            except PoolExhaustedError:
+                ended = None  # every connection stayed busy for the pool's wait: look again
+            if ended is not None:
+                value: R = ended[0]
+                return value
             if not await looks.pause():
                 raise TimeoutError(f"workflow {self._id!r} has not finished")
+
+    async def _ended(self, checkpointer: Checkpointer[Any]) -> tuple[R] | None:
+        """Return the decoded result (in a tuple) once the workflow completed, else None.
+
+        Raises as `result` does for a workflow that failed, was cancelled or is not there.
+        """
+        info = await checkpointer.get_status(self._key)
+        if info is not None:
+            if info.status is WorkflowStatus.COMPLETED:
+                stored = await checkpointer.load(self._key)
+                if layout.RESULT in stored:
+                    return (_decoded(self._id, layout.RESULT, self._result, stored[layout.RESULT]),)
+            elif info.status is WorkflowStatus.FAILED:
+                ended = layout.ending(await checkpointer.load(self._key)) or {}
+                details = layout.failure_details(ended)
+                raise WorkflowFailedError(self._id, info.last_error, **details)
+            elif info.status is WorkflowStatus.CANCELLED:
+                ended = layout.ending(await checkpointer.load(self._key)) or {}
+                raise WorkflowCancelledError(self._id, timed_out=ended.get("e") == layout.TIMED_OUT)
+        elif not tenancy.belongs(await checkpointer.load(self._key), self._tenant):
+            raise self._not_found()
+        return None
 
     async def status(self) -> WorkflowInfo:
         """Return the workflow's status, with its kind, tenant, created time and parent.
@@ -225,7 +240,9 @@ class WorkflowHandle(Generic[R]):
                 raise WorkflowFinishedError(
                     f"workflow {self._id!r} is being cancelled: it takes no messages"
                 )
-            entry = await self._core.durable(self._kind).deliver(self._key, message)
+            entry = await self._core.durable(self._kind).deliver(
+                self._key, message, tenant=self._tenant
+            )
             return entry.key
 
         ctx = current_workflow()
@@ -288,7 +305,8 @@ class WorkflowHandle(Generic[R]):
         """
         ctx = current_workflow()
         if ctx is not None:  # inside a body: cancelled once, recorded
-            return bool(await ctx._outside("cancel", self._cancel))
+            # Not "cancel#N": that key is this workflow's own cancel marker.
+            return bool(await ctx._outside("asked-cancel", self._cancel))
         return await self._cancel()
 
     async def _cancel(self) -> bool:
@@ -299,7 +317,7 @@ class WorkflowHandle(Generic[R]):
         # A marker of this call's own: of two cancels, only the one whose marker landed
         # changed anything.
         recorded = await self._core.durable(self._kind).arrive(
-            self._key, layout.cancel_key(generation), uuid.uuid4().hex
+            self._key, layout.cancel_key(generation), uuid.uuid4().hex, tenant=self._tenant
         )
         self._core.cancels.asked(self._key)
         if info.status is WorkflowStatus.PARKED:

@@ -9,21 +9,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from durably.errors import ConfigurationError, InvalidInputError
+from durably.errors import ConfigurationError, InvalidInputError, StepFailedError
+from durably.redaction import mend_text
 from durably.stores.workflows import INBOX_PREFIX
 from durably.validation import MAX_ID_BYTES, identifier
 
 PREFIX = "durably:"
 START = "durably:start"
 """The start record: kind, encoded arguments, tenant, parent (its id, kind and key),
-created, timeout."""
+created, timeout, depth."""
 RESULT = "durably:result"
 """The encoded return value: written with the COMPLETED status in one write
 (`durably.workflows.Finish`), or by a child before it wakes its parent."""
 CANCEL = "durably:cancel"
 """The cancellation markers `WorkflowHandle.cancel` supplies, one per resume generation."""
 FAILED = "durably:failed"
-"""``durably:failed#G``: the error that ended resume generation G (wakes a parent)."""
+"""``durably:failed#G``: the failure that ended resume generation G (wakes a parent):
+`failure`'s record, or (written before failures kept their type) its text alone."""
 CANCELLED = "durably:cancelled"
 TIMED_OUT = "timed out"
 """What a `CANCELLED` record holds when the workflow's ``timeout=`` ended it."""
@@ -67,6 +69,23 @@ RETRY = ":retry#"
 def retry_key(step_key: str, attempt: int) -> str:
     """The deadline of the durable backoff after failed attempt ``attempt`` of a step."""
     return f"{step_key}{RETRY}{attempt}"
+
+
+def instant(key: str) -> bool:
+    """Whether the App's record at ``key`` holds an instant (epoch seconds): a sleep's or
+    a ``recv``'s deadline, a step retry's (`retry_key`), or a recorded ``ctx.now()``."""
+    if key.startswith(PREFIX):
+        name = key[len(PREFIX) :]
+        return (
+            name.startswith(("sleep#", "now#"))
+            or (name.startswith("recv:") and key.endswith(":deadline"))
+            or RETRY in key
+        )
+    return RETRY in key
+
+
+START_INSTANTS = ("created", "timeout_at")
+"""The fields of a `START` record that hold instants (epoch seconds)."""
 
 
 def event_key(key: str, count: int) -> str:
@@ -159,9 +178,12 @@ def start_record(
     parent_kind: str | None = None,
     parent_key: str | None = None,
     timeout_at: float | None = None,
+    depth: int = 0,
 ) -> dict[str, Any]:
     """What `start` supplies under `START` (first writer wins). A child's ``parent`` is
-    its parent's id (in the same tenant) and ``parent_key`` the key its end wakes."""
+    its parent's id (in the same tenant) and ``parent_key`` the key its end wakes.
+    ``depth`` counts the workflow bodies that started it, one above another (0: started
+    from outside one)."""
     record: dict[str, Any] = {
         "kind": kind,
         "args": args,
@@ -170,6 +192,7 @@ def start_record(
         "parent": parent,
         "parent_kind": parent_kind,
         "timeout_at": timeout_at,
+        "depth": depth,
     }
     if parent_key is not None:
         record["parent_key"] = parent_key
@@ -183,25 +206,74 @@ def parent_key(start: Mapping[str, object]) -> str | None:
     return None if key is None else str(key)
 
 
+def tenant_of(stored: Mapping[str, object]) -> str | None:
+    """The tenant a workflow's start record names, None without one: the tenant its
+    wakeups are served for."""
+    start = stored.get(START)
+    tenant = start.get("tenant") if isinstance(start, dict) else None
+    return tenant if isinstance(tenant, str) else None
+
+
+def depth_of(start: Mapping[str, object]) -> int:
+    """How many workflow bodies, one above another, started the workflow of ``start``
+    (0 for a start record written before depths were kept)."""
+    depth = start.get("depth", 0)
+    return depth if isinstance(depth, int) and depth >= 0 else 0
+
+
 def end_key(key: str) -> str:
     """Where a parent records how the child it started under ``key`` ended."""
     return f"{key}:end"
 
 
+def failure(error: BaseException) -> dict[str, object]:
+    """The `FAILED` record of ``error``, which ended a generation.
+
+    Its text (the error's repr, as the workflow's status keeps it), type name and message,
+    and the key of the step whose failure it is (None when the body raised on its own);
+    for a step's failure, the type and message of the step's own error. Text is kept as
+    failure text is (`mend_text`: bounded, secrets masked).
+    """
+    if isinstance(error, StepFailedError):
+        kind, message, step = error.error_type, error.error_message, error.key
+    else:
+        kind, message, step = type(error).__name__, str(error), None
+    return {
+        "error": mend_text(repr(error), "error"),
+        "type": mend_text(kind, "error type"),
+        "message": mend_text(message, "error"),
+        "step": step,
+    }
+
+
 def ending(stored: Mapping[str, object]) -> dict[str, object] | None:
     """How a workflow's latest generation ended, from its records: ``{"v": result}``,
-    ``{"e": error}`` or ``{"e": "cancelled", "cancelled": True}`` (``"timed out"`` for a
+    ``{"e": error}`` (with its ``type``, ``message`` and ``step`` when its record keeps
+    them, `failure`) or ``{"e": "cancelled", "cancelled": True}`` (``"timed out"`` for a
     workflow its ``timeout=`` cancelled); None while it runs."""
     if RESULT in stored:
         return {"v": stored[RESULT]}
     current = generation(stored)
     failed = stored.get(occurrence(FAILED, current))
+    if isinstance(failed, dict):
+        return {"e": str(failed.get("error")), **{k: failed.get(k) for k in _DETAILS}}
     if failed is not None:
         return {"e": str(failed)}
     cancelled = stored.get(occurrence(CANCELLED, current))
     if cancelled is not None:
         return {"e": TIMED_OUT if cancelled == TIMED_OUT else "cancelled", "cancelled": True}
     return None
+
+
+_DETAILS = ("type", "message", "step")
+
+
+def failure_details(ended: Mapping[str, object]) -> dict[str, str | None]:
+    """The ``type``, ``message`` and ``step`` an `ending` (or a record of one) gives.
+
+    Each None where it does not say: a failure recorded before failures kept their type.
+    """
+    return {k: None if ended.get(k) is None else str(ended.get(k)) for k in _DETAILS}
 
 
 def started_key(started: Mapping[str, object], id: str) -> str:
@@ -240,6 +312,7 @@ __all__ = [
     "RESUMES",
     "START",
     "STARTED",
+    "START_INSTANTS",
     "TIMEOUT",
     "bookkeeping",
     "cancel_key",
@@ -247,7 +320,10 @@ __all__ = [
     "end_key",
     "ending",
     "event_key",
+    "failure",
+    "failure_details",
     "generation",
+    "instant",
     "latest_event",
     "occurrence",
     "parent_key",

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable
+import typing
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Generic, ParamSpec, TypeVar
 
-from durably.app._context import Attempt, bind, current_workflow, is_async, unbind
+from durably.app._context import Attempt, Context, bind, current_workflow, is_async, unbind
 from durably.app._layout import KEYED_BYTES, bounded, user_key
 from durably.app._recording import recorded_call
 from durably.app._retry import ONCE, Retry
@@ -46,7 +47,10 @@ class Step(Generic[P, R]):
             )
         self.retry = retry if retry is not None else ONCE
         self.timeout = timeout
-        self.signature = signature if signature is not None else Signature(fn, f"step {name!r}")
+        if signature is None:
+            _refuse_context(fn, f"step {name!r}")
+            signature = Signature(fn, f"step {name!r}")
+        self.signature = signature
         self._key = key
         self._async = is_async(fn)
         self.direct = self._async and timeout is None
@@ -81,7 +85,7 @@ class Step(Generic[P, R]):
             signature=self.signature,  # its adapters, built once at decoration
         )
 
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
         """Call the step: recorded inside a workflow body, the plain function elsewhere.
 
         Outside a workflow body it raises whatever the function raises.
@@ -91,7 +95,9 @@ class Step(Generic[P, R]):
             **kwargs: The function's keyword arguments.
 
         Returns:
-            An awaitable of the function's result (on a replay, the recorded one).
+            A coroutine of the function's result (on a replay, the recorded one). Inside
+            a workflow the call takes its key at once: a call never awaited still takes
+            its occurrence, and Python's warning of it names the key (``summarise#1``).
 
         Raises:
             StepFailedError: The step failed for good: its retries ran out, or it raised a
@@ -107,15 +113,25 @@ class Step(Generic[P, R]):
         """
         ctx = current_workflow()
         if ctx is None:
-            return self._plain(args, kwargs)
+            plain = self._plain(args, kwargs)
+            plain.__qualname__ = self.name  # type: ignore[attr-defined]
+            return plain
         # The key is taken now, at the call, so concurrent branches keep their call order;
-        # so is the position of a call the body's own task makes (`_drift`).
-        key = self._key if self._key is not None else ctx._next(self.name)
+        # so is the position of a call the body's own task makes (`_drift`). A call with
+        # an explicit key (`keyed`) is found by its key wherever it comes: it takes none.
         position = None
-        if asyncio.current_task() is ctx._task:
-            position = ctx._made
-            ctx._made = position + 1
-        return recorded_call(ctx, self, key, args, kwargs, position)
+        if self._key is not None:
+            key = self._key
+        else:
+            key = ctx._next(self.name)
+            if asyncio.current_task() is ctx._task:
+                position = ctx._made
+                ctx._made = position + 1
+        call = recorded_call(ctx, self, key, args, kwargs, position)
+        # Python's warning for a call never awaited names this; the key says which call
+        # took the occurrence (the step's later calls in the body get the next ones).
+        call.__qualname__ = key  # type: ignore[attr-defined]
+        return call
 
     async def _plain(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
         if self._async:
@@ -152,6 +168,25 @@ class Step(Generic[P, R]):
 
     def __repr__(self) -> str:
         return f"<durably step {self.name!r}>"
+
+
+def _refuse_context(fn: Callable[..., Any], what: str) -> None:
+    """`ConfigurationError` naming a parameter of ``fn`` annotated as the Context.
+
+    A step is given its arguments alone; pydantic would refuse the Context's type at
+    length.
+    """
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        return  # `Signature` says what it cannot resolve
+    for parameter, hint in hints.items():
+        if parameter != "return" and isinstance(hint, type) and issubclass(hint, Context):
+            raise ConfigurationError(
+                f"{what}: parameter {parameter!r} is a durably.Context, which only a workflow "
+                "body takes (inside a step, durably.context() gives its workflow, key and "
+                "attempt)"
+            )
 
 
 __all__ = ["Step"]

@@ -23,11 +23,11 @@ from typing import Any
 
 from durably.app import _layout as layout
 from durably.errors import InvalidInputError
-from durably.stores.workflows import Checkpointer
+from durably.stores.workflows import DEFAULT_TENANT, Checkpointer
 from durably.validation import MAX_ID_BYTES, identifier
 
-DEFAULT_TENANT = "default"
-"""The tenant whose workflows are keyed by their bare id."""
+# DEFAULT_TENANT (the schedulers' default tenant too): the tenant whose workflows are keyed
+# by their bare id.
 RESERVED = "durably:"
 """The prefix of the keys the App makes itself; no user id starts with it."""
 _SCOPED = "durably:t"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypeVar, overload
 
+from durably.app._annotations import warn_of
 from durably.app._layout import bounded
 from durably.app._values import Value
 from durably.errors import InvalidInputError
@@ -26,6 +27,9 @@ class Topic(Generic[T]):
     Raises:
         InvalidInputError: A ``name`` that is empty, over 400 bytes or not storable text.
         ConfigurationError: A ``type`` pydantic cannot encode.
+
+    A ``type`` whose values would not come back as sent (``Any``, a bare ``dict``) is
+    warned of (`durably.errors.ValueTypeWarning`).
     """
 
     @overload
@@ -37,6 +41,7 @@ class Topic(Generic[T]):
     def __init__(self, name: str, type: Any) -> None:
         self.name = bounded(name, "topic name")
         self.value = Value.of(type, f"topic {name!r}")
+        warn_of(type, self.value.adapter.core_schema, f"topic {name!r}, its messages")
 
     def encode(self, value: object) -> object:
         """Return ``value`` checked against the topic's type, as JSON-ready data.

@@ -16,7 +16,11 @@ from typing import Any
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 from pydantic.errors import PydanticSchemaGenerationError, PydanticUserError
+from pydantic_core.core_schema import CoreConfig
 
+from durably.app._annotations import warn_of
+from durably.app._formats import Converted, converted, prepared
+from durably.app._formats import canonical as canonical_text
 from durably.errors import ConfigurationError, InvalidInputError
 
 Duration = float | int | timedelta
@@ -46,15 +50,22 @@ def seconds_of(value: object, name: str, *, zero: bool = False) -> float:
 @dataclass(frozen=True, slots=True)
 class Value:
     """One annotated type and its pydantic adapter: ``encode`` gives JSON-ready data,
-    ``decode`` the typed value back."""
+    ``decode`` the typed value back, in durably's value format (`durably.app._formats`)."""
 
     type_name: str
     adapter: TypeAdapter[Any]
+    """Pydantic's own adapter of the type (format 1: what `formatted` changes aside)."""
     plain: Callable[[object], bool] | None = None
     """For an annotation built only of ``int``, ``str``, ``bool``, ``None``, ``list[...]``
     and ``dict[str, ...]``: whether a value is exactly of that shape, and so its own JSON
     (the adapter would give an equal value back); the adapter is skipped for it (the hot
     path of small steps)."""
+    formatted: Converted | None = None
+    """The validator and serializer of format 2 where it differs from pydantic's own (a
+    ``bytes``, ``set`` or ``frozenset`` in the type); None: the adapter's."""
+    loose: bool = False
+    """Whether the type is ``Any`` (its values' bytes and sets are put in format 2 before
+    pydantic renders them)."""
 
     @classmethod
     def of(cls, annotation: object, what: str) -> Value:
@@ -66,14 +77,24 @@ class Value:
                     annotation,  # type: ignore[arg-type]
                     config=_KEEP_NON_FINITE,
                 )
+                config: CoreConfig | None = _KEEP_NON_FINITE_CORE
             except PydanticUserError:  # a type with a config of its own (a model): its say
                 adapter = TypeAdapter(annotation)  # type: ignore[arg-type]
+                config = None
         except (PydanticSchemaGenerationError, PydanticUserError, TypeError, NameError) as exc:
+            # Pydantic's first line says what; the rest is advice on its own API.
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
             raise ConfigurationError(
-                f"{what}: cannot encode annotation {annotation!r}: {exc}"
+                f"{what}: cannot encode annotation {annotation!r}: {reason}"
             ) from None
         name = getattr(annotation, "__name__", repr(annotation))
-        return cls(name, adapter, _plain_check(annotation, 0))
+        return cls(
+            name,
+            adapter,
+            _plain_check(annotation, 0),
+            converted(adapter.core_schema, config),
+            annotation is Any,
+        )
 
     def encode(self, value: object) -> object:
         """``value`` checked against the type and rendered as JSON-ready data. Raises
@@ -82,28 +103,45 @@ class Value:
         pydantic's serialization error."""
         if self.plain is not None and self.plain(value):
             return value  # no float in a plain shape
-        data = self.adapter.dump_python(self.adapter.validate_python(value), mode="json")
+        formatted = self.formatted
+        if formatted is not None:
+            data = formatted.dump(formatted.validate(value))
+        else:
+            adapter = self.adapter
+            if self.loose:
+                value = prepared(value)
+            data = adapter.dump_python(adapter.validate_python(value), mode="json")
         if not _finite(data):
             raise ValueError("NaN and infinite numbers cannot be stored (JSON has no such value)")
         return data
 
     def decode(self, data: object) -> Any:
-        """The typed value of JSON-ready ``data``; a `ValueError` (pydantic's
-        `ValidationError`, or another error a validator raised, as a `ValueError`) if it
-        does not fit."""
+        """The typed value of JSON-ready ``data`` (either format); a `ValueError`
+        (pydantic's `ValidationError`, or another error a validator raised, as a
+        `ValueError`) if it does not fit."""
         if self.plain is not None and self.plain(data):
             return data
+        validate = (
+            self.adapter.validate_python if self.formatted is None else self.formatted.validate
+        )
         try:
-            return self.adapter.validate_python(data)
+            return validate(data)
         except ValidationError:
             raise
         except Exception as exc:  # a validator raising something else: still a misfit
             raise ValueError(f"{type(exc).__name__}: {exc}") from exc
 
+    def encode_earlier(self, value: object) -> object:
+        """``value`` as format 1 rendered it (pydantic's own JSON), for a record written
+        before format 2; `ValueError` or pydantic's error where format 1 could not."""
+        return self.adapter.dump_python(self.adapter.validate_python(value), mode="json")
+
 
 _KEEP_NON_FINITE = ConfigDict(ser_json_inf_nan="constants")
 """Pydantic's default writes a NaN inside an ``Any`` as null, silently: kept as a number
 here, the encode refuses it. A model's own config decides for its own fields."""
+_KEEP_NON_FINITE_CORE = CoreConfig(ser_json_inf_nan="constants")
+"""The same, for the validator and serializer of format 2."""
 
 
 def _finite(data: object) -> bool:
@@ -175,7 +213,7 @@ def _plain_check(annotation: object, depth: int) -> Callable[[object], bool] | N
     return None
 
 
-ANY = Value("Any", TypeAdapter(Any, config=_KEEP_NON_FINITE))
+ANY = Value("Any", TypeAdapter(Any, config=_KEEP_NON_FINITE), loose=True)
 
 
 def _scalar_type(annotation: object) -> type | None:
@@ -219,11 +257,16 @@ class Signature:
                     f"{what}: parameter {parameter.name!r} has no annotation (values are "
                     "encoded from annotations)"
                 )
-            value = Value.of(hints[parameter.name], f"{what}, parameter {parameter.name!r}")
+            named = f"{what}, parameter {parameter.name!r}"
+            value = Value.of(hints[parameter.name], named)
+            warn_of(hints[parameter.name], value.adapter.core_schema, named)
             self.parameters.append(Parameter(parameter.name, parameter.kind, value))
         if "return" not in hints:
             raise ConfigurationError(f"{what}: the return annotation is missing (-> T or -> None)")
         self.result = Value.of(hints["return"], f"{what}, return value")
+        warn_of(hints["return"], self.result.adapter.core_schema, f"{what}, return value")
+        self.hints = hints
+        """The function's resolved annotations, by parameter name (and ``return``)."""
         self._bindable = self._signature.replace(parameters=parameters[skip:])
         self._positional = all(
             p.kind is not inspect.Parameter.KEYWORD_ONLY for p in self.parameters
@@ -321,6 +364,21 @@ class Signature:
             self._digests[args] = made
         return made
 
+    def earlier_digest(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
+        """`digest_args` as format 1 made it, for a record written before format 2: None
+        when the formats agree on these parameters' types, or format 1 cannot encode the
+        call (it would have failed then)."""
+        if all(p.value.formatted is None for p in self.parameters):
+            return None
+        try:
+            bound = self._bindable.bind(*args, **kwargs)
+            bound.apply_defaults()
+            return digest(
+                {p.name: p.value.encode_earlier(bound.arguments[p.name]) for p in self.parameters}
+            )
+        except Exception:  # format 1 could not encode it: no record of it can exist
+            return None
+
     def _plain_text(self, args: tuple[Any, ...]) -> str | None:
         """The canonical JSON of a positional call of plain values (what `digest` hashes),
         written out in the order of the sorted names; None for any other call."""
@@ -332,7 +390,7 @@ class Signature:
             value = args[index]
             if not check(value):
                 return None
-            parts.append(prefix + _RENDER.get(type(value), _CANONICAL)(value))
+            parts.append(prefix + _RENDER.get(type(value), canonical_text)(value))
         return f"{{{','.join(parts)}}}"
 
     def decode_args(self, encoded: Mapping[str, object]) -> tuple[list[Any], dict[str, Any]]:
@@ -350,25 +408,6 @@ class Signature:
         return positional, keywords
 
 
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def _canonical_encoder() -> Callable[[object], str]:
-    # `JSONEncoder.encode` builds the C encoder afresh on every call; this builds it once,
-    # with the same settings (so the same text), minus the cycle check: what is digested
-    # is already JSON-ready data, which has no cycles.
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return _ENCODER.encode
-    chunks = make(
-        None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", True, False, True
-    )
-    return lambda data: "".join(chunks(data, 0))
-
-
-_CANONICAL = _canonical_encoder()
-
-
 # The canonical JSON of a plain scalar, as the encoder writes it (others: the encoder).
 _RENDER: dict[type, Callable[[Any], str]] = {
     int: int.__repr__,
@@ -382,7 +421,7 @@ def digest(encoded: object) -> str:
     """A short, stable digest of JSON-ready data (a step's arguments): a 64-bit BLAKE2b of
     its canonical JSON, as 16 hex digits (no character a JSON string escapes, so a step
     record stays on the stores' cheap path)."""
-    return _blake(_CANONICAL(encoded))
+    return _blake(canonical_text(encoded))
 
 
 _DIGESTS_MOST = 1024

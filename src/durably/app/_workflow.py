@@ -9,7 +9,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from durably.app import _layout as layout
 from durably.app import _tenancy as tenancy
@@ -24,6 +24,7 @@ from durably.app._context import (
 from durably.app._core import Core
 from durably.app._drift import unread, unread_warning
 from durably.app._handles import WorkflowHandle, cancel_children, find_handle
+from durably.app._options import OPTIONS, WorkflowOptions
 from durably.app._retry import Retry
 from durably.app._values import Duration, Signature, seconds_of, stored_text
 from durably.engine.runtime import Execution
@@ -41,14 +42,10 @@ from durably.errors import (
     WorkflowConflictError,
     WorkflowStopped,
 )
-from durably.redaction import mend_text
 from durably.stores.workflows import Finish, value_refused
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-OPTIONS = ("id", "tenant", "timeout")
-"""Keyword options of `Workflow.start`; a body parameter may not take these names."""
 
 
 class BodyFailed(DurablyError):
@@ -110,10 +107,14 @@ class Workflow(Generic[P, R]):
         first = self.signature.leading[0]
         if first.kind not in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD):
             raise ConfigurationError(f"{what}: the first parameter must be the durably.Context")
-        hint = fn.__annotations__.get(first.name)
-        if hint is not None and hint not in (Context, "Context", "durably.Context"):
+        hint = self.signature.hints.get(first.name)
+        if not (isinstance(hint, type) and issubclass(hint, Context)):
+            # Unannotated, it may as well be a first argument of the body's own: refused
+            # here rather than when a start's arguments are one short.
+            got = "no annotation" if hint is None else repr(hint)
             raise ConfigurationError(
-                f"{what}: the first parameter must be the durably.Context, got {hint!r}"
+                f"{what}: the first parameter must be the durably.Context, annotated "
+                f"({first.name}: durably.Context); {first.name!r} has {got}"
             )
         for name in self.signature.names:
             if name in OPTIONS:
@@ -123,7 +124,56 @@ class Workflow(Generic[P, R]):
         self.__name__ = getattr(fn, "__name__", kind)
         self.__doc__ = fn.__doc__
 
+    def options(
+        self,
+        *,
+        id: str | None = None,
+        tenant: str | None = None,
+        timeout: Duration | None = None,
+    ) -> WorkflowOptions[P, R]:
+        """Return this workflow with start options, for a start whose arguments are checked.
+
+        A type checker checks the arguments of ``await wf.options(id="t-1").start(ticket)``
+        against the body's parameters. `Context.child` and `Context.start_child` take it
+        for a child's ``id`` and ``timeout``. Nothing is checked before its ``start``.
+
+        Args:
+            id: The workflow's id, as for `start`.
+            tenant: The tenant it runs for, as for `start` (never for a child: a child
+                runs in its parent's tenant).
+            timeout: How long after its start the workflow is cancelled, as for `start`.
+
+        Returns:
+            The options, with `WorkflowOptions.start` and `WorkflowOptions.run`.
+        """
+        return WorkflowOptions(self, id, tenant, timeout)
+
+    @overload
+    async def start(self, *args: P.args, **kwargs: P.kwargs) -> WorkflowHandle[R]: ...
+
+    @overload
     async def start(
+        self,
+        *args: Any,
+        id: str | None,
+        tenant: str | None = None,
+        timeout: Duration | None = None,
+        **kwargs: Any,
+    ) -> WorkflowHandle[R]: ...
+
+    @overload
+    async def start(
+        self, *args: Any, tenant: str | None, timeout: Duration | None = None, **kwargs: Any
+    ) -> WorkflowHandle[R]: ...
+
+    @overload
+    async def start(
+        self, *args: Any, timeout: Duration | None, **kwargs: Any
+    ) -> WorkflowHandle[R]: ...
+
+    # A body's own parameter named like an option is refused at registration, which a
+    # type checker cannot know: to it, the options might take the body's keywords.
+    async def start(  # type: ignore[misc]
         self,
         *args: Any,
         id: str | None = None,
@@ -137,6 +187,11 @@ class Workflow(Generic[P, R]):
         (``handle.created`` is False; the first start's arguments win): an id is unique
         within its tenant, so the same id under two tenants names two workflows. Inside a
         workflow body the start is recorded like a step.
+
+        A type checker checks the arguments of a call without options against the body's
+        parameters; with options given here it cannot (a call's options and the body's
+        parameters share no signature): give them with `options` instead,
+        ``wf.options(id=...).start(*args)``, to keep the arguments checked.
 
         Args:
             *args: The body's arguments (after the Context).
@@ -158,6 +213,7 @@ class Workflow(Generic[P, R]):
                 (``…/child:KIND#N``) or starting with ``durably:``, or a tenant and id
                 too long together, included; arguments the store refuses (too large).
             WorkflowConflictError: The id exists in the tenant under another kind.
+            WorkflowLimitError: Inside a workflow body, a start past the App's `Limits`.
         """
         ctx = current_workflow()
         if ctx is not None:  # inside a body: recorded, with an id derived from the parent's
@@ -180,6 +236,7 @@ class Workflow(Generic[P, R]):
         parent: str | None = None,
         parent_kind: str | None = None,
         parent_key: str | None = None,
+        depth: int = 0,
     ) -> dict[str, Any]:
         """The start record for a call with ``args``, checked before any I/O."""
         encoded = self.signature.encode_args(args, kwargs)
@@ -196,6 +253,7 @@ class Workflow(Generic[P, R]):
             parent_kind=parent_kind,
             parent_key=parent_key,
             timeout_at=None if seconds is None else now + seconds,
+            depth=depth,
         )
 
     async def launch(self, workflow: str, start: dict[str, Any]) -> tuple[str, bool]:
@@ -213,7 +271,7 @@ class Workflow(Generic[P, R]):
             older = await checkpointer.load(workflow)
             if tenancy.belongs(older, tenant):  # started before tenants scoped ids
                 self._adoptable(workflow, older[layout.START], start)
-                await self._ready(workflow, first=False)
+                await self._ready(workflow, tenant, first=False)
                 return workflow, False
         try:
             recorded = await checkpointer.supply(key, layout.START, start)
@@ -226,7 +284,7 @@ class Workflow(Generic[P, R]):
                 f"workflow {self.kind!r}: the store refuses its arguments: {exc}"
             ) from None
         self._adoptable(workflow, recorded.value, start)
-        await self._ready(key, first=recorded.first)
+        await self._ready(key, tenant, first=recorded.first)
         return key, recorded.first
 
     def _adoptable(self, workflow: str, existing: object, start: Mapping[str, Any]) -> None:
@@ -258,11 +316,12 @@ class Workflow(Generic[P, R]):
                 "only for the children it started",
             )
 
-    async def _ready(self, key: str, *, first: bool) -> None:
+    async def _ready(self, key: str, tenant: str, *, first: bool) -> None:
         # A start that crashed between its record and its wakeup is repaired by the next.
         checkpointer = (await self._core.stores()).checkpointer
         if first or await checkpointer.get_status(key) is None:
-            await self._core.durable(self.kind).scheduler.make_ready(key)
+            # Served in its tenant's turn (the scheduler's fairness order).
+            await self._core.durable(self.kind).scheduler.make_ready(key, tenant=tenant)
 
     def handle(
         self, id: str, tenant: str | None = None, *, created: bool = False, key: str | None = None
@@ -287,7 +346,30 @@ class Workflow(Generic[P, R]):
         at = key if key is not None else tenancy.workflow_key(owner, id)
         return WorkflowHandle(self._core, at, id, owner, self.kind, self.signature.result, created)
 
+    @overload
+    async def run(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
+
+    @overload
     async def run(
+        self,
+        *args: Any,
+        id: str | None,
+        tenant: str | None = None,
+        timeout: Duration | None = None,
+        **kwargs: Any,
+    ) -> R: ...
+
+    @overload
+    async def run(
+        self, *args: Any, tenant: str | None, timeout: Duration | None = None, **kwargs: Any
+    ) -> R: ...
+
+    @overload
+    async def run(self, *args: Any, timeout: Duration | None, **kwargs: Any) -> R: ...
+
+    # A body's own parameter named like an option is refused at registration, which a
+    # type checker cannot know: to it, the options might take the body's keywords.
+    async def run(  # type: ignore[misc]
         self,
         *args: Any,
         id: str | None = None,
@@ -298,7 +380,7 @@ class Workflow(Generic[P, R]):
         """Start this workflow and wait for its result, for as long as it takes.
 
         Refused inside a workflow body, where waiting would hold the pass: use
-        `Context.child` there.
+        `Context.child` there. Its arguments are checked as `start`'s are.
 
         Args:
             *args: The body's arguments (after the Context).
@@ -358,7 +440,7 @@ class Workflow(Generic[P, R]):
                 ConfigurationError(f"workflow {run.workflow!r} has no start record"),
                 retryable=False,
             )
-        ctx = Context(run, start, self.kind, cancels=self._core.cancels)
+        ctx = Context(run, start, self.kind, cancels=self._core.cancels, limits=self._core.limits)
         ended = layout.ending(recorded) if ctx._ended else None
         if ended is not None:  # a wakeup after the end: report the same end, run nothing
             if "v" in ended:
@@ -366,16 +448,7 @@ class Workflow(Generic[P, R]):
             if ended.get("cancelled"):
                 raise Cancelled(_cancelled(ctx.id, ended.get("e") == layout.TIMED_OUT))
             raise BodyFailed(Recorded(str(ended.get("e"))), retryable=False)
-        try:
-            positional, keywords = self.signature.decode_args(start.get("args", {}))
-        except (ValueError, KeyError) as exc:
-            raise IncompatibleRecordError(
-                ctx.id,
-                layout.START,
-                f"arguments of {self.kind}",
-                stored_text(start.get("args")),
-                str(exc),
-            ) from None
+        positional, keywords = self.arguments(ctx.id, start)
         token = bind(ctx)
         try:
             try:
@@ -420,7 +493,7 @@ class Workflow(Generic[P, R]):
         try:
             encoded = self.signature.result.encode(value)
         except Exception as exc:
-            await self._end(run, ctx, layout.FAILED, repr(exc))
+            await self._end(run, ctx, layout.FAILED, layout.failure(exc))
             raise BodyFailed(exc, retryable=False) from exc
         if start.get("parent") is not None and start.get("parent_kind") is not None:
             # The parent runs as soon as it is woken, so the result is written first.
@@ -431,27 +504,44 @@ class Workflow(Generic[P, R]):
                     raise
                 # A result no store takes (too large, say): the parent hears of a failure.
                 unstored = DurablyError(f"the workflow's result was not stored: {exc}")
-                await self._end(run, ctx, layout.FAILED, repr(unstored))
+                await self._end(run, ctx, layout.FAILED, layout.failure(unstored))
                 raise BodyFailed(unstored, retryable=False) from exc
             await self._wake_parent(start)
             return value
         # No one to wake: the Worker writes the result with the COMPLETED status, one write.
         return Finish(layout.RESULT, encoded, value)
 
+    def arguments(
+        self, workflow: str, start: Mapping[str, Any]
+    ) -> tuple[list[Any], dict[str, Any]]:
+        """The body's arguments decoded from start record ``start`` of ``workflow`` (its id).
+
+        Raises `IncompatibleRecordError` when they no longer fit the body's annotations.
+        """
+        try:
+            return self.signature.decode_args(start.get("args", {}))
+        except (ValueError, KeyError) as exc:
+            raise IncompatibleRecordError(
+                workflow,
+                layout.START,
+                f"arguments of {self.kind}",
+                stored_text(start.get("args")),
+                str(exc),
+            ) from None
+
     async def _failed(self, run: Execution, ctx: Context, exc: BaseException) -> BodyFailed:
         """The body raised ``exc``: its end recorded unless the workflow retries bodies."""
         self._warn_unread(ctx)
         if self.retry is None:
-            await self._end(run, ctx, layout.FAILED, repr(exc))
+            await self._end(run, ctx, layout.FAILED, layout.failure(exc))
         return BodyFailed(exc, retryable=self.retry is not None)
 
-    async def _end(self, run: Execution, ctx: Context, name: str, error: str) -> None:
-        """Record how this generation ended (failed or cancelled) and wake a parent.
+    async def _end(self, run: Execution, ctx: Context, name: str, ended: object) -> None:
+        """Record how this generation ended and wake a parent.
 
-        The error is kept as failure text is (`mend_text`: bounded, secrets masked).
+        ``ended`` is a `layout.failure` record, or how it was cancelled.
         """
-        kept = mend_text(error, "error")
-        await run.step(layout.occurrence(name, ctx.generation), lambda: kept)
+        await run.step(layout.occurrence(name, ctx.generation), lambda: ended)
         await self._wake_parent(ctx._start)
 
     def _warn_unread(self, ctx: Context) -> None:
@@ -471,7 +561,9 @@ class Workflow(Generic[P, R]):
     async def _wake_parent(self, start: Mapping[str, Any]) -> None:
         parent, kind = layout.parent_key(start), start.get("parent_kind")
         if parent is not None and kind is not None:
-            await self._core.durable(str(kind)).scheduler.make_ready(parent)
+            # A child runs for its parent's tenant: the parent wakes in that tenant's turn.
+            scheduler = self._core.durable(str(kind)).scheduler
+            await scheduler.make_ready(parent, tenant=start.get("tenant"))
 
     def __repr__(self) -> str:
         return f"<durably workflow {self.kind!r}>"
@@ -481,4 +573,4 @@ def _cancelled(workflow: str, timed_out: bool) -> str:
     return str(WorkflowCancelledError(workflow, timed_out=timed_out))
 
 
-__all__ = ["OPTIONS", "BodyFailed", "Cancelled", "Workflow"]
+__all__ = ["BodyFailed", "Cancelled", "Workflow"]

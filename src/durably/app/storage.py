@@ -1,11 +1,12 @@
 """How the App keeps its workflows in a store, for tools that read a store directly.
 
 The CLI (and any operator tool) reads workflows through the stores, not through an App: it
-needs the key a (tenant, id) pair is stored under, the tenant and id a stored key names, and
-the kind a workflow's start record names. Application code uses `durably.App` instead.
+needs the key a (tenant, id) pair is stored under, the tenant and id a stored key names, the
+kind a workflow's start record names, and which records hold instants (to show them as
+times). Application code uses `durably.App` instead.
 """
 
-from durably.app._layout import recorded_kind
+from durably.app._layout import START, START_INSTANTS, instant, recorded_kind
 from durably.app._tenancy import (
     DEFAULT_TENANT,
     earlier_workflows,
@@ -19,7 +20,10 @@ from durably.app._tenancy import (
 
 __all__ = [
     "DEFAULT_TENANT",
+    "START",
+    "START_INSTANTS",
     "earlier_workflows",
+    "instant",
     "key_prefix",
     "older_layout",
     "recorded_kind",

@@ -179,20 +179,22 @@ class ClaimCheckedDurable(Generic[EffectT]):
     def scheduler(self) -> Scheduler:
         return self._inner.scheduler
 
-    async def arrive(self, workflow: str, key: str, value: object) -> Recorded[object]:
+    async def arrive(
+        self, workflow: str, key: str, value: object, *, tenant: str | None = None
+    ) -> Recorded[object]:
         return await checked_write(
             self._claims,
             self._checkpointer.codec,
             value,
-            lambda v: self._inner.arrive(workflow, key, v),
+            lambda v: self._inner.arrive(workflow, key, v, tenant=tenant),
         )
 
-    async def deliver(self, workflow: str, value: object) -> Entry:
+    async def deliver(self, workflow: str, value: object, *, tenant: str | None = None) -> Entry:
         return await checked_entry(
             self._claims,
             self._checkpointer.codec,
             value,
-            lambda v: self._inner.deliver(workflow, v),
+            lambda v: self._inner.deliver(workflow, v, tenant=tenant),
         )
 
     async def delete(self, workflow: str) -> int:

@@ -105,6 +105,18 @@ def when(epoch: float | None) -> str:
     return cell(datetime.fromtimestamp(epoch, UTC))
 
 
+def iso(epoch: object) -> object:
+    """Epoch seconds as an ISO 8601 UTC time (``2026-05-09T07:35:25.123Z``); anything
+    else, or a number no date has, as it is."""
+    if not isinstance(epoch, int | float) or isinstance(epoch, bool):
+        return epoch
+    try:
+        stamp = datetime.fromtimestamp(epoch, UTC)
+    except (OverflowError, OSError, ValueError):
+        return epoch
+    return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def dollars(micros: int) -> str:
     """Integer millionths of a dollar as dollars."""
     return f"${micros / 1_000_000:.4f}"
@@ -146,4 +158,14 @@ class Progress:
             self._stream.flush()
 
 
-__all__ = ["Progress", "cell", "dollars", "emit_json", "plain", "printable", "table", "when"]
+__all__ = [
+    "Progress",
+    "cell",
+    "dollars",
+    "emit_json",
+    "iso",
+    "plain",
+    "printable",
+    "table",
+    "when",
+]

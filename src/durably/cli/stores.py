@@ -11,6 +11,8 @@ import contextlib
 import os
 from collections.abc import AsyncIterator
 
+from pydantic import SecretStr
+
 from durably.errors import DsnError
 from durably.stores.dsn import DSN_ENV, parse
 from durably.stores.opening import Stores, open_stores
@@ -21,20 +23,24 @@ class UsageError(ValueError):
     """A command refused its arguments after parsing (exit code 2)."""
 
 
-def dsn_from(value: str | None) -> str:
-    """The DSN given on the command line, else ``$DURABLY_DSN``; `DsnError` if neither or
-    if it is malformed."""
-    dsn = value or os.environ.get(DSN_ENV)
-    if not dsn:
+def dsn_from(value: SecretStr | str | None) -> SecretStr:
+    """The DSN given on the command line, else ``$DURABLY_DSN``, held secret; `DsnError`
+    if neither or if it is malformed."""
+    if isinstance(value, str):
+        value = SecretStr(value)
+    if value is None or not value.get_secret_value():
+        value = SecretStr(os.environ.get(DSN_ENV, ""))
+    if not value.get_secret_value():
         raise DsnError(f"no store named: pass --dsn (or set {DSN_ENV})")
-    parse(dsn)
-    return dsn
+    parse(value)
+    return value
 
 
 def add_dsn(parser: argparse.ArgumentParser) -> None:
     """Add ``--dsn`` (default ``$DURABLY_DSN``)."""
     parser.add_argument(
         "--dsn",
+        type=SecretStr,  # held secret from the start: ``args`` is in every frame's locals
         help=f"the store: sqlite:///file.db, postgresql://..., redis://... (default ${DSN_ENV}; "
         "a --dsn shows in the process list, the variable does not)",
     )

@@ -17,14 +17,20 @@ from the DSN::
 
     $ durably worker myapp.jobs:setup --dsn sqlite:///app.db
 
-The current directory is importable, as with ``python -m``. The worker runs until SIGTERM
-or SIGINT, then shuts down gracefully.
+``MODULE`` is imported as installed; only when it is not importable that way is the
+current directory searched, after everything else on the path, so a file there never
+shadows a module durably or your code imports (a ``psycopg.py`` left in the directory is
+not run in psycopg's place). ``--app-dir DIR`` puts ``DIR`` first instead, for code that is
+not installed. (``python -m durably`` puts the current directory first by Python's own
+rule; the ``durably`` command and ``python -P -m durably`` do not.) The worker runs until
+SIGTERM or SIGINT, then shuts down gracefully.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import inspect
 import logging
 import os
@@ -50,6 +56,12 @@ def register(commands: Any) -> None:
         "target", metavar="MODULE:ATTR", help="a durably.App (myapp.flows:app) or setup callable"
     )
     add_dsn(worker)
+    worker.add_argument(
+        "--app-dir",
+        metavar="DIR",
+        help="import MODULE from DIR, searched first (default: the current directory, "
+        "searched last and only when MODULE is not importable otherwise)",
+    )
     worker.add_argument(
         "--workflow",
         action="append",
@@ -78,13 +90,14 @@ def register(commands: Any) -> None:
     worker.set_defaults(run=run_worker)
 
 
-def load_target(target: str) -> Callable[..., Any]:
-    """The App or callable ``MODULE:ATTR`` names; `UsageError` when it cannot be found."""
+def load_target(target: str, app_dir: str | None = None) -> Callable[..., Any]:
+    """The App or callable ``MODULE:ATTR`` names, imported from ``app_dir`` (searched
+    first) or, when not importable otherwise, from the current directory (searched last);
+    `UsageError` when it cannot be found."""
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise UsageError(f"{target!r} is not MODULE:ATTR (e.g. myapp.jobs:setup)")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
+    _make_importable(module_name, app_dir)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -106,10 +119,32 @@ def load_target(target: str) -> Callable[..., Any]:
     return found
 
 
+def _make_importable(module_name: str, app_dir: str | None) -> None:
+    """Put ``app_dir`` first on ``sys.path``; without one, append the current directory
+    when ``module_name`` cannot be found on the path as it is. Appended, never prepended:
+    a directory first on the path shadows every module imported after it."""
+    if app_dir is not None:
+        directory = os.path.abspath(app_dir)
+        if not os.path.isdir(directory):
+            raise UsageError(f"--app-dir {app_dir!r} is not a directory")
+        if directory in sys.path:
+            sys.path.remove(directory)
+        sys.path.insert(0, directory)
+        return
+    top = module_name.partition(".")[0]
+    try:
+        found = importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found and os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+
+
 async def run_worker(args: argparse.Namespace) -> int:
     """Open the stores, let the target register, and serve until stopped."""
-    setup = load_target(args.target)
-    dsn = dsn_from(args.dsn) if args.dsn or not _is_app(setup) else ""
+    setup = load_target(args.target, args.app_dir)
+    if args.dsn or not _is_app(setup):
+        dsn_from(args.dsn)  # a missing or malformed DSN is refused before anything starts
     for name in ("poll_seconds", "grace_seconds", "maintenance_seconds"):
         if getattr(args, name) <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
@@ -134,7 +169,7 @@ async def run_worker(args: argparse.Namespace) -> int:
         )
         await _setup(setup, worker, stores)
         logging.getLogger("durably.cli").info(
-            "worker %s serving %s from %s", worker.name, args.target, describe(dsn)
+            "worker %s serving %s from %s", worker.name, args.target, stores.location
         )
         await worker.run()
     return 0

@@ -14,7 +14,10 @@ from typing import Any
 
 from durably.app.storage import (
     DEFAULT_TENANT,
+    START,
+    START_INSTANTS,
     earlier_workflows,
+    instant,
     key_prefix,
     older_layout,
     recorded_kind,
@@ -23,7 +26,7 @@ from durably.app.storage import (
     workflow_at,
     workflow_scope,
 )
-from durably.cli.render import cell, emit_json, printable, table
+from durably.cli.render import cell, emit_json, iso, printable, table
 from durably.cli.stores import UsageError, add_dsn, dsn_from, opened
 from durably.errors import InvalidInputError, WorkflowNotFoundError
 from durably.stores.codec import JsonCodec
@@ -317,9 +320,23 @@ def _short(value: object, width: int = 70) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _readable(key: str, value: object) -> object:
+    """A record as an operator reads it: the instants the App records (deadlines, retries,
+    a start's times) as UTC times in ISO 8601 rather than epoch seconds."""
+    if instant(key):
+        return iso(value)
+    if key == START and isinstance(value, dict):
+        return {k: iso(v) if k in START_INSTANTS else v for k, v in value.items()}
+    return value
+
+
 async def show_workflow(args: argparse.Namespace) -> int:
     """Print a workflow's tenant, id, status and history; exit 1 if the tenant has no
-    such workflow."""
+    such workflow.
+
+    ``--json`` prints every record with its value as stored, the start record first, in
+    recorded order, and the store's key of the workflow: what
+    `durably.testing.History.from_json` reads to replay it against other code."""
     async with opened(args) as stores:
         key = await _key_of(stores.checkpointer, args)
         info = None if key is None else await stores.checkpointer.get_status(key)
@@ -333,6 +350,7 @@ async def show_workflow(args: argparse.Namespace) -> int:
             {
                 "tenant": args.tenant,
                 "workflow": args.workflow,
+                "key": key,
                 "kind": kind,
                 "status": None if info is None else _shown(info, args.workflow, args.tenant),
                 "history": [{"key": k, "value": w.value, "at": w.at} for k, w in history.items()],
@@ -350,7 +368,7 @@ async def show_workflow(args: argparse.Namespace) -> int:
         print("status    - (never run by a worker)")
     if history:
         print()
-        rows = [[cell(w.at), key, _short(w.value)] for key, w in history.items()]
+        rows = [[cell(w.at), key, _short(_readable(key, w.value))] for key, w in history.items()]
         print(table(rows, ["recorded", "key", "value"]))
     return 0
 

@@ -249,7 +249,7 @@ class Execution:
         `Sleeping`.
         """
         seconds = positive(duration, "duration")
-        await self._sleep(key, self._clock.now() + seconds)
+        await self._sleep_to(key, self._clock.now() + seconds)
 
     async def sleep_until(self, key: str, deadline: float) -> None:
         """Sleep until ``deadline`` (the caller's clock) without holding a process.
@@ -264,9 +264,9 @@ class Execution:
             or not math.isfinite(deadline)
         ):
             raise InvalidInputError(f"deadline must be a finite number, got {deadline!r}")
-        await self._sleep(key, float(deadline))
+        await self._sleep_to(key, float(deadline))
 
-    async def _sleep(self, key: str, deadline: float) -> None:
+    async def _sleep_to(self, key: str, deadline: float) -> None:
         self._use(key)
         if key in self._records:
             wakeups = self._wakeup(key)

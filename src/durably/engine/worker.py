@@ -414,11 +414,14 @@ def _named(ids: Iterable[str], shown: int = 10) -> str:
     return head if len(listed) <= shown else f"{head} and {len(listed) - shown} more"
 
 
-async def start_workflow(durable: Durable[Any], workflow: str, input: object = None) -> None:
+async def start_workflow(
+    durable: Durable[Any], workflow: str, input: object = None, *, tenant: str | None = None
+) -> None:
     """Start (or nudge) ``workflow``: supply its ``"input"`` (first writer wins) and make it
-    ready, in one `Durable.arrive`. The body reads it with ``await run.awaiting("input")``."""
+    ready for ``tenant`` (served in that tenant's turn; None: the default tenant), in one
+    `Durable.arrive`. The body reads it with ``await run.awaiting("input")``."""
     identifier(workflow, "workflow")
-    await durable.arrive(workflow, "input", input)
+    await durable.arrive(workflow, "input", input, tenant=tenant)
 
 
 __all__ = ["LOGGER_NAME", "Worker", "start_workflow"]

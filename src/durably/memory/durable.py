@@ -31,18 +31,24 @@ class MemoryDurable:
         """Where wakeups live."""
         return self._scheduler
 
-    async def arrive(self, workflow: str, key: str, value: object) -> Recorded[object]:
-        """Supply ``key`` (first writer wins) and make the workflow ready."""
+    async def arrive(
+        self, workflow: str, key: str, value: object, *, tenant: str | None = None
+    ) -> Recorded[object]:
+        """Supply ``key`` (first writer wins) and make the workflow ready for ``tenant``."""
         identifier(workflow, "workflow")
+        if tenant is not None:
+            identifier(tenant, "tenant")
         recorded = self._checkpointer._supply_now(workflow, key, value)
-        self._scheduler._make_ready_now(workflow)
+        self._scheduler._make_ready_now(workflow, tenant)
         return recorded
 
-    async def deliver(self, workflow: str, value: object) -> Entry:
-        """Append a message and make the workflow ready."""
+    async def deliver(self, workflow: str, value: object, *, tenant: str | None = None) -> Entry:
+        """Append a message and make the workflow ready for ``tenant``."""
         identifier(workflow, "workflow")
+        if tenant is not None:
+            identifier(tenant, "tenant")
         entry = self._checkpointer._append_now(workflow, value)
-        self._scheduler._make_ready_now(workflow)
+        self._scheduler._make_ready_now(workflow, tenant)
         return entry
 
     async def delete(self, workflow: str) -> int:

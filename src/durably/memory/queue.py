@@ -51,7 +51,7 @@ class _Tables:
     # (tenant, queue, dedupe_key) -> id of the live item holding it
     dedupe: dict[tuple[str, str, str], str] = field(default_factory=dict)
     # queue -> its queued items and tenants in the order claims take them
-    rotations: dict[str, Rotation] = field(default_factory=dict)
+    rotations: dict[str, Rotation[int]] = field(default_factory=dict)
     # items held by a worker, in no order (what reap and adopt look through)
     claimed: set[_Key] = field(default_factory=set)
     sizes: Counter[tuple[str, WorkState]] = field(default_factory=Counter)
@@ -369,7 +369,7 @@ class MemoryWorkQueue:
             tables.claimed.discard(key)
         rotation = tables.rotations.get(slot.queue)
         if rotation is None:
-            rotation = tables.rotations[slot.queue] = Rotation()
+            rotation = tables.rotations[slot.queue] = Rotation[int]()
         if state is WorkState.QUEUED:
             assert item.available_at is not None  # a queued item always has one
             rotation.add(

@@ -1,5 +1,5 @@
-"""The memory work queue's rotation index,
-the in-process twin of SQLite's ``durably_queue_tenants`` and Redis's ``rota``/``waiting``.
+"""The memory rotation index: the work queue's (the in-process twin of SQLite's
+``durably_queue_tenants`` and Redis's ``rota``/``waiting``), and the scheduler's.
 
 Per queue: the tenants whose oldest queued item is due, in the order a claim serves them
 (turn, then that item's availability and enqueue order), and apart from them the tenants
@@ -8,6 +8,9 @@ order it gives them out (priority, availability, enqueue order). So a claim cost
 in items and tenants. The heaps delete lazily: an entry whose mark or stamp is no longer
 current is dropped when it surfaces, and a heap grown past twice what it can hold live is
 rebuilt (amortized O(1) an entry).
+
+Exact ties are broken by a sequence the owner gives with each item: the queue's enqueue
+order (an int), the scheduler's workflow id (a str).
 """
 
 from __future__ import annotations
@@ -15,11 +18,12 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 from itertools import count
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 _SLACK = 32  # stale entries a heap may carry beyond its live ones before it is rebuilt
 
-_Head = tuple[float, int]  # (available_at, enqueue sequence) of a tenant's oldest item
+S = TypeVar("S", int, str)  # the tie-breaking sequence: one type per rotation
+_Head = tuple[float, Any]  # (available_at, sequence) of a tenant's oldest item
 _Where = tuple[bool, int, _Head]  # (in the rotation, turn, head) as last placed
 
 
@@ -32,16 +36,16 @@ def _compact(heap: list[Any], live: int, current: Any) -> None:
 
 
 @dataclass(slots=True)
-class _Tenant:
+class _Tenant(Generic[S]):
     """One tenant's queued items of one queue and its place in the queue's rotation."""
 
     # item id -> mark of its current queued stretch; heap entries carrying another are stale
     queued: dict[str, int] = field(default_factory=dict)
-    by_age: list[tuple[float, int, int, str]] = field(default_factory=list)  # at, seq, mark, id
+    by_age: list[tuple[float, S, int, str]] = field(default_factory=list)  # at, seq, mark, id
     # items not yet known to be due, by availability: (at, seq, mark, id, priority)
-    pending: list[tuple[float, int, int, str, int]] = field(default_factory=list)
+    pending: list[tuple[float, S, int, str, int]] = field(default_factory=list)
     # due items in the order the tenant gives them out: (-priority, at, seq, mark, id)
-    ready: list[tuple[int, float, int, int, str]] = field(default_factory=list)
+    ready: list[tuple[int, float, S, int, str]] = field(default_factory=list)
     turn: int = 0  # 0 = never served; kept when the tenant runs out of items
     where: _Where | None = None  # None: no queued item, in neither heap of the queue
     stamp: int = 0  # the queue's heap entries for this tenant carrying another are stale
@@ -74,16 +78,18 @@ class _Tenant:
         return None
 
 
-class Rotation:
+class Rotation(Generic[S]):
     """One queue's index of queued items: `add` and `discard` as items enter and leave the
-    queued state, `take` for a claim, `oldest` for `stats`. Holds ids and ordering fields
-    only; the items themselves stay with the queue."""
+    queued state, `take` for a claim, `oldest` for `stats` (kept only when ``ages``: the
+    scheduler has no use for it). Holds ids and ordering fields only; the items themselves
+    stay with their owner."""
 
-    def __init__(self) -> None:
-        self._tenants: dict[str, _Tenant] = {}
-        self._rota: list[tuple[int, float, int, int, str]] = []  # turn, at, seq, stamp, tenant
+    def __init__(self, *, ages: bool = True) -> None:
+        self._keeps_ages = ages
+        self._tenants: dict[str, _Tenant[S]] = {}
+        self._rota: list[tuple[int, float, S, int, str]] = []  # turn, at, seq, stamp, tenant
         self._waiting: list[tuple[float, int, str]] = []  # head's at, stamp, tenant
-        self._ages: list[tuple[float, int, int, str, str]] = []  # at, seq, mark, tenant, id
+        self._ages: list[tuple[float, S, int, str, str]] = []  # at, seq, mark, tenant, id
         self._marks = count(1)
         self._last_turn = 0
         self._depth = 0  # queued items (bounds the live entries of ``_ages``)
@@ -95,13 +101,13 @@ class Rotation:
         *,
         priority: int,
         available_at: float,
-        sequence: int,
+        sequence: S,
         now: float,
     ) -> None:
         """``item_id`` of ``tenant`` is queued (again): index it and place its tenant."""
         state = self._tenants.get(tenant)
         if state is None:
-            state = self._tenants[tenant] = _Tenant()
+            state = self._tenants[tenant] = _Tenant[S]()
         mark = next(self._marks)
         if state.queued.get(item_id) is None:
             self._depth += 1
@@ -115,8 +121,9 @@ class Rotation:
         else:
             heapq.heappush(state.pending, (available_at, sequence, mark, item_id, priority))
             _compact(state.pending, live, lambda entry: state.current(entry[3], entry[2]))
-        heapq.heappush(self._ages, (available_at, sequence, mark, tenant, item_id))
-        _compact(self._ages, self._depth, self._current_age)
+        if self._keeps_ages:
+            heapq.heappush(self._ages, (available_at, sequence, mark, tenant, item_id))
+            _compact(self._ages, self._depth, self._current_age)
         self._place(tenant, state, now)
 
     def discard(self, tenant: str, item_id: str, now: float) -> None:
@@ -167,10 +174,10 @@ class Rotation:
             heapq.heappop(ages)
         return None
 
-    def _current_age(self, entry: tuple[float, int, int, str, str]) -> bool:
+    def _current_age(self, entry: tuple[float, S, int, str, str]) -> bool:
         return self._tenants[entry[3]].current(entry[4], entry[2])
 
-    def _place(self, tenant: str, state: _Tenant, now: float) -> None:
+    def _place(self, tenant: str, state: _Tenant[S], now: float) -> None:
         """Put ``tenant`` where its oldest item says: in the rotation if that is due,
         waiting if not, in neither if it has none. Unchanged places push nothing."""
         head = state.head()

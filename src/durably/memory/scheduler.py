@@ -1,10 +1,12 @@
 """The in-memory `Scheduler`: one entry per workflow in a dict, hand-outs on an event.
 
-Ready entries are also kept in a heap by (visible since, workflow), sleeping ones in a heap
-by (due, workflow), so a hand-out and a wake of the due cost O(log n) however many
-workflows wait. Heap rows are never updated in place: a change pushes a new row, and a
-row whose entry has moved on since (taken, put to sleep, done, cancelled) is dropped when
-it reaches the top; the heaps are rebuilt when stale rows outnumber live ones.
+Ready workflows wait in the rotation index the memory work queue uses (`Rotation`), one
+line per tenant, so a hand-out serves tenants in turn (the fairness order in
+durably.stores.workflows) at O(log n) in workflows and tenants. Hand-outs in flight wait
+apart in a heap by when their lease lapses, sleeping entries in a heap by due time. Heap
+rows are never updated in place: a change pushes a new row, and a row whose entry has
+moved on since is dropped when it reaches the top; the heaps are rebuilt when stale rows
+outnumber live ones.
 
 Every method but `next_ready`'s wait finishes without yielding to the event loop, so each
 is atomic under asyncio. Hand-out leases run on ``time.monotonic()`` (the store's clock);
@@ -21,16 +23,26 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from durably.stores.workflows import DEFAULT_LEASE, DEFAULT_NAMESPACE, Delivery
+from durably.memory.rotation import Rotation
+from durably.stores.workflows import (
+    DEFAULT_LEASE,
+    DEFAULT_NAMESPACE,
+    DEFAULT_TENANT,
+    LAPSED_PER_TAKE,
+    Delivery,
+)
 from durably.validation import finite, identifier, non_negative, positive
+
+_Row = tuple[float, str, int, "_Entry"]  # time, workflow, push number, entry
 
 
 @dataclass(slots=True)
 class _Entry:
+    tenant: str
     ready: bool
     visible_at: float  # store clock; meaningful while ready
     due: float  # caller's clock; meaningful while sleeping
-    receipt: str | None = None
+    receipt: str | None = None  # set while a hand-out is in flight
     taken_at: float = 0.0
 
 
@@ -53,9 +65,11 @@ class MemoryScheduler:
         self._namespace = identifier(namespace, "namespace")
         self._now = now
         self._entries: dict[str, _Entry] = {}
-        # Rows (time, workflow, push number, entry): ready by visible_at, sleeping by due.
-        self._visible: list[tuple[float, str, int, _Entry]] = []
-        self._sleeping: list[tuple[float, str, int, _Entry]] = []
+        # Ready workflows with no hand-out in flight, by tenant in turn (ties: workflow id).
+        self._rotation = Rotation[str](ages=False)
+        # Rows of the hand-outs in flight by when their lease lapses, sleeping ones by due.
+        self._leased: list[_Row] = []
+        self._sleeping: list[_Row] = []
         self._pushes = itertools.count()
         self._changed = asyncio.Event()
         self._receipts = itertools.count(1)
@@ -77,9 +91,10 @@ class MemoryScheduler:
     async def prepare(self) -> None:
         """Nothing to set up in memory."""
 
-    async def make_ready(self, workflow: str) -> None:
-        """Make the workflow runnable now; a delivery in flight no longer answers it."""
-        self._make_ready_now(workflow)
+    async def make_ready(self, workflow: str, *, tenant: str | None = None) -> None:
+        """Make the workflow runnable now in ``tenant``'s turn (None: the tenant it has);
+        a delivery in flight no longer answers it."""
+        self._make_ready_now(workflow, tenant)
 
     async def wake_at(self, delivery: Delivery, when: float) -> None:
         """Answer ``delivery`` and sleep the workflow until ``when`` (caller's clock),
@@ -108,15 +123,14 @@ class MemoryScheduler:
             due, workflow, _, entry = heapq.heappop(sleeping)
             if self._asleep(due, workflow, entry):
                 entry.ready = True
-                entry.visible_at = store_now
-                self._push(self._visible, store_now, workflow, entry)
+                self._queue(workflow, entry, store_now, store_now)
                 woken += 1
         if woken:
             self._notify()
         return woken
 
     async def next_ready(self, within: float) -> Delivery | None:
-        """Take the ready workflow visible longest, waiting up to ``within`` seconds."""
+        """Take a ready workflow in the fairness order, waiting up to ``within`` seconds."""
         non_negative(within, "within")
         deadline = self._now() + within
         while True:
@@ -130,7 +144,7 @@ class MemoryScheduler:
                 return None
             # Also wake when a hand-out's lease lapses, not only on a change (`_take` left
             # the earliest live row on top).
-            upcoming = self._visible[0][0] - now if self._visible else remaining
+            upcoming = self._leased[0][0] - now if self._leased else remaining
             wait = min(remaining, upcoming)
             try:
                 await asyncio.wait_for(changed.wait(), timeout=wait)
@@ -145,9 +159,7 @@ class MemoryScheduler:
         reclaimed: list[str] = []
         for workflow, entry in self._entries.items():
             if entry.receipt is not None and now - entry.taken_at >= idle:
-                entry.receipt = None
-                entry.visible_at = now
-                self._push(self._visible, now, workflow, entry)
+                self._queue(workflow, entry, now, now)
                 reclaimed.append(workflow)
         if reclaimed:
             self._notify()
@@ -161,7 +173,7 @@ class MemoryScheduler:
         if entry is None or entry.receipt != delivery.receipt:
             return False
         entry.visible_at = self._now() + within
-        self._push(self._visible, entry.visible_at, delivery.workflow, entry)
+        self._push(self._leased, entry.visible_at, delivery.workflow, entry)
         return True
 
     async def cancel(self, workflow: str) -> None:
@@ -177,57 +189,83 @@ class MemoryScheduler:
 
     # --- synchronous steps, shared with MemoryDurable so it never awaits between writes ---
 
-    def _make_ready_now(self, workflow: str) -> None:
+    def _make_ready_now(self, workflow: str, tenant: str | None = None) -> None:
         identifier(workflow, "workflow")
+        if tenant is not None:
+            identifier(tenant, "tenant")
         now = self._now()
         entry = self._entries.get(workflow)
         if entry is None:
-            entry = self._entries[workflow] = _Entry(ready=True, visible_at=now, due=now)
+            entry = _Entry(tenant or DEFAULT_TENANT, ready=True, visible_at=now, due=now)
+            self._entries[workflow] = entry
         else:
+            if tenant is not None and tenant != entry.tenant:
+                self._rotation.discard(entry.tenant, workflow, now)
+                entry.tenant = tenant
             entry.ready = True
-            entry.visible_at = now
-            entry.receipt = None
-        self._push(self._visible, now, workflow, entry)
+        self._queue(workflow, entry, now, now)
         self._notify()
 
     def _cancel_now(self, workflow: str) -> None:
         identifier(workflow, "workflow")
-        self._entries.pop(workflow, None)
+        entry = self._entries.pop(workflow, None)
+        if entry is not None:
+            self._rotation.discard(entry.tenant, workflow, self._now())
 
     # --- internals -------------------------------------------------------------------------
 
+    def _queue(self, workflow: str, entry: _Entry, visible_at: float, now: float) -> None:
+        """Put a ready ``entry`` in its tenant's line, visible since ``visible_at``, any
+        hand-out forgotten."""
+        entry.receipt = None
+        entry.visible_at = visible_at
+        self._rotation.add(
+            entry.tenant, workflow, priority=0, available_at=visible_at, sequence=workflow, now=now
+        )
+
     def _take(self, now: float) -> Delivery | None:
-        visible = self._visible
-        while visible:
-            at, workflow, _, entry = visible[0]
-            if not self._shown(at, workflow, entry):
-                heapq.heappop(visible)  # its entry moved on since the row was pushed
+        leased = self._leased
+        lapsed = 0
+        # Hand-outs whose lease lapsed rejoin their tenant's line first, so they are served
+        # in the tenant's turn (at most LAPSED_PER_TAKE a take, as every backing does).
+        while leased and lapsed < LAPSED_PER_TAKE:
+            at, workflow, _, entry = leased[0]
+            if not self._leased_now(at, workflow, entry):
+                heapq.heappop(leased)
                 continue
             if at > now:
-                return None  # the earliest hand-out is still leased
-            heapq.heappop(visible)
-            entry.receipt = f"{self._instance}:{next(self._receipts)}"
-            entry.taken_at = now
-            entry.visible_at = now + self._lease
-            self._push(visible, entry.visible_at, workflow, entry)
-            return Delivery(workflow, entry.receipt)
-        return None
+                break
+            heapq.heappop(leased)
+            self._queue(workflow, entry, at, now)
+            lapsed += 1
+        taken = self._rotation.take(now)
+        if taken is None:
+            return None
+        workflow = taken[1]
+        entry = self._entries[workflow]
+        entry.receipt = f"{self._instance}:{next(self._receipts)}"
+        entry.taken_at = now
+        entry.visible_at = now + self._lease
+        self._push(leased, entry.visible_at, workflow, entry)
+        return Delivery(workflow, entry.receipt)
 
-    def _shown(self, at: float, workflow: str, entry: _Entry) -> bool:
-        """Whether a row of the ready heap still stands for its entry."""
-        return entry.ready and entry.visible_at == at and self._entries.get(workflow) is entry
+    def _leased_now(self, at: float, workflow: str, entry: _Entry) -> bool:
+        """Whether a row of the in-flight heap still stands for its entry."""
+        return (
+            entry.receipt is not None
+            and entry.visible_at == at
+            and self._entries.get(workflow) is entry
+        )
 
     def _asleep(self, due: float, workflow: str, entry: _Entry) -> bool:
         """Whether a row of the sleeping heap still stands for its entry."""
         return not entry.ready and entry.due == due and self._entries.get(workflow) is entry
 
-    def _push(
-        self, heap: list[tuple[float, str, int, _Entry]], at: float, workflow: str, entry: _Entry
-    ) -> None:
+    def _push(self, heap: list[_Row], at: float, workflow: str, entry: _Entry) -> None:
         heapq.heappush(heap, (at, workflow, next(self._pushes), entry))
         if len(heap) > 2 * len(self._entries) + 64:
             # Mostly stale rows: keep the live ones (each entry's newest), rebuilt in place.
-            live = self._shown if heap is self._visible else self._asleep
+            live = self._leased_now if heap is self._leased else self._asleep
             kept = {row[1]: row for row in heap if live(row[0], row[1], row[3])}
             heap[:] = list(kept.values())
             heapq.heapify(heap)

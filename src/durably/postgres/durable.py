@@ -41,25 +41,31 @@ class PostgresDurable:
     def scheduler(self) -> PostgresScheduler:
         return self._scheduler
 
-    async def arrive(self, workflow: str, key: str, value: object) -> Recorded[object]:
+    async def arrive(
+        self, workflow: str, key: str, value: object, *, tenant: str | None = None
+    ) -> Recorded[object]:
         identifier(workflow, "workflow")
         step_key(key)
+        if tenant is not None:
+            identifier(tenant, "tenant")
         encoded = self._checkpointer.encode(value)
 
         async def run(session: Session) -> Recorded[object]:
             recorded = await self._checkpointer.supply_on(session, workflow, key, encoded)
-            await self._scheduler.make_ready_on(session, workflow)
+            await self._scheduler.make_ready_on(session, workflow, tenant)
             return recorded
 
         return await self._transaction(run)
 
-    async def deliver(self, workflow: str, value: object) -> Entry:
+    async def deliver(self, workflow: str, value: object, *, tenant: str | None = None) -> Entry:
         identifier(workflow, "workflow")
+        if tenant is not None:
+            identifier(tenant, "tenant")
         encoded = self._checkpointer.encode(value)
 
         async def run(session: Session) -> Entry:
             entry = await self._checkpointer.append_on(session, workflow, encoded)
-            await self._scheduler.make_ready_on(session, workflow)
+            await self._scheduler.make_ready_on(session, workflow, tenant)
             return entry
 
         return await self._transaction(run)

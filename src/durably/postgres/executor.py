@@ -8,7 +8,10 @@ caller's own connection so a store runs inside the caller's open transaction.
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import inspect
+import weakref
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -241,7 +244,11 @@ class PsycopgDatabase:
         try:
             connection = await self._pool.getconn(timeout=timeout)
         except PoolTimeout:
-            if await self._server_away():
+            # One per pool, shared by every store over it (each wraps the pool anew).
+            outages = _OUTAGES.get(self._pool)
+            if outages is None:
+                outages = _OUTAGES[self._pool] = Outages()
+            if await outages.server_away(self._pool):
                 # The pool kept failing to reconnect: an outage, retried as one.
                 raise ConnectionError("the pool could not reach the server") from None
             raise PoolExhaustedError("postgres", self._pool.max_size) from None
@@ -260,42 +267,94 @@ class PsycopgDatabase:
             finally:
                 await self._pool.putconn(connection)
 
-    async def _server_away(self) -> bool:
-        """Whether the server refuses a fresh connection now (asked only after the pool's
-        wait ran out: its connections may all be busy, or the server may be gone)."""
-        import psycopg
-
-        conninfo, kwargs = self._pool.conninfo, self._pool.kwargs
-        if not isinstance(conninfo, str):  # computed per connection: not ours to repeat
-            return False
-        try:
-            probe = await psycopg.AsyncConnection.connect(
-                conninfo, **(kwargs if isinstance(kwargs, dict) else {})
-            )
-        except psycopg.OperationalError as refused:
-            # A server that answered (FATAL: too many connections, say) is there, and the
-            # pool is what ran out; psycopg quotes its words without the SQLSTATE.
-            return refused.sqlstate is None and "FATAL:" not in str(refused)
-        await probe.close()
-        return False
-
     async def listen_connection(self) -> Any:
-        import inspect
-
         import psycopg
 
-        # psycopg-pool >= 3.3 accepts callables for conninfo and kwargs; resolve them.
-        conninfo: Any = self._pool.conninfo
-        kwargs: Any = self._pool.kwargs or {}
-        if callable(conninfo):
-            conninfo = conninfo()
-        if inspect.isawaitable(conninfo):
-            conninfo = await conninfo
-        if callable(kwargs):
-            kwargs = kwargs()
-        if inspect.isawaitable(kwargs):
-            kwargs = await kwargs
-        return await psycopg.AsyncConnection.connect(str(conninfo), autocommit=True, **kwargs)
+        # psycopg-pool >= 3.3 accepts callables for conninfo and kwargs; resolved in the
+        # call, so no local of this frame holds the password.
+        return await psycopg.AsyncConnection.connect(
+            str(await _resolved(self._pool.conninfo)),
+            autocommit=True,
+            **(await _resolved(self._pool.kwargs or {})),
+        )
+
+
+async def _resolved(value: Any) -> Any:
+    """``value``, or what calling it gives (awaited when that is awaitable)."""
+    if callable(value):
+        value = value()
+    if inspect.isawaitable(value):
+        value = await value
+    return value
+
+
+class Outages:
+    """Whether a psycopg pool whose wait for a connection ran out cannot reach the server,
+    or has every connection busy (psycopg-pool raises the same `PoolTimeout` for both).
+
+    Read from the pool's own counters: while every connection it tried to make was made,
+    its connections are busy and nothing more is asked. Only when its attempts failed
+    since the last look is one connection tried beside it, by one caller at a time (the
+    others wait for that answer): refused, or unanswered, the server is away, and stays
+    so until the pool makes a connection again; accepted, or refused by a server out of
+    connections, the pool is exhausted. So a stalled pool never makes its waiters open
+    connections of their own.
+    """
+
+    def __init__(self) -> None:
+        # Counted from nothing: failures from before the first look are looked into once.
+        self._failed = self._made = 0
+        self._away = False
+        self._asking: asyncio.Future[bool] | None = None
+
+    async def server_away(self, pool: AsyncConnectionPool[Any]) -> bool:
+        """Whether ``pool``'s wait ran out because the server is away."""
+        if self._asking is not None:
+            return await asyncio.shield(self._asking)
+        failed, made = _attempts(pool)
+        if self._away and made == self._made:
+            return True  # no connection made since the server was found away
+        self._made = made
+        if failed == self._failed:
+            self._away = False
+            return False
+        self._failed = failed
+        self._asking = asyncio.ensure_future(_refused(pool))
+        try:
+            self._away = await asyncio.shield(self._asking)
+        finally:
+            self._asking = None
+        return self._away
+
+
+_OUTAGES: weakref.WeakKeyDictionary[Any, Outages] = weakref.WeakKeyDictionary()
+
+
+def _attempts(pool: AsyncConnectionPool[Any]) -> tuple[int, int]:
+    """How many connections ``pool`` failed to make, and made, so far."""
+    stats = pool.get_stats()
+    failed = stats.get("connections_errors", 0)
+    return failed, stats.get("connections_num", 0) - failed
+
+
+async def _refused(pool: AsyncConnectionPool[Any]) -> bool:
+    """Whether the server refuses (or does not answer) a connection made as ``pool``'s
+    are; one that answered (FATAL: too many connections, say) is there."""
+    import psycopg
+
+    if not isinstance(pool.conninfo, str):  # computed per connection: not ours to repeat
+        return False
+    try:
+        probe = await psycopg.AsyncConnection.connect(
+            pool.conninfo, **(pool.kwargs if isinstance(pool.kwargs, dict) else {})
+        )
+    except psycopg.OperationalError as refused:
+        # psycopg quotes the server's words without the SQLSTATE.
+        return refused.sqlstate is None and "FATAL:" not in str(refused)
+    except Exception:
+        return True  # no answer the driver could read
+    await probe.close()
+    return False
 
 
 class AsyncpgDatabase:
@@ -351,6 +410,7 @@ __all__ = [
     "AsyncpgDatabase",
     "Database",
     "Executor",
+    "Outages",
     "PsycopgDatabase",
     "Row",
     "Session",

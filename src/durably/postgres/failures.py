@@ -16,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from pydantic import SecretStr
+
 from durably.clock import Clock, SystemClock
 from durably.errors import (
     ConfigurationError,
@@ -141,7 +143,7 @@ def describe(error: BaseException) -> str:
     return f"{type(error).__name__} (SQLSTATE {code}): {message}"
 
 
-def connect_error(error: BaseException, dsn: str) -> DurablyError:
+def connect_error(error: BaseException, dsn: str | SecretStr) -> DurablyError:
     """What a failed first connection means, without the DSN's secrets: what the server
     refused for who or where (a database or role that does not exist, a failed login, no
     access) is a `ConfigurationError`; a server out of connections a `PoolExhaustedError`;

@@ -23,12 +23,16 @@ _VERSION_1_TABLES = {
     "workflow_status": ("pkey", "by_status", "by_age"),
 }
 _VERSION_1_SEQUENCE = "workflow_seq"
+# Indexes an earlier version kept that this one does not, by table field and suffix:
+# version 3's index of every ready scheduler entry (version 4 keeps a line per tenant).
+_DROPPED_INDEXES = (("workflow_queue", "ready"),)
 
 
 async def migrate(pool: Any, tables: StateTables | None = None) -> None:
     """Create whatever of durably's schema is missing (idempotent), after renaming what an
     earlier version named otherwise (version 1's unprefixed workflow tables, their indexes
-    and sequence) to ``tables``' names, keeping every row.
+    and sequence) to ``tables``' names, keeping every row; then drop the indexes an
+    earlier version kept that this one does not.
 
     Runs in one transaction under an advisory lock, so many processes may call it at once.
     """
@@ -42,6 +46,9 @@ async def migrate(pool: Any, tables: StateTables | None = None) -> None:
         await _rename_version_1(session, tables)
         for statement in schema_statements(tables):
             await session.fetch(statement)
+        for table, suffix in _DROPPED_INDEXES:
+            dropped = tables.qualified(f"{getattr(tables, table)}_{suffix}")
+            await session.fetch(statements.render(_RENAMES["drop_index"], {"old": dropped}))
 
     await Access.over(pool, RetryBudget()).run(apply, errors=state_errors, transaction=True)
 

@@ -1,11 +1,13 @@
-"""`PostgresScheduler`: one row per workflow in ``workflow_queue``, taken with
-``FOR UPDATE SKIP LOCKED``; waiting takers wake on NOTIFY and poll only as a fallback."""
+"""`PostgresScheduler`: one row per workflow in ``workflow_queue``, in a line per tenant,
+tenants in rotation (``workflow_tenants``); taken with ``FOR UPDATE SKIP LOCKED``;
+waiting takers wake on NOTIFY and poll only as a fallback."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Any, Self, TypeVar
 
 from durably.postgres import statements
@@ -16,15 +18,30 @@ from durably.postgres.migrate import verify
 from durably.postgres.notify import Listener
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
-from durably.stores.workflows import DEFAULT_LEASE, DEFAULT_NAMESPACE, Delivery
+from durably.stores.workflows import (
+    DEFAULT_LEASE,
+    DEFAULT_NAMESPACE,
+    DEFAULT_TENANT,
+    LAPSED_PER_TAKE,
+    Delivery,
+)
 from durably.validation import finite, identifier, non_negative, positive
 
 T = TypeVar("T")
 _TEMPLATES = statements.load("scheduler.sql")
+READ_FIRST = 8
+"""Tenants of the rotation a take reads: enough that concurrent takes holding the first
+tenants' workflows find another. A take that finds none free reads 8 times more, up to
+`READ_MOST`."""
+READ_MOST = 512
+ROUNDS = 64
+"""The most statements one take sends before it reports nothing ready: each round tidies
+the tenants it read with empty lines, or reads further."""
 
 
 class PostgresScheduler:
-    """Wakeups in PostgreSQL (`durably.stores.Scheduler`), one entry per (namespace, workflow)."""
+    """Wakeups in PostgreSQL (`durably.stores.Scheduler`), one entry per (namespace, workflow),
+    tenants served in rotation (the fairness order in durably.stores.workflows)."""
 
     def __init__(
         self,
@@ -84,13 +101,22 @@ class PostgresScheduler:
     async def prepare(self) -> None:
         """Nothing to do: the schema is applied by `migrate`, never implicitly."""
 
-    async def make_ready(self, workflow: str) -> None:
+    async def make_ready(self, workflow: str, *, tenant: str | None = None) -> None:
         identifier(workflow, "workflow")
-        await self._run(lambda s: self.make_ready_on(s, workflow))
+        if tenant is not None:
+            identifier(tenant, "tenant")
+        await self._run(lambda s: self.make_ready_on(s, workflow, tenant))
 
-    async def make_ready_on(self, session: Session, workflow: str) -> None:
+    async def make_ready_on(self, session: Session, workflow: str, tenant: str | None) -> None:
         """`make_ready` on ``session`` (for `PostgresDurable`)."""
-        await session.fetch(self._sql["make_ready"], self._namespace, workflow, self._channel)
+        await session.fetch(
+            self._sql["make_ready"],
+            self._namespace,
+            workflow,
+            tenant,
+            DEFAULT_TENANT,
+            self._channel,
+        )
 
     async def next_ready(self, within: float) -> Delivery | None:
         within = non_negative(within, "within")
@@ -115,9 +141,57 @@ class PostgresScheduler:
             await Listener.wait(event, wait)
 
     async def _take(self, receipt: str) -> Sequence[Row]:
-        return await self._run(
-            lambda s: s.fetch(self._sql["take"], self._namespace, self._lease, receipt)
+        """The hand-out (a row of its workflow) or none, after the chores `take` asks for:
+        lapsed hand-outs returned to their lines, tenants with empty lines tidied."""
+        reading, lapsed = READ_FIRST, True
+        for _ in range(ROUNDS):
+            rows = await self._access.run(
+                self._take_once, receipt, reading, lapsed, errors=state_errors
+            )
+            chores = {str(row[2]) for row in rows}
+            tidied = await self._tidy([str(row[1]) for row in rows if row[2] == "tidy"])
+            if "taken" in chores:
+                return [row for row in rows if row[2] == "taken"]
+            if "lapsed" in chores:
+                await self._run(
+                    lambda s: s.fetch(self._sql["return_lapsed"], self._namespace, LAPSED_PER_TAKE)
+                )
+                lapsed = False
+            elif not tidied or "more" in chores:
+                # Tenants read hold nothing free, or could not be tidied: read further.
+                if reading >= READ_MOST:
+                    return []
+                reading *= 8
+            elif "tidy" not in chores:
+                return []
+        return []
+
+    async def _take_once(
+        self, session: Session, receipt: str, reading: int, lapsed: bool
+    ) -> Sequence[Row]:
+        return await session.fetch(
+            self._sql["take"], self._namespace, self._lease, receipt, reading, lapsed
         )
+
+    async def _tidy(self, tenants: list[str]) -> bool:
+        """Take each of ``tenants`` out of the rotation if its line is empty, each in a
+        transaction of its own (locking one tenant row at a time); False if one could not
+        be (a writer held it). Inside a caller's transaction nothing is tidied: that
+        transaction may read one snapshot."""
+        if not tenants:
+            return True
+        if self._access.bound_session is not None:
+            return False
+        tidied = True
+        for tenant in tenants:
+            tidied = await self._run(partial(self._tidy_one, tenant), transaction=True) and tidied
+        return tidied
+
+    async def _tidy_one(self, tenant: str, session: Session) -> bool:
+        if not await session.fetch(self._sql["tidy_lock"], self._namespace, tenant):
+            return False
+        await session.fetch(self._sql["tidy"], self._namespace, tenant)
+        return True
 
     async def done(self, delivery: Delivery) -> None:
         identifier(delivery.workflow, "workflow")
@@ -172,8 +246,10 @@ class PostgresScheduler:
         """`cancel` on ``session`` (for `PostgresDurable`)."""
         await session.fetch(self._sql["cancel"], self._namespace, workflow)
 
-    async def _run(self, operation: Callable[[Session], Awaitable[T]]) -> T:
-        return await self._access.run(operation, errors=state_errors)
+    async def _run(
+        self, operation: Callable[[Session], Awaitable[T]], *, transaction: bool = False
+    ) -> T:
+        return await self._access.run(operation, errors=state_errors, transaction=transaction)
 
 
 __all__ = ["PostgresScheduler"]

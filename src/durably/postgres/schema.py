@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 from durably.errors import ConfigurationError
 from durably.postgres import statements
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The schema version this release reads and writes; `verify` refuses any other."""
 
 # Lower-case, unquoted-safe names only: a table name is interpolated (a placeholder cannot
@@ -43,6 +43,8 @@ class StateTables:
     workflow_queue: str = "durably_workflow_queue"
     workflow_status: str = "durably_workflow_status"
     workflow_seq: str = "durably_workflow_seq"
+    workflow_tenants: str = "durably_workflow_tenants"
+    workflow_turn_seq: str = "durably_workflow_turn_seq"
     claim_check: str = "durably_claim_check"
 
     def __post_init__(self) -> None:

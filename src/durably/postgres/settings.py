@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, PositiveFloat, SecretStr
 
-from durably.errors import ConfigurationError
+from durably.errors import ConfigurationError, DsnError
 from durably.postgres.failures import RetryBudget, connect_error
 from durably.stores.dsn import scrub
 from durably.stores.settings import ServerStoreSettings
@@ -60,29 +60,39 @@ class PostgresStoreSettings(ServerStoreSettings):
 async def open_pool(settings: PostgresStoreSettings, *, driver: str = "psycopg") -> Any:
     """An open pool sized ``settings.pool_size`` whose connections carry
     ``statement_timeout``: a psycopg ``AsyncConnectionPool``, or an asyncpg ``Pool`` with
-    ``driver="asyncpg"``.
+    ``driver="asyncpg"``. A caller finding every connection busy waits up to
+    ``pool_timeout_seconds`` for one.
 
-    The first connection is made once, before the pool, so a database that does not exist,
-    a refused login or an unreachable server is reported at once (`ConfigurationError` for
-    what the server refused, `StoreUnavailableError` otherwise) instead of after the pool's
-    retries. Neither message, nor any line psycopg-pool logs, contains the DSN's password.
+    A DSN option libpq does not know is refused first (`DsnError`, psycopg only: asyncpg
+    sends unknown options to the server as settings). The first connection is made once,
+    before the pool, so a database that does not exist, a refused login or an unreachable
+    server is reported at once (`ConfigurationError` for what the server refused,
+    `StoreUnavailableError` otherwise) instead of after the pool's retries. Neither
+    message, nor any line psycopg-pool logs, contains the DSN's password, and the DSN
+    stays in ``settings`` (a `SecretStr`) until a driver call reads it.
     """
-    dsn = settings.dsn.get_secret_value()
     if driver == "asyncpg":
-        return await _open_asyncpg(settings, dsn)
+        return await _open_asyncpg(settings)
     if driver != "psycopg":
         raise ConfigurationError(f"unknown PostgreSQL driver {driver!r}: psycopg or asyncpg")
     import psycopg
+    from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import AsyncConnectionPool
 
-    scrub_pool_logs(dsn)
     try:
-        probe = await psycopg.AsyncConnection.connect(dsn, **settings.pool_kwargs())
+        conninfo_to_dict(settings.dsn.get_secret_value())  # parses only: no I/O
+    except psycopg.ProgrammingError as refused:
+        raise DsnError(f"malformed postgresql DSN: {scrub(str(refused), settings.dsn)}") from None
+    scrub_pool_logs(settings.dsn)
+    try:
+        probe = await psycopg.AsyncConnection.connect(
+            settings.dsn.get_secret_value(), **settings.pool_kwargs()
+        )
     except Exception as error:
-        raise connect_error(error, dsn) from None
+        raise connect_error(error, settings.dsn) from None
     await probe.close()
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        dsn,
+        settings.dsn.get_secret_value(),
         min_size=1,
         max_size=settings.pool_size,
         kwargs=settings.pool_kwargs(),
@@ -93,20 +103,20 @@ async def open_pool(settings: PostgresStoreSettings, *, driver: str = "psycopg")
     return pool
 
 
-async def _open_asyncpg(settings: PostgresStoreSettings, dsn: str) -> Any:
+async def _open_asyncpg(settings: PostgresStoreSettings) -> Any:
     import asyncpg
 
     timeout_ms = int(settings.statement_timeout_seconds * 1000)
     try:
         return await asyncpg.create_pool(
-            dsn,
+            settings.dsn.get_secret_value(),
             min_size=1,
             max_size=settings.pool_size,
             timeout=settings.connect_timeout_seconds,
             server_settings={"statement_timeout": str(timeout_ms)},
         )
     except Exception as error:
-        raise connect_error(error, dsn) from None
+        raise connect_error(error, settings.dsn) from None
 
 
 class _PoolLogScrubber(logging.Filter):
@@ -115,7 +125,7 @@ class _PoolLogScrubber(logging.Filter):
 
     def __init__(self) -> None:
         super().__init__()
-        self.dsns: set[str] = set()
+        self.dsns: set[SecretStr] = set()
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
@@ -128,9 +138,9 @@ class _PoolLogScrubber(logging.Filter):
 _POOL_LOGS = _PoolLogScrubber()
 
 
-def scrub_pool_logs(dsn: str) -> None:
+def scrub_pool_logs(dsn: str | SecretStr) -> None:
     """Scrub ``dsn``'s secrets from psycopg-pool's log records from now on."""
-    _POOL_LOGS.dsns.add(dsn)
+    _POOL_LOGS.dsns.add(dsn if isinstance(dsn, SecretStr) else SecretStr(dsn))
     pool_logger = logging.getLogger("psycopg.pool")
     if _POOL_LOGS not in pool_logger.filters:
         pool_logger.addFilter(_POOL_LOGS)

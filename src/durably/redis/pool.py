@@ -3,6 +3,7 @@ connection, as on PostgreSQL, instead of being refused while the pool is busy.""
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from redis.asyncio import BlockingConnectionPool
@@ -43,4 +44,19 @@ def pool_size(client: Any) -> int | None:
     return size if isinstance(size, int) else None
 
 
-__all__ = ["WaitingPool", "pool_size"]
+def unknown_options(pool: Any) -> list[str]:
+    """The options ``pool`` would hand its connections that their class does not take (a
+    misspelt DSN query option): redis-py passes them on and fails only when it connects."""
+    accepted: set[str] = set()
+    for cls in pool.connection_class.__mro__:
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            continue
+        parameters = inspect.signature(init).parameters.values()
+        accepted.update(p.name for p in parameters if p.kind is not p.VAR_KEYWORD)
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+            break  # this class takes nothing beyond its own names
+    return sorted(set(pool.connection_kwargs) - accepted)
+
+
+__all__ = ["WaitingPool", "pool_size", "unknown_options"]

@@ -1,4 +1,4 @@
-"""`RedisScheduler`: one entry per workflow, scored by when it is visible.
+"""`RedisScheduler`: one entry per workflow, in a line per tenant, tenants in rotation.
 
 Hand-outs are invisible for ``lease`` seconds of server time; sleeping entries are due on
 the caller's clock. An idle `next_ready` blocks on a doorbell list that every wakeup rings
@@ -16,7 +16,13 @@ from durably.redis.connection import RedisConnection, number, text
 from durably.redis.preflight import preflight
 from durably.redis.scripts import Script, scripts
 from durably.redis.settings import RedisStoreSettings
-from durably.stores.workflows import DEFAULT_LEASE, DEFAULT_NAMESPACE, Delivery
+from durably.stores.workflows import (
+    DEFAULT_LEASE,
+    DEFAULT_NAMESPACE,
+    DEFAULT_TENANT,
+    LAPSED_PER_TAKE,
+    Delivery,
+)
 from durably.validation import finite, identifier, non_negative, positive
 
 _LUA = scripts(
@@ -58,7 +64,9 @@ class RedisScheduler:
         self._poll = positive(poll_seconds, "poll_seconds")
         self._namespace = identifier(namespace, "namespace")
         self._prefix = keys.scheduler_prefix(self._redis.key_prefix, namespace)
-        self._ready = self._prefix + "ready"
+        # Where every ready entry lived before schedulers kept tenants: each script moves
+        # what it finds there to its tenant's line (scheduler_lib.lua).
+        self._legacy = self._prefix + "ready"
 
     @property
     def namespace(self) -> str:
@@ -98,14 +106,19 @@ class RedisScheduler:
     async def _run(self, name: str, args: list[str]) -> Any:
         script: Script = _LUA[name]
         client = self._redis.client
-        return await self._redis.state(lambda: script(client, [self._ready], [self._prefix, *args]))
+        return await self._redis.state(
+            lambda: script(client, [self._legacy], [self._prefix, DEFAULT_TENANT, *args])
+        )
 
     async def prepare(self) -> None:
         """Nothing to set up: keys appear on first use."""
 
-    async def make_ready(self, workflow: str) -> None:
-        """Make the workflow runnable now; survives a pass in flight."""
-        await self._run("scheduler_make_ready", [identifier(workflow, "workflow")])
+    async def make_ready(self, workflow: str, *, tenant: str | None = None) -> None:
+        """Make the workflow runnable now in ``tenant``'s turn (None: the tenant it has);
+        survives a pass in flight."""
+        identifier(workflow, "workflow")
+        owner = "" if tenant is None else identifier(tenant, "tenant")
+        await self._run("scheduler_make_ready", [workflow, owner])
 
     async def wake_at(self, delivery: Delivery, when: float) -> None:
         """Answer ``delivery`` and sleep until ``when`` (caller's clock), never pushing out
@@ -121,13 +134,13 @@ class RedisScheduler:
         return int(await self._run("scheduler_wake_due", [number(finite(now, "now"))]))
 
     async def next_ready(self, within: float) -> Delivery | None:
-        """Take one ready workflow, waiting up to ``within`` seconds for one."""
+        """Take a ready workflow in the fairness order, waiting up to ``within`` seconds."""
         non_negative(within, "within")
         deadline = time.monotonic() + within
         client = self._redis.client
         bell = self._prefix + "bell"
         while True:
-            reply = await self._run("scheduler_take", [_us(self._lease)])
+            reply = await self._run("scheduler_take", [_us(self._lease), str(LAPSED_PER_TAKE)])
             workflow = text(reply[0])
             if workflow:
                 return Delivery(workflow, text(reply[1]))

@@ -74,28 +74,34 @@ class RedisStoreSettings(ServerStoreSettings):
         client, whose pools are per node, refuses at once). The client itself retries
         nothing: durably's stores wait out a failover with their own bounded budget
         (``max_attempts``, ``backoff_seconds``), and two layers of retries would multiply
-        the wait.
+        the wait. Nothing is sent yet: a DSN option the client does not take is refused
+        here (`DsnError`), before any I/O.
         """
         from redis.asyncio import Redis
         from redis.asyncio.cluster import RedisCluster
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
 
-        from durably.redis.pool import WaitingPool
+        from durably.redis.pool import WaitingPool, unknown_options
 
-        url = self.dsn.get_secret_value()
         common: dict[str, Any] = {
             "socket_connect_timeout": self.connect_timeout_seconds,
             "max_connections": self.pool_size,
             "retry": Retry(NoBackoff(), 0),
             **options,
         }
+        # The URL is read from the secret in each driver call, never kept in a local.
         try:
             if self.cluster:
-                return RedisCluster.from_url(url, **common)
-            pool = WaitingPool.from_url(url, timeout=self.pool_timeout_seconds, **common)
+                return RedisCluster.from_url(self.dsn.get_secret_value(), **common)
+            pool = WaitingPool.from_url(
+                self.dsn.get_secret_value(), timeout=self.pool_timeout_seconds, **common
+            )
         except ValueError as exc:  # a query option's value the client cannot read
-            raise DsnError(f"malformed redis DSN: {scrub(str(exc), url)}") from None
+            raise DsnError(f"malformed redis DSN: {scrub(str(exc), self.dsn)}") from None
+        unknown = unknown_options(pool)
+        if unknown:
+            raise DsnError(f"malformed redis DSN: the client takes no option {', '.join(unknown)}")
         return Redis.from_pool(pool)
 
 

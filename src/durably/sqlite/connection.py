@@ -28,7 +28,7 @@ from durably.stores.backoff import pause_seconds
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The schema version this code writes and understands (`durably_schema_version`)."""
 
 _SQL = load_statements("connection.sql")
@@ -461,6 +461,14 @@ def _add_tenant_seq(connection: sqlite3.Connection) -> None:
         connection.execute(_SQL["fill_tenant_seq"])
 
 
+def _add_workflow_tenant(connection: sqlite3.Connection) -> None:
+    # Version 5 serves ready workflows by tenant: entries made earlier gain the column, set
+    # to the default tenant, before the schema indexes it.
+    columns = {row[0] for row in connection.execute(_SQL["workflow_queue_columns"])}
+    if columns and "tenant" not in columns:
+        connection.execute(_SQL["add_workflow_tenant"])
+
+
 def _migrate(connection: sqlite3.Connection, path: str) -> None:
     connection.execute(_SQL["begin_write"])
     try:
@@ -474,6 +482,7 @@ def _migrate(connection: sqlite3.Connection, path: str) -> None:
             )
         if found < SCHEMA_VERSION:
             _add_tenant_seq(connection)
+            _add_workflow_tenant(connection)
             for statement in _SCHEMA:
                 connection.execute(statement)
             connection.execute(_SQL["set_schema_version"], {"version": SCHEMA_VERSION})

@@ -43,29 +43,36 @@ class SqliteDurable:
         """Where wakeups live."""
         return self._scheduler
 
-    async def arrive(self, workflow: str, key: str, value: object) -> Recorded[object]:
-        """Supply ``key`` (first writer wins) and make the workflow ready, in one commit."""
+    async def arrive(
+        self, workflow: str, key: str, value: object, *, tenant: str | None = None
+    ) -> Recorded[object]:
+        """Supply ``key`` (first writer wins) and make the workflow ready for ``tenant``,
+        in one commit."""
         identifier(workflow, "workflow")
         step_key(key)
+        if tenant is not None:
+            identifier(tenant, "tenant")
         encoded = self._checkpointer.encode(value)
 
         def arrive(tx: Transaction) -> Recorded[object]:
             recorded = self._checkpointer.bound(tx).insert(workflow, key, encoded)
-            self._scheduler.bound(tx).make_ready(workflow)
+            self._scheduler.bound(tx).make_ready(workflow, tenant)
             return recorded
 
         recorded = await self._db.transaction(arrive)
         self._db.notify_ready()
         return recorded
 
-    async def deliver(self, workflow: str, value: object) -> Entry:
-        """Append a message and make the workflow ready, in one commit."""
+    async def deliver(self, workflow: str, value: object, *, tenant: str | None = None) -> Entry:
+        """Append a message and make the workflow ready for ``tenant``, in one commit."""
         identifier(workflow, "workflow")
+        if tenant is not None:
+            identifier(tenant, "tenant")
         encoded = self._checkpointer.encode(value)
 
         def deliver(tx: Transaction) -> Entry:
             entry = self._checkpointer.bound(tx).append(workflow, encoded)
-            self._scheduler.bound(tx).make_ready(workflow)
+            self._scheduler.bound(tx).make_ready(workflow, tenant)
             return entry
 
         entry = await self._db.transaction(deliver)

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import uuid
 
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
-from durably.stores.workflows import DEFAULT_LEASE, DEFAULT_NAMESPACE, Delivery
+from durably.stores.workflows import (
+    DEFAULT_LEASE,
+    DEFAULT_NAMESPACE,
+    DEFAULT_TENANT,
+    LAPSED_PER_TAKE,
+    Delivery,
+)
 from durably.validation import finite, identifier, non_negative, positive
 
 _SQL = load_statements("scheduler.sql")
@@ -17,7 +24,8 @@ class BoundSqliteScheduler:
     """The scheduler's operations inside an open `Transaction` (synchronous).
 
     Obtain it with `SqliteScheduler.bound(tx)`; `SqliteDurable` commits it together with
-    the checkpointer's writes.
+    the checkpointer's writes. Every change to an entry keeps its tenant's place in the
+    rotation (``durably_workflow_tenants``) exact in the same transaction.
     """
 
     def __init__(self, tx: Transaction, namespace: str, lease: float) -> None:
@@ -25,27 +33,48 @@ class BoundSqliteScheduler:
         self._namespace = namespace
         self._lease = lease
 
-    def make_ready(self, workflow: str) -> None:
-        """Create or set the entry ready, visible now, any hand-out forgotten."""
-        self._tx.execute(
-            _SQL["make_ready"],
-            {"namespace": self._namespace, "workflow": workflow, "now": self._tx.store_now},
-        )
+    def make_ready(self, workflow: str, tenant: str | None = None) -> None:
+        """Create or set the entry ready, visible now, any hand-out forgotten, in
+        ``tenant``'s line (None: the tenant it has)."""
+        key = {"namespace": self._namespace, "workflow": workflow}
+        entry = self._tx.one(_SQL["get_entry"], key)
+        owner = tenant or (entry["tenant"] if entry is not None else DEFAULT_TENANT)
+        now = self._tx.store_now
+        self._tx.execute(_SQL["make_ready"], {**key, "tenant": owner, "now": now})
+        if entry is not None and _queued(entry):
+            self._settle(entry["tenant"], served=False)  # its line lost or moved this one
+            if entry["tenant"] == owner:
+                return
+        self._place(owner, now, workflow)
 
     def take(self) -> Delivery | float | None:
-        """Hand out the earliest visible ready entry; otherwise the seconds until the next
-        becomes visible (store clock), or None if no entry is ready at all."""
-        receipt = uuid.uuid4().hex
-        params = {"namespace": self._namespace, "now": self._tx.store_now, "lease": self._lease}
-        row = self._tx.one(_SQL["take_next"], {**params, "receipt": receipt})
-        if row is not None:
-            return Delivery(row["workflow"], receipt)
-        return self.peek()
+        """Hand out the first ready workflow in the fairness order; otherwise the seconds
+        until one becomes visible (store clock), or None if no entry is ready at all."""
+        tx, now = self._tx, self._tx.store_now
+        params = {"namespace": self._namespace, "now": now}
+        lapsed = tx.all(_SQL["return_lapsed"], {**params, "most": LAPSED_PER_TAKE})
+        for tenant, at, workflow in lapsed:
+            self._place(tenant, at, workflow)
+        while True:
+            receipt = uuid.uuid4().hex
+            row = tx.one(_SQL["take_first"], {**params, "lease": self._lease, "receipt": receipt})
+            if row is not None:
+                self._settle(row["tenant"], served=True)
+                return Delivery(row["workflow"], receipt)
+            found = tx.one(_SQL["next_tenant"], params)
+            if found is None:
+                return self.peek()
+            # A tenant in the rotation has a queued workflow unless the table was written
+            # outside this scheduler: put it where its line says, and look again.
+            self._settle(found[0], served=False)
 
     def peek(self) -> float | None:
         """Seconds until a ready entry is visible (0 if one is now), None if none is ready."""
-        upcoming = self._tx.row(_SQL["next_visible_at"], {"namespace": self._namespace})[0]
-        return None if upcoming is None else max(0.0, float(upcoming) - self._tx.store_now)
+        now = self._tx.store_now
+        upcoming = self._tx.row(
+            _SQL["next_visible_at"], {"namespace": self._namespace, "now": now}
+        )[0]
+        return None if upcoming is None else max(0.0, float(upcoming) - now)
 
     def wake_at(self, delivery: Delivery, when: float) -> None:
         """Answer ``delivery`` with a wakeup at ``when``, never postponing a newer one."""
@@ -60,14 +89,18 @@ class BoundSqliteScheduler:
 
     def wake_due(self, now: float) -> int:
         """Make every sleeping entry due at or before ``now`` (caller's clock) ready."""
-        params = {"namespace": self._namespace, "until": now, "now": self._tx.store_now}
-        return self._tx.execute(_SQL["wake_due"], params).rowcount
+        store_now = self._tx.store_now
+        params = {"namespace": self._namespace, "until": now, "now": store_now}
+        return self._queued(self._tx.all(_SQL["wake_due"], params), store_now)
 
     def reclaim(self, idle: float) -> list[str]:
         """Make hand-outs older than ``idle`` seconds visible again, receipts forgotten;
         the workflows reclaimed."""
-        params = {"namespace": self._namespace, "idle": idle, "now": self._tx.store_now}
-        return [row[0] for row in self._tx.all(_SQL["reclaim"], params)]
+        store_now = self._tx.store_now
+        params = {"namespace": self._namespace, "idle": idle, "now": store_now}
+        rows = self._tx.all(_SQL["reclaim"], params)
+        self._queued(rows, store_now)
+        return [row["workflow"] for row in rows]
 
     def extend(self, delivery: Delivery, within: float) -> bool:
         """Keep ``delivery`` invisible for ``within`` more seconds if it is still held."""
@@ -81,7 +114,8 @@ class BoundSqliteScheduler:
         return self._tx.execute(_SQL["extend"], params).rowcount > 0
 
     def done(self, delivery: Delivery) -> None:
-        """Delete the entry if ``delivery`` is still its current hand-out."""
+        """Delete the entry if ``delivery`` is still its current hand-out (a hand-out in
+        flight is in no tenant's line)."""
         params = {
             "namespace": self._namespace,
             "workflow": delivery.workflow,
@@ -91,11 +125,40 @@ class BoundSqliteScheduler:
 
     def cancel(self, workflow: str) -> None:
         """Delete the entry whatever its state."""
-        self._tx.execute(_SQL["cancel"], {"namespace": self._namespace, "workflow": workflow})
+        key = {"namespace": self._namespace, "workflow": workflow}
+        entry = self._tx.one(_SQL["cancel"], key)
+        if entry is not None and _queued(entry):
+            self._settle(entry["tenant"], served=False)
+
+    def _queued(self, rows: list[sqlite3.Row], at: float) -> int:
+        """Place the tenants of ``rows``, each made ready at ``at``; the count."""
+        first: dict[str, str] = {}
+        for tenant, workflow in rows:
+            if tenant not in first or workflow < first[tenant]:
+                first[tenant] = workflow
+        for tenant, workflow in first.items():
+            self._place(tenant, at, workflow)
+        return len(rows)
+
+    def _place(self, tenant: str, at: float, workflow: str) -> None:
+        """``tenant`` has a newly queued workflow: it joins the rotation (`place_tenant`)."""
+        params = {"namespace": self._namespace, "tenant": tenant, "at": at, "workflow": workflow}
+        self._tx.execute(_SQL["place_tenant"], params)
+
+    def _settle(self, tenant: str, *, served: bool) -> None:
+        """Put ``tenant`` where its line now says, sent to the back if it was ``served``."""
+        params = {"namespace": self._namespace, "tenant": tenant, "served": served}
+        self._tx.execute(_SQL["settle_tenant"], params)
+
+
+def _queued(entry: sqlite3.Row) -> bool:
+    """Whether ``entry`` stood in its tenant's line: ready, no hand-out in flight."""
+    return bool(entry["state"] == "ready" and entry["receipt"] is None)
 
 
 class SqliteScheduler:
-    """A `Scheduler` over a SQLite `Database`, one entry per (namespace, workflow).
+    """A `Scheduler` over a SQLite `Database`, one entry per (namespace, workflow), its
+    tenants served in rotation (the fairness order in durably.stores.workflows).
 
     Hand-outs are timed by SQLite's clock; sleeping entries are due on the caller's clock.
     `next_ready` wakes at once for work made ready through the same `Database` and polls
@@ -138,10 +201,13 @@ class SqliteScheduler:
     async def prepare(self) -> None:
         """Nothing to do: `connect` created the tables."""
 
-    async def make_ready(self, workflow: str) -> None:
-        """Make the workflow runnable now; survives a pass in flight."""
+    async def make_ready(self, workflow: str, *, tenant: str | None = None) -> None:
+        """Make the workflow runnable now in ``tenant``'s turn (None: the tenant it has);
+        survives a pass in flight."""
         identifier(workflow, "workflow")
-        await self._db.transaction(lambda tx: self.bound(tx).make_ready(workflow))
+        if tenant is not None:
+            identifier(tenant, "tenant")
+        await self._db.transaction(lambda tx: self.bound(tx).make_ready(workflow, tenant))
         self._db.notify_ready()
 
     async def wake_at(self, delivery: Delivery, when: float) -> None:

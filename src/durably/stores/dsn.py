@@ -1,19 +1,34 @@
-"""DSNs: which backing (and driver) a DSN names, a description of it that is safe to print,
-and text with its secrets taken out.
+"""DSNs: which backing (and driver) a DSN names, the options durably reads from it, a
+description of it that is safe to print, and text with its secrets taken out.
 
 The schemes: ``memory://``; ``sqlite:///relative.db`` or ``sqlite:////absolute.db``;
 ``postgresql://`` (also ``postgres://``, ``postgresql+psycopg://`` and
 ``postgresql+asyncpg://``, the forms SQLAlchemy-style ``DATABASE_URL``s use); ``redis://``
-and ``rediss://`` (``/N`` after the host, or ``?db=N``, names database N). On PostgreSQL
-and Redis, ``?durable=false`` accepts a server that may lose acknowledged writes (see
-`Dsn.durable`). Nothing here does I/O, and no error raised here contains the DSN.
+and ``rediss://`` (``/N`` after the host, or ``?db=N``, names database N).
+
+On PostgreSQL and Redis durably reads these query options and takes them out of the URL
+the driver is given (the others go to the driver, which refuses what it does not know):
+
+- ``durable=false`` accepts a server that may lose acknowledged writes (see `Dsn.durable`);
+- ``pool_size=N`` (1 to 1000): the most connections the stores open at once (default
+  `DEFAULT_POOL_SIZE`: 10 on PostgreSQL, 50 on Redis);
+- ``pool_timeout=S`` (seconds, more than 0, at most 3600): how long a call waits for a
+  free connection before `PoolExhaustedError` (default `DEFAULT_POOL_TIMEOUT`, 5 s).
+
+A memory or SQLite DSN takes no options. Nothing here does I/O, no error raised here
+contains the DSN, and `Dsn.url` is a `SecretStr`, so neither a repr nor a traceback's
+locals show its password.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+
+from pydantic import SecretStr
 
 from durably.errors import DsnError
 
@@ -44,22 +59,43 @@ _SHAPES = (
 
 @dataclass(frozen=True, slots=True)
 class Dsn:
-    """A parsed DSN: the backing, the driver (PostgreSQL only) and the URL that driver is
-    given (the ``+driver`` part removed)."""
+    """A parsed DSN: the backing, the driver (PostgreSQL only), the URL that driver is
+    given (the ``+driver`` part and durably's own options removed) and those options."""
 
     backing: str
     driver: str | None
-    url: str
+    url: SecretStr
+    """The URL for the driver, secret: read it with ``get_secret_value()`` in the call
+    that hands it to the driver, and keep it nowhere else."""
     durable: bool = True
     """Whether the server must keep what it acknowledged across a crash (PostgreSQL:
     ``synchronous_commit`` and ``fsync`` on; Redis: persistence on), checked when the
     stores are verified. ``?durable=false`` in the DSN turns the check off, for
-    development and for data that can be recreated; it is taken out of ``url``."""
+    development and for data that can be recreated."""
+    pool_size: int | None = None
+    """``?pool_size=``: the most connections the stores hold at once (None: the
+    backing's `DEFAULT_POOL_SIZE`)."""
+    pool_timeout: float | None = None
+    """``?pool_timeout=``: seconds a call waits for a free connection before
+    `PoolExhaustedError` (None: `DEFAULT_POOL_TIMEOUT`)."""
 
 
-def parse(dsn: str) -> Dsn:
-    """The backing and driver ``dsn`` names; `DsnError` (before any I/O) when it is
-    malformed or names none."""
+def parse(dsn: str | SecretStr) -> Dsn:
+    """The backing, driver and options ``dsn`` names; `DsnError` (before any I/O) when it
+    is malformed, names no backing or gives an option its backing does not take."""
+    secret = dsn if isinstance(dsn, SecretStr) else SecretStr(dsn)
+    del dsn  # held secret from here on, also in this frame's locals
+    try:
+        return _parse(secret.get_secret_value())
+    except DsnError as error:
+        refused = error
+    # Raised again from here, without the parser's frames (their locals are the DSN's
+    # parts) and without what it was raised from.
+    refused.__cause__ = refused.__context__ = None
+    raise refused.with_traceback(None)
+
+
+def _parse(dsn: str) -> Dsn:
     if not isinstance(dsn, str) or "://" not in dsn:
         raise DsnError(_SHAPES)
     scheme, rest = dsn.split("://", 1)
@@ -80,27 +116,90 @@ def parse(dsn: str) -> Dsn:
         raise DsnError(f"a {backing} DSN names no driver (got {scheme.lower()!r})")
     else:
         url = f"{base}://{rest}"
-    if backing == "sqlite":
-        sqlite_path(url)
-    elif backing in ("postgresql", "redis"):
-        if _BAD_ESCAPE.search(rest):  # the driver would refuse it only when connecting
-            raise DsnError(f"malformed {backing} DSN: a '%' not followed by two hex digits")
-        try:
-            parts = urlsplit(url)
-            parts.port  # noqa: B018 -- reading it checks it
-        except ValueError:
-            raise DsnError(f"malformed {backing} DSN: its host or port cannot be read") from None
-        if backing == "redis":
-            _redis_database(parts.path, parts.query)
-        options = parse_qsl(parts.query, keep_blank_values=True)
-        chosen = [value for name, value in options if name == "durable"]
-        if chosen:
-            if chosen[-1].lower() not in ("true", "false"):
-                raise DsnError(f"malformed {backing} DSN: its durable= option is true or false")
-            kept = urlencode([(name, value) for name, value in options if name != "durable"])
-            url = urlunsplit(parts._replace(query=kept))
-            return Dsn(backing, driver, url, durable=chosen[-1].lower() == "true")
-    return Dsn(backing=backing, driver=driver, url=url)
+    if backing in ("memory", "sqlite"):
+        if backing == "sqlite":
+            sqlite_path(url)
+        if "?" in rest:
+            names = sorted({name for name, _ in parse_qsl(rest.split("?", 1)[1])})
+            raise DsnError(f"a {backing} DSN takes no options (got {', '.join(names) or '?'})")
+        return Dsn(backing=backing, driver=driver, url=SecretStr(url))
+    if _BAD_ESCAPE.search(rest):  # the driver would refuse it only when connecting
+        raise DsnError(f"malformed {backing} DSN: a '%' not followed by two hex digits")
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- reading it checks it
+    except ValueError:
+        raise DsnError(f"malformed {backing} DSN: its host or port cannot be read") from None
+    if backing == "redis":
+        _redis_database(parts.path, parts.query)
+    options = parse_qsl(parts.query, keep_blank_values=True)
+    ours = {name: value for name, value in options if name in _OPTIONS}  # the last one wins
+    for name in _REDIS_POOL_NAMES if backing == "redis" else ():
+        if any(given == name for given, _ in options):
+            raise DsnError(
+                f"malformed redis DSN: give pool_size= and pool_timeout= rather than {name}="
+            )
+    if ours:
+        kept = urlencode([(name, value) for name, value in options if name not in _OPTIONS])
+        url = urlunsplit(parts._replace(query=kept))
+    return Dsn(
+        backing=backing,
+        driver=driver,
+        url=SecretStr(url),
+        durable=_flag(ours.get("durable", "true"), backing),
+        pool_size=_count(ours.get("pool_size"), backing),
+        pool_timeout=_seconds(ours.get("pool_timeout"), backing),
+    )
+
+
+# The options durably reads from a PostgreSQL or Redis DSN (and takes out of its URL).
+_OPTIONS = frozenset({"durable", "pool_size", "pool_timeout"})
+# redis-py's own names for the pool's size and wait, which would quietly override ours.
+_REDIS_POOL_NAMES = ("max_connections", "timeout")
+MAX_POOL_SIZE = 1000
+"""The largest ``?pool_size=`` a DSN may give."""
+MAX_POOL_TIMEOUT = 3600.0
+"""The longest ``?pool_timeout=`` a DSN may give, in seconds."""
+DEFAULT_POOL_SIZE = {"postgresql": 10, "redis": 50}
+"""The pool size of a DSN that gives no ``?pool_size=``: a PostgreSQL connection is a
+server process, so a few; a Redis connection is cheap, and each served workflow kind holds
+one while it waits for work."""
+DEFAULT_POOL_TIMEOUT = 5.0
+"""Seconds a call waits for a free connection when the DSN gives no ``?pool_timeout=``."""
+
+
+def _flag(text: str, backing: str) -> bool:
+    if text.lower() not in ("true", "false"):
+        raise DsnError(f"malformed {backing} DSN: its durable= option is true or false")
+    return text.lower() == "true"
+
+
+def _count(text: str | None, backing: str) -> int | None:
+    if text is None:
+        return None
+    if not (text.isascii() and text.isdigit() and len(text) <= 4) or not (
+        1 <= int(text) <= MAX_POOL_SIZE
+    ):
+        raise DsnError(
+            f"malformed {backing} DSN: its pool_size= option is a whole number of "
+            f"connections from 1 to {MAX_POOL_SIZE}"
+        )
+    return int(text)
+
+
+def _seconds(text: str | None, backing: str) -> float | None:
+    if text is None:
+        return None
+    try:
+        seconds = float(text) if text.isascii() and len(text) <= 32 else math.nan
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= MAX_POOL_TIMEOUT:  # NaN and infinities fail this too
+        raise DsnError(
+            f"malformed {backing} DSN: its pool_timeout= option is a number of seconds, "
+            f"more than 0 and at most {MAX_POOL_TIMEOUT:.0f}"
+        )
+    return seconds
 
 
 def _redis_database(path: str, query: str) -> None:
@@ -137,25 +236,57 @@ def sqlite_path(dsn: str) -> str:
     return path
 
 
-def describe(dsn: str) -> str:
+def sqlite_file(path: str) -> str:
+    """The absolute path of SQLite file ``path`` (a relative one is read from the current
+    directory, so two processes started in two directories open two files);
+    ``:memory:`` as it is."""
+    return path if path == ":memory:" else os.path.abspath(path)
+
+
+def describe(dsn: str | SecretStr) -> str:
     """What ``dsn`` names, safe to print: backing, host, port and database, or the SQLite
-    path; never a user or a password."""
+    file's absolute path; never a user or a password."""
     parsed = parse(dsn)
     if parsed.backing == "memory":
         return "memory (this process only)"
     if parsed.backing == "sqlite":
-        return f"sqlite {sqlite_path(parsed.url)}"
-    parts = urlsplit(parsed.url)
+        return f"sqlite {sqlite_file(sqlite_path(parsed.url.get_secret_value()))}"
+    parts = urlsplit(parsed.url.get_secret_value())
     port = f":{parts.port}" if parts.port else ""
     return f"{parsed.backing} {parts.hostname or 'localhost'}{port}{parts.path or ''}"
 
 
-def secrets(dsn: str) -> list[str]:
+def redacted(dsn: str | SecretStr) -> str:
+    """``dsn`` with its password and any ``password=`` query value masked as ``***``, the
+    rest as written: safe to print, and still says which user and options it names."""
+    text = dsn.get_secret_value() if isinstance(dsn, SecretStr) else dsn
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        return scrub(text, text)
+    location, question, query = rest.partition("?")
+    if "@" in location:
+        userinfo, host = location.rsplit("@", 1)
+        user, colon, _ = userinfo.partition(":")
+        location = f"{user}{colon}{'***' if colon else ''}@{host}"
+    if question:
+        query = "&".join(
+            f"{name}=***" if name.lower() in _PASSWORD_OPTIONS else f"{name}={value}"
+            for name, value in (pair.partition("=")[::2] for pair in query.split("&"))
+        )
+    return f"{scheme}://{location}{question}{query}"
+
+
+# Query options whose value is a password (libpq's and redis-py's names).
+_PASSWORD_OPTIONS = ("password", "pass")
+
+
+def secrets(dsn: str | SecretStr) -> list[str]:
     """The secret parts of ``dsn`` as they may appear in a message: the whole DSN, the
     password (as written and decoded) and any ``password=`` query value. Read without a
     URL parser, so a DSN that does not parse still gives its password up."""
-    found = [dsn]
-    rest = dsn.split("://", 1)[-1]
+    text = dsn.get_secret_value() if isinstance(dsn, SecretStr) else dsn
+    found = [text]
+    rest = text.split("://", 1)[-1]
     authority = rest.split("?", 1)[0]
     if "@" in authority:
         userinfo = authority.rsplit("@", 1)[0]
@@ -163,16 +294,32 @@ def secrets(dsn: str) -> list[str]:
             found.append(userinfo.split(":", 1)[1])
     if "?" in rest:
         query = rest.split("?", 1)[1]
-        found.extend(v for k, v in parse_qsl(query) if k.lower() in ("password", "pass"))
+        found.extend(v for k, v in parse_qsl(query) if k.lower() in _PASSWORD_OPTIONS)
     found.extend([unquote(s) for s in found])
     return sorted({s for s in found if s}, key=len, reverse=True)
 
 
-def scrub(message: str, dsn: str) -> str:
+def scrub(message: str, dsn: str | SecretStr) -> str:
     """``message`` with the DSN and its password replaced by placeholders."""
-    for secret in secrets(dsn):
-        message = message.replace(secret, "<dsn>" if secret == dsn else "***")
+    whole = dsn.get_secret_value() if isinstance(dsn, SecretStr) else dsn
+    for secret in secrets(whole):
+        message = message.replace(secret, "<dsn>" if secret == whole else "***")
     return message
 
 
-__all__ = ["BACKINGS", "DSN_ENV", "Dsn", "describe", "parse", "scrub", "secrets", "sqlite_path"]
+__all__ = [
+    "BACKINGS",
+    "DEFAULT_POOL_SIZE",
+    "DEFAULT_POOL_TIMEOUT",
+    "DSN_ENV",
+    "MAX_POOL_SIZE",
+    "MAX_POOL_TIMEOUT",
+    "Dsn",
+    "describe",
+    "parse",
+    "redacted",
+    "scrub",
+    "secrets",
+    "sqlite_file",
+    "sqlite_path",
+]

@@ -2,13 +2,16 @@
 
 The backings are imported when a DSN names them, never before: importing durably imports
 no datastore driver. A DSN may carry credentials, so nothing here ever shows one:
-`Stores.location` is safe to print, and every error's message is scrubbed.
+`Stores.location` is safe to print, every error's message is scrubbed, and the DSN is
+held as a `SecretStr` until the driver is handed it (so a traceback's locals, which error
+reporters capture, never show the password).
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import logging
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -17,13 +20,30 @@ from typing import Any
 from pydantic import SecretStr
 
 from durably.clock import Clock, SystemClock
-from durably.errors import ConfigurationError, DsnError, DurablyError, StoreUnavailableError
-from durably.stores.dsn import Dsn, describe, parse, scrub, sqlite_path
+from durably.errors import ConfigurationError, DurablyError, StoreUnavailableError
+from durably.stores.dsn import (
+    DEFAULT_POOL_SIZE,
+    DEFAULT_POOL_TIMEOUT,
+    Dsn,
+    describe,
+    parse,
+    scrub,
+    sqlite_file,
+    sqlite_path,
+)
+from durably.stores.pacing import PacedDurable, WriteGate
 from durably.stores.runs import StateStore
 from durably.stores.work import QueuePolicy, WorkQueue
 from durably.stores.workflows import Checkpointer, Durable, SplitDurable
 
 Closer = Callable[[], Awaitable[None]]
+
+_logger = logging.getLogger("durably.stores")
+
+SQLITE_WRITE_SLOTS = 4
+"""Record writes of passes in flight at once on SQLite, whose one connection runs them in
+turn: enough to keep it busy, few enough that a handle's read or a claim's renewal never
+queues behind a whole fan-out."""
 
 
 async def _nothing() -> None:
@@ -35,8 +55,9 @@ class Stores:
     """Every store of one backing, opened from a DSN by `open_stores`.
 
     ``durable(kind)`` builds the `Durable` whose scheduler serves workflow kind ``kind``
-    (the Worker uses the kind as the scheduler's namespace). ``close()`` closes every
-    connection opened for these stores and may be called more than once.
+    (the Worker uses the kind as the scheduler's namespace); the record writes of every
+    pass through those durables share ``write_slots``. ``close()`` closes every connection
+    opened for these stores and may be called more than once.
     """
 
     backing: str
@@ -54,14 +75,29 @@ class Stores:
     sqlite_path: str | None = None
     migrator: Closer = _nothing
     verifier: Closer = _nothing
+    pool_size: int | None = None
+    """The most connections the stores' pool holds at once (``?pool_size=``); None where
+    there is no pool (memory; SQLite's one connection). A PostgreSQL scheduler that
+    listens for wakeups holds one more, outside the pool."""
+    write_slots: int | None = None
+    """The record writes of passes (through every `durable`) in flight at once: half the
+    pool, so a gather of thousands of steps queues in the process and leaves connections
+    for claims, reports and handles; None: not paced (memory)."""
+    _gate: WriteGate | None = field(default=None, init=False, repr=False)
 
     def durable(self, kind: str = "default", *, lease: float = 30.0) -> Durable[Any]:
         """The `Durable` serving workflows of ``kind``; deliveries are leased ``lease`` s.
-        `close` closes its scheduler (on PostgreSQL, its listening connection) before the
-        connections it runs on."""
+        A pass's record writes go through the stores' ``write_slots``, and one that finds
+        the pool exhausted is tried again for up to ``lease`` s instead of failing the
+        pass. `close` closes its scheduler (on PostgreSQL, its listening connection)
+        before the connections it runs on."""
         made = self.make_durable(kind, lease)
         self.closers.append(made.scheduler.close)
-        return made
+        if self.write_slots is None:
+            return made
+        if self._gate is None:
+            self._gate = WriteGate(self.write_slots)
+        return PacedDurable(made, self._gate, lease)
 
     async def migrate(self) -> None:
         """Create or update the schema (PostgreSQL: `durably.postgres.migrate` under its
@@ -83,7 +119,7 @@ class Stores:
 
 
 async def open_stores(
-    dsn: str,
+    dsn: str | SecretStr,
     *,
     clock: Clock | None = None,
     policy: QueuePolicy | None = None,
@@ -94,9 +130,13 @@ async def open_stores(
     ``dsn`` is ``memory://``, ``sqlite:///relative.db`` / ``sqlite:////absolute.db``,
     ``postgresql://user@host/db`` (``postgresql+asyncpg://`` opens an asyncpg pool instead of
     psycopg's; ``postgresql+psycopg://`` and ``postgres://`` are read as ``postgresql://``)
-    or ``redis://host:6379/0`` (``rediss://`` for TLS). ``clock`` is the stores' clock
-    (default `SystemClock`); ``policy`` the queue's retry policy. With ``create=False`` a
-    SQLite file that does not exist is refused instead of created.
+    or ``redis://host:6379/0`` (``rediss://`` for TLS), also as a `SecretStr`. On
+    PostgreSQL and Redis, ``?pool_size=N`` caps the connections the stores hold (default
+    10 on PostgreSQL, 50 on Redis) and ``?pool_timeout=S`` is how long a call waits for a
+    free one (default 5 s) before `PoolExhaustedError`; the pool waits rather than
+    refuses. ``clock`` is the stores' clock (default `SystemClock`); ``policy`` the
+    queue's retry policy. With ``create=False`` a SQLite file that does not exist is
+    refused instead of created.
 
     Nothing applies PostgreSQL schema here: call `Stores.migrate` (or `durably migrate`).
     `Stores.verify` (which `migrate` and `durably.App` run) refuses a PostgreSQL or Redis
@@ -112,6 +152,8 @@ async def open_stores(
 
     >>> stores = await open_stores("sqlite:///app.db")  # doctest: +SKIP
     """
+    # Held secret from here on: a frame's locals are what error reporters capture.
+    dsn = dsn if isinstance(dsn, SecretStr) else SecretStr(dsn)
     parsed = parse(dsn)
     clock = clock or SystemClock()
     policy = policy or QueuePolicy()
@@ -119,30 +161,49 @@ async def open_stores(
         if parsed.backing == "memory":
             return _open_memory(clock, policy)
         if parsed.backing == "sqlite":
-            path = sqlite_path(parsed.url)
+            path = sqlite_path(parsed.url.get_secret_value())
             if not create:
                 _existing(path)
-            return await _open_sqlite(path, clock, policy)
+            fresh = _missing(path)
+            stores = await _open_sqlite(path, clock, policy)
+            if fresh:
+                # Said out loud: a process started in another directory, or with a typo,
+                # opens a database of its own and finds none of the others' work.
+                _logger.warning(
+                    "created a new, empty SQLite database %s (there was no file): a "
+                    "process meant to share a database must open this same file",
+                    sqlite_file(path),
+                )
+            return stores
         if parsed.backing == "postgresql":
-            return await _open_postgres(parsed, dsn, clock, policy)
-        return await _open_redis(parsed, dsn, clock, policy)
-    except DsnError:
-        raise
+            return await _open_postgres(parsed, clock, policy)
+        return await _open_redis(parsed, clock, policy)
     except DurablyError as exc:
+        failure: DurablyError = exc
         exc.args = (scrub(str(exc), dsn),)
-        raise
     except (OSError, ImportError) as exc:
-        raise ConfigurationError(f"cannot open {describe(dsn)}: {scrub(str(exc), dsn)}") from None
+        failure = ConfigurationError(f"cannot open {describe(dsn)}: {scrub(str(exc), dsn)}")
     except Exception as exc:  # a driver's own connection error
-        raise StoreUnavailableError(
+        failure = StoreUnavailableError(
             f"cannot reach {describe(dsn)}: {type(exc).__name__}: {scrub(str(exc), dsn)}"
-        ) from None
+        )
+    # Raised here, outside the handlers, with no chain: the driver's exception and its
+    # frames (whose locals hold the DSN the driver was given) go no further.
+    failure.__cause__ = failure.__context__ = None
+    raise failure
+
+
+def _missing(path: str) -> bool:
+    """Whether SQLite file ``path`` does not exist yet (opening it creates it)."""
+    return path != ":memory:" and not os.path.exists(path)
 
 
 def _existing(path: str) -> None:
     """Refuse a SQLite file that does not exist (rather than create an empty one)."""
     if not os.path.exists(path):
-        raise ConfigurationError(f"no such database: {path} (the SQLite file is missing)")
+        raise ConfigurationError(
+            f"no such database: {sqlite_file(path)} (the SQLite file is missing)"
+        )
 
 
 def _backing(module: str, label: str) -> Any:
@@ -190,7 +251,7 @@ async def _open_sqlite(path: str, clock: Clock, policy: QueuePolicy) -> Stores:
 
     return Stores(
         backing="sqlite",
-        location=f"sqlite {path}",
+        location=f"sqlite {sqlite_file(path)}",
         state=sqlite.SqliteStateStore(database, clock=clock),
         queue=sqlite.SqliteWorkQueue(database, clock=clock, policy=policy),
         checkpointer=checkpointer,
@@ -198,19 +259,23 @@ async def _open_sqlite(path: str, clock: Clock, policy: QueuePolicy) -> Stores:
         closers=[database.close],
         database=database,
         sqlite_path=path,
+        write_slots=SQLITE_WRITE_SLOTS,
     )
 
 
-async def _open_postgres(parsed: Dsn, dsn: str, clock: Clock, policy: QueuePolicy) -> Stores:
+async def _open_postgres(parsed: Dsn, clock: Clock, policy: QueuePolicy) -> Stores:
     postgres = _backing("durably.postgres", "PostgreSQL")
     settings = postgres.PostgresStoreSettings(
-        dsn=SecretStr(parsed.url), pool_size=4, durable=parsed.durable
+        dsn=parsed.url,
+        pool_size=parsed.pool_size or DEFAULT_POOL_SIZE["postgresql"],
+        pool_timeout_seconds=parsed.pool_timeout or DEFAULT_POOL_TIMEOUT,
+        durable=parsed.durable,
     )
     pool = await postgres.open_pool(settings, driver=parsed.driver)
-    checkpointer = postgres.PostgresCheckpointer(pool)
+    checkpointer = postgres.PostgresCheckpointer(pool, settings=settings)
 
     def make_durable(kind: str, lease: float) -> Durable[Any]:
-        scheduler = postgres.PostgresScheduler(pool, lease=lease, namespace=kind)
+        scheduler = postgres.PostgresScheduler(pool, lease=lease, namespace=kind, settings=settings)
         return postgres.PostgresDurable(checkpointer, scheduler)  # type: ignore[no-any-return]
 
     async def migrate() -> None:
@@ -221,25 +286,30 @@ async def _open_postgres(parsed: Dsn, dsn: str, clock: Clock, policy: QueuePolic
 
     return Stores(
         backing="postgresql",
-        location=describe(dsn),
-        state=postgres.PostgresStateStore(pool, clock=clock),
-        queue=postgres.PostgresWorkQueue(pool, clock=clock, policy=policy),
+        location=describe(parsed.url),
+        state=postgres.PostgresStateStore(pool, clock=clock, settings=settings),
+        queue=postgres.PostgresWorkQueue(pool, clock=clock, policy=policy, settings=settings),
         checkpointer=checkpointer,
         make_durable=make_durable,
         closers=[pool.close],
         database=pool,
         migrator=migrate,
         verifier=verify,
+        pool_size=settings.pool_size,
+        write_slots=_half(settings.pool_size),
     )
 
 
-async def _open_redis(parsed: Dsn, dsn: str, clock: Clock, policy: QueuePolicy) -> Stores:
+async def _open_redis(parsed: Dsn, clock: Clock, policy: QueuePolicy) -> Stores:
     redis_backing = _backing("durably.redis", "Redis")
     client_module = _backing("redis.asyncio", "Redis")
-    try:
-        client = client_module.from_url(parsed.url)
-    except ValueError as exc:  # a query option's value the client cannot read: no I/O yet
-        raise DsnError(f"malformed redis DSN: {scrub(str(exc), dsn)}") from None
+    settings = redis_backing.RedisStoreSettings(
+        dsn=parsed.url,
+        pool_size=parsed.pool_size or DEFAULT_POOL_SIZE["redis"],
+        pool_timeout_seconds=parsed.pool_timeout or DEFAULT_POOL_TIMEOUT,
+        durable=parsed.durable,
+    )
+    client = settings.client()  # no I/O yet; an option the client does not take is refused
     try:
         await client.ping()
     except client_module.AuthenticationError as exc:
@@ -248,24 +318,33 @@ async def _open_redis(parsed: Dsn, dsn: str, clock: Clock, policy: QueuePolicy) 
     except Exception:
         await client.aclose()
         raise
-    checkpointer = redis_backing.RedisCheckpointer(client)
+    checkpointer = redis_backing.RedisCheckpointer(client, settings=settings)
 
     def make_durable(kind: str, lease: float) -> Durable[Any]:
-        scheduler = redis_backing.RedisScheduler(client, lease=lease, namespace=kind)
+        scheduler = redis_backing.RedisScheduler(
+            client, lease=lease, namespace=kind, settings=settings
+        )
         durable_type = getattr(redis_backing, "RedisDurable", SplitDurable)
         return durable_type(checkpointer, scheduler)
 
     return Stores(
         backing="redis",
-        location=describe(dsn),
-        state=redis_backing.RedisStateStore(client, clock=clock),
-        queue=redis_backing.RedisWorkQueue(client, clock=clock, policy=policy),
+        location=describe(parsed.url),
+        state=redis_backing.RedisStateStore(client, clock=clock, settings=settings),
+        queue=redis_backing.RedisWorkQueue(client, clock=clock, policy=policy, settings=settings),
         checkpointer=checkpointer,
         make_durable=make_durable,
         closers=[client.aclose],
         database=client,
         verifier=functools.partial(redis_backing.preflight, client, durable=parsed.durable),
+        pool_size=settings.pool_size,
+        write_slots=_half(settings.pool_size),
     )
 
 
-__all__ = ["Stores", "open_stores"]
+def _half(pool_size: int) -> int:
+    """The writes of passes a pool of ``pool_size`` takes at once (`Stores.write_slots`)."""
+    return max(1, pool_size // 2)
+
+
+__all__ = ["SQLITE_WRITE_SLOTS", "Stores", "open_stores"]

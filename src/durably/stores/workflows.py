@@ -24,6 +24,25 @@ DEFAULT_LEASE = 30.0
 """Seconds a scheduler's delivery stays invisible unless ``lease=`` says otherwise."""
 DEFAULT_NAMESPACE = "default"
 """The scheduler namespace (the workflow kind a scheduler serves) unless one is named."""
+DEFAULT_TENANT = "default"
+"""The tenant a ready workflow is served for when none was ever named for it; entries
+written before schedulers kept tenants are this tenant's."""
+
+# Fairness, the one order every `Scheduler` hands out ready workflows in: the work queue's
+# order (durably.stores.work), with a workflow's visibility as an item's availability and
+# no priorities:
+#   1. among tenants with a visible ready workflow, the one whose turn is lowest (a tenant
+#      never served has turn 0; ties go to the tenant whose ready workflow has waited
+#      longest, then by tenant);
+#   2. handing one out sets the tenant's turn above every other turn of the namespace;
+#   3. within the tenant, the workflow visible longest, then the lowest workflow id.
+# A hand-out whose lease lapsed is visible again from the lapse: the next hand-out returns
+# it to its tenant's ready workflows (forgetting the lapsed receipt) and serves in this order.
+
+LAPSED_PER_TAKE = 200
+"""The most lapsed hand-outs one `Scheduler.next_ready` returns to their tenants' lines
+(earliest first), so no take runs long when thousands lapse at once; the rest follow over
+the next takes."""
 
 
 def inbox_key(position: int) -> str:
@@ -331,8 +350,10 @@ class Scheduler(Protocol):
         pool, client or database passed in stays open for its owner. Idempotent."""
         ...
 
-    async def make_ready(self, workflow: str) -> None:
-        """Make the workflow runnable now; survives a pass in flight."""
+    async def make_ready(self, workflow: str, *, tenant: str | None = None) -> None:
+        """Make the workflow runnable now, served in ``tenant``'s turn; survives a pass in
+        flight. ``tenant`` None keeps the tenant the entry has (`DEFAULT_TENANT` for a new
+        one); a wakeup that names none (an engine caller) never moves a workflow."""
         ...
 
     async def wake_at(self, delivery: Delivery, when: float) -> None:
@@ -345,7 +366,8 @@ class Scheduler(Protocol):
         ...
 
     async def next_ready(self, within: float) -> Delivery | None:
-        """Take one ready workflow, waiting up to ``within`` seconds for one."""
+        """Take one ready workflow in the fairness order (tenants in rotation), waiting up
+        to ``within`` seconds for one."""
         ...
 
     async def reclaim(self, idle: float) -> list[str]:
@@ -380,12 +402,16 @@ class Durable(Protocol[EffectT_contra]):
         """Where wakeups live."""
         ...
 
-    async def arrive(self, workflow: str, key: str, value: object) -> Recorded[object]:
-        """Supply ``key`` (first writer wins) and make the workflow ready."""
+    async def arrive(
+        self, workflow: str, key: str, value: object, *, tenant: str | None = None
+    ) -> Recorded[object]:
+        """Supply ``key`` (first writer wins) and make the workflow ready (for ``tenant``,
+        as `Scheduler.make_ready` takes it)."""
         ...
 
-    async def deliver(self, workflow: str, value: object) -> Entry:
-        """Append a message and make the workflow ready."""
+    async def deliver(self, workflow: str, value: object, *, tenant: str | None = None) -> Entry:
+        """Append a message and make the workflow ready (for ``tenant``, as
+        `Scheduler.make_ready` takes it)."""
         ...
 
     async def delete(self, workflow: str) -> int:
@@ -395,6 +421,12 @@ class Durable(Protocol[EffectT_contra]):
     async def close(self) -> None:
         """Close the checkpointer and the scheduler (idempotent)."""
         ...
+
+
+def _tenant(tenant: str | None) -> None:
+    """Refuse an unusable ``tenant`` before the first of two writes."""
+    if tenant is not None:
+        identifier(tenant, "tenant")
 
 
 class SplitDurable(Generic[EffectT]):
@@ -416,14 +448,18 @@ class SplitDurable(Generic[EffectT]):
     def scheduler(self) -> Scheduler:
         return self._scheduler
 
-    async def arrive(self, workflow: str, key: str, value: object) -> Recorded[object]:
+    async def arrive(
+        self, workflow: str, key: str, value: object, *, tenant: str | None = None
+    ) -> Recorded[object]:
+        _tenant(tenant)
         recorded = await self._checkpointer.supply(workflow, key, value)
-        await self._scheduler.make_ready(workflow)
+        await self._scheduler.make_ready(workflow, tenant=tenant)
         return recorded
 
-    async def deliver(self, workflow: str, value: object) -> Entry:
+    async def deliver(self, workflow: str, value: object, *, tenant: str | None = None) -> Entry:
+        _tenant(tenant)
         entry = await self._checkpointer.append(workflow, value)
-        await self._scheduler.make_ready(workflow)
+        await self._scheduler.make_ready(workflow, tenant=tenant)
         return entry
 
     async def delete(self, workflow: str) -> int:
@@ -439,7 +475,9 @@ class SplitDurable(Generic[EffectT]):
 __all__ = [
     "DEFAULT_LEASE",
     "DEFAULT_NAMESPACE",
+    "DEFAULT_TENANT",
     "INBOX_PREFIX",
+    "LAPSED_PER_TAKE",
     "Blocked",
     "Checkpointer",
     "Completed",

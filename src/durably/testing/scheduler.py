@@ -21,6 +21,7 @@ import pytest
 from durably.errors import InvalidInputError
 from durably.stores.workflows import Delivery, Scheduler
 from durably.testing.refused import UNUSABLE_IDS
+from durably.testing.scheduler_tenants import SchedulerTenantCases
 
 SchedulerFactory = Callable[[float], Awaitable[Scheduler]]
 
@@ -465,5 +466,5 @@ class SchedulerIsolationCases:
         assert await scheduler.extend(delivery, LONG)
 
 
-class SchedulerConformance(SchedulerCases, SchedulerIsolationCases):
+class SchedulerConformance(SchedulerCases, SchedulerIsolationCases, SchedulerTenantCases):
     """Every test here must pass for every `Scheduler` durably ships."""

@@ -79,9 +79,11 @@ async def test_migrate_renames_a_version_1_database_and_keeps_its_checkpoints(
     await before.record(holder, "charge", {"amount": 42})
     await before.set_status(holder, WorkflowStatus.RUNNING)
     await before.release(holder)
-    old_scheduler = PostgresScheduler(pool, tables=old, namespace="orders")
-    await old_scheduler.make_ready("wf-1")
-    await old_scheduler.close()
+    await fetch(  # a ready entry, as version 1's scheduler wrote it
+        pool,
+        f"INSERT INTO {old.names['workflow_queue']} (namespace, workflow, state, visible_at) "
+        "VALUES ('orders', 'wf-1', 'ready', now())",
+    )
 
     tables = StateTables(schema=schema)
     await migrate(pool, tables)
@@ -108,14 +110,16 @@ async def test_migrate_renames_a_version_1_database_and_keeps_its_checkpoints(
         "durably_workflow_checkpoint",
         "durably_workflow_checkpoint_pkey",
         "durably_workflow_claim_pkey",
-        "durably_workflow_queue_ready",
+        "durably_workflow_queue_lines",
+        "durably_workflow_queue_in_flight",
+        "durably_workflow_tenants",
         "durably_workflow_queue_sleeping",
         "durably_workflow_status_by_status",
         "durably_workflow_status_by_age",
         "durably_workflow_seq",
     } <= relations
     rows = await fetch(pool, f'SELECT version FROM "{schema}".durably_schema_version')
-    assert [tuple(r) for r in rows] == [(SCHEMA_VERSION,)] == [(3,)]
+    assert [tuple(r) for r in rows] == [(SCHEMA_VERSION,)] == [(4,)]
 
 
 async def test_a_fresh_database_has_only_prefixed_tables(pg_stores: Stores) -> None:

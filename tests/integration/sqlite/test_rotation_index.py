@@ -116,7 +116,7 @@ async def test_a_version_3_file_keeps_its_queued_items_in_the_same_order(
         version = await database.transaction(
             lambda tx: tx.row("SELECT version FROM durably_schema_version")[0], write=False
         )
-        assert version == SCHEMA_VERSION == 4
+        assert version == SCHEMA_VERSION
         queue = SqliteWorkQueue(database, clock=clock)
         assert (await queue.stats(queue="q")).depth == 5
         taken = await drain(queue, "q", 4)

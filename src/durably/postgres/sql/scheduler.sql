@@ -1,34 +1,200 @@
--- When each workflow may run next: one row per (namespace, workflow). Visibility runs on
--- the server's clock; a sleeping entry's `due` is on the caller's clock.
+-- When each workflow may run next: one row per (namespace, workflow), and where each tenant
+-- stands in the rotation ({workflow_tenants}). Visibility runs on the server's clock; a
+-- sleeping entry's `due` is on the caller's clock. An entry is queued (ready, no hand-out
+-- in flight: in its tenant's line), in flight (ready with a receipt) or sleeping. The order
+-- is the fairness order of durably.stores.workflows.
+--
+-- No tenant is ever stranded (queued workflows, out of the rotation). Every write that
+-- queues a workflow writes the entry and then updates its tenant's row (active, and its
+-- `version` one up), in one transaction. Two writes clear `active`, each only with the
+-- row locked (skipping it if a writer holds it):
+--   - `take`, for the tenant it served, when the line looked empty as of its snapshot and
+--     the locked row still has the version that snapshot read: a writer that committed
+--     since would have moved it. One that locks later waits for the take's commit and
+--     sets `active` again.
+--   - `tidy`, for a tenant whose line a take found empty, in a statement of its own (a
+--     snapshot taken after the lock): a writer that locked first has committed before
+--     that snapshot, so the check sees its workflow; one that locks later sets `active`
+--     again.
+-- Entry rows are always locked before tenant rows, and tenant rows in tenant order, so
+-- none of these waits can close a cycle.
+
+-- name: _place
+-- The tenant row of each workflow `queued` returns (tenant, visible_at, workflow): in the
+-- rotation, its head the older of the one it had and the new one (a tenant never seen at
+-- turn 0). Tenant rows are locked in tenant order.
+placed AS (
+    INSERT INTO {workflow_tenants} AS t
+        (namespace, tenant, turn, head_at, head_workflow, active, version)
+    SELECT DISTINCT ON (tenant) $1::text, tenant, 0, visible_at, workflow, true, 0
+    FROM queued
+    ORDER BY tenant, visible_at, workflow
+    ON CONFLICT (namespace, tenant) DO UPDATE
+    SET active = true, version = t.version + 1,
+        head_at = CASE
+            WHEN NOT t.active
+              OR (excluded.head_at, excluded.head_workflow) < (t.head_at, t.head_workflow)
+            THEN excluded.head_at ELSE t.head_at END,
+        head_workflow = CASE
+            WHEN NOT t.active
+              OR (excluded.head_at, excluded.head_workflow) < (t.head_at, t.head_workflow)
+            THEN excluded.head_workflow ELSE t.head_workflow END
+)
 
 -- name: make_ready
-INSERT INTO {workflow_queue} AS q (namespace, workflow, state, visible_at)
-VALUES ($1::text, $2::text, 'ready', now())
-ON CONFLICT (namespace, workflow) DO UPDATE
-    SET state = 'ready', visible_at = now(), due = NULL, receipt = NULL, taken_at = NULL
-RETURNING pg_notify($3::text, $1::text)::text;
+-- $1 namespace, $2 workflow, $3 its tenant (NULL: the one it has), $4 the default tenant
+-- (a new entry named none), $5 the channel to notify.
+WITH queued AS (
+    INSERT INTO {workflow_queue} AS q (namespace, workflow, tenant, state, visible_at)
+    VALUES ($1::text, $2::text, coalesce($3::text, $4::text), 'ready', now())
+    ON CONFLICT (namespace, workflow) DO UPDATE
+        SET tenant = coalesce($3::text, q.tenant), state = 'ready', visible_at = now(),
+            due = NULL, receipt = NULL, taken_at = NULL
+    RETURNING q.tenant, q.visible_at, q.workflow
+),
+{_place}
+SELECT pg_notify($5::text, $1::text)::text;
 
 -- name: take
-WITH picked AS (
-    SELECT namespace, workflow
-    FROM {workflow_queue}
-    WHERE namespace = $1::text AND state = 'ready' AND visible_at <= now()
-    ORDER BY visible_at, workflow
+-- $1 namespace, $2 lease seconds, $3 receipt, $4 how many tenants of the rotation to read,
+-- $5 whether to look for lapsed hand-outs first.
+-- Reads the first $4 tenants of the rotation (one descent of the rotation index, then one
+-- probe of the lines index each) and takes, from the first whose line has a workflow no
+-- concurrent take holds, that line's head (SKIP LOCKED: a held one is passed over). The
+-- served tenant's turn goes to the back, and it leaves the rotation when its line is
+-- empty; a row another statement is writing right now is skipped, not waited for (that
+-- order is off by one turn, once, and a tidy checks the line).
+-- Besides the hand-out, rows of chores for the caller: 'tidy' for each tenant read with an
+-- empty line and for a served tenant whose line looks empty and whose row was skipped;
+-- 'lapsed' (nothing
+-- taken) when a hand-out's lease has lapsed and $5 is set, so that `return_lapsed` puts it
+-- back in its line before the take; 'more' when nothing was taken though the rotation may
+-- hold tenants beyond the $4 read.
+WITH lapsed AS MATERIALIZED (
+    SELECT $5::boolean AND EXISTS (
+        SELECT 1 FROM {workflow_queue}
+        WHERE namespace = $1::text AND receipt IS NOT NULL AND visible_at <= now()
+    ) AS found
+),
+candidates AS MATERIALIZED (
+    SELECT r.tenant, r.position, r.version,
+           EXISTS (
+               SELECT 1 FROM {workflow_queue} q
+               WHERE q.namespace = $1::text AND q.tenant = r.tenant AND q.state = 'ready'
+                 AND q.receipt IS NULL
+           ) AS queued
+    FROM (
+        SELECT tenant, version,
+               row_number() OVER (ORDER BY turn, head_at, head_workflow, tenant) AS position
+        FROM (
+            SELECT tenant, turn, head_at, head_workflow, version FROM {workflow_tenants}
+            WHERE namespace = $1::text AND active AND NOT (SELECT found FROM lapsed)
+            ORDER BY turn, head_at, head_workflow, tenant
+            LIMIT $4::integer
+        ) first
+    ) r
+),
+picked AS (
+    SELECT line.workflow, line.tenant
+    FROM (SELECT tenant, position FROM candidates WHERE queued ORDER BY position OFFSET 0) c
+    CROSS JOIN LATERAL (
+        SELECT q.workflow, q.tenant FROM {workflow_queue} q
+        WHERE q.namespace = $1::text AND q.tenant = c.tenant AND q.state = 'ready'
+          AND q.receipt IS NULL
+        ORDER BY q.visible_at, q.workflow
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    ) line
     LIMIT 1
-    FOR UPDATE SKIP LOCKED
+),
+taken AS (
+    UPDATE {workflow_queue} q
+    SET visible_at = now() + make_interval(secs => $2::float8), receipt = $3::text,
+        taken_at = now()
+    FROM picked
+    WHERE q.namespace = $1::text AND q.workflow = picked.workflow
+    RETURNING q.workflow, q.tenant
+),
+-- Whether the served tenant's line looked empty without the taken workflow, as of this
+-- statement's snapshot.
+emptied AS MATERIALIZED (
+    SELECT picked.tenant, NOT EXISTS (
+        SELECT 1 FROM {workflow_queue} q
+        WHERE q.namespace = $1::text AND q.tenant = picked.tenant AND q.state = 'ready'
+          AND q.receipt IS NULL AND q.workflow <> picked.workflow
+    ) AS empty
+    FROM picked
+),
+served AS (
+    UPDATE {workflow_tenants} t
+    SET turn = nextval('{workflow_turn_seq_text}'),
+        active = NOT (emptied.empty AND t.version = seen.version)
+    FROM (
+        SELECT namespace, tenant FROM {workflow_tenants}
+        WHERE namespace = $1::text AND tenant IN (SELECT tenant FROM taken)
+        FOR UPDATE SKIP LOCKED
+    ) free, emptied, candidates seen
+    WHERE t.namespace = free.namespace AND t.tenant = free.tenant
+      AND emptied.tenant = t.tenant AND seen.tenant = t.tenant
+    RETURNING t.tenant
 )
-UPDATE {workflow_queue} q
-SET visible_at = now() + make_interval(secs => $2::float8), receipt = $3::text,
-    taken_at = now()
-FROM picked
-WHERE q.namespace = picked.namespace AND q.workflow = picked.workflow
-  AND q.state = 'ready' AND q.visible_at <= now()
-RETURNING q.workflow;
+SELECT workflow, tenant, 'taken' FROM taken
+UNION ALL
+SELECT NULL, tenant, 'tidy' FROM candidates WHERE NOT queued
+UNION ALL
+-- The served tenant's row was being written: its line is left for a tidy to check.
+SELECT NULL, tenant, 'tidy' FROM emptied WHERE empty AND NOT EXISTS (SELECT 1 FROM served)
+UNION ALL
+SELECT NULL, NULL, 'lapsed' FROM lapsed WHERE found
+UNION ALL
+SELECT NULL, NULL, 'more'
+WHERE NOT EXISTS (SELECT 1 FROM picked)
+  AND (SELECT count(*) FROM candidates) >= $4::integer;
+
+-- name: return_lapsed
+-- Hand-outs whose lease lapsed rejoin their tenants' lines, visible since the lapse (at
+-- most $2, earliest first). $1 namespace, $2 how many.
+WITH queued AS (
+    UPDATE {workflow_queue} q SET receipt = NULL, taken_at = NULL
+    FROM (
+        SELECT namespace, workflow FROM {workflow_queue}
+        WHERE namespace = $1::text AND receipt IS NOT NULL AND visible_at <= now()
+        ORDER BY visible_at
+        LIMIT $2::integer
+        FOR UPDATE SKIP LOCKED
+    ) lapsed
+    WHERE q.namespace = lapsed.namespace AND q.workflow = lapsed.workflow
+    RETURNING q.tenant, q.visible_at, q.workflow
+),
+{_place}
+SELECT count(*) FROM queued;
+
+-- name: tidy_lock
+-- `tidy`'s first statement: the tenant's row, locked (see the top of this file); no row
+-- when a writer holds it (its workflow keeps the tenant in the rotation: nothing to tidy).
+SELECT 1 FROM {workflow_tenants} WHERE namespace = $1::text AND tenant = $2::text
+FOR UPDATE SKIP LOCKED;
+
+-- name: tidy
+-- The tenant leaves the rotation if its line is empty, as of a snapshot taken after
+-- `tidy_lock` (it keeps its turn).
+UPDATE {workflow_tenants} t SET active = false
+WHERE t.namespace = $1::text AND t.tenant = $2::text AND t.active
+  AND NOT EXISTS (
+      SELECT 1 FROM {workflow_queue} q
+      WHERE q.namespace = $1::text AND q.tenant = $2::text AND q.state = 'ready'
+        AND q.receipt IS NULL
+  );
 
 -- name: next_visible
-SELECT extract(epoch FROM min(visible_at) - now())::float8
-FROM {workflow_queue}
-WHERE namespace = $1::text AND state = 'ready';
+-- Seconds until a workflow is visible: 0 while a tenant is in the rotation, else until
+-- the first lease lapses (NULL: nothing ready at all).
+SELECT CASE
+    WHEN EXISTS (SELECT 1 FROM {workflow_tenants} WHERE namespace = $1::text AND active)
+    THEN 0.0
+    ELSE (SELECT extract(epoch FROM min(visible_at) - now())::float8 FROM {workflow_queue}
+          WHERE namespace = $1::text AND receipt IS NOT NULL)
+END;
 
 -- name: done
 DELETE FROM {workflow_queue}
@@ -49,25 +215,27 @@ SET state = CASE WHEN receipt = $3::text THEN 'sleeping' ELSE state END,
 WHERE namespace = $1::text AND workflow = $2::text;
 
 -- name: wake_due
-WITH woken AS (
+WITH queued AS (
     UPDATE {workflow_queue}
     SET state = 'ready', visible_at = now(), due = NULL
     WHERE namespace = $1::text AND state = 'sleeping' AND due <= $2::float8
-    RETURNING 1
-)
+    RETURNING tenant, visible_at, workflow
+),
+{_place}
 SELECT count(*), CASE WHEN count(*) > 0 THEN pg_notify($3::text, $1::text)::text END
-FROM woken;
+FROM queued;
 
 -- name: reclaim
-WITH returned AS (
+WITH queued AS (
     UPDATE {workflow_queue}
     SET visible_at = now(), receipt = NULL, taken_at = NULL
     WHERE namespace = $1::text AND receipt IS NOT NULL
       AND taken_at <= now() - make_interval(secs => $2::float8)
-    RETURNING workflow
-)
+    RETURNING tenant, visible_at, workflow
+),
+{_place}
 -- One notification per row, folded into one by the server (same channel and payload).
-SELECT workflow, pg_notify($3::text, $1::text)::text FROM returned;
+SELECT workflow, pg_notify($3::text, $1::text)::text FROM queued;
 
 -- name: extend
 UPDATE {workflow_queue}
@@ -76,4 +244,5 @@ WHERE namespace = $1::text AND workflow = $2::text AND receipt = $3::text
 RETURNING 1;
 
 -- name: cancel
+-- The tenant's row is left as it is: a take that finds its line empty tidies it.
 DELETE FROM {workflow_queue} WHERE namespace = $1::text AND workflow = $2::text;

@@ -1,4 +1,4 @@
--- durably's PostgreSQL schema, version 3. Apply it with durably.postgres.migrate() or your
+-- durably's PostgreSQL schema, version 4. Apply it with durably.postgres.migrate() or your
 -- own migration tool; durably never alters a table on its own.
 
 -- name: schema
@@ -183,6 +183,11 @@ CREATE TABLE IF NOT EXISTS {workflow_claim} (
     alive_for double precision NOT NULL
 );
 
+-- Scheduler entries: queued (ready, no hand-out in flight: in its tenant's line), in flight
+-- (ready with a receipt: invisible until visible_at) or sleeping (due on the caller's
+-- clock). Version 4 added `tenant` (earlier entries are the default tenant's), a line per
+-- tenant and the hand-outs in flight by when their lease lapses (`migrate` drops the one
+-- index of every ready entry that version 3 kept, {workflow_queue_name}_ready).
 CREATE TABLE IF NOT EXISTS {workflow_queue} (
     namespace text COLLATE "C" NOT NULL,
     workflow text COLLATE "C" NOT NULL,
@@ -193,10 +198,44 @@ CREATE TABLE IF NOT EXISTS {workflow_queue} (
     taken_at timestamptz,
     PRIMARY KEY (namespace, workflow)
 );
-CREATE INDEX IF NOT EXISTS {workflow_queue_name}_ready ON {workflow_queue}
-    (namespace, visible_at, workflow) WHERE state = 'ready';
+ALTER TABLE {workflow_queue} ADD COLUMN IF NOT EXISTS tenant text COLLATE "C" NOT NULL
+    DEFAULT 'default';
+CREATE INDEX IF NOT EXISTS {workflow_queue_name}_lines ON {workflow_queue}
+    (namespace, tenant, visible_at, workflow) WHERE state = 'ready' AND receipt IS NULL;
+CREATE INDEX IF NOT EXISTS {workflow_queue_name}_in_flight ON {workflow_queue}
+    (namespace, visible_at) WHERE receipt IS NOT NULL;
 CREATE INDEX IF NOT EXISTS {workflow_queue_name}_sleeping ON {workflow_queue}
     (namespace, due) WHERE state = 'sleeping';
+
+-- Added in version 4: where each tenant of a scheduler namespace stands in the rotation:
+-- its turn (0 = never served; a hand-out sends the tenant to the back), the head of its
+-- line when it joined (the tie-break among never-served tenants), whether it is in the
+-- rotation (active: it may have a queued workflow) and how often a workflow was queued
+-- for it (version). Queuing a workflow sets `active` and moves `version`; a take or a
+-- tidy clears `active` only with the row locked (scheduler.sql says why no tenant is
+-- ever stranded).
+CREATE TABLE IF NOT EXISTS {workflow_tenants} (
+    namespace text COLLATE "C" NOT NULL,
+    tenant text COLLATE "C" NOT NULL,
+    turn bigint NOT NULL,
+    head_at timestamptz NOT NULL,
+    head_workflow text COLLATE "C" NOT NULL,
+    active boolean NOT NULL,
+    version bigint NOT NULL,
+    PRIMARY KEY (namespace, tenant)
+) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+CREATE INDEX IF NOT EXISTS {workflow_tenants_name}_rotation ON {workflow_tenants}
+    (namespace, turn, head_at, head_workflow, tenant) WHERE active;
+CREATE SEQUENCE IF NOT EXISTS {workflow_turn_seq};
+-- A version-3 database's queued entries join the rotation, never served.
+INSERT INTO {workflow_tenants} (namespace, tenant, turn, head_at, head_workflow, active, version)
+SELECT DISTINCT ON (q.namespace, q.tenant) q.namespace, q.tenant, 0, q.visible_at, q.workflow,
+       true, 0
+FROM {workflow_queue} q
+WHERE q.state = 'ready' AND q.receipt IS NULL
+  AND EXISTS (SELECT 1 FROM {schema_version} WHERE version < 4)
+ORDER BY q.namespace, q.tenant, q.visible_at, q.workflow
+ON CONFLICT DO NOTHING;
 
 CREATE TABLE IF NOT EXISTS {workflow_status} (
     workflow text COLLATE "C" PRIMARY KEY,
@@ -221,11 +260,12 @@ CREATE TABLE IF NOT EXISTS {claim_check} (
 CREATE INDEX IF NOT EXISTS {claim_check_name}_by_expiry ON {claim_check} (expires_at);
 
 INSERT INTO {schema_version} (version)
-SELECT 3 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
+SELECT 4 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
 -- Version 2 prefixed the workflow tables with durably_ (`migrate` renames a version-1
 -- database's tables before this script runs; applied by hand, rename them first).
--- Version 3 added the rotation ({rota}, {waiting}).
-UPDATE {schema_version} SET version = 3 WHERE version < 3;
+-- Version 3 added the rotation ({rota}, {waiting}); version 4 the workflow rotation
+-- ({workflow_tenants}).
+UPDATE {schema_version} SET version = 4 WHERE version < 4;
 
 -- name: schema_version
 SELECT version FROM {schema_version};

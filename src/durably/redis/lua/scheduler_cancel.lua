@@ -1,6 +1,10 @@
--- Remove the workflow's entry whatever its state. KEYS: ready. ARGV: prefix, workflow
-redis.call('ZREM', ready, ARGV[2])
-redis.call('ZREM', sleeping, ARGV[2])
-redis.call('HDEL', receipts, ARGV[2])
-redis.call('HDEL', taken, ARGV[2])
+-- Remove the workflow's entry whatever its state. KEYS: legacy ready set.
+-- ARGV: prefix, default tenant, workflow
+local workflow = ARGV[3]
+unqueue(workflow, owner(workflow))
+redis.call('ZREM', sleeping, workflow)
+redis.call('ZREM', in_flight, workflow)
+redis.call('HDEL', receipts, workflow)
+redis.call('HDEL', taken, workflow)
+redis.call('HDEL', tenant_of, workflow)
 return 1

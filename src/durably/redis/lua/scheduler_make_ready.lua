@@ -1,3 +1,10 @@
--- KEYS: ready. ARGV: prefix, workflow
-make_ready(ARGV[2], now_us())
+-- Make the workflow ready now, in the named tenant's line ('' keeps its tenant; a new
+-- entry takes the default). KEYS: legacy ready set. ARGV: prefix, default tenant,
+-- workflow, tenant
+local workflow = ARGV[3]
+local had = redis.call('HGET', tenant_of, workflow)
+local tenant = ARGV[4] ~= '' and ARGV[4] or had or default_tenant
+if had then unqueue(workflow, had) end
+queue(workflow, tenant, now_us())
+ring()
 return 1

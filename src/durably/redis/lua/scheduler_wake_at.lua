@@ -1,11 +1,11 @@
 -- Answer a hand-out by sleeping until ``when`` (caller's clock); never push out a wakeup
--- that arrived meanwhile. KEYS: ready. ARGV: prefix, workflow, receipt, when
-local workflow, when = ARGV[2], ARGV[4]
+-- that arrived meanwhile. KEYS: legacy ready set.
+-- ARGV: prefix, default tenant, workflow, receipt, when
+local workflow, when = ARGV[3], ARGV[5]
 local due = redis.call('ZSCORE', sleeping, workflow)
-local queued = redis.call('ZSCORE', ready, workflow)
-if not due and not queued then return 0 end
-if redis.call('HGET', receipts, workflow) == ARGV[3] then
-  redis.call('ZREM', ready, workflow)
+if not due and redis.call('HEXISTS', tenant_of, workflow) == 0 then return 0 end
+if redis.call('HGET', receipts, workflow) == ARGV[4] then
+  redis.call('ZREM', in_flight, workflow)
   redis.call('HDEL', receipts, workflow)
   redis.call('HDEL', taken, workflow)
   redis.call('ZADD', sleeping, when, workflow)

@@ -46,3 +46,9 @@ ALTER TABLE durably_runs ADD COLUMN tenant_seq INTEGER
 
 -- name: fill_tenant_seq
 UPDATE durably_runs SET tenant_seq = seq WHERE tenant_seq IS NULL
+
+-- name: workflow_queue_columns
+SELECT name FROM pragma_table_info('durably_workflow_queue')
+
+-- name: add_workflow_tenant
+ALTER TABLE durably_workflow_queue ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default'

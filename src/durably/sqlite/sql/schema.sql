@@ -1,4 +1,4 @@
--- durably's tables in an embedded SQLite file: schema version 4.
+-- durably's tables in an embedded SQLite file: schema version 5.
 -- Applied by `durably.sqlite.connect` inside one BEGIN IMMEDIATE, so processes opening a
 -- fresh file at once create it exactly once. Every statement is idempotent.
 
@@ -210,7 +210,10 @@ CREATE TABLE IF NOT EXISTS durably_workflow_swept_token (
     token INTEGER NOT NULL
 );
 
--- Scheduler entries: ready (visible from visible_at) or sleeping (due on the caller's clock).
+-- Scheduler entries: queued (ready, no hand-out in flight: in its tenant's line), in flight
+-- (ready with a receipt: invisible until visible_at) or sleeping (due on the caller's
+-- clock). `tenant` added in schema version 5 (connect adds it to earlier files, set to the
+-- default tenant, before this script runs).
 CREATE TABLE IF NOT EXISTS durably_workflow_queue (
     namespace TEXT NOT NULL,
     workflow TEXT NOT NULL,
@@ -219,11 +222,49 @@ CREATE TABLE IF NOT EXISTS durably_workflow_queue (
     due REAL,
     receipt TEXT,
     taken_at REAL,
+    tenant TEXT NOT NULL DEFAULT 'default',
     PRIMARY KEY (namespace, workflow)
 );
 
-CREATE INDEX IF NOT EXISTS durably_workflow_queue_visible
-    ON durably_workflow_queue (namespace, state, visible_at, workflow);
+-- Version 5 replaced one index of every ready entry by a line per tenant, the hand-outs in
+-- flight by when their lease lapses, and the sleeping entries by due time.
+DROP INDEX IF EXISTS durably_workflow_queue_visible;
+
+CREATE INDEX IF NOT EXISTS durably_workflow_queue_lines
+    ON durably_workflow_queue (namespace, tenant, visible_at, workflow)
+    WHERE state = 'ready' AND receipt IS NULL;
+
+CREATE INDEX IF NOT EXISTS durably_workflow_queue_in_flight
+    ON durably_workflow_queue (namespace, visible_at) WHERE receipt IS NOT NULL;
+
+CREATE INDEX IF NOT EXISTS durably_workflow_queue_sleeping
+    ON durably_workflow_queue (namespace, due) WHERE state = 'sleeping';
+
+-- Where each tenant of a namespace stands in the rotation (durably.sqlite.scheduler): its
+-- turn (0 = never served; the served tenant goes to the back), the head of its line
+-- (head_at, head_workflow) and whether it is in the rotation (active = 1: it has a queued
+-- workflow). A hand-out reads the first row of the rotation index, not every entry.
+-- Added in schema version 5: a file's queued entries join the rotation, never served.
+CREATE TABLE IF NOT EXISTS durably_workflow_tenants (
+    namespace TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    head_at REAL,
+    head_workflow TEXT,
+    active INTEGER NOT NULL,
+    PRIMARY KEY (namespace, tenant)
+);
+
+CREATE INDEX IF NOT EXISTS durably_workflow_tenants_rotation
+    ON durably_workflow_tenants (namespace, active, turn, head_at, head_workflow, tenant);
+
+-- SQLite takes the bare columns from the row MIN() chose: each tenant's head.
+INSERT OR IGNORE INTO durably_workflow_tenants
+    (namespace, tenant, turn, head_at, head_workflow, active)
+SELECT namespace, tenant, 0, MIN(visible_at), workflow, 1
+FROM durably_workflow_queue
+WHERE state = 'ready' AND receipt IS NULL
+GROUP BY namespace, tenant;
 
 -- Claim-check blobs (added in schema version 2), one per distinct content: `digest` is
 -- the SHA-256 of `data`, `expires_at` the store's clock time it lapses at (Inf: never).

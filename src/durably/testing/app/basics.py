@@ -284,7 +284,7 @@ class AppBasics(AppFixtures):
 
     async def test_messages_are_received_per_topic_in_send_order(self, app: App) -> None:
         @app.workflow
-        async def reads(ctx: Context) -> list[object]:
+        async def reads(ctx: Context) -> list[str | bool | None]:
             return [await ctx.recv(NOTE), await ctx.recv(APPROVAL), await ctx.recv(NOTE)]
 
         handle = await reads.start()

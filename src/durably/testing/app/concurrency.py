@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from datetime import timedelta
 from typing import Any, TypeVar
 
 import pytest
+from pydantic import JsonValue
 
 from durably.app import App, Context, Step, Topic, WorkflowHandle
 from durably.clock import ManualClock
@@ -94,7 +95,7 @@ async def sent_go(app: App, handle: WorkflowHandle[T]) -> T:
     return await handle.result(timeout=5)
 
 
-async def together(ctx: Context, style: str, branches: list[Awaitable[Any]]) -> list[Any]:
+async def together(ctx: Context, style: str, branches: Sequence[Awaitable[Any]]) -> list[Any]:
     """``branches`` run concurrently in ``style``."""
     if style == "asyncio.gather":
         return list(await asyncio.gather(*branches))
@@ -143,7 +144,7 @@ class AppConcurrency(AppFixtures):
             return await flaky()
 
         @app.workflow(name=f"checkout-{fresh_id()}")
-        async def checkout(ctx: Context, order: str) -> list[Any]:
+        async def checkout(ctx: Context, order: str) -> list[JsonValue]:
             beside.entered()
             branches = [beside.waiting(waits(ctx)), charge(order)]
             if step_first:
@@ -175,7 +176,7 @@ class AppConcurrency(AppFixtures):
             return [await charge("late")]
 
         @app.workflow(name=f"branch-{fresh_id()}")
-        async def checkout(ctx: Context) -> list[Any]:
+        async def checkout(ctx: Context) -> list[JsonValue]:
             beside.entered()
             return await together(ctx, style, [beside.waiting(ctx.recv(GO)), branch()])
 
@@ -193,7 +194,7 @@ class AppConcurrency(AppFixtures):
         orders = [f"order-{n}" for n in range(FAN_OUT)]
 
         @app.workflow(name=f"fan-out-{fresh_id()}")
-        async def checkout(ctx: Context) -> list[Any]:
+        async def checkout(ctx: Context) -> list[JsonValue]:
             beside.entered()
             branches = [beside.waiting(ctx.recv(GO)), *(charge(order) for order in orders)]
             return (await together(ctx, style, branches))[1:]
@@ -216,7 +217,7 @@ class AppConcurrency(AppFixtures):
             return "receipt"
 
         @app.workflow(name=f"cancelled-{fresh_id()}")
-        async def checkout(ctx: Context) -> list[Any]:
+        async def checkout(ctx: Context) -> list[JsonValue]:
             return list(await asyncio.gather(charge(), ctx.recv(GO)))
 
         handle = await checkout.start()

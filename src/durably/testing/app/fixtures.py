@@ -9,15 +9,17 @@ import uuid
 from collections.abc import Awaitable, Callable
 from datetime import date, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 from durably.app import App, Context, Retry, Step, Topic, Workflow
-from durably.clock import Clock, ManualClock
+from durably.clock import ManualClock
 
-AppFactory = Callable[[Clock], Awaitable[App]]
-"""Each call an App over the test's one store (every call of one test shares it)."""
+AppFactory = Callable[..., Awaitable[App]]
+"""``(clock, **options)``: each call an App over the test's one store (every call of one test
+shares it), keyword options (``limits=``, say) passed on to the App."""
 
 
 class Ticket(BaseModel):
@@ -106,6 +108,52 @@ def parent_of_a_sleeper(app: App) -> tuple[Workflow[[], None], Workflow[[], None
     return slow, parent
 
 
+def earlier_start(
+    kind: str,
+    args: dict[str, Any],
+    tenant: str,
+    *,
+    parent: str | None = None,
+    parent_kind: str | None = None,
+) -> dict[str, Any]:
+    """A start record as releases before tenant scopes wrote it."""
+    return {
+        "kind": kind,
+        "args": args,
+        "tenant": tenant,
+        "created": 0.0,
+        "parent": parent,
+        "parent_kind": parent_kind,
+        "timeout_at": None,
+    }
+
+
+async def write_earlier(
+    app: App,
+    kind: str,
+    args: dict[str, Any],
+    records: dict[str, object] | None = None,
+    messages: list[dict[str, object]] | None = None,
+) -> str:
+    """Start a workflow of ``kind`` in the default tenant as an earlier release did.
+
+    Its start record holds ``args`` as that release encoded them, ``records`` lie beside
+    it and ``messages`` wait in its inbox; then it is made ready. Returns its id.
+    """
+    stores = await app.stores()
+    workflow = fresh_id()
+    await stores.checkpointer.supply(
+        workflow, "durably:start", earlier_start(kind, args, "default")
+    )
+    for key, value in (records or {}).items():
+        await stores.checkpointer.supply(workflow, key, value)
+    durable = stores.durable(kind)
+    for message in messages or []:
+        await durable.deliver(workflow, message)
+    await durable.scheduler.make_ready(workflow)
+    return workflow
+
+
 class AppFixtures:
     """The ``app`` fixture: an App on a `ManualClock` from the subclass's ``app_factory``."""
 
@@ -130,7 +178,9 @@ __all__ = [
     "ReplyWithDefault",
     "ReplyWithScore",
     "Ticket",
+    "earlier_start",
     "fails_once",
     "fresh_id",
     "parent_of_a_sleeper",
+    "write_earlier",
 ]

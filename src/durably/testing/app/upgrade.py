@@ -18,32 +18,12 @@ from durably.errors import (
 )
 from durably.stores.opening import Stores
 from durably.stores.status import WorkflowStatus
-from durably.testing.app.fixtures import AppFactory, AppFixtures, fresh_id
+from durably.testing.app.fixtures import AppFactory, AppFixtures, earlier_start, fresh_id
 
 START = "durably:start"
 """Where a start record lives in a workflow's records (the same before and after)."""
 MARKER = "durably:tenancy"
 """The record a store that never held the earlier layout gets when first opened."""
-
-
-def earlier_start(
-    kind: str,
-    args: dict[str, Any],
-    tenant: str,
-    *,
-    parent: str | None = None,
-    parent_kind: str | None = None,
-) -> dict[str, Any]:
-    """A start record as releases before tenant scopes wrote it."""
-    return {
-        "kind": kind,
-        "args": args,
-        "tenant": tenant,
-        "created": 0.0,
-        "parent": parent,
-        "parent_kind": parent_kind,
-        "timeout_at": None,
-    }
 
 
 class AppUpgrade(AppFixtures):

@@ -221,6 +221,35 @@ class DurableConformance(DurablePassCases):
         assert await durable.checkpointer.load(workflow) == {}
         assert await durable.scheduler.next_ready(0) is None
 
+    async def test_arrive_and_deliver_make_a_workflow_ready_in_its_tenants_turn(
+        self, durable_factory: DurableFactory
+    ) -> None:
+        # Ids of one tenant sort before the other's: served by id they would not alternate.
+        durable = await prepared(durable_factory)
+        tag = uuid.uuid4().hex[:8]
+        tenants = {"da": [f"a{n}-{tag}" for n in range(2)], "db": [f"b{n}-{tag}" for n in range(2)]}
+        for tenant, (arriving, delivered) in tenants.items():
+            await durable.arrive(arriving, "input", 1, tenant=tenant)
+            await durable.deliver(delivered, "hi", tenant=tenant)
+        owner = {w: tenant for tenant, names in tenants.items() for w in names}
+        order = []
+        while (delivery := await durable.scheduler.next_ready(0)) is not None:
+            order.append(owner[delivery.workflow])
+        assert order == ["da", "db"] * 2
+
+    async def test_an_unusable_tenant_is_refused_before_anything_is_written(
+        self, durable_factory: DurableFactory
+    ) -> None:
+        durable = await prepared(durable_factory)
+        workflow = wf()
+        for bad in UNUSABLE_IDS:
+            with pytest.raises(InvalidInputError, match="tenant"):
+                await durable.arrive(workflow, "k", 1, tenant=bad)
+            with pytest.raises(InvalidInputError, match="tenant"):
+                await durable.deliver(workflow, 1, tenant=bad)
+        assert await durable.checkpointer.load(workflow) == {}
+        assert await durable.scheduler.next_ready(0) is None
+
     async def test_values_holding_text_no_backing_can_store_are_refused_and_wake_nothing(
         self, durable_factory: DurableFactory
     ) -> None:
