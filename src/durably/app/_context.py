@@ -32,6 +32,7 @@ from durably.errors import (
     InputNeeded,
     InvalidInputError,
     MessageNeeded,
+    NondeterminismError,
     WorkflowConflictError,
     WorkflowStopped,
 )
@@ -184,7 +185,7 @@ class Context:
         recorded = run.recorded
         self._records = recorded
         """The pass's records (a live, read-only view)."""
-        self._placement = Placement(recorded)
+        self._placement: Placement | None = None  # read when first needed (`_drifted`)
         generation, unmet, retries, ended = layout.survey(recorded)
         # Records not yet met in this pass: while any remain, the body is replaying.
         self._unmet = unmet
@@ -727,6 +728,16 @@ class Context:
 
     def _next(self, name: str) -> str:
         return layout.occurrence(name, self._count(name))
+
+    def _drifted(self, key: str, position: int) -> NondeterminismError | None:
+        """The drift of step ``key`` called at ``position`` in the body's sequence.
+
+        An error if an earlier pass recorded another step there (`_drift.Placement`);
+        None otherwise.
+        """
+        if self._placement is None:
+            self._placement = Placement(self._records)
+        return self._placement.drift(self.id, key, position, self._unmet)
 
     def _meet(self, key: str) -> None:
         self._unmet.discard(key)

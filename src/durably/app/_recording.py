@@ -58,7 +58,7 @@ async def recorded_call(
         if ctx._cancels is not None and ctx._cancels.due(ctx._key):
             ctx._cancel_arrived = await ctx._cancels.arrived(ctx._key, ctx._cancel_key)
         if position is not None and ctx._unmet:
-            drifted = ctx._placement.drift(ctx.id, key, position, ctx._unmet)
+            drifted = ctx._drifted(key, position)
             if drifted is not None:
                 raise ctx._park(drifted)
         ctx._deliver_cancel(key)
@@ -210,7 +210,7 @@ def _parse(
         if place and position is not None:
             # Recorded at another place in the body's sequence: drifted if another step
             # the body has not reached yet was recorded at this one (a reorder, a removal).
-            drifted = ctx._placement.drift(ctx.id, key, position, ctx._unmet)
+            drifted = ctx._drifted(key, position)
             if drifted is not None:
                 raise ctx._park(drifted)
     if "e" in stored:

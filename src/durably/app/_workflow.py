@@ -489,7 +489,8 @@ class Workflow(Generic[P, R]):
             self._core.cancels.forget(run.workflow)
         if ctx._stopped is not None:
             raise ctx._stopped
-        self._warn_unread(ctx)
+        if ctx._unmet:
+            self._warn_unread(ctx)
         try:
             encoded = self.signature.result.encode(value)
         except Exception as exc:
@@ -531,7 +532,8 @@ class Workflow(Generic[P, R]):
 
     async def _failed(self, run: Execution, ctx: Context, exc: BaseException) -> BodyFailed:
         """The body raised ``exc``: its end recorded unless the workflow retries bodies."""
-        self._warn_unread(ctx)
+        if ctx._unmet:
+            self._warn_unread(ctx)
         if self.retry is None:
             await self._end(run, ctx, layout.FAILED, layout.failure(exc))
         return BodyFailed(exc, retryable=self.retry is not None)
@@ -549,14 +551,13 @@ class Workflow(Generic[P, R]):
 
         Steps removed, or skipped by changed code, under the in-flight workflow.
         """
-        if ctx._unmet:
-            keys = unread(ctx._unmet)
-            if keys:
-                # Not the context's logger: that one is quiet while records are unread.
-                logging.getLogger(f"durably.workflow.{self.kind}").warning(
-                    unread_warning(ctx.id, keys),
-                    extra={"workflow": ctx.id, "kind": self.kind, "unread": keys},
-                )
+        keys = unread(ctx._unmet)
+        if keys:
+            # Not the context's logger: that one is quiet while records are unread.
+            logging.getLogger(f"durably.workflow.{self.kind}").warning(
+                unread_warning(ctx.id, keys),
+                extra={"workflow": ctx.id, "kind": self.kind, "unread": keys},
+            )
 
     async def _wake_parent(self, start: Mapping[str, Any]) -> None:
         parent, kind = layout.parent_key(start), start.get("parent_kind")
