@@ -235,13 +235,17 @@ class WorkflowStopped(DurablyError):
 
 
 class NondeterminismError(WorkflowStopped):
-    """A replay called a step with other arguments than the recorded call at that key (the
-    body changed under an in-flight workflow). Parks the workflow: fix the code, then
-    ``handle.resume()``."""
+    """A replay no longer matches what an earlier pass recorded (the body changed under an
+    in-flight workflow): a step called with other arguments than the recorded call at its
+    key, or a step called where an earlier pass recorded another (``recorded`` names that
+    one). Parks the workflow: fix the code, then ``handle.resume()``."""
 
-    def __init__(self, workflow: str, key: str, detail: str) -> None:
+    def __init__(
+        self, workflow: str, key: str, detail: str, *, recorded: str | None = None
+    ) -> None:
         self.workflow = workflow
         self.key = key
+        self.recorded = recorded
         super().__init__(f"workflow {workflow!r}, step {key!r}: {detail}")
 
 
@@ -449,6 +453,20 @@ class Fenced(Interruption):
         super().__init__(f"pass {token} of workflow {workflow!r} was superseded")
 
 
+class PassEnded(Interruption):
+    """The pass this call belongs to has reported how it ended: a branch of the body that
+    outlived it (one a bare ``asyncio.gather`` left running) may not start a step now. The
+    step has not run; the next pass runs it."""
+
+    def __init__(self, workflow: str, key: str) -> None:
+        self.workflow = workflow
+        self.key = key
+        super().__init__(
+            f"workflow {workflow!r}: step {key!r} was called after its pass ended; "
+            "it did not run (the next pass runs it)"
+        )
+
+
 class Suspended(Interruption):
     """The pass cannot continue until something happens outside it."""
 
@@ -503,6 +521,7 @@ __all__ = [
     "MessageNeeded",
     "NonRetryable",
     "NondeterminismError",
+    "PassEnded",
     "PersistenceReason",
     "PoolExhaustedError",
     "QueueUnavailableError",

@@ -118,6 +118,8 @@ async def test_the_code_in_flight_replays_its_own_histories_ok_and_runs_nothing(
     assert not (tmp_path / "never-opened.db").exists()
 
 
+# A step called where the history recorded another parks the pass, as a worker's pass does
+# (the runtime's drift check): the report names both steps in the park's words.
 DEPLOYS: list[tuple[Callable[[str], durably.App], Finding, str]] = [
     (
         shop_v2.with_fee,
@@ -127,20 +129,27 @@ DEPLOYS: list[tuple[Callable[[str], durably.App], Finding, str]] = [
     (
         shop_v2.authorize_first,
         Finding.STEP_DRIFT,
-        "calls step 'authorize#1', which has no record, where the history recorded step 'charge#1'",
+        "step 'authorize#1': the body now calls it as its step call #2, where an earlier pass "
+        "recorded step 'charge#1'",
     ),
     (
         shop_v2.fraud_check,
         Finding.STEP_DRIFT,
-        "calls step 'fraud-check#1', which has no record, where the history recorded "
-        "step 'charge#1'",
+        "step 'fraud-check#1': the body now calls it as its step call #2, where an earlier "
+        "pass recorded step 'charge#1'",
     ),
     (
         shop_v2.charge_first,
         Finding.STEP_DRIFT,
-        "reads the recorded step 'reserve#1' after step 'charge#1'",
+        "step 'charge#1': the body now calls it as its step call #1, where an earlier pass "
+        "recorded step 'reserve#1'",
     ),
-    (shop_v2.no_reservation, Finding.STEP_DRIFT, "never reaches the recorded step 'reserve#1'"),
+    (
+        shop_v2.no_reservation,
+        Finding.STEP_DRIFT,
+        "step 'charge#1': the body now calls it as its step call #1, where an earlier pass "
+        "recorded step 'reserve#1'",
+    ),
     (
         shop_v2.charge_in_currency,
         Finding.INCOMPATIBLE_RECORD,

@@ -179,7 +179,8 @@ async def test_results_come_back_decoded_on_the_first_pass_plain_or_not() -> Non
         assert await handle.result(timeout=5) == "2:3.0"
         stored = await (await app.stores()).checkpointer.load(handle.id)
     assert stored["counts#1"] == {
-        "a": Signature(counts.fn, "c").digest_args((2,), {}),
+        # The digest, and the first place in the body's sequence of step calls.
+        "a": Signature(counts.fn, "c").digest_args((2,), {}) + "@0",
         "v": {"n": 2},
     }
     assert stored["point#1"]["v"] == {"x": 3.0, "y": 3.0}  # type: ignore[index]

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, Protocol, TypeVar, o
 
 from durably.app import _layout as layout
 from durably.app import _tenancy as tenancy
+from durably.app._branches import gather
+from durably.app._drift import Placement
 from durably.app._limits import Limits, check_start
 from durably.app._options import WorkflowOptions, child_options
 from durably.app._topics import Topic
@@ -32,6 +34,7 @@ from durably.errors import (
     InputNeeded,
     InvalidInputError,
     MessageNeeded,
+    NondeterminismError,
     RecordLimitError,
     WorkflowConflictError,
     WorkflowStopped,
@@ -183,6 +186,11 @@ class Context:
         self._limits = limits or Limits()
         self._encode_args = encode_args
         self._started = 0  # workflows this body started so far, children included
+        # The body's own task: step calls it makes take positions in the body's sequence
+        # (`_drift`); steps it runs need no guard against a sibling's cancel.
+        self._task = asyncio.current_task()
+        self._made = 0
+        """Step calls the body's own task has made in this pass (the next one's position)."""
         self._counts: dict[str, int] = {}
         self._consumed: set[str] = set()
         # The messages not yet taken, per topic: built from the records at the first
@@ -192,6 +200,7 @@ class Context:
         recorded = run.recorded
         self._records = recorded
         """The pass's records (a live, read-only view)."""
+        self._placement: Placement | None = None  # read when first needed (`_drifted`)
         generation, unmet, retries, ended, messages = layout.survey(recorded)
         # Messages count against no limit (`_room`): the body's own records do.
         self._messages = messages
@@ -284,15 +293,39 @@ class Context:
         """Sleep without holding a worker.
 
         The pass ends and the workflow is woken at the deadline the first pass recorded;
-        a later pass past it does not sleep again.
+        a later pass past it does not sleep again. A duration of zero returns at once.
 
         Args:
             duration: How long, in seconds or a timedelta.
 
         Raises:
-            InvalidInputError: A ``duration`` that is not a positive duration.
+            InvalidInputError: A ``duration`` that is negative or not finite.
         """
-        seconds = seconds_of(duration, "duration")
+        seconds = seconds_of(duration, "duration", zero=True)
+        await self._sleep_until(self._run.clock.now() + seconds)
+
+    async def sleep_until(self, when: datetime) -> None:
+        """Sleep until a point in time without holding a worker.
+
+        Returns at once when ``when`` has passed. Recorded like `sleep`: every pass keeps
+        the deadline the first pass recorded.
+
+        Args:
+            when: A timezone-aware datetime, measured on the App's clock as `now` is.
+
+        Raises:
+            InvalidInputError: ``when`` is not a datetime, or is naive (no timezone).
+        """
+        if not isinstance(when, datetime):
+            raise InvalidInputError(f"sleep_until needs a datetime, got {type(when).__name__}")
+        if when.utcoffset() is None:
+            raise InvalidInputError(
+                f"sleep_until needs a timezone-aware datetime, got naive {when.isoformat()}; "
+                "give it a tzinfo (datetime.UTC, or a ZoneInfo)"
+            )
+        await self._sleep_until(when.timestamp())
+
+    async def _sleep_until(self, deadline: float) -> None:
         key = self._next(f"{layout.PREFIX}sleep")
         self._meet(key)
         self._room(key)
@@ -300,7 +333,31 @@ class Context:
         if not isinstance(due, int | float) or due > self._run.clock.now():
             await self._look()
             self._deliver_cancel()  # a sleep not over yet is where a cancel is seen
-        await self._run.sleep(key, seconds)
+        await self._run.sleep_until(key, deadline)
+
+    async def gather(self, *aws: Awaitable[Any], return_exceptions: bool = False) -> list[Any]:
+        """Run awaitables concurrently: `asyncio.gather` as a durable pass needs it.
+
+        When one suspends (a `recv`, a `sleep`, a `child`), the others run on until they
+        finish or suspend too, and then the suspension is raised: the pass ends sleeping
+        until the earliest deadline, or blocked on everything waited for. When one fails,
+        the others are cancelled, as a task group cancels them (a step already running
+        finishes and is recorded first), and the failure is raised once they ended. A bare
+        ``asyncio.gather`` of steps never pays a step twice either, but leaves the other
+        branches running when one fails and keeps only the first error.
+
+        Args:
+            *aws: Step calls, waits, children, coroutines of the body.
+            return_exceptions: Return an exception in its branch's place instead of
+                raising it, cancelling nothing (suspensions are raised all the same).
+
+        Returns:
+            Their results, in the order given.
+
+        Raises:
+            InvalidInputError: An argument is not awaitable (nothing is started).
+        """
+        return await gather(aws, return_exceptions)
 
     async def step(self, key: str, fn: Callable[[], Awaitable[T] | T]) -> T:
         """Run ``fn`` once across every pass, recorded under an explicit ``key``.
@@ -445,7 +502,7 @@ class Context:
                     # A pass that suspends here leaves a record of having reached it, so
                     # code changed before this point takes the old path on later passes.
                     await self._run.step(waited, lambda: True)
-                    raise MessageNeeded(key)
+                    raise self._run.suspend(MessageNeeded(key))
                 await self._run.sleep(deadline, seconds)
             outcome: dict[str, object] = {"t": True}
             if chosen is not None:
@@ -563,7 +620,8 @@ class Context:
         else:
             outcome = await self._ending_of(handle)
             if outcome is None:
-                raise InputNeeded(end)  # the child wakes this workflow when it ends
+                # The child wakes this workflow when it ends.
+                raise self._run.suspend(InputNeeded(end))
             ended = await self._run.step(end, lambda: outcome)
         if not isinstance(ended, dict) or "v" not in ended:
             outcome = ended if isinstance(ended, dict) else {}
@@ -742,6 +800,16 @@ class Context:
 
     def _next(self, name: str) -> str:
         return layout.occurrence(name, self._count(name))
+
+    def _drifted(self, key: str, position: int) -> NondeterminismError | None:
+        """The drift of step ``key`` called at ``position`` in the body's sequence.
+
+        An error if an earlier pass recorded another step there (`_drift.Placement`);
+        None otherwise.
+        """
+        if self._placement is None:
+            self._placement = Placement(self._records)
+        return self._placement.drift(self.id, key, position, self._unmet)
 
     def _meet(self, key: str) -> None:
         self._unmet.discard(key)

@@ -97,6 +97,10 @@ def cancel_key(generation: int) -> str:
     return occurrence(CANCEL, generation)
 
 
+PLACE = "@"
+"""What separates a step record's argument digest from the call's position in the body's
+sequence (``"a": "<digest>@<position>"``, for a call the body's own task made)."""
+
 RETRY = ":retry#"
 """What every `retry_key` holds."""
 
@@ -407,6 +411,7 @@ __all__ = [
     "EVENT",
     "FAILED",
     "KEPT_ACROSS_RUNS",
+    "PLACE",
     "PREFIX",
     "RECV",
     "RESULT",

@@ -1,5 +1,7 @@
 """How a step call is recorded in a workflow: its attempts and backoffs, the record's shape
-(``{"a": digest, "v": value}`` or ``{"a": digest, "e": [type, message]}``) and its replay."""
+(``{"a": marker, "v": value}`` or ``{"a": marker, "e": [type, message]}``, the marker being
+the arguments' digest, then ``@`` and the call's position in the body's sequence for a
+call the body's own task made, `_drift`) and its replay."""
 
 from __future__ import annotations
 
@@ -23,30 +25,52 @@ if TYPE_CHECKING:
 
 
 async def recorded_call(
-    ctx: Context, step: Step[..., Any], key: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ctx: Context,
+    step: Step[..., Any],
+    key: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    position: int | None,
+    guarded: bool = False,
 ) -> Any:
     """Run ``step`` once across every pass of ``ctx``'s workflow under ``key``: replayed
-    from its record (checked against the arguments' digest), or attempted under its retry
-    policy and recorded with its value or its error.
+    from its record (checked against the arguments' digest and the call's ``position``
+    in the body's sequence, `_drift`), or attempted under its retry policy and recorded
+    with its value or its error.
 
     Written out over `Execution.reserve` and `Execution.commit` rather than `Execution.step` with an
     effect: a step call is the App's hot path, and the first attempt runs inline."""
-    marker = step.signature.digest_args(args, kwargs)
-    ctx._unmet.discard(key)
     recorded = ctx._records
+    run = ctx._run
+    task = None
+    if key not in recorded:
+        task = asyncio.current_task()
+        if not guarded and task is not ctx._task:
+            # A fresh step in a branch of the body runs in a task of its own: a sibling's
+            # failure or a task group's abort, cancelling the branch, must not cut an
+            # effect that began (a later pass would pay it again).
+            return await run.guard(recorded_call(ctx, step, key, args, kwargs, position, True))
+    marker = step.signature.digest_args(args, kwargs)
+    if position is not None:
+        marker = f"{marker}{layout.PLACE}{position}"
+    ctx._unmet.discard(key)
     if key not in recorded:
         ctx._room(key)
         if ctx._cancels is not None and ctx._cancels.due(ctx._key):
             ctx._cancel_arrived = await ctx._cancels.arrived(ctx._key, ctx._cancel_key)
+        if position is not None and ctx._unmet:
+            drifted = ctx._drifted(key, position)
+            if drifted is not None:
+                raise ctx._park(drifted)
         ctx._deliver_cancel(key)
-    run = ctx._run
-    if run.reserve(key):
+    if run.reserve(key, task):
         stored = recorded[key]
         if type(stored) is dict and stored.get("a") != marker:
             # Written before the value format changed (bytes, sets): its digest then.
             earlier = step.signature.earlier_digest(args, kwargs)
-            marker = marker if earlier is None or earlier != stored.get("a") else earlier
-        return _parse(ctx, step, key, marker, stored)
+            if earlier is not None and earlier == stored.get("a"):
+                marker = earlier
+        return _parse(ctx, step, key, marker, stored, position)
     failure: Exception | None = None
     own = False  # whether the record holds the value itself, plain (`Value.plain`)
     try:
@@ -75,6 +99,10 @@ async def recorded_call(
             "a": marker,
             "e": [type(exc).__name__, mend_text(str(exc), "error")],
         }
+    except BaseException:
+        # Cut, or its retries wait in a durable sleep: the pass waits for it no more.
+        run.abandon(key)
+        raise
     else:
         plain = step.signature.result.plain
         if plain is not None and plain(value):
@@ -100,7 +128,7 @@ async def recorded_call(
         # types (`Value.plain`), so reading it back needs no checks.
         return stored["v"]
     try:
-        return _parse(ctx, step, key, marker, stored)
+        return _parse(ctx, step, key, marker, stored, position)
     except StepFailedError as exc:
         if failure is not None:
             raise exc from failure
@@ -154,22 +182,38 @@ async def _attempts(
         attempt += 1
 
 
-def _parse(ctx: Context, step: Step[..., Any], key: str, marker: str, stored: object) -> Any:
+def _parse(
+    ctx: Context,
+    step: Step[..., Any],
+    key: str,
+    marker: str,
+    stored: object,
+    position: int | None,
+) -> Any:
     if not isinstance(stored, dict) or "a" not in stored:
         raise ctx._park(
             NondeterminismError(
                 ctx.id, key, f"the record there was not written by step {step.name!r}"
             )
         )
-    if stored["a"] != marker:
-        raise ctx._park(
-            NondeterminismError(
-                ctx.id,
-                key,
-                f"step {step.name!r} was called with other arguments than the recorded "
-                "call (the body changed, or concurrent calls need .keyed(key))",
+    recorded = stored["a"]
+    if recorded != marker:
+        digest, _, place = str(recorded).partition(layout.PLACE)
+        if digest != marker.partition(layout.PLACE)[0]:
+            raise ctx._park(
+                NondeterminismError(
+                    ctx.id,
+                    key,
+                    f"step {step.name!r} was called with other arguments than the recorded "
+                    "call (the body changed, or concurrent calls need .keyed(key))",
+                )
             )
-        )
+        if place and position is not None:
+            # Recorded at another place in the body's sequence: drifted if another step
+            # the body has not reached yet was recorded at this one (a reorder, a removal).
+            drifted = ctx._drifted(key, position)
+            if drifted is not None:
+                raise ctx._park(drifted)
     if "e" in stored:
         error_type, message = stored["e"]
         raise StepFailedError(ctx.id, key, str(error_type), str(message))

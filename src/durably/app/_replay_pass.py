@@ -163,9 +163,9 @@ class ReplayExecution(Execution):
         self.body: asyncio.Task[Any] | None = None
         self._kept = 0
 
-    def reserve(self, key: str) -> bool:
+    def reserve(self, key: str, task: asyncio.Task[Any] | None = None) -> bool:
         self._read(key)
-        if super().reserve(key):
+        if super().reserve(key, task):
             return True
         raise self._stop(key)  # a step with no record: never run
 

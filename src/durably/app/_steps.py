@@ -116,9 +116,18 @@ class Step(Generic[P, R]):
             plain = self._plain(args, kwargs)
             plain.__qualname__ = self.name  # type: ignore[attr-defined]
             return plain
-        # The key is taken now, at the call, so concurrent branches keep their call order.
-        key = self._key if self._key is not None else ctx._next(self.name)
-        call = recorded_call(ctx, self, key, args, kwargs)
+        # The key is taken now, at the call, so concurrent branches keep their call order;
+        # so is the position of a call the body's own task makes (`_drift`). A call with
+        # an explicit key (`keyed`) is found by its key wherever it comes: it takes none.
+        position = None
+        if self._key is not None:
+            key = self._key
+        else:
+            key = ctx._next(self.name)
+            if asyncio.current_task() is ctx._task:
+                position = ctx._made
+                ctx._made = position + 1
+        call = recorded_call(ctx, self, key, args, kwargs, position)
         # Python's warning for a call never awaited names this; the key says which call
         # took the occurrence (the step's later calls in the body get the next ones).
         call.__qualname__ = key  # type: ignore[attr-defined]

@@ -29,9 +29,9 @@ Duration = float | int | timedelta
 """A duration: seconds as a number, or a `timedelta`."""
 
 
-def seconds_of(value: object, name: str) -> float:
-    """``value`` (a number of seconds or a `timedelta`) in seconds, if finite and positive;
-    `InvalidInputError` naming ``name`` otherwise."""
+def seconds_of(value: object, name: str, *, zero: bool = False) -> float:
+    """``value`` (a number of seconds or a `timedelta`) in seconds, if finite and positive
+    (or zero, with ``zero``); `InvalidInputError` naming ``name`` otherwise."""
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, int | float) and not isinstance(value, bool):
@@ -43,8 +43,9 @@ def seconds_of(value: object, name: str) -> float:
         raise InvalidInputError(
             f"{name} must be seconds or a timedelta, got {type(value).__name__}"
         )
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise InvalidInputError(f"{name} must be positive and finite, got {value!r}")
+    if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not zero):
+        least = "zero or more" if zero else "positive"
+        raise InvalidInputError(f"{name} must be {least} and finite, got {value!r}")
     return seconds
 
 

@@ -6,6 +6,7 @@ Also the engine body (`Execution` -> result) the Worker serves it with.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
@@ -21,6 +22,7 @@ from durably.app._context import (
     unbind,
 )
 from durably.app._core import Core
+from durably.app._drift import unread, unread_warning
 from durably.app._handles import WorkflowHandle, cancel_children, find_handle
 from durably.app._options import OPTIONS, WorkflowOptions
 from durably.app._retry import Retry
@@ -460,7 +462,13 @@ class Workflow(Generic[P, R]):
         running = self._core.cancels.begin(run.workflow, ctx._cancel_key)
         token = bind(ctx)
         try:
-            value = await self._call(ctx, positional, keywords)
+            try:
+                value = await self._call(ctx, positional, keywords)
+            finally:
+                # What its branches still run lands before this pass records anything of
+                # its end (a child started after `cancel_children` would outlive it).
+                if run.busy:
+                    await run.drain()
         except ContinueAsNew as request:
             if ctx._stopped is not None:
                 raise ctx._stopped from None
@@ -502,6 +510,8 @@ class Workflow(Generic[P, R]):
             raise ctx._stopped
         if ctx._continued is not None:  # caught by the body, which then returned
             return await self._continue(run, start, ctx._continued)
+        if ctx._unmet:
+            self._warn_unread(ctx)
         try:
             encoded = self.signature.result.encode(value)
         except Exception as exc:
@@ -571,6 +581,8 @@ class Workflow(Generic[P, R]):
 
     async def _failed(self, run: Execution, ctx: Context, exc: BaseException) -> BodyFailed:
         """The body raised ``exc``: its end recorded unless the workflow retries bodies."""
+        if ctx._unmet:
+            self._warn_unread(ctx)
         if self.retry is None:
             await self._end(run, ctx, layout.FAILED, layout.failure(exc))
         return BodyFailed(exc, retryable=self.retry is not None)
@@ -582,6 +594,19 @@ class Workflow(Generic[P, R]):
         """
         await run.step(layout.occurrence(name, ctx.generation), lambda: ended)
         await self._wake_parent(ctx._start)
+
+    def _warn_unread(self, ctx: Context) -> None:
+        """Warn when the body ended without reading records earlier passes left.
+
+        Steps removed, or skipped by changed code, under the in-flight workflow.
+        """
+        keys = unread(ctx._unmet)
+        if keys:
+            # Not the context's logger: that one is quiet while records are unread.
+            logging.getLogger(f"durably.workflow.{self.kind}").warning(
+                unread_warning(ctx.id, keys),
+                extra={"workflow": ctx.id, "kind": self.kind, "unread": keys},
+            )
 
     async def _wake_parent(self, start: Mapping[str, Any]) -> None:
         await self._core.wake_parent(start)

@@ -6,17 +6,21 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar, cast
 
 from durably.clock import Clock, SystemClock
+from durably.engine.inflight import DRAIN_SECONDS, InFlight
 from durably.engine.tasks import stop
 from durably.errors import (
     Contended,
     Fenced,
     InputNeeded,
+    InvalidInputError,
     MessageNeeded,
+    PassEnded,
     ScheduledWakeup,
     Suspended,
     Swallowed,
@@ -53,7 +57,9 @@ class Execution:
     """What a workflow body sees during one pass: steps that run once, durable sleeps,
     and values or messages from outside.
 
-    Built by `resume`; a body never constructs one itself.
+    Built by `resume`; a body never constructs one itself. A pass never ends while a step
+    it started still runs: when the body ends, `resume` waits for the steps its branches
+    still run (`drain`), then refuses any further step with `PassEnded`.
     """
 
     def __init__(
@@ -62,12 +68,16 @@ class Execution:
         checkpointer: Checkpointer[Any],
         records: dict[str, object],
         clock: Clock,
+        *,
+        drain: float = DRAIN_SECONDS,
     ) -> None:
         self._holder = holder
         self._checkpointer = checkpointer
         self._records = records
         self._clock = clock
         self._used: set[str] = set()
+        self._inflight = InFlight(drain)
+        self._closed = False
         self._suspensions: list[Suspended] = []
         self._cursor: str | None = None
         self._consumed: list[str] = []
@@ -114,34 +124,66 @@ class Execution:
         """Run ``effect`` once across every pass and return ``parse`` of its recorded value.
 
         A recorded step returns without running its effect. Once the effect returned, its
-        write is shielded from cancellation. Raises `ValueError` for a name used twice in
-        one pass or in the inbox key space, and `Fenced` if this pass was superseded.
+        write is shielded from cancellation; an effect run in a branch of the body is
+        shielded too (`guard`). Raises `ValueError` for a name used twice in one pass or in
+        the inbox key space, `Fenced` if this pass was superseded, and `PassEnded` once the
+        pass has ended.
         """
-        if self.reserve(key):
+        self._use(key)
+        if key in self._records:
+            self.replayed += 1
             return parse(self._records[key])
-        value = effect()
-        if inspect.isawaitable(value):
-            value = await value
-        # `commit` without its check (this pass reserved the key just now) and without a
-        # coroutine of its own: every engine step writes here.
+        inflight = self._inflight
+        inflight.hold(key)
+        try:
+            value = effect()
+            if inspect.isawaitable(value):
+                # An effect that awaits may be cut, or need a guard: its task is noted.
+                if inflight.in_branch(inflight.take(key)):
+                    return parse(await inflight.guard(self._perform(key, value)))
+                value = await value
+            # `commit` without its check (this pass reserved the key just now) and without
+            # a coroutine of its own: every engine step writes here.
+            self.performed += 1
+            recorded = await self._write(self._checkpointer.record(self._holder, key, value))
+            landed = self._land(key, recorded)
+        finally:
+            inflight.give_back(key)
+        return parse(landed)
+
+    async def _perform(self, key: str, effect: Awaitable[object]) -> object:
+        """The rest of a step whose effect ``effect`` began: await it, record its value."""
+        value = await effect
         self.performed += 1
         recorded = await self._write(self._checkpointer.record(self._holder, key, value))
-        return parse(self._land(key, recorded))
+        return self._land(key, recorded)
 
-    def reserve(self, key: str) -> bool:
+    def reserve(self, key: str, task: asyncio.Task[Any] | None = None) -> bool:
         """Take ``key`` for a step of this pass, as `step` does before anything else: True
         when its value is recorded (read it from `recorded`; the effect must not run),
         False when the caller is to run the effect and `commit` its value.
 
         `step` is this and `commit` around an effect; the halves serve a caller that runs
-        its effect inline, with no function to hand over (the App's step calls). Raises
-        `ValueError` for a key used twice in one pass or in the inbox key space.
+        its effect inline, with no function to hand over (the App's step calls). Between
+        them the step counts as running (the pass waits for it before it reports): a
+        caller whose effect ends without a value to commit calls `abandon`. Raises
+        `ValueError` for a key used twice in one pass or in the inbox key space, and
+        `PassEnded` once the pass has ended (the effect must not run). ``task`` is the task
+        that runs the effect, for a caller that has it at hand (the current one if None).
         """
         self._use(key)
         if key in self._records:
             self.replayed += 1
             return True
+        self._inflight.take(key, task)
         return False
+
+    def abandon(self, key: str) -> None:
+        """Give up ``key``, which `reserve` took fresh, without a value to commit (its
+        effect was cut, or its retries wait in a durable sleep): the pass no longer waits
+        for it, and a later pass runs the step. Repeating it, or calling it after
+        `commit`, changes nothing."""
+        self._inflight.give_back(key)
 
     async def commit(self, key: str, value: object) -> object:
         """Record ``value`` under ``key``, which `reserve` took fresh in this pass, and
@@ -151,8 +193,37 @@ class Execution:
         if key not in self._used or key in self._records:
             raise ValueError(f"step key {key!r} was not reserved fresh in this pass")
         self.performed += 1
-        recorded = await self._write(self._checkpointer.record(self._holder, key, value))
-        return self._land(key, recorded)
+        try:
+            recorded = await self._write(self._checkpointer.record(self._holder, key, value))
+            return self._land(key, recorded)
+        finally:
+            self._inflight.give_back(key)
+
+    async def guard(self, work: Awaitable[T]) -> T:
+        """Await ``work``, the rest of a step a branch of the body started (its effect and
+        its record), to its end even if the branch is cancelled from inside the body (a
+        sibling's failure, a task group aborting on a suspension): the cancel reaches the
+        branch once the record landed. Only the pass's own stop (the worker's shutdown, a
+        lost claim) cuts it."""
+        return await self._inflight.guard(work)
+
+    def suspend(self, suspension: Suspended) -> Suspended:
+        """Note ``suspension``, which the caller is about to raise, as one of this pass's
+        and return it: the pass reports it even if the raise is lost on the way (a bare
+        ``asyncio.gather`` keeps only the first of its branches' errors)."""
+        return self._suspend(suspension)
+
+    @property
+    def busy(self) -> bool:
+        """Whether a step this pass started may still be running (`drain` waits for it)."""
+        return self._inflight.busy
+
+    async def drain(self) -> None:
+        """Wait until no step this pass started still runs, giving their branches a few
+        turns to start their next ones; bounded by the pass's drain time (past it the
+        steps are cut, to run again in a later pass). `resume` does this before it
+        reports; a body may do it earlier, before it writes records of its own end."""
+        await self._inflight.drain(self.workflow)
 
     async def transact(self, key: str, effect: object, parse: Parse[T] = _identity) -> T:
         """Run a store-specific ``effect`` and record its value in one commit, once.
@@ -164,10 +235,15 @@ class Execution:
         if key in self._records:
             self.replayed += 1
             return parse(self._records[key])
-        recorded = await self._write(self._checkpointer.transact(self._holder, key, effect))
+        self._inflight.hold(key)
+        try:
+            recorded = await self._write(self._checkpointer.transact(self._holder, key, effect))
+            landed = self._land(key, recorded)
+        finally:
+            self._inflight.give_back(key)
         if recorded.first:
             self.performed += 1
-        return parse(self._land(key, recorded))
+        return parse(landed)
 
     async def sleep(self, key: str, duration: float) -> None:
         """Sleep ``duration`` seconds of the caller's clock without holding a process.
@@ -176,11 +252,28 @@ class Execution:
         `Sleeping`.
         """
         seconds = positive(duration, "duration")
+        await self._sleep_to(key, self._clock.now() + seconds)
+
+    async def sleep_until(self, key: str, deadline: float) -> None:
+        """Sleep until ``deadline`` (the caller's clock) without holding a process.
+
+        The deadline is recorded on the first pass, one already past too (so every pass
+        agrees it is over); until it passes, the pass ends with `Sleeping`. Raises
+        `InvalidInputError` for a deadline that is not a finite number.
+        """
+        if (
+            isinstance(deadline, bool)
+            or not isinstance(deadline, int | float)
+            or not math.isfinite(deadline)
+        ):
+            raise InvalidInputError(f"deadline must be a finite number, got {deadline!r}")
+        await self._sleep_to(key, float(deadline))
+
+    async def _sleep_to(self, key: str, deadline: float) -> None:
         self._use(key)
         if key in self._records:
             wakeups = self._wakeup(key)
         else:
-            deadline = self._clock.now() + seconds
             wakeups = []
 
             def landed(recorded: Recorded[object]) -> None:
@@ -189,7 +282,11 @@ class Execution:
 
             # The wakeup is noted as the deadline lands, also when a sibling's suspension
             # cancels this sleep meanwhile: the pass must still be woken at the deadline.
-            await self._write(self._checkpointer.record(self._holder, key, deadline), landed)
+            self._inflight.hold(key)
+            try:
+                await self._write(self._checkpointer.record(self._holder, key, deadline), landed)
+            finally:
+                self._inflight.give_back(key)
         if wakeups:
             raise wakeups[0]
 
@@ -222,8 +319,12 @@ class Execution:
                 fresh = fresh[:limit]
             if not fresh:
                 raise self._suspend(MessageNeeded(key))
-            recorded = await self._write(self._checkpointer.record(self._holder, key, fresh))
-            keys = [str(k) for k in cast(list[object], self._land(key, recorded))]
+            self._inflight.hold(key)
+            try:
+                recorded = await self._write(self._checkpointer.record(self._holder, key, fresh))
+                keys = [str(k) for k in cast(list[object], self._land(key, recorded))]
+            finally:
+                self._inflight.give_back(key)
         if keys:
             self._cursor = max(keys) if self._cursor is None else max(self._cursor, *keys)
         return [Entry(k, self._records.get(k)) for k in keys]
@@ -265,7 +366,21 @@ class Execution:
         step_key(key, "step key")
         if key in self._used:
             raise ValueError(f"step key {key!r} used twice in one pass")
+        if self._closed:
+            raise PassEnded(self.workflow, key)
         self._used.add(key)
+
+    async def _close(self, ended_by: BaseException | None) -> None:
+        """The body ended (``ended_by`` what it raised): let the steps its branches still
+        run land, or cut them when the pass stops (cancelled, superseded); then refuse
+        every further step."""
+        try:
+            if ended_by is not None and _stops(ended_by):
+                await self._inflight.abort()
+            else:
+                await self._inflight.drain(self.workflow)
+        finally:
+            self._closed = True
 
     def _land(self, key: str, recorded: Recorded[object]) -> object:
         self._records[key] = recorded.value
@@ -300,6 +415,7 @@ class Execution:
             except Fenced as fenced:
                 if self._fenced is None:
                     self._fenced = fenced
+                self._inflight.stopped = True  # superseded: what else runs is wasted
                 raise
         if landed is not None:
             landed(result)
@@ -318,6 +434,7 @@ async def resume(
     *,
     clock: Clock | None = None,
     on_run: Callable[[Execution], None] | None = None,
+    drain: float = DRAIN_SECONDS,
 ) -> Outcome[T]:
     """Run one pass of ``body`` under ``holder`` and say how it ended.
 
@@ -326,21 +443,39 @@ async def resume(
     the body absorbed it and carried on), the body's own
     exception when it failed (a failure beats a suspension), and `Swallowed` when the body
     caught a suspension and returned.
+
+    The pass reports only once no step it started still runs: when the body ends, the
+    steps its branches still run (a bare ``asyncio.gather`` leaves them running when one
+    branch suspends) land first, their branches going on until they finish or suspend
+    too (their suspensions join the outcome), for up to ``drain`` seconds; past that they
+    are cut, to run again in a later pass. Then any further step is refused (`PassEnded`).
+
+    Cancelling the caller stops the pass: the steps still running are cut (a record being
+    written still lands), and the cancellation propagates.
     """
     records = await checkpointer.load(holder.workflow)
-    run = Execution(holder, checkpointer, records, clock or SystemClock())
+    run = Execution(holder, checkpointer, records, clock or SystemClock(), drain=drain)
     if on_run is not None:
         on_run(run)
     try:
         value = await body(run)
     except BaseException as exc:
+        if run.busy:
+            await run._close(exc)
+        run._closed = True
         suspended = _ended_by(run, exc)
         await _compact(run)
         return suspended
+    # Suspensions noted from here on are of branches that outlived a body that returned:
+    # its value stands.
+    swallowed = run.suspensions
+    if run.busy:
+        await run._close(None)
+    run._closed = True
     if run._fenced is not None:
         raise run._fenced
-    if run.suspensions:
-        raise Swallowed(holder.workflow, run.suspensions)
+    if swallowed:
+        raise Swallowed(holder.workflow, swallowed)
     await _compact(run)
     return Completed(value)
 
@@ -370,6 +505,15 @@ def _leaves(exc: BaseException) -> list[BaseException]:
             found.extend(_leaves(inner))
         return found
     return [exc]
+
+
+def _stops(exc: BaseException) -> bool:
+    """Whether a body that ended with ``exc`` stops its pass (cancelled, superseded,
+    interrupted): then the steps its branches still run are cut, not waited for."""
+    return any(
+        isinstance(leaf, Fenced | Contended) or not isinstance(leaf, Exception | Suspended)
+        for leaf in _leaves(exc)
+    )
 
 
 def _ended_by(run: Execution, exc: BaseException) -> Sleeping | Blocked:
@@ -430,7 +574,7 @@ async def advance(
         raise Contended(workflow)
     keepalive = asyncio.create_task(_keep_alive(checkpointer, holder, alive))
     try:
-        return await resume(holder, checkpointer, body, clock=clock)
+        return await resume(holder, checkpointer, body, clock=clock, drain=budget)
     finally:
         await stop(keepalive)
         await checkpointer.release(holder)

@@ -170,8 +170,17 @@ class WorkflowService(Service):
         # last pass): the pass reports the same end, and the status never reopens meanwhile,
         # so a message sent then is refused rather than kept unread.
         runs: list[Execution] = []
+        # A step the body's branches still run when it ended may take what a step awaited
+        # on its own could: the rest of the pass's budget (the claim is renewed meanwhile).
         passing = asyncio.create_task(
-            resume(holder, checkpointer, self.body, clock=ctx.clock, on_run=runs.append)
+            resume(
+                holder,
+                checkpointer,
+                self.body,
+                clock=ctx.clock,
+                on_run=runs.append,
+                drain=self.budget,
+            )
         )
         lost: list[bool] = []
         keeping = asyncio.create_task(self._keep_alive(ctx, delivery, holder, passing, lost))

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from durably.testing.app.basics import AppBasics
 from durably.testing.app.cancels import AppCancels
+from durably.testing.app.concurrency import AppConcurrency
 from durably.testing.app.continuing import AppContinueAsNew
 from durably.testing.app.deploys import AppDeployCheck
+from durably.testing.app.drift import AppDrift
 from durably.testing.app.failures import AppFailures
 from durably.testing.app.fairness import AppFairness
 from durably.testing.app.fanout import AppFanOut
@@ -22,6 +24,7 @@ from durably.testing.app.messages import AppMessages
 from durably.testing.app.races import AppRaces
 from durably.testing.app.refusals import AppRefusals
 from durably.testing.app.replay import AppReplay
+from durably.testing.app.sleeps import AppSleeps
 from durably.testing.app.tenants import AppTenants
 from durably.testing.app.upgrade import AppUpgrade
 from durably.testing.app.values import AppValues
@@ -43,6 +46,9 @@ class AppConformance(
     AppMessages,
     AppContinueAsNew,
     AppCancels,
+    AppConcurrency,
+    AppDrift,
+    AppSleeps,
 ):
     """Every test here must pass for `durably.App` on every backing durably ships."""
 

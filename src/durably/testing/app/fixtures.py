@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from durably.app import App, Context, Topic, Workflow
+from durably.app import App, Context, Retry, Step, Topic, Workflow
 from durably.clock import ManualClock
 
 AppFactory = Callable[..., Awaitable[App]]
@@ -77,6 +77,20 @@ NOTE: Topic[str] = Topic("note", str)
 
 def fresh_id() -> str:
     return f"wf-{uuid.uuid4().hex[:12]}"
+
+
+def fails_once(app: App, tries: list[int]) -> Step[[], str]:
+    """Register a step whose first attempt fails and whose retry waits a minute (a durable
+    sleep, over `DURABLE_BACKOFF`); ``tries`` gets an entry per attempt."""
+
+    @app.step(retry=Retry(max_attempts=2, initial=60, maximum=60, jitter=0))
+    async def flaky() -> str:
+        tries.append(1)
+        if len(tries) == 1:
+            raise RuntimeError("the first attempt fails; the retry waits a minute")
+        return "recovered"
+
+    return flaky
 
 
 def parent_of_a_sleeper(app: App) -> tuple[Workflow[[], None], Workflow[[], None]]:
@@ -165,6 +179,7 @@ __all__ = [
     "ReplyWithScore",
     "Ticket",
     "earlier_start",
+    "fails_once",
     "fresh_id",
     "parent_of_a_sleeper",
     "write_earlier",
