@@ -117,3 +117,18 @@ def test_an_int_too_long_for_any_reader_is_refused_when_encoded() -> None:
     with pytest.raises(InvalidInputError, match="digits"):
         JsonCodec().encode({"n": 10**5_000})
     assert JsonCodec().decode(JsonCodec().encode(INT_BOUND - 1)) == INT_BOUND - 1
+
+
+@pytest.mark.parametrize("status", ["bogus", b"\xff", b"completed", "failed", None])
+def test_an_append_unless_finished_refuses_only_a_status_known_to_be_finished(
+    status: str | bytes | None,
+) -> None:
+    from durably.errors import WorkflowFinishedError
+    from durably.stores.workflows import refuse_finished
+
+    finished = status in (b"completed", "failed")
+    if finished:
+        with pytest.raises(WorkflowFinishedError):
+            refuse_finished("wf", status)
+    else:
+        refuse_finished("wf", status)  # no such status: its next pass parks the workflow

@@ -188,8 +188,8 @@ class BoundSqliteCheckpointer:
         ``unless_finished``, `WorkflowFinishedError` for a finished workflow (the status
         is read under the same write lock)."""
         if unless_finished:
-            status = self._tx.one(_SQL["get_status"], {"workflow": workflow})
-            refuse_finished(workflow, None if status is None else status["status"])
+            rows = self._tx.texts(_SQL["get_status"], {"workflow": workflow})
+            refuse_finished(workflow, rows[0]["status"] if rows else None)
         position = self._tx.row(_SQL["next_inbox_position"], {"workflow": workflow})[0]
         key = inbox_key(position)
         self.insert(workflow, key, encoded)

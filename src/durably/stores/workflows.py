@@ -111,11 +111,17 @@ def kept_prefixes(keep: object) -> tuple[str, ...]:
     return tuple(dict.fromkeys(identifier(prefix, "keep prefix") for prefix in keep))
 
 
-def refuse_finished(workflow: str, status: str | None) -> None:
-    """Raise `WorkflowFinishedError` when ``status`` (a `WorkflowStatus` value, or None
-    for none reported) is finished: what an append ``unless_finished`` refuses."""
-    if status is not None and WorkflowStatus(status).finished:
-        raise WorkflowFinishedError(f"workflow {workflow!r} is {status}: it takes no messages")
+_FINISHED_TEXTS = frozenset(status.value for status in WorkflowStatus if status.finished)
+
+
+def refuse_finished(workflow: str, status: str | bytes | None) -> None:
+    """Raise `WorkflowFinishedError` when ``status`` (a `WorkflowStatus` value as stored,
+    or None for none reported) is finished: what an append ``unless_finished`` refuses.
+    A status something else wrote (no such status) is not known to be finished, as the
+    stores that check in their own statement see it: the next pass parks the workflow."""
+    text = status.decode(errors="replace") if isinstance(status, bytes) else status
+    if text in _FINISHED_TEXTS:
+        raise WorkflowFinishedError(f"workflow {workflow!r} is {text}: it takes no messages")
 
 
 @dataclass(frozen=True, slots=True)
