@@ -5,11 +5,12 @@ send racing the workflow's end lands before it or is refused."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import gc
 import statistics
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -35,14 +36,20 @@ async def cpu_seconds(call: Awaitable[object]) -> float:
     """The processor time this process spent while ``call`` ran (its store's own thread
     included): the work a call costs, without the waits of a disk or network shared with
     other processes."""
-    # The collector's passes grow with everything the test keeps alive (thousands of
-    # queued messages on memory): what it costs is not the call's, so it waits.
+    began = time.process_time()
+    await call
+    return time.process_time() - began
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Collect once, then keep the collector out while measuring: its passes grow with
+    everything the process keeps alive (thousands of queued messages on memory), and what
+    they cost is not the measured calls'."""
     gc.collect()
     gc.disable()
     try:
-        began = time.process_time()
-        await call
-        return time.process_time() - began
+        yield
     finally:
         gc.enable()
 
@@ -70,7 +77,8 @@ class AppMessages(AppFixtures):
             """What one send costs now: the least of `ROUNDS` medians of `SAMPLED` sends."""
             medians = []
             for _ in range(ROUNDS):
-                spent = [await cpu_seconds(handle.send(NOTE, "x")) for _ in range(SAMPLED)]
+                with collector_paused():
+                    spent = [await cpu_seconds(handle.send(NOTE, "x")) for _ in range(SAMPLED)]
                 medians.append(statistics.median(spent))
             return min(medians)
 
@@ -101,7 +109,8 @@ class AppMessages(AppFixtures):
             await handle.send(APPROVAL, True)  # another topic's, queued before the notes
             for _ in range(count):
                 await handle.send(NOTE, "x")
-            spent = await cpu_seconds(app.run_until_idle())
+            with collector_paused():
+                spent = await cpu_seconds(app.run_until_idle())
             assert await handle.result(timeout=5) == count
             return spent
 
