@@ -35,12 +35,12 @@ NAMESPACES = {
     WorkflowFinishedError WorkflowLimitError WorkflowNotFoundError Clock ManualClock SystemClock
     Stores open_stores WorkflowInfo
     WorkflowStatus RunRecord RunState SessionRecord StateKey ToolCall Usage WorkItem WorkState
-    WorkPriority QueueStats""",
+    WorkPriority QueueStats Throttle""",
     "durably.stores": """StateStore StateDelta StatePage StateQuery RunRecord RunState
     SessionRecord StateKey ToolCall Usage WorkQueue QueuePolicy QueueStats WorkItem WorkState
     WorkPriority Checkpointer Scheduler Durable SplitDurable CheckpointCodec JsonCodec Pass
     Entry Written Recorded Finish Restart Blocked Sleeping Completed Delivery WorkflowInfo
-    WorkflowStatus Stores open_stores""",
+    WorkflowStatus Stores open_stores Throttle""",
     "durably.engine": """Execution advance resume Worker start_workflow QueueService
     WorkflowService ServiceContext Body Handler""",
     "durably.claimcheck": """ClaimCheckStore ClaimCheckPolicy ClaimCheckedCheckpointer

@@ -5,12 +5,13 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from durably.clock import Clock, SystemClock
 from durably.errors import DurablyError, LeaseLostError, WorkItemNotFoundError
 from durably.memory.rotation import Rotation
+from durably.stores.flow import throttle_admits
 from durably.stores.work import (
     DEFAULT_QUEUE,
     QueuePolicy,
@@ -58,6 +59,32 @@ class _Tables:
     reaped: Counter[str] = field(default_factory=Counter)
     duplicates: Counter[str] = field(default_factory=Counter)
     sequence: int = 0
+    # Flow control: the gates of queued and claimed items under it, the claimed items of
+    # each (queue, concurrency key), and each (queue, throttle key)'s arrival time.
+    gates: dict[_Key, _Gate] = field(default_factory=dict)
+    running: Counter[tuple[str, str]] = field(default_factory=Counter)
+    arrivals: dict[tuple[str, str], float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Gate:
+    concurrency_key: str | None
+    concurrency_limit: int
+    throttle_key: str | None
+    throttle_seconds: float
+    throttle_burst: int
+
+    @classmethod
+    def of(cls, item: WorkItem) -> _Gate | None:
+        if item.concurrency_key is None and item.throttle_key is None:
+            return None
+        return cls(
+            item.concurrency_key,
+            item.concurrency_limit or 1,
+            item.throttle_key,
+            item.throttle_seconds or 1.0,
+            item.throttle_burst or 1,
+        )
 
 
 class MemoryWorkQueue:
@@ -116,9 +143,23 @@ class MemoryWorkQueue:
         lease = self._policy.lease_for(lease_seconds)
         now = self._clock.now()
         rotation = self._tables.rotations.get(queue)
-        taken = None if rotation is None else rotation.take(now)
+        gates = self._tables.gates
+        if rotation is None:
+            return None
+        taken = rotation.take(
+            now, (lambda tenant: self._admits(queue, tenant, now)) if gates else None
+        )
         if taken is None:
             return None
+        gate = gates.get(taken)
+        if gate is not None and gate.throttle_key is not None:
+            arrivals = self._tables.arrivals
+            key = (queue, gate.throttle_key)
+            tat = throttle_admits(
+                arrivals.get(key), now, gate.throttle_seconds, gate.throttle_burst
+            )
+            assert tat is not None  # `_admits` let it through at this instant
+            arrivals[key] = tat
         chosen = self._tables.items[taken].item()
         claimed = chosen.model_copy(
             update={
@@ -289,6 +330,24 @@ class MemoryWorkQueue:
 
     # --- internals ------------------------------------------------------------------------
 
+    def _admits(self, queue: str, tenant: str, now: float) -> Callable[[str], bool]:
+        """Whether each item (by id) of ``tenant`` passes its flow gates at ``now``."""
+        gates, running, arrivals = self._tables.gates, self._tables.running, self._tables.arrivals
+
+        def admits(item_id: str) -> bool:
+            gate = gates.get((tenant, item_id))
+            if gate is None:
+                return True
+            key = gate.concurrency_key
+            if key is not None and running[(queue, key)] >= gate.concurrency_limit:
+                return False
+            if gate.throttle_key is None:
+                return True
+            tat = arrivals.get((queue, gate.throttle_key))
+            return throttle_admits(tat, now, gate.throttle_seconds, gate.throttle_burst) is not None
+
+        return admits
+
     def _live(self, tenant: str, item_id: str) -> WorkItem | None:
         slot = self._tables.items.get((tenant, item_id))
         if slot is None:
@@ -363,10 +422,13 @@ class MemoryWorkQueue:
         if previous is not None:
             tables.sizes[(slot.queue, previous)] -= 1
         tables.sizes[(slot.queue, state)] += 1
+        gate = tables.gates.get(key) if previous is not None else _Gate.of(item)
         if state is WorkState.CLAIMED:
             tables.claimed.add(key)
         elif previous is WorkState.CLAIMED:
             tables.claimed.discard(key)
+        if gate is not None:
+            self._gate(key, slot.queue, gate, previous, state)
         rotation = tables.rotations.get(slot.queue)
         if rotation is None:
             rotation = tables.rotations[slot.queue] = Rotation[int]()
@@ -382,6 +444,30 @@ class MemoryWorkQueue:
             )
         elif previous is WorkState.QUEUED:
             rotation.discard(item.tenant, item.id, self._clock.now())
+
+    def _gate(
+        self,
+        key: _Key,
+        queue: str,
+        gate: _Gate,
+        previous: WorkState | None,
+        state: WorkState,
+    ) -> None:
+        """Keep the gates and the running counts in step with a change of state."""
+        tables = self._tables
+        if state.terminal:
+            tables.gates.pop(key, None)
+        else:
+            tables.gates[key] = gate
+        if gate.concurrency_key is None:
+            return
+        counted = (queue, gate.concurrency_key)
+        if state is WorkState.CLAIMED:
+            tables.running[counted] += 1
+        elif previous is WorkState.CLAIMED:
+            tables.running[counted] -= 1
+            if tables.running[counted] <= 0:
+                del tables.running[counted]
 
     def _forget_dedupe(self, item: WorkItem) -> None:
         if item.dedupe_key is None:

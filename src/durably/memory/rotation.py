@@ -16,6 +16,7 @@ order (an int), the scheduler's workflow id (a str).
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import count
 from typing import Any, Generic, TypeVar
@@ -25,6 +26,7 @@ _SLACK = 32  # stale entries a heap may carry beyond its live ones before it is 
 S = TypeVar("S", int, str)  # the tie-breaking sequence: one type per rotation
 _Head = tuple[float, Any]  # (available_at, sequence) of a tenant's oldest item
 _Where = tuple[bool, int, _Head]  # (in the rotation, turn, head) as last placed
+Admits = Callable[[str], bool]  # whether an item (by id) of one tenant may be taken now
 
 
 def _compact(heap: list[Any], live: int, current: Any) -> None:
@@ -63,19 +65,29 @@ class _Tenant(Generic[S]):
             heapq.heappop(by_age)
         return None
 
-    def pop_due(self, now: float) -> str | None:
-        """Take the first due item in the tenant's order (its id), if one is due."""
+    def pop_due(self, now: float, admits: Admits | None = None) -> tuple[str | None, bool]:
+        """Take the first due item in the tenant's order that ``admits`` lets through (its
+        id), if one is; and whether a due item was passed over for ``admits``."""
         pending, ready = self.pending, self.ready
         while pending and pending[0][0] <= now:
             at, sequence, mark, item_id, priority = heapq.heappop(pending)
             if self.queued.get(item_id) == mark:
                 heapq.heappush(ready, (-priority, at, sequence, mark, item_id))
+        passed: list[tuple[int, float, S, int, str]] = []
+        found: str | None = None
         while ready:
-            *_, mark, item_id = heapq.heappop(ready)
-            if self.queued.get(item_id) == mark:
+            entry = heapq.heappop(ready)
+            mark, item_id = entry[3], entry[4]
+            if self.queued.get(item_id) != mark:
+                continue
+            if admits is None or admits(item_id):
                 del self.queued[item_id]
-                return item_id
-        return None
+                found = item_id
+                break
+            passed.append(entry)  # its gate is shut: it keeps its place
+        for entry in passed:
+            heapq.heappush(ready, entry)
+        return found, bool(passed)
 
 
 class Rotation(Generic[S]):
@@ -135,10 +147,14 @@ class Rotation(Generic[S]):
         self._depth -= 1
         self._place(tenant, state, now)
 
-    def take(self, now: float) -> tuple[str, str] | None:
+    def take(
+        self, now: float, admits: Callable[[str], Admits] | None = None
+    ) -> tuple[str, str] | None:
         """A claim's choice, removed from the index: (tenant, item id) of the first due item
         of the first tenant in the rotation, whose turn goes above every other; None if no
-        item is due."""
+        item is due. With ``admits`` (a tenant's item filter, for flow control), items it
+        refuses are passed over in place, and a tenant with only such items keeps its
+        turn."""
         waiting = self._waiting
         while waiting and waiting[0][0] <= now:
             _, stamp, tenant = heapq.heappop(waiting)
@@ -146,13 +162,31 @@ class Rotation(Generic[S]):
             if state.stamp == stamp:
                 self._place(tenant, state, now)  # its oldest item has come due
         rota = self._rota
+        passed: list[tuple[int, float, S, int, str]] = []
+        try:
+            return self._take(now, admits, passed)
+        finally:
+            for entry in passed:
+                heapq.heappush(rota, entry)
+
+    def _take(
+        self,
+        now: float,
+        admits: Callable[[str], Admits] | None,
+        passed: list[tuple[int, float, S, int, str]],
+    ) -> tuple[str, str] | None:
+        rota = self._rota
         while rota:
-            *_, stamp, tenant = heapq.heappop(rota)
+            entry = heapq.heappop(rota)
+            stamp, tenant = entry[3], entry[4]
             state = self._tenants[tenant]
             if state.stamp != stamp:
                 continue
+            item_id, blocked = state.pop_due(now, None if admits is None else admits(tenant))
+            if item_id is None and blocked:
+                passed.append(entry)  # every due item of the tenant is held by its gate
+                continue
             state.where = None
-            item_id = state.pop_due(now)
             self._last_turn += 1
             state.turn = self._last_turn
             self._place(tenant, state, now)

@@ -39,6 +39,7 @@ from durably.stores.work import (
     queued_copy,
     settle_keys,
     stored_item,
+    ungated,
 )
 from durably.validation import identifier, non_negative, positive_int, within_size
 
@@ -124,7 +125,7 @@ class PostgresWorkQueue:
     # --- enqueue and claim ------------------------------------------------------------------
 
     async def enqueue(self, item: WorkItem) -> WorkItem:
-        checked_item(item)
+        ungated(checked_item(item), "PostgreSQL")
         now = self._clock.now()
         available_at = item.available_at if item.available_at is not None else now
         payload = within_size(payload_text(item.payload), self._max_bytes, "payload", "postgres")

@@ -46,6 +46,7 @@ from durably.stores.work import (
     queued_copy,
     settle_keys,
     stored_item,
+    ungated,
 )
 from durably.validation import identifier, non_negative
 
@@ -249,7 +250,7 @@ class RedisWorkQueue:
     async def enqueue(self, item: WorkItem) -> WorkItem:
         """Queue ``item`` (a future ``available_at`` delays it); a live item with the same
         id or (tenant, queue, dedupe_key) is returned unchanged instead."""
-        checked_item(item)
+        ungated(checked_item(item), "Redis")
         tenant, item_id, queue, dedupe = item.tenant, item.id, item.queue, item.dedupe_key
         payload = payload_text(item.payload)
         # The ids travel (and are stored) beside the payload: all of it counts.

@@ -28,7 +28,7 @@ from durably.stores.backoff import pause_seconds
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The schema version this code writes and understands (`durably_schema_version`)."""
 
 _SQL = load_statements("connection.sql")
@@ -491,6 +491,15 @@ def _add_workflow_tenant(connection: sqlite3.Connection) -> None:
         connection.execute(_SQL["add_workflow_tenant"])
 
 
+def _add_work_flow(connection: sqlite3.Connection) -> None:
+    # Version 6 gates items by concurrency and throttle keys: items made earlier gain the
+    # columns, empty (no gate), before the schema indexes them.
+    columns = {row[0] for row in connection.execute(_SQL["work_columns"])}
+    if columns and "concurrency_key" not in columns:
+        for statement in _SQL["add_work_flow"].split(";"):
+            connection.execute(statement)
+
+
 def _migrate(connection: sqlite3.Connection, path: str) -> None:
     connection.execute(_SQL["begin_write"])
     try:
@@ -505,6 +514,7 @@ def _migrate(connection: sqlite3.Connection, path: str) -> None:
         if found < SCHEMA_VERSION:
             _add_tenant_seq(connection)
             _add_workflow_tenant(connection)
+            _add_work_flow(connection)
             for statement in _SCHEMA:
                 connection.execute(statement)
             connection.execute(_SQL["set_schema_version"], {"version": SCHEMA_VERSION})

@@ -19,6 +19,7 @@ from durably.errors import (
 )
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
+from durably.stores.flow import throttle_admits
 from durably.stores.work import (
     DEFAULT_QUEUE,
     QueuePolicy,
@@ -58,6 +59,11 @@ def _item(row: sqlite3.Row) -> WorkItem:
         first_claimed_at=row["first_claimed_at"],
         claimed_at=row["claimed_at"],
         failures=tuple(json.loads(row["failures"])),
+        concurrency_key=row["concurrency_key"],
+        concurrency_limit=row["concurrency_limit"],
+        throttle_key=row["throttle_key"],
+        throttle_seconds=row["throttle_seconds"],
+        throttle_burst=row["throttle_burst"],
     )
 
 
@@ -111,6 +117,11 @@ class BoundSqliteWorkQueue:
                 "enqueued_at": now,
                 "available_at": now if item.available_at is None else item.available_at,
                 "failures": json.dumps(list(item.failures)),
+                "concurrency_key": item.concurrency_key,
+                "concurrency_limit": item.concurrency_limit,
+                "throttle_key": item.throttle_key,
+                "throttle_seconds": item.throttle_seconds,
+                "throttle_burst": item.throttle_burst,
             },
         )
         self._place(row, now)
@@ -138,7 +149,13 @@ class BoundSqliteWorkQueue:
         now = self._clock.now()
         lease = self._policy.lease_for(lease_seconds)
         tx.execute(_SQL["promote_due"], {"queue": queue, "now": now})
-        while (found := tx.one(_SQL["next_tenant"], {"queue": queue})) is not None:
+        passed: list[str] = []  # tenants whose due items are all held by flow gates
+        while (
+            found := tx.one(
+                _SQL["next_tenant"],
+                {"queue": queue, "passed": json.dumps(passed) if passed else None},
+            )
+        ) is not None:
             tenant = found[0]
             row = tx.one(
                 _SQL["claim_next_of_tenant"],
@@ -150,6 +167,13 @@ class BoundSqliteWorkQueue:
                     "lease_expires_at": now + lease,
                 },
             )
+            if row is None and tx.one(
+                _SQL["has_due_of_tenant"], {"queue": queue, "tenant": tenant, "now": now}
+            ):
+                passed.append(tenant)  # gated, not served: its turn stays
+                continue
+            if row is not None and row["throttle_key"] is not None:
+                self._note_throttled(row, now)
             head = self._oldest(queue, tenant)
             tx.execute(
                 _SQL["send_tenant_to_back"],
@@ -166,6 +190,19 @@ class BoundSqliteWorkQueue:
             if row is not None:
                 return _item(row)
         return None
+
+    def _note_throttled(self, row: sqlite3.Row, now: float) -> None:
+        """Move the claimed item's throttle key's arrival time on (`throttle_admits`)."""
+        key = {"queue": row["queue"], "key": row["throttle_key"]}
+        found = self._tx.one(_SQL["get_throttle"], key)
+        tat = throttle_admits(
+            None if found is None else found[0],
+            now,
+            row["throttle_seconds"],
+            row["throttle_burst"],
+        )
+        assert tat is not None  # the claim's own predicate let it through at ``now``
+        self._tx.execute(_SQL["set_throttle"], {**key, "tat": tat})
 
     def _oldest(self, queue: str, tenant: str) -> tuple[float, int] | None:
         """The (availability, seq) of the tenant's oldest queued item, if it has one."""

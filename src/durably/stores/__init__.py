@@ -7,6 +7,7 @@ names it.
 """
 
 from durably.stores.codec import CheckpointCodec, JsonCodec
+from durably.stores.flow import Throttle
 from durably.stores.opening import Stores, open_stores
 from durably.stores.runs import (
     RunRecord,
@@ -73,6 +74,7 @@ __all__ = [
     "StateQuery",
     "StateStore",
     "Stores",
+    "Throttle",
     "ToolCall",
     "Usage",
     "WorkItem",

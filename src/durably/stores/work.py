@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
@@ -12,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, field_validat
 
 from durably.errors import InvalidInputError
 from durably.redaction import mend_text
+from durably.stores.flow import Throttle, flow_limit
 from durably.validation import finite, identifier, positive, positive_int, storable_json
 
 DEFAULT_QUEUE = "default"
@@ -67,6 +69,12 @@ class WorkItem(BaseModel):
     first_claimed_at: float | None = None
     claimed_at: float | None = None
     failures: tuple[str, ...] = ()
+    # Flow control (`durably.stores.flow`), set together or not at all: `flow_fields`.
+    concurrency_key: str | None = None
+    concurrency_limit: int | None = None
+    throttle_key: str | None = None
+    throttle_seconds: float | None = None
+    throttle_burst: int | None = None
 
     # One validator a field, without pydantic's info argument (built per call otherwise):
     # every enqueue's caller builds an item.
@@ -136,7 +144,67 @@ def checked_item(item: WorkItem) -> WorkItem:
         raise InvalidInputError(f"priority must be a WorkPriority, got {item.priority!r}")
     if type(item.attempts) is not int or item.attempts < 0:
         raise InvalidInputError(f"attempts must be a non-negative int, got {item.attempts!r}")
+    if item.concurrency_key is not None or item.concurrency_limit is not None:
+        _checked_concurrency(item.concurrency_key, item.concurrency_limit)
+    if (
+        item.throttle_key is not None
+        or item.throttle_seconds is not None
+        or item.throttle_burst is not None
+    ):
+        _checked_throttle(item.throttle_key, item.throttle_seconds, item.throttle_burst)
     return item
+
+
+def _checked_concurrency(key: object, limit: object) -> None:
+    if key is None or limit is None:
+        raise InvalidInputError("concurrency_key and concurrency_limit go together")
+    identifier(key, "concurrency_key")
+    flow_limit(limit, "concurrency_limit")
+
+
+def _checked_throttle(key: object, seconds: object, burst: object) -> None:
+    if key is None or seconds is None or burst is None:
+        raise InvalidInputError("throttle_key, throttle_seconds and throttle_burst go together")
+    identifier(key, "throttle_key")
+    if type(seconds) is not float or not math.isfinite(seconds) or seconds <= 0:
+        raise InvalidInputError(f"throttle_seconds must be a positive float, got {seconds!r}")
+    flow_limit(burst, "throttle_burst")
+
+
+def ungated(item: WorkItem, store: str) -> WorkItem:
+    """``item`` if it is under no flow gate: for a backing that does not apply the gates
+    yet, which refuses a gated item before any I/O rather than run it unlimited. Raises
+    `InvalidInputError` naming the field."""
+    if item.concurrency_key is not None or item.concurrency_limit is not None:
+        raise InvalidInputError(f"concurrency_key is not supported on the {store} queue yet")
+    if item.throttle_key is not None or item.throttle_seconds is not None:
+        raise InvalidInputError(f"throttle_key is not supported on the {store} queue yet")
+    return item
+
+
+def flow_fields(
+    *,
+    concurrency_key: str | None = None,
+    concurrency_limit: int | None = None,
+    throttle: Throttle | None = None,
+    throttle_key: str | None = None,
+) -> dict[str, object]:
+    """The `WorkItem` fields that put an item under flow control, checked before any I/O:
+    at most ``concurrency_limit`` items of ``concurrency_key`` run at once in a queue, and
+    items of ``throttle_key`` start at ``throttle``'s rate. Raises `InvalidInputError`
+    naming the argument (a limit below 1, a key given without its limit or rate)."""
+    fields: dict[str, object] = {}
+    if concurrency_key is not None or concurrency_limit is not None:
+        _checked_concurrency(concurrency_key, concurrency_limit)
+        fields["concurrency_key"] = concurrency_key
+        fields["concurrency_limit"] = concurrency_limit
+    if throttle is not None or throttle_key is not None:
+        if not isinstance(throttle, Throttle):
+            raise InvalidInputError(f"throttle must be a Throttle, got {throttle!r}")
+        fields["throttle_key"] = identifier(throttle_key, "throttle_key")
+        fields["throttle_seconds"] = throttle.interval
+        fields["throttle_burst"] = throttle.burst
+    return fields
 
 
 _PRIORITY_VALUES = frozenset(int(priority) for priority in WorkPriority)
@@ -382,6 +450,8 @@ __all__ = [
     "WorkState",
     "checked_item",
     "dead_letter_limit",
+    "flow_fields",
     "queued_copy",
     "stored_item",
+    "ungated",
 ]

@@ -52,3 +52,13 @@ SELECT name FROM pragma_table_info('durably_workflow_queue')
 
 -- name: add_workflow_tenant
 ALTER TABLE durably_workflow_queue ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default'
+
+-- name: work_columns
+SELECT name FROM pragma_table_info('durably_work')
+
+-- name: add_work_flow
+ALTER TABLE durably_work ADD COLUMN concurrency_key TEXT;
+ALTER TABLE durably_work ADD COLUMN concurrency_limit INTEGER;
+ALTER TABLE durably_work ADD COLUMN throttle_key TEXT;
+ALTER TABLE durably_work ADD COLUMN throttle_seconds REAL;
+ALTER TABLE durably_work ADD COLUMN throttle_burst INTEGER

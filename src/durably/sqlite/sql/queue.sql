@@ -15,10 +15,12 @@ DELETE FROM durably_work WHERE seq = :seq
 -- name: insert_item
 INSERT INTO durably_work (
     tenant, id, queue, payload, priority, dedupe_key, attempts, state, worker,
-    enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at, failures
+    enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at, failures,
+    concurrency_key, concurrency_limit, throttle_key, throttle_seconds, throttle_burst
 ) VALUES (
     :tenant, :id, :queue, :payload, :priority, :dedupe_key, :attempts, 'queued', NULL,
-    :enqueued_at, :available_at, NULL, NULL, NULL, :failures
+    :enqueued_at, :available_at, NULL, NULL, NULL, :failures,
+    :concurrency_key, :concurrency_limit, :throttle_key, :throttle_seconds, :throttle_burst
 )
 RETURNING *
 
@@ -43,8 +45,11 @@ WHERE queue = :queue AND due = 0 AND head_at <= :now
 -- Fairness step 1: the tenant in the rotation whose turn is lowest (never served = 0); ties
 -- go to the tenant whose oldest item (availability, then enqueue order) is oldest, which a
 -- tenant in the rotation has due. The first row of the rotation index.
+-- Tenants in :passed (a JSON array) have due items that are all held by their flow
+-- gates: this claim passes over them, and they keep their turn.
 SELECT tenant FROM durably_queue_tenants
 WHERE queue = :queue AND due = 1
+  AND (:passed IS NULL OR tenant NOT IN (SELECT value FROM json_each(:passed)))
 ORDER BY turn, head_at, head_seq
 LIMIT 1
 
@@ -57,7 +62,10 @@ ORDER BY available_at, seq
 LIMIT 1
 
 -- name: claim_next_of_tenant
--- Fairness step 3: within the tenant, priority, then availability, then enqueue order.
+-- Fairness step 3: within the tenant, priority, then availability, then enqueue order,
+-- passing over items whose flow gates are shut (durably.stores.flow): a concurrency key
+-- with as many claimed items as the item's limit, a throttle key whose arrival time is
+-- further ahead than the item's tolerance.
 UPDATE durably_work
 SET state = 'claimed',
     worker = :worker,
@@ -65,12 +73,34 @@ SET state = 'claimed',
     first_claimed_at = COALESCE(first_claimed_at, :now),
     lease_expires_at = :lease_expires_at
 WHERE seq = (
-    SELECT seq FROM durably_work
-    WHERE queue = :queue AND tenant = :tenant AND state = 'queued' AND available_at <= :now
-    ORDER BY priority DESC, available_at, seq
+    SELECT w.seq FROM durably_work w
+    WHERE w.queue = :queue AND w.tenant = :tenant AND w.state = 'queued'
+      AND w.available_at <= :now
+      AND (w.concurrency_key IS NULL OR (
+          SELECT COUNT(*) FROM durably_work r
+          WHERE r.queue = w.queue AND r.concurrency_key = w.concurrency_key
+            AND r.state = 'claimed') < w.concurrency_limit)
+      AND (w.throttle_key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM durably_queue_throttles t
+          WHERE t.queue = w.queue AND t.key = w.throttle_key
+            AND t.tat - (w.throttle_burst - 1) * w.throttle_seconds > :now))
+    ORDER BY w.priority DESC, w.available_at, w.seq
     LIMIT 1
 )
 RETURNING *
+
+-- name: has_due_of_tenant
+-- Whether the tenant has a due item at all (a claim that took none: gated, or none due).
+SELECT 1 FROM durably_work
+WHERE queue = :queue AND tenant = :tenant AND state = 'queued' AND available_at <= :now
+LIMIT 1
+
+-- name: get_throttle
+SELECT tat FROM durably_queue_throttles WHERE queue = :queue AND key = :key
+
+-- name: set_throttle
+INSERT INTO durably_queue_throttles (queue, key, tat) VALUES (:queue, :key, :tat)
+ON CONFLICT (queue, key) DO UPDATE SET tat = excluded.tat
 
 -- name: send_tenant_to_back
 -- Fairness step 2: the served tenant's turn goes above every other turn of the queue (two

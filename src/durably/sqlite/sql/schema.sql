@@ -59,7 +59,26 @@ CREATE TABLE IF NOT EXISTS durably_work (
     first_claimed_at REAL,
     claimed_at REAL,
     failures TEXT NOT NULL,
+    -- Flow control (durably.stores.flow), added in schema version 6.
+    concurrency_key TEXT,
+    concurrency_limit INTEGER,
+    throttle_key TEXT,
+    throttle_seconds REAL,
+    throttle_burst INTEGER,
     UNIQUE (tenant, id)
+);
+
+-- The claimed items of each concurrency key: what a claim counts against an item's limit.
+CREATE INDEX IF NOT EXISTS durably_work_running
+    ON durably_work (queue, concurrency_key)
+    WHERE state = 'claimed' AND concurrency_key IS NOT NULL;
+
+-- Each throttle key's theoretical arrival time (the GCRA state of durably.stores.flow).
+CREATE TABLE IF NOT EXISTS durably_queue_throttles (
+    queue TEXT NOT NULL,
+    key TEXT NOT NULL,
+    tat REAL NOT NULL,
+    PRIMARY KEY (queue, key)
 );
 
 -- A live item owns its dedupe key; a terminal one frees it.
