@@ -42,7 +42,7 @@ NAMESPACES = {
     Entry Written Recorded Finish Restart Blocked Sleeping Completed Delivery WorkflowInfo
     WorkflowStatus Stores open_stores Throttle""",
     "durably.engine": """Execution advance resume Worker start_workflow QueueService
-    WorkflowService ServiceContext Body Handler""",
+    WorkflowService ServiceContext Body Handler Schedule tick_of""",
     "durably.claimcheck": """ClaimCheckStore ClaimCheckPolicy ClaimCheckedCheckpointer
     ClaimCheckedDurable ClaimCheckedQueue FileClaimCheckStore""",
 }

@@ -8,6 +8,7 @@ drives workflows through exactly this seam. The engine never imports the App.
 
 from durably.engine.queue_service import Handler, QueueService
 from durably.engine.runtime import Execution, advance, resume
+from durably.engine.schedules import Schedule, tick_of
 from durably.engine.service import ServiceContext
 from durably.engine.worker import Worker, start_workflow
 from durably.engine.workflow_service import Body, WorkflowService
@@ -17,10 +18,12 @@ __all__ = [
     "Execution",
     "Handler",
     "QueueService",
+    "Schedule",
     "ServiceContext",
     "Worker",
     "WorkflowService",
     "advance",
     "resume",
     "start_workflow",
+    "tick_of",
 ]

@@ -17,8 +17,10 @@ from typing import Any
 
 from durably.clock import Clock, SystemClock
 from durably.engine.queue_service import Handler, QueueService
+from durably.engine.schedules import Schedule, tick
 from durably.engine.service import Service, ServiceContext
 from durably.engine.workflow_service import Body, WorkflowService
+from durably.errors import InvalidInputError
 from durably.stores.work import DEFAULT_QUEUE, QueuePolicy, WorkQueue
 from durably.stores.workflows import Durable
 from durably.validation import identifier, non_negative, positive
@@ -58,6 +60,7 @@ class Worker:
         self._maintenance_seconds = positive(maintenance_seconds, "maintenance_seconds")
         self._logger = logger if logger is not None else logging.getLogger(LOGGER_NAME)
         self._queues: list[QueueService] = []
+        self._schedules: list[tuple[WorkQueue, Schedule]] = []
         self._workflows: list[WorkflowService] = []
         self._stopping = asyncio.Event()
         self._forced = asyncio.Event()
@@ -147,6 +150,22 @@ class Worker:
             )
         )
 
+    def schedule(self, queue: WorkQueue, schedule: Schedule) -> None:
+        """Tick ``schedule`` on ``queue`` in every maintenance round: one item per tick of
+        its cron expression, however many workers tick the same schedule. Raises
+        `ValueError` for a schedule name registered twice, `RuntimeError` while running."""
+        self._refuse_while_running()
+        if not isinstance(schedule, Schedule):
+            raise InvalidInputError(f"schedule must be a Schedule, got {schedule!r}")
+        if any(known.name == schedule.name for _, known in self._schedules):
+            raise ValueError(f"schedule {schedule.name!r} is already registered")
+        self._schedules.append((queue, schedule))
+
+    @property
+    def schedules(self) -> tuple[Schedule, ...]:
+        """The schedules this worker ticks, in registration order."""
+        return tuple(schedule for _, schedule in self._schedules)
+
     def stop(self) -> None:
         """Stop claiming and begin the graceful shutdown; `run` returns when it is over.
 
@@ -190,7 +209,8 @@ class Worker:
 
     async def maintain(self) -> None:
         """One round of maintenance now: `reap` every queue, `wake_due` (on this worker's
-        clock) and `reclaim` every scheduler. Store errors are logged, not raised."""
+        clock) and `reclaim` every scheduler, and tick every schedule. Store errors are
+        logged, not raised."""
         for queue in self._distinct_queues():
             try:
                 reaped = await queue.reap()
@@ -225,6 +245,12 @@ class Worker:
                     _named(reclaimed),
                     extra=fields,
                 )
+        for queue, schedule in self._schedules:
+            try:
+                await tick(queue, schedule, worker=self._name, now=now)
+            except Exception:
+                fields = {"worker": self._name, "schedule": schedule.name}
+                self._logger.exception("schedule tick failed", extra=fields)
         while self._dues and self._dues[0] <= now:
             heapq.heappop(self._dues)
 

@@ -1,0 +1,156 @@
+"""Cron schedules: a `Schedule` enqueues one work item per tick of its cron expression,
+however many workers tick it.
+
+Each schedule keeps one *marker* item in a queue of its own (``durably-schedule:NAME``),
+due at the schedule's next tick. A worker's maintenance claims the marker when it is due
+(a claim is exclusive, so one worker per tick), enqueues the tick's item, completes the
+marker and queues it again at the next tick after now. The tick's item carries the tick
+as its id and dedupe key, so a marker handed on after a crash enqueues nothing new while
+that item lives. A marker found late (no worker ran for a while) fires once, for the
+latest tick that passed, then moves to the next tick after now: at most one catch-up run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from durably.errors import ConfigurationError, InvalidInputError
+from durably.stores.work import DEFAULT_QUEUE, WorkItem, WorkQueue, payload_text
+from durably.validation import finite, identifier
+
+SCHEDULE_QUEUE_PREFIX = "durably-schedule:"
+"""The prefix of the queue holding a schedule's marker item."""
+
+TICK_KEY = "tick"
+"""The payload key that carries a tick's scheduled instant (ISO 8601, UTC)."""
+
+
+def _croniter() -> type:
+    try:
+        from croniter import croniter
+    except ImportError:  # pragma: no cover - the extra is installed in the test environment
+        raise ConfigurationError(
+            "cron schedules need the croniter package: pip install 'durably[cron]'"
+        ) from None
+    return croniter
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """Enqueue one item on ``queue`` at every tick of ``cron`` in the time zone ``tz``.
+
+    Args:
+        name: The schedule's id: one schedule of a name, however many workers run it.
+        cron: A five-field cron expression (minute hour day month weekday), e.g.
+            ``"*/15 * * * *"``.
+        tz: An IANA time zone (``"Europe/Berlin"``); ticks are wall-clock times there.
+        queue: The queue the tick's items go to.
+        tenant: The tenant of the tick's items.
+        payload: Extra payload of every tick's item (its ``tick`` key is the tick's time).
+
+    Raises:
+        InvalidInputError: a cron expression that does not parse, an unknown time zone or
+            an invalid name, queue or tenant.
+    """
+
+    name: str
+    cron: str
+    tz: str = "UTC"
+    queue: str = DEFAULT_QUEUE
+    tenant: str = "default"
+    payload: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        identifier(self.name, "name")
+        identifier(self.queue, "queue")
+        identifier(self.tenant, "tenant")
+        payload_text(self.payload)
+        if TICK_KEY in self.payload:
+            raise InvalidInputError(f"payload must not hold the key {TICK_KEY!r}")
+        if not isinstance(self.cron, str) or len(self.cron.split()) != 5:
+            raise InvalidInputError(f"cron must be a five-field cron expression, got {self.cron!r}")
+        if not _croniter().is_valid(self.cron):
+            raise InvalidInputError(f"cron {self.cron!r} does not parse")
+        self.zone()
+
+    def zone(self) -> ZoneInfo:
+        """The schedule's time zone. Raises `InvalidInputError` for an unknown one."""
+        try:
+            return ZoneInfo(identifier(self.tz, "tz"))
+        except (ZoneInfoNotFoundError, ValueError):
+            raise InvalidInputError(f"tz {self.tz!r} is not a known time zone") from None
+
+    def next_after(self, instant: float) -> float:
+        """The first tick strictly after ``instant`` (seconds since the epoch)."""
+        start = datetime.fromtimestamp(finite(instant, "instant"), self.zone())
+        return float(_croniter()(self.cron, start).get_next(float))
+
+    def latest_at_or_before(self, instant: float) -> float:
+        """The last tick at or before ``instant``."""
+        probe = self.next_after(instant)
+        start = datetime.fromtimestamp(probe, self.zone())
+        return float(_croniter()(self.cron, start).get_prev(float))
+
+    @property
+    def marker_queue(self) -> str:
+        """The queue holding this schedule's marker item."""
+        return SCHEDULE_QUEUE_PREFIX + self.name
+
+    def tick_item(self, tick: float) -> WorkItem:
+        """The item a tick enqueues: its id and dedupe key name the schedule and the tick."""
+        stamp = tick_text(tick)
+        key = f"{self.name}@{stamp}"
+        return WorkItem(
+            id=key,
+            tenant=self.tenant,
+            queue=self.queue,
+            payload={**self.payload, TICK_KEY: stamp},
+            dedupe_key=key,
+        )
+
+
+def tick_text(tick: float) -> str:
+    """A tick as its items carry it: ISO 8601 in UTC, to the second."""
+    return datetime.fromtimestamp(tick, UTC).isoformat()
+
+
+def tick_of(item: WorkItem) -> datetime | None:
+    """The scheduled time of the tick that enqueued ``item`` (aware, UTC), if one did."""
+    text = item.payload.get(TICK_KEY)
+    return None if text is None else datetime.fromisoformat(text)
+
+
+async def tick(queue: WorkQueue, schedule: Schedule, *, worker: str, now: float) -> WorkItem | None:
+    """One round of ``schedule`` at ``now`` on ``queue``: keep its marker queued and, when
+    a tick is due, enqueue the tick's item; the item enqueued (or found live), if any.
+
+    Safe to call from any number of workers at once: the marker's claim picks one.
+    """
+    marker = WorkItem(
+        id=schedule.name,
+        tenant=schedule.tenant,
+        queue=schedule.marker_queue,
+        available_at=schedule.next_after(now),
+    )
+    # A live marker of the same id is returned unchanged: this writes only for a new one.
+    await queue.enqueue(marker)
+    claimed = await queue.claim(worker=worker, queue=schedule.marker_queue)
+    if claimed is None:
+        return None
+    due = schedule.latest_at_or_before(now)
+    enqueued = await queue.enqueue(schedule.tick_item(due))
+    await queue.complete(claimed.id, tenant=claimed.tenant, worker=worker)
+    await queue.enqueue(marker)
+    return enqueued
+
+
+__all__ = [
+    "SCHEDULE_QUEUE_PREFIX",
+    "TICK_KEY",
+    "Schedule",
+    "tick",
+    "tick_of",
+    "tick_text",
+]
