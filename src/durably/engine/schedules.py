@@ -14,11 +14,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from durably.errors import ConfigurationError, InvalidInputError
 from durably.stores.work import DEFAULT_QUEUE, WorkItem, WorkQueue, payload_text
 from durably.validation import finite, identifier
+
+if TYPE_CHECKING:
+    from croniter import croniter
 
 SCHEDULE_QUEUE_PREFIX = "durably-schedule:"
 """The prefix of the queue holding a schedule's marker item."""
@@ -27,14 +31,14 @@ TICK_KEY = "tick"
 """The payload key that carries a tick's scheduled instant (ISO 8601, UTC)."""
 
 
-def _croniter() -> type:
+def _croniter() -> type[croniter]:
     try:
-        from croniter import croniter
+        from croniter import croniter as parser
     except ImportError:  # pragma: no cover - the extra is installed in the test environment
         raise ConfigurationError(
             "cron schedules need the croniter package: pip install 'durably[cron]'"
         ) from None
-    return croniter
+    return parser
 
 
 @dataclass(frozen=True, slots=True)

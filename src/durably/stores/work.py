@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from json.encoder import encode_basestring
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypedDict, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, field_validator
 
@@ -155,11 +155,10 @@ def checked_item(item: WorkItem) -> WorkItem:
     return item
 
 
-def _checked_concurrency(key: object, limit: object) -> None:
+def _checked_concurrency(key: object, limit: object) -> tuple[str, int]:
     if key is None or limit is None:
         raise InvalidInputError("concurrency_key and concurrency_limit go together")
-    identifier(key, "concurrency_key")
-    flow_limit(limit, "concurrency_limit")
+    return identifier(key, "concurrency_key"), flow_limit(limit, "concurrency_limit")
 
 
 def _checked_throttle(key: object, seconds: object, burst: object) -> None:
@@ -182,22 +181,32 @@ def ungated(item: WorkItem, store: str) -> WorkItem:
     return item
 
 
+class FlowFields(TypedDict, total=False):
+    """The `WorkItem` fields of its flow gates (`flow_fields`)."""
+
+    concurrency_key: str
+    concurrency_limit: int
+    throttle_key: str
+    throttle_seconds: float
+    throttle_burst: int
+
+
 def flow_fields(
     *,
     concurrency_key: str | None = None,
     concurrency_limit: int | None = None,
     throttle: Throttle | None = None,
     throttle_key: str | None = None,
-) -> dict[str, object]:
+) -> FlowFields:
     """The `WorkItem` fields that put an item under flow control, checked before any I/O:
     at most ``concurrency_limit`` items of ``concurrency_key`` run at once in a queue, and
     items of ``throttle_key`` start at ``throttle``'s rate. Raises `InvalidInputError`
     naming the argument (a limit below 1, a key given without its limit or rate)."""
-    fields: dict[str, object] = {}
+    fields: FlowFields = {}
     if concurrency_key is not None or concurrency_limit is not None:
-        _checked_concurrency(concurrency_key, concurrency_limit)
-        fields["concurrency_key"] = concurrency_key
-        fields["concurrency_limit"] = concurrency_limit
+        key, limit = _checked_concurrency(concurrency_key, concurrency_limit)
+        fields["concurrency_key"] = key
+        fields["concurrency_limit"] = limit
     if throttle is not None or throttle_key is not None:
         if not isinstance(throttle, Throttle):
             raise InvalidInputError(f"throttle must be a Throttle, got {throttle!r}")
@@ -441,6 +450,7 @@ class WorkQueue(Protocol):
 __all__ = [
     "DEAD_LETTERS_MOST",
     "DEFAULT_QUEUE",
+    "FlowFields",
     "QueuePolicy",
     "QueueStats",
     "Settlement",

@@ -4,6 +4,7 @@ gated item is passed over (never claimed and given back), and tenants stay fair.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
@@ -98,7 +99,7 @@ async def test_a_throttle_starts_items_at_its_rate_and_drops_none(
         for _ in await queue.claim_many(worker="w", limit=10):
             started.append(clock.now())
         clock.advance(0.05)
-    gaps = [later - earlier for earlier, later in zip(started, started[1:], strict=False)]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(started)]
     assert min(gaps) >= 0.25 - 1e-9
     assert started[-1] - started[0] == pytest.approx(9 * 0.25, abs=0.06)
 

@@ -76,8 +76,8 @@ def test_daily_ticks_follow_wall_time_across_daylight_saving() -> None:
     berlin = ZoneInfo("Europe/Berlin")
     daily = Schedule("daily", "30 2 * * *", tz="Europe/Berlin")
 
-    def after(*fields: int) -> datetime:
-        instant = datetime(*fields, tzinfo=berlin).timestamp()
+    def after(year: int, month: int, day: int, hour: int) -> datetime:
+        instant = datetime(year, month, day, hour, tzinfo=berlin).timestamp()
         return datetime.fromtimestamp(daily.next_after(instant), berlin)
 
     # Spring forward: 02:30 does not exist on 29 March; the tick comes at 03:00.
