@@ -1,13 +1,11 @@
 """Cron schedules: a `Schedule` enqueues one work item per tick of its cron expression,
 however many workers tick it.
 
-Each schedule keeps one *marker* item in a queue of its own (``durably-schedule:NAME``),
-due at the schedule's next tick. A worker's maintenance claims the marker when it is due
-(a claim is exclusive, so one worker per tick), enqueues the tick's item, completes the
-marker and queues it again at the next tick after now. The tick's item carries the tick
-as its id and dedupe key, so a marker handed on after a crash enqueues nothing new while
-that item lives. A marker found late (no worker ran for a while) fires once, for the
-latest tick that passed, then moves to the next tick after now: at most one catch-up run.
+The store keeps each schedule's last fired tick. A worker's maintenance asks the store to
+move it on to the latest tick at or before now (`tick`); the store moves it for one caller
+per tick, and that caller enqueues the tick's item, whose id and dedupe key name the tick.
+A worker whose clock lags asks for a tick already passed and moves nothing. After a spell
+with no worker, the latest tick that passed fires once: at most one catch-up run.
 """
 
 from __future__ import annotations
@@ -23,9 +21,6 @@ from durably.validation import finite, identifier
 
 if TYPE_CHECKING:
     from croniter import croniter
-
-SCHEDULE_QUEUE_PREFIX = "durably-schedule:"
-"""The prefix of the queue holding a schedule's marker item."""
 
 TICK_KEY = "tick"
 """The payload key that carries a tick's scheduled instant (ISO 8601, UTC)."""
@@ -97,11 +92,6 @@ class Schedule:
         start = datetime.fromtimestamp(probe, self.zone())
         return float(_croniter()(self.cron, start).get_prev(float))
 
-    @property
-    def marker_queue(self) -> str:
-        """The queue holding this schedule's marker item."""
-        return SCHEDULE_QUEUE_PREFIX + self.name
-
     def tick_item(self, tick: float) -> WorkItem:
         """The item a tick enqueues: its id and dedupe key name the schedule and the tick."""
         stamp = tick_text(tick)
@@ -126,32 +116,28 @@ def tick_of(item: WorkItem) -> datetime | None:
     return None if text is None else datetime.fromisoformat(text)
 
 
-async def tick(queue: WorkQueue, schedule: Schedule, *, worker: str, now: float) -> WorkItem | None:
-    """One round of ``schedule`` at ``now`` on ``queue``: keep its marker queued and, when
-    a tick is due, enqueue the tick's item; the item enqueued (or found live), if any.
+async def tick(queue: WorkQueue, schedule: Schedule, *, now: float) -> WorkItem | None:
+    """One round of ``schedule`` at ``now`` on ``queue``: if a tick has come since the last
+    one fired, move the schedule's mark on to the latest such tick and enqueue its item;
+    the item enqueued (or found live), if any.
 
-    Safe to call from any number of workers at once: the marker's claim picks one.
+    Safe to call from any number of workers at once: the store moves the mark once per
+    tick (``advance_tick``), and only the call that moved it enqueues. A schedule seen for
+    the first time only takes its mark: it fires from its next tick on. Raises
+    `ConfigurationError` for a queue that keeps no ticks.
     """
-    marker = WorkItem(
-        id=schedule.name,
-        tenant=schedule.tenant,
-        queue=schedule.marker_queue,
-        available_at=schedule.next_after(now),
-    )
-    # A live marker of the same id is returned unchanged: this writes only for a new one.
-    await queue.enqueue(marker)
-    claimed = await queue.claim(worker=worker, queue=schedule.marker_queue)
-    if claimed is None:
-        return None
+    advance = getattr(queue, "advance_tick", None)
+    if advance is None:
+        raise ConfigurationError(f"{type(queue).__name__} keeps no schedule ticks")
     due = schedule.latest_at_or_before(now)
-    enqueued = await queue.enqueue(schedule.tick_item(due))
-    await queue.complete(claimed.id, tenant=claimed.tenant, worker=worker)
-    await queue.enqueue(marker)
+    moved, previous = await advance(schedule.name, due)
+    if not moved or previous is None:
+        return None
+    enqueued: WorkItem = await queue.enqueue(schedule.tick_item(due))
     return enqueued
 
 
 __all__ = [
-    "SCHEDULE_QUEUE_PREFIX",
     "TICK_KEY",
     "Schedule",
     "tick",

@@ -247,7 +247,7 @@ class Worker:
                 )
         for queue, schedule in self._schedules:
             try:
-                await tick(queue, schedule, worker=self._name, now=now)
+                await tick(queue, schedule, now=self._clock.now())
             except Exception:
                 fields = {"worker": self._name, "schedule": schedule.name}
                 self._logger.exception("schedule tick failed", extra=fields)

@@ -26,6 +26,7 @@ from durably.stores.work import (
     payload_text,
     queued_copy,
     settle_keys,
+    tick_mark,
 )
 from durably.validation import identifier
 
@@ -64,6 +65,7 @@ class _Tables:
     gates: dict[_Key, _Gate] = field(default_factory=dict)
     running: Counter[tuple[str, str]] = field(default_factory=Counter)
     arrivals: dict[tuple[str, str], float] = field(default_factory=dict)
+    ticks: dict[str, float] = field(default_factory=dict)  # schedule -> last fired tick
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +313,18 @@ class MemoryWorkQueue:
             key=lambda pair: pair[0],
         )
         return [item for _, item in dead[:limit]]
+
+    async def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
+        """Move schedule ``name``'s last fired tick on to ``tick`` if it is later than the
+        one kept, atomically across workers: whether this call moved it and, if it did,
+        the tick kept before (None: this call took the first mark). Raises
+        `InvalidInputError` before any I/O."""
+        name, tick = tick_mark(name, tick)
+        previous = self._tables.ticks.get(name)
+        if previous is not None and previous >= tick:
+            return False, None
+        self._tables.ticks[name] = tick
+        return True, previous
 
     async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
         """Depth, claimed, dead-lettered, oldest due age and cumulative counters."""

@@ -39,6 +39,7 @@ from durably.stores.work import (
     queued_copy,
     settle_keys,
     stored_item,
+    tick_mark,
     ungated,
 )
 from durably.validation import identifier, non_negative, positive_int, within_size
@@ -423,6 +424,20 @@ class PostgresWorkQueue:
             queue or DEFAULT_QUEUE,
         )
         return [_item(row) for row in rows]
+
+    async def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
+        """Move schedule ``name``'s last fired tick on to ``tick`` if it is later than the
+        one kept, atomically across workers: whether this call moved it and, if it did,
+        the tick kept before (None: this call took the first mark). Raises
+        `InvalidInputError` before any I/O."""
+        name, tick = tick_mark(name, tick)
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["advance_tick"], name, tick), "advance_tick", "*"
+        )
+        if not rows:
+            return False, None
+        previous = rows[0][0]
+        return True, None if previous is None else float(previous)
 
     async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
         """A snapshot read in bounded time at any size: each count is exact below

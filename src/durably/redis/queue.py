@@ -46,12 +46,13 @@ from durably.stores.work import (
     queued_copy,
     settle_keys,
     stored_item,
+    tick_mark,
     ungated,
 )
 from durably.validation import identifier, non_negative
 
 _LUA = (
-    scripts("queue_enqueue")
+    scripts("queue_enqueue", "queue_tick")
     | scripts("queue_enqueue_full", "queue_dead_letters", "queue_stats", prelude="queue_lib.lua")
     | scripts("queue_claim", "queue_claim_many", prelude=("queue_lib.lua", "queue_claim_lib.lua"))
     | scripts(
@@ -625,6 +626,18 @@ class RedisWorkQueue:
             if len(found) >= limit or not reply[0]:
                 return found[:limit]
             after = (_text(reply[0]), _text(reply[1]))
+
+    async def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
+        """Move schedule ``name``'s last fired tick on to ``tick`` if it is later than the
+        one kept, atomically across workers: whether this call moved it and, if it did,
+        the tick kept before (None: this call took the first mark). Raises
+        `InvalidInputError` before any I/O."""
+        name, tick = tick_mark(name, tick)
+        reply = await self._call(
+            "queue_tick", [self._prefix + "ticks"], [name, number(tick)], "*", "advance_tick"
+        )
+        moved, previous = bool(reply[0]), reply[1]
+        return moved, float(text(previous)) if moved and previous else None
 
     async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
         """Depth (queued, due or delayed), claimed, dead-lettered, oldest due age, counters."""

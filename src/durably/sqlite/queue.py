@@ -34,6 +34,7 @@ from durably.stores.work import (
     failure_text,
     payload_text,
     settle_keys,
+    tick_mark,
 )
 from durably.validation import identifier, non_negative, within_size
 
@@ -351,6 +352,15 @@ class BoundSqliteWorkQueue:
         )
         return [_item(row) for row in rows]
 
+    def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
+        """`SqliteWorkQueue.advance_tick` inside this transaction."""
+        found = self._tx.one(_SQL["get_tick"], {"name": name})
+        previous = None if found is None else float(found[0])
+        if previous is not None and previous >= tick:
+            return False, None
+        self._tx.execute(_SQL["set_tick"], {"name": name, "tick": tick})
+        return True, previous
+
     def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
         """Depth, claimed, dead-lettered, oldest due age and the cumulative counters."""
         now = self._clock.now()
@@ -551,6 +561,14 @@ class SqliteWorkQueue:
             "dead_letters",
             lambda q: q.dead_letters(tenant=tenant, limit=limit, queue=queue),
         )
+
+    async def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
+        """Move schedule ``name``'s last fired tick on to ``tick`` if it is later than the
+        one kept, atomically across workers: whether this call moved it and, if it did,
+        the tick kept before (None: this call took the first mark). Raises
+        `InvalidInputError` before any I/O."""
+        name, tick = tick_mark(name, tick)
+        return await self._write("*", "advance_tick", lambda q: q.advance_tick(name, tick))
 
     async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
         """A snapshot of ``queue``."""

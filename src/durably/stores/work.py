@@ -191,6 +191,12 @@ class FlowFields(TypedDict, total=False):
     throttle_burst: int
 
 
+def tick_mark(name: str, tick: float) -> tuple[str, float]:
+    """The arguments of an ``advance_tick`` call, checked before any I/O: a schedule name
+    and a finite instant. Raises `InvalidInputError`."""
+    return identifier(name, "schedule"), finite(tick, "tick")
+
+
 def flow_fields(
     *,
     concurrency_key: str | None = None,
@@ -463,5 +469,6 @@ __all__ = [
     "flow_fields",
     "queued_copy",
     "stored_item",
+    "tick_mark",
     "ungated",
 ]

@@ -35,7 +35,7 @@ async def test_three_workers_over_five_ticks_enqueue_exactly_five_items() -> Non
     ran: list[str] = []
     for _ in range(5):
         for worker in workers:
-            await worker.maintain()  # before the tick: only keeps the marker queued
+            await worker.maintain()  # before the tick: the first round only takes the mark
         clock.advance(60)
         for worker in workers * 2:
             await worker.maintain()

@@ -468,3 +468,13 @@ FROM {work} w
 WHERE w.queue = $1::text AND w.state = 'queued'
 ORDER BY w.tenant, w.available_at, w.seq
 ON CONFLICT DO NOTHING;
+
+-- name: advance_tick
+-- $1 schedule, $2 tick: the schedule's last fired tick moves on to $2 if that is later. A
+-- concurrent call waits for the row, then re-checks against what the other wrote, so one
+-- of many calls for a tick moves it. One row, when it moved: the tick kept before (NULL
+-- when there was none), kept beside the new one by the same write.
+INSERT INTO {schedule_ticks} AS t (name, tick) VALUES ($1::text, $2::float8)
+ON CONFLICT (name) DO UPDATE SET tick = excluded.tick, previous = t.tick
+WHERE t.tick < excluded.tick
+RETURNING t.previous;

@@ -1,4 +1,4 @@
--- durably's PostgreSQL schema, version 4. Apply it with durably.postgres.migrate() or your
+-- durably's PostgreSQL schema, version 5. Apply it with durably.postgres.migrate() or your
 -- own migration tool; durably never alters a table on its own.
 
 -- name: schema
@@ -144,6 +144,13 @@ WHERE w.state = 'queued' AND EXISTS (SELECT 1 FROM {schema_version} WHERE versio
 ORDER BY w.queue, w.tenant, w.available_at, w.seq
 ON CONFLICT DO NOTHING;
 
+-- Added in version 5: each cron schedule's last fired tick (durably.engine.schedules).
+CREATE TABLE IF NOT EXISTS {schedule_ticks} (
+    name text COLLATE "C" PRIMARY KEY,
+    tick double precision NOT NULL,
+    previous double precision
+);
+
 CREATE TABLE IF NOT EXISTS {counters} (
     queue text PRIMARY KEY,
     reaped bigint NOT NULL DEFAULT 0,
@@ -260,12 +267,12 @@ CREATE TABLE IF NOT EXISTS {claim_check} (
 CREATE INDEX IF NOT EXISTS {claim_check_name}_by_expiry ON {claim_check} (expires_at);
 
 INSERT INTO {schema_version} (version)
-SELECT 4 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
+SELECT 5 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
 -- Version 2 prefixed the workflow tables with durably_ (`migrate` renames a version-1
 -- database's tables before this script runs; applied by hand, rename them first).
 -- Version 3 added the rotation ({rota}, {waiting}); version 4 the workflow rotation
--- ({workflow_tenants}).
-UPDATE {schema_version} SET version = 4 WHERE version < 4;
+-- ({workflow_tenants}); version 5 the schedules' ticks ({schedule_ticks}).
+UPDATE {schema_version} SET version = 5 WHERE version < 5;
 
 -- name: schema_version
 SELECT version FROM {schema_version};

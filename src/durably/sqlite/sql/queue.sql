@@ -175,3 +175,10 @@ SELECT
         WHERE queue = :queue AND state = 'queued' AND available_at <= :now),
     (SELECT reaped FROM durably_queue_counters WHERE queue = :queue),
     (SELECT duplicates_suppressed FROM durably_queue_counters WHERE queue = :queue)
+
+-- name: get_tick
+SELECT tick FROM durably_schedule_ticks WHERE name = :name
+
+-- name: set_tick
+INSERT INTO durably_schedule_ticks (name, tick) VALUES (:name, :tick)
+ON CONFLICT (name) DO UPDATE SET tick = excluded.tick

@@ -73,6 +73,12 @@ CREATE INDEX IF NOT EXISTS durably_work_running
     ON durably_work (queue, concurrency_key)
     WHERE state = 'claimed' AND concurrency_key IS NOT NULL;
 
+-- Each cron schedule's last fired tick (durably.engine.schedules), added in version 6.
+CREATE TABLE IF NOT EXISTS durably_schedule_ticks (
+    name TEXT PRIMARY KEY,
+    tick REAL NOT NULL
+);
+
 -- Each throttle key's theoretical arrival time (the GCRA state of durably.stores.flow).
 CREATE TABLE IF NOT EXISTS durably_queue_throttles (
     queue TEXT NOT NULL,

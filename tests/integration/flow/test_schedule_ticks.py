@@ -1,0 +1,105 @@
+"""`advance_tick` on every backing: the store moves a schedule's mark once per tick, for
+one of many concurrent callers, and never back; a first call only takes the mark. This
+is what makes a cron tick enqueue once however many workers tick the schedule."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durably.clock import ManualClock
+from durably.engine import Schedule
+from durably.engine.schedules import tick
+from durably.errors import InvalidInputError
+from durably.memory.queue import MemoryWorkQueue
+from durably.sqlite import SqliteWorkQueue, connect
+from tests.pg_service import Stores
+from tests.redis_service import namespace_for
+
+CALLERS = 8
+
+
+async def _race(queue: Any, name: str, tick_at: float) -> list[tuple[bool, float | None]]:
+    return list(await asyncio.gather(*(queue.advance_tick(name, tick_at) for _ in range(CALLERS))))
+
+
+async def _check_marks(queue: Any) -> None:
+    first = await _race(queue, "s", 60.0)
+    assert sorted(first, key=str) == [(False, None)] * (CALLERS - 1) + [(True, None)]
+    second = await _race(queue, "s", 120.0)
+    assert sorted(second, key=str) == [(False, None)] * (CALLERS - 1) + [(True, 60.0)]
+    assert await queue.advance_tick("s", 60.0) == (False, None)  # a lagging clock
+    assert await queue.advance_tick("other", 60.0) == (True, None)  # marks are per name
+    with pytest.raises(InvalidInputError, match="tick"):
+        await queue.advance_tick("s", float("nan"))
+    with pytest.raises(InvalidInputError, match="schedule"):
+        await queue.advance_tick("", 1.0)
+
+
+async def _check_one_item_a_tick(queue: Any, clock: ManualClock) -> None:
+    schedule = Schedule("minutely", "* * * * *", queue="cron")
+    assert (
+        await asyncio.gather(*(tick(queue, schedule, now=clock.now()) for _ in range(4)))
+        == [None] * 4
+    )
+    clock.advance(60)
+    fired = await asyncio.gather(*(tick(queue, schedule, now=clock.now()) for _ in range(4)))
+    assert len([item for item in fired if item is not None]) == 1
+    assert (await queue.stats(queue="cron")).depth == 1
+
+
+async def test_memory_moves_a_mark_once_a_tick() -> None:
+    clock = ManualClock(6_000_000.0)
+    await _check_marks(MemoryWorkQueue(clock))
+    await _check_one_item_a_tick(MemoryWorkQueue(clock), clock)
+
+
+async def test_sqlite_moves_a_mark_once_a_tick(tmp_path: Path) -> None:
+    clock = ManualClock(6_000_000.0)
+    db = await connect(tmp_path / "ticks.db")
+    try:
+        await _check_marks(SqliteWorkQueue(db, clock=clock))
+    finally:
+        await db.close()
+    db = await connect(tmp_path / "items.db")
+    try:
+        await _check_one_item_a_tick(SqliteWorkQueue(db, clock=clock), clock)
+    finally:
+        await db.close()
+
+
+@pytest.mark.postgres
+async def test_postgres_moves_a_mark_once_a_tick(pg_stores: Stores) -> None:
+    from durably.postgres import PostgresWorkQueue
+
+    clock = ManualClock(6_000_000.0)
+    queue = pg_stores.track(
+        PostgresWorkQueue(pg_stores.pool, clock=clock, tables=await pg_stores.tables())
+    )
+    await _check_marks(queue)
+    other = pg_stores.track(
+        PostgresWorkQueue(pg_stores.pool, clock=clock, tables=await pg_stores.tables())
+    )
+    await _check_one_item_a_tick(other, clock)
+
+
+@pytest.fixture
+def redis_queues(any_redis: Any) -> tuple[Any, ManualClock]:
+    from durably.redis import RedisWorkQueue
+
+    clock = ManualClock(6_000_000.0)
+
+    def make() -> Any:
+        return RedisWorkQueue(any_redis, clock=clock, key_prefix=namespace_for(any_redis))
+
+    return make, clock
+
+
+@pytest.mark.redis
+async def test_redis_moves_a_mark_once_a_tick(redis_queues: Any) -> None:
+    make, clock = redis_queues
+    await _check_marks(make())
+    await _check_one_item_a_tick(make(), clock)
