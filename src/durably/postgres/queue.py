@@ -40,7 +40,6 @@ from durably.stores.work import (
     settle_keys,
     stored_item,
     tick_mark,
-    ungated,
 )
 from durably.validation import identifier, non_negative, positive_int, within_size
 
@@ -126,7 +125,7 @@ class PostgresWorkQueue:
     # --- enqueue and claim ------------------------------------------------------------------
 
     async def enqueue(self, item: WorkItem) -> WorkItem:
-        ungated(checked_item(item), "PostgreSQL")
+        checked_item(item)
         now = self._clock.now()
         available_at = item.available_at if item.available_at is not None else now
         payload = within_size(payload_text(item.payload), self._max_bytes, "payload", "postgres")
@@ -142,9 +141,25 @@ class PostgresWorkQueue:
             self._channel,
             secrets.token_hex(8),  # a retry of this call finds the item it wrote by it
         )
-        if item.dedupe_key is not None or item.attempts or item.failures:
+        if (
+            item.dedupe_key is not None
+            or item.attempts
+            or item.failures
+            or item.concurrency_key is not None
+            or item.throttle_key is not None
+        ):
             statement = self._sql["enqueue_carrying"]
-            args = (*args, item.dedupe_key, item.attempts, json.dumps(list(item.failures)))
+            args = (
+                *args,
+                item.dedupe_key,
+                item.attempts,
+                json.dumps(list(item.failures)),
+                item.concurrency_key,
+                item.concurrency_limit,
+                item.throttle_key,
+                item.throttle_seconds,
+                item.throttle_burst,
+            )
         duplicate = await self._access.run(
             self._insert, item, statement, args, errors=queue_errors(item.queue, "enqueue")
         )
@@ -494,7 +509,7 @@ class PostgresWorkQueue:
             "settle",
             item.queue,
         )
-        return _item(rows[0][:15]) if rows else None
+        return _item(rows[0][:20]) if rows else None
 
     async def _fetch(self, name: str, item_id: str, tenant: str, *args: Any) -> Sequence[Row]:
         rows: Sequence[Row] = await self._run(
@@ -546,6 +561,11 @@ def _item(row: Row) -> WorkItem:
         first_claimed_at,
         claimed_at,
         failures,
+        concurrency_key,
+        concurrency_limit,
+        throttle_key,
+        throttle_seconds,
+        throttle_burst,
     ) = row
     return stored_item(
         {
@@ -564,6 +584,11 @@ def _item(row: Row) -> WorkItem:
             "first_claimed_at": first_claimed_at,
             "claimed_at": claimed_at,
             "failures": tuple(json.loads(failures)) if failures != "[]" else (),
+            "concurrency_key": concurrency_key,
+            "concurrency_limit": concurrency_limit,
+            "throttle_key": throttle_key,
+            "throttle_seconds": throttle_seconds,
+            "throttle_burst": throttle_burst,
         }
     )
 

@@ -39,6 +39,8 @@ class StateTables:
     counters: str = "durably_queue_counters"
     enqueues: str = "durably_enqueue_tokens"
     schedule_ticks: str = "durably_schedule_ticks"
+    gates: str = "durably_queue_gates"
+    throttles: str = "durably_queue_throttles"
     workflow_checkpoint: str = "durably_workflow_checkpoint"
     workflow_claim: str = "durably_workflow_claim"
     workflow_queue: str = "durably_workflow_queue"

@@ -47,7 +47,6 @@ from durably.stores.work import (
     settle_keys,
     stored_item,
     tick_mark,
-    ungated,
 )
 from durably.validation import identifier, non_negative
 
@@ -159,7 +158,24 @@ def _item(fields: Any) -> WorkItem:
             "first_claimed_at": _instant(fields[7]),
             "claimed_at": _instant(fields[8]),
             "failures": _segments(fields[9]),
+            "concurrency_key": _text(fields[16]) if fields[16] else None,
+            "concurrency_limit": int(fields[17]) if fields[17] else None,
+            "throttle_key": _text(fields[18]) if fields[18] else None,
+            "throttle_seconds": float(fields[19]) if fields[19] else None,
+            "throttle_burst": int(fields[20]) if fields[20] else None,
         }
+    )
+
+
+def _gates(item: WorkItem) -> tuple[str, ...]:
+    """The flow gates' arguments of queue_enqueue_full.lua ('' for none)."""
+    limit, seconds, burst = item.concurrency_limit, item.throttle_seconds, item.throttle_burst
+    return (
+        item.concurrency_key or "",
+        "" if limit is None else str(limit),
+        item.throttle_key or "",
+        "" if seconds is None else number(seconds),
+        "" if burst is None else str(burst),
     )
 
 
@@ -251,7 +267,7 @@ class RedisWorkQueue:
     async def enqueue(self, item: WorkItem) -> WorkItem:
         """Queue ``item`` (a future ``available_at`` delays it); a live item with the same
         id or (tenant, queue, dedupe_key) is returned unchanged instead."""
-        ungated(checked_item(item), "Redis")
+        checked_item(item)
         tenant, item_id, queue, dedupe = item.tenant, item.id, item.queue, item.dedupe_key
         payload = payload_text(item.payload)
         # The ids travel (and are stored) beside the payload: all of it counts.
@@ -264,7 +280,12 @@ class RedisWorkQueue:
         delay = "" if item.available_at is None else number(item.available_at)
         extra: tuple[str, ...] = (delay,) if delay else ()
         script = _ENQUEUE
-        if item.attempts or item.failures:
+        if item.concurrency_key is not None or item.throttle_key is not None:
+            failures = "".join(map(keys.segment, item.failures))
+            size += len(failures.encode())
+            extra = (delay, dedupe or "", str(item.attempts), failures, *_gates(item))
+            script = _ENQUEUE_FULL
+        elif item.attempts or item.failures:
             failures = "".join(map(keys.segment, item.failures))
             size += len(failures.encode())
             extra = (delay, dedupe or "", str(item.attempts), failures)

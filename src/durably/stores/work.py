@@ -170,17 +170,6 @@ def _checked_throttle(key: object, seconds: object, burst: object) -> None:
     flow_limit(burst, "throttle_burst")
 
 
-def ungated(item: WorkItem, store: str) -> WorkItem:
-    """``item`` if it is under no flow gate: for a backing that does not apply the gates
-    yet, which refuses a gated item before any I/O rather than run it unlimited. Raises
-    `InvalidInputError` naming the field."""
-    if item.concurrency_key is not None or item.concurrency_limit is not None:
-        raise InvalidInputError(f"concurrency_key is not supported on the {store} queue yet")
-    if item.throttle_key is not None or item.throttle_seconds is not None:
-        raise InvalidInputError(f"throttle_key is not supported on the {store} queue yet")
-    return item
-
-
 class FlowFields(TypedDict, total=False):
     """The `WorkItem` fields of its flow gates (`flow_fields`)."""
 
@@ -470,5 +459,4 @@ __all__ = [
     "queued_copy",
     "stored_item",
     "tick_mark",
-    "ungated",
 ]

@@ -24,15 +24,18 @@ WITH fresh AS (
 {_placed}
 
 -- name: enqueue_carrying
--- enqueue for an item with a dedupe key, or carrying attempts and failures: $10 dedupe
--- key, $11 attempts, $12 failures (the common case binds three parameters fewer).
+-- enqueue for an item with a dedupe key, carrying attempts and failures, or under flow
+-- gates: $10 dedupe key, $11 attempts, $12 failures, $13 concurrency key, $14 its limit,
+-- $15 throttle key, $16 its interval, $17 its burst (the common case binds fewer).
 WITH fresh AS (
     INSERT INTO {work} (
         tenant, id, queue, payload, priority, state, enqueued_at, available_at,
-        dedupe_key, attempts, failures
+        dedupe_key, attempts, failures, concurrency_key, concurrency_limit, throttle_key,
+        throttle_seconds, throttle_burst
     )
     SELECT $1::text, $2::text, $3::text, $4::jsonb, $5::integer, 'queued', $6::float8,
-           $7::float8, $10::text, $11::integer, $12::jsonb
+           $7::float8, $10::text, $11::integer, $12::jsonb, $13::text, $14::integer,
+           $15::text, $16::float8, $17::integer
     FROM (SELECT pg_notify($8::text, $3::text)) AS wake
     WHERE NOT EXISTS (SELECT 1 FROM {enqueues} WHERE token = $9::text)
     ON CONFLICT DO NOTHING
@@ -84,7 +87,8 @@ RETURNING 1;
 -- name: find_live
 SELECT tenant, id, queue, payload::text, priority, dedupe_key, attempts, state, worker,
        enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at,
-       failures::text
+       failures::text,
+       concurrency_key, concurrency_limit, throttle_key, throttle_seconds, throttle_burst
 FROM {work}
 WHERE tenant = $1::text AND state IN ('queued', 'claimed')
   AND (id = $2::text OR (queue = $3::text AND dedupe_key = $4::text))
@@ -168,7 +172,8 @@ share AS (
 ),
 locked AS MATERIALIZED (
     SELECT ordered.position, item.tenant, item.id, item.queue, item.state, item.available_at,
-           item.priority, item.seq
+           item.priority, item.seq, item.concurrency_key, item.concurrency_limit,
+           item.throttle_key, item.throttle_seconds, item.throttle_burst
     FROM (SELECT tenant, position FROM tenants ORDER BY position OFFSET 0) ordered
     -- The constant LIMITs (1000 a tenant, 2000 in all) change nothing: a claim takes at most
     -- 1000 items (claim_many caps it), so per <= 1000 and per * due_tenants < 2 * $5. They
@@ -177,11 +182,24 @@ locked AS MATERIALIZED (
     -- JIT-compiled for 60-200 ms. With them the estimate stays near the real cost.
     CROSS JOIN LATERAL (
         SELECT * FROM (
-            SELECT w.tenant, w.id, w.queue, w.state, w.available_at, w.priority, w.seq
+            SELECT w.tenant, w.id, w.queue, w.state, w.available_at, w.priority, w.seq,
+                   w.concurrency_key, w.concurrency_limit, w.throttle_key, w.throttle_seconds,
+                   w.throttle_burst
             FROM {work} w
             WHERE w.queue = $1::text AND w.tenant = ordered.tenant
               -- `now` through a subquery: see `picked`'s LIMIT.
               AND w.state = 'queued' AND w.available_at <= (SELECT $2::float8)
+              -- Flow gates (durably.stores.flow), as this statement's snapshot has them: an
+              -- item whose concurrency key is full or whose throttle key is ahead of its
+              -- tolerance is passed over. `gated` re-checks them on the latest rows.
+              AND (w.concurrency_key IS NULL OR NOT EXISTS (
+                  SELECT 1 FROM {gates} g
+                  WHERE g.queue = w.queue AND g.key = w.concurrency_key
+                    AND g.running >= w.concurrency_limit))
+              AND (w.throttle_key IS NULL OR NOT EXISTS (
+                  SELECT 1 FROM {throttles} t
+                  WHERE t.queue = w.queue AND t.key = w.throttle_key
+                    AND t.tat - (w.throttle_burst - 1) * w.throttle_seconds > $2::float8))
             ORDER BY w.priority DESC, w.available_at, w.seq
             LIMIT (SELECT per FROM share)
             FOR UPDATE SKIP LOCKED
@@ -191,14 +209,22 @@ locked AS MATERIALIZED (
     LIMIT (SELECT CASE WHEN per = 1 THEN $5::bigint ELSE per * due_tenants END FROM share)
 ),
 capped AS MATERIALIZED (SELECT * FROM locked LIMIT 2000),
-picked AS (
-    SELECT tenant, id, queue, state, available_at
+picked AS MATERIALIZED (
+    SELECT tenant, id, queue, state, available_at, concurrency_key, concurrency_limit,
+           throttle_key, throttle_seconds, throttle_burst
     FROM (
-        SELECT tenant, id, queue, state, available_at, position,
+        SELECT tenant, id, queue, state, available_at, position, concurrency_key,
+               concurrency_limit, throttle_key, throttle_seconds, throttle_burst,
                row_number() OVER (PARTITION BY tenant
-                                  ORDER BY priority DESC, available_at, seq) AS round
+                                  ORDER BY priority DESC, available_at, seq) AS round,
+               -- A batch takes at most one item of a concurrency or throttle key.
+               row_number() OVER (PARTITION BY concurrency_key
+                                  ORDER BY priority DESC, available_at, seq) AS of_key,
+               row_number() OVER (PARTITION BY throttle_key
+                                  ORDER BY priority DESC, available_at, seq) AS of_rate
         FROM capped
     ) ranked
+    WHERE (concurrency_key IS NULL OR of_key = 1) AND (throttle_key IS NULL OR of_rate = 1)
     ORDER BY round, position
     -- Read through a subquery, as `now` is above: the planner then costs both the same way
     -- in the plans it makes for this call's values and in the generic plan, so the plan
@@ -207,6 +233,32 @@ picked AS (
     -- candidates; every queued row due, not a third), and every claim was planned afresh
     -- (~1 ms, more than the claim runs).
     LIMIT (SELECT $5::integer)
+),
+-- The gates, written on their latest rows: a throttle key moves on (`throttle_admits`)
+-- only while the item is still within its tolerance, a concurrency key counts one more
+-- only while below the item's limit (a concurrent claim that wrote first is waited for,
+-- then re-checked). An item is taken only if every gate it has let it through; a rate
+-- slot taken for an item its concurrency key then refuses is spent, never overrun.
+rated AS (
+    INSERT INTO {throttles} AS t (queue, key, tat, step, tolerance)
+    SELECT p.queue, p.throttle_key,
+           $2::float8 + (p.throttle_burst - 1) * p.throttle_seconds + p.throttle_seconds,
+           p.throttle_seconds, (p.throttle_burst - 1) * p.throttle_seconds
+    FROM picked p WHERE p.throttle_key IS NOT NULL
+    ON CONFLICT (queue, key) DO UPDATE
+    SET tat = greatest(t.tat, $2::float8) + excluded.step
+    WHERE t.tat - excluded.tolerance <= $2::float8
+    RETURNING t.key
+),
+counted AS (
+    INSERT INTO {gates} AS g (queue, key, running, room)
+    SELECT p.queue, p.concurrency_key, 1, p.concurrency_limit
+    FROM picked p
+    WHERE p.concurrency_key IS NOT NULL
+      AND (p.throttle_key IS NULL OR p.throttle_key IN (SELECT key FROM rated))
+    ON CONFLICT (queue, key) DO UPDATE SET running = g.running + 1
+    WHERE g.running < excluded.room
+    RETURNING g.key
 ),
 claimed AS (
     UPDATE {work} w
@@ -220,9 +272,12 @@ claimed AS (
     -- over every queued item, once per claim, instead of looking up the few taken.
     WHERE w.tenant = picked.tenant AND w.id = picked.id AND w.queue = picked.queue
       AND w.state = picked.state AND w.available_at = picked.available_at
+      AND (picked.throttle_key IS NULL OR picked.throttle_key IN (SELECT key FROM rated))
+      AND (picked.concurrency_key IS NULL OR picked.concurrency_key IN (SELECT key FROM counted))
     RETURNING w.tenant, w.id, w.queue, w.payload::text, w.priority, w.dedupe_key, w.attempts,
               w.state, w.worker, w.enqueued_at, w.available_at, w.lease_expires_at,
-              w.first_claimed_at, w.claimed_at, w.failures::text
+              w.first_claimed_at, w.claimed_at, w.failures::text,
+              w.concurrency_key, w.concurrency_limit, w.throttle_key, w.throttle_seconds, w.throttle_burst
 ),
 -- The served tenant goes to the back. An entry another claim is moving right now is
 -- skipped, not waited for: that claim sends the same tenant to the back as it commits,
@@ -240,15 +295,15 @@ served AS (
 SELECT * FROM claimed
 UNION ALL
 SELECT walk.tenant, NULL, NULL, NULL, NULL, NULL, NULL, 'tidy', NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM walk WHERE NOT walk.due
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, 'promote', NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM pending WHERE pending.defer
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, 'more', NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM (SELECT max(found) AS found FROM walk) walked
 WHERE walked.found >= $5::integer + $7::integer
   AND (SELECT count(*) FROM claimed) < $5::integer;
@@ -331,7 +386,8 @@ ON CONFLICT (queue, tenant) DO UPDATE SET due = excluded.due;
 -- name: get_item
 SELECT tenant, id, queue, payload::text, priority, dedupe_key, attempts, state, worker,
        enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at,
-       failures::text
+       failures::text,
+       concurrency_key, concurrency_limit, throttle_key, throttle_seconds, throttle_burst
 FROM {work}
 WHERE tenant = $1::text AND id = $2::text;
 
@@ -343,28 +399,52 @@ WHERE tenant = $1::text AND id = $2::text AND state = 'claimed' AND worker = $3:
   AND lease_expires_at > $4::float8 AND $4::float8 - claimed_at < $6::float8
 RETURNING tenant, id, queue, payload::text, priority, dedupe_key, attempts, state, worker,
           enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at,
-          failures::text;
+          failures::text,
+          concurrency_key, concurrency_limit, throttle_key, throttle_seconds, throttle_burst;
 
 -- name: complete
 -- Completed items are deleted: nothing reads them again, and their id and key are free.
--- The item is answered as it now stands: completed, without a lease.
-DELETE FROM {work}
-WHERE tenant = $1::text AND id = $2::text AND state = 'claimed' AND worker = $3::text
-  AND lease_expires_at > $4::float8
-RETURNING tenant, id, queue, payload::text, priority, dedupe_key, attempts, 'completed', worker,
-          enqueued_at, available_at, NULL::float8, first_claimed_at, claimed_at,
-          failures::text;
+-- The item is answered as it now stands: completed, without a lease. A concurrency key
+-- it held counts one fewer running ({gates}).
+WITH done AS (
+    DELETE FROM {work}
+    WHERE tenant = $1::text AND id = $2::text AND state = 'claimed' AND worker = $3::text
+      AND lease_expires_at > $4::float8
+    RETURNING tenant, id, queue, payload::text AS payload, priority, dedupe_key, attempts,
+              'completed' AS state, worker, enqueued_at, available_at,
+              NULL::float8 AS lease_expires_at, first_claimed_at, claimed_at,
+              failures::text AS failures, concurrency_key, concurrency_limit, throttle_key,
+              throttle_seconds, throttle_burst
+),
+freed AS (
+    UPDATE {gates} g SET running = g.running - d.n
+    FROM (SELECT queue, concurrency_key, count(*)::integer AS n FROM done
+          WHERE concurrency_key IS NOT NULL GROUP BY queue, concurrency_key) d
+    WHERE g.queue = d.queue AND g.key = d.concurrency_key
+)
+SELECT * FROM done;
 
 -- name: complete_many
 -- `complete` for many items in one statement (keep the two in step): each row is fenced
 -- on its own holder and lease, as `complete` fences it; rows that fail the fence stay.
-DELETE FROM {work} AS w
-USING unnest($1::text[], $2::text[]) AS done(tenant, id)
-WHERE w.tenant = done.tenant AND w.id = done.id AND w.state = 'claimed'
-  AND w.worker = $3::text AND w.lease_expires_at > $4::float8
-RETURNING w.tenant, w.id, w.queue, w.payload::text, w.priority, w.dedupe_key, w.attempts,
-          'completed', w.worker, w.enqueued_at, w.available_at, NULL::float8,
-          w.first_claimed_at, w.claimed_at, w.failures::text;
+WITH done AS (
+    DELETE FROM {work} AS w
+    USING unnest($1::text[], $2::text[]) AS done(tenant, id)
+    WHERE w.tenant = done.tenant AND w.id = done.id AND w.state = 'claimed'
+      AND w.worker = $3::text AND w.lease_expires_at > $4::float8
+    RETURNING w.tenant, w.id, w.queue, w.payload::text AS payload, w.priority, w.dedupe_key,
+              w.attempts, 'completed' AS state, w.worker, w.enqueued_at, w.available_at,
+              NULL::float8 AS lease_expires_at, w.first_claimed_at, w.claimed_at,
+              w.failures::text AS failures, w.concurrency_key, w.concurrency_limit,
+              w.throttle_key, w.throttle_seconds, w.throttle_burst
+),
+freed AS (
+    UPDATE {gates} g SET running = g.running - d.n
+    FROM (SELECT queue, concurrency_key, count(*)::integer AS n FROM done
+          WHERE concurrency_key IS NOT NULL GROUP BY queue, concurrency_key) d
+    WHERE g.queue = d.queue AND g.key = d.concurrency_key
+)
+SELECT * FROM done;
 
 -- name: settle
 -- Fenced on the holder and the exact lease the caller saw: a concurrent heartbeat, reap or
@@ -380,7 +460,15 @@ WITH settled AS (
       AND lease_expires_at = $4::float8
     RETURNING tenant, id, queue, payload::text, priority, dedupe_key, attempts, state, worker,
               enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at,
-              failures::text, pg_notify($9::text, queue)::text, seq
+              failures::text, concurrency_key, concurrency_limit, throttle_key,
+              throttle_seconds, throttle_burst, pg_notify($9::text, queue)::text, seq
+),
+-- The item no longer runs: its concurrency key counts one fewer ({gates}).
+freed AS (
+    UPDATE {gates} g SET running = g.running - d.n
+    FROM (SELECT queue, concurrency_key, count(*)::integer AS n FROM settled
+          WHERE concurrency_key IS NOT NULL GROUP BY queue, concurrency_key) d
+    WHERE g.queue = d.queue AND g.key = d.concurrency_key
 ),
 -- A requeued item's tenant rejoins the rotation as an enqueue's does (see enqueue).
 placed AS (
@@ -398,13 +486,15 @@ placed AS (
 )
 SELECT tenant, id, queue, payload, priority, dedupe_key, attempts, state, worker,
        enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at,
-       failures, pg_notify
+       failures, concurrency_key, concurrency_limit, throttle_key, throttle_seconds,
+       throttle_burst, pg_notify
 FROM settled;
 
 -- name: lapsed
 SELECT tenant, id, queue, payload::text, priority, dedupe_key, attempts, state, worker,
        enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at,
-       failures::text
+       failures::text,
+       concurrency_key, concurrency_limit, throttle_key, throttle_seconds, throttle_burst
 FROM {work}
 WHERE state = 'claimed' AND lease_expires_at <= $1::float8
 ORDER BY lease_expires_at
@@ -413,7 +503,8 @@ LIMIT $2::integer;
 -- name: held_by
 SELECT tenant, id, queue, payload::text, priority, dedupe_key, attempts, state, worker,
        enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at,
-       failures::text
+       failures::text,
+       concurrency_key, concurrency_limit, throttle_key, throttle_seconds, throttle_burst
 FROM {work}
 WHERE state = 'claimed' AND worker = $1::text
 LIMIT $2::integer;
@@ -421,7 +512,8 @@ LIMIT $2::integer;
 -- name: dead_letters
 SELECT tenant, id, queue, payload::text, priority, dedupe_key, attempts, state, worker,
        enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at,
-       failures::text
+       failures::text,
+       concurrency_key, concurrency_limit, throttle_key, throttle_seconds, throttle_burst
 FROM {work}
 WHERE ($1::text IS NULL OR tenant = $1::text) AND state = 'dead_lettered'
   AND ($2::text IS NULL OR queue = $2::text)

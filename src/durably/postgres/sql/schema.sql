@@ -144,6 +144,32 @@ WHERE w.state = 'queued' AND EXISTS (SELECT 1 FROM {schema_version} WHERE versio
 ORDER BY w.queue, w.tenant, w.available_at, w.seq
 ON CONFLICT DO NOTHING;
 
+-- Added in version 5: flow gates (durably.stores.flow). An item's gates, empty for none.
+ALTER TABLE {work} ADD COLUMN IF NOT EXISTS concurrency_key text COLLATE "C";
+ALTER TABLE {work} ADD COLUMN IF NOT EXISTS concurrency_limit integer;
+ALTER TABLE {work} ADD COLUMN IF NOT EXISTS throttle_key text COLLATE "C";
+ALTER TABLE {work} ADD COLUMN IF NOT EXISTS throttle_seconds double precision;
+ALTER TABLE {work} ADD COLUMN IF NOT EXISTS throttle_burst integer;
+-- How many items of each concurrency key of a queue are claimed (kept by the claim,
+-- complete and settle statements), and the limit the last claim of the key carried.
+CREATE TABLE IF NOT EXISTS {gates} (
+    queue text COLLATE "C" NOT NULL,
+    key text COLLATE "C" NOT NULL,
+    running integer NOT NULL,
+    room integer NOT NULL,
+    PRIMARY KEY (queue, key)
+);
+-- Each throttle key's theoretical arrival time (the GCRA of durably.stores.flow), with the
+-- interval and tolerance its last claim carried.
+CREATE TABLE IF NOT EXISTS {throttles} (
+    queue text COLLATE "C" NOT NULL,
+    key text COLLATE "C" NOT NULL,
+    tat double precision NOT NULL,
+    step double precision NOT NULL,
+    tolerance double precision NOT NULL,
+    PRIMARY KEY (queue, key)
+);
+
 -- Added in version 5: each cron schedule's last fired tick (durably.engine.schedules).
 CREATE TABLE IF NOT EXISTS {schedule_ticks} (
     name text COLLATE "C" PRIMARY KEY,
@@ -271,7 +297,8 @@ SELECT 5 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
 -- Version 2 prefixed the workflow tables with durably_ (`migrate` renames a version-1
 -- database's tables before this script runs; applied by hand, rename them first).
 -- Version 3 added the rotation ({rota}, {waiting}); version 4 the workflow rotation
--- ({workflow_tenants}); version 5 the schedules' ticks ({schedule_ticks}).
+-- ({workflow_tenants}); version 5 the flow gates ({gates}, {throttles}) and the
+-- schedules' ticks ({schedule_ticks}).
 UPDATE {schema_version} SET version = 5 WHERE version < 5;
 
 -- name: schema_version

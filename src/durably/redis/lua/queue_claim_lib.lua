@@ -2,6 +2,59 @@
 -- queue_lib.lua): take one due item of ``queue`` for ``worker`` as of ``now``, leased
 -- until ``expires``. Returns the item read as ``f`` (or false when nothing is due), and
 -- how many delayed tenants it promoted into the rotation.
+local WALK = 32  -- tenants a claim looks at past those whose items are all gated
+local SCAN = 64  -- gated items a claim passes over within one tenant and priority
+
+-- Whether the flow gates of ``item`` (durably.stores.flow) let it be claimed at ``now``.
+local function gate_open(queue, item, now)
+  local g = redis.call('HMGET', item, 'concurrency_key', 'concurrency_limit', 'throttle_key',
+    'throttle_seconds', 'throttle_burst')
+  if g[1] then
+    local running = tonumber(redis.call('HGET', qkey('running', queue), g[1]) or '0')
+    if running >= tonumber(g[2]) then return false end
+  end
+  if g[3] then
+    local tat = redis.call('HGET', qkey('tat', queue), g[3])
+    if tat and tonumber(tat) - (tonumber(g[5]) - 1) * tonumber(g[4]) > tonumber(now) then
+      return false
+    end
+  end
+  return true
+end
+
+-- The tenant's first due item its gates let through, in its order (priority, then age):
+-- its priority and member, or nils; and whether a due item was passed over for its gates.
+local function pick(queue, tenant, now, priorities)
+  local held = false
+  for _, p in ipairs(priorities) do
+    local key = ready_key(queue, tenant, p)
+    for offset = 0, SCAN - 1, 16 do
+      local hits = redis.call('ZRANGEBYSCORE', key, '-inf', now, 'LIMIT', offset, 16)
+      for _, m in ipairs(hits) do
+        if gate_open(queue, item_key(seg(tenant) .. seg(string.sub(m, 17))), now) then
+          return p, m, held
+        end
+        held = true
+      end
+      if #hits < 16 then break end
+    end
+  end
+  return nil, nil, held
+end
+
+-- The claimed item read as ``f`` takes its gates: one more running item of its concurrency
+-- key, its throttle key's arrival time moved on (`throttle_admits`).
+local function take_gates(queue, f, now)
+  if f[CKEY] then redis.call('HINCRBY', qkey('running', queue), f[CKEY], 1) end
+  if f[TKEY] then
+    local at, step = tonumber(now), tonumber(f[TSECONDS])
+    local tolerance = (tonumber(f[TBURST]) - 1) * step
+    local tat = tonumber(redis.call('HGET', qkey('tat', queue), f[TKEY]) or (at + tolerance))
+    redis.call('HSET', qkey('tat', queue), f[TKEY],
+      string.format('%.17g', math.max(tat, at) + step))
+  end
+end
+
 local function claim(queue, worker, now, expires, priorities)
   local rota, fresh = qkey('rota', queue), qkey('fresh', queue)
   local waiting = qkey('waiting', queue)
@@ -28,20 +81,29 @@ local function claim(queue, worker, now, expires, priorities)
     redis.call('ZREM', waiting, unpack(due))
   end
   -- The first fresh tenant (turn 0) goes before every served one; else the lowest turn.
-  local tenant, first_fresh = nil, redis.call('ZRANGE', fresh, 0, 0)[1]
-  if first_fresh then
-    tenant = string.sub(first_fresh, 17)
-  else
-    tenant = redis.call('ZRANGE', rota, 0, 0)[1]
-    if not tenant then return false, #due end
+  -- A tenant whose due items are all held by their flow gates is passed over, its place
+  -- kept, for the next (at most WALK tenants a claim).
+  local tenant, first_fresh, priority, member = nil, nil, nil, nil
+  for i = 0, WALK - 1 do
+    local entry = redis.call('ZRANGE', fresh, i, i)[1]
+    if not entry then break end
+    local p, m, held = pick(queue, string.sub(entry, 17), now, priorities)
+    if m or not held then
+      tenant, first_fresh, priority, member = string.sub(entry, 17), entry, p, m
+      break
+    end
   end
-  -- Within the tenant, the highest priority's oldest due item (a tenant in rota or fresh
-  -- has one due).
-  local priority, member = nil, nil
-  for _, p in ipairs(priorities) do
-    local hit = redis.call('ZRANGEBYSCORE', ready_key(queue, tenant, p), '-inf', now,
-      'LIMIT', 0, 1)
-    if hit[1] then priority, member = p, hit[1]; break end
+  if not tenant then
+    for i = 0, WALK - 1 do
+      local entry = redis.call('ZRANGE', rota, i, i)[1]
+      if not entry then break end
+      local p, m, held = pick(queue, entry, now, priorities)
+      if m or not held then
+        tenant, priority, member = entry, p, m
+        break
+      end
+    end
+    if not tenant then return false, #due end
   end
   -- The served tenant goes to the back of the rotation, or out of it (delayed or empty).
   local turn = redis.call('INCR', qkey('turn', queue))
@@ -84,6 +146,7 @@ local function claim(queue, worker, now, expires, priorities)
   end
   redis.call('ZADD', qkey('leases', queue), expires, ref)
   redis.call('SADD', base .. 'held:' .. seg(worker), ref)
+  take_gates(queue, f, now)
   f[STATE], f[WORKER], f[CLAIMED], f[LEASE] = 'claimed', worker, now, expires
   return f, #due
 end

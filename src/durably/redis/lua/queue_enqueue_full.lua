@@ -4,8 +4,9 @@
 -- KEYS: item hash. ARGV: prefix, tenant, member (the 16-digit enqueue order, then the id:
 -- see order.py), queue, payload (JSON), priority, now, the enqueue's token (one per call,
 -- kept in the item), then optionally available_at ('' or absent: now), a dedupe key (''
--- or absent: none), and the attempts and failures (segments) the item already carries
--- (absent: 0 and none).
+-- or absent: none), the attempts and failures (segments) the item already carries
+-- (absent: 0 and none), and its flow gates: concurrency key and limit, throttle key,
+-- interval and burst ('' or absent: none).
 -- Answers 1 when queued (the caller knows the rest), or the live holder's item. A retry of
 -- an enqueue that landed (its reply lost) finds its token on the item, whatever became of
 -- the item since, and answers 1 again: one call, one item.
@@ -60,6 +61,12 @@ if dedupe then
 end
 if available then add('available_at', available) end
 if ARGV[11] then add('attempts', ARGV[11]); add('failures', ARGV[12]) end
+if ARGV[13] and ARGV[13] ~= '' then
+  add('concurrency_key', ARGV[13]); add('concurrency_limit', ARGV[14])
+end
+if ARGV[15] and ARGV[15] ~= '' then
+  add('throttle_key', ARGV[15]); add('throttle_seconds', ARGV[16]); add('throttle_burst', ARGV[17])
+end
 redis.call('HSET', item, unpack(fields))
 add_ready(queue, tenant, priority, member, available or now, now)
 if not available or tonumber(available) <= tonumber(now) then ring(queue, now) end

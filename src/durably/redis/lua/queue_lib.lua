@@ -137,10 +137,18 @@ end
 local PAYLOAD, ATTEMPTS, STATE, WORKER, ENQUEUED, AVAILABLE = 1, 2, 3, 4, 5, 6
 local LEASE, FIRST_CLAIMED, CLAIMED, FAILURES = 7, 8, 9, 10
 local QUEUE, DEDUPE, TENANT, ID, PRIORITY, MEMBER = 11, 12, 13, 14, 15, 16
+-- The flow gates (durably.stores.flow), unset for an item under none.
+local CKEY, CLIMIT, TKEY, TSECONDS, TBURST = 17, 18, 19, 20, 21
 local function read_item(item)
   return redis.call('HMGET', item, 'payload', 'attempts', 'state', 'worker', 'enqueued_at',
     'available_at', 'lease_expires_at', 'first_claimed_at', 'claimed_at', 'failures',
-    'queue', 'dedupe', 'tenant', 'id', 'priority', 'member')
+    'queue', 'dedupe', 'tenant', 'id', 'priority', 'member', 'concurrency_key',
+    'concurrency_limit', 'throttle_key', 'throttle_seconds', 'throttle_burst')
+end
+
+-- A claimed item no longer runs: its concurrency key counts one fewer.
+local function release_gate(f)
+  if f[CKEY] then redis.call('HINCRBY', qkey('running', f[QUEUE]), f[CKEY], -1) end
 end
 
 local function forget_dedupe(f)

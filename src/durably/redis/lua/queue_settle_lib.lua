@@ -24,6 +24,7 @@ local function settle(ref, f, error, due, now)
   local attempts = (tonumber(f[ATTEMPTS]) or 0) + 1
   redis.call('ZREM', qkey('leases', queue), ref)
   redis.call('SREM', base .. 'held:' .. seg(f[WORKER]), ref)
+  release_gate(f)
   local failures = (f[FAILURES] or '') .. seg(error)
   if attempts > #due then
     redis.call('HSET', item, 'state', 'dead_lettered', 'attempts', attempts, 'worker', '',
@@ -56,6 +57,7 @@ local function complete(ref, worker, now, retention)
   if lost then return lost end
   redis.call('ZREM', qkey('leases', f[QUEUE]), ref)
   redis.call('SREM', base .. 'held:' .. seg(worker), ref)
+  release_gate(f)
   redis.call('HSET', item, 'state', 'completed', 'lease_expires_at', '')
   forget_dedupe(f)
   redis.call('EXPIRE', item, retention)
