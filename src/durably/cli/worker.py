@@ -94,6 +94,21 @@ def load_target(target: str, app_dir: str | None = None) -> Callable[..., Any]:
     """The App or callable ``MODULE:ATTR`` names, imported from ``app_dir`` (searched
     first) or, when not importable otherwise, from the current directory (searched last);
     `UsageError` when it cannot be found."""
+    found = load_object(target, app_dir)
+    from durably.app import App
+
+    if isinstance(found, App):
+        return found.serve
+    if not callable(found):
+        raise UsageError(
+            f"{target!r} is neither a durably.App nor callable: it must be an App or "
+            "setup(worker, stores)"
+        )
+    return found
+
+
+def load_object(target: str, app_dir: str | None = None) -> object:
+    """What ``MODULE:ATTR`` names, imported as `load_target` imports it."""
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise UsageError(f"{target!r} is not MODULE:ATTR (e.g. myapp.jobs:setup)")
@@ -107,15 +122,6 @@ def load_target(target: str, app_dir: str | None = None) -> Callable[..., Any]:
         if not hasattr(found, part):
             raise UsageError(f"module {module_name!r} has no attribute {attr!r}")
         found = getattr(found, part)
-    from durably.app import App
-
-    if isinstance(found, App):
-        return found.serve
-    if not callable(found):
-        raise UsageError(
-            f"{target!r} is neither a durably.App nor callable: it must be an App or "
-            "setup(worker, stores)"
-        )
     return found
 
 
