@@ -25,9 +25,11 @@ from durably.app._steps import Step
 from durably.app._values import Duration, seconds_of
 from durably.app._workflow import Workflow
 from durably.clock import Clock, SystemClock
+from durably.engine.schedules import Schedule
 from durably.errors import ConfigurationError, DurablyError, InvalidInputError
 from durably.stores.dsn import DSN_ENV, describe, parse, redacted
 from durably.stores.opening import Stores
+from durably.stores.work import DEFAULT_QUEUE
 from durably.validation import identifier
 
 P = ParamSpec("P")
@@ -357,6 +359,40 @@ class App:
                 or swept).
         """
         return await find_handle(self._core, id, tenant)
+
+    # --- schedules -------------------------------------------------------------------------
+
+    def schedule(
+        self,
+        name: str,
+        *,
+        cron: str,
+        tz: str = "UTC",
+        queue: str = DEFAULT_QUEUE,
+    ) -> Schedule:
+        """Enqueue one work item on ``queue`` at every tick of ``cron`` in time zone ``tz``.
+
+        Every worker `serve` runs ticks it, and however many run, a tick enqueues once
+        (see the flow-control guide). The item's id and dedupe key name the schedule and
+        the tick; its payload carries the tick (`durably.engine.tick_of`). Register
+        schedules at start-up, in code.
+
+        Args:
+            name: The schedule's name, one per App.
+            cron: A five-field cron expression, e.g. ``"*/15 * * * *"``.
+            tz: An IANA time zone; ticks are wall-clock times there.
+            queue: The queue the tick's items go to.
+
+        Raises:
+            InvalidInputError: A cron expression that does not parse, an unknown time
+                zone, or a bad name or queue (before any I/O).
+            ConfigurationError: A schedule of this name is registered already.
+        """
+        schedule = Schedule(name, cron, tz=tz, queue=queue, tenant=self._core.tenant)
+        if name in self._core.schedules:
+            raise ConfigurationError(f"a schedule named {name!r} is registered already")
+        self._core.schedules[name] = schedule
+        return schedule
 
     # --- serving ---------------------------------------------------------------------------
 

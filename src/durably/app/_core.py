@@ -23,6 +23,7 @@ from durably.app._cancels import Cancels
 from durably.app._limits import Limits
 from durably.app._loops import LoopStores
 from durably.clock import Clock
+from durably.engine.schedules import Schedule
 from durably.errors import ConfigurationError
 from durably.stores.dsn import describe
 from durably.stores.opening import Stores, open_stores
@@ -66,6 +67,8 @@ class Core:
         self.migrate = migrate
         self.workflows: dict[str, Workflow[Any, Any]] = {}
         self.steps: dict[str, Step[Any, Any]] = {}
+        self.schedules: dict[str, Schedule] = {}
+        """Cron schedules by name (`App.schedule`), ticked by every worker `serve` runs."""
         self.cancels = Cancels(self.stores)
         """What running passes ask whether a cancel arrived since they began."""
         self._stores = LoopStores(self._open, describe(dsn))

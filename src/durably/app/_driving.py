@@ -80,6 +80,9 @@ class Driver:
             grace_seconds=grace,
             maintenance_seconds=maintenance,
         )
+        stores = await self._core.stores()
+        for schedule in self._core.schedules.values():
+            worker.schedule(stores.queue, schedule)
         for kind in kinds:
             workflow = self._core.workflows[kind]
             options = _options(workflow, self._core.lease)

@@ -185,8 +185,8 @@ class Worker:
         `ValueError` with nothing registered, `RuntimeError` if already running, and a
         `ConfigurationError` a store raised (after shutting down).
         """
-        if not self._queues and not self._workflows:
-            raise ValueError("nothing to serve: call handle() or workflow() first")
+        if not self._queues and not self._workflows and not self._schedules:
+            raise ValueError("nothing to serve: call handle(), workflow() or schedule() first")
         if self._running:
             raise RuntimeError(f"worker {self._name!r} is already running")
         self._running = True
