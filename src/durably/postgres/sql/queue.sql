@@ -70,6 +70,17 @@ older AS (
 INSERT INTO {enqueues} (token, tenant, id, written_at)
 SELECT $9::text, $1::text, $2::text, $6::float8 FROM fresh
 
+-- name: _freed
+-- What complete, complete_many and settle write after the item: each item of ``done``
+-- (queue and concurrency key of items that were claimed) no longer runs, so its
+-- concurrency key counts one fewer ({gates}).
+freed AS (
+    UPDATE {gates} g SET running = g.running - d.n
+    FROM (SELECT queue, concurrency_key, count(*)::integer AS n FROM done
+          WHERE concurrency_key IS NOT NULL GROUP BY queue, concurrency_key) d
+    WHERE g.queue = d.queue AND g.key = d.concurrency_key
+)
+
 -- name: enqueued_by
 -- Whether the call with token $1 wrote an item (a retry asks, once its insert wrote none).
 SELECT 1 FROM {enqueues} WHERE token = $1::text;
@@ -416,12 +427,7 @@ WITH done AS (
               failures::text AS failures, concurrency_key, concurrency_limit, throttle_key,
               throttle_seconds, throttle_burst
 ),
-freed AS (
-    UPDATE {gates} g SET running = g.running - d.n
-    FROM (SELECT queue, concurrency_key, count(*)::integer AS n FROM done
-          WHERE concurrency_key IS NOT NULL GROUP BY queue, concurrency_key) d
-    WHERE g.queue = d.queue AND g.key = d.concurrency_key
-)
+{_freed}
 SELECT * FROM done;
 
 -- name: complete_many
@@ -438,12 +444,7 @@ WITH done AS (
               w.failures::text AS failures, w.concurrency_key, w.concurrency_limit,
               w.throttle_key, w.throttle_seconds, w.throttle_burst
 ),
-freed AS (
-    UPDATE {gates} g SET running = g.running - d.n
-    FROM (SELECT queue, concurrency_key, count(*)::integer AS n FROM done
-          WHERE concurrency_key IS NOT NULL GROUP BY queue, concurrency_key) d
-    WHERE g.queue = d.queue AND g.key = d.concurrency_key
-)
+{_freed}
 SELECT * FROM done;
 
 -- name: settle
@@ -463,13 +464,8 @@ WITH settled AS (
               failures::text, concurrency_key, concurrency_limit, throttle_key,
               throttle_seconds, throttle_burst, pg_notify($9::text, queue)::text, seq
 ),
--- The item no longer runs: its concurrency key counts one fewer ({gates}).
-freed AS (
-    UPDATE {gates} g SET running = g.running - d.n
-    FROM (SELECT queue, concurrency_key, count(*)::integer AS n FROM settled
-          WHERE concurrency_key IS NOT NULL GROUP BY queue, concurrency_key) d
-    WHERE g.queue = d.queue AND g.key = d.concurrency_key
-),
+done AS (SELECT queue, concurrency_key FROM settled),
+{_freed},
 -- A requeued item's tenant rejoins the rotation as an enqueue's does (see enqueue).
 placed AS (
     INSERT INTO {rota} (queue, tenant, turn, available_at, seq)
