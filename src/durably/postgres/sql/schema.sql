@@ -151,7 +151,8 @@ ALTER TABLE {work} ADD COLUMN IF NOT EXISTS throttle_key text COLLATE "C";
 ALTER TABLE {work} ADD COLUMN IF NOT EXISTS throttle_seconds double precision;
 ALTER TABLE {work} ADD COLUMN IF NOT EXISTS throttle_burst integer;
 -- How many items of each concurrency key of a queue are claimed (kept by the claim,
--- complete and settle statements), and the limit the last claim of the key carried.
+-- complete and settle statements), and the limit its first claim carried (each claim
+-- checks against the limit of the item it takes).
 CREATE TABLE IF NOT EXISTS {gates} (
     queue text COLLATE "C" NOT NULL,
     key text COLLATE "C" NOT NULL,
