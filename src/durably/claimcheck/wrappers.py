@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from durably.claimcheck.policy import ClaimCheckPolicy
+from durably.errors import ConfigurationError
 from durably.stores.codec import CheckpointCodec
 from durably.stores.status import WorkflowInfo, WorkflowStatus
 from durably.stores.work import DEFAULT_QUEUE, QueuePolicy, QueueStats, WorkItem, WorkQueue
@@ -329,6 +330,14 @@ class ClaimCheckedQueue:
 
     async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
         return await self._inner.stats(queue=queue)
+
+    async def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
+        """The wrapped queue's schedule mark (cron schedules need no claim check)."""
+        advance = getattr(self._inner, "advance_tick", None)
+        if advance is None:
+            raise ConfigurationError(f"{type(self._inner).__name__} keeps no schedule ticks")
+        moved: tuple[bool, float | None] = await advance(name, tick)
+        return moved
 
     async def close(self) -> None:
         """Close the wrapped queue (the claim-check store is the policy's owner's)."""

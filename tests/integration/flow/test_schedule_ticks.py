@@ -103,3 +103,14 @@ async def test_redis_moves_a_mark_once_a_tick(redis_queues: Any) -> None:
     make, clock = redis_queues
     await _check_marks(make())
     await _check_one_item_a_tick(make(), clock)
+
+
+async def test_a_claim_checked_queue_keeps_its_inner_queues_marks() -> None:
+    from durably.claimcheck import ClaimCheckedQueue, ClaimCheckPolicy
+    from durably.memory.claimcheck import MemoryClaimCheckStore
+
+    clock = ManualClock(6_000_000.0)
+    inner = MemoryWorkQueue(clock)
+    queue = ClaimCheckedQueue(inner, ClaimCheckPolicy(MemoryClaimCheckStore()))
+    await _check_one_item_a_tick(queue, clock)
+    assert await inner.advance_tick("minutely", clock.now()) == (False, None)
