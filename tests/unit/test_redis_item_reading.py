@@ -28,9 +28,15 @@ def _fields(**changes: Any) -> list[Any]:
         b"id {x}",  # id
         b"30",  # priority
         b"0000000000000007id {x}",  # member
+        None,  # concurrency_key (no flow gates)
+        None,  # concurrency_limit
+        None,  # throttle_key
+        None,  # throttle_seconds
+        None,  # throttle_burst
     ]
     names = ["payload", "attempts", "state", "worker", "enqueued", "available", "lease"]
     names += ["first", "claimed", "failures", "queue", "dedupe", "tenant", "id", "priority"]
+    names += ["member", "ckey", "climit", "tkey", "tseconds", "tburst"]
     for name, value in changes.items():
         fields[names.index(name)] = value
     return fields
@@ -59,6 +65,19 @@ def test_an_item_read_back_equals_the_validated_item() -> None:
     item = _item(_fields())
     assert item == EXPECTED
     assert item.model_fields_set == set(WorkItem.model_fields)
+
+
+def test_an_item_under_flow_gates_reads_back_its_gates() -> None:
+    fields = _fields(ckey=b"k", climit=b"2", tkey=b"api", tseconds=b"0.02", tburst=b"5")
+    assert _item(fields) == EXPECTED.model_copy(
+        update={
+            "concurrency_key": "k",
+            "concurrency_limit": 2,
+            "throttle_key": "api",
+            "throttle_seconds": 0.02,
+            "throttle_burst": 5,
+        }
+    )
 
 
 def test_text_replies_take_the_general_path_to_the_same_item() -> None:
