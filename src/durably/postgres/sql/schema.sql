@@ -145,11 +145,12 @@ ORDER BY w.queue, w.tenant, w.available_at, w.seq
 ON CONFLICT DO NOTHING;
 
 -- Added in version 5: flow gates (durably.stores.flow). An item's gates, empty for none.
-ALTER TABLE {work} ADD COLUMN IF NOT EXISTS concurrency_key text COLLATE "C";
-ALTER TABLE {work} ADD COLUMN IF NOT EXISTS concurrency_limit integer;
-ALTER TABLE {work} ADD COLUMN IF NOT EXISTS throttle_key text COLLATE "C";
-ALTER TABLE {work} ADD COLUMN IF NOT EXISTS throttle_seconds double precision;
-ALTER TABLE {work} ADD COLUMN IF NOT EXISTS throttle_burst integer;
+ALTER TABLE {work}
+    ADD COLUMN IF NOT EXISTS concurrency_key text COLLATE "C",
+    ADD COLUMN IF NOT EXISTS concurrency_limit integer,
+    ADD COLUMN IF NOT EXISTS throttle_key text COLLATE "C",
+    ADD COLUMN IF NOT EXISTS throttle_seconds double precision,
+    ADD COLUMN IF NOT EXISTS throttle_burst integer;
 -- How many items of each concurrency key of a queue are claimed (kept by the claim,
 -- complete and settle statements), and the limit its first claim carried (each claim
 -- checks against the limit of the item it takes).
