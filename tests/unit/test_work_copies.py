@@ -23,6 +23,11 @@ FIELDS: dict[str, object] = {
     "first_claimed_at": 1.5,
     "claimed_at": 2.0,
     "failures": ("boom",),
+    "concurrency_key": "ck",
+    "concurrency_limit": 3,
+    "throttle_key": "tk",
+    "throttle_seconds": 0.5,
+    "throttle_burst": 2,
 }
 
 
