@@ -37,6 +37,7 @@ from durably.errors import (
     NondeterminismError,
     RecordLimitError,
     WorkflowConflictError,
+    WorkflowLimitError,
     WorkflowStopped,
 )
 from durably.stores.workflows import is_inbox_key
@@ -601,7 +602,8 @@ class Context:
             WorkflowConflictError: The id exists under another kind, or names a workflow
                 that is not this one's child.
             WorkflowLimitError: This body has started as many workflows as the App's
-                `Limits` allow, or the child would be deeper than they allow.
+                `Limits` allow, the child would be deeper than they allow, or its
+                tenant holds as many workflows as its per-tenant caps allow.
             ChildWorkflowFailedError: The child failed or was cancelled (or was swept
                 before this workflow read how it ended); it carries the child's failure
                 (``error``, ``type``, ``message`` and ``step``), as `WorkflowFailedError`.
@@ -672,7 +674,8 @@ class Context:
                 derived id over 512 bytes (give an ``id``); a ``tenant`` option.
             WorkflowConflictError: The id exists under another kind.
             WorkflowLimitError: This body has started as many workflows as the App's
-                `Limits` allow, or the child would be deeper than they allow.
+                `Limits` allow, the child would be deeper than they allow, or its
+                tenant holds as many workflows as its per-tenant caps allow.
         """
         fn, id, timeout = child_options(fn, id)
         _, handle = await self._start_workflow(
@@ -750,17 +753,26 @@ class Context:
         )
 
         async def launch() -> object:
-            for chosen in tries[:-1]:
-                try:
-                    at, created = await fn.launch(chosen, start)
-                except WorkflowConflictError:
-                    continue
-                return {"id": chosen, "key": at, "created": created}
-            at, created = await fn.launch(tries[-1], start)
+            try:
+                for chosen in tries[:-1]:
+                    try:
+                        at, created = await fn.launch(chosen, start)
+                    except WorkflowConflictError:
+                        continue
+                    return {"id": chosen, "key": at, "created": created}
+                at, created = await fn.launch(tries[-1], start)
+            except WorkflowLimitError as exc:
+                # The tenant's cap, counted by the store: recorded, so every pass of this
+                # body sees the same refusal (a replay must not start what was refused).
+                return {"refused": [exc.limit, exc.maximum, exc.count]}
             return {"id": tries[-1], "key": at, "created": created}
 
         started: object = await self._run.step(key, launch)
         info = started if isinstance(started, dict) else {}
+        refused = info.get("refused")
+        if isinstance(refused, list) and len(refused) == 3:
+            limit, maximum, count = refused
+            raise WorkflowLimitError(owner, workflow, str(limit), int(maximum), int(count))
         chosen = str(info.get("id", workflow))
         return key, fn.handle(
             chosen,

@@ -59,6 +59,8 @@ class Core:
         """The DSN the stores open from, secret (its password never in a repr or a log)."""
         self.limits = limits or Limits()
         """What one workflow body may start (`Limits`)."""
+        self.caps = self.limits.tenant_caps
+        """The per-tenant caps the store applies at each start."""
         self.clock = clock
         self.tenant = tenant
         self.retention = retention

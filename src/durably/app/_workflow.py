@@ -43,6 +43,7 @@ from durably.errors import (
     WorkflowConflictError,
     WorkflowStopped,
 )
+from durably.stores.admission import admit_workflow
 from durably.stores.workflows import Finish, Restart, value_refused
 
 P = ParamSpec("P")
@@ -275,7 +276,11 @@ class Workflow(Generic[P, R]):
                 await self._ready(workflow, tenant, first=False)
                 return workflow, False
         try:
-            recorded = await checkpointer.supply(key, layout.START, start)
+            # Counted under its tenant by the store in the same write, and refused there
+            # (WorkflowLimitError, nothing written) past the tenant's caps.
+            recorded = await admit_workflow(
+                checkpointer, key, layout.START, start, tenant=tenant, caps=self._core.caps
+            )
         except (StatePersistenceError, InvalidInputError) as exc:
             # Refused by the store's own checks (its size limit, its codec), which run
             # before it writes: named here, as the caller's other bad input is.

@@ -9,6 +9,7 @@ per test.
 
 from __future__ import annotations
 
+from durably.testing.app.admission import AppAdmission
 from durably.testing.app.basics import AppBasics
 from durably.testing.app.cancels import AppCancels
 from durably.testing.app.concurrency import AppConcurrency
@@ -31,6 +32,7 @@ from durably.testing.app.values import AppValues
 
 
 class AppConformance(
+    AppAdmission,
     AppBasics,
     AppDeployCheck,
     AppLifecycle,
