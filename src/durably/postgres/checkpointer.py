@@ -22,6 +22,7 @@ from durably.postgres.migrate import verify
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
 from durably.postgres.sweep import sweep_finished
+from durably.stores.admission import TenantCaps, TenantCounts, refuse_over
 from durably.stores.codec import (
     CheckpointCodec,
     JsonCodec,
@@ -266,6 +267,34 @@ class PostgresCheckpointer:
             return Recorded(self._codec.decode(encoded), True)
         return await self._stored(session, workflow, key, encoded)
 
+    async def admit(
+        self, workflow: str, key: str, value: object, *, tenant: str, caps: TenantCaps
+    ) -> Recorded[object]:
+        """`supply` the start record and count a first one under ``tenant``, in one
+        transaction that holds the tenant's counts row; `WorkflowLimitError` (rolled back,
+        nothing written) past ``caps``."""
+        identifier(workflow, "workflow")
+        identifier(tenant, "tenant")
+        step_key(key)
+        encoded = self._encode(value)
+
+        async def run(session: Session) -> Recorded[object]:
+            running, started = (await session.fetch(self._sql["lock_counts"], tenant))[0]
+            if not await session.count(self._sql["supply"], workflow, key, encoded):
+                return await self._stored(session, workflow, key, encoded)
+            counts = TenantCounts(int(running), int(started))
+            refuse_over(caps, counts, tenant=tenant, workflow=workflow)  # rolls back
+            await session.fetch(self._sql["admit"], workflow, tenant)
+            return Recorded(self._codec.decode(encoded), True)
+
+        return await self._access.run(run, errors=state_errors, transaction=True)
+
+    async def tenant_counts(self, tenant: str) -> TenantCounts:
+        """``tenant``'s admitted workflows, running and started."""
+        identifier(tenant, "tenant")
+        rows = await self._run(lambda s: s.fetch(self._sql["tenant_counts"], tenant))
+        return TenantCounts(int(rows[0][0]), int(rows[0][1])) if rows else TenantCounts()
+
     async def append(self, workflow: str, value: object, *, unless_finished: bool = False) -> Entry:
         identifier(workflow, "workflow")
         encoded = self._encode(value)
@@ -352,6 +381,7 @@ class PostgresCheckpointer:
         await session.fetch(self._sql["discard_fence"], workflow)
         rows = await session.fetch(self._sql["discard_records"], workflow)
         await session.fetch(self._sql["discard_status"], workflow)
+        await session.fetch(self._sql["discard_admitted"], workflow)
         return int(rows[0][0])
 
     async def sweep(

@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 from durably.errors import ConfigurationError
 from durably.postgres import statements
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The schema version this release reads and writes; `verify` refuses any other."""
 
 # Lower-case, unquoted-safe names only: a table name is interpolated (a placeholder cannot
@@ -45,6 +45,8 @@ class StateTables:
     workflow_seq: str = "durably_workflow_seq"
     workflow_tenants: str = "durably_workflow_tenants"
     workflow_turn_seq: str = "durably_workflow_turn_seq"
+    workflow_admitted: str = "durably_workflow_admitted"
+    workflow_counts: str = "durably_workflow_counts"
     claim_check: str = "durably_claim_check"
 
     def __post_init__(self) -> None:

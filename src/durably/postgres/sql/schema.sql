@@ -250,6 +250,21 @@ CREATE INDEX IF NOT EXISTS {workflow_status_name}_by_status ON {workflow_status}
 CREATE INDEX IF NOT EXISTS {workflow_status_name}_by_age ON {workflow_status}
     (status, updated_at);
 
+-- Admission (version 5, durably.stores.admission): each workflow counted under its tenant
+-- (running while unfinished) and the counts per tenant, kept by the same statements as the
+-- start record, the status writes, discards and the sweep. Workflows a database held
+-- before version 5 are not counted.
+CREATE TABLE IF NOT EXISTS {workflow_admitted} (
+    workflow text COLLATE "C" PRIMARY KEY,
+    tenant text COLLATE "C" NOT NULL,
+    running boolean NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {workflow_counts} (
+    tenant text COLLATE "C" PRIMARY KEY,
+    running bigint NOT NULL,
+    started bigint NOT NULL
+);
+
 -- Claim-check blobs, one per distinct content: `digest` is the SHA-256 of `data`,
 -- `expires_at` the store's clock time it lapses at ('Infinity': never).
 CREATE TABLE IF NOT EXISTS {claim_check} (
@@ -260,12 +275,13 @@ CREATE TABLE IF NOT EXISTS {claim_check} (
 CREATE INDEX IF NOT EXISTS {claim_check_name}_by_expiry ON {claim_check} (expires_at);
 
 INSERT INTO {schema_version} (version)
-SELECT 4 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
+SELECT 5 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
 -- Version 2 prefixed the workflow tables with durably_ (`migrate` renames a version-1
 -- database's tables before this script runs; applied by hand, rename them first).
 -- Version 3 added the rotation ({rota}, {waiting}); version 4 the workflow rotation
--- ({workflow_tenants}).
-UPDATE {schema_version} SET version = 4 WHERE version < 4;
+-- ({workflow_tenants}); version 5 the per-tenant counts ({workflow_admitted},
+-- {workflow_counts}).
+UPDATE {schema_version} SET version = 5 WHERE version < 5;
 
 -- name: schema_version
 SELECT version FROM {schema_version};

@@ -30,5 +30,14 @@ records AS (
 ),
 claim AS (
     DELETE FROM {workflow_claim} WHERE workflow IN (SELECT workflow FROM finished)
+),
+unadmitted AS (
+    DELETE FROM {workflow_admitted} WHERE workflow IN (SELECT workflow FROM finished)
+    RETURNING tenant, running
+),
+uncounted AS (
+    UPDATE {workflow_counts} AS c
+    SET running = c.running - CASE WHEN u.running THEN 1 ELSE 0 END, started = c.started - 1
+    FROM unadmitted AS u WHERE c.tenant = u.tenant
 )
 SELECT count(*) FROM finished;

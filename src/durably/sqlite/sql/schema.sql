@@ -1,4 +1,4 @@
--- durably's tables in an embedded SQLite file: schema version 5.
+-- durably's tables in an embedded SQLite file: schema version 6.
 -- Applied by `durably.sqlite.connect` inside one BEGIN IMMEDIATE, so processes opening a
 -- fresh file at once create it exactly once. Every statement is idempotent.
 
@@ -209,6 +209,22 @@ CREATE TABLE IF NOT EXISTS durably_workflow_swept_token (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     token INTEGER NOT NULL
 );
+
+-- Admission (schema version 6, durably.stores.admission): each workflow counted under its
+-- tenant (running = 1 while unfinished) and the counts per tenant, kept by the same
+-- transactions as the start record, the status writes, discards and the sweep. Workflows
+-- a file held before version 6 are not counted.
+CREATE TABLE IF NOT EXISTS durably_workflow_admitted (
+    workflow TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    running INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS durably_workflow_counts (
+    tenant TEXT PRIMARY KEY,
+    running INTEGER NOT NULL,
+    started INTEGER NOT NULL
+) WITHOUT ROWID;
 
 -- Scheduler entries: queued (ready, no hand-out in flight: in its tenant's line), in flight
 -- (ready with a receipt: invisible until visible_at) or sleeping (due on the caller's
