@@ -9,9 +9,9 @@ from collections.abc import Awaitable, Callable, Collection
 from datetime import UTC, datetime
 
 from durably.errors import Fenced, InvalidInputError
-from durably.stores.admission import TenantCaps, TenantCounts, refuse_over, running_after
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
+from durably.stores.admission import TenantCaps, TenantCounts, refuse_over, running_after
 from durably.stores.codec import (
     CheckpointCodec,
     JsonCodec,
