@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from durably.errors import ConfigurationError, InvalidInputError, WorkflowLimitError
+from durably.stores.status import WorkflowStatus
 from durably.stores.workflows import Checkpointer, Recorded
 
 MOST_ADMITTED = 1_000_000_000
@@ -74,11 +75,9 @@ def refuse_over(caps: TenantCaps, counts: TenantCounts, *, tenant: str, workflow
 
 
 def running_after(status: str) -> bool:
-    """Whether a workflow whose status is now ``status`` counts as running."""
-    return status not in _FINISHED_TEXTS
-
-
-_FINISHED_TEXTS = frozenset({"completed", "failed", "cancelled"})
+    """Whether a workflow whose status is now ``status`` counts as running: it is not
+    finished (`WorkflowStatus.finished`)."""
+    return not WorkflowStatus(status).finished
 
 
 @runtime_checkable
