@@ -4,8 +4,8 @@ readable and runnable, and counts only what starts after (never below zero)."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -47,7 +47,7 @@ async def _counts(app: App) -> TenantCounts:
     return await checkpointer.tenant_counts(TENANT)
 
 
-def _register(app: App) -> Callable[..., Awaitable[object]]:
+def _register(app: App) -> Any:
     @app.workflow(name="upgrade-waits")
     async def waits(ctx: Context) -> str:
         return str(await ctx.recv(NOTE))

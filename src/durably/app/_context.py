@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, Protocol, TypeVar, o
 
 from durably.app import _layout as layout
 from durably.app import _tenancy as tenancy
+from durably.app._begins import AT_ONCE, Begins
 from durably.app._branches import gather
 from durably.app._drift import Placement
 from durably.app._limits import Limits, check_start
@@ -325,6 +326,23 @@ class Context:
                 "give it a tzinfo (datetime.UTC, or a ZoneInfo)"
             )
         await self._sleep_until(when.timestamp())
+
+    async def _wait_to_begin(self) -> None:
+        """Sleep durably until a delayed start's time (``start(delay=)`` or ``at=``).
+
+        Under a key of its own, so the body's own sleeps keep their numbers.
+        """
+        not_before = self._start.get("not_before")
+        if not isinstance(not_before, int | float) or isinstance(not_before, bool):
+            return
+        key = layout.BEGINS
+        self._meet(key)
+        self._room(key)
+        due = self._run.recorded.get(key)
+        if not isinstance(due, int | float) or due > self._run.clock.now():
+            await self._look()
+            self._deliver_cancel()  # a cancel while it waits to begin is seen here
+        await self._run.sleep_until(key, float(not_before))
 
     async def _sleep_until(self, deadline: float) -> None:
         key = self._next(f"{layout.PREFIX}sleep")
@@ -693,6 +711,7 @@ class Context:
         tenant: str | None,
         timeout: Duration | None,
         child: bool,
+        begins: Begins = AT_ONCE,
     ) -> tuple[str, WorkflowHandle[T]]:
         if not callable(getattr(fn, "prepare", None)) or not isinstance(
             getattr(fn, "kind", None), str
@@ -750,6 +769,7 @@ class Context:
             parent_kind=self.kind if child else None,
             parent_key=self._key if child else None,
             depth=depth,
+            begins=begins,
         )
 
         async def launch() -> object:

@@ -44,6 +44,9 @@ CHILD = "durably:child:"
 STARTED = "durably:start:"
 """``durably:start:KIND#N``: the id and key of the N-th workflow of KIND a body started
 (no child)."""
+BEGINS = "durably:begins"
+"""The durable sleep of a delayed start (``start(delay=)``/``start(at=)``) before its
+body begins: its deadline, as a sleep records one."""
 TIMEOUT = "durably:timeout"
 """The wakeup at a workflow's ``timeout`` deadline (never recorded)."""
 RESUMES = "durably:resume"
@@ -123,7 +126,7 @@ def instant(key: str) -> bool:
     return RETRY in key
 
 
-START_INSTANTS = ("created", "timeout_at")
+START_INSTANTS = ("created", "timeout_at", "not_before")
 """The fields of a `START` record that hold instants (epoch seconds)."""
 
 
@@ -221,11 +224,12 @@ def start_record(
     parent_key: str | None = None,
     timeout_at: float | None = None,
     depth: int = 0,
+    not_before: float | None = None,
 ) -> dict[str, Any]:
     """What `start` supplies under `START` (first writer wins). A child's ``parent`` is
     its parent's id (in the same tenant) and ``parent_key`` the key its end wakes.
     ``depth`` counts the workflow bodies that started it, one above another (0: started
-    from outside one)."""
+    from outside one); ``not_before`` is when its body may begin (a delayed start)."""
     record: dict[str, Any] = {
         "kind": kind,
         "args": args,
@@ -238,6 +242,8 @@ def start_record(
     }
     if parent_key is not None:
         record["parent_key"] = parent_key
+    if not_before is not None:
+        record["not_before"] = not_before
     return record
 
 
@@ -274,6 +280,7 @@ _START_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "parent_key": ((str,), True),
     "timeout_at": ((int, float), True),
     "depth": ((int,), True),
+    "not_before": ((int, float), True),
 }
 
 
@@ -300,7 +307,7 @@ def _start_flaw(start: object) -> str | None:
             continue
         if isinstance(value, bool) or not isinstance(value, types):
             return f"its {field!r} is {type(value).__name__}"
-    for field in ("created", "timeout_at"):
+    for field in START_INSTANTS:
         moment = start.get(field)
         if moment is not None:
             try:

@@ -9,10 +9,12 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from durably.app import _layout as layout
 from durably.app import _tenancy as tenancy
+from durably.app._begins import AT_ONCE, Begins
 from durably.app._context import (
     Context,
     bind,
@@ -132,6 +134,8 @@ class Workflow(Generic[P, R]):
         id: str | None = None,
         tenant: str | None = None,
         timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: datetime | None = None,
     ) -> WorkflowOptions[P, R]:
         """Return this workflow with start options, for a start whose arguments are checked.
 
@@ -144,11 +148,13 @@ class Workflow(Generic[P, R]):
             tenant: The tenant it runs for, as for `start` (never for a child: a child
                 runs in its parent's tenant).
             timeout: How long after its start the workflow is cancelled, as for `start`.
+            delay: How long before its body may begin, as for `start` (never for a child).
+            at: When its body may begin, as for `start` (never for a child).
 
         Returns:
             The options, with `WorkflowOptions.start` and `WorkflowOptions.run`.
         """
-        return WorkflowOptions(self, id, tenant, timeout)
+        return WorkflowOptions(self, id, tenant, timeout, delay, at)
 
     @overload
     async def start(self, *args: P.args, **kwargs: P.kwargs) -> WorkflowHandle[R]: ...
@@ -160,18 +166,39 @@ class Workflow(Generic[P, R]):
         id: str | None,
         tenant: str | None = None,
         timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: datetime | None = None,
         **kwargs: Any,
     ) -> WorkflowHandle[R]: ...
 
     @overload
     async def start(
-        self, *args: Any, tenant: str | None, timeout: Duration | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        tenant: str | None,
+        timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: datetime | None = None,
+        **kwargs: Any,
     ) -> WorkflowHandle[R]: ...
 
     @overload
     async def start(
-        self, *args: Any, timeout: Duration | None, **kwargs: Any
+        self,
+        *args: Any,
+        timeout: Duration | None,
+        delay: Duration | None = None,
+        at: datetime | None = None,
+        **kwargs: Any,
     ) -> WorkflowHandle[R]: ...
+
+    @overload
+    async def start(
+        self, *args: Any, delay: Duration | None, at: datetime | None = None, **kwargs: Any
+    ) -> WorkflowHandle[R]: ...
+
+    @overload
+    async def start(self, *args: Any, at: datetime | None, **kwargs: Any) -> WorkflowHandle[R]: ...
 
     # A body's own parameter named like an option is refused at registration, which a
     # type checker cannot know: to it, the options might take the body's keywords.
@@ -181,6 +208,8 @@ class Workflow(Generic[P, R]):
         id: str | None = None,
         tenant: str | None = None,
         timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: datetime | None = None,
         **kwargs: Any,
     ) -> WorkflowHandle[R]:
         """Start this workflow and return its handle.
@@ -202,7 +231,13 @@ class Workflow(Generic[P, R]):
             tenant: The tenant it runs for. Default: the App's; inside a workflow (its
                 body or a step), that workflow's.
             timeout: How long after its start the workflow is cancelled, in seconds or a
-                timedelta, instead of the one it was registered with.
+                timedelta, instead of the one it was registered with (counted from
+                when its body may begin, with ``delay`` or ``at``).
+            delay: How long from now before its body may begin, in seconds or a
+                timedelta (0 or more). Until then the workflow is stored, holds no
+                worker and reports `WorkflowStatus.SLEEPING` once a worker saw it.
+            at: When its body may begin instead, a timezone-aware datetime on the App's
+                clock (one in the past begins at once). Not with ``delay``.
             **kwargs: The body's keyword arguments.
 
         Returns:
@@ -220,10 +255,17 @@ class Workflow(Generic[P, R]):
         ctx = current_workflow()
         if ctx is not None:  # inside a body: recorded, with an id derived from the parent's
             _, handle = await ctx._start_workflow(
-                self, args, kwargs, id=id, tenant=tenant, timeout=timeout, child=False
+                self,
+                args,
+                kwargs,
+                id=id,
+                tenant=tenant,
+                timeout=timeout,
+                child=False,
+                begins=Begins(delay, at),
             )
             return handle
-        start = self.prepare(args, kwargs, tenant=tenant, timeout=timeout)
+        start = self.prepare(args, kwargs, tenant=tenant, timeout=timeout, begins=Begins(delay, at))
         workflow = tenancy.new_id(id) if id is not None else str(uuid.uuid4())
         key, created = await self.launch(workflow, start)
         return self.handle(workflow, start["tenant"], created=created, key=key)
@@ -239,13 +281,16 @@ class Workflow(Generic[P, R]):
         parent_kind: str | None = None,
         parent_key: str | None = None,
         depth: int = 0,
+        begins: Begins = AT_ONCE,
     ) -> dict[str, Any]:
         """The start record for a call with ``args``, checked before any I/O."""
+        now = self._core.clock.now()
+        not_before = begins.not_before(now)
         encoded = self.signature.encode_args(args, kwargs)
         owner = tenancy.tenant_of(tenant, current_tenant(self._core.tenant))
         limit = timeout if timeout is not None else self.timeout
         seconds = None if limit is None else seconds_of(limit, "timeout")
-        now = self._core.clock.now()
+        begin = now if not_before is None else max(now, not_before)
         return layout.start_record(
             kind=self.kind,
             args=encoded,
@@ -254,8 +299,9 @@ class Workflow(Generic[P, R]):
             parent=parent,
             parent_kind=parent_kind,
             parent_key=parent_key,
-            timeout_at=None if seconds is None else now + seconds,
+            timeout_at=None if seconds is None else begin + seconds,
             depth=depth,
+            not_before=not_before,
         )
 
     async def launch(self, workflow: str, start: dict[str, Any]) -> tuple[str, bool]:
@@ -362,16 +408,39 @@ class Workflow(Generic[P, R]):
         id: str | None,
         tenant: str | None = None,
         timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: datetime | None = None,
         **kwargs: Any,
     ) -> R: ...
 
     @overload
     async def run(
-        self, *args: Any, tenant: str | None, timeout: Duration | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        tenant: str | None,
+        timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: datetime | None = None,
+        **kwargs: Any,
     ) -> R: ...
 
     @overload
-    async def run(self, *args: Any, timeout: Duration | None, **kwargs: Any) -> R: ...
+    async def run(
+        self,
+        *args: Any,
+        timeout: Duration | None,
+        delay: Duration | None = None,
+        at: datetime | None = None,
+        **kwargs: Any,
+    ) -> R: ...
+
+    @overload
+    async def run(
+        self, *args: Any, delay: Duration | None, at: datetime | None = None, **kwargs: Any
+    ) -> R: ...
+
+    @overload
+    async def run(self, *args: Any, at: datetime | None, **kwargs: Any) -> R: ...
 
     # A body's own parameter named like an option is refused at registration, which a
     # type checker cannot know: to it, the options might take the body's keywords.
@@ -381,6 +450,8 @@ class Workflow(Generic[P, R]):
         id: str | None = None,
         tenant: str | None = None,
         timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: datetime | None = None,
         **kwargs: Any,
     ) -> R:
         """Start this workflow and wait for its result, for as long as it takes.
@@ -394,6 +465,8 @@ class Workflow(Generic[P, R]):
                 starts nothing, and its result is waited for.
             tenant: The tenant it runs for (default: the App's).
             timeout: As for `start`.
+            delay: As for `start`.
+            at: As for `start`.
             **kwargs: The body's keyword arguments.
 
         Returns:
@@ -411,7 +484,9 @@ class Workflow(Generic[P, R]):
                 f"workflow {self.kind!r}: awaiting run() inside a workflow body would hold "
                 "the pass; use ctx.child"
             )
-        handle = await self.start(*args, id=id, tenant=tenant, timeout=timeout, **kwargs)
+        handle = await self.start(
+            *args, id=id, tenant=tenant, timeout=timeout, delay=delay, at=at, **kwargs
+        )
         return await handle.result()
 
     async def get_handle(self, id: str, tenant: str | None = None) -> WorkflowHandle[R]:
@@ -563,6 +638,7 @@ class Workflow(Generic[P, R]):
         raised it itself.
         """
         try:
+            await ctx._wait_to_begin()
             return await self.fn(ctx, *positional, **keywords)
         except BaseExceptionGroup as group:
             if ctx._continued is not None and group.subgroup(ContinueAsNew) is not None:
@@ -582,6 +658,7 @@ class Workflow(Generic[P, R]):
         if taken:
             await run.forget(taken)
         fresh = {**start, "args": request.arguments, "run": int(start.get("run", 1)) + 1}
+        fresh.pop("not_before", None)  # a delayed start delays its first run only
         return Restart(layout.START, fresh, layout.KEPT_ACROSS_RUNS)
 
     async def _failed(self, run: Execution, ctx: Context, exc: BaseException) -> BodyFailed:

@@ -14,6 +14,7 @@ from durably.testing.app.basics import AppBasics
 from durably.testing.app.cancels import AppCancels
 from durably.testing.app.concurrency import AppConcurrency
 from durably.testing.app.continuing import AppContinueAsNew
+from durably.testing.app.delays import AppDelays
 from durably.testing.app.deploys import AppDeployCheck
 from durably.testing.app.drift import AppDrift
 from durably.testing.app.failures import AppFailures
@@ -34,6 +35,7 @@ from durably.testing.app.values import AppValues
 class AppConformance(
     AppAdmission,
     AppBasics,
+    AppDelays,
     AppDeployCheck,
     AppLifecycle,
     AppReplay,
