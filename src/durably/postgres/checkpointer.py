@@ -277,6 +277,10 @@ class PostgresCheckpointer:
         identifier(tenant, "tenant")
         step_key(key)
         encoded = self._encode(value)
+        if not caps.capped:
+            return await self._run(
+                lambda s: self._admit_uncapped(s, workflow, key, encoded, tenant)
+            )
 
         async def run(session: Session) -> Recorded[object]:
             running, started = (await session.fetch(self._sql["lock_counts"], tenant))[0]
@@ -288,6 +292,14 @@ class PostgresCheckpointer:
             return Recorded(self._codec.decode(encoded), True)
 
         return await self._access.run(run, errors=state_errors, transaction=True)
+
+    async def _admit_uncapped(
+        self, session: Session, workflow: str, key: str, encoded: str, tenant: str
+    ) -> Recorded[object]:
+        written = await session.fetch(self._sql["admit_uncapped"], workflow, key, encoded, tenant)
+        if int(written[0][0]):
+            return Recorded(self._codec.decode(encoded), True)
+        return await self._stored(session, workflow, key, encoded)
 
     async def tenant_counts(self, tenant: str) -> TenantCounts:
         """``tenant``'s admitted workflows, running and started."""

@@ -375,15 +375,26 @@ class RedisCheckpointer:
         """`supply` the start record and count a first one under ``tenant``;
         `WorkflowLimitError` (writing nothing) past ``caps``.
 
-        The counts live in the tenant's slot, the record in the workflow's: a count is
-        reserved against the caps first (one script), then the record written and the
-        workflow marked admitted (another); a start that finds its record already there
-        gives its reservation back. A process killed between the two leaves its tenant
-        one count higher than it holds (refusing sooner, never later).
+        The counts live in the tenant's slot, the record in the workflow's. With caps, a
+        count is reserved against them first (one script), then the record written and
+        the workflow marked admitted (another); a start that finds its record already
+        there gives its reservation back. A process killed between the two leaves its
+        tenant one count higher than it holds (refusing sooner, never later). Without
+        caps the record and the mark are written first and the count moved after (a
+        kill between leaves it one lower).
         """
         identifier(tenant, "tenant")
         step_key(key)
         encoded = self._encode(value, f"value of {key!r}")
+        if not caps.capped:  # nothing to check: write, then count what was admitted
+            reply = await self._run(
+                _LUA["workflow_admit"],
+                self._keys(workflow, "records", "written", "seq", "token", "status", "admitted"),
+                [key, encoded, self._ttl, tenant],
+            )
+            if int(reply[2]):
+                await self._recount(tenant, 1, 1)
+            return self._recorded(workflow, key, reply[0], reply[1], encoded)
         (records,) = self._keys(workflow, "records")
         client = self._redis.client
         if await self._redis.state(lambda: client.hexists(records, key)):

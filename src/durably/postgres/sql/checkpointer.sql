@@ -314,3 +314,25 @@ WITH gone AS (
 UPDATE {workflow_counts} AS c
 SET running = c.running - CASE WHEN gone.running THEN 1 ELSE 0 END, started = c.started - 1
 FROM gone WHERE c.tenant = gone.tenant;
+
+-- name: admit_uncapped
+-- `supply` of a start record that counts a first one under its tenant, in one statement
+-- (no cap to check, so no lock is held past it). Answers whether the record was written.
+WITH written AS (
+    INSERT INTO {workflow_checkpoint} (workflow, key, value)
+    VALUES ($1::text, $2::text, $3::jsonb)
+    ON CONFLICT (workflow, key) DO NOTHING
+    RETURNING workflow
+),
+admitted AS (
+    INSERT INTO {workflow_admitted} (workflow, tenant, running)
+    SELECT workflow, $4::text, true FROM written
+    ON CONFLICT (workflow) DO NOTHING
+    RETURNING tenant
+),
+counted AS (
+    INSERT INTO {workflow_counts} AS c (tenant, running, started)
+    SELECT tenant, 1, 1 FROM admitted
+    ON CONFLICT (tenant) DO UPDATE SET running = c.running + 1, started = c.started + 1
+)
+SELECT count(*) FROM written;
