@@ -12,7 +12,7 @@ import pytest
 from durably import App
 from durably.stores.admission import Admitting, TenantCounts
 from tests.pg_service import create_database
-from tests.redis_service import durable_server
+from tests.redis_service import flushed_database
 
 RACER = Path(__file__).parents[1] / "admission_racer.py"
 PROCESSES = 2
@@ -26,14 +26,7 @@ async def _dsn(backing: str, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'race.db'}"
     if backing == "postgres":
         return create_database()
-    redis = pytest.importorskip("redis.asyncio")
-    url = f"{durable_server().url.rsplit('/', 1)[0]}/{REDIS_DB}"
-    client = redis.from_url(url)
-    try:
-        await client.flushdb()
-    finally:
-        await client.aclose()
-    return url
+    return await flushed_database(REDIS_DB)
 
 
 @pytest.mark.parametrize("backing", ["sqlite", "postgres", "redis"])

@@ -24,7 +24,7 @@ from durably.clock import ManualClock
 from durably.errors import DurablyError, IncompatibleRecordError, UnreadableRecordError
 from durably.stores.status import WorkflowStatus
 from tests.pg_service import postgres_dsn
-from tests.redis_service import durable_server
+from tests.redis_service import flushed_database
 
 __all__ = ["postgres_dsn"]
 
@@ -181,14 +181,7 @@ async def backing(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     elif request.param == "postgresql":
         yield _postgres(str(request.getfixturevalue("postgres_dsn")))
     else:
-        redis = pytest.importorskip("redis.asyncio")
-        url = f"{durable_server().url.rsplit('/', 1)[0]}/{REDIS_DB}"
-        client = redis.from_url(url)
-        try:
-            await client.flushdb()
-        finally:
-            await client.aclose()
-        yield _redis(url)
+        yield _redis(await flushed_database(REDIS_DB))
 
 
 @dataclass
