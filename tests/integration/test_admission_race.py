@@ -18,7 +18,7 @@ RACER = Path(__file__).parents[1] / "admission_racer.py"
 PROCESSES = 2  # per backing: this one and a racer
 STARTS = 9  # per process
 CAP = 10
-REDIS_DB = 9
+REDIS_DB = 11  # a database index no other suite empties
 TENANT = "racers"
 
 
