@@ -417,9 +417,7 @@ class Context:
             return await watched(self, "transact", key, lambda: self._transact(key, effect, parse))
         return await self._transact(key, effect, parse)
 
-    async def _transact(
-        self, key: str, effect: object, parse: Callable[[object], T] | None
-    ) -> T:
+    async def _transact(self, key: str, effect: object, parse: Callable[[object], T] | None) -> T:
         if parse is None:
             return await self._run.transact(key, effect)
         return await self._run.transact(key, effect, parse)
