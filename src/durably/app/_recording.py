@@ -73,7 +73,9 @@ async def recorded_call(
             if earlier is not None and earlier == stored.get("a"):
                 marker = earlier
         if tracing_on():
-            return replayed(ctx, key, lambda: _parse(ctx, step, key, marker, stored, position))
+            return replayed(
+                ctx, step.name, key, lambda: _parse(ctx, step, key, marker, stored, position)
+            )
         return _parse(ctx, step, key, marker, stored, position)
     if not StepWatch.wanted():
         return await _perform(ctx, step, key, args, kwargs, position, marker, None)

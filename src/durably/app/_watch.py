@@ -34,7 +34,9 @@ class StepWatch:
         self._span: Stepping | None = None
         self._token: object | None = None
         if tracing_on():
-            self._span = Stepping(operation, key, ctx.id, ctx.kind, ctx.tenant, replayed=False)
+            self._span = Stepping(
+                operation, name, key, ctx.id, ctx.kind, ctx.tenant, replayed=False
+            )
             self._token = self._span.attach()
 
     @staticmethod
@@ -89,11 +91,11 @@ def _cut(error: BaseException | None) -> str:
     return "failed"
 
 
-def replayed(ctx: Context, key: str, answer: Callable[[], T]) -> T:
+def replayed(ctx: Context, name: str, key: str, answer: Callable[[], T]) -> T:
     """``answer()`` (a recorded step's value, or what its record raises) under a span that
     says the step was replayed.
     """
-    span = Stepping("step", key, ctx.id, ctx.kind, ctx.tenant, replayed=True)
+    span = Stepping("step", name, key, ctx.id, ctx.kind, ctx.tenant, replayed=True)
     try:
         value = answer()
     except BaseException as exc:
@@ -110,7 +112,7 @@ async def watched(ctx: Context, operation: str, key: str, call: Callable[[], Awa
     if key in ctx._records:
         if not tracing_on():
             return await call()
-        span = Stepping(operation, key, ctx.id, ctx.kind, ctx.tenant, replayed=True)
+        span = Stepping(operation, key, key, ctx.id, ctx.kind, ctx.tenant, replayed=True)
         try:
             value = await call()
         except BaseException as exc:

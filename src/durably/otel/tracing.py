@@ -153,15 +153,16 @@ _FAILED = frozenset({"failed", "dead_lettered", "retrying", "parked", "lease_los
 
 
 class Stepping:
-    """An internal span for one step of a workflow pass: ``"step {key}"`` (or
-    ``"transact {key}"``), with the workflow, the step's key, whether it was replayed from
-    its record or performed, its attempts and its outcome."""
+    """An internal span for one step of a workflow pass: ``"step {name}"`` (or
+    ``"transact {key}"``), with the workflow, the step's key (its name and occurrence),
+    whether it was replayed from its record or performed, its attempts and its outcome."""
 
     __slots__ = ("_span", "attempt", "started")
 
     def __init__(
         self,
         operation: str,
+        name: str,
         key: str,
         workflow: str,
         kind: str,
@@ -172,7 +173,7 @@ class Stepping:
         self.started = time.perf_counter()
         self.attempt = 0 if replayed else 1
         self._span = _tracer().start_span(
-            f"{operation} {key}",
+            f"{operation} {name}",
             attributes={
                 "durably.workflow.id": workflow,
                 "durably.workflow.kind": kind,
