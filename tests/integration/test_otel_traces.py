@@ -17,11 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-pytest.importorskip("opentelemetry.sdk", reason="needs the otel test dependency")
-
-from durably import App, Context  # noqa: E402
+from durably import App, Context
 
 LEASE = 1.0  # how soon a dead worker's workflow is taken over
 ARMED = "armed"  # while this file exists beside the effects file, step 1 hangs
