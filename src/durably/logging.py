@@ -81,7 +81,7 @@ class FieldsFormatter(logging.Formatter):
         "due",
         "retry_at",
     )
-    converter = time.gmtime
+    converter = time.gmtime  # type: ignore[assignment]  # (typeshed: an overload)
     default_time_format = "%Y-%m-%dT%H:%M:%S"
     default_msec_format = "%s.%03dZ"
 
