@@ -95,6 +95,8 @@ def publish(worker: str, gauges: Gauges | None) -> None:
             _published.pop(worker, None)
         else:
             _published[worker] = gauges
+    if gauges is not None:
+        ensure_instruments()  # gauges report only once their instruments exist
 
 
 def _snapshots() -> list[Gauges]:
