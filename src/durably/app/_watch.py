@@ -49,13 +49,11 @@ class StepWatch:
         self._outcome = "ok" if failure is None else "failed"
         if self._span is not None:
             self._span.attempt = attempts
-        instruments.step_timed(
-            self._ctx.kind,
-            self._name,
-            self._ctx.tenant,
-            self._outcome,
-            time.perf_counter() - self._started,
-        )
+        self._timed(self._outcome)
+
+    def _timed(self, outcome: str) -> None:
+        elapsed = time.perf_counter() - self._started
+        instruments.step_timed(self._ctx.kind, self._name, self._ctx.tenant, outcome, elapsed)
 
     def end(self, error: BaseException | None) -> None:
         """End the span, once: ``error`` is what the step call raised (None: it returned)."""
@@ -66,13 +64,7 @@ class StepWatch:
             # Cut before its attempts ended: cancelled, or waiting out a long backoff.
             self._outcome = _cut(error)
             if self._outcome == "failed":
-                instruments.step_timed(
-                    self._ctx.kind,
-                    self._name,
-                    self._ctx.tenant,
-                    self._outcome,
-                    time.perf_counter() - self._started,
-                )
+                self._timed(self._outcome)
         if self._span is None:
             return
         if self._token is not None:

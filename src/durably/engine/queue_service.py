@@ -311,9 +311,7 @@ class QueueService(Service):
                 lost[0].reason,
                 extra=fields,
             )
-            instruments.lease_lost(item.tenant, queue=self.name)
-            if trace is not None:
-                trace.outcome = "lease_lost"
+            self._lease_lost(item, trace)
             return None
         handed: list[WorkItem] = []
         try:
@@ -333,9 +331,7 @@ class QueueService(Service):
                 exc.reason,
                 extra=fields,
             )
-            instruments.lease_lost(item.tenant, queue=self.name)
-            if trace is not None:
-                trace.outcome = "lease_lost"
+            self._lease_lost(item, trace)
         except Exception:
             ctx.logger.exception(
                 "could not complete work item %r of tenant %r", item.id, item.tenant, extra=fields
@@ -445,9 +441,7 @@ class QueueService(Service):
                 lost.reason,
                 extra=fields,
             )
-            instruments.lease_lost(item.tenant, queue=self.name)
-            if trace is not None:
-                trace.outcome = "lease_lost"
+            self._lease_lost(item, trace)
         except Exception:
             ctx.logger.exception(
                 "could not record the failure of work item %r of tenant %r",
@@ -477,6 +471,12 @@ class QueueService(Service):
                 mend_text(repr(exc), "error"),  # as the queue keeps it: secrets masked
                 extra=extra,
             )
+
+    def _lease_lost(self, item: WorkItem, trace: Consuming | None) -> None:
+        """Count ``item``'s lease as lost and say so on its span."""
+        instruments.lease_lost(item.tenant, queue=self.name)
+        if trace is not None:
+            trace.outcome = "lease_lost"
 
     async def _heartbeat(
         self,
