@@ -10,6 +10,8 @@ serves it; each writes its spans to SPANS (`tests.span_files`).
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import os
 import signal
 import subprocess
@@ -139,6 +141,14 @@ async def test_a_workflow_killed_mid_step_and_finished_elsewhere_is_one_trace(
         assert attributes["durably.step.outcome"] == "ok"
     assert steps["fetch#3"]["durably.step.attempt"] == 1
     assert steps["fetch#1"]["durably.step.attempt"] == 0  # replayed: no attempt made
+    # The worker's JSON log line about the pass carries the trace and the pass's span.
+    logged = [json.loads(line) for line in files[2].with_suffix(".json").read_text().splitlines()]
+    (completed,) = [line for line in logged if line["message"].startswith("workflow 'order-1'")]
+    assert completed["message"].startswith("workflow 'order-1' completed")
+    assert (completed["trace_id"], completed["span_id"]) == (
+        request["trace_id"],
+        finishing["span_id"],
+    )
 
 
 async def _start(dsn: str, effects: Path) -> None:
@@ -151,10 +161,14 @@ async def _start(dsn: str, effects: Path) -> None:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT))
+    from durably.logging import JsonFormatter
     from tests.span_files import trace_to
 
     mode, dsn, effects_path, spans_path = sys.argv[1:5]
     trace_to(Path(spans_path))
+    lines = logging.FileHandler(Path(spans_path).with_suffix(".json"))
+    lines.setFormatter(JsonFormatter())
+    logging.basicConfig(level=logging.INFO, handlers=[lines])
     if mode == "start":
         asyncio.run(_start(dsn, Path(effects_path)))
     else:

@@ -218,7 +218,11 @@ class WorkflowService(Service):
         lost: list[bool] = []
         keeping = asyncio.create_task(self._keep_alive(ctx, delivery, holder, passing, lost))
         try:
-            outcome = await passing
+            try:
+                outcome = await passing
+            finally:
+                if probe is not None:
+                    probe.attach()  # the lines logged about this pass carry its trace
         except asyncio.CancelledError:
             if not cancel_requested():
                 if lost:

@@ -21,7 +21,7 @@ UNKNOWN_TENANT = "unknown"
 class PassProbe:
     """Follows one pass from its records' load (`begin`) to its end (`end`)."""
 
-    __slots__ = ("_trace", "kind", "outcome", "tenant", "worker", "workflow")
+    __slots__ = ("_token", "_trace", "kind", "outcome", "tenant", "worker", "workflow")
 
     def __init__(self, kind: str, workflow: str, worker: str) -> None:
         self.kind = kind
@@ -30,6 +30,7 @@ class PassProbe:
         self.tenant = UNKNOWN_TENANT
         self.outcome = "unknown"
         self._trace: Consuming | None = None
+        self._token: object | None = None
 
     @staticmethod
     def wanted() -> bool:
@@ -61,13 +62,22 @@ class PassProbe:
             )
             self._trace.attach()  # never detached: the task ends with the pass
 
+    def attach(self) -> None:
+        """Make the pass's span current in the calling task too (the worker's, which logs
+        and settles the pass), until `end`."""
+        if self._trace is not None and self._token is None:
+            self._token = self._trace.attach()
+
     def claim_lost(self) -> None:
         """Count the pass's claim as lost."""
         instruments.lease_lost(self.tenant, kind=self.kind)
 
     def end(self, error: BaseException | None = None) -> None:
-        """Count the outcome and end the span."""
+        """Count the outcome and end the span (call it in the task that called `attach`)."""
         instruments.pass_ended(self.kind, self.tenant, self.outcome)
+        if self._token is not None:
+            Consuming.detach(self._token)
+            self._token = None
         if self._trace is not None:
             self._trace.outcome = self.outcome
             self._trace.end(error)
