@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from durably.errors import Suspended
 from durably.otel import instruments
-from durably.otel.api import metrics_on, tracing_on
+from durably.otel.api import tracing_on, watching
 from durably.otel.tracing import Consuming, Stepping
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class StepWatch:
     @staticmethod
     def wanted() -> bool:
         """Whether steps are traced or measured at all."""
-        return tracing_on() or metrics_on()
+        return watching()
 
     def performed(self, attempts: int, failure: BaseException | None) -> None:
         """Note that the step's attempts ended (``failure``: its last error)."""

@@ -18,7 +18,7 @@ from durably.errors import (
     StrayCancellationError,
 )
 from durably.otel import instruments
-from durably.otel.api import tracing_on
+from durably.otel.api import tracing_on, watching
 from durably.otel.tracing import Consuming, payload_carrier
 from durably.redaction import mend_text
 from durably.stores.work import WorkItem, WorkQueue, WorkState
@@ -196,23 +196,24 @@ class QueueService(Service):
                 item.tenant,
                 extra=self.fields(ctx, item),
             )
-        instruments.item_event("claimed", self.name, item.tenant)
         token = None
-        if tracing_on():
-            # The handler's task copies the current context as it is made: the span is
-            # current for it, continuing the trace its producer stored in the payload.
-            trace = Consuming(
-                self.name,
-                payload_carrier(item.payload),
-                {
-                    "messaging.message.id": item.id,
-                    "durably.tenant": item.tenant,
-                    "durably.attempt": item.attempts + 1,
-                    "durably.worker": ctx.worker,
-                },
-            )
-            self._traces[(item.tenant, item.id)] = trace
-            token = trace.attach()
+        if watching():
+            instruments.item_event("claimed", self.name, item.tenant)
+            if tracing_on():
+                # The handler's task copies the current context as it is made: the span
+                # is current for it, continuing the trace its producer stored with it.
+                trace = Consuming(
+                    self.name,
+                    payload_carrier(item.payload),
+                    {
+                        "messaging.message.id": item.id,
+                        "durably.tenant": item.tenant,
+                        "durably.attempt": item.attempts + 1,
+                        "durably.worker": ctx.worker,
+                    },
+                )
+                self._traces[(item.tenant, item.id)] = trace
+                token = trace.attach()
         try:
             return asyncio.ensure_future(self.handler(item))
         except Exception as exc:  # failed before returning an awaitable: settled as a failure

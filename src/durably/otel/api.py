@@ -68,6 +68,15 @@ def metrics_on() -> bool:
     return _metrics
 
 
+def watching() -> bool:
+    """Whether spans or measurements are kept at all: one check for a hot path."""
+    if _tracing or _metrics:
+        return True
+    if _tracing is False and _metrics is False:
+        return False
+    return tracing_on() or metrics_on()
+
+
 __all__ = [
     "INSTALLED",
     "metrics_on",
@@ -76,4 +85,5 @@ __all__ = [
     "otel_propagate",
     "otel_trace",
     "tracing_on",
+    "watching",
 ]

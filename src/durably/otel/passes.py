@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from durably.otel import instruments
-from durably.otel.api import metrics_on, tracing_on
+from durably.otel.api import tracing_on, watching
 from durably.otel.tracing import Consuming
 
 Describe = Callable[[Mapping[str, object]], tuple[str | None, Mapping[str, object] | None]]
@@ -35,7 +35,7 @@ class PassProbe:
     @staticmethod
     def wanted() -> bool:
         """Whether passes are traced or measured at all."""
-        return tracing_on() or metrics_on()
+        return watching()
 
     def begin(self, records: Mapping[str, object], describe: Describe | None) -> None:
         """Start the pass's span, current for the rest of the calling task (the pass's):
