@@ -19,6 +19,7 @@ from pydantic import (
 from durably.errors import InvalidInputError, StatePersistenceError
 from durably.redaction import scrub
 from durably.stores.codec import unsigned_zeros
+from durably.stores.status import WorkflowStatus
 from durably.validation import identifier, storable
 
 _FROZEN = ConfigDict(frozen=True, strict=True, extra="forbid")
@@ -49,6 +50,31 @@ class RunState(StrEnum):
 
 _LIVE = frozenset({RunState.PENDING, RunState.RUNNING, RunState.SUSPENDED})
 TERMINAL_STATES = frozenset(state for state in RunState if state.terminal)
+
+
+FOLLOWS = "durably_workflow"
+"""The metadata key of a run record the App opened for a workflow, holding the workflow's
+engine key: the run's state follows that workflow's status (`run_state`), whatever the
+stored ``state`` field says; readers (``durably runs``, ``WorkflowHandle.run_record``)
+show the status's."""
+
+_STATES = {
+    WorkflowStatus.PENDING: RunState.PENDING,
+    WorkflowStatus.RUNNING: RunState.RUNNING,
+    WorkflowStatus.SLEEPING: RunState.SUSPENDED,
+    WorkflowStatus.BLOCKED: RunState.SUSPENDED,
+    # Parked: stopped until an operator resumes it, which is a wait too.
+    WorkflowStatus.PARKED: RunState.SUSPENDED,
+    WorkflowStatus.COMPLETED: RunState.COMPLETED,
+    WorkflowStatus.FAILED: RunState.FAILED,
+    WorkflowStatus.CANCELLED: RunState.CANCELLED,
+}
+
+
+def run_state(status: WorkflowStatus | None) -> RunState:
+    """The run state of a workflow whose status is ``status`` (None: no pass reported yet):
+    sleeping, waiting and parked workflows are suspended."""
+    return RunState.PENDING if status is None else _STATES[status]
 
 
 class StateKey(BaseModel):
@@ -446,6 +472,7 @@ class StateStore(Protocol):
 
 __all__ = [
     "COUNTER_LIMIT",
+    "FOLLOWS",
     "TERMINAL_STATES",
     "USAGE_FIELDS",
     "RunRecord",
@@ -464,6 +491,7 @@ __all__ = [
     "cursor_position",
     "listing_start",
     "patched_run",
+    "run_state",
     "stored_run",
     "stored_session",
 ]
