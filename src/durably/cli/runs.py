@@ -99,7 +99,8 @@ async def list_runs(args: argparse.Namespace) -> int:
     if state is not None:  # a run whose workflow moved on since its record was written
         records = [record for record in records if record.state is state]
     if args.json:
-        emit_json({"runs": records, "cursor": cursor if more and one else None, "more": more})
+        shown = [record.scrubbed() for record in records]  # secrets stay out of exports
+        emit_json({"runs": shown, "cursor": cursor if more and one else None, "more": more})
         return 0
     if not records:
         print("no runs" + (f" for tenant {args.tenant!r}" if one else ""))
@@ -156,6 +157,7 @@ async def show_run(args: argparse.Namespace) -> int:
     if record is None:
         print(f"durably: no run {args.run_id!r} for tenant {args.tenant!r}", file=sys.stderr)
         return 1
+    record = record.scrubbed()  # what a display shows: secrets masked
     if args.json:
         emit_json(record)
         return 0
@@ -182,5 +184,6 @@ async def show_run(args: argparse.Namespace) -> int:
         ["pending tool calls", ", ".join(c.name for c in record.pending_tool_calls) or None],
     ]
     fields.extend([f"metadata.{k}", v] for k, v in sorted(record.metadata.items()))
+    fields.extend(["masked", path] for path in record.masked_paths)
     print(table(fields, ["field", "value"]))
     return 0
