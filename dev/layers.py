@@ -31,7 +31,18 @@ ALLOWED: dict[str, set[str]] = {
     "app": {"shared", "stores", "engine"},
     "testing": {"shared", "stores", "engine", "app", "claimcheck"},
     "top": {"shared", "stores", "engine", "app", "claimcheck"},
-    "tools": {"shared", "stores", "engine", "app", "claimcheck", "backing", "testing", "top"},
+    "integration": {"shared", "stores", "engine", "app", "integration"},
+    "tools": {
+        "shared",
+        "stores",
+        "engine",
+        "app",
+        "claimcheck",
+        "backing",
+        "testing",
+        "top",
+        "integration",
+    },
 }
 
 
@@ -47,6 +58,8 @@ def layer(module: str) -> tuple[str, str]:
         return "backing", f"durably.{head}"
     if head in {"stores", "claimcheck", "engine", "app", "testing"}:
         return head, f"durably.{head}"
+    if head == "pydantic_ai":
+        return "integration", f"durably.{head}"
     if head in {"cli", "demo", "__main__"}:
         return "tools", f"durably.{head}"
     raise SystemExit(f"{module}: no layer is known for durably.{head}; add it to dev/layers.py")
