@@ -43,6 +43,7 @@ NAMESPACES = {
     WorkflowStatus Stores open_stores""",
     "durably.engine": """Execution advance resume Worker start_workflow QueueService
     WorkflowService ServiceContext Body Handler""",
+    "durably.pydantic_ai": """DurableAgent Approval PendingApproval Price APPROVALS_EVENT""",
     "durably.claimcheck": """ClaimCheckStore ClaimCheckPolicy ClaimCheckedCheckpointer
     ClaimCheckedDurable ClaimCheckedQueue FileClaimCheckStore""",
 }
