@@ -2,8 +2,8 @@
 
 The model function and the tools write a ledger (one line per paid call, one per tool
 run), read from outside: what was paid is counted by the provider's side, never by the
-code under test. Run as a script, this module is a worker process:
-``python test_agents.py DSN LEDGER``.
+code under test. Run as a module, it is a worker process:
+``python -m tests.integration.test_agents DSN LEDGER``.
 """
 
 from __future__ import annotations
@@ -127,11 +127,13 @@ def billed(ledger: Path, run: str) -> tuple[int, int, int]:
 
 def spawn(dsn: str, ledger: Path) -> subprocess.Popen[bytes]:
     log = ledger.with_suffix(f".{len(list(ledger.parent.glob('*.log')))}.log")
-    # The worker imports this module's helpers (``tests.``) from the checkout's root.
+    # Run as a module from the checkout's root: run as a file, its directory would come
+    # first on the path, and its ``redis`` test package would hide the driver.
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     with log.open("wb") as sink:
         return subprocess.Popen(
-            [sys.executable, __file__, dsn, str(ledger)],
+            [sys.executable, "-m", "tests.integration.test_agents", dsn, str(ledger)],
+            cwd=ROOT,
             stdout=sink,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONPATH": path},
