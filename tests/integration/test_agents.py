@@ -9,6 +9,7 @@ code under test. Run as a module, it is a worker process:
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -29,7 +30,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
-from durably import App, Context, Retry, WorkflowStatus, context
+from durably import App, Context, Retry, Topic, WorkflowStatus, context
 from durably.clock import ManualClock
 from durably.errors import InvalidInputError
 from durably.pydantic_ai import Approval, DurableAgent, Price
@@ -440,3 +441,66 @@ if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     built, _ = build(sys.argv[1], Path(sys.argv[2]))
     asyncio.run(built.serve(grace=0.2))
+
+
+def test_durably_runs_shows_app_runs_with_their_workflows_state_and_tenant_totals(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from durably.cli import main
+
+    path = f"sqlite:///{tmp_path / 'runs.db'}"
+    wait = Topic("go", int)
+
+    async def seed() -> None:
+        async with App(path, clock=ManualClock(0)) as app:
+
+            @app.workflow(name="spender")
+            async def spender(ctx: Context, tokens: int) -> int:
+                await ctx.add_usage(input_tokens=tokens, output_tokens=1, cost_micros=tokens)
+                if tokens > 10:
+                    await ctx.recv(wait)
+                return tokens
+
+            for tenant, run, tokens in (("a", "r1", 5), ("a", "r2", 50), ("b", "r1", 7)):
+                await spender.start(tokens, id=run, tenant=tenant)
+            await app.run_until_idle()
+
+    asyncio.run(seed())
+
+    def cli(*argv: str) -> str:
+        code = main(list(argv))
+        out, _ = capsys.readouterr()
+        assert code == 0
+        return out
+
+    listed = json.loads(cli("runs", "list", "--dsn", path, "--json"))["runs"]
+    states = {(r["tenant"], r["run_id"]): r["state"] for r in listed}
+    assert states == {("a", "r1"): "completed", ("a", "r2"): "suspended", ("b", "r1"): "completed"}
+    suspended = json.loads(cli("runs", "list", "--dsn", path, "--state", "suspended", "--json"))
+    assert [r["run_id"] for r in suspended["runs"]] == ["r2"]
+    table = cli("runs", "list", "--dsn", path)
+    totals = [line.split() for line in table.splitlines() if line.startswith(("a ", "b "))]
+    assert ["a", "2", "55", "2", "57", "$0.0001"] in totals
+    shown = json.loads(cli("runs", "show", "--dsn", path, "--tenant", "a", "r2", "--json"))
+    assert (shown["state"], shown["agent_name"]) == ("suspended", "spender")
+
+
+async def test_a_workflow_started_anew_after_its_sweep_starts_a_fresh_run_record(
+    tmp_path: Path,
+) -> None:
+    async with App(f"sqlite:///{tmp_path / 'swept.db'}", retention=0.05) as app:
+
+        @app.workflow(name="once")
+        async def once(ctx: Context, tokens: int) -> int:
+            await ctx.add_usage(input_tokens=tokens)
+            return tokens
+
+        first = await once.start(5, id="same")
+        await app.run_until_idle()
+        assert (await first.run_record()).usage.input_tokens == 5
+        await asyncio.sleep(0.5)  # past its retention, by the store's own clock
+        assert await app.sweep() == 1
+        again = await once.start(7, id="same")
+        await app.run_until_idle()
+        assert await again.result() == 7
+        assert (await again.run_record()).usage.input_tokens == 7

@@ -68,13 +68,22 @@ def opened_run(tenant: str, id: str, kind: str, workflow: str) -> RunRecord:
 async def open_run(state: StateStore, tenant: str, id: str, kind: str, workflow: str) -> None:
     """Store the run record of workflow ``id`` of ``tenant`` if there is none yet.
 
-    ``workflow`` is the engine's key of the workflow. A record that exists (a repeated
-    start, a user's own) is kept.
+    ``workflow`` is the engine's key of the workflow. A record of the user's own under
+    this id is kept; one that followed an earlier workflow of this key (swept since, as
+    this start created the workflow anew) starts over.
     """
+    opened = opened_run(tenant, id, kind, workflow)
     try:
-        await state.put_run(opened_run(tenant, id, kind, workflow))
+        await state.put_run(opened)
     except StateConflictError:
-        pass
+        # The record of an earlier workflow under this id (swept since, as this start is
+        # its first) starts over with the new one; a record of the user's own is kept.
+        found = await state.get_run(StateKey(tenant=tenant, id=id))
+        if found is not None and found.metadata.get(FOLLOWS) == workflow:
+            try:
+                await state.put_run(opened.model_copy(update={"version": found.version}))
+            except StateConflictError:
+                pass  # written meanwhile, by the new workflow's own usage
 
 
 async def add_usage(
