@@ -504,3 +504,47 @@ async def test_a_workflow_started_anew_after_its_sweep_starts_a_fresh_run_record
         await app.run_until_idle()
         assert await again.result() == 7
         assert (await again.run_record()).usage.input_tokens == 7
+
+
+async def test_usage_of_concurrent_branches_all_lands_and_a_replay_adds_none(dsn: str) -> None:
+    wait = Topic("more", int)
+    async with App(dsn, clock=ManualClock(0)) as app:
+        kind = f"fan-{uuid.uuid4().hex[:8]}"
+
+        @app.workflow(name=kind)
+        async def fan(ctx: Context, width: int) -> int:
+            await ctx.gather(*(ctx.add_usage(input_tokens=n, cost_micros=1) for n in range(width)))
+            await ctx.recv(wait)  # the next pass replays every addition above
+            await ctx.add_usage(output_tokens=3)
+            return width
+
+        handle = await fan.start(20)
+        await app.run_until_idle()
+        assert (await handle.run_record()).usage.input_tokens == sum(range(20))
+        await handle.send(wait, 1)
+        await app.run_until_idle()
+        record = await handle.run_record()
+        assert (record.usage.input_tokens, record.usage.output_tokens) == (sum(range(20)), 3)
+        assert record.cost_micros == 20
+
+
+async def test_an_event_stream_handler_sees_the_runs_events(dsn: str, ledger: Path) -> None:
+    from pydantic_ai.messages import FunctionToolCallEvent, PartStartEvent
+
+    seen: list[str] = []
+
+    async def handler(ctx: Any, events: Any) -> None:
+        async for event in events:
+            if isinstance(event, PartStartEvent | FunctionToolCallEvent):
+                seen.append(type(event).__name__)
+
+    app, _ = build(dsn, ledger, clock=ManualClock(0))
+    async with app:
+        agent = Agent(
+            FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("hi")])), name="streamer"
+        )
+        durable = DurableAgent(agent, app, event_stream_handler=handler)
+        handle = await durable.start("hello")
+        await app.run_until_idle()
+        assert await handle.result() == "hi"
+        assert seen == ["PartStartEvent"]

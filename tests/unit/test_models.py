@@ -156,7 +156,7 @@ def test_lists_are_accepted_where_a_record_says_tuple() -> None:
         }
     )
     assert isinstance(run.pending_tool_calls, tuple)
-    assert SessionRecord(session_id="s", tenant="t", runs=["r1", "r2"]).runs == ("r1", "r2")  # type: ignore[arg-type]
+    assert SessionRecord(session_id="s", tenant="t", runs=["r1", "r2"]).runs == ("r1", "r2")
 
 
 def test_a_scrubbed_copy_masks_for_display_and_leaves_the_record() -> None:
