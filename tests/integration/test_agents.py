@@ -548,3 +548,19 @@ async def test_an_event_stream_handler_sees_the_runs_events(dsn: str, ledger: Pa
         await app.run_until_idle()
         assert await handle.result() == "hi"
         assert seen == ["PartStartEvent"]
+
+
+async def test_an_agent_with_an_output_validator_runs_as_it_is(ledger: Path) -> None:
+    agent = Agent(
+        FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("checked")])), name="strict"
+    )
+
+    @agent.output_validator
+    def keep(output: str) -> str:
+        return output.upper()
+
+    async with App("memory://", clock=ManualClock(0)) as app:
+        durable = DurableAgent(agent, app)
+        handle = await durable.start("go")
+        await app.run_until_idle()
+        assert await handle.result() == "CHECKED"

@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, JsonValue, TypeAdapter
 from pydantic_ai import Agent
-from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry
+from pydantic_ai.exceptions import ApprovalRequired, CallDeferred, ModelRetry, UserError
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models import Model, ModelRequestParameters, infer_model
 from pydantic_ai.settings import ModelSettings
@@ -304,14 +304,23 @@ class DurableAgent(Generic[DepsT, OutputT]):
         asked: str | None = prompt
         with self.agent.override(model=DurableModel(self._model, run), toolsets=toolsets, tools=[]):
             while True:
-                result = await self.agent.run(
-                    asked,
-                    message_history=history,
-                    deferred_tool_results=results,
-                    deps=deps,  # type: ignore[arg-type]
-                    output_type=output_type,
-                    event_stream_handler=self._handler,
-                )
+                turn = run.turn
+                try:
+                    result = await self.agent.run(
+                        asked,
+                        message_history=history,
+                        deferred_tool_results=results,
+                        deps=deps,  # type: ignore[arg-type]
+                        output_type=output_type,
+                        event_stream_handler=self._handler,
+                    )
+                except UserError:
+                    # An agent with output validators takes no run output type; it said so
+                    # before any request, so nothing was recorded: run it as it is.
+                    if output_type is None or run.turn != turn:
+                        raise
+                    output_type = None
+                    continue
                 output = result.output
                 if not isinstance(output, DeferredToolRequests):
                     return output
