@@ -63,7 +63,9 @@ HEADERS = ["tenant", "run", "agent", "state", "tokens", "cost", "iterations", "v
 
 async def list_runs(args: argparse.Namespace) -> int:
     """Print runs: one tenant's or every tenant's (tenant by tenant, each in creation
-    order); one page of ``--limit`` rows, or every run with ``--all``."""
+    order); one page of ``--limit`` rows, or every run with ``--all``; then the totals
+    per tenant of the runs shown. An App workflow's run shows its workflow's state, which
+    ``--state`` filters on (a page may then hold fewer rows)."""
     if args.limit < 1 or args.limit > 1000:
         raise UsageError("--limit must be between 1 and 1000")
     state = RunState(args.state) if args.state else None
