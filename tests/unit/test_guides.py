@@ -121,3 +121,12 @@ def test_the_observability_guides_tracing_example_prints_the_spans_it_shows(
     finished = run(["spans.py"], tmp_path)
     assert finished.returncode == 0, finished.stderr
     assert finished.stdout == shown
+
+
+def test_the_agent_guides_program_prints_what_the_page_shows(tmp_path: Path) -> None:
+    program = blocks("agents.md", "python")[0]
+    shown = blocks("agents.md", "text")[0]
+    for _ in range(2):  # the second run finds the run of the first: nothing paid again
+        finished = run(["-c", program], tmp_path)
+        assert finished.returncode == 0, finished.stderr
+        assert finished.stdout == shown

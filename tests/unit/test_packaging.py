@@ -47,6 +47,7 @@ NAMESPACES = {
     QueueGauges enqueuing metrics_on read_gauges read_queues read_workflows_by_status
     serve_prometheus tenant_labels trace_ids tracing_on""",
     "durably.logging": "FieldsFormatter JsonFormatter fields_of utc_time",
+    "durably.pydantic_ai": """DurableAgent Approval PendingApproval Price APPROVALS_EVENT""",
     "durably.claimcheck": """ClaimCheckStore ClaimCheckPolicy ClaimCheckedCheckpointer
     ClaimCheckedDurable ClaimCheckedQueue FileClaimCheckStore""",
 }

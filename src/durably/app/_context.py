@@ -25,6 +25,7 @@ from durably.app._branches import gather
 from durably.app._drift import Placement
 from durably.app._limits import Limits, check_start
 from durably.app._options import WorkflowOptions, child_options
+from durably.app._runs import usage_delta
 from durably.app._topics import Topic
 from durably.app._values import ANY, Duration, Value, seconds_of, stored_text
 from durably.app._watch import StepWatch, watched
@@ -42,6 +43,7 @@ from durably.errors import (
     WorkflowLimitError,
     WorkflowStopped,
 )
+from durably.stores.runs import StateDelta
 from durably.stores.workflows import is_inbox_key
 from durably.validation import identifier
 
@@ -178,8 +180,10 @@ class Context:
         cancels: CancelWatch | None = None,
         limits: Limits | None = None,
         encode_args: Callable[[tuple[Any, ...], dict[str, Any]], dict[str, object]] | None = None,
+        usage: Callable[[StateDelta], Awaitable[None]] | None = None,
     ) -> None:
         self._run = run
+        self._usage = usage
         self._key = run.workflow
         """The engine's key of the workflow (`tenancy.workflow_key`)."""
         self._tenant, self._id = tenancy.scope(run.workflow, start)
@@ -464,6 +468,57 @@ class Context:
             return bool(await self._record(key, lambda: fresh))
 
         return answer()
+
+    def add_usage(
+        self,
+        *,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        cost_micros: int = 0,
+        requests: int = 0,
+    ) -> Awaitable[None]:
+        """Add tokens and cost to this workflow's run record, once per call site.
+
+        The amounts are added server-side, so the usage of concurrent branches all lands;
+        the call is recorded, so a replay of the body does not add it again. The key is
+        taken at the call, as a step's is.
+
+        Args:
+            input_tokens: Prompt tokens billed.
+            output_tokens: Completion tokens billed.
+            cache_read_tokens: Tokens read from the provider's prompt cache.
+            cache_write_tokens: Tokens written to the provider's prompt cache.
+            cost_micros: What the call cost, in millionths of a dollar.
+            requests: Model requests made.
+
+        Raises:
+            InvalidInputError: An amount that is not an int, negative, or over 2**63 - 1
+                (at the call, before anything is stored).
+        """
+        delta = usage_delta(
+            {
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                "cache_read_tokens": cache_read_tokens,
+                "cache_write_tokens": cache_write_tokens,
+                "requests": requests,
+                "cost_micros": cost_micros,
+            }
+        )
+        key = self._next(f"{layout.PREFIX}usage")
+        usage = self._usage
+
+        async def add() -> object:
+            if usage is not None:
+                await usage(delta)
+            return delta.model_dump(mode="json")
+
+        async def record() -> None:
+            await self._record(key, add)
+
+        return record()
 
     async def set_event(self, key: str, value: object) -> None:
         """Publish ``value`` as the latest value of event ``key``; recorded.

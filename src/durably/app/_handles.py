@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 from durably.app import _layout as layout
+from durably.app import _runs as runs
 from durably.app import _tenancy as tenancy
 from durably.app._context import current_tenant, current_workflow
 from durably.app._core import Core
@@ -23,6 +24,7 @@ from durably.errors import (
     WorkflowFinishedError,
     WorkflowNotFoundError,
 )
+from durably.stores.runs import RunRecord
 from durably.stores.status import WorkflowInfo, WorkflowStatus
 from durably.stores.workflows import Checkpointer
 
@@ -198,6 +200,21 @@ class WorkflowHandle(Generic[R]):
         checkpointer = (await self._core.stores()).checkpointer
         stored = await checkpointer.peek(self._key, [layout.START])  # not its whole history
         return self._described(stored, await checkpointer.get_status(self._key))
+
+    async def run_record(self) -> RunRecord:
+        """Return the workflow's agent run record.
+
+        Its tokens and cost so far, with the state its status says: pending, running,
+        suspended (while it sleeps, waits or is parked), completed, failed or cancelled.
+
+        Raises:
+            WorkflowNotFoundError: No workflow has this id (never started, or swept).
+        """
+        info = await self.status()
+        state = (await self._core.stores()).state
+        return await runs.run_record(
+            state, self._tenant, self._id, str(info.kind), self._key, info.status
+        )
 
     def _not_found(self) -> WorkflowNotFoundError:
         return WorkflowNotFoundError(self._id, tenant=self._tenant)

@@ -6,6 +6,7 @@ Also the engine body (`Execution` -> result) the Worker serves it with.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -13,6 +14,7 @@ from datetime import datetime
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from durably.app import _layout as layout
+from durably.app import _runs as runs
 from durably.app import _tenancy as tenancy
 from durably.app._begins import AT_ONCE, Begins
 from durably.app._context import (
@@ -47,6 +49,7 @@ from durably.errors import (
 )
 from durably.otel.tracing import annotate, producing
 from durably.stores.admission import admit_workflow
+from durably.stores.runs import StateDelta
 from durably.stores.workflows import Finish, Restart, value_refused
 
 P = ParamSpec("P")
@@ -350,6 +353,9 @@ class Workflow(Generic[P, R]):
                 f"workflow {self.kind!r}: the store refuses its arguments: {exc}"
             ) from None
         self._adoptable(workflow, recorded.value, start)
+        if recorded.first:
+            # Before its wakeup, so no pass reports a status its run record lacks.
+            await runs.open_run(stores.state, tenant, workflow, self.kind, key)
         await self._ready(key, tenant, first=recorded.first)
         return key, recorded.first
 
@@ -542,6 +548,7 @@ class Workflow(Generic[P, R]):
             cancels=self._core.cancels,
             limits=self._core.limits,
             encode_args=self.signature.encode_args,
+            usage=functools.partial(self._add_usage, run.workflow, start),
         )
         ended = layout.ending(recorded) if ctx._ended else None
         if ended is not None:  # a wakeup after the end: report the same end, run nothing
@@ -626,6 +633,11 @@ class Workflow(Generic[P, R]):
             return value
         # No one to wake: the Worker writes the result with the COMPLETED status, one write.
         return Finish(layout.RESULT, encoded, value)
+
+    async def _add_usage(self, key: str, start: Mapping[str, Any], delta: StateDelta) -> None:
+        tenant, id = tenancy.scope(key, start)
+        state = (await self._core.stores()).state
+        await runs.add_usage(state, tenant, id, self.kind, key, delta)
 
     def arguments(
         self, workflow: str, start: Mapping[str, Any]
