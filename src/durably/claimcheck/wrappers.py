@@ -8,7 +8,7 @@ else passes through unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -297,6 +297,22 @@ class ClaimCheckedQueue:
             return queued.model_copy(update={"payload": item.payload})
         return await self._claims.expand(queued)  # a live duplicate, queued before
 
+    async def enqueue_many(self, items: Sequence[WorkItem]) -> list[WorkItem]:
+        stowed = [await self._claims.stow_payload(item.payload) for item in items]
+        queued = await self._inner.enqueue_many(
+            [
+                item if payload == item.payload else item.model_copy(update={"payload": payload})
+                for item, payload in zip(items, stowed, strict=True)
+            ]
+        )
+        answers: list[WorkItem] = []
+        for item, payload, answer in zip(items, stowed, queued, strict=True):
+            if answer.payload == payload and answer.id == item.id and answer.tenant == item.tenant:
+                answers.append(answer.model_copy(update={"payload": item.payload}))
+            else:  # a live duplicate, queued before
+                answers.append(await self._claims.expand(answer))
+        return answers
+
     async def claim(
         self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None
     ) -> WorkItem | None:
@@ -310,10 +326,22 @@ class ClaimCheckedQueue:
         return await self._inner.complete(item_id, tenant=tenant, worker=worker)
 
     async def fail(
-        self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
+        self,
+        item_id: str,
+        *,
+        tenant: str,
+        worker: str,
+        error: str,
+        retryable: bool = True,
+        retry_at: float | None = None,
     ) -> WorkItem:
         return await self._inner.fail(
-            item_id, tenant=tenant, worker=worker, error=error, retryable=retryable
+            item_id,
+            tenant=tenant,
+            worker=worker,
+            error=error,
+            retryable=retryable,
+            retry_at=retry_at,
         )
 
     async def reap(self) -> Any:

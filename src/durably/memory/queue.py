@@ -18,12 +18,14 @@ from durably.stores.work import (
     Settlement,
     WorkItem,
     WorkState,
+    batch_items,
     batch_limit,
     checked_item,
     dead_letter_limit,
     failure_text,
     payload_text,
     queued_copy,
+    retry_instant,
     settle_keys,
 )
 from durably.validation import identifier
@@ -106,6 +108,11 @@ class MemoryWorkQueue:
         if queued.dedupe_key is not None:
             self._tables.dedupe[(tenant, queue, queued.dedupe_key)] = item_id
         return queued
+
+    async def enqueue_many(self, items: Sequence[WorkItem]) -> list[WorkItem]:
+        """`enqueue` of each of ``items``, in order, as one step (nothing else runs between
+        them); every item is checked before any is queued."""
+        return [await self.enqueue(item) for item in batch_items(items)]
 
     async def claim(
         self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None
@@ -212,13 +219,22 @@ class MemoryWorkQueue:
         return done, taken
 
     async def fail(
-        self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
+        self,
+        item_id: str,
+        *,
+        tenant: str,
+        worker: str,
+        error: str,
+        retryable: bool = True,
+        retry_at: float | None = None,
     ) -> WorkItem:
-        """Record a failed attempt: requeue with backoff or dead-letter, per the policy."""
+        """Record a failed attempt: requeue with backoff (at ``retry_at`` when given) or
+        dead-letter, per the policy."""
         error = failure_text(error, retryable)
+        at = retry_instant(retry_at)
         item = self._held(item_id, tenant, worker)
         settlement = self._policy.settle_failure(
-            item.attempts, retryable=retryable, now=self._clock.now()
+            item.attempts, retryable=retryable, now=self._clock.now(), retry_at=at
         )
         return self._settle(item, settlement, error)
 

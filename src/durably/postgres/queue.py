@@ -32,11 +32,13 @@ from durably.stores.work import (
     WorkItem,
     WorkPriority,
     WorkState,
+    batch_items,
     checked_item,
     dead_letter_limit,
     failure_text,
     payload_text,
     queued_copy,
+    retry_instant,
     settle_keys,
     stored_item,
 )
@@ -149,6 +151,74 @@ class PostgresWorkQueue:
         if duplicate is not None:
             return duplicate
         return queued_copy(item, now)
+
+    async def enqueue_many(self, items: Sequence[WorkItem]) -> list[WorkItem]:
+        """`enqueue` of each of ``items`` in one statement and one transaction: all of them
+        or none. Per item, in order, what `enqueue` would have answered. An item the
+        statement could not write (its id or dedupe key held, or given twice) is settled
+        as `enqueue` settles it, in the same transaction."""
+        checked = batch_items(items)
+        if not checked:
+            return []
+        now = self._clock.now()
+        payloads = [
+            within_size(payload_text(item.payload), self._max_bytes, "payload", "postgres")
+            for item in checked
+        ]
+        tokens = [secrets.token_hex(8) for _ in checked]
+        columns = (
+            [item.tenant for item in checked],
+            [item.id for item in checked],
+            [item.queue for item in checked],
+            payloads,
+            [int(item.priority) for item in checked],
+            now,
+            [now if item.available_at is None else item.available_at for item in checked],
+            self._channel,
+            tokens,
+            [item.dedupe_key for item in checked],
+            [item.attempts for item in checked],
+            [json.dumps(list(item.failures)) for item in checked],
+        )
+
+        async def write(session: Session) -> list[WorkItem]:
+            rows = await session.fetch(self._sql["enqueue_many"], *columns)
+            written = {(row[0], row[1]) for row in rows}
+            answers: list[WorkItem] = []
+            for item, payload, token in zip(checked, payloads, tokens, strict=True):
+                key = (item.tenant, item.id)
+                if key in written:
+                    written.discard(key)  # an id given again after is a duplicate of it
+                    answers.append(queued_copy(item, now))
+                    continue
+                args = self._enqueue_args(item, payload, now, token)
+                duplicate = await self._insert(session, item, self._sql["enqueue_carrying"], args)
+                answers.append(queued_copy(item, now) if duplicate is None else duplicate)
+            return answers
+
+        answers: list[WorkItem] = await self._access.run(
+            write, errors=queue_errors(checked[0].queue, "enqueue"), transaction=True
+        )
+        return answers
+
+    def _enqueue_args(
+        self, item: WorkItem, payload: str, now: float, token: str
+    ) -> tuple[object, ...]:
+        """The arguments of `enqueue_carrying` for ``item``."""
+        return (
+            item.tenant,
+            item.id,
+            item.queue,
+            payload,
+            int(item.priority),
+            now,
+            item.available_at if item.available_at is not None else now,
+            self._channel,
+            token,
+            item.dedupe_key,
+            item.attempts,
+            json.dumps(list(item.failures)),
+        )
 
     async def _insert(
         self, session: Session, item: WorkItem, statement: str, args: tuple[object, ...]
@@ -347,12 +417,20 @@ class PostgresWorkQueue:
         return results
 
     async def fail(
-        self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
+        self,
+        item_id: str,
+        *,
+        tenant: str,
+        worker: str,
+        error: str,
+        retryable: bool = True,
+        retry_at: float | None = None,
     ) -> WorkItem:
         identifier(item_id, "item_id")
         identifier(tenant, "tenant")
         identifier(worker, "worker")
         error = failure_text(error, retryable)
+        at = retry_instant(retry_at)
         now = self._clock.now()
         rows = await self._run(
             lambda s: s.fetch(self._sql["get_item"], tenant, item_id), "fail", DEFAULT_QUEUE
@@ -366,7 +444,7 @@ class PostgresWorkQueue:
             or seen.lease_expires_at <= now
         ):
             raise await self._lost(item_id, tenant, worker, now, "fail")
-        settled = await self._settle(seen, error=error, retryable=retryable, now=now)
+        settled = await self._settle(seen, error=error, retryable=retryable, now=now, retry_at=at)
         if settled is None:
             raise await self._lost(item_id, tenant, worker, now, "fail")
         return settled
@@ -457,10 +535,17 @@ class PostgresWorkQueue:
     # --- internals ------------------------------------------------------------------------
 
     async def _settle(
-        self, item: WorkItem, *, error: str, retryable: bool, now: float, immediate: bool = False
+        self,
+        item: WorkItem,
+        *,
+        error: str,
+        retryable: bool,
+        now: float,
+        immediate: bool = False,
+        retry_at: float | None = None,
     ) -> WorkItem | None:
         settlement = self._policy.settle_failure(
-            item.attempts, retryable=retryable, now=now, immediate=immediate
+            item.attempts, retryable=retryable, now=now, immediate=immediate, retry_at=retry_at
         )
         rows = await self._run(
             lambda s: s.fetch(

@@ -38,12 +38,14 @@ from durably.stores.work import (
     WorkItem,
     WorkPriority,
     WorkState,
+    batch_items,
     batch_limit,
     checked_item,
     dead_letter_limit,
     failure_text,
     payload_text,
     queued_copy,
+    retry_instant,
     settle_keys,
     stored_item,
 )
@@ -51,7 +53,12 @@ from durably.validation import identifier, non_negative
 
 _LUA = (
     scripts("queue_enqueue")
-    | scripts("queue_enqueue_full", "queue_dead_letters", "queue_stats", prelude="queue_lib.lua")
+    | scripts("queue_dead_letters", "queue_stats", prelude="queue_lib.lua")
+    | scripts(
+        "queue_enqueue_full",
+        "queue_enqueue_many",
+        prelude=("queue_lib.lua", "queue_enqueue_lib.lua"),
+    )
     | scripts("queue_claim", "queue_claim_many", prelude=("queue_lib.lua", "queue_claim_lib.lua"))
     | scripts(
         "queue_complete_claim",
@@ -296,6 +303,55 @@ class RedisWorkQueue:
         if reply != 1:  # a live item holds the id or the dedupe key: it, unchanged
             return _item(reply)
         return queued_copy(item, now)
+
+    async def enqueue_many(self, items: Sequence[WorkItem]) -> list[WorkItem]:
+        """`enqueue` of each of ``items`` in one script (atomic: nothing runs between them):
+        per item, in order, what `enqueue` would have answered. Every item is checked
+        before the script is sent."""
+        checked = batch_items(items)
+        if not checked:
+            return []
+        now = self._clock.now()
+        item_keys: list[str] = []
+        fields: list[object] = []
+        for item in checked:
+            payload = payload_text(item.payload)
+            failures = "".join(map(keys.segment, item.failures))
+            size = len(payload.encode()) + len(item.tenant.encode()) + len(item.id.encode())
+            size += len(failures.encode())
+            if size > self._redis.max_value_bytes:
+                self._redis.check_bytes(size, f"work item {item.id!r}".__str__)
+            carried = bool(item.attempts or item.failures)
+            item_keys.append(self._item_prefix + keys.item_ref(item.tenant, item.id))
+            fields += (
+                item.tenant,
+                ready_member(now, item.id),
+                item.queue,
+                payload,
+                _PRIORITY_TEXT.get(item.priority) or str(int(item.priority)).encode(),
+                _call_token(),  # a retry of this call finds its own items by it
+                "" if item.available_at is None else number(item.available_at),
+                item.dedupe_key or "",
+                str(item.attempts) if carried else "",
+                failures if carried else "",
+            )
+        script = _LUA["queue_enqueue_many"]
+        try:
+            replies = await self._redis.retry.call(
+                script.run,
+                self._redis.client,
+                len(item_keys),
+                *item_keys,
+                self._raw_prefix,
+                number(now),
+                *fields,
+            )
+        except RetriesSpent as spent:
+            raise QueueUnavailableError(checked[0].queue, "enqueue", spent.detail) from None
+        return [
+            queued_copy(item, now) if reply == 1 else _item(reply)
+            for item, reply in zip(checked, replies, strict=True)
+        ]
 
     async def claim(
         self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None
@@ -553,12 +609,24 @@ class RedisWorkQueue:
         return results
 
     async def fail(
-        self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
+        self,
+        item_id: str,
+        *,
+        tenant: str,
+        worker: str,
+        error: str,
+        retryable: bool = True,
+        retry_at: float | None = None,
     ) -> WorkItem:
-        """Record a failed attempt: requeue with backoff or dead-letter, per the policy."""
+        """Record a failed attempt: requeue with backoff (at ``retry_at`` when given) or
+        dead-letter, per the policy."""
         error = failure_text(error, retryable)
+        at = retry_instant(retry_at)
         now = self._clock.now()
-        instants = self._requeue_instants(now=now, retryable=retryable, immediate=False)
+        if retryable and at is not None:  # queue_fail.lua requeues at it, whatever the count
+            instants = ["at", number(at)]
+        else:
+            instants = self._requeue_instants(now=now, retryable=retryable, immediate=False)
         return await self._held_call(
             "queue_fail", item_id, tenant, worker, [number(now), error, *instants]
         )

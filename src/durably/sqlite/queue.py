@@ -27,11 +27,13 @@ from durably.stores.work import (
     WorkItem,
     WorkPriority,
     WorkState,
+    batch_items,
     batch_limit,
     checked_item,
     dead_letter_limit,
     failure_text,
     payload_text,
+    retry_instant,
     settle_keys,
 )
 from durably.validation import identifier, non_negative, within_size
@@ -239,18 +241,33 @@ class BoundSqliteWorkQueue:
         return results
 
     def fail(
-        self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
+        self,
+        item_id: str,
+        *,
+        tenant: str,
+        worker: str,
+        error: str,
+        retryable: bool = True,
+        retry_at: float | None = None,
     ) -> WorkItem:
-        """Count a failed attempt: requeue with backoff or dead-letter, per the policy."""
-        return self._fail(item_id, tenant, worker, failure_text(error, retryable), retryable)
+        """Count a failed attempt: requeue with backoff (at ``retry_at`` when given) or
+        dead-letter, per the policy."""
+        error = failure_text(error, retryable)
+        return self._fail(item_id, tenant, worker, error, retryable, retry_instant(retry_at))
 
     def _fail(
-        self, item_id: str, tenant: str, worker: str, error: str, retryable: bool
+        self,
+        item_id: str,
+        tenant: str,
+        worker: str,
+        error: str,
+        retryable: bool,
+        retry_at: float | None = None,
     ) -> WorkItem:
-        """`fail` with ``error`` already mended."""
+        """`fail` with ``error`` already mended and ``retry_at`` checked."""
         row = self._held(item_id, tenant, worker)
         settlement = self._policy.settle_failure(
-            row["attempts"], retryable=retryable, now=self._clock.now()
+            row["attempts"], retryable=retryable, now=self._clock.now(), retry_at=retry_at
         )
         settled = self._settle(row, settlement, error)
         assert settled is not None  # the fence was checked in this transaction
@@ -388,6 +405,24 @@ class SqliteWorkQueue:
         )
         return await self._write(item.queue, "enqueue", lambda q: q._enqueue(item, payload))
 
+    async def enqueue_many(self, items: Sequence[WorkItem]) -> list[WorkItem]:
+        """`enqueue` of each of ``items`` in one transaction: all of them or none. Per item,
+        in order, what `enqueue` would have answered; every item is checked first."""
+        checked = batch_items(items)
+        if not checked:
+            return []
+        payloads = [
+            within_size(payload_text(item.payload), self._max_bytes, "payload", "sqlite")
+            for item in checked
+        ]
+        return await self._write(
+            checked[0].queue,
+            "enqueue",
+            lambda q: [
+                q._enqueue(item, payload) for item, payload in zip(checked, payloads, strict=True)
+            ],
+        )
+
     async def wait_for_work(self, queue: str = DEFAULT_QUEUE, within: float = 1.0) -> bool:
         """Wait up to ``within`` seconds for work that may be claimable; whether some came.
 
@@ -482,13 +517,22 @@ class SqliteWorkQueue:
         return await self._write("*", "complete", lambda q: q.complete_many(keys, worker=worker))
 
     async def fail(
-        self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
+        self,
+        item_id: str,
+        *,
+        tenant: str,
+        worker: str,
+        error: str,
+        retryable: bool = True,
+        retry_at: float | None = None,
     ) -> WorkItem:
-        """Record a failed attempt; requeued with backoff or dead-lettered."""
+        """Record a failed attempt; requeued with backoff (at ``retry_at`` when given) or
+        dead-lettered."""
         _check_holding(item_id, tenant, worker)
         error = failure_text(error, retryable)  # before the transaction opens; mended once
+        at = retry_instant(retry_at)
         return await self._write(
-            "*", "fail", lambda q: q._fail(item_id, tenant, worker, error, retryable)
+            "*", "fail", lambda q: q._fail(item_id, tenant, worker, error, retryable, at)
         )
 
     async def reap(self) -> list[WorkItem]:

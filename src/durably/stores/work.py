@@ -142,6 +142,16 @@ def checked_item(item: WorkItem) -> WorkItem:
 _PRIORITY_VALUES = frozenset(int(priority) for priority in WorkPriority)
 
 
+def retry_instant(retry_at: object) -> float | None:
+    """``retry_at`` of a `WorkQueue.fail` call, checked before any I/O: None or a finite
+    instant. Raises `InvalidInputError`."""
+    if retry_at is None:
+        return None
+    if isinstance(retry_at, bool) or not isinstance(retry_at, int | float):
+        raise InvalidInputError(f"retry_at must be a number of seconds, got {retry_at!r}")
+    return finite(float(retry_at), "retry_at")
+
+
 def failure_text(error: object, retryable: object) -> str:
     """A `WorkQueue.fail` call's ``error`` as every backing keeps it (`mend_text`: secrets
     masked, bounded, storable), once ``retryable`` is checked to be a bool: "no" would
@@ -194,6 +204,21 @@ def batch_limit(limit: int) -> int:
     """``limit`` of a `claim_many` call, checked before any I/O and capped at `BATCH_MOST`.
     Raises `InvalidInputError` for anything but a positive int."""
     return min(positive_int(limit, "limit"), BATCH_MOST)
+
+
+def batch_items(items: Sequence[WorkItem]) -> list[WorkItem]:
+    """The items of an `enqueue_many` call, each checked (`checked_item`) before any I/O:
+    at most `BATCH_MOST` of them. Raises `InvalidInputError`."""
+    if isinstance(items, WorkItem | str | bytes) or not isinstance(items, Sequence):
+        raise InvalidInputError("items must be a sequence of WorkItem")
+    if len(items) > BATCH_MOST:
+        raise InvalidInputError(f"items must hold at most {BATCH_MOST:,} items, got {len(items)}")
+    for item in items:
+        if not isinstance(item, WorkItem):
+            raise InvalidInputError(f"items must hold WorkItem values, got {type(item).__name__}")
+        checked_item(item)
+        payload_text(item.payload)
+    return list(items)
 
 
 def settle_keys(items: Sequence[tuple[str, str]], worker: str) -> list[tuple[str, str]]:
@@ -274,14 +299,24 @@ class QueuePolicy:
         return min(delay, self.backoff_cap_seconds)
 
     def settle_failure(
-        self, attempts_before: int, *, retryable: bool, now: float, immediate: bool = False
+        self,
+        attempts_before: int,
+        *,
+        retryable: bool,
+        now: float,
+        immediate: bool = False,
+        retry_at: float | None = None,
     ) -> Settlement:
         """The outcome of one more failed attempt.
 
         Dead-letters when not ``retryable`` or the attempts reach ``max_attempts``; otherwise
-        requeues at ``now + backoff_for(attempts)`` (at ``now`` when ``immediate``).
+        requeues at ``now + backoff_for(attempts)`` (at ``now`` when ``immediate``). A
+        ``retry_at`` (the caller's own retry policy decided to retry) requeues a retryable
+        failure at that instant whatever ``max_attempts`` says.
         """
         attempts = attempts_before + 1
+        if retryable and retry_at is not None:
+            return Settlement(attempts=attempts, dead=False, available_at=retry_at)
         if not retryable or attempts >= self.max_attempts:
             return Settlement(attempts=attempts, dead=True, available_at=None)
         delay = 0.0 if immediate else self.backoff_for(attempts)
@@ -328,6 +363,13 @@ class WorkQueue(Protocol):
         """Queue ``item``; a live item with the same id or dedupe key is returned instead."""
         ...
 
+    async def enqueue_many(self, items: Sequence[WorkItem]) -> list[WorkItem]:
+        """`enqueue` of each of ``items`` in one round trip (one statement, script or
+        transaction), atomically where the backing has transactions: per item, in order,
+        what `enqueue` would have answered. At most `BATCH_MOST` items a call; every item
+        is checked before any I/O."""
+        ...
+
     async def claim(
         self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None
     ) -> WorkItem | None:
@@ -343,9 +385,18 @@ class WorkQueue(Protocol):
         ...
 
     async def fail(
-        self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
+        self,
+        item_id: str,
+        *,
+        tenant: str,
+        worker: str,
+        error: str,
+        retryable: bool = True,
+        retry_at: float | None = None,
     ) -> WorkItem:
-        """Record a failed attempt: requeue with backoff or dead-letter, per the policy."""
+        """Record a failed attempt: requeue with backoff or dead-letter, per the policy; a
+        retryable failure with ``retry_at`` is requeued at that instant (the caller's own
+        retry policy decided, as a task's does)."""
         ...
 
     async def reap(self) -> list[WorkItem]:
@@ -380,8 +431,10 @@ __all__ = [
     "WorkPriority",
     "WorkQueue",
     "WorkState",
+    "batch_items",
     "checked_item",
     "dead_letter_limit",
     "queued_copy",
+    "retry_instant",
     "stored_item",
 ]

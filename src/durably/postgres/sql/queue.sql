@@ -67,6 +67,73 @@ older AS (
 INSERT INTO {enqueues} (token, tenant, id, written_at)
 SELECT $9::text, $1::text, $2::text, $6::float8 FROM fresh
 
+-- name: enqueue_many
+-- Many enqueues in one statement: each item as `enqueue_carrying` writes it, each written
+-- tenant's place in the rotation, one notification per queue and each call's token.
+-- $1 tenants, $2 ids, $3 queues, $4 payloads (JSON text), $5 priorities, $6 now,
+-- $7 available_at per item, $8 the channel to notify, $9 tokens, $10 dedupe keys (NULL:
+-- none), $11 attempts, $12 failures (JSON text). An id given twice is tried once (its
+-- first); ON CONFLICT skips an item whose id or dedupe key is held. Answers the
+-- (tenant, id) pairs written: the caller settles every other item one by one, in the
+-- same transaction.
+WITH given AS (
+    SELECT DISTINCT ON (g.tenant, g.id) g.*
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::integer[], $7::float8[],
+                $9::text[], $10::text[], $11::integer[], $12::text[])
+         WITH ORDINALITY AS g(tenant, id, queue, payload, priority, available_at, token,
+                              dedupe_key, attempts, failures, n)
+    WHERE NOT EXISTS (SELECT 1 FROM {enqueues} e WHERE e.token = g.token)
+    ORDER BY g.tenant, g.id, g.n
+),
+fresh AS (
+    INSERT INTO {work} (
+        tenant, id, queue, payload, priority, state, enqueued_at, available_at,
+        dedupe_key, attempts, failures
+    )
+    SELECT g.tenant, g.id, g.queue, g.payload::jsonb, g.priority, 'queued', $6::float8,
+           g.available_at, g.dedupe_key, g.attempts, g.failures::jsonb
+    FROM given g
+    ORDER BY g.n
+    ON CONFLICT DO NOTHING
+    RETURNING tenant, id, queue, seq, available_at
+),
+-- Each written (queue, tenant)'s oldest item, under the shared advisory lock `_placed`
+-- takes for one item.
+held AS (
+    SELECT f.queue, f.tenant, f.available_at, f.seq
+    FROM (
+        SELECT DISTINCT ON (queue, tenant) queue, tenant, available_at, seq
+        FROM fresh
+        ORDER BY queue, tenant, available_at, seq
+    ) f
+    CROSS JOIN LATERAL (
+        SELECT pg_advisory_xact_lock_shared(hashtext(f.queue), hashtext(f.tenant))
+    ) locked
+),
+placed AS (
+    INSERT INTO {rota} (queue, tenant, turn, available_at, seq)
+    SELECT h.queue, h.tenant,
+           coalesce((SELECT t.turn FROM {turns} t WHERE t.queue = h.queue AND t.tenant = h.tenant), 0),
+           h.available_at, h.seq
+    FROM held h
+    ON CONFLICT DO NOTHING
+),
+older AS (
+    UPDATE {rota} r SET available_at = h.available_at, seq = h.seq
+    FROM held h
+    WHERE r.queue = h.queue AND r.tenant = h.tenant AND r.turn = 0
+      AND (r.available_at, r.seq) > (h.available_at, h.seq)
+),
+tokens AS (
+    INSERT INTO {enqueues} (token, tenant, id, written_at)
+    SELECT g.token, g.tenant, g.id, $6::float8
+    FROM given g JOIN fresh f ON f.tenant = g.tenant AND f.id = g.id
+),
+wake AS (
+    SELECT count(pg_notify($8::text, q.queue)) AS sent FROM (SELECT DISTINCT queue FROM fresh) q
+)
+SELECT f.tenant, f.id FROM fresh f CROSS JOIN wake;
+
 -- name: enqueued_by
 -- Whether the call with token $1 wrote an item (a retry asks, once its insert wrote none).
 SELECT 1 FROM {enqueues} WHERE token = $1::text;
