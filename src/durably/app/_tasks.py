@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
+from pydantic import SecretStr
+
 from durably.app._context import is_async
 from durably.app._retry import Retry
 from durably.app._values import Duration, Signature, seconds_of
@@ -116,6 +118,17 @@ class Task(Generic[P, R]):
     def dedupe_ttl(self) -> float:
         """How long a dedupe key is meant to last after its item finished, in seconds."""
         return self.options.dedupe_ttl
+
+    def retarget(self, dsn: SecretStr) -> None:
+        """Point the task's App at another store before it opens.
+
+        ``durably tasks enqueue --dsn`` does; `ConfigurationError` once the stores are open.
+        """
+        self._core.retarget(dsn)
+
+    async def close(self) -> None:
+        """Close the stores of the task's App (idempotent; they open again if used)."""
+        await self._core.close()
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R] | R:
         return self.fn(*args, **kwargs)
