@@ -110,3 +110,11 @@ def test_the_testing_guides_replay_example_passes_over_a_saved_history(tmp_path:
     finished = run(pytest_argv("test_deploy.py"), tmp_path)
     assert finished.returncode == 0, finished.stdout + finished.stderr
     assert "1 passed" in finished.stdout
+
+
+def test_the_tasks_guides_quickstart_runs_as_pasted(tmp_path: Path) -> None:
+    example = blocks("tasks.md", "python")[0]
+    (tmp_path / "quick.py").write_text(example, encoding="utf-8")
+    finished = run(["quick.py"], tmp_path)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert (tmp_path / "tasks.db").exists()
