@@ -35,8 +35,13 @@ def dsn(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-async def stores(dsn: str) -> AsyncIterator[Stores]:
-    opened = await open_stores(dsn, clock=ManualClock(START))
+def clock() -> ManualClock:
+    return ManualClock(START)
+
+
+@pytest.fixture
+async def stores(dsn: str, clock: ManualClock) -> AsyncIterator[Stores]:
+    opened = await open_stores(dsn, clock=clock)
     await opened.migrate()
     try:
         yield opened
@@ -178,11 +183,11 @@ async def test_a_batch_that_fails_midway_writes_nothing(
             calls = {"n": 0}
             plain = BoundSqliteWorkQueue._enqueue
 
-            def late(self: Any, item: WorkItem, payload: str) -> WorkItem:
+            def late(self: Any, item: WorkItem, payload: str, ttl: float | None) -> WorkItem:
                 calls["n"] += 1
                 if calls["n"] == 7:
                     raise RuntimeError("the connection broke midway")
-                return plain(self, item, payload)
+                return plain(self, item, payload, ttl)
 
             monkey = pytest.MonkeyPatch()
             monkey.setattr(BoundSqliteWorkQueue, "_enqueue", late)
@@ -222,3 +227,99 @@ async def test_a_failure_with_retry_at_is_requeued_then_and_not_dead_lettered(
     assert dead.state is WorkState.DEAD_LETTERED
     with pytest.raises(InvalidInputError, match="retry_at"):
         await stores.queue.fail("r", tenant=tenant, worker="w", error="x", retry_at=float("nan"))
+
+
+async def _finish(stores: Stores, tenant: str, queue: str, *, dead: bool) -> None:
+    taken = await stores.queue.claim(worker="w", queue=queue)
+    assert taken is not None
+    if dead:
+        await stores.queue.fail(taken.id, tenant=tenant, worker="w", error="x", retryable=False)
+    else:
+        await stores.queue.complete(taken.id, tenant=tenant, worker="w")
+
+
+@pytest.mark.parametrize("dead", [False, True], ids=["completed", "dead_lettered"])
+async def test_a_dedupe_key_lasts_its_ttl_after_the_item_finished(
+    stores: Stores, clock: ManualClock, dead: bool
+) -> None:
+    tenant, queue = fresh("t"), fresh("q")
+    first = await stores.queue.enqueue(
+        WorkItem(id="first", tenant=tenant, queue=queue, dedupe_key="mail-42"), dedupe_ttl=600
+    )
+    await _finish(stores, tenant, queue, dead=dead)
+    clock.advance(599)
+    again = await stores.queue.enqueue(
+        WorkItem(id="again", tenant=tenant, queue=queue, dedupe_key="mail-42"), dedupe_ttl=600
+    )
+    # Inside the window: the finished item answers, and nothing is queued.
+    assert again.id == first.id
+    assert again.state is (WorkState.DEAD_LETTERED if dead else WorkState.COMPLETED)
+    batch = await stores.queue.enqueue_many(
+        [WorkItem(id="batched", tenant=tenant, queue=queue, dedupe_key="mail-42")],
+        dedupe_ttl=600,
+    )
+    assert [item.id for item in batch] == [first.id]
+    stats = await stores.queue.stats(queue=queue)
+    assert stats.depth == 0
+    assert stats.duplicates_suppressed == 2
+    # Another tenant's key of the same name is its own.
+    other = await stores.queue.enqueue(
+        WorkItem(id="other", tenant=fresh("t"), queue=queue, dedupe_key="mail-42"), dedupe_ttl=600
+    )
+    assert other.id == "other"
+    clock.advance(2)
+    await stores.queue.reap()  # the sweep forgets the expired key
+    later = await stores.queue.enqueue(
+        WorkItem(id="later", tenant=tenant, queue=queue, dedupe_key="mail-42"), dedupe_ttl=600
+    )
+    assert later.id == "later"
+    assert later.state is WorkState.QUEUED
+
+
+async def test_without_a_ttl_a_finished_item_still_frees_its_key_at_once(
+    stores: Stores,
+) -> None:
+    tenant, queue = fresh("t"), fresh("q")
+    await stores.queue.enqueue(WorkItem(id="a", tenant=tenant, queue=queue, dedupe_key="k"))
+    await _finish(stores, tenant, queue, dead=False)
+    again = await stores.queue.enqueue(WorkItem(id="b", tenant=tenant, queue=queue, dedupe_key="k"))
+    assert again.id == "b"
+
+
+async def test_expired_keys_are_swept_by_reap(stores: Stores, clock: ManualClock, dsn: str) -> None:
+    tenant, queue = fresh("t"), fresh("q")
+    await stores.queue.enqueue_many(
+        [WorkItem(id=f"i{n}", tenant=tenant, queue=queue, dedupe_key=f"k{n}") for n in range(30)],
+        dedupe_ttl=5,
+    )
+    for _ in range(30):
+        await _finish(stores, tenant, queue, dead=False)
+    clock.advance(10)
+    await stores.queue.reap()
+    # Every key is free again: a new item takes each.
+    renewed = await stores.queue.enqueue_many(
+        [WorkItem(id=f"new{n}", tenant=tenant, queue=queue, dedupe_key=f"k{n}") for n in range(30)],
+        dedupe_ttl=5,
+    )
+    assert [item.id for item in renewed] == [f"new{n}" for n in range(30)]
+    if dsn.startswith("sqlite"):
+        left = await stores.queue.database.transaction(  # type: ignore[attr-defined]
+            lambda tx: tx.row(
+                "SELECT count(*) FROM durably_dedupe_keys WHERE expires_at IS NOT NULL"
+            )[0],
+            write=False,
+        )
+        assert left == 0
+
+
+async def test_a_bad_dedupe_ttl_is_refused_before_any_io(
+    stores: Stores, dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trips = _Trips(monkeypatch, dsn)
+    item = WorkItem(id="x", tenant=fresh("t"), queue=fresh("q"), dedupe_key="k")
+    for bad in (0, -1, float("nan"), "60", 10 * 366 * 86_400.0):
+        with pytest.raises(InvalidInputError, match="dedupe_ttl"):
+            await stores.queue.enqueue(item, dedupe_ttl=bad)  # type: ignore[arg-type]
+        with pytest.raises(InvalidInputError, match="dedupe_ttl"):
+            await stores.queue.enqueue_many([item], dedupe_ttl=bad)  # type: ignore[arg-type]
+    assert trips.count == 0

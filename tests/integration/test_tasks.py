@@ -278,3 +278,32 @@ async def test_serve_runs_the_tasks_of_the_queues_it_is_given(dsn: str) -> None:
 
 def test_the_task_class_is_exported() -> None:
     assert durably.Task is durably.app.Task
+
+
+async def test_a_dedupe_key_reused_after_completion_is_suppressed_until_its_ttl(
+    app: App,
+) -> None:
+    queue = queue_name()
+    sent: list[str] = []
+
+    @app.task(name="welcome", queue=queue, dedupe_ttl=timedelta(hours=1))
+    async def welcome(to: str) -> None:
+        sent.append(to)
+
+    first = await welcome.enqueue("ada", dedupe_key="welcome-ada")
+    await app.run_until_idle()
+    assert sent == ["ada"]
+    app.clock.advance(3599)  # type: ignore[attr-defined]
+    # The same requests again, after their jobs finished: nothing is sent twice.
+    again = await welcome.enqueue("ada", dedupe_key="welcome-ada")
+    many = await welcome.enqueue_many([("ada",)], dedupe_keys=["welcome-ada"])
+    assert again.id == first.id
+    assert again.state is WorkState.COMPLETED
+    assert [item.id for item in many] == [first.id]
+    assert await app.run_until_idle(advance=False) == 0
+    assert sent == ["ada"]
+    app.clock.advance(2)  # type: ignore[attr-defined]
+    later = await welcome.enqueue("ada", dedupe_key="welcome-ada")
+    assert later.id != first.id
+    await app.run_until_idle()
+    assert sent == ["ada", "ada"]

@@ -29,6 +29,7 @@ from durably.clock import Clock, SystemClock
 from durably.errors import ConfigurationError, DurablyError, InvalidInputError
 from durably.stores.dsn import DSN_ENV, describe, parse, redacted
 from durably.stores.opening import Stores
+from durably.stores.work import dedupe_window
 from durably.validation import identifier
 
 P = ParamSpec("P")
@@ -387,8 +388,9 @@ class App:
                 ``retry.non_retryable``'s types, dead-letters the item at once.
             timeout: A bound on each run, in seconds or a timedelta; a run past it fails
                 with `StepTimeoutError` (retried).
-            dedupe_ttl: How long a dedupe key should outlast its item, in seconds or a
-                timedelta (default 24 hours).
+            dedupe_ttl: How long a dedupe key outlasts its item (completed or
+                dead-lettered), in seconds or a timedelta (default 24 hours, at most a
+                year): an enqueue of the key meanwhile is answered with the finished item.
             **more: Flow-control and schedule options (``cron=``, ``concurrency=``,
                 ``throttle=``), kept on the task's `TaskOptions`.
 
@@ -411,7 +413,7 @@ class App:
             queue=queue,
             retry=DEFAULT_RETRY if retry is None else retry,
             timeout=None if timeout is None else seconds_of(timeout, "timeout"),
-            dedupe_ttl=seconds_of(dedupe_ttl, "dedupe_ttl"),
+            dedupe_ttl=_dedupe_ttl(dedupe_ttl),
             more=dict(more),
         )
 
@@ -617,6 +619,13 @@ class App:
     def __repr__(self) -> str:
         core = getattr(self, "_core", None)  # None while __init__ refuses its arguments
         return f"<durably.App {describe(core.dsn) if core is not None else '(not set up)'}>"
+
+
+def _dedupe_ttl(value: object) -> float:
+    """``dedupe_ttl=`` in seconds: positive, at most a year (`InvalidInputError`)."""
+    seconds = dedupe_window(seconds_of(value, "dedupe_ttl"))
+    assert seconds is not None
+    return seconds
 
 
 def _limits(limits: object) -> Limits:

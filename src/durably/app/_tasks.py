@@ -116,7 +116,7 @@ class Task(Generic[P, R]):
 
     @property
     def dedupe_ttl(self) -> float:
-        """How long a dedupe key is meant to last after its item finished, in seconds."""
+        """How long a dedupe key lasts after its item finished, in seconds."""
         return self.options.dedupe_ttl
 
     def retarget(self, dsn: SecretStr) -> None:
@@ -147,11 +147,12 @@ class Task(Generic[P, R]):
         The options are keyword arguments beside the task's own: ``delay=`` (seconds or a
         timedelta before it may run; default at once), ``priority=`` (a `WorkPriority`
         within the tenant; default NORMAL), ``tenant=`` (default the App's) and
-        ``dedupe_key=`` (a live item of the same key, tenant and queue is answered
-        instead, and nothing is queued).
+        ``dedupe_key=`` (an item of the same key, tenant and queue, live or finished
+        within the task's ``dedupe_ttl``, is answered instead, and nothing is queued).
 
         Returns:
-            The queued `WorkItem`, or the live item holding ``dedupe_key``.
+            The queued `WorkItem`, or the item holding ``dedupe_key`` (live, or finished
+            less than ``dedupe_ttl`` ago).
 
         Raises:
             InvalidInputError: Before any I/O: arguments that do not fit the task's
@@ -164,7 +165,7 @@ class Task(Generic[P, R]):
         )
         queue = (await self._core.stores()).queue
         self._core.note_task_due(item.available_at)
-        return await queue.enqueue(item)
+        return await queue.enqueue(item, dedupe_ttl=self.dedupe_ttl)
 
     async def enqueue_many(
         self,
@@ -223,7 +224,7 @@ class Task(Generic[P, R]):
             return []
         queue = (await self._core.stores()).queue
         self._core.note_task_due(items[0].available_at)
-        return await queue.enqueue_many(items)
+        return await queue.enqueue_many(items, dedupe_ttl=self.dedupe_ttl)
 
     def _item(
         self,

@@ -288,22 +288,27 @@ class ClaimCheckedQueue:
     def policy(self) -> QueuePolicy:
         return self._inner.policy
 
-    async def enqueue(self, item: WorkItem) -> WorkItem:
+    async def enqueue(self, item: WorkItem, *, dedupe_ttl: float | None = None) -> WorkItem:
         stowed = await self._claims.stow_payload(item.payload)
         if stowed == item.payload:
-            return await self._inner.enqueue(item)
-        queued = await self._inner.enqueue(item.model_copy(update={"payload": stowed}))
+            return await self._inner.enqueue(item, dedupe_ttl=dedupe_ttl)
+        queued = await self._inner.enqueue(
+            item.model_copy(update={"payload": stowed}), dedupe_ttl=dedupe_ttl
+        )
         if queued.payload == stowed:
             return queued.model_copy(update={"payload": item.payload})
         return await self._claims.expand(queued)  # a live duplicate, queued before
 
-    async def enqueue_many(self, items: Sequence[WorkItem]) -> list[WorkItem]:
+    async def enqueue_many(
+        self, items: Sequence[WorkItem], *, dedupe_ttl: float | None = None
+    ) -> list[WorkItem]:
         stowed = [await self._claims.stow_payload(item.payload) for item in items]
         queued = await self._inner.enqueue_many(
             [
                 item if payload == item.payload else item.model_copy(update={"payload": payload})
                 for item, payload in zip(items, stowed, strict=True)
-            ]
+            ],
+            dedupe_ttl=dedupe_ttl,
         )
         answers: list[WorkItem] = []
         for item, payload, answer in zip(items, stowed, queued, strict=True):

@@ -26,6 +26,7 @@ from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
 from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.stores.work import (
+    DEDUPE_SWEEP_BATCH,
     DEFAULT_QUEUE,
     QueuePolicy,
     QueueStats,
@@ -35,6 +36,7 @@ from durably.stores.work import (
     batch_items,
     checked_item,
     dead_letter_limit,
+    dedupe_window,
     failure_text,
     payload_text,
     queued_copy,
@@ -125,8 +127,9 @@ class PostgresWorkQueue:
 
     # --- enqueue and claim ------------------------------------------------------------------
 
-    async def enqueue(self, item: WorkItem) -> WorkItem:
+    async def enqueue(self, item: WorkItem, *, dedupe_ttl: float | None = None) -> WorkItem:
         checked_item(item)
+        ttl = dedupe_window(dedupe_ttl)
         now = self._clock.now()
         available_at = item.available_at if item.available_at is not None else now
         payload = within_size(payload_text(item.payload), self._max_bytes, "payload", "postgres")
@@ -145,6 +148,8 @@ class PostgresWorkQueue:
         if item.dedupe_key is not None or item.attempts or item.failures:
             statement = self._sql["enqueue_carrying"]
             args = (*args, item.dedupe_key, item.attempts, json.dumps(list(item.failures)))
+            if ttl is not None and item.dedupe_key is not None:
+                statement, args = self._sql["enqueue_kept"], (*args, ttl)
         duplicate = await self._access.run(
             self._insert, item, statement, args, errors=queue_errors(item.queue, "enqueue")
         )
@@ -152,12 +157,15 @@ class PostgresWorkQueue:
             return duplicate
         return queued_copy(item, now)
 
-    async def enqueue_many(self, items: Sequence[WorkItem]) -> list[WorkItem]:
+    async def enqueue_many(
+        self, items: Sequence[WorkItem], *, dedupe_ttl: float | None = None
+    ) -> list[WorkItem]:
         """`enqueue` of each of ``items`` in one statement and one transaction: all of them
         or none. Per item, in order, what `enqueue` would have answered. An item the
         statement could not write (its id or dedupe key held, or given twice) is settled
         as `enqueue` settles it, in the same transaction."""
         checked = batch_items(items)
+        ttl = dedupe_window(dedupe_ttl)
         if not checked:
             return []
         now = self._clock.now()
@@ -179,6 +187,7 @@ class PostgresWorkQueue:
             [item.dedupe_key for item in checked],
             [item.attempts for item in checked],
             [json.dumps(list(item.failures)) for item in checked],
+            ttl,
         )
 
         async def write(session: Session) -> list[WorkItem]:
@@ -192,7 +201,10 @@ class PostgresWorkQueue:
                     answers.append(queued_copy(item, now))
                     continue
                 args = self._enqueue_args(item, payload, now, token)
-                duplicate = await self._insert(session, item, self._sql["enqueue_carrying"], args)
+                statement = self._sql["enqueue_carrying"]
+                if ttl is not None and item.dedupe_key is not None:
+                    statement, args = self._sql["enqueue_kept"], (*args, ttl)
+                duplicate = await self._insert(session, item, statement, args)
                 answers.append(queued_copy(item, now) if duplicate is None else duplicate)
             return answers
 
@@ -239,6 +251,13 @@ class PostgresWorkQueue:
                 # Counted where the live item is: the queue whose stats show it.
                 await session.fetch(self._sql["count_duplicate"], live.queue)
                 return live
+            if item.dedupe_key is not None:
+                kept = await session.fetch(
+                    self._sql["find_kept"], item.tenant, item.queue, item.dedupe_key, args[5]
+                )
+                if kept:  # its key outlasts a finished item: that item is the answer
+                    await session.fetch(self._sql["count_duplicate"], item.queue)
+                    return _item(json.loads(kept[0][0]))
             if await session.fetch(self._sql["drop_terminal"], item.tenant, item.id):
                 continue  # a finished item held the id: it is freed, insert again
         raise StatePersistenceError("postgres", "contended", "enqueue kept racing")
@@ -468,6 +487,11 @@ class PostgresWorkQueue:
             "reap",
             DEFAULT_QUEUE,
         )
+        await self._run(
+            lambda s: s.count(self._sql["forget_dedupe_keys"], now, DEDUPE_SWEEP_BATCH),
+            "reap",
+            DEFAULT_QUEUE,
+        )
         return reaped
 
     async def adopt(self, *, worker: str) -> list[WorkItem]:
@@ -559,6 +583,7 @@ class PostgresWorkQueue:
                 settlement.available_at,
                 error,
                 self._channel,
+                now,
             ),
             "settle",
             item.queue,

@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 from durably.errors import ConfigurationError
 from durably.postgres import statements
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The schema version this release reads and writes; `verify` refuses any other."""
 
 # Lower-case, unquoted-safe names only: a table name is interpolated (a placeholder cannot
@@ -38,6 +38,7 @@ class StateTables:
     waiting: str = "durably_queue_waiting"
     counters: str = "durably_queue_counters"
     enqueues: str = "durably_enqueue_tokens"
+    dedupe_keys: str = "durably_dedupe_keys"
     workflow_checkpoint: str = "durably_workflow_checkpoint"
     workflow_claim: str = "durably_workflow_claim"
     workflow_queue: str = "durably_workflow_queue"

@@ -42,6 +42,7 @@ from durably.stores.work import (
     batch_limit,
     checked_item,
     dead_letter_limit,
+    dedupe_window,
     failure_text,
     payload_text,
     queued_copy,
@@ -253,10 +254,12 @@ class RedisWorkQueue:
             instants.append(number(settled.available_at))
         return instants
 
-    async def enqueue(self, item: WorkItem) -> WorkItem:
+    async def enqueue(self, item: WorkItem, *, dedupe_ttl: float | None = None) -> WorkItem:
         """Queue ``item`` (a future ``available_at`` delays it); a live item with the same
-        id or (tenant, queue, dedupe_key) is returned unchanged instead."""
+        id or (tenant, queue, dedupe_key) is returned unchanged instead, and so is a
+        finished one whose key is kept (``dedupe_ttl``)."""
         checked_item(item)
+        ttl = dedupe_window(dedupe_ttl)
         tenant, item_id, queue, dedupe = item.tenant, item.id, item.queue, item.dedupe_key
         payload = payload_text(item.payload)
         # The ids travel (and are stored) beside the payload: all of it counts.
@@ -276,6 +279,8 @@ class RedisWorkQueue:
             script = _ENQUEUE_FULL
         elif dedupe is not None:
             extra, script = (delay, dedupe), _ENQUEUE_FULL
+        if ttl is not None and dedupe is not None:
+            extra = (*(*extra, "", "")[:4], number(ttl))
         if size > self._redis.max_value_bytes:
             self._redis.check_bytes(size, lambda: f"work item {item_id!r}")
         # keys.item_key, from the bytes at hand (segment lengths count UTF-8 bytes).
@@ -304,11 +309,14 @@ class RedisWorkQueue:
             return _item(reply)
         return queued_copy(item, now)
 
-    async def enqueue_many(self, items: Sequence[WorkItem]) -> list[WorkItem]:
+    async def enqueue_many(
+        self, items: Sequence[WorkItem], *, dedupe_ttl: float | None = None
+    ) -> list[WorkItem]:
         """`enqueue` of each of ``items`` in one script (atomic: nothing runs between them):
         per item, in order, what `enqueue` would have answered. Every item is checked
         before the script is sent."""
         checked = batch_items(items)
+        ttl = dedupe_window(dedupe_ttl)
         if not checked:
             return []
         now = self._clock.now()
@@ -344,6 +352,7 @@ class RedisWorkQueue:
                 *item_keys,
                 self._raw_prefix,
                 number(now),
+                "" if ttl is None else number(ttl),
                 *fields,
             )
         except RetriesSpent as spent:

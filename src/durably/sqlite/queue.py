@@ -20,6 +20,7 @@ from durably.errors import (
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
 from durably.stores.work import (
+    DEDUPE_SWEEP_BATCH,
     DEFAULT_QUEUE,
     QueuePolicy,
     QueueStats,
@@ -31,6 +32,7 @@ from durably.stores.work import (
     batch_limit,
     checked_item,
     dead_letter_limit,
+    dedupe_window,
     failure_text,
     payload_text,
     retry_instant,
@@ -78,21 +80,26 @@ class BoundSqliteWorkQueue:
         self._policy = policy
         self._max_bytes = max_value_bytes
 
-    def enqueue(self, item: WorkItem) -> WorkItem:
-        """Queue ``item``; a live item with its id or dedupe key is returned unchanged."""
+    def enqueue(self, item: WorkItem, *, dedupe_ttl: float | None = None) -> WorkItem:
+        """Queue ``item``; a live item with its id or dedupe key is returned unchanged, and
+        so is a finished one whose key is kept (``dedupe_ttl``)."""
         payload = payload_text(checked_item(item).payload)
-        return self._enqueue(item, within_size(payload, self._max_bytes, "payload", "sqlite"))
+        payload = within_size(payload, self._max_bytes, "payload", "sqlite")
+        return self._enqueue(item, payload, dedupe_window(dedupe_ttl))
 
-    def _enqueue(self, item: WorkItem, payload: str) -> WorkItem:
+    def _enqueue(self, item: WorkItem, payload: str, ttl: float | None = None) -> WorkItem:
         """`enqueue` of a checked item whose payload is rendered (``payload``)."""
         tx = self._tx
         existing = tx.one(_SQL["get_item"], {"tenant": item.tenant, "id": item.id})
         live = existing if existing is not None and existing["state"] in _LIVE else None
         if live is None and item.dedupe_key is not None:
-            live = tx.one(
-                _SQL["live_by_dedupe_key"],
-                {"tenant": item.tenant, "queue": item.queue, "dedupe_key": item.dedupe_key},
-            )
+            key = {"tenant": item.tenant, "queue": item.queue, "dedupe_key": item.dedupe_key}
+            live = tx.one(_SQL["live_by_dedupe_key"], key)
+            if live is None:
+                kept = tx.one(_SQL["kept_by_dedupe_key"], {**key, "now": self._clock.now()})
+                if kept is not None:
+                    tx.execute(_SQL["count_duplicate"], {"queue": item.queue})
+                    return WorkItem.model_validate_json(kept["item"])
         if live is not None:
             tx.execute(_SQL["count_duplicate"], {"queue": live["queue"]})
             return _item(live)
@@ -117,7 +124,34 @@ class BoundSqliteWorkQueue:
         )
         self._place(row, now)
         tx.work_added = True
+        if ttl is not None and item.dedupe_key is not None:
+            tx.execute(
+                _SQL["keep_dedupe_key"],
+                {
+                    "tenant": item.tenant,
+                    "queue": item.queue,
+                    "dedupe_key": item.dedupe_key,
+                    "id": item.id,
+                    "ttl": ttl,
+                },
+            )
         return _item(row)
+
+    def _finished(self, item: WorkItem) -> None:
+        """Start the time to live of the just-finished ``item``'s dedupe key, if kept."""
+        if item.dedupe_key is None:
+            return
+        self._tx.execute(
+            _SQL["finish_dedupe_key"],
+            {
+                "tenant": item.tenant,
+                "queue": item.queue,
+                "dedupe_key": item.dedupe_key,
+                "id": item.id,
+                "now": self._clock.now(),
+                "item": item.model_dump_json(),
+            },
+        )
 
     def _place(self, row: sqlite3.Row, now: float) -> None:
         """Keep the rotation index (`place_tenant`) up to date with the queued item ``row``."""
@@ -225,7 +259,9 @@ class BoundSqliteWorkQueue:
     def complete(self, item_id: str, *, tenant: str, worker: str) -> WorkItem:
         """Finish the item; fenced like `heartbeat`."""
         row = self._held(item_id, tenant, worker)
-        return _item(self._tx.row(_SQL["complete_item"], {"seq": row["seq"], "worker": worker}))
+        done = _item(self._tx.row(_SQL["complete_item"], {"seq": row["seq"], "worker": worker}))
+        self._finished(done)
+        return done
 
     def complete_many(
         self, items: Sequence[tuple[str, str]], *, worker: str
@@ -289,10 +325,13 @@ class BoundSqliteWorkQueue:
         )
         if updated is None:
             return None
+        settled = _item(updated)
         if not settlement.dead:
             self._place(updated, self._clock.now())
             self._tx.work_added = True  # requeued: an idle worker may take it
-        return _item(updated)
+        else:
+            self._finished(settled)
+        return settled
 
     def reap(self) -> list[WorkItem]:
         """Return every lapsed item to the queue, each fenced on the lease it saw; the
@@ -307,6 +346,7 @@ class BoundSqliteWorkQueue:
         per_queue = Counter(item.queue for item in reaped)
         for queue, count in per_queue.items():
             self._tx.execute(_SQL["count_reaped"], {"queue": queue, "count": count})
+        self._tx.execute(_SQL["forget_dedupe_keys"], {"now": now, "limit": DEDUPE_SWEEP_BATCH})
         return reaped
 
     def adopt(self, *, worker: str) -> list[WorkItem]:
@@ -397,18 +437,23 @@ class SqliteWorkQueue:
                 raise
             raise QueueUnavailableError(queue, operation, str(exc)) from exc
 
-    async def enqueue(self, item: WorkItem) -> WorkItem:
-        """Queue ``item`` (idempotent on id and dedupe key while live)."""
+    async def enqueue(self, item: WorkItem, *, dedupe_ttl: float | None = None) -> WorkItem:
+        """Queue ``item`` (idempotent on id and dedupe key while live, and on a dedupe key
+        kept ``dedupe_ttl`` seconds after its item finished)."""
         # Refused before the transaction opens.
         payload = within_size(
             payload_text(checked_item(item).payload), self._max_bytes, "payload", "sqlite"
         )
-        return await self._write(item.queue, "enqueue", lambda q: q._enqueue(item, payload))
+        ttl = dedupe_window(dedupe_ttl)
+        return await self._write(item.queue, "enqueue", lambda q: q._enqueue(item, payload, ttl))
 
-    async def enqueue_many(self, items: Sequence[WorkItem]) -> list[WorkItem]:
+    async def enqueue_many(
+        self, items: Sequence[WorkItem], *, dedupe_ttl: float | None = None
+    ) -> list[WorkItem]:
         """`enqueue` of each of ``items`` in one transaction: all of them or none. Per item,
         in order, what `enqueue` would have answered; every item is checked first."""
         checked = batch_items(items)
+        ttl = dedupe_window(dedupe_ttl)
         if not checked:
             return []
         payloads = [
@@ -419,7 +464,8 @@ class SqliteWorkQueue:
             checked[0].queue,
             "enqueue",
             lambda q: [
-                q._enqueue(item, payload) for item, payload in zip(checked, payloads, strict=True)
+                q._enqueue(item, payload, ttl)
+                for item, payload in zip(checked, payloads, strict=True)
             ],
         )
 

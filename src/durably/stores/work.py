@@ -142,6 +142,25 @@ def checked_item(item: WorkItem) -> WorkItem:
 _PRIORITY_VALUES = frozenset(int(priority) for priority in WorkPriority)
 
 
+DEDUPE_TTL_MOST = 366 * 86_400.0
+"""The longest ``dedupe_ttl`` an enqueue takes, in seconds: a year and a day."""
+DEDUPE_SWEEP_BATCH = 500
+"""The most expired dedupe keys one `WorkQueue.reap` forgets (through an index by expiry)."""
+
+
+def dedupe_window(dedupe_ttl: object) -> float | None:
+    """``dedupe_ttl`` of an enqueue, checked before any I/O: None or a positive number of
+    seconds up to `DEDUPE_TTL_MOST`. Raises `InvalidInputError`."""
+    if dedupe_ttl is None:
+        return None
+    if isinstance(dedupe_ttl, bool) or not isinstance(dedupe_ttl, int | float):
+        raise InvalidInputError(f"dedupe_ttl must be a number of seconds, got {dedupe_ttl!r}")
+    seconds = positive(float(dedupe_ttl), "dedupe_ttl")
+    if seconds > DEDUPE_TTL_MOST:
+        raise InvalidInputError(f"dedupe_ttl must be at most a year, got {dedupe_ttl!r}")
+    return seconds
+
+
 def retry_instant(retry_at: object) -> float | None:
     """``retry_at`` of a `WorkQueue.fail` call, checked before any I/O: None or a finite
     instant. Raises `InvalidInputError`."""
@@ -359,11 +378,18 @@ class WorkQueue(Protocol):
         pool, client or database passed in stays open for its owner. Idempotent."""
         ...
 
-    async def enqueue(self, item: WorkItem) -> WorkItem:
-        """Queue ``item``; a live item with the same id or dedupe key is returned instead."""
+    async def enqueue(self, item: WorkItem, *, dedupe_ttl: float | None = None) -> WorkItem:
+        """Queue ``item``; a live item with the same id or dedupe key is returned instead.
+
+        With ``dedupe_ttl`` (seconds), the item's dedupe key outlasts it: for that long
+        after it completes or is dead-lettered, an enqueue of the same key (tenant and
+        queue) is answered with the finished item and queues nothing. Without, a finished
+        item frees its key at once."""
         ...
 
-    async def enqueue_many(self, items: Sequence[WorkItem]) -> list[WorkItem]:
+    async def enqueue_many(
+        self, items: Sequence[WorkItem], *, dedupe_ttl: float | None = None
+    ) -> list[WorkItem]:
         """`enqueue` of each of ``items`` in one round trip (one statement, script or
         transaction), atomically where the backing has transactions: per item, in order,
         what `enqueue` would have answered. At most `BATCH_MOST` items a call; every item
@@ -423,6 +449,8 @@ class WorkQueue(Protocol):
 
 __all__ = [
     "DEAD_LETTERS_MOST",
+    "DEDUPE_SWEEP_BATCH",
+    "DEDUPE_TTL_MOST",
     "DEFAULT_QUEUE",
     "QueuePolicy",
     "QueueStats",
@@ -434,6 +462,7 @@ __all__ = [
     "batch_items",
     "checked_item",
     "dead_letter_limit",
+    "dedupe_window",
     "queued_copy",
     "retry_instant",
     "stored_item",

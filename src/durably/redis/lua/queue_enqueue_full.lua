@@ -6,10 +6,13 @@
 -- see order.py), queue, payload (JSON), priority, now, the enqueue's token (one per call,
 -- kept in the item), then optionally available_at ('' or absent: now), a dedupe key (''
 -- or absent: none), and the attempts and failures (segments) the item already carries
--- (absent: 0 and none).
--- Answers 1 when queued, or the live holder's item.
-local available, dedupe = ARGV[9], ARGV[10]
+-- ('' or absent: 0 and none), and the dedupe key's time to live ('' or absent: none).
+-- Answers 1 when queued, or the live (or kept) holder's item.
+local available, dedupe, attempts, failures, ttl = ARGV[9], ARGV[10], ARGV[11], ARGV[12],
+  ARGV[13]
 if available == '' then available = nil end
 if dedupe == '' then dedupe = nil end
+if attempts == '' then attempts, failures = nil, nil end
+if ttl == '' then ttl = nil end
 return enqueue_item(KEYS[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8],
-  available, dedupe, ARGV[11], ARGV[12])
+  available, dedupe, attempts, failures, ttl)

@@ -1,12 +1,14 @@
 -- Shared by the scripts that queue an item in every case (prepended after queue_lib.lua):
 -- queue_enqueue_full.lua queues one, queue_enqueue_many.lua several in one script.
 -- Queue an item unless a live one holds its id or dedupe key. ``item`` is its hash;
--- ``available``, ``dedupe``, ``attempts`` and ``failures`` may be nil (now, none, 0, none).
+-- ``available``, ``dedupe``, ``attempts`` and ``failures`` may be nil (now, none, 0, none);
+-- ``ttl`` (seconds, or nil) keeps the dedupe key that long after the item finishes, and a
+-- key kept so is answered with its finished item.
 -- Answers 1 when queued (the caller knows the rest), or the live holder's item. A retry of
 -- an enqueue that landed (its reply lost) finds its token on the item, whatever became of
 -- the item since, and answers 1 again: one call, one item.
 local function enqueue_item(item, tenant, member, queue, payload, priority, now, token,
-                            available, dedupe, attempts, failures)
+                            available, dedupe, attempts, failures, ttl)
   local id = string.sub(member, 17)
   local state = redis.call('HGET', item, 'state')
   if state or dedupe then
@@ -20,7 +22,13 @@ local function enqueue_item(item, tenant, member, queue, payload, priority, now,
       if other then
         local key = item_key(seg(tenant) .. seg(other))
         local held = redis.call('HGET', key, 'state')
-        if held == 'queued' or held == 'claimed' then holder = key end
+        if held == 'queued' or held == 'claimed' then
+          holder = key
+        elseif held then
+          local field = seg(tenant) .. seg(queue) .. seg(dedupe)
+          local until_at = redis.call('ZSCORE', base .. 'dedupe-kept', field)
+          if until_at and tonumber(until_at) > tonumber(now) then holder = key end
+        end
       end
     end
     if holder then
@@ -49,7 +57,10 @@ local function enqueue_item(item, tenant, member, queue, payload, priority, now,
   local function add(name, value) fields[#fields + 1] = name; fields[#fields + 1] = value end
   if dedupe then
     add('dedupe', dedupe)
-    redis.call('HSET', base .. 'dedupe', seg(tenant) .. seg(queue) .. seg(dedupe), id)
+    local field = seg(tenant) .. seg(queue) .. seg(dedupe)
+    redis.call('HSET', base .. 'dedupe', field, id)
+    redis.call('ZREM', base .. 'dedupe-kept', field)  -- a kept key whose time was up
+    if ttl then add('dedupe_ttl', ttl) end
   end
   if available then add('available_at', available) end
   if attempts then add('attempts', attempts); add('failures', failures) end

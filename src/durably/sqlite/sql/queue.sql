@@ -9,6 +9,30 @@ SELECT * FROM durably_work
 WHERE tenant = :tenant AND queue = :queue AND dedupe_key = :dedupe_key
   AND state IN ('queued', 'claimed')
 
+-- name: kept_by_dedupe_key
+-- The finished item whose dedupe key is still kept.
+SELECT item FROM durably_dedupe_keys
+WHERE tenant = :tenant AND queue = :queue AND dedupe_key = :dedupe_key AND expires_at > :now
+
+-- name: keep_dedupe_key
+-- A new item's key, kept :ttl seconds after the item finishes (a kept row whose time is up
+-- is replaced).
+INSERT OR REPLACE INTO durably_dedupe_keys (tenant, queue, dedupe_key, id, ttl, expires_at, item)
+VALUES (:tenant, :queue, :dedupe_key, :id, :ttl, NULL, NULL)
+
+-- name: finish_dedupe_key
+-- The item :id finished (:item): its key is kept from now for its time to live.
+UPDATE durably_dedupe_keys SET expires_at = :now + ttl, item = :item
+WHERE tenant = :tenant AND queue = :queue AND dedupe_key = :dedupe_key AND id = :id
+  AND expires_at IS NULL
+
+-- name: forget_dedupe_keys
+-- Up to :limit kept keys whose time is up, found through the expiry index.
+DELETE FROM durably_dedupe_keys
+WHERE rowid IN (
+    SELECT rowid FROM durably_dedupe_keys WHERE expires_at <= :now ORDER BY expires_at LIMIT :limit
+)
+
 -- name: delete_item
 DELETE FROM durably_work WHERE seq = :seq
 
