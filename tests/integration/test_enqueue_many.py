@@ -323,3 +323,44 @@ async def test_a_bad_dedupe_ttl_is_refused_before_any_io(
         with pytest.raises(InvalidInputError, match="dedupe_ttl"):
             await stores.queue.enqueue_many([item], dedupe_ttl=bad)  # type: ignore[arg-type]
     assert trips.count == 0
+
+
+async def test_queue_names_and_purge_leave_running_items_and_dead_letters(
+    stores: Stores,
+) -> None:
+    queue, other = fresh("q"), fresh("q")
+    tenants = [fresh("t") for _ in range(3)]
+    for tenant in tenants:
+        await stores.queue.enqueue_many(items(tenant, queue, 5, dedupe_key=None))
+    await stores.queue.enqueue(WorkItem(id="keyed", tenant=tenants[0], queue=queue, dedupe_key="k"))
+    await stores.queue.enqueue(WorkItem(id="elsewhere", tenant=tenants[0], queue=other))
+    running = await stores.queue.claim(worker="w", queue=queue)
+    assert running is not None
+    dead = await stores.queue.claim(worker="w", queue=queue)
+    assert dead is not None
+    await stores.queue.fail(dead.id, tenant=dead.tenant, worker="w", error="x", retryable=False)
+    names = await stores.queue.queue_names()
+    assert {queue, other} <= set(names)
+    assert names == sorted(names)
+    # One tenant's first, then the rest.
+    one = await stores.queue.purge(queue=queue, tenant=tenants[2])
+    assert one == 5 - sum(1 for item in (running, dead) if item.tenant == tenants[2])
+    rest = await stores.queue.purge(queue=queue)
+    stats = await stores.queue.stats(queue=queue)
+    assert one + rest == 14
+    assert (stats.depth, stats.claimed, stats.dead_lettered) == (0, 1, 1)
+    assert await stores.queue.claim(worker="w", queue=queue) is None
+    assert (await stores.queue.stats(queue=other)).depth == 1
+    # The purged item's key is free, and the queue serves new items as before.
+    again = await stores.queue.enqueue(
+        WorkItem(id="keyed2", tenant=tenants[0], queue=queue, dedupe_key="k")
+    )
+    assert again.id == "keyed2"
+    taken = await stores.queue.claim(worker="w", queue=queue)
+    assert taken is not None
+    assert taken.id == "keyed2"
+    await stores.queue.complete(running.id, tenant=running.tenant, worker="w")
+    with pytest.raises(InvalidInputError, match="queue"):
+        await stores.queue.purge(queue="")
+    with pytest.raises(InvalidInputError, match="limit"):
+        await stores.queue.queue_names(limit=0)

@@ -363,6 +363,12 @@ class ClaimCheckedQueue:
     async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
         return await self._inner.stats(queue=queue)
 
+    async def purge(self, *, queue: str, tenant: str | None = None) -> int:
+        return await self._inner.purge(queue=queue, tenant=tenant)
+
+    async def queue_names(self, *, limit: int = 1000) -> list[str]:
+        return await self._inner.queue_names(limit=limit)
+
     async def close(self) -> None:
         """Close the wrapped queue (the claim-check store is the policy's owner's)."""
         await self._inner.close()

@@ -15,6 +15,7 @@ from durably.memory.rotation import Rotation
 from durably.stores.work import (
     DEDUPE_SWEEP_BATCH,
     DEFAULT_QUEUE,
+    QUEUE_NAMES_MOST,
     QueuePolicy,
     QueueStats,
     Settlement,
@@ -26,6 +27,7 @@ from durably.stores.work import (
     dead_letter_limit,
     dedupe_window,
     failure_text,
+    names_limit,
     payload_text,
     queued_copy,
     retry_instant,
@@ -323,6 +325,40 @@ class MemoryWorkQueue:
             reaped=self._tables.reaped[queue],
             duplicates_suppressed=self._tables.duplicates[queue],
         )
+
+    async def purge(self, *, queue: str, tenant: str | None = None) -> int:
+        """Delete every queued item of ``queue`` (of ``tenant`` only, when given); the
+        number deleted."""
+        identifier(queue, "queue")
+        if tenant is not None:
+            identifier(tenant, "tenant")
+        tables = self._tables
+        rotation = tables.rotations.get(queue)
+        now = self._clock.now()
+        doomed = [
+            key
+            for key, slot in tables.items.items()
+            if slot.queue == queue
+            and slot.state is WorkState.QUEUED
+            and (tenant is None or key[0] == tenant)
+        ]
+        for key in doomed:
+            item = tables.items[key].item()
+            if rotation is not None:
+                rotation.discard(item.tenant, item.id, now)
+            tables.sizes[(queue, WorkState.QUEUED)] -= 1
+            self._forget_dedupe(item)
+            del tables.items[key]
+        return len(doomed)
+
+    async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
+        """The queues that hold items or counters, sorted, at most ``limit``."""
+        names_limit(limit)
+        tables = self._tables
+        names = {queue for (queue, _), count in tables.sizes.items() if count > 0}
+        names.update(queue for queue, count in tables.reaped.items() if count)
+        names.update(queue for queue, count in tables.duplicates.items() if count)
+        return sorted(names)[:limit]
 
     # --- internals ------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.stores.work import (
     DEDUPE_SWEEP_BATCH,
     DEFAULT_QUEUE,
+    QUEUE_NAMES_MOST,
     QueuePolicy,
     QueueStats,
     WorkItem,
@@ -38,6 +39,7 @@ from durably.stores.work import (
     dead_letter_limit,
     dedupe_window,
     failure_text,
+    names_limit,
     payload_text,
     queued_copy,
     retry_instant,
@@ -548,6 +550,23 @@ class PostgresWorkQueue:
             reaped=int(reaped or 0),
             duplicates_suppressed=int(duplicates or 0),
         )
+
+    async def purge(self, *, queue: str, tenant: str | None = None) -> int:
+        """Delete every queued item of ``queue`` (of ``tenant`` only, when given), in one
+        statement; the number deleted."""
+        identifier(queue, "queue")
+        if tenant is not None:
+            identifier(tenant, "tenant")
+        rows = await self._run(lambda s: s.fetch(self._sql["purge"], queue, tenant), "purge", queue)
+        return int(rows[0][0])
+
+    async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
+        """The queues that hold items or counters, sorted, at most ``limit``."""
+        names_limit(limit)
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["queue_names"], limit), "queue_names", DEFAULT_QUEUE
+        )
+        return [row[0] for row in rows]
 
     async def _estimate(self, session: Session, queue: str, state: str) -> int:
         """The planner's row estimate for ``state``'s items in ``queue``, at least the cap."""

@@ -33,6 +33,7 @@ from durably.redis.scripts import scripts
 from durably.redis.settings import RedisStoreSettings
 from durably.stores.work import (
     DEFAULT_QUEUE,
+    QUEUE_NAMES_MOST,
     QueuePolicy,
     QueueStats,
     WorkItem,
@@ -44,6 +45,7 @@ from durably.stores.work import (
     dead_letter_limit,
     dedupe_window,
     failure_text,
+    names_limit,
     payload_text,
     queued_copy,
     retry_instant,
@@ -72,6 +74,7 @@ _LUA = (
         "queue_fail",
         "queue_reap",
         "queue_adopt",
+        "queue_purge",
         prelude=("queue_lib.lua", "queue_settle_lib.lua"),
     )
 )
@@ -84,6 +87,7 @@ server's time at most); `dead_letters` calls it page after page."""
 _LEASE_EXPIRED = "lease expired"
 _ADOPTED = "adopted after restart"
 _REAP_BATCH = 500
+_PURGE_TENANTS = 16  # tenants one purge script clears
 # The most items one script of `claim_many` takes and one script of `complete_many`
 # finishes: a batch bigger than that goes as several scripts in the same write, so no
 # script holds the server much longer than a millisecond.
@@ -668,6 +672,37 @@ class RedisWorkQueue:
             "queue_adopt", [held], [number(now), _ADOPTED, *instants], "*", "adopt"
         )
         return [_item(fields) for fields in moved]
+
+    async def purge(self, *, queue: str, tenant: str | None = None) -> int:
+        """Delete every queued item of ``queue`` (of ``tenant`` only, when given), a few
+        tenants a script; the number deleted."""
+        identifier(queue, "queue")
+        if tenant is not None:
+            identifier(tenant, "tenant")
+        deleted = 0
+        while True:
+            count, left = await self._call(
+                "queue_purge",
+                [self._prefix + "queues"],
+                [queue, tenant or "", str(_PURGE_TENANTS), *_PRIORITIES],
+                queue,
+                "purge",
+            )
+            deleted += int(count)
+            if not int(left):
+                return deleted
+
+    async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
+        """The queues that ever held an item (the registry every enqueue adds to), sorted,
+        at most ``limit``."""
+        names_limit(limit)
+        try:
+            members = await self._redis.retry.call(
+                self._redis.client.smembers, f"{self._prefix}queues"
+            )
+        except RetriesSpent as spent:
+            raise QueueUnavailableError("*", "queue_names", spent.detail) from None
+        return sorted(_text(member) for member in members)[:limit]
 
     async def dead_letters(
         self, *, tenant: str | None = None, limit: int = 50, queue: str | None = None

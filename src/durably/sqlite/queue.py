@@ -22,6 +22,7 @@ from durably.sqlite.statements import load_statements
 from durably.stores.work import (
     DEDUPE_SWEEP_BATCH,
     DEFAULT_QUEUE,
+    QUEUE_NAMES_MOST,
     QueuePolicy,
     QueueStats,
     Settlement,
@@ -34,6 +35,7 @@ from durably.stores.work import (
     dead_letter_limit,
     dedupe_window,
     failure_text,
+    names_limit,
     payload_text,
     retry_instant,
     settle_keys,
@@ -371,6 +373,19 @@ class BoundSqliteWorkQueue:
         )
         return [_item(row) for row in rows]
 
+    def purge(self, *, queue: str, tenant: str | None = None) -> int:
+        """Delete the queued items of ``queue`` (of ``tenant`` only, when given)."""
+        rows = self._tx.all(_SQL["purge"], {"queue": queue, "tenant": tenant})
+        for row in rows:
+            self._tx.execute(
+                _SQL["forget_purged_key"], {"tenant": row[0], "queue": queue, "id": row[1]}
+            )
+        return len(rows)
+
+    def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
+        """The queues that hold items or counters, sorted, at most ``limit``."""
+        return [row[0] for row in self._tx.all(_SQL["queue_names"], {"limit": limit})]
+
     def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
         """Depth, claimed, dead-lettered, oldest due age and the cumulative counters."""
         now = self._clock.now()
@@ -609,6 +624,19 @@ class SqliteWorkQueue:
         """A snapshot of ``queue``."""
         identifier(queue, "queue")
         return await self._read(queue, "stats", lambda q: q.stats(queue=queue))
+
+    async def purge(self, *, queue: str, tenant: str | None = None) -> int:
+        """Delete every queued item of ``queue`` (of ``tenant`` only, when given), in one
+        transaction; the number deleted."""
+        identifier(queue, "queue")
+        if tenant is not None:
+            identifier(tenant, "tenant")
+        return await self._write(queue, "purge", lambda q: q.purge(queue=queue, tenant=tenant))
+
+    async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
+        """The queues that hold items or counters, sorted, at most ``limit``."""
+        names_limit(limit)
+        return await self._read("*", "queue_names", lambda q: q.queue_names(limit=limit))
 
     async def _read(self, queue: str, operation: str, fn: _QueueOp[_T]) -> _T:
         try:

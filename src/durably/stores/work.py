@@ -215,6 +215,19 @@ def dead_letter_limit(limit: int) -> int:
     return limit
 
 
+QUEUE_NAMES_MOST = 1000
+"""The most queue names one `WorkQueue.queue_names` call answers."""
+
+
+def names_limit(limit: int) -> int:
+    """``limit`` of a `queue_names` call, checked before any I/O: 1 to `QUEUE_NAMES_MOST`.
+    Raises `InvalidInputError`."""
+    positive_int(limit, "limit")
+    if limit > QUEUE_NAMES_MOST:
+        raise InvalidInputError(f"limit must be at most {QUEUE_NAMES_MOST:,}, got {limit}")
+    return limit
+
+
 BATCH_MOST = 1000
 """The most items one batched call (`claim_many`) takes, whatever its ``limit`` asks."""
 
@@ -446,12 +459,24 @@ class WorkQueue(Protocol):
         """Depth, claimed, dead-lettered, oldest age and counters of ``queue``."""
         ...
 
+    async def purge(self, *, queue: str, tenant: str | None = None) -> int:
+        """Delete every queued item of ``queue`` (of one ``tenant``, or of every tenant):
+        claimed items run on and dead letters stay. Their dedupe keys are freed. Returns
+        how many items were deleted."""
+        ...
+
+    async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
+        """The names of the queues that hold items or counters, sorted, at most
+        ``limit`` (up to `QUEUE_NAMES_MOST`)."""
+        ...
+
 
 __all__ = [
     "DEAD_LETTERS_MOST",
     "DEDUPE_SWEEP_BATCH",
     "DEDUPE_TTL_MOST",
     "DEFAULT_QUEUE",
+    "QUEUE_NAMES_MOST",
     "QueuePolicy",
     "QueueStats",
     "Settlement",
@@ -463,6 +488,7 @@ __all__ = [
     "checked_item",
     "dead_letter_limit",
     "dedupe_window",
+    "names_limit",
     "queued_copy",
     "retry_instant",
     "stored_item",

@@ -634,3 +634,40 @@ FROM {work} w
 WHERE w.queue = $1::text AND w.state = 'queued'
 ORDER BY w.tenant, w.available_at, w.seq
 ON CONFLICT DO NOTHING;
+
+-- name: queue_names
+-- Queues with items or counters, sorted, at most $1: the queued items' queues by a skip
+-- scan of the oldest index (one descent a queue), then those of claimed items and dead
+-- letters, and the counters' queues.
+WITH RECURSIVE queued(queue) AS (
+    (SELECT queue FROM {work} WHERE state = 'queued' ORDER BY queue, available_at LIMIT 1)
+    UNION ALL
+    SELECT (SELECT w.queue FROM {work} w
+            WHERE w.state = 'queued' AND w.queue > q.queue
+            ORDER BY w.queue, w.available_at LIMIT 1)
+    FROM queued q WHERE q.queue IS NOT NULL
+)
+SELECT queue FROM queued WHERE queue IS NOT NULL
+UNION
+SELECT DISTINCT queue FROM {work} WHERE state IN ('claimed', 'dead_lettered')
+UNION
+SELECT queue FROM {counters}
+ORDER BY 1
+LIMIT $1::integer;
+
+-- name: purge
+-- The queued items of $1 (of tenant $2 only, unless NULL), with the kept-key rows their
+-- enqueues wrote. A tenant left in the rotation with nothing queued is tidied by the next
+-- claim that walks it. Answers how many were deleted.
+WITH gone AS (
+    DELETE FROM {work}
+    WHERE queue = $1::text AND state = 'queued' AND ($2::text IS NULL OR tenant = $2::text)
+    RETURNING tenant, id, dedupe_key
+),
+keys AS (
+    DELETE FROM {dedupe_keys} k
+    USING gone g
+    WHERE g.dedupe_key IS NOT NULL AND k.tenant = g.tenant AND k.queue = $1::text
+      AND k.dedupe_key = g.dedupe_key AND k.id = g.id AND k.expires_at IS NULL
+)
+SELECT count(*) FROM gone;

@@ -169,3 +169,23 @@ SELECT
         WHERE queue = :queue AND state = 'queued' AND available_at <= :now),
     (SELECT reaped FROM durably_queue_counters WHERE queue = :queue),
     (SELECT duplicates_suppressed FROM durably_queue_counters WHERE queue = :queue)
+
+-- name: queue_names
+-- Queues with items (the sizes the triggers keep) or counters, sorted, at most :limit.
+SELECT queue FROM durably_queue_sizes WHERE n > 0
+UNION
+SELECT queue FROM durably_queue_counters
+ORDER BY 1
+LIMIT :limit
+
+-- name: purge
+-- The queued items of :queue (of :tenant only, unless NULL). The triggers keep the sizes;
+-- a tenant left in the rotation with nothing queued is put right by the next claim.
+DELETE FROM durably_work
+WHERE queue = :queue AND state = 'queued' AND (:tenant IS NULL OR tenant = :tenant)
+RETURNING tenant, id
+
+-- name: forget_purged_key
+-- A purged item's kept-key row, written at its enqueue (it never finished).
+DELETE FROM durably_dedupe_keys WHERE tenant = :tenant AND queue = :queue AND id = :id
+  AND expires_at IS NULL
