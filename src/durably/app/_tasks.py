@@ -12,7 +12,7 @@ import functools
 import json
 import math
 import random
-import uuid
+import secrets
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -31,7 +31,14 @@ from durably.errors import (
     StepTimeoutError,
 )
 from durably.stores.backoff import full_jitter_seconds
-from durably.stores.work import BATCH_MOST, DEFAULT_QUEUE, WorkItem, WorkPriority
+from durably.stores.work import (
+    BATCH_MOST,
+    DEFAULT_QUEUE,
+    WorkItem,
+    WorkPriority,
+    WorkState,
+    stored_item,
+)
 from durably.validation import identifier
 
 if TYPE_CHECKING:
@@ -245,17 +252,29 @@ class Task(Generic[P, R]):
             raise InvalidInputError(f"priority must be a durably.WorkPriority, got {priority!r}")
         payload = {
             TASK_KEY: self.name,
-            ARGS_KEY: json.dumps(encoded, separators=(",", ":"), ensure_ascii=False),
+            ARGS_KEY: _compact(encoded),
             RETRY_KEY: self._retry_text,
         }
-        return WorkItem(
-            id=uuid.uuid4().hex,
-            tenant=self._core.tenant if tenant is None else identifier(tenant, "tenant"),
-            queue=self.queue,
-            payload=payload,
-            priority=WorkPriority.NORMAL if priority is None else priority,
-            dedupe_key=dedupe_key,
-            available_at=self._core.clock.now() + seconds if seconds else None,
+        # Every field is checked above or made here (the queue checks the ids again before
+        # any I/O): built without pydantic's validation, on every enqueue's path.
+        return stored_item(
+            {
+                "id": secrets.token_hex(16),
+                "tenant": self._core.tenant if tenant is None else identifier(tenant, "tenant"),
+                "queue": self.queue,
+                "payload": payload,
+                "priority": WorkPriority.NORMAL if priority is None else priority,
+                "dedupe_key": dedupe_key,
+                "attempts": 0,
+                "state": WorkState.QUEUED,
+                "worker": None,
+                "enqueued_at": None,
+                "available_at": self._core.clock.now() + seconds if seconds else None,
+                "lease_expires_at": None,
+                "first_claimed_at": None,
+                "claimed_at": None,
+                "failures": (),
+            }
         )
 
     async def run(self, item: WorkItem) -> None:
@@ -354,13 +373,30 @@ def _retry_text(retry: Retry) -> str:
     )
 
 
+_compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_RETRIES_KEPT = 256
+_retries: dict[tuple[str, Retry], Retry] = {}
+
+
 def _retry_of(text: str | None, fallback: Retry) -> Retry:
     """Return the retry policy an item carries, or ``fallback`` if it carries none readable.
 
     The attempts and waits come from the item; the non-retryable types are the worker's.
+    Read once per text and task (every item of a task carries the same).
     """
     if text is None:
         return fallback
+    known = _retries.get((text, fallback))
+    if known is not None:
+        return known
+    if len(_retries) >= _RETRIES_KEPT:
+        _retries.clear()
+    made = _read_retry(text, fallback)
+    _retries[(text, fallback)] = made
+    return made
+
+
+def _read_retry(text: str, fallback: Retry) -> Retry:
     try:
         attempts, initial, maximum, multiplier = json.loads(text)
         return Retry(
