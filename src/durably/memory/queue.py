@@ -99,7 +99,7 @@ class MemoryWorkQueue:
         is a finished one whose key is kept (``dedupe_ttl``)."""
         checked_item(item)
         payload_text(item.payload)  # what every other backing refuses, refused here too
-        return self._enqueue(item, dedupe_window(dedupe_ttl))
+        return self._enqueue(item, None if dedupe_ttl is None else dedupe_window(dedupe_ttl))
 
     def _enqueue(self, item: WorkItem, ttl: float | None) -> WorkItem:
         tenant, item_id, queue = item.tenant, item.id, item.queue
@@ -133,7 +133,7 @@ class MemoryWorkQueue:
     ) -> list[WorkItem]:
         """`enqueue` of each of ``items``, in order, as one step (nothing else runs between
         them); every item is checked before any is queued."""
-        ttl = dedupe_window(dedupe_ttl)
+        ttl = None if dedupe_ttl is None else dedupe_window(dedupe_ttl)
         return [self._enqueue(item, ttl) for item in batch_items(items)]
 
     async def claim(

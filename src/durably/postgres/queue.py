@@ -131,7 +131,7 @@ class PostgresWorkQueue:
 
     async def enqueue(self, item: WorkItem, *, dedupe_ttl: float | None = None) -> WorkItem:
         checked_item(item)
-        ttl = dedupe_window(dedupe_ttl)
+        ttl = None if dedupe_ttl is None else dedupe_window(dedupe_ttl)
         now = self._clock.now()
         available_at = item.available_at if item.available_at is not None else now
         payload = within_size(payload_text(item.payload), self._max_bytes, "payload", "postgres")
@@ -149,9 +149,8 @@ class PostgresWorkQueue:
         )
         if item.dedupe_key is not None or item.attempts or item.failures:
             statement = self._sql["enqueue_carrying"]
-            args = (*args, item.dedupe_key, item.attempts, json.dumps(list(item.failures)))
-            if ttl is not None and item.dedupe_key is not None:
-                statement, args = self._sql["enqueue_kept"], (*args, ttl)
+            failures = json.dumps(list(item.failures))
+            args = (*args, item.dedupe_key, item.attempts, failures, ttl)
         duplicate = await self._access.run(
             self._insert, item, statement, args, errors=queue_errors(item.queue, "enqueue")
         )
@@ -167,7 +166,7 @@ class PostgresWorkQueue:
         statement could not write (its id or dedupe key held, or given twice) is settled
         as `enqueue` settles it, in the same transaction."""
         checked = batch_items(items)
-        ttl = dedupe_window(dedupe_ttl)
+        ttl = None if dedupe_ttl is None else dedupe_window(dedupe_ttl)
         if not checked:
             return []
         now = self._clock.now()
@@ -202,10 +201,8 @@ class PostgresWorkQueue:
                     written.discard(key)  # an id given again after is a duplicate of it
                     answers.append(queued_copy(item, now))
                     continue
-                args = self._enqueue_args(item, payload, now, token)
+                args = self._enqueue_args(item, payload, now, token, ttl)
                 statement = self._sql["enqueue_carrying"]
-                if ttl is not None and item.dedupe_key is not None:
-                    statement, args = self._sql["enqueue_kept"], (*args, ttl)
                 duplicate = await self._insert(session, item, statement, args)
                 answers.append(queued_copy(item, now) if duplicate is None else duplicate)
             return answers
@@ -216,7 +213,7 @@ class PostgresWorkQueue:
         return answers
 
     def _enqueue_args(
-        self, item: WorkItem, payload: str, now: float, token: str
+        self, item: WorkItem, payload: str, now: float, token: str, ttl: float | None
     ) -> tuple[object, ...]:
         """The arguments of `enqueue_carrying` for ``item``."""
         return (
@@ -232,6 +229,7 @@ class PostgresWorkQueue:
             item.dedupe_key,
             item.attempts,
             json.dumps(list(item.failures)),
+            ttl,
         )
 
     async def _insert(

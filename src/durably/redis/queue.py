@@ -263,7 +263,7 @@ class RedisWorkQueue:
         id or (tenant, queue, dedupe_key) is returned unchanged instead, and so is a
         finished one whose key is kept (``dedupe_ttl``)."""
         checked_item(item)
-        ttl = dedupe_window(dedupe_ttl)
+        ttl = None if dedupe_ttl is None else dedupe_window(dedupe_ttl)
         tenant, item_id, queue, dedupe = item.tenant, item.id, item.queue, item.dedupe_key
         payload = payload_text(item.payload)
         # The ids travel (and are stored) beside the payload: all of it counts.
@@ -320,7 +320,7 @@ class RedisWorkQueue:
         per item, in order, what `enqueue` would have answered. Every item is checked
         before the script is sent."""
         checked = batch_items(items)
-        ttl = dedupe_window(dedupe_ttl)
+        ttl = None if dedupe_ttl is None else dedupe_window(dedupe_ttl)
         if not checked:
             return []
         now = self._clock.now()

@@ -87,7 +87,9 @@ class BoundSqliteWorkQueue:
         so is a finished one whose key is kept (``dedupe_ttl``)."""
         payload = payload_text(checked_item(item).payload)
         payload = within_size(payload, self._max_bytes, "payload", "sqlite")
-        return self._enqueue(item, payload, dedupe_window(dedupe_ttl))
+        return self._enqueue(
+            item, payload, None if dedupe_ttl is None else dedupe_window(dedupe_ttl)
+        )
 
     def _enqueue(self, item: WorkItem, payload: str, ttl: float | None = None) -> WorkItem:
         """`enqueue` of a checked item whose payload is rendered (``payload``)."""
@@ -459,7 +461,7 @@ class SqliteWorkQueue:
         payload = within_size(
             payload_text(checked_item(item).payload), self._max_bytes, "payload", "sqlite"
         )
-        ttl = dedupe_window(dedupe_ttl)
+        ttl = None if dedupe_ttl is None else dedupe_window(dedupe_ttl)
         return await self._write(item.queue, "enqueue", lambda q: q._enqueue(item, payload, ttl))
 
     async def enqueue_many(
@@ -468,7 +470,7 @@ class SqliteWorkQueue:
         """`enqueue` of each of ``items`` in one transaction: all of them or none. Per item,
         in order, what `enqueue` would have answered; every item is checked first."""
         checked = batch_items(items)
-        ttl = dedupe_window(dedupe_ttl)
+        ttl = None if dedupe_ttl is None else dedupe_window(dedupe_ttl)
         if not checked:
             return []
         payloads = [

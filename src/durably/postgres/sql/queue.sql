@@ -25,25 +25,10 @@ WITH fresh AS (
 
 -- name: enqueue_carrying
 -- enqueue for an item with a dedupe key, or carrying attempts and failures: $10 dedupe
--- key, $11 attempts, $12 failures (the common case binds three parameters fewer).
-WITH fresh AS (
-    INSERT INTO {work} (
-        tenant, id, queue, payload, priority, state, enqueued_at, available_at,
-        dedupe_key, attempts, failures
-    )
-    SELECT $1::text, $2::text, $3::text, $4::jsonb, $5::integer, 'queued', $6::float8,
-           $7::float8, $10::text, $11::integer, $12::jsonb
-    FROM (SELECT pg_notify($8::text, $3::text)) AS wake
-    WHERE NOT EXISTS (SELECT 1 FROM {enqueues} WHERE token = $9::text)
-    ON CONFLICT DO NOTHING
-    RETURNING seq
-),
-{_placed}
-
--- name: enqueue_kept
--- enqueue_carrying for an item whose dedupe key outlasts it by $13 seconds: a key kept for
--- a finished item writes nothing (the caller answers with that item), and the key's row
--- is written with the item.
+-- key, $11 attempts, $12 failures, $13 how long the key outlasts the item (NULL: it is
+-- freed when the item finishes). A key kept for a finished item writes nothing (the
+-- caller answers with that item); with $13 the key's row is written with the item. (The
+-- common case binds four parameters fewer.)
 WITH fresh AS (
     INSERT INTO {work} (
         tenant, id, queue, payload, priority, state, enqueued_at, available_at,
@@ -63,7 +48,9 @@ WITH fresh AS (
 ),
 keep AS (
     INSERT INTO {dedupe_keys} AS k (tenant, queue, dedupe_key, id, ttl, expires_at, item)
-    SELECT $1::text, $3::text, $10::text, $2::text, $13::float8, NULL, NULL FROM fresh
+    SELECT $1::text, $3::text, $10::text, $2::text, $13::float8, NULL, NULL
+    FROM fresh
+    WHERE $10::text IS NOT NULL AND $13::float8 IS NOT NULL
     ON CONFLICT (tenant, queue, dedupe_key) DO UPDATE
     SET id = excluded.id, ttl = excluded.ttl, expires_at = NULL, item = NULL
 ),
