@@ -11,7 +11,7 @@ import sys
 import time
 import traceback
 
-SECTIONS = ("sqlite", "postgres", "redis", "app", "scale", "handouts", "otel")
+SECTIONS = ("sqlite", "postgres", "redis", "app", "tasks", "scale", "handouts", "otel")
 
 
 def main(argv: list[str]) -> int:

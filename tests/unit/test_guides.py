@@ -130,3 +130,11 @@ def test_the_agent_guides_program_prints_what_the_page_shows(tmp_path: Path) -> 
         finished = run(["-c", program], tmp_path)
         assert finished.returncode == 0, finished.stderr
         assert finished.stdout == shown
+
+
+def test_the_tasks_guides_quickstart_runs_as_pasted(tmp_path: Path) -> None:
+    example = blocks("tasks.md", "python")[0]
+    (tmp_path / "quick.py").write_text(example, encoding="utf-8")
+    finished = run(["quick.py"], tmp_path)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert (tmp_path / "tasks.db").exists()

@@ -28,7 +28,7 @@ def test_importing_the_core_imports_no_datastore_driver() -> None:
 
 # Each namespace's exported names, pinned: a name added or dropped is a decision, made here.
 NAMESPACES = {
-    "durably": """App Context StepContext context Limits Retry Step Topic Workflow
+    "durably": """App Context StepContext context Limits Retry Step Task Topic Workflow
     WorkflowHandle DurablyError ConfigurationError ChildWorkflowFailedError
     IncompatibleRecordError NondeterminismError NonRetryable StepFailedError StepResultError
     StepTimeoutError WorkflowCancelledError WorkflowConflictError WorkflowFailedError

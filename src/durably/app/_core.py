@@ -31,6 +31,7 @@ from durably.stores.workflows import Durable, Pass
 
 if TYPE_CHECKING:
     from durably.app._steps import Step
+    from durably.app._tasks import Task
     from durably.app._workflow import Workflow
 
 _logger = logging.getLogger("durably.app")
@@ -68,6 +69,10 @@ class Core:
         self.migrate = migrate
         self.workflows: dict[str, Workflow[Any, Any]] = {}
         self.steps: dict[str, Step[Any, Any]] = {}
+        self.tasks: dict[str, Task[Any, Any]] = {}
+        self.task_dues: list[float] = []
+        """When delayed task items queued here come due (`run_until_idle` advances a
+        `ManualClock` to them)."""
         self.cancels = Cancels(self.stores)
         """What running passes ask whether a cancel arrived since they began."""
         self._stores = LoopStores(self._open, describe(dsn))
@@ -76,6 +81,11 @@ class Core:
         self.older_layout = True
         """Whether the store may hold workflows keyed as before tenants scoped ids
         (`tenancy.older_layout`, read when the stores open), which lookups then try too."""
+
+    def note_task_due(self, available_at: float | None) -> None:
+        """Note that a task item queued here comes due at ``available_at`` (None: now)."""
+        if available_at is not None:
+            self.task_dues.append(available_at)
 
     def retarget(self, dsn: SecretStr) -> None:
         """Open the stores from ``dsn`` instead; refused once they are open."""

@@ -8,7 +8,7 @@ else passes through unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
@@ -288,14 +288,35 @@ class ClaimCheckedQueue:
     def policy(self) -> QueuePolicy:
         return self._inner.policy
 
-    async def enqueue(self, item: WorkItem) -> WorkItem:
+    async def enqueue(self, item: WorkItem, *, dedupe_ttl: float | None = None) -> WorkItem:
         stowed = await self._claims.stow_payload(item.payload)
         if stowed == item.payload:
-            return await self._inner.enqueue(item)
-        queued = await self._inner.enqueue(item.model_copy(update={"payload": stowed}))
+            return await self._inner.enqueue(item, dedupe_ttl=dedupe_ttl)
+        queued = await self._inner.enqueue(
+            item.model_copy(update={"payload": stowed}), dedupe_ttl=dedupe_ttl
+        )
         if queued.payload == stowed:
             return queued.model_copy(update={"payload": item.payload})
         return await self._claims.expand(queued)  # a live duplicate, queued before
+
+    async def enqueue_many(
+        self, items: Sequence[WorkItem], *, dedupe_ttl: float | None = None
+    ) -> list[WorkItem]:
+        stowed = [await self._claims.stow_payload(item.payload) for item in items]
+        queued = await self._inner.enqueue_many(
+            [
+                item if payload == item.payload else item.model_copy(update={"payload": payload})
+                for item, payload in zip(items, stowed, strict=True)
+            ],
+            dedupe_ttl=dedupe_ttl,
+        )
+        answers: list[WorkItem] = []
+        for item, payload, answer in zip(items, stowed, queued, strict=True):
+            if answer.payload == payload and answer.id == item.id and answer.tenant == item.tenant:
+                answers.append(answer.model_copy(update={"payload": item.payload}))
+            else:  # a live duplicate, queued before
+                answers.append(await self._claims.expand(answer))
+        return answers
 
     async def claim(
         self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None
@@ -310,10 +331,22 @@ class ClaimCheckedQueue:
         return await self._inner.complete(item_id, tenant=tenant, worker=worker)
 
     async def fail(
-        self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
+        self,
+        item_id: str,
+        *,
+        tenant: str,
+        worker: str,
+        error: str,
+        retryable: bool = True,
+        retry_at: float | None = None,
     ) -> WorkItem:
         return await self._inner.fail(
-            item_id, tenant=tenant, worker=worker, error=error, retryable=retryable
+            item_id,
+            tenant=tenant,
+            worker=worker,
+            error=error,
+            retryable=retryable,
+            retry_at=retry_at,
         )
 
     async def reap(self) -> Any:
@@ -329,6 +362,12 @@ class ClaimCheckedQueue:
 
     async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
         return await self._inner.stats(queue=queue)
+
+    async def purge(self, *, queue: str, tenant: str | None = None) -> int:
+        return await self._inner.purge(queue=queue, tenant=tenant)
+
+    async def queue_names(self, *, limit: int = 1000) -> list[str]:
+        return await self._inner.queue_names(limit=limit)
 
     async def close(self) -> None:
         """Close the wrapped queue (the claim-check store is the policy's owner's)."""

@@ -110,10 +110,9 @@ def register(commands: Any) -> None:
     worker.set_defaults(run=run_worker)
 
 
-def load_target(target: str, app_dir: str | None = None) -> Callable[..., Any]:
-    """The App or callable ``MODULE:ATTR`` names, imported from ``app_dir`` (searched
-    first) or, when not importable otherwise, from the current directory (searched last);
-    `UsageError` when it cannot be found."""
+def load_attribute(target: str, app_dir: str | None = None) -> object:
+    """What ``MODULE:ATTR`` names, imported as `load_target` imports it; `UsageError` when
+    it cannot be found."""
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise UsageError(f"{target!r} is not MODULE:ATTR (e.g. myapp.jobs:setup)")
@@ -127,6 +126,14 @@ def load_target(target: str, app_dir: str | None = None) -> Callable[..., Any]:
         if not hasattr(found, part):
             raise UsageError(f"module {module_name!r} has no attribute {attr!r}")
         found = getattr(found, part)
+    return found
+
+
+def load_target(target: str, app_dir: str | None = None) -> Callable[..., Any]:
+    """The App or callable ``MODULE:ATTR`` names, imported from ``app_dir`` (searched
+    first) or, when not importable otherwise, from the current directory (searched last);
+    `UsageError` when it cannot be found."""
+    found = load_attribute(target, app_dir)
     from durably.app import App
 
     if isinstance(found, App):

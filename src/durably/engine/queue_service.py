@@ -419,6 +419,10 @@ class QueueService(Service):
         fields: dict[str, object],
         trace: Consuming | None = None,
     ) -> None:
+        # A handler's error may say when to try again (a task's own retry policy does):
+        # passed on only then, so a queue without ``retry_at`` still serves other handlers.
+        at = getattr(exc, "retry_at", None)
+        timing: dict[str, float] = {"retry_at": at} if isinstance(at, float) else {}
         try:
             settled = await settle_within_lease(
                 lambda: self.queue.fail(
@@ -427,6 +431,7 @@ class QueueService(Service):
                     worker=ctx.worker,
                     error=repr(exc),  # every queue keeps it mended (redaction.mend_text)
                     retryable=retryable(exc),
+                    **timing,
                 ),
                 lease_expires_at=item.lease_expires_at,
                 clock=ctx.clock,

@@ -38,6 +38,7 @@ class StateTables:
     waiting: str = "durably_queue_waiting"
     counters: str = "durably_queue_counters"
     enqueues: str = "durably_enqueue_tokens"
+    dedupe_keys: str = "durably_dedupe_keys"
     workflow_checkpoint: str = "durably_workflow_checkpoint"
     workflow_claim: str = "durably_workflow_claim"
     workflow_queue: str = "durably_workflow_queue"

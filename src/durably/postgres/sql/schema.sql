@@ -1,4 +1,4 @@
--- durably's PostgreSQL schema, version 4. Apply it with durably.postgres.migrate() or your
+-- durably's PostgreSQL schema, version 5. Apply it with durably.postgres.migrate() or your
 -- own migration tool; durably never alters a table on its own.
 
 -- name: schema
@@ -162,6 +162,23 @@ CREATE TABLE IF NOT EXISTS {enqueues} (
 ) WITH (autovacuum_vacuum_scale_factor = 0.01);
 CREATE INDEX IF NOT EXISTS {enqueues_name}_written ON {enqueues} USING brin (written_at);
 
+-- Added in version 5: dedupe keys enqueued with a time to live. The row is written with
+-- the item; when the item completes or is dead-lettered, `expires_at` is set and `item`
+-- holds it finished (a JSON array of its row): until then an enqueue of the key is
+-- answered with it. `reap` forgets expired rows through the expiry index, a batch a time.
+CREATE TABLE IF NOT EXISTS {dedupe_keys} (
+    tenant text COLLATE "C" NOT NULL,
+    queue text COLLATE "C" NOT NULL,
+    dedupe_key text COLLATE "C" NOT NULL,
+    id text COLLATE "C" NOT NULL,
+    ttl double precision NOT NULL,
+    expires_at double precision,
+    item jsonb,
+    PRIMARY KEY (tenant, queue, dedupe_key)
+);
+CREATE INDEX IF NOT EXISTS {dedupe_keys_name}_expiry ON {dedupe_keys} (expires_at)
+    WHERE expires_at IS NOT NULL;
+
 CREATE SEQUENCE IF NOT EXISTS {workflow_seq};
 
 CREATE TABLE IF NOT EXISTS {workflow_checkpoint} (
@@ -280,7 +297,7 @@ SELECT 5 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
 -- database's tables before this script runs; applied by hand, rename them first).
 -- Version 3 added the rotation ({rota}, {waiting}); version 4 the workflow rotation
 -- ({workflow_tenants}); version 5 the per-tenant counts ({workflow_admitted},
--- {workflow_counts}).
+-- {workflow_counts}) and the kept dedupe keys ({dedupe_keys}).
 UPDATE {schema_version} SET version = 5 WHERE version < 5;
 
 -- name: schema_version

@@ -67,6 +67,23 @@ CREATE UNIQUE INDEX IF NOT EXISTS durably_work_live_dedupe
     ON durably_work (tenant, queue, dedupe_key)
     WHERE dedupe_key IS NOT NULL AND state IN ('queued', 'claimed');
 
+-- Added in version 6: dedupe keys enqueued with a time to live. The row is written with
+-- the item; when the item completes or is dead-lettered, `expires_at` is set and `item`
+-- holds it finished: until then an enqueue of the key is answered with it. `reap` deletes
+-- expired rows through the expiry index, a batch at a time.
+CREATE TABLE IF NOT EXISTS durably_dedupe_keys (
+    tenant TEXT NOT NULL,
+    queue TEXT NOT NULL,
+    dedupe_key TEXT NOT NULL,
+    id TEXT NOT NULL,
+    ttl REAL NOT NULL,
+    expires_at REAL,
+    item TEXT,
+    PRIMARY KEY (tenant, queue, dedupe_key)
+);
+CREATE INDEX IF NOT EXISTS durably_dedupe_keys_expiry
+    ON durably_dedupe_keys (expires_at) WHERE expires_at IS NOT NULL;
+
 CREATE INDEX IF NOT EXISTS durably_work_due
     ON durably_work (queue, state, available_at);
 
