@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 from durably.errors import ConfigurationError
 from durably.postgres import statements
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The schema version this release reads and writes; `verify` refuses any other."""
 
 # Lower-case, unquoted-safe names only: a table name is interpolated (a placeholder cannot
@@ -45,6 +45,8 @@ class StateTables:
     workflow_seq: str = "durably_workflow_seq"
     workflow_tenants: str = "durably_workflow_tenants"
     workflow_turn_seq: str = "durably_workflow_turn_seq"
+    workflow_catalog: str = "durably_workflow_catalog"
+    workflow_counts: str = "durably_workflow_counts"
     claim_check: str = "durably_claim_check"
 
     def __post_init__(self) -> None:
@@ -85,6 +87,9 @@ class StateTables:
             names[field.name] = qualified
             names[f"{field.name}_name"] = bare
             names[f"{field.name}_text"] = qualified
+        # The catalog's trigger functions, named after its table (in its schema).
+        names["workflow_catalog_count"] = self.qualified(f"{self.workflow_catalog}_count")
+        names["workflow_catalog_follow"] = self.qualified(f"{self.workflow_catalog}_follow")
         return names
 
     def channel(self, kind: str) -> str:
@@ -101,7 +106,24 @@ _SCHEMA_TEMPLATES = statements.load("schema.sql", keep_comments=True)  # publish
 def schema_statements(tables: StateTables) -> list[str]:
     """The schema DDL for ``tables``, one statement per element."""
     text = statements.render(_SCHEMA_TEMPLATES["schema"], tables.names)
-    return [part.strip() for part in text.split(";\n") if part.strip().rstrip(";").strip()]
+    return [part.rstrip(";").strip() for part in _split(text) if part.rstrip(";").strip()]
+
+
+def _split(script: str) -> list[str]:
+    """``script``'s statements: each ends with a line ending in ``;`` outside a ``$$``
+    body (a function's body holds statements of its own)."""
+    parts: list[str] = []
+    current: list[str] = []
+    quoted = False
+    for line in script.splitlines(keepends=True):
+        current.append(line)
+        if line.count("$$") % 2:
+            quoted = not quoted
+        if not quoted and line.rstrip().endswith(";"):
+            parts.append("".join(current).strip())
+            current = []
+    parts.append("".join(current).strip())
+    return [part for part in parts if part]
 
 
 def schema_queries(tables: StateTables) -> dict[str, str]:

@@ -30,5 +30,8 @@ records AS (
 ),
 claim AS (
     DELETE FROM {workflow_claim} WHERE workflow IN (SELECT workflow FROM finished)
+),
+catalogued AS (
+    DELETE FROM {workflow_catalog} WHERE workflow IN (SELECT workflow FROM finished)
 )
 SELECT count(*) FROM finished;
