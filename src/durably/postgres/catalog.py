@@ -59,7 +59,9 @@ class PostgresCatalog:
 
 def _listed(row: Any) -> Listed:
     workflow, tenant, kind, parent, created, status = (row[i] for i in range(6))
-    entry = CatalogEntry(str(tenant), str(kind), int(created), None if parent is None else str(parent))
+    entry = CatalogEntry(
+        str(tenant), str(kind), int(created), None if parent is None else str(parent)
+    )
     info = None
     if row[6] is not None:
         info = read_status(

@@ -64,7 +64,9 @@ def drop(tx: Transaction, workflow: str) -> None:
     tx.execute(_SQL["drop"], {"workflow": workflow})
 
 
-def listed(tx: Transaction, line: Line, before: Mark | None, since_us: int, limit: int) -> list[Listed]:
+def listed(
+    tx: Transaction, line: Line, before: Mark | None, since_us: int, limit: int
+) -> list[Listed]:
     """A slice of ``line``, newest first."""
     rows = tx.texts(_SQL[line_statement(line)], line_params(line, before, since_us, limit))
     return [_listed(row) for row in rows]

@@ -53,7 +53,9 @@ class CatalogEntry:
             or not isinstance(self.created_us, int)
             or not 0 <= self.created_us < 10**16
         ):
-            raise InvalidInputError(f"created_us must be microseconds since 1970, got {self.created_us!r}")
+            raise InvalidInputError(
+                f"created_us must be microseconds since 1970, got {self.created_us!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +85,7 @@ class Line:
             raise InvalidInputError(f"status must be a WorkflowStatus, got {self.status!r}")
 
 
-_LINES = (
+_LINES: tuple[set[str], ...] = (
     set(),
     {"tenant"},
     {"kind"},
