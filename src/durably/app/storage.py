@@ -18,19 +18,25 @@ from durably.app._tenancy import (
     workflow_at,
     workflow_scope,
 )
+from durably.app._unreadable import history_of, kind_of, problems, records_of, status_of
 
 __all__ = [
     "DEFAULT_TENANT",
     "START",
     "START_INSTANTS",
     "earlier_workflows",
+    "history_of",
     "instant",
     "key_prefix",
+    "kind_of",
     "older_layout",
+    "problems",
     "read_start",
     "recorded_kind",
+    "records_of",
     "scoped_key",
     "settle_layout",
+    "status_of",
     "workflow_at",
     "workflow_scope",
 ]

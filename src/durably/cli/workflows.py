@@ -17,17 +17,21 @@ from durably.app.storage import (
     START,
     START_INSTANTS,
     earlier_workflows,
+    history_of,
     instant,
     key_prefix,
+    kind_of,
     older_layout,
+    problems,
+    records_of,
     scoped_key,
     settle_layout,
+    status_of,
     workflow_at,
     workflow_scope,
 )
 from durably.cli.render import cell, emit_json, iso, printable, table
 from durably.cli.stores import UsageError, add_dsn, dsn_from, opened
-from durably.cli.unreadable import history_of, kind_of, problems, records_of, status_of
 from durably.errors import InvalidInputError, UnreadableRecordError, WorkflowNotFoundError
 from durably.stores.codec import JsonCodec
 from durably.stores.status import WorkflowInfo, WorkflowStatus
