@@ -39,6 +39,26 @@ async def catalogue(checkpointer: Checkpointer[Any], key: str, start: object) ->
         await checkpointer.catalog(key, entry)
 
 
+async def catalogue_earlier(checkpointer: Checkpointer[Any], *, page: int = 1000) -> int:
+    """Enter every workflow an App started that the catalog lacks; the number looked at.
+
+    For a store written before it kept a catalog (and repairs a start that crashed
+    between its record and its entry): reads every workflow's start record, page by page.
+    """
+    seen = 0
+    after: str | None = None
+    while True:
+        keys = await checkpointer.workflows(after=after, limit=page)
+        for key in keys:
+            start = (await checkpointer.peek(key, [layout.START])).get(layout.START)
+            if start is not None:
+                await catalogue(checkpointer, key, start)
+                seen += 1
+        if len(keys) < page:
+            return seen
+        after = keys[-1]
+
+
 def user_id(key: str) -> str:
     """The id within its tenant of the workflow keyed ``key``."""
     scoped = tenancy.scoped_key(key)
@@ -63,4 +83,4 @@ def info_of(row: Listed) -> WorkflowInfo:
     )
 
 
-__all__ = ["catalogue", "entry_of", "info_of", "user_id"]
+__all__ = ["catalogue", "catalogue_earlier", "entry_of", "info_of", "user_id"]

@@ -7,6 +7,8 @@ which records hold instants (to show them as times). Application code uses `dura
 instead.
 """
 
+from durably.app._catalogue import catalogue_earlier
+from durably.app._history import described
 from durably.app._layout import START, START_INSTANTS, instant, read_start, recorded_kind
 from durably.app._tenancy import (
     DEFAULT_TENANT,
@@ -24,6 +26,8 @@ __all__ = [
     "DEFAULT_TENANT",
     "START",
     "START_INSTANTS",
+    "catalogue_earlier",
+    "described",
     "earlier_workflows",
     "history_of",
     "instant",
