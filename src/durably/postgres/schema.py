@@ -106,10 +106,10 @@ _SCHEMA_TEMPLATES = statements.load("schema.sql", keep_comments=True)  # publish
 def schema_statements(tables: StateTables) -> list[str]:
     """The schema DDL for ``tables``, one statement per element."""
     text = statements.render(_SCHEMA_TEMPLATES["schema"], tables.names)
-    return [part.rstrip(";").strip() for part in _split(text) if part.rstrip(";").strip()]
+    return [part.rstrip(";").strip() for part in split_statements(text) if part.rstrip(";").strip()]
 
 
-def _split(script: str) -> list[str]:
+def split_statements(script: str) -> list[str]:
     """``script``'s statements: each ends with a line ending in ``;`` outside a ``$$``
     body (a function's body holds statements of its own)."""
     parts: list[str] = []
@@ -139,4 +139,10 @@ EXPECTED_SCHEMA: str = statements.render(_SCHEMA_TEMPLATES["schema"], StateTable
 """The schema this release expects, with the default table names; a team's own migration
 tool may apply it instead of `migrate`."""
 
-__all__ = ["EXPECTED_SCHEMA", "SCHEMA_VERSION", "StateTables", "schema_queries"]
+__all__ = [
+    "EXPECTED_SCHEMA",
+    "SCHEMA_VERSION",
+    "StateTables",
+    "schema_queries",
+    "split_statements",
+]

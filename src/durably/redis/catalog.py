@@ -68,8 +68,10 @@ class RedisCatalog:
     def _tenant_counts(self, tenant: str) -> str:
         return f"{self._all_counts}:{segment(tenant)}"
 
-    async def enter(self, workflow: str, entry: CatalogEntry, status: WorkflowStatus) -> None:
-        """Catalogue ``workflow`` (reporting ``status``) unless it is."""
+    def entering(
+        self, workflow: str, entry: CatalogEntry, status: WorkflowStatus
+    ) -> tuple[list[str], list[str]]:
+        """The keys and arguments of the script that catalogues ``workflow``."""
         lines = [
             self.line_key(Line()),
             self.line_key(Line(tenant=entry.tenant)),
@@ -89,14 +91,14 @@ class RedisCatalog:
             "tsp": f"{self._lines}ts:{segment(entry.tenant)}",
             "ct": self._tenant_counts(entry.tenant),
         }
+        keys = [self._hash, self._all_counts, self._tenant_counts(entry.tenant)]
+        return keys, [workflow, json.dumps(stored), status.value, "", *lines]
+
+    async def enter(self, workflow: str, entry: CatalogEntry, status: WorkflowStatus) -> None:
+        """Catalogue ``workflow`` (reporting ``status``) unless it is."""
+        keys, args = self.entering(workflow, entry, status)
         client = self._redis.client
-        await self._redis.state(
-            lambda: _ENTER(
-                client,
-                [self._hash, self._all_counts, self._tenant_counts(entry.tenant)],
-                [workflow, json.dumps(stored), status.value, "", *lines],
-            )
-        )
+        await self._redis.state(lambda: _ENTER(client, keys, args))
 
     async def listed(
         self, line: Line, before: Mark | None, since_us: int, limit: int
