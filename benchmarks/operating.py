@@ -79,7 +79,7 @@ async def _fill_redis(stores: Stores, start: int, stop: int) -> None:
 
 FILLERS: dict[str, tuple[Callable[[Stores, int, int], Awaitable[None]], int]] = {
     "sqlite": (_fill_sqlite, 50_000),
-    "postgresql": (_fill_postgres, 50_000),
+    "postgresql": (_fill_postgres, 10_000),
     "redis": (_fill_redis, 5_000),
 }
 
