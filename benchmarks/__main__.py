@@ -11,7 +11,17 @@ import sys
 import time
 import traceback
 
-SECTIONS = ("sqlite", "postgres", "redis", "app", "tasks", "scale", "handouts", "otel")
+SECTIONS = (
+    "sqlite",
+    "postgres",
+    "redis",
+    "app",
+    "tasks",
+    "scale",
+    "handouts",
+    "otel",
+    "operating",
+)
 
 
 def main(argv: list[str]) -> int:

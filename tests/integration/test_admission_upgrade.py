@@ -24,7 +24,7 @@ TENANT = "acme"
 def _sqlite_before(path: Path) -> str:
     with sqlite3.connect(path) as raw:
         raw.execute("DROP TABLE durably_workflow_admitted")
-        raw.execute("DROP TABLE durably_workflow_counts")
+        raw.execute("DROP TABLE durably_workflow_tenant_counts")
         raw.execute("UPDATE durably_schema_version SET version = ?", (SQLITE_VERSION - 1,))
     with sqlite3.connect(path) as raw:
         return str(raw.execute("SELECT version FROM durably_schema_version").fetchone()[0])
@@ -34,7 +34,7 @@ def _postgres_before(dsn: str) -> str:
     names = StateTables().names
     with psycopg.connect(dsn, autocommit=True) as raw:
         raw.execute(f"DROP TABLE {names['workflow_admitted']}")
-        raw.execute(f"DROP TABLE {names['workflow_counts']}")
+        raw.execute(f"DROP TABLE {names['workflow_tenant_counts']}")
         raw.execute(f"UPDATE {names['schema_version']} SET version = version - 1")
         row = raw.execute(f"SELECT version FROM {names['schema_version']}").fetchone()
         assert row is not None

@@ -20,6 +20,7 @@ from durably.app._core import Core
 from durably.app._driving import Driver
 from durably.app._handles import WorkflowHandle, find_handle
 from durably.app._limits import Limits
+from durably.app._operating import Operating
 from durably.app._retry import Retry
 from durably.app._steps import Step
 from durably.app._tasks import DEFAULT_DEDUPE_TTL, DEFAULT_RETRY, Task, TaskOptions
@@ -69,7 +70,7 @@ class TaskDecorator(Protocol):
 _logger = logging.getLogger("durably.app")
 
 
-class App:
+class App(Operating):
     """Workflows and steps over the stores one DSN names.
 
     Register bodies with `workflow` and steps with `step`, start them from the decorated

@@ -17,6 +17,7 @@ from durably.app import _layout as layout
 from durably.app import _runs as runs
 from durably.app import _tenancy as tenancy
 from durably.app._begins import AT_ONCE, Begins
+from durably.app._catalogue import catalogue
 from durably.app._context import (
     Context,
     bind,
@@ -356,6 +357,8 @@ class Workflow(Generic[P, R]):
         if recorded.first:
             # Before its wakeup, so no pass reports a status its run record lacks.
             await runs.open_run(stores.state, tenant, workflow, self.kind, key)
+        # Every start catalogues (a repeat repairs a start that crashed before it did).
+        await catalogue(checkpointer, key, recorded.value)
         await self._ready(key, tenant, first=recorded.first)
         return key, recorded.first
 

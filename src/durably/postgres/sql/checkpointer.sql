@@ -19,7 +19,7 @@ flip AS (
     RETURNING a.tenant, a.running
 ),
 moved AS (
-    UPDATE {workflow_counts} AS c
+    UPDATE {workflow_tenant_counts} AS c
     SET running = c.running + CASE WHEN flip.running THEN 1 ELSE -1 END
     FROM flip WHERE c.tenant = flip.tenant
 )
@@ -141,6 +141,8 @@ WITH gone AS (DELETE FROM {workflow_checkpoint} WHERE workflow = $1::text RETURN
 SELECT count(*) FROM gone;
 
 -- name: discard_status
+-- The status and the catalog entry go together.
+WITH catalogued AS (DELETE FROM {workflow_catalog} WHERE workflow = $1::text)
 DELETE FROM {workflow_status} WHERE workflow = $1::text;
 
 -- name: discard_fence
@@ -289,7 +291,7 @@ SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM gone);
 
 -- name: lock_counts
 -- The tenant's counts, its row locked to the commit: admissions of one tenant take turns.
-INSERT INTO {workflow_counts} AS c (tenant, running, started) VALUES ($1::text, 0, 0)
+INSERT INTO {workflow_tenant_counts} AS c (tenant, running, started) VALUES ($1::text, 0, 0)
 ON CONFLICT (tenant) DO UPDATE SET tenant = c.tenant
 RETURNING running, started;
 
@@ -300,18 +302,18 @@ WITH admitted AS (
     ON CONFLICT (workflow) DO NOTHING
     RETURNING tenant
 )
-UPDATE {workflow_counts} AS c SET running = c.running + 1, started = c.started + 1
+UPDATE {workflow_tenant_counts} AS c SET running = c.running + 1, started = c.started + 1
 FROM admitted WHERE c.tenant = admitted.tenant;
 
 -- name: tenant_counts
-SELECT running, started FROM {workflow_counts} WHERE tenant = $1::text;
+SELECT running, started FROM {workflow_tenant_counts} WHERE tenant = $1::text;
 
 -- name: discard_admitted
 -- A discarded workflow is no longer counted (inside discard's transaction).
 WITH gone AS (
     DELETE FROM {workflow_admitted} WHERE workflow = $1::text RETURNING tenant, running
 )
-UPDATE {workflow_counts} AS c
+UPDATE {workflow_tenant_counts} AS c
 SET running = c.running - CASE WHEN gone.running THEN 1 ELSE 0 END, started = c.started - 1
 FROM gone WHERE c.tenant = gone.tenant;
 
@@ -331,7 +333,7 @@ admitted AS (
     RETURNING tenant
 ),
 counted AS (
-    INSERT INTO {workflow_counts} AS c (tenant, running, started)
+    INSERT INTO {workflow_tenant_counts} AS c (tenant, running, started)
     SELECT tenant, 1, 1 FROM admitted
     ON CONFLICT (tenant) DO UPDATE SET running = c.running + 1, started = c.started + 1
 )

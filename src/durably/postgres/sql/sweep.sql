@@ -36,8 +36,16 @@ unadmitted AS (
     RETURNING tenant, running
 ),
 uncounted AS (
-    UPDATE {workflow_counts} AS c
-    SET running = c.running - CASE WHEN u.running THEN 1 ELSE 0 END, started = c.started - 1
-    FROM unadmitted AS u WHERE c.tenant = u.tenant
+    -- One row per tenant: an UPDATE joined to several rows of one tenant applies one.
+    UPDATE {workflow_tenant_counts} AS c
+    SET running = c.running - u.running, started = c.started - u.started
+    FROM (
+        SELECT tenant, count(*) FILTER (WHERE running) AS running, count(*) AS started
+        FROM unadmitted GROUP BY tenant
+    ) AS u
+    WHERE c.tenant = u.tenant
+),
+catalogued AS (
+    DELETE FROM {workflow_catalog} WHERE workflow IN (SELECT workflow FROM finished)
 )
 SELECT count(*) FROM finished;

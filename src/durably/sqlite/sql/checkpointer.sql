@@ -117,7 +117,7 @@ DELETE FROM durably_workflow_checkpoint WHERE workflow = :workflow AND key = :ke
 -- counts per tenant, moved in the same transaction as the writes that move them.
 
 -- name: tenant_counts
-SELECT running, started FROM durably_workflow_counts WHERE tenant = :tenant;
+SELECT running, started FROM durably_workflow_tenant_counts WHERE tenant = :tenant;
 
 -- name: admit
 INSERT INTO durably_workflow_admitted (workflow, tenant, running)
@@ -125,7 +125,7 @@ VALUES (:workflow, :tenant, 1)
 ON CONFLICT (workflow) DO NOTHING;
 
 -- name: count_admitted
-INSERT INTO durably_workflow_counts (tenant, running, started) VALUES (:tenant, 1, 1)
+INSERT INTO durably_workflow_tenant_counts (tenant, running, started) VALUES (:tenant, 1, 1)
 ON CONFLICT (tenant) DO UPDATE SET running = running + 1, started = started + 1;
 
 -- name: flip_running
@@ -136,11 +136,11 @@ WHERE workflow = :workflow AND running <> :running
 RETURNING tenant;
 
 -- name: move_running
-UPDATE durably_workflow_counts SET running = running + :delta WHERE tenant = :tenant;
+UPDATE durably_workflow_tenant_counts SET running = running + :delta WHERE tenant = :tenant;
 
 -- name: unadmit
 DELETE FROM durably_workflow_admitted WHERE workflow = :workflow RETURNING tenant, running;
 
 -- name: uncount
-UPDATE durably_workflow_counts SET running = running - :running, started = started - 1
+UPDATE durably_workflow_tenant_counts SET running = running - :running, started = started - 1
 WHERE tenant = :tenant;
