@@ -11,7 +11,18 @@ import sys
 import time
 import traceback
 
-SECTIONS = ("sqlite", "postgres", "redis", "app", "scale", "handouts", "flow")
+SECTIONS = (
+    "sqlite",
+    "postgres",
+    "redis",
+    "app",
+    "tasks",
+    "scale",
+    "handouts",
+    "otel",
+    "operating",
+    "flow",
+)
 
 
 def main(argv: list[str]) -> int:

@@ -123,6 +123,19 @@ def durable_server() -> RedisServer:
     return server
 
 
+async def flushed_database(db: int) -> str:
+    """The URL of database ``db`` of the durable test server, emptied first (a suite that
+    owns that database index on the shared server)."""
+    redis = pytest.importorskip("redis.asyncio")
+    url = f"{durable_server().url.rsplit('/', 1)[0]}/{db}"
+    client = redis.from_url(url)
+    try:
+        await client.flushdb()
+    finally:
+        await client.aclose()
+    return url
+
+
 def cluster_servers() -> list[RedisServer]:
     """The shared 3-master cluster (no replicas)."""
     if "cluster" not in _shared:

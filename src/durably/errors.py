@@ -400,9 +400,10 @@ class WorkflowFinishedError(InvalidInputError):
 
 
 class WorkflowLimitError(DurablyError):
-    """A workflow body would pass one of the App's `Limits` by starting another workflow:
-    more workflows from one body (``limit="children"``) or a chain of bodies starting
-    bodies deeper (``limit="depth"``) than allowed. Not retryable: the same start is refused
+    """A start would pass one of the App's `Limits`: more workflows from one body
+    (``limit="children"``), a chain of bodies starting bodies deeper (``limit="depth"``),
+    or more workflows of one tenant unfinished (``"running_per_tenant"``) or held in the
+    store (``"started_per_tenant"``) than allowed. Not retryable: the same start is refused
     again; change the body, or the App's limits."""
 
     def __init__(self, tenant: str, workflow: str, limit: str, maximum: int, count: int) -> None:
@@ -411,11 +412,19 @@ class WorkflowLimitError(DurablyError):
         self.limit = limit
         self.maximum = maximum
         self.count = count
-        super().__init__(
-            f"tenant {tenant!r}: workflow {workflow!r} may not start another workflow: it "
-            f"would make {limit} {count}, over the limit of {maximum} (durably.Limits)",
-            retryable=False,
-        )
+        if limit.endswith("_per_tenant"):
+            held = "unfinished" if limit.startswith("running") else "held in the store"
+            message = (
+                f"tenant {tenant!r}: workflow {workflow!r} may not start: the tenant would "
+                f"have {count} workflows {held}, over the limit of {maximum} "
+                f"(durably.Limits.{limit})"
+            )
+        else:
+            message = (
+                f"tenant {tenant!r}: workflow {workflow!r} may not start another workflow: "
+                f"it would make {limit} {count}, over the limit of {maximum} (durably.Limits)"
+            )
+        super().__init__(message, retryable=False)
 
 
 class WorkflowNotFoundError(DurablyError):

@@ -14,7 +14,7 @@ from durably.app import App
 from durably.clock import Clock
 from durably.testing.app import AppConformance, AppFactory
 from tests.pg_service import postgres_dsn
-from tests.redis_service import durable_server
+from tests.redis_service import flushed_database
 
 __all__ = ["postgres_dsn"]
 
@@ -82,12 +82,5 @@ class TestPostgresApp(AppConformance):
 class TestRedisApp(AppConformance):
     @pytest.fixture
     async def app_factory(self) -> AsyncIterator[AppFactory]:
-        redis = pytest.importorskip("redis.asyncio")
-        url = f"{durable_server().url.rsplit('/', 1)[0]}/{REDIS_DB}"
-        client = redis.from_url(url)
-        try:
-            await client.flushdb()
-        finally:
-            await client.aclose()
-        async for factory in _apps(url):
+        async for factory in _apps(await flushed_database(REDIS_DB)):
             yield factory

@@ -17,7 +17,7 @@ from durably.postgres import (
     PostgresStateStore,
     PostgresWorkQueue,
 )
-from durably.stores.runs import StateStore
+from durably.stores.runs import Scrubber, StateStore
 from durably.stores.work import QueuePolicy, WorkQueue
 from durably.stores.workflows import Checkpointer, Durable, Scheduler
 from durably.testing import (
@@ -50,8 +50,9 @@ __all__ = ["effect_kit", "pg_driver", "pg_pool", "pg_stores", "postgres_dsn"]
 
 @pytest.fixture
 def state_store_factory(pg_stores: Stores) -> StateStoreFactory:
-    async def make(clock: Clock) -> StateStore:
-        return PostgresStateStore(pg_stores.pool, clock=clock, tables=await pg_stores.tables())
+    async def make(clock: Clock, scrub: Scrubber | None = None) -> StateStore:
+        tables = await pg_stores.tables()
+        return PostgresStateStore(pg_stores.pool, clock=clock, tables=tables, scrub=scrub)
 
     return make
 

@@ -21,7 +21,7 @@ from durably.redis import (
     RedisStateStore,
     RedisWorkQueue,
 )
-from durably.stores.runs import StateStore
+from durably.stores.runs import Scrubber, StateStore
 from durably.stores.work import QueuePolicy, WorkQueue
 from durably.stores.workflows import Checkpointer, Durable, Scheduler
 from durably.testing import (
@@ -45,8 +45,9 @@ __all__ = ["any_redis"]
 
 @pytest.fixture
 def state_store_factory(any_redis: Any) -> StateStoreFactory:
-    async def make(clock: Clock) -> StateStore:
-        return RedisStateStore(any_redis, clock=clock, key_prefix=namespace_for(any_redis))
+    async def make(clock: Clock, scrub: Scrubber | None = None) -> StateStore:
+        prefix = namespace_for(any_redis)
+        return RedisStateStore(any_redis, clock=clock, key_prefix=prefix, scrub=scrub)
 
     return make
 

@@ -22,7 +22,7 @@ from durably.sqlite import (
     SqliteWorkQueue,
     connect,
 )
-from durably.stores.runs import StateStore
+from durably.stores.runs import Scrubber, StateStore
 from durably.stores.work import QueuePolicy, WorkQueue
 from durably.stores.workflows import Checkpointer, Durable, Scheduler
 from durably.testing import (
@@ -122,8 +122,8 @@ def effect_kit(files: Files) -> SqliteEffectKit:
 
 @pytest.fixture
 def state_store_factory(files: Files) -> StateStoreFactory:
-    async def make(clock: Clock) -> StateStore:
-        return SqliteStateStore(await files.open(), clock=clock)
+    async def make(clock: Clock, scrub: Scrubber | None = None) -> StateStore:
+        return SqliteStateStore(await files.open(), clock=clock, scrub=scrub)
 
     return make
 

@@ -110,3 +110,31 @@ def test_the_testing_guides_replay_example_passes_over_a_saved_history(tmp_path:
     finished = run(pytest_argv("test_deploy.py"), tmp_path)
     assert finished.returncode == 0, finished.stdout + finished.stderr
     assert "1 passed" in finished.stdout
+
+
+def test_the_observability_guides_tracing_example_prints_the_spans_it_shows(
+    tmp_path: Path,
+) -> None:
+    program = next(b for b in blocks("observability.md", "python") if "InMemorySpanExporter" in b)
+    shown = next(b for b in blocks("observability.md", "text") if b.startswith("start hello"))
+    (tmp_path / "spans.py").write_text(program, encoding="utf-8")
+    finished = run(["spans.py"], tmp_path)
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout == shown
+
+
+def test_the_agent_guides_program_prints_what_the_page_shows(tmp_path: Path) -> None:
+    program = blocks("agents.md", "python")[0]
+    shown = blocks("agents.md", "text")[0]
+    for _ in range(2):  # the second run finds the run of the first: nothing paid again
+        finished = run(["-c", program], tmp_path)
+        assert finished.returncode == 0, finished.stderr
+        assert finished.stdout == shown
+
+
+def test_the_tasks_guides_quickstart_runs_as_pasted(tmp_path: Path) -> None:
+    example = blocks("tasks.md", "python")[0]
+    (tmp_path / "quick.py").write_text(example, encoding="utf-8")
+    finished = run(["quick.py"], tmp_path)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert (tmp_path / "tasks.db").exists()

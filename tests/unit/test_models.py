@@ -111,13 +111,59 @@ def test_awkward_ids_are_accepted_verbatim() -> None:
         assert StateKey(tenant=value, id=value).id == value
 
 
-def test_a_stored_run_carries_the_new_version_and_time_with_secrets_scrubbed() -> None:
-    call = ToolCall(id="c", name="n", arguments={"key": "sk-live-abcdef123456", "n": 2})
+def test_a_stored_run_keeps_tool_call_arguments_as_given() -> None:
+    call = ToolCall(id="c", name="n", arguments={"key": "sk-live-abcdef123456", "to": "a@b.io"})
     run = RunRecord(run_id="r", tenant="t", agent_name="a", pending_tool_calls=(call,))
     stored = stored_run(run, version=4, updated_at=9.5)
     assert (stored.version, stored.updated_at) == (4, 9.5)
-    assert stored.pending_tool_calls[0].arguments == {"key": SECRET_MASK, "n": 2}
-    assert run.pending_tool_calls[0].arguments["key"] == "sk-live-abcdef123456"
+    assert stored.pending_tool_calls[0].arguments == call.arguments
+    assert stored.masked_paths == ()
+    assert not stored.masked("c")
+
+
+def test_a_store_scrubber_masks_and_names_every_path_it_changed() -> None:
+    call = ToolCall(
+        id="c", name="n", arguments={"key": "sk-live-abcdef123456", "n": 2, "to": ["a@b.io", "x"]}
+    )
+    other = ToolCall(id="d", name="n", arguments={"page": "2"})
+    run = RunRecord(run_id="r", tenant="t", agent_name="a", pending_tool_calls=(call, other))
+    stored = stored_run(run, version=1, updated_at=1.0, scrubber=scrub)
+    assert stored.pending_tool_calls[0].arguments == {
+        "key": SECRET_MASK,
+        "n": 2,
+        "to": [EMAIL_MASK, "x"],
+    }
+    assert stored.masked_paths == (
+        "pending_tool_calls['c'].arguments.key",
+        "pending_tool_calls['c'].arguments.to[0]",
+    )
+    assert stored.masked("c")
+    assert not stored.masked("d")
+    # Stored again as read back, its masks stay; a call no longer pending drops its own.
+    again = stored_run(stored, version=2, updated_at=2.0, scrubber=scrub)
+    assert again.masked_paths == stored.masked_paths
+    done = stored.model_copy(update={"pending_tool_calls": (other,)})
+    assert stored_run(done, version=3, updated_at=3.0, scrubber=scrub).masked_paths == ()
+
+
+def test_lists_are_accepted_where_a_record_says_tuple() -> None:
+    run = RunRecord.model_validate(
+        {
+            "run_id": "r",
+            "tenant": "t",
+            "agent_name": "a",
+            "pending_tool_calls": [{"id": "c", "name": "n", "arguments": {}}],
+        }
+    )
+    assert isinstance(run.pending_tool_calls, tuple)
+    assert SessionRecord(session_id="s", tenant="t", runs=["r1", "r2"]).runs == ("r1", "r2")
+
+
+def test_a_scrubbed_copy_masks_for_display_and_leaves_the_record() -> None:
+    call = ToolCall(id="c", name="n", arguments={"to": "bob@example.com"})
+    run = RunRecord(run_id="r", tenant="t", agent_name="a", pending_tool_calls=(call,))
+    assert run.scrubbed().pending_tool_calls[0].arguments == {"to": EMAIL_MASK}
+    assert run.pending_tool_calls[0].arguments == {"to": "bob@example.com"}
 
 
 def test_a_patched_run_adds_the_delta_and_bumps_the_version() -> None:

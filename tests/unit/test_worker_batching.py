@@ -123,10 +123,22 @@ class _Refilling(MemoryWorkQueue):
         return done
 
     async def fail(
-        self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
+        self,
+        item_id: str,
+        *,
+        tenant: str,
+        worker: str,
+        error: str,
+        retryable: bool = True,
+        retry_at: float | None = None,
     ) -> WorkItem:
         failed = await super().fail(
-            item_id, tenant=tenant, worker=worker, error=error, retryable=retryable
+            item_id,
+            tenant=tenant,
+            worker=worker,
+            error=error,
+            retryable=retryable,
+            retry_at=retry_at,
         )
         self.held -= 1
         return failed

@@ -1,4 +1,4 @@
-"""The application layer: `App`, workflows, steps, handles, topics, retries, limits.
+"""The application layer: `App`, workflows, steps, tasks, handles, topics, retries, limits.
 
 Built on the engine's protocols, with no backing-specific code.
 """
@@ -10,6 +10,7 @@ from durably.app._limits import Limits
 from durably.app._options import WorkflowOptions
 from durably.app._retry import Retry
 from durably.app._steps import Step
+from durably.app._tasks import Task, TaskOptions
 from durably.app._topics import Topic
 from durably.app._workflow import Workflow
 
@@ -20,6 +21,8 @@ __all__ = [
     "Retry",
     "Step",
     "StepContext",
+    "Task",
+    "TaskOptions",
     "Topic",
     "Workflow",
     "WorkflowHandle",

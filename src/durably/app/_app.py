@@ -20,8 +20,10 @@ from durably.app._core import Core
 from durably.app._driving import Driver
 from durably.app._handles import WorkflowHandle, find_handle
 from durably.app._limits import Limits
+from durably.app._operating import Operating
 from durably.app._retry import Retry
 from durably.app._steps import Step
+from durably.app._tasks import DEFAULT_DEDUPE_TTL, DEFAULT_RETRY, Task, TaskOptions
 from durably.app._values import Duration, seconds_of
 from durably.app._workflow import Workflow
 from durably.clock import Clock, SystemClock
@@ -29,7 +31,7 @@ from durably.engine.schedules import Schedule
 from durably.errors import ConfigurationError, DurablyError, InvalidInputError
 from durably.stores.dsn import DSN_ENV, describe, parse, redacted
 from durably.stores.opening import Stores
-from durably.stores.work import DEFAULT_QUEUE
+from durably.stores.work import DEFAULT_QUEUE, dedupe_window
 from durably.validation import identifier
 
 P = ParamSpec("P")
@@ -56,10 +58,20 @@ class StepDecorator(Protocol):
     def __call__(self, fn: Callable[P, R], /) -> Step[P, R]: ...
 
 
+class TaskDecorator(Protocol):
+    """What ``@app.task(...)`` with options returns: registers an async or plain task."""
+
+    @overload
+    def __call__(self, fn: Callable[P, Awaitable[R]], /) -> Task[P, R]: ...
+
+    @overload
+    def __call__(self, fn: Callable[P, R], /) -> Task[P, R]: ...
+
+
 _logger = logging.getLogger("durably.app")
 
 
-class App:
+class App(Operating):
     """Workflows and steps over the stores one DSN names.
 
     Register bodies with `workflow` and steps with `step`, start them from the decorated
@@ -330,10 +342,102 @@ class App:
 
         return register if fn is None else register(fn)
 
+    @overload
+    def task(self, fn: Callable[P, Awaitable[R]], /) -> Task[P, R]: ...
+
+    @overload
+    def task(self, fn: Callable[P, R], /) -> Task[P, R]: ...
+
+    @overload
+    def task(
+        self,
+        /,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        retry: Retry | None = None,
+        timeout: Duration | None = None,
+        dedupe_ttl: Duration = DEFAULT_DEDUPE_TTL,
+        **more: object,
+    ) -> TaskDecorator: ...
+
+    def task(
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        retry: Retry | None = None,
+        timeout: Duration | None = None,
+        dedupe_ttl: Duration = DEFAULT_DEDUPE_TTL,
+        **more: object,
+    ) -> Any:
+        """Register a task, as ``@app.task`` or ``@app.task(queue=...)``.
+
+        A task is an ``async def`` (or a plain ``def``, run in a thread) whose runs are
+        queued with `Task.enqueue` and run by a worker (`serve`, ``durably worker``).
+        Arguments are encoded from the annotations, as a workflow's are. Each item carries
+        the task's name, its arguments and its retry policy.
+
+        Args:
+            fn: The function, when the decorator is used bare.
+            name: The name its items are run by. Default: the function's
+                ``module.qualname``.
+            queue: The work queue its items go to.
+            retry: How a failed run is retried (default: 3 attempts, waits from 1 s to
+                60 s with full jitter). A `durably.NonRetryable`, or an error of one of
+                ``retry.non_retryable``'s types, dead-letters the item at once.
+            timeout: A bound on each run, in seconds or a timedelta; a run past it fails
+                with `StepTimeoutError` (retried).
+            dedupe_ttl: How long a dedupe key outlasts its item (completed or
+                dead-lettered), in seconds or a timedelta (default 24 hours, at most a
+                year): an enqueue of the key meanwhile is answered with the finished item.
+            **more: Flow-control and schedule options (``cron=``, ``concurrency=``,
+                ``throttle=``), kept on the task's `TaskOptions`.
+
+        Returns:
+            The `Task`; with options alone, a decorator that makes it.
+
+        Raises:
+            ConfigurationError: At decoration: a default name under ``__main__``, a name
+                registered twice, a parameter named ``delay``, ``priority``, ``tenant``
+                or ``dedupe_key``, ``*args`` or ``**kwargs``, a missing or unencodable
+                annotation.
+            InvalidInputError: A ``queue`` or ``name`` that is not a usable id, a
+                ``timeout`` or ``dedupe_ttl`` that is not a positive duration, a
+                ``retry`` that is not a `durably.Retry`.
+        """
+        identifier(queue, "queue")
+        if retry is not None and not isinstance(retry, Retry):
+            raise InvalidInputError(f"retry must be a durably.Retry, got {type(retry).__name__}")
+        options = TaskOptions(
+            queue=queue,
+            retry=DEFAULT_RETRY if retry is None else retry,
+            timeout=None if timeout is None else seconds_of(timeout, "timeout"),
+            dedupe_ttl=_dedupe_ttl(dedupe_ttl),
+            more=dict(more),
+        )
+
+        def register(function: Callable[..., Any]) -> Task[Any, Any]:
+            task_name = name if name is not None else _default_name(function, "task")
+            if task_name in self._core.tasks:
+                raise ConfigurationError(f"task {task_name!r} is registered twice")
+            task: Task[Any, Any] = Task(self._core, function, name=task_name, options=options)
+            self._core.tasks[task_name] = task
+            return task
+
+        return register if fn is None else register(fn)
+
     @property
     def workflows(self) -> dict[str, Workflow[Any, Any]]:
         """Every registered workflow by kind."""
         return dict(self._core.workflows)
+
+    @property
+    def tasks(self) -> dict[str, Task[Any, Any]]:
+        """Every registered task by name."""
+        return dict(self._core.tasks)
 
     # --- finding ---------------------------------------------------------------------------
 
@@ -408,7 +512,7 @@ class App:
         maintenance: Duration = 5.0,
         signals: bool = True,
     ) -> None:
-        """Serve the registered workflows with a `Worker` until SIGTERM or SIGINT.
+        """Serve the registered workflows and tasks with a `Worker` until SIGTERM or SIGINT.
 
         At a stop it claims nothing more, gives in-flight passes ``grace`` to finish and
         gives the rest back (which counts against no recovery limit). While it runs it
@@ -417,8 +521,10 @@ class App:
 
         Args:
             workflows: The kinds to serve (default: every registered kind).
-            queues: Reserved for the task queues of a later release: naming any is refused.
-            concurrency: The most passes of one kind run at once.
+            queues: The task queues to serve (default: every queue a registered task
+                uses, when ``workflows`` is not given either). With only ``workflows``
+                given, no task queue is served; with only ``queues``, no workflow.
+            concurrency: The most passes of one kind, and items of one queue, run at once.
             grace: How long in-flight passes get to finish at a stop.
             name: The worker's name in logs and claims (default ``host:pid:random``).
             poll: The fallback poll period, for wakeups not notified.
@@ -432,8 +538,8 @@ class App:
         that a task nobody awaits until later does not hide it.
 
         Raises:
-            ConfigurationError: A kind in ``workflows`` that is not registered, or any
-                queue named.
+            ConfigurationError: A kind in ``workflows`` that is not registered, or a
+                queue in ``queues`` that no registered task uses.
             InvalidInputError: A ``grace``, ``poll`` or ``maintenance`` that is not a
                 positive duration (before any I/O), a ``concurrency`` below 1 or a
                 ``name`` that is not a usable id.
@@ -495,14 +601,16 @@ class App:
         return await self._driver.unserved()
 
     async def run_until_idle(self, *, advance: bool = True) -> int:
-        """Run every due workflow, one pass at a time, until nothing is runnable (for tests).
+        """Run every due workflow and task, one at a time, until nothing is runnable.
+
+        For tests: a day of sleeps, backoffs and delays runs in milliseconds.
 
         Args:
             advance: With a `ManualClock`, move the clock to each next deadline (sleeps,
-                backoffs, ``recv`` timeouts) and go on.
+                backoffs, ``recv`` timeouts, delayed and retried tasks) and go on.
 
         Returns:
-            The number of passes run.
+            The number of passes and task runs.
 
         Raises:
             RuntimeError: Still busy after 100,000 passes (a workflow that never settles).
@@ -549,6 +657,13 @@ class App:
         return f"<durably.App {describe(core.dsn) if core is not None else '(not set up)'}>"
 
 
+def _dedupe_ttl(value: object) -> float:
+    """``dedupe_ttl=`` in seconds: positive, at most a year (`InvalidInputError`)."""
+    seconds = dedupe_window(seconds_of(value, "dedupe_ttl"))
+    assert seconds is not None
+    return seconds
+
+
 def _limits(limits: object) -> Limits:
     """``limits`` if it is a `Limits` (None: the defaults); `InvalidInputError` otherwise."""
     if limits is None:
@@ -582,4 +697,4 @@ def _default_name(fn: Callable[..., Any], what: str) -> str:
     return f"{module}.{fn.__qualname__}"
 
 
-__all__ = ["DEFAULT_DSN", "MAX_LEASE", "MAX_RETENTION", "App", "StepDecorator"]
+__all__ = ["DEFAULT_DSN", "MAX_LEASE", "MAX_RETENTION", "App", "StepDecorator", "TaskDecorator"]

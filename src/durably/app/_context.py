@@ -20,12 +20,15 @@ from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, Protocol, TypeVar, o
 
 from durably.app import _layout as layout
 from durably.app import _tenancy as tenancy
+from durably.app._begins import AT_ONCE, Begins
 from durably.app._branches import gather
 from durably.app._drift import Placement
 from durably.app._limits import Limits, check_start
 from durably.app._options import WorkflowOptions, child_options
+from durably.app._runs import usage_delta
 from durably.app._topics import Topic
 from durably.app._values import ANY, Duration, Value, seconds_of, stored_text
+from durably.app._watch import StepWatch, watched
 from durably.engine.runtime import Execution
 from durably.errors import (
     ChildWorkflowFailedError,
@@ -37,8 +40,10 @@ from durably.errors import (
     NondeterminismError,
     RecordLimitError,
     WorkflowConflictError,
+    WorkflowLimitError,
     WorkflowStopped,
 )
+from durably.stores.runs import StateDelta
 from durably.stores.workflows import is_inbox_key
 from durably.validation import identifier
 
@@ -175,8 +180,10 @@ class Context:
         cancels: CancelWatch | None = None,
         limits: Limits | None = None,
         encode_args: Callable[[tuple[Any, ...], dict[str, Any]], dict[str, object]] | None = None,
+        usage: Callable[[StateDelta], Awaitable[None]] | None = None,
     ) -> None:
         self._run = run
+        self._usage = usage
         self._key = run.workflow
         """The engine's key of the workflow (`tenancy.workflow_key`)."""
         self._tenant, self._id = tenancy.scope(run.workflow, start)
@@ -325,6 +332,23 @@ class Context:
             )
         await self._sleep_until(when.timestamp())
 
+    async def _wait_to_begin(self) -> None:
+        """Sleep durably until a delayed start's time (``start(delay=)`` or ``at=``).
+
+        Under a key of its own, so the body's own sleeps keep their numbers.
+        """
+        not_before = self._start.get("not_before")
+        if not isinstance(not_before, int | float) or isinstance(not_before, bool):
+            return
+        key = layout.BEGINS
+        self._meet(key)
+        self._room(key)
+        due = self._run.recorded.get(key)
+        if not isinstance(due, int | float) or due > self._run.clock.now():
+            await self._look()
+            self._deliver_cancel()  # a cancel while it waits to begin is seen here
+        await self._run.sleep_until(key, float(not_before))
+
     async def _sleep_until(self, deadline: float) -> None:
         key = self._next(f"{layout.PREFIX}sleep")
         self._meet(key)
@@ -381,6 +405,8 @@ class Context:
         self._meet(key)
         self._room(key)
         self._deliver_cancel(key)
+        if StepWatch.wanted():
+            return await watched(self, "step", key, lambda: self._run.step(key, fn))
         return await self._run.step(key, fn)
 
     async def transact(
@@ -410,6 +436,11 @@ class Context:
         self._meet(key)
         self._room(key)
         self._deliver_cancel(key)
+        if StepWatch.wanted():
+            return await watched(self, "transact", key, lambda: self._transact(key, effect, parse))
+        return await self._transact(key, effect, parse)
+
+    async def _transact(self, key: str, effect: object, parse: Callable[[object], T] | None) -> T:
         if parse is None:
             return await self._run.transact(key, effect)
         return await self._run.transact(key, effect, parse)
@@ -437,6 +468,57 @@ class Context:
             return bool(await self._record(key, lambda: fresh))
 
         return answer()
+
+    def add_usage(
+        self,
+        *,
+        input_tokens: int = 0,
+        output_tokens: int = 0,
+        cache_read_tokens: int = 0,
+        cache_write_tokens: int = 0,
+        cost_micros: int = 0,
+        requests: int = 0,
+    ) -> Awaitable[None]:
+        """Add tokens and cost to this workflow's run record, once per call site.
+
+        The amounts are added server-side, so the usage of concurrent branches all lands;
+        the call is recorded, so a replay of the body does not add it again. The key is
+        taken at the call, as a step's is.
+
+        Args:
+            input_tokens: Prompt tokens billed.
+            output_tokens: Completion tokens billed.
+            cache_read_tokens: Tokens read from the provider's prompt cache.
+            cache_write_tokens: Tokens written to the provider's prompt cache.
+            cost_micros: What the call cost, in millionths of a dollar.
+            requests: Model requests made.
+
+        Raises:
+            InvalidInputError: An amount that is not an int, negative, or over 2**63 - 1
+                (at the call, before anything is stored).
+        """
+        delta = usage_delta(
+            {
+                "input_tokens": input_tokens,
+                "output_tokens": output_tokens,
+                "cache_read_tokens": cache_read_tokens,
+                "cache_write_tokens": cache_write_tokens,
+                "requests": requests,
+                "cost_micros": cost_micros,
+            }
+        )
+        key = self._next(f"{layout.PREFIX}usage")
+        usage = self._usage
+
+        async def add() -> object:
+            if usage is not None:
+                await usage(delta)
+            return delta.model_dump(mode="json")
+
+        async def record() -> None:
+            await self._record(key, add)
+
+        return record()
 
     async def set_event(self, key: str, value: object) -> None:
         """Publish ``value`` as the latest value of event ``key``; recorded.
@@ -601,7 +683,8 @@ class Context:
             WorkflowConflictError: The id exists under another kind, or names a workflow
                 that is not this one's child.
             WorkflowLimitError: This body has started as many workflows as the App's
-                `Limits` allow, or the child would be deeper than they allow.
+                `Limits` allow, the child would be deeper than they allow, or its
+                tenant holds as many workflows as its per-tenant caps allow.
             ChildWorkflowFailedError: The child failed or was cancelled (or was swept
                 before this workflow read how it ended); it carries the child's failure
                 (``error``, ``type``, ``message`` and ``step``), as `WorkflowFailedError`.
@@ -672,7 +755,8 @@ class Context:
                 derived id over 512 bytes (give an ``id``); a ``tenant`` option.
             WorkflowConflictError: The id exists under another kind.
             WorkflowLimitError: This body has started as many workflows as the App's
-                `Limits` allow, or the child would be deeper than they allow.
+                `Limits` allow, the child would be deeper than they allow, or its
+                tenant holds as many workflows as its per-tenant caps allow.
         """
         fn, id, timeout = child_options(fn, id)
         _, handle = await self._start_workflow(
@@ -690,6 +774,7 @@ class Context:
         tenant: str | None,
         timeout: Duration | None,
         child: bool,
+        begins: Begins = AT_ONCE,
     ) -> tuple[str, WorkflowHandle[T]]:
         if not callable(getattr(fn, "prepare", None)) or not isinstance(
             getattr(fn, "kind", None), str
@@ -747,20 +832,30 @@ class Context:
             parent_kind=self.kind if child else None,
             parent_key=self._key if child else None,
             depth=depth,
+            begins=begins,
         )
 
         async def launch() -> object:
-            for chosen in tries[:-1]:
-                try:
-                    at, created = await fn.launch(chosen, start)
-                except WorkflowConflictError:
-                    continue
-                return {"id": chosen, "key": at, "created": created}
-            at, created = await fn.launch(tries[-1], start)
+            try:
+                for chosen in tries[:-1]:
+                    try:
+                        at, created = await fn.launch(chosen, start)
+                    except WorkflowConflictError:
+                        continue
+                    return {"id": chosen, "key": at, "created": created}
+                at, created = await fn.launch(tries[-1], start)
+            except WorkflowLimitError as exc:
+                # The tenant's cap, counted by the store: recorded, so every pass of this
+                # body sees the same refusal (a replay must not start what was refused).
+                return {"refused": [exc.limit, exc.maximum, exc.count]}
             return {"id": tries[-1], "key": at, "created": created}
 
         started: object = await self._run.step(key, launch)
         info = started if isinstance(started, dict) else {}
+        refused = info.get("refused")
+        if isinstance(refused, list) and len(refused) == 3:
+            limit, maximum, count = refused
+            raise WorkflowLimitError(owner, workflow, str(limit), int(maximum), int(count))
         chosen = str(info.get("id", workflow))
         return key, fn.handle(
             chosen,

@@ -32,6 +32,7 @@ from durably.stores.workflows import Durable, Pass
 
 if TYPE_CHECKING:
     from durably.app._steps import Step
+    from durably.app._tasks import Task
     from durably.app._workflow import Workflow
 
 _logger = logging.getLogger("durably.app")
@@ -60,6 +61,8 @@ class Core:
         """The DSN the stores open from, secret (its password never in a repr or a log)."""
         self.limits = limits or Limits()
         """What one workflow body may start (`Limits`)."""
+        self.caps = self.limits.tenant_caps
+        """The per-tenant caps the store applies at each start."""
         self.clock = clock
         self.tenant = tenant
         self.retention = retention
@@ -69,6 +72,10 @@ class Core:
         self.steps: dict[str, Step[Any, Any]] = {}
         self.schedules: dict[str, Schedule] = {}
         """Cron schedules by name (`App.schedule`), ticked by every worker `serve` runs."""
+        self.tasks: dict[str, Task[Any, Any]] = {}
+        self.task_dues: list[float] = []
+        """When delayed task items queued here come due (`run_until_idle` advances a
+        `ManualClock` to them)."""
         self.cancels = Cancels(self.stores)
         """What running passes ask whether a cancel arrived since they began."""
         self._stores = LoopStores(self._open, describe(dsn))
@@ -77,6 +84,11 @@ class Core:
         self.older_layout = True
         """Whether the store may hold workflows keyed as before tenants scoped ids
         (`tenancy.older_layout`, read when the stores open), which lookups then try too."""
+
+    def note_task_due(self, available_at: float | None) -> None:
+        """Note that a task item queued here comes due at ``available_at`` (None: now)."""
+        if available_at is not None:
+            self.task_dues.append(available_at)
 
     def retarget(self, dsn: SecretStr) -> None:
         """Open the stores from ``dsn`` instead; refused once they are open."""

@@ -6,19 +6,21 @@ from __future__ import annotations
 import asyncio
 import difflib
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from durably.app import _layout as layout
 from durably.app import _tenancy as tenancy
 from durably.app._core import Core
+from durably.app._tasks import TASK_KEY
 from durably.clock import ManualClock
 from durably.engine import ServiceContext, Worker, WorkflowService
+from durably.engine.service import retryable
 from durably.engine.worker import LOGGER_NAME
-from durably.errors import ConfigurationError, UnreadableRecordError
+from durably.errors import ConfigurationError, DurablyError, UnreadableRecordError
 from durably.stores.status import WorkflowInfo, WorkflowStatus
-from durably.stores.work import QueuePolicy
+from durably.stores.work import QueuePolicy, WorkItem, WorkQueue
 
 if TYPE_CHECKING:
     from durably.app._workflow import Workflow
@@ -69,10 +71,10 @@ class Driver:
     ) -> None:
         """Run a `Worker` for the kinds named (default: all) until it is stopped (with
         ``signals``, by SIGTERM/SIGINT too)."""
-        kinds = self._kinds(workflows)
-        if queues is not None and list(queues):
-            raise ConfigurationError(f"no task queue registered under {list(queues)}")
-        await self._core.stores()
+        names = None if queues is None else list(queues)
+        kinds = self._kinds(workflows if workflows is not None or names is None else [])
+        served = self._queues(names if names is not None or workflows is None else [])
+        stores = await self._core.stores()
         worker = Worker(
             name=name,
             clock=self._core.clock,
@@ -80,7 +82,6 @@ class Driver:
             grace_seconds=grace,
             maintenance_seconds=maintenance,
         )
-        stores = await self._core.stores()
         for schedule in self._core.schedules.values():
             worker.schedule(stores.queue, schedule)
         for kind in kinds:
@@ -89,12 +90,48 @@ class Driver:
             worker.workflow(
                 kind, workflow.body, self._core.durable(kind), concurrency=concurrency, **options
             )
+        for queue in served:
+            worker.handle(
+                stores.queue, self._task_handler(queue), name=queue, concurrency=concurrency
+            )
         sweeping = asyncio.create_task(self._sweep_periodically())
         try:
             await worker.run(install_signal_handlers=signals)
         finally:
             sweeping.cancel()
             await asyncio.gather(sweeping, return_exceptions=True)
+
+    def _queues(self, names: list[str] | None) -> list[str]:
+        """The task queues to serve: ``names`` (each used by a registered task), or every
+        queue a registered task uses."""
+        used = list(dict.fromkeys(task.queue for task in self._core.tasks.values()))
+        if names is None:
+            return used
+        unknown = [name for name in names if name not in used]
+        if unknown:
+            raise ConfigurationError(
+                f"no registered task uses queue {unknown[0]!r}; task queues: "
+                f"{', '.join(sorted(used)) or 'none'}"
+            )
+        return list(dict.fromkeys(names))
+
+    def _task_handler(self, queue: str) -> Callable[[WorkItem], Awaitable[None]]:
+        """The handler of task queue ``queue``: runs each item by the task it names."""
+        tasks = self._core.tasks
+
+        async def handle(item: WorkItem) -> None:
+            name = item.payload.get(TASK_KEY)
+            task = tasks.get(name) if name is not None else None
+            if task is None:
+                # Another deploy's task, perhaps: retried by the queue's policy, so a
+                # worker that has it may take it.
+                raise DurablyError(
+                    f"no task {name!r} registered on this worker (queue {queue!r})",
+                    retryable=True,
+                )
+            await task.run(item)
+
+        return handle
 
     async def sweep(self, limit: int = SWEEP_LIMIT) -> int:
         """One bounded round of the retention sweep: up to ``limit`` workflows finished
@@ -199,6 +236,8 @@ class Driver:
             )
             for kind, workflow in self._core.workflows.items()
         ]
+        queue = (await self._core.stores()).queue
+        handlers = {name: self._task_handler(name) for name in self._queues(None)}
         passes = 0
         while passes < MAX_PASSES:
             now = clock.now()
@@ -210,13 +249,46 @@ class Driver:
                     await service.serve_one(ctx, delivery)
                     passes += 1
                     ran = True
+            for name, handler in handlers.items():
+                while (item := await queue.claim(worker=ctx.worker, queue=name)) is not None:
+                    await self._run_task(queue, handler, item, ctx.worker)
+                    passes += 1
+                    ran = True
             if ran:
                 continue
+            self._dues.extend(self._core.task_dues)
+            self._core.task_dues.clear()
             self._dues[:] = [due for due in self._dues if due > now]
             if not advance or not self._dues or not isinstance(clock, ManualClock):
                 return passes
             clock.advance(min(self._dues) - now)
         raise RuntimeError(f"run_until_idle: still busy after {MAX_PASSES} passes")
+
+    async def _run_task(
+        self,
+        queue: WorkQueue,
+        handler: Callable[[WorkItem], Awaitable[None]],
+        item: WorkItem,
+        worker: str,
+    ) -> None:
+        """Run one claimed task item and settle it as a `Worker` would."""
+        try:
+            await handler(item)
+        except Exception as exc:
+            at = getattr(exc, "retry_at", None)
+            timing: dict[str, float] = {"retry_at": at} if isinstance(at, float) else {}
+            await queue.fail(
+                item.id,
+                tenant=item.tenant,
+                worker=worker,
+                error=repr(exc),
+                retryable=retryable(exc),
+                **timing,
+            )
+            if timing:
+                self._dues.append(timing["retry_at"])
+        else:
+            await queue.complete(item.id, tenant=item.tenant, worker=worker)
 
 
 LISTED_KINDS = 20
@@ -259,6 +331,7 @@ def _options(workflow: Workflow[Any, Any], lease: float) -> dict[str, Any]:
         "max_recoveries": workflow.max_recovery_attempts,
         "budget": 3600.0,
         "alive": lease,
+        "describe": layout.describe,
     }
 
 

@@ -18,6 +18,7 @@ from durably.errors import (
     StepFailedError,
     UnreadableRecordError,
 )
+from durably.otel.tracing import START_FIELD, current_carrier
 from durably.redaction import mend_text
 from durably.stores.workflows import INBOX_PREFIX, Checkpointer
 from durably.validation import MAX_ID_BYTES, identifier
@@ -27,6 +28,8 @@ START = "durably:start"
 """The start record: kind, encoded arguments, tenant, parent (its id, kind and key),
 created, timeout, depth, and the run (1, plus one per `Context.continue_as_new`, which
 rewrites it; absent: 1)."""
+START_TRACE = START_FIELD
+"""The start record's field holding the trace context of the code that started it."""
 RESULT = "durably:result"
 """The encoded return value: written with the COMPLETED status in one write
 (`durably.workflows.Finish`), or by a child before it wakes its parent."""
@@ -44,10 +47,16 @@ CHILD = "durably:child:"
 STARTED = "durably:start:"
 """``durably:start:KIND#N``: the id and key of the N-th workflow of KIND a body started
 (no child)."""
+BEGINS = "durably:begins"
+"""The durable sleep of a delayed start (``start(delay=)``/``start(at=)``) before its
+body begins: its deadline, as a sleep records one."""
 TIMEOUT = "durably:timeout"
 """The wakeup at a workflow's ``timeout`` deadline (never recorded)."""
 RESUMES = "durably:resume"
 """The markers `WorkflowHandle.resume` supplies (``durably:resume#1``, ...)."""
+FORK = "durably:fork#"
+"""``durably:fork#N``: the N-th fork made of this workflow (`WorkflowHandle.fork`): the
+fork's id and the step it re-ran from."""
 EVENT = "durably:event:"
 RECV = "durably:recv:"
 """``durably:recv:TOPIC#N``: what the N-th `recv` on TOPIC took: ``{"m": message key,
@@ -55,7 +64,7 @@ RECV = "durably:recv:"
 ``{"m": message key}`` as written before values were kept (the message is then kept
 too), or ``{"t": True}`` for a timeout."""
 _RESUME_PREFIX = f"{RESUMES}#"
-KEPT_ACROSS_RUNS = (INBOX_PREFIX, f"{CANCEL}#", _RESUME_PREFIX)
+KEPT_ACROSS_RUNS = (INBOX_PREFIX, f"{CANCEL}#", _RESUME_PREFIX, FORK)
 """What `Context.continue_as_new` keeps of a workflow's records for its next run: the
 messages not yet consumed, and the cancel and resume markers (a cancel asked while the
 run ended still stops the next one)."""
@@ -123,7 +132,7 @@ def instant(key: str) -> bool:
     return RETRY in key
 
 
-START_INSTANTS = ("created", "timeout_at")
+START_INSTANTS = ("created", "timeout_at", "not_before")
 """The fields of a `START` record that hold instants (epoch seconds)."""
 
 
@@ -148,7 +157,9 @@ def latest_event(records: dict[str, object], key: str) -> tuple[bool, object]:
 def bookkeeping(key: str) -> bool:
     """Whether ``key`` is the App's own bookkeeping (start, result, endings, cancel,
     resume, inbox messages) rather than work a body recorded."""
-    return key in (START, RESULT) or key.startswith((CANCEL, RESUMES, FAILED, CANCELLED, "inbox:"))
+    return key in (START, RESULT) or key.startswith(
+        (CANCEL, RESUMES, FAILED, CANCELLED, FORK, "inbox:")
+    )
 
 
 def survey(stored: Mapping[str, object]) -> tuple[int, set[str], bool, bool, int]:
@@ -173,7 +184,7 @@ def survey(stored: Mapping[str, object]) -> tuple[int, set[str], bool, bool, int
             current += 1
         elif key.startswith((FAILED, CANCELLED)):
             ended = True
-        elif not (key in (START, RESULT) or key.startswith((CANCEL, RESUMES))):
+        elif not (key in (START, RESULT) or key.startswith((CANCEL, RESUMES, FORK))):
             recorded.add(key)
     return current, recorded, retries, ended, messages
 
@@ -221,11 +232,12 @@ def start_record(
     parent_key: str | None = None,
     timeout_at: float | None = None,
     depth: int = 0,
+    not_before: float | None = None,
 ) -> dict[str, Any]:
     """What `start` supplies under `START` (first writer wins). A child's ``parent`` is
     its parent's id (in the same tenant) and ``parent_key`` the key its end wakes.
     ``depth`` counts the workflow bodies that started it, one above another (0: started
-    from outside one)."""
+    from outside one); ``not_before`` is when its body may begin (a delayed start)."""
     record: dict[str, Any] = {
         "kind": kind,
         "args": args,
@@ -238,7 +250,26 @@ def start_record(
     }
     if parent_key is not None:
         record["parent_key"] = parent_key
+    if not_before is not None:
+        record["not_before"] = not_before
+    carrier = current_carrier()
+    if carrier is not None:  # the trace that started it goes on in its passes
+        record[START_TRACE] = carrier
     return record
+
+
+def describe(records: Mapping[str, object]) -> tuple[str | None, Mapping[str, object] | None]:
+    """A workflow's tenant and the trace context its start stored (`START_TRACE`), from
+    its records; None for either when the start record does not say."""
+    start = records.get(START)
+    if not isinstance(start, dict):
+        return None, None
+    tenant = start.get("tenant")
+    carrier = start.get(START_TRACE)
+    return (
+        tenant if isinstance(tenant, str) else None,
+        carrier if isinstance(carrier, dict) else None,
+    )
 
 
 def parent_key(start: Mapping[str, object]) -> str | None:
@@ -274,6 +305,7 @@ _START_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "parent_key": ((str,), True),
     "timeout_at": ((int, float), True),
     "depth": ((int,), True),
+    "not_before": ((int, float), True),
 }
 
 
@@ -300,7 +332,7 @@ def _start_flaw(start: object) -> str | None:
             continue
         if isinstance(value, bool) or not isinstance(value, types):
             return f"its {field!r} is {type(value).__name__}"
-    for field in ("created", "timeout_at"):
+    for field in START_INSTANTS:
         moment = start.get(field)
         if moment is not None:
             try:
@@ -419,11 +451,13 @@ __all__ = [
     "START",
     "STARTED",
     "START_INSTANTS",
+    "START_TRACE",
     "TIMEOUT",
     "bookkeeping",
     "cancel_key",
     "children",
     "consumed_messages",
+    "describe",
     "end_key",
     "ending",
     "event_key",

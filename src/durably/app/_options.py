@@ -9,6 +9,7 @@ beside it), so ``wf.options(id=...)`` gives the options in a call of their own, 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Generic, ParamSpec, TypeVar
 
 from durably.app._values import Duration
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 R = TypeVar("R")
 
-OPTIONS = ("id", "tenant", "timeout")
+OPTIONS = ("id", "tenant", "timeout", "delay", "at")
 """Keyword options of `Workflow.start`; a body parameter may not take these names."""
 
 
@@ -39,12 +40,16 @@ class WorkflowOptions(Generic[P, R]):
         tenant: The tenant it runs for (default: the App's, or the running workflow's).
         timeout: How long after its start the workflow is cancelled, instead of the one
             it was registered with.
+        delay: How long from the start before its body may begin (never for a child).
+        at: When its body may begin instead of ``delay`` (never for a child).
     """
 
     workflow: Workflow[P, R]
     id: str | None = None
     tenant: str | None = None
     timeout: Duration | None = None
+    delay: Duration | None = None
+    at: datetime | None = None
 
     async def start(self, *args: P.args, **kwargs: P.kwargs) -> WorkflowHandle[R]:
         """Start the workflow with these options and return its handle (`Workflow.start`).
@@ -62,7 +67,13 @@ class WorkflowOptions(Generic[P, R]):
             WorkflowConflictError: The id exists in the tenant under another kind.
         """
         return await self.workflow.start(
-            *args, id=self.id, tenant=self.tenant, timeout=self.timeout, **kwargs
+            *args,
+            id=self.id,
+            tenant=self.tenant,
+            timeout=self.timeout,
+            delay=self.delay,
+            at=self.at,
+            **kwargs,
         )
 
     async def run(self, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -82,7 +93,13 @@ class WorkflowOptions(Generic[P, R]):
             WorkflowCancelledError: The workflow was cancelled or timed out.
         """
         return await self.workflow.run(
-            *args, id=self.id, tenant=self.tenant, timeout=self.timeout, **kwargs
+            *args,
+            id=self.id,
+            tenant=self.tenant,
+            timeout=self.timeout,
+            delay=self.delay,
+            at=self.at,
+            **kwargs,
         )
 
 
@@ -98,6 +115,11 @@ def child_options(fn: object, id: str | None) -> tuple[object, str | None, Durat
         raise InvalidInputError(
             "a child workflow runs in its parent's tenant: give its options no tenant= "
             "(start a workflow of another tenant with wf.options(tenant=...).start(...))"
+        )
+    if fn.delay is not None or fn.at is not None:
+        raise InvalidInputError(
+            "a child workflow begins at once: give its options no delay= or at= (sleep in "
+            "the parent first, or start a workflow that is not a child)"
         )
     if id is not None and fn.id is not None:
         raise InvalidInputError("child workflow: id= is given twice (in its options and the call)")

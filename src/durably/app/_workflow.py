@@ -6,13 +6,18 @@ Also the engine body (`Execution` -> result) the Worker serves it with.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from durably.app import _layout as layout
+from durably.app import _runs as runs
 from durably.app import _tenancy as tenancy
+from durably.app._begins import AT_ONCE, Begins
+from durably.app._catalogue import catalogue
 from durably.app._context import (
     Context,
     bind,
@@ -43,6 +48,9 @@ from durably.errors import (
     WorkflowConflictError,
     WorkflowStopped,
 )
+from durably.otel.tracing import annotate, producing
+from durably.stores.admission import admit_workflow
+from durably.stores.runs import StateDelta
 from durably.stores.workflows import Finish, Restart, value_refused
 
 P = ParamSpec("P")
@@ -131,6 +139,8 @@ class Workflow(Generic[P, R]):
         id: str | None = None,
         tenant: str | None = None,
         timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: datetime | None = None,
     ) -> WorkflowOptions[P, R]:
         """Return this workflow with start options, for a start whose arguments are checked.
 
@@ -143,11 +153,13 @@ class Workflow(Generic[P, R]):
             tenant: The tenant it runs for, as for `start` (never for a child: a child
                 runs in its parent's tenant).
             timeout: How long after its start the workflow is cancelled, as for `start`.
+            delay: How long before its body may begin, as for `start` (never for a child).
+            at: When its body may begin, as for `start` (never for a child).
 
         Returns:
             The options, with `WorkflowOptions.start` and `WorkflowOptions.run`.
         """
-        return WorkflowOptions(self, id, tenant, timeout)
+        return WorkflowOptions(self, id, tenant, timeout, delay, at)
 
     @overload
     async def start(self, *args: P.args, **kwargs: P.kwargs) -> WorkflowHandle[R]: ...
@@ -159,18 +171,39 @@ class Workflow(Generic[P, R]):
         id: str | None,
         tenant: str | None = None,
         timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: datetime | None = None,
         **kwargs: Any,
     ) -> WorkflowHandle[R]: ...
 
     @overload
     async def start(
-        self, *args: Any, tenant: str | None, timeout: Duration | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        tenant: str | None,
+        timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: datetime | None = None,
+        **kwargs: Any,
     ) -> WorkflowHandle[R]: ...
 
     @overload
     async def start(
-        self, *args: Any, timeout: Duration | None, **kwargs: Any
+        self,
+        *args: Any,
+        timeout: Duration | None,
+        delay: Duration | None = None,
+        at: datetime | None = None,
+        **kwargs: Any,
     ) -> WorkflowHandle[R]: ...
+
+    @overload
+    async def start(
+        self, *args: Any, delay: Duration | None, at: datetime | None = None, **kwargs: Any
+    ) -> WorkflowHandle[R]: ...
+
+    @overload
+    async def start(self, *args: Any, at: datetime | None, **kwargs: Any) -> WorkflowHandle[R]: ...
 
     # A body's own parameter named like an option is refused at registration, which a
     # type checker cannot know: to it, the options might take the body's keywords.
@@ -180,6 +213,8 @@ class Workflow(Generic[P, R]):
         id: str | None = None,
         tenant: str | None = None,
         timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: datetime | None = None,
         **kwargs: Any,
     ) -> WorkflowHandle[R]:
         """Start this workflow and return its handle.
@@ -201,7 +236,13 @@ class Workflow(Generic[P, R]):
             tenant: The tenant it runs for. Default: the App's; inside a workflow (its
                 body or a step), that workflow's.
             timeout: How long after its start the workflow is cancelled, in seconds or a
-                timedelta, instead of the one it was registered with.
+                timedelta, instead of the one it was registered with (counted from
+                when its body may begin, with ``delay`` or ``at``).
+            delay: How long from now before its body may begin, in seconds or a
+                timedelta (0 or more). Until then the workflow is stored, holds no
+                worker and reports `WorkflowStatus.SLEEPING` once a worker saw it.
+            at: When its body may begin instead, a timezone-aware datetime on the App's
+                clock (one in the past begins at once). Not with ``delay``.
             **kwargs: The body's keyword arguments.
 
         Returns:
@@ -219,12 +260,32 @@ class Workflow(Generic[P, R]):
         ctx = current_workflow()
         if ctx is not None:  # inside a body: recorded, with an id derived from the parent's
             _, handle = await ctx._start_workflow(
-                self, args, kwargs, id=id, tenant=tenant, timeout=timeout, child=False
+                self,
+                args,
+                kwargs,
+                id=id,
+                tenant=tenant,
+                timeout=timeout,
+                child=False,
+                begins=Begins(delay, at),
             )
             return handle
-        start = self.prepare(args, kwargs, tenant=tenant, timeout=timeout)
-        workflow = tenancy.new_id(id) if id is not None else str(uuid.uuid4())
-        key, created = await self.launch(workflow, start)
+        # A producer span (with tracing on): the start record carries its context, and
+        # every pass of the workflow continues its trace.
+        with producing("start", self.kind, {"durably.workflow.kind": self.kind}):
+            start = self.prepare(
+                args, kwargs, tenant=tenant, timeout=timeout, begins=Begins(delay, at)
+            )
+            workflow = tenancy.new_id(id) if id is not None else str(uuid.uuid4())
+            annotate(
+                {
+                    "messaging.message.id": workflow,
+                    "durably.workflow.id": workflow,
+                    "durably.tenant": start["tenant"],
+                }
+            )
+            key, created = await self.launch(workflow, start)
+            annotate({"durably.workflow.created": created})
         return self.handle(workflow, start["tenant"], created=created, key=key)
 
     def prepare(
@@ -238,13 +299,16 @@ class Workflow(Generic[P, R]):
         parent_kind: str | None = None,
         parent_key: str | None = None,
         depth: int = 0,
+        begins: Begins = AT_ONCE,
     ) -> dict[str, Any]:
         """The start record for a call with ``args``, checked before any I/O."""
+        now = self._core.clock.now()
+        not_before = begins.not_before(now)
         encoded = self.signature.encode_args(args, kwargs)
         owner = tenancy.tenant_of(tenant, current_tenant(self._core.tenant))
         limit = timeout if timeout is not None else self.timeout
         seconds = None if limit is None else seconds_of(limit, "timeout")
-        now = self._core.clock.now()
+        begin = now if not_before is None else max(now, not_before)
         return layout.start_record(
             kind=self.kind,
             args=encoded,
@@ -253,8 +317,9 @@ class Workflow(Generic[P, R]):
             parent=parent,
             parent_kind=parent_kind,
             parent_key=parent_key,
-            timeout_at=None if seconds is None else now + seconds,
+            timeout_at=None if seconds is None else begin + seconds,
             depth=depth,
+            not_before=not_before,
         )
 
     async def launch(self, workflow: str, start: dict[str, Any]) -> tuple[str, bool]:
@@ -275,7 +340,11 @@ class Workflow(Generic[P, R]):
                 await self._ready(workflow, tenant, first=False)
                 return workflow, False
         try:
-            recorded = await checkpointer.supply(key, layout.START, start)
+            # Counted under its tenant by the store in the same write, and refused there
+            # (WorkflowLimitError, nothing written) past the tenant's caps.
+            recorded = await admit_workflow(
+                checkpointer, key, layout.START, start, tenant=tenant, caps=self._core.caps
+            )
         except (StatePersistenceError, InvalidInputError) as exc:
             # Refused by the store's own checks (its size limit, its codec), which run
             # before it writes: named here, as the caller's other bad input is.
@@ -285,6 +354,11 @@ class Workflow(Generic[P, R]):
                 f"workflow {self.kind!r}: the store refuses its arguments: {exc}"
             ) from None
         self._adoptable(workflow, recorded.value, start)
+        if recorded.first:
+            # Before its wakeup, so no pass reports a status its run record lacks.
+            await runs.open_run(stores.state, tenant, workflow, self.kind, key)
+        # Every start catalogues (a repeat repairs a start that crashed before it did).
+        await catalogue(checkpointer, key, recorded.value)
         await self._ready(key, tenant, first=recorded.first)
         return key, recorded.first
 
@@ -357,16 +431,39 @@ class Workflow(Generic[P, R]):
         id: str | None,
         tenant: str | None = None,
         timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: datetime | None = None,
         **kwargs: Any,
     ) -> R: ...
 
     @overload
     async def run(
-        self, *args: Any, tenant: str | None, timeout: Duration | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        tenant: str | None,
+        timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: datetime | None = None,
+        **kwargs: Any,
     ) -> R: ...
 
     @overload
-    async def run(self, *args: Any, timeout: Duration | None, **kwargs: Any) -> R: ...
+    async def run(
+        self,
+        *args: Any,
+        timeout: Duration | None,
+        delay: Duration | None = None,
+        at: datetime | None = None,
+        **kwargs: Any,
+    ) -> R: ...
+
+    @overload
+    async def run(
+        self, *args: Any, delay: Duration | None, at: datetime | None = None, **kwargs: Any
+    ) -> R: ...
+
+    @overload
+    async def run(self, *args: Any, at: datetime | None, **kwargs: Any) -> R: ...
 
     # A body's own parameter named like an option is refused at registration, which a
     # type checker cannot know: to it, the options might take the body's keywords.
@@ -376,6 +473,8 @@ class Workflow(Generic[P, R]):
         id: str | None = None,
         tenant: str | None = None,
         timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: datetime | None = None,
         **kwargs: Any,
     ) -> R:
         """Start this workflow and wait for its result, for as long as it takes.
@@ -389,6 +488,8 @@ class Workflow(Generic[P, R]):
                 starts nothing, and its result is waited for.
             tenant: The tenant it runs for (default: the App's).
             timeout: As for `start`.
+            delay: As for `start`.
+            at: As for `start`.
             **kwargs: The body's keyword arguments.
 
         Returns:
@@ -406,7 +507,9 @@ class Workflow(Generic[P, R]):
                 f"workflow {self.kind!r}: awaiting run() inside a workflow body would hold "
                 "the pass; use ctx.child"
             )
-        handle = await self.start(*args, id=id, tenant=tenant, timeout=timeout, **kwargs)
+        handle = await self.start(
+            *args, id=id, tenant=tenant, timeout=timeout, delay=delay, at=at, **kwargs
+        )
         return await handle.result()
 
     async def get_handle(self, id: str, tenant: str | None = None) -> WorkflowHandle[R]:
@@ -448,6 +551,7 @@ class Workflow(Generic[P, R]):
             cancels=self._core.cancels,
             limits=self._core.limits,
             encode_args=self.signature.encode_args,
+            usage=functools.partial(self._add_usage, run.workflow, start),
         )
         ended = layout.ending(recorded) if ctx._ended else None
         if ended is not None:  # a wakeup after the end: report the same end, run nothing
@@ -533,6 +637,11 @@ class Workflow(Generic[P, R]):
         # No one to wake: the Worker writes the result with the COMPLETED status, one write.
         return Finish(layout.RESULT, encoded, value)
 
+    async def _add_usage(self, key: str, start: Mapping[str, Any], delta: StateDelta) -> None:
+        tenant, id = tenancy.scope(key, start)
+        state = (await self._core.stores()).state
+        await runs.add_usage(state, tenant, id, self.kind, key, delta)
+
     def arguments(
         self, workflow: str, start: Mapping[str, Any]
     ) -> tuple[list[Any], dict[str, Any]]:
@@ -558,6 +667,7 @@ class Workflow(Generic[P, R]):
         raised it itself.
         """
         try:
+            await ctx._wait_to_begin()
             return await self.fn(ctx, *positional, **keywords)
         except BaseExceptionGroup as group:
             if ctx._continued is not None and group.subgroup(ContinueAsNew) is not None:
@@ -577,6 +687,7 @@ class Workflow(Generic[P, R]):
         if taken:
             await run.forget(taken)
         fresh = {**start, "args": request.arguments, "run": int(start.get("run", 1)) + 1}
+        fresh.pop("not_before", None)  # a delayed start delays its first run only
         return Restart(layout.START, fresh, layout.KEPT_ACROSS_RUNS)
 
     async def _failed(self, run: Execution, ctx: Context, exc: BaseException) -> BodyFailed:

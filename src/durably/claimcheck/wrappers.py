@@ -8,12 +8,13 @@ else passes through unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from durably.claimcheck.policy import ClaimCheckPolicy
 from durably.errors import ConfigurationError
+from durably.stores.catalog import CatalogEntry, Cataloguing, Line, Listed, Mark
 from durably.stores.codec import CheckpointCodec
 from durably.stores.status import WorkflowInfo, WorkflowStatus
 from durably.stores.work import DEFAULT_QUEUE, QueuePolicy, QueueStats, WorkItem, WorkQueue
@@ -167,6 +168,22 @@ class ClaimCheckedCheckpointer(Generic[EffectT]):
     async def workflows(self, *, after: str | None = None, limit: int = 1000) -> list[str]:
         return await self._inner.workflows(after=after, limit=limit)
 
+    def _cataloguing(self) -> Cataloguing:
+        if not isinstance(self._inner, Cataloguing):
+            raise ConfigurationError(f"{type(self._inner).__name__} keeps no workflow catalog")
+        return self._inner
+
+    async def catalog(self, workflow: str, entry: CatalogEntry) -> None:
+        await self._cataloguing().catalog(workflow, entry)
+
+    async def listed(
+        self, line: Line, *, before: Mark | None = None, since_us: int = 0, limit: int = 100
+    ) -> list[Listed]:
+        return await self._cataloguing().listed(line, before=before, since_us=since_us, limit=limit)
+
+    async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
+        return await self._cataloguing().tally(tenant)
+
     async def sweep(
         self,
         *,
@@ -289,14 +306,35 @@ class ClaimCheckedQueue:
     def policy(self) -> QueuePolicy:
         return self._inner.policy
 
-    async def enqueue(self, item: WorkItem) -> WorkItem:
+    async def enqueue(self, item: WorkItem, *, dedupe_ttl: float | None = None) -> WorkItem:
         stowed = await self._claims.stow_payload(item.payload)
         if stowed == item.payload:
-            return await self._inner.enqueue(item)
-        queued = await self._inner.enqueue(item.model_copy(update={"payload": stowed}))
+            return await self._inner.enqueue(item, dedupe_ttl=dedupe_ttl)
+        queued = await self._inner.enqueue(
+            item.model_copy(update={"payload": stowed}), dedupe_ttl=dedupe_ttl
+        )
         if queued.payload == stowed:
             return queued.model_copy(update={"payload": item.payload})
         return await self._claims.expand(queued)  # a live duplicate, queued before
+
+    async def enqueue_many(
+        self, items: Sequence[WorkItem], *, dedupe_ttl: float | None = None
+    ) -> list[WorkItem]:
+        stowed = [await self._claims.stow_payload(item.payload) for item in items]
+        queued = await self._inner.enqueue_many(
+            [
+                item if payload == item.payload else item.model_copy(update={"payload": payload})
+                for item, payload in zip(items, stowed, strict=True)
+            ],
+            dedupe_ttl=dedupe_ttl,
+        )
+        answers: list[WorkItem] = []
+        for item, payload, answer in zip(items, stowed, queued, strict=True):
+            if answer.payload == payload and answer.id == item.id and answer.tenant == item.tenant:
+                answers.append(answer.model_copy(update={"payload": item.payload}))
+            else:  # a live duplicate, queued before
+                answers.append(await self._claims.expand(answer))
+        return answers
 
     async def claim(
         self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None
@@ -311,10 +349,22 @@ class ClaimCheckedQueue:
         return await self._inner.complete(item_id, tenant=tenant, worker=worker)
 
     async def fail(
-        self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
+        self,
+        item_id: str,
+        *,
+        tenant: str,
+        worker: str,
+        error: str,
+        retryable: bool = True,
+        retry_at: float | None = None,
     ) -> WorkItem:
         return await self._inner.fail(
-            item_id, tenant=tenant, worker=worker, error=error, retryable=retryable
+            item_id,
+            tenant=tenant,
+            worker=worker,
+            error=error,
+            retryable=retryable,
+            retry_at=retry_at,
         )
 
     async def reap(self) -> Any:
@@ -338,6 +388,12 @@ class ClaimCheckedQueue:
             raise ConfigurationError(f"{type(self._inner).__name__} keeps no schedule ticks")
         moved: tuple[bool, float | None] = await advance(name, tick)
         return moved
+
+    async def purge(self, *, queue: str, tenant: str | None = None) -> int:
+        return await self._inner.purge(queue=queue, tenant=tenant)
+
+    async def queue_names(self, *, limit: int = 1000) -> list[str]:
+        return await self._inner.queue_names(limit=limit)
 
     async def close(self) -> None:
         """Close the wrapped queue (the claim-check store is the policy's owner's)."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from durably.cli import demo, queue, runs, schedules, schema, sweep, worker, workflows
+from durably.cli import demo, queue, runs, schedules, schema, sweep, tasks, worker, workflows
 from durably.cli.render import printable
 from durably.cli.stores import UsageError
 from durably.errors import (
@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"durably {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (demo, worker, runs, queue, workflows, schedules, sweep, schema):
+    for module in (demo, worker, runs, queue, tasks, workflows, schedules, sweep, schema):
         module.register(commands)
     return parser
 

@@ -1,4 +1,4 @@
-"""``durably queue stats``, ``dead-letters`` and ``requeue``."""
+"""``durably queue list``, ``stats``, ``purge``, ``dead-letters`` and ``requeue``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,14 @@ from typing import Any
 from durably.cli.render import Progress, emit_json, table, when
 from durably.cli.stores import UsageError, add_dsn, opened
 from durably.errors import InvalidInputError
-from durably.stores.work import DEAD_LETTERS_MOST, DEFAULT_QUEUE, WorkItem, WorkQueue, WorkState
+from durably.stores.work import (
+    DEAD_LETTERS_MOST,
+    DEFAULT_QUEUE,
+    QUEUE_NAMES_MOST,
+    WorkItem,
+    WorkQueue,
+    WorkState,
+)
 from durably.validation import identifier
 
 MAX_LISTED = DEAD_LETTERS_MOST
@@ -21,11 +28,28 @@ def register(commands: Any) -> None:
     group = commands.add_parser("queue", help="work queue stats, dead letters and requeue")
     sub = group.add_subparsers(dest="action", metavar="ACTION", required=True)
 
+    listed = sub.add_parser(
+        "list", help="every queue with its depth, running and dead items, and oldest age"
+    )
+    add_dsn(listed)
+    listed.add_argument("--json", action="store_true", help="JSON for scripts")
+    listed.set_defaults(run=list_queues)
+
     stats = sub.add_parser("stats", help="depth, claimed, dead-lettered, oldest age, counters")
     add_dsn(stats)
     stats.add_argument("--queue", action="append", help="queue name (repeatable; default: default)")
     stats.add_argument("--json", action="store_true", help="JSON for scripts")
     stats.set_defaults(run=show_stats)
+
+    purge = sub.add_parser(
+        "purge",
+        help="delete the queued items of a queue (running items and dead letters stay)",
+    )
+    add_dsn(purge)
+    purge.add_argument("queue", metavar="QUEUE", help="the queue to purge")
+    purge.add_argument("--tenant", help="only this tenant's items (default: every tenant's)")
+    purge.add_argument("--json", action="store_true", help="JSON for scripts")
+    purge.set_defaults(run=purge_queue)
 
     dead = sub.add_parser(
         "dead-letters", help="dead-lettered items, oldest first (every tenant's by default)"
@@ -47,6 +71,52 @@ def register(commands: Any) -> None:
     requeue.add_argument("--queue", help="with --all: only this queue")
     requeue.add_argument("--json", action="store_true", help="JSON for scripts")
     requeue.set_defaults(run=requeue_items)
+
+
+async def list_queues(args: argparse.Namespace) -> int:
+    """Print every queue the store knows (up to `QUEUE_NAMES_MOST`): its depth, running
+    (claimed) and dead-lettered items, and the age of its oldest due item (``-`` when
+    nothing is queued)."""
+    async with opened(args) as stores:
+        names = await stores.queue.queue_names()
+        snapshots = {name: await stores.queue.stats(queue=name) for name in names}
+    if args.json:
+        emit_json({"queues": snapshots})
+        return 0
+    if not snapshots:
+        print("no queues")
+        return 0
+    rows = [
+        [
+            name,
+            s.depth,
+            s.claimed,
+            s.dead_lettered,
+            f"{s.oldest_age_seconds:.1f}s" if s.depth else "-",
+        ]
+        for name, s in snapshots.items()
+    ]
+    print(table(rows, ["queue", "depth", "running", "dead", "oldest"], right=(1, 2, 3, 4)))
+    if len(names) == QUEUE_NAMES_MOST:
+        print(f"(the first {QUEUE_NAMES_MOST:,} queues by name)")
+    return 0
+
+
+async def purge_queue(args: argparse.Namespace) -> int:
+    """Delete the queued items of one queue (one tenant's, or every tenant's)."""
+    for value, name in ((args.queue, "QUEUE"), (args.tenant, "--tenant")):
+        if value is not None:
+            try:
+                identifier(value, name)
+            except InvalidInputError as exc:
+                raise UsageError(str(exc)) from None
+    async with opened(args) as stores:
+        deleted = await stores.queue.purge(queue=args.queue, tenant=args.tenant)
+    if args.json:
+        emit_json({"queue": args.queue, "purged": deleted})
+    else:
+        print(f"purged {deleted} queued item(s) of queue {args.queue!r}")
+    return 0
 
 
 async def show_stats(args: argparse.Namespace) -> int:

@@ -8,7 +8,16 @@ from typing import Any
 
 from durably.cli.render import Progress, dollars, emit_json, table, when
 from durably.cli.stores import UsageError, add_dsn, opened
-from durably.stores.runs import RunRecord, RunState, StateKey, StateQuery, StateStore
+from durably.stores.opening import Stores
+from durably.stores.runs import (
+    FOLLOWS,
+    RunRecord,
+    RunState,
+    StateKey,
+    StateQuery,
+    StateStore,
+    run_state,
+)
 
 
 def register(commands: Any) -> None:
@@ -54,7 +63,9 @@ HEADERS = ["tenant", "run", "agent", "state", "tokens", "cost", "iterations", "v
 
 async def list_runs(args: argparse.Namespace) -> int:
     """Print runs: one tenant's or every tenant's (tenant by tenant, each in creation
-    order); one page of ``--limit`` rows, or every run with ``--all``."""
+    order); one page of ``--limit`` rows, or every run with ``--all``; then the totals
+    per tenant of the runs shown. An App workflow's run shows its workflow's state, which
+    ``--state`` filters on (a page may then hold fewer rows)."""
     if args.limit < 1 or args.limit > 1000:
         raise UsageError("--limit must be between 1 and 1000")
     state = RunState(args.state) if args.state else None
@@ -73,7 +84,7 @@ async def list_runs(args: argparse.Namespace) -> int:
                     more = True
                     break
                 page = await stores.state.list_runs(
-                    StateQuery(tenant=tenant, state=state, limit=room, cursor=cursor)
+                    StateQuery(tenant=tenant, limit=room, cursor=cursor)
                 )
                 records.extend(page.records)
                 if progress is not None:
@@ -86,16 +97,48 @@ async def list_runs(args: argparse.Namespace) -> int:
                 break
         if progress is not None:
             progress.finish()
+        records = [await _followed(stores, record) for record in records]
+    if state is not None:  # a run whose workflow moved on since its record was written
+        records = [record for record in records if record.state is state]
     if args.json:
-        emit_json({"runs": records, "cursor": cursor if more and one else None, "more": more})
+        shown = [record.scrubbed() for record in records]  # secrets stay out of exports
+        emit_json({"runs": shown, "cursor": cursor if more and one else None, "more": more})
         return 0
     if not records:
         print("no runs" + (f" for tenant {args.tenant!r}" if one else ""))
         return 0
     print(table([_row(r) for r in records], HEADERS, right=(4, 5, 6, 7)))
+    print()
+    print(table(_totals(records), TOTAL_HEADERS, right=(1, 2, 3, 4, 5)))
     if more:
         print(f"(more runs may follow: pass --all, or --limit above {args.limit})")
     return 0
+
+
+TOTAL_HEADERS = ["tenant", "runs", "input tokens", "output tokens", "tokens", "cost"]
+
+
+def _totals(records: list[RunRecord]) -> list[list[object]]:
+    """One row per tenant of ``records``: how many runs, their tokens and their cost."""
+    sums: dict[str, list[int]] = {}
+    for record in records:
+        row = sums.setdefault(record.tenant, [0, 0, 0, 0, 0])
+        usage = record.usage
+        for place, amount in enumerate(
+            (1, usage.input_tokens, usage.output_tokens, usage.total_tokens, record.cost_micros)
+        ):
+            row[place] += amount
+    return [[tenant, *row[:4], dollars(row[4])] for tenant, row in sorted(sums.items())]
+
+
+async def _followed(stores: Stores, record: RunRecord) -> RunRecord:
+    """``record`` with the state of the workflow it follows (an App workflow's run), read
+    from that workflow's status; any other record as stored."""
+    workflow = record.metadata.get(FOLLOWS)
+    if not isinstance(workflow, str):
+        return record
+    info = await stores.checkpointer.get_status(workflow)
+    return record.model_copy(update={"state": run_state(None if info is None else info.status)})
 
 
 async def _every_tenant(state: StateStore) -> list[str]:
@@ -111,9 +154,12 @@ async def show_run(args: argparse.Namespace) -> int:
     """Print one run record; exit 1 if there is none."""
     async with opened(args) as stores:
         record = await stores.state.get_run(StateKey(tenant=args.tenant, id=args.run_id))
+        if record is not None:
+            record = await _followed(stores, record)
     if record is None:
         print(f"durably: no run {args.run_id!r} for tenant {args.tenant!r}", file=sys.stderr)
         return 1
+    record = record.scrubbed()  # what a display shows: secrets masked
     if args.json:
         emit_json(record)
         return 0
@@ -140,5 +186,6 @@ async def show_run(args: argparse.Namespace) -> int:
         ["pending tool calls", ", ".join(c.name for c in record.pending_tool_calls) or None],
     ]
     fields.extend([f"metadata.{k}", v] for k, v in sorted(record.metadata.items()))
+    fields.extend(["masked", path] for path in record.masked_paths)
     print(table(fields, ["field", "value"]))
     return 0

@@ -10,7 +10,7 @@ from typing import Any
 
 from durably.cli.render import emit_json, printable, table
 from durably.cli.stores import UsageError
-from durably.cli.worker import load_object
+from durably.cli.worker import load_attribute
 from durably.engine.schedules import Schedule
 
 
@@ -47,7 +47,7 @@ def schedules_of(found: object, target: str) -> list[Schedule]:
 
 async def list_schedules(args: argparse.Namespace) -> int:
     """Print every schedule with its cron expression, time zone, queue and next tick."""
-    schedules = schedules_of(load_object(args.target, args.app_dir), args.target)
+    schedules = schedules_of(load_attribute(args.target, args.app_dir), args.target)
     now = time.time()
     rows = []
     for schedule in schedules:

@@ -14,6 +14,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from durably.errors import Fenced
+from durably.memory.catalog import MemoryCatalog
+from durably.stores.admission import TenantCaps, TenantCounts, refuse_over
+from durably.stores.catalog import CatalogEntry, Line, Listed, Mark, line_read, tallied
 from durably.stores.codec import (
     CheckpointCodec,
     JsonCodec,
@@ -102,6 +105,11 @@ class MemoryCheckpointer:
         self._appended: dict[str, int] = {}
         # The highest token of any swept claim: a claim created afresh starts above it.
         self._swept_token = 0
+        # Admitted workflows: their tenant and whether they count as running; and the
+        # counts per tenant, [running, started], kept with every write that moves them.
+        self._admitted: dict[str, tuple[str, bool]] = {}
+        self._counts: dict[str, list[int]] = {}
+        self._catalog = MemoryCatalog(self._info_of)
 
     async def close(self) -> None:
         """Nothing to release (idempotent): everything lives in this object."""
@@ -220,6 +228,33 @@ class MemoryCheckpointer:
         """First-writer-wins write from outside any pass; takes no claim."""
         return self._supply_now(workflow, key, value)
 
+    async def admit(
+        self, workflow: str, key: str, value: object, *, tenant: str, caps: TenantCaps
+    ) -> Recorded[object]:
+        """`supply` the start record and count a first one under ``tenant``;
+        `WorkflowLimitError` (writing nothing) past ``caps``."""
+        identifier(workflow, "workflow")
+        identifier(tenant, "tenant")
+        step_key(key)
+        encoded = self._encode(value)
+        fresh = key not in self._records.get(workflow, {})
+        if fresh:
+            running, started = self._counts.get(tenant, (0, 0))
+            refuse_over(caps, TenantCounts(running, started), tenant=tenant, workflow=workflow)
+        recorded = self._insert(workflow, key, encoded)
+        if fresh and workflow not in self._admitted:
+            self._admitted[workflow] = (tenant, True)
+            counts = self._counts.setdefault(tenant, [0, 0])
+            counts[0] += 1
+            counts[1] += 1
+        return recorded
+
+    async def tenant_counts(self, tenant: str) -> TenantCounts:
+        """``tenant``'s admitted workflows, running and started."""
+        identifier(tenant, "tenant")
+        running, started = self._counts.get(tenant, (0, 0))
+        return TenantCounts(running, started)
+
     async def append(self, workflow: str, value: object, *, unless_finished: bool = False) -> Entry:
         """Add a message under a store-named ``inbox:`` key that sorts in append order;
         with ``unless_finished``, `WorkflowFinishedError` for a finished workflow."""
@@ -257,6 +292,7 @@ class MemoryCheckpointer:
         self._insert(holder.workflow, key, encoded)
         self._touch(claim)
         self._statuses[holder.workflow] = _Status(WorkflowStatus.PENDING, 0, None, time.time())
+        self._recount(holder.workflow, WorkflowStatus.PENDING)
         return deleted
 
     async def discard(self, workflow: str) -> int:
@@ -278,6 +314,7 @@ class MemoryCheckpointer:
         self._fence(holder)
         stored = _Status(status, attempts, error, time.time())
         self._statuses[holder.workflow] = stored
+        self._recount(holder.workflow, status)
         return _info(holder.workflow, stored)
 
     async def finish(
@@ -299,6 +336,7 @@ class MemoryCheckpointer:
         self._touch(claim)
         stored = _Status(status, attempts, error, time.time())
         self._statuses[holder.workflow] = stored
+        self._recount(holder.workflow, status)
         return _info(holder.workflow, stored)
 
     async def get_status(self, workflow: str) -> WorkflowInfo | None:
@@ -358,7 +396,9 @@ class MemoryCheckpointer:
         for _, workflow in chosen:
             self._records.pop(workflow, None)
             self._statuses.pop(workflow, None)
+            self._catalog.drop(workflow)
             self._appended.pop(workflow, None)
+            self._uncount(workflow)
             claim = self._claims.pop(workflow, None)
             if claim is not None:
                 self._swept_token = max(self._swept_token, claim.token)
@@ -366,6 +406,30 @@ class MemoryCheckpointer:
             for _, workflow in chosen:
                 await on_swept(workflow)
         return len(chosen)
+
+    # --- the catalog -----------------------------------------------------------------------
+
+    async def catalog(self, workflow: str, entry: CatalogEntry) -> None:
+        """Enter ``workflow`` in the catalog (an entry already there is kept)."""
+        identifier(workflow, "workflow")
+        self._catalog.enter(workflow, entry)
+
+    async def listed(
+        self, line: Line, *, before: Mark | None = None, since_us: int = 0, limit: int = 100
+    ) -> list[Listed]:
+        """Up to ``limit`` workflows of ``line`` before ``before``, newest first."""
+        line_read(line, since_us, limit)
+        return self._catalog.listed(line, before, since_us, limit)
+
+    async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
+        """How many catalogued workflows each (kind, status) pair has."""
+        if tenant is not None:
+            identifier(tenant, "tenant")
+        return tallied(self._catalog.tally(tenant))
+
+    def _info_of(self, workflow: str) -> WorkflowInfo | None:
+        stored = self._statuses.get(workflow)
+        return None if stored is None else _info(workflow, stored)
 
     # --- synchronous steps, shared with MemoryDurable so it never awaits between writes ---
 
@@ -390,12 +454,37 @@ class MemoryCheckpointer:
         identifier(workflow, "workflow")
         deleted = len(self._records.pop(workflow, {}))
         self._statuses.pop(workflow, None)
+        self._uncount(workflow)
+        self._catalog.drop(workflow)
         claim = self._claims.get(workflow)
         if claim is not None:
             now = self._now()
             claim.token += 1
             claim.held_until = claim.alive_until = now
         return deleted
+
+    # --- admission counts ------------------------------------------------------------------
+
+    def _recount(self, workflow: str, status: WorkflowStatus) -> None:
+        """Move the running count of an admitted ``workflow`` now at ``status``."""
+        admitted = self._admitted.get(workflow)
+        if admitted is None:
+            return
+        tenant, was = admitted
+        now = not status.finished
+        if now != was:
+            self._admitted[workflow] = (tenant, now)
+            self._counts[tenant][0] += 1 if now else -1
+
+    def _uncount(self, workflow: str) -> None:
+        """Forget an admitted ``workflow`` deleted from the store."""
+        admitted = self._admitted.pop(workflow, None)
+        if admitted is None:
+            return
+        tenant, running = admitted
+        counts = self._counts[tenant]
+        counts[0] -= int(running)
+        counts[1] -= 1
 
     # --- internals -------------------------------------------------------------------------
 

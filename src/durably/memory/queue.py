@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -13,18 +14,24 @@ from durably.errors import DurablyError, LeaseLostError, WorkItemNotFoundError
 from durably.memory.rotation import Rotation
 from durably.stores.flow import throttle_admits
 from durably.stores.work import (
+    DEDUPE_SWEEP_BATCH,
     DEFAULT_QUEUE,
+    QUEUE_NAMES_MOST,
     QueuePolicy,
     QueueStats,
     Settlement,
     WorkItem,
     WorkState,
+    batch_items,
     batch_limit,
     checked_item,
     dead_letter_limit,
+    dedupe_window,
     failure_text,
+    names_limit,
     payload_text,
     queued_copy,
+    retry_instant,
     settle_keys,
     tick_mark,
 )
@@ -60,6 +67,12 @@ class _Tables:
     reaped: Counter[str] = field(default_factory=Counter)
     duplicates: Counter[str] = field(default_factory=Counter)
     sequence: int = 0
+    # (tenant, id) -> how long its dedupe key outlasts it (only items enqueued with one)
+    ttls: dict[_Key, float] = field(default_factory=dict)
+    # (tenant, queue, dedupe_key) -> (expiry, the finished item as JSON): keys kept after
+    # their item finished, and a heap of (expiry, key) that `reap` sweeps them by
+    kept: dict[tuple[str, str, str], tuple[float, str]] = field(default_factory=dict)
+    expiries: list[tuple[float, tuple[str, str, str]]] = field(default_factory=list)
     # Flow control: the gates of queued and claimed items under it, the claimed items of
     # each (queue, concurrency key), and each (queue, throttle key)'s arrival time.
     gates: dict[_Key, _Gate] = field(default_factory=dict)
@@ -109,16 +122,22 @@ class MemoryWorkQueue:
         """The retry and lease policy this queue applies."""
         return self._policy
 
-    async def enqueue(self, item: WorkItem) -> WorkItem:
+    async def enqueue(self, item: WorkItem, *, dedupe_ttl: float | None = None) -> WorkItem:
         """Queue ``item`` (a future ``available_at`` delays it). A live item with the same
-        id or the same (tenant, queue, dedupe_key) is returned unchanged instead."""
+        id or the same (tenant, queue, dedupe_key) is returned unchanged instead, and so
+        is a finished one whose key is kept (``dedupe_ttl``)."""
         checked_item(item)
         payload_text(item.payload)  # what every other backing refuses, refused here too
+        return self._enqueue(item, None if dedupe_ttl is None else dedupe_window(dedupe_ttl))
+
+    def _enqueue(self, item: WorkItem, ttl: float | None) -> WorkItem:
         tenant, item_id, queue = item.tenant, item.id, item.queue
         live = self._live(tenant, item_id)
         if live is None and item.dedupe_key is not None:
             holder = self._tables.dedupe.get((tenant, queue, item.dedupe_key))
             live = None if holder is None else self._live(tenant, holder)
+            if live is None:
+                live = self._kept(tenant, queue, item.dedupe_key)
         if live is not None:
             self._tables.duplicates[live.queue] += 1
             return live
@@ -134,7 +153,17 @@ class MemoryWorkQueue:
         self._save(queued)
         if queued.dedupe_key is not None:
             self._tables.dedupe[(tenant, queue, queued.dedupe_key)] = item_id
+            if ttl is not None:
+                self._tables.ttls[(tenant, item_id)] = ttl
         return queued
+
+    async def enqueue_many(
+        self, items: Sequence[WorkItem], *, dedupe_ttl: float | None = None
+    ) -> list[WorkItem]:
+        """`enqueue` of each of ``items``, in order, as one step (nothing else runs between
+        them); every item is checked before any is queued."""
+        ttl = None if dedupe_ttl is None else dedupe_window(dedupe_ttl)
+        return [self._enqueue(item, ttl) for item in batch_items(items)]
 
     async def claim(
         self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None
@@ -217,7 +246,7 @@ class MemoryWorkQueue:
         item = self._held(item_id, tenant, worker)
         done = item.model_copy(update={"state": WorkState.COMPLETED, "lease_expires_at": None})
         self._save(done)
-        self._forget_dedupe(done)
+        self._forget_dedupe(done, finished=True)
         return done
 
     async def complete_many(
@@ -255,20 +284,30 @@ class MemoryWorkQueue:
         return done, taken
 
     async def fail(
-        self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
+        self,
+        item_id: str,
+        *,
+        tenant: str,
+        worker: str,
+        error: str,
+        retryable: bool = True,
+        retry_at: float | None = None,
     ) -> WorkItem:
-        """Record a failed attempt: requeue with backoff or dead-letter, per the policy."""
+        """Record a failed attempt: requeue with backoff (at ``retry_at`` when given) or
+        dead-letter, per the policy."""
         error = failure_text(error, retryable)
+        at = retry_instant(retry_at)
         item = self._held(item_id, tenant, worker)
         settlement = self._policy.settle_failure(
-            item.attempts, retryable=retryable, now=self._clock.now()
+            item.attempts, retryable=retryable, now=self._clock.now(), retry_at=at
         )
         return self._settle(item, settlement, error)
 
     async def reap(self) -> list[WorkItem]:
         """Return every claimed item whose lease lapsed (attempt counted, backoff applied);
-        the items moved, as they now stand."""
+        the items moved, as they now stand. Forgets kept dedupe keys whose time is up."""
         now = self._clock.now()
+        self._sweep_kept(now)
         reaped: list[WorkItem] = []
         for item in self._claimed_items():
             lapsed = item.lease_expires_at is not None and item.lease_expires_at <= now
@@ -342,6 +381,41 @@ class MemoryWorkQueue:
             duplicates_suppressed=self._tables.duplicates[queue],
         )
 
+    async def purge(self, *, queue: str, tenant: str | None = None) -> int:
+        """Delete every queued item of ``queue`` (of ``tenant`` only, when given); the
+        number deleted."""
+        identifier(queue, "queue")
+        if tenant is not None:
+            identifier(tenant, "tenant")
+        tables = self._tables
+        rotation = tables.rotations.get(queue)
+        now = self._clock.now()
+        doomed = [
+            key
+            for key, slot in tables.items.items()
+            if slot.queue == queue
+            and slot.state is WorkState.QUEUED
+            and (tenant is None or key[0] == tenant)
+        ]
+        for key in doomed:
+            item = tables.items[key].item()
+            if rotation is not None:
+                rotation.discard(item.tenant, item.id, now)
+            tables.sizes[(queue, WorkState.QUEUED)] -= 1
+            self._forget_dedupe(item)
+            tables.gates.pop(key, None)
+            del tables.items[key]
+        return len(doomed)
+
+    async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
+        """The queues that hold items or counters, sorted, at most ``limit``."""
+        names_limit(limit)
+        tables = self._tables
+        names = {queue for (queue, _), count in tables.sizes.items() if count > 0}
+        names.update(queue for queue, count in tables.reaped.items() if count)
+        names.update(queue for queue, count in tables.duplicates.items() if count)
+        return sorted(names)[:limit]
+
     # --- internals ------------------------------------------------------------------------
 
     def _admits(self, queue: str, tenant: str, now: float) -> Callable[[str], bool]:
@@ -404,7 +478,7 @@ class MemoryWorkQueue:
         }
         if settlement.dead:
             settled = item.model_copy(update={**common, "state": WorkState.DEAD_LETTERED})
-            self._forget_dedupe(settled)
+            self._forget_dedupe(settled, finished=True)
         else:
             settled = item.model_copy(
                 update={
@@ -483,12 +557,38 @@ class MemoryWorkQueue:
             if tables.running[counted] <= 0:
                 del tables.running[counted]
 
-    def _forget_dedupe(self, item: WorkItem) -> None:
+    def _forget_dedupe(self, item: WorkItem, *, finished: bool = False) -> None:
+        """Free ``item``'s dedupe key; when it has just ``finished`` and was enqueued with
+        a ``dedupe_ttl``, keep the key that long with the finished item."""
+        ttl = self._tables.ttls.pop((item.tenant, item.id), None)
         if item.dedupe_key is None:
             return
         key = (item.tenant, item.queue, item.dedupe_key)
-        if self._tables.dedupe.get(key) == item.id:
-            del self._tables.dedupe[key]
+        if self._tables.dedupe.get(key) != item.id:
+            return
+        del self._tables.dedupe[key]
+        if finished and ttl is not None:
+            expiry = self._clock.now() + ttl
+            self._tables.kept[key] = (expiry, item.model_dump_json())
+            heapq.heappush(self._tables.expiries, (expiry, key))
+
+    def _kept(self, tenant: str, queue: str, dedupe_key: str) -> WorkItem | None:
+        """The finished item whose key is still kept, if any."""
+        kept = self._tables.kept.get((tenant, queue, dedupe_key))
+        if kept is None or kept[0] <= self._clock.now():
+            return None
+        return WorkItem.model_validate_json(kept[1])
+
+    def _sweep_kept(self, now: float) -> None:
+        """Forget up to `DEDUPE_SWEEP_BATCH` kept keys whose time is up, by the heap."""
+        tables = self._tables
+        for _ in range(DEDUPE_SWEEP_BATCH):
+            if not tables.expiries or tables.expiries[0][0] > now:
+                return
+            expiry, key = heapq.heappop(tables.expiries)
+            kept = tables.kept.get(key)
+            if kept is not None and kept[0] == expiry:
+                del tables.kept[key]
 
 
 __all__ = ["MemoryWorkQueue"]

@@ -12,6 +12,7 @@ from durably.errors import (
 )
 from durably.stores.runs import (
     RunRecord,
+    Scrubber,
     SessionRecord,
     StateDelta,
     StateKey,
@@ -59,8 +60,9 @@ class MemoryStateStore:
     object never changes what is stored.
     """
 
-    def __init__(self, clock: Clock | None = None) -> None:
+    def __init__(self, clock: Clock | None = None, *, scrub: Scrubber | None = None) -> None:
         self._clock: Clock = clock if clock is not None else SystemClock()
+        self._scrub = scrub
         self._tables = _Tables()
 
     # --- runs ---------------------------------------------------------------------------
@@ -76,7 +78,12 @@ class MemoryStateStore:
     async def put_run(self, record: RunRecord) -> RunRecord:
         """Compare-and-set write; raises `StateConflictError` with both versions."""
         # Refuse and render before touching the tables: a refusal must leave them as they were.
-        saved = stored_run(record, version=record.version + 1, updated_at=self._clock.now())
+        saved = stored_run(
+            record,
+            version=record.version + 1,
+            updated_at=self._clock.now(),
+            scrubber=self._scrub,
+        )
         text = saved.model_dump_json()
         key = _key(record.key)
         current = self._tables.runs.get(key)

@@ -14,6 +14,7 @@ from durably.errors import (
     StatePersistenceError,
 )
 from durably.postgres import statements
+from durably.postgres.catalog import PostgresCatalog
 from durably.postgres.connection import Access
 from durably.postgres.executor import Row, Session
 from durably.postgres.failures import EffectFailed, RetryBudget, state_errors
@@ -22,6 +23,8 @@ from durably.postgres.migrate import verify
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
 from durably.postgres.sweep import sweep_finished
+from durably.stores.admission import TenantCaps, TenantCounts, refuse_over
+from durably.stores.catalog import CatalogEntry, Line, Listed, Mark, line_read, tallied
 from durably.stores.codec import (
     CheckpointCodec,
     JsonCodec,
@@ -93,6 +96,7 @@ class PostgresCheckpointer:
         self._max_bytes = settings.max_value_bytes if settings else DEFAULT_MAX_VALUE_BYTES
         self._access = Access.over(pool, settings.retry if settings else RetryBudget())
         self._sql = statements.render_all(_TEMPLATES, self._tables.names)
+        self._catalog = PostgresCatalog(self._tables.names)
 
     async def close(self) -> None:
         """Nothing of its own to release (idempotent): the pool is its owner's."""
@@ -266,6 +270,46 @@ class PostgresCheckpointer:
             return Recorded(self._codec.decode(encoded), True)
         return await self._stored(session, workflow, key, encoded)
 
+    async def admit(
+        self, workflow: str, key: str, value: object, *, tenant: str, caps: TenantCaps
+    ) -> Recorded[object]:
+        """`supply` the start record and count a first one under ``tenant``, in one
+        transaction that holds the tenant's counts row; `WorkflowLimitError` (rolled back,
+        nothing written) past ``caps``."""
+        identifier(workflow, "workflow")
+        identifier(tenant, "tenant")
+        step_key(key)
+        encoded = self._encode(value)
+        if not caps.capped:
+            return await self._run(
+                lambda s: self._admit_uncapped(s, workflow, key, encoded, tenant)
+            )
+
+        async def run(session: Session) -> Recorded[object]:
+            running, started = (await session.fetch(self._sql["lock_counts"], tenant))[0]
+            if not await session.count(self._sql["supply"], workflow, key, encoded):
+                return await self._stored(session, workflow, key, encoded)
+            counts = TenantCounts(int(running), int(started))
+            refuse_over(caps, counts, tenant=tenant, workflow=workflow)  # rolls back
+            await session.fetch(self._sql["admit"], workflow, tenant)
+            return Recorded(self._codec.decode(encoded), True)
+
+        return await self._access.run(run, errors=state_errors, transaction=True)
+
+    async def _admit_uncapped(
+        self, session: Session, workflow: str, key: str, encoded: str, tenant: str
+    ) -> Recorded[object]:
+        written = await session.fetch(self._sql["admit_uncapped"], workflow, key, encoded, tenant)
+        if int(written[0][0]):
+            return Recorded(self._codec.decode(encoded), True)
+        return await self._stored(session, workflow, key, encoded)
+
+    async def tenant_counts(self, tenant: str) -> TenantCounts:
+        """``tenant``'s admitted workflows, running and started."""
+        identifier(tenant, "tenant")
+        rows = await self._run(lambda s: s.fetch(self._sql["tenant_counts"], tenant))
+        return TenantCounts(int(rows[0][0]), int(rows[0][1])) if rows else TenantCounts()
+
     async def append(self, workflow: str, value: object, *, unless_finished: bool = False) -> Entry:
         identifier(workflow, "workflow")
         encoded = self._encode(value)
@@ -352,6 +396,7 @@ class PostgresCheckpointer:
         await session.fetch(self._sql["discard_fence"], workflow)
         rows = await session.fetch(self._sql["discard_records"], workflow)
         await session.fetch(self._sql["discard_status"], workflow)
+        await session.fetch(self._sql["discard_admitted"], workflow)
         return int(rows[0][0])
 
     async def sweep(
@@ -444,6 +489,27 @@ class PostgresCheckpointer:
         listing_page(after, limit)
         rows = await self._run(lambda s: s.fetch(self._sql["workflows"], after, limit))
         return [str(row[0]) for row in rows]
+
+    # --- the catalog ----------------------------------------------------------------------
+
+    async def catalog(self, workflow: str, entry: CatalogEntry) -> None:
+        """Enter ``workflow`` in the catalog (an entry already there is kept)."""
+        identifier(workflow, "workflow")
+        await self._run(lambda s: self._catalog.enter(s, workflow, entry))
+
+    async def listed(
+        self, line: Line, *, before: Mark | None = None, since_us: int = 0, limit: int = 100
+    ) -> list[Listed]:
+        """Up to ``limit`` workflows of ``line`` before ``before``, newest first: one
+        index range."""
+        line_read(line, since_us, limit)
+        return await self._run(lambda s: self._catalog.listed(s, line, before, since_us, limit))
+
+    async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
+        """How many catalogued workflows each (kind, status) pair has (exact)."""
+        if tenant is not None:
+            identifier(tenant, "tenant")
+        return tallied(await self._run(lambda s: self._catalog.tally(s, tenant)))
 
     # --- internals ------------------------------------------------------------------------
 

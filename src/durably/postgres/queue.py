@@ -26,17 +26,23 @@ from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
 from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.stores.work import (
+    DEDUPE_SWEEP_BATCH,
     DEFAULT_QUEUE,
+    QUEUE_NAMES_MOST,
     QueuePolicy,
     QueueStats,
     WorkItem,
     WorkPriority,
     WorkState,
+    batch_items,
     checked_item,
     dead_letter_limit,
+    dedupe_window,
     failure_text,
+    names_limit,
     payload_text,
     queued_copy,
+    retry_instant,
     settle_keys,
     stored_item,
     tick_mark,
@@ -124,8 +130,9 @@ class PostgresWorkQueue:
 
     # --- enqueue and claim ------------------------------------------------------------------
 
-    async def enqueue(self, item: WorkItem) -> WorkItem:
+    async def enqueue(self, item: WorkItem, *, dedupe_ttl: float | None = None) -> WorkItem:
         checked_item(item)
+        ttl = None if dedupe_ttl is None else dedupe_window(dedupe_ttl)
         now = self._clock.now()
         available_at = item.available_at if item.available_at is not None else now
         payload = within_size(payload_text(item.payload), self._max_bytes, "payload", "postgres")
@@ -154,11 +161,8 @@ class PostgresWorkQueue:
                 item.dedupe_key,
                 item.attempts,
                 json.dumps(list(item.failures)),
-                item.concurrency_key,
-                item.concurrency_limit,
-                item.throttle_key,
-                item.throttle_seconds,
-                item.throttle_burst,
+                ttl,
+                *_flow_args(item),
             )
         duplicate = await self._access.run(
             self._insert, item, statement, args, errors=queue_errors(item.queue, "enqueue")
@@ -166,6 +170,86 @@ class PostgresWorkQueue:
         if duplicate is not None:
             return duplicate
         return queued_copy(item, now)
+
+    async def enqueue_many(
+        self, items: Sequence[WorkItem], *, dedupe_ttl: float | None = None
+    ) -> list[WorkItem]:
+        """`enqueue` of each of ``items`` in one statement and one transaction: all of them
+        or none. Per item, in order, what `enqueue` would have answered. An item the
+        statement could not write (its id or dedupe key held, or given twice) is settled
+        as `enqueue` settles it, in the same transaction."""
+        checked = batch_items(items)
+        ttl = None if dedupe_ttl is None else dedupe_window(dedupe_ttl)
+        if not checked:
+            return []
+        now = self._clock.now()
+        payloads = [
+            within_size(payload_text(item.payload), self._max_bytes, "payload", "postgres")
+            for item in checked
+        ]
+        tokens = [secrets.token_hex(8) for _ in checked]
+        columns = (
+            [item.tenant for item in checked],
+            [item.id for item in checked],
+            [item.queue for item in checked],
+            payloads,
+            [int(item.priority) for item in checked],
+            now,
+            [now if item.available_at is None else item.available_at for item in checked],
+            self._channel,
+            tokens,
+            [item.dedupe_key for item in checked],
+            [item.attempts for item in checked],
+            [json.dumps(list(item.failures)) for item in checked],
+            ttl,
+            [item.concurrency_key for item in checked],
+            [item.concurrency_limit for item in checked],
+            [item.throttle_key for item in checked],
+            [item.throttle_seconds for item in checked],
+            [item.throttle_burst for item in checked],
+        )
+
+        async def write(session: Session) -> list[WorkItem]:
+            rows = await session.fetch(self._sql["enqueue_many"], *columns)
+            written = {(row[0], row[1]) for row in rows}
+            answers: list[WorkItem] = []
+            for item, payload, token in zip(checked, payloads, tokens, strict=True):
+                key = (item.tenant, item.id)
+                if key in written:
+                    written.discard(key)  # an id given again after is a duplicate of it
+                    answers.append(queued_copy(item, now))
+                    continue
+                args = self._enqueue_args(item, payload, now, token, ttl)
+                statement = self._sql["enqueue_carrying"]
+                duplicate = await self._insert(session, item, statement, args)
+                answers.append(queued_copy(item, now) if duplicate is None else duplicate)
+            return answers
+
+        answers: list[WorkItem] = await self._access.run(
+            write, errors=queue_errors(checked[0].queue, "enqueue"), transaction=True
+        )
+        return answers
+
+    def _enqueue_args(
+        self, item: WorkItem, payload: str, now: float, token: str, ttl: float | None
+    ) -> tuple[object, ...]:
+        """The arguments of `enqueue_carrying` for ``item``."""
+        return (
+            item.tenant,
+            item.id,
+            item.queue,
+            payload,
+            int(item.priority),
+            now,
+            item.available_at if item.available_at is not None else now,
+            self._channel,
+            token,
+            item.dedupe_key,
+            item.attempts,
+            json.dumps(list(item.failures)),
+            ttl,
+            *_flow_args(item),
+        )
 
     async def _insert(
         self, session: Session, item: WorkItem, statement: str, args: tuple[object, ...]
@@ -186,6 +270,13 @@ class PostgresWorkQueue:
                 # Counted where the live item is: the queue whose stats show it.
                 await session.fetch(self._sql["count_duplicate"], live.queue)
                 return live
+            if item.dedupe_key is not None:
+                kept = await session.fetch(
+                    self._sql["find_kept"], item.tenant, item.queue, item.dedupe_key, args[5]
+                )
+                if kept:  # its key outlasts a finished item: that item is the answer
+                    await session.fetch(self._sql["count_duplicate"], item.queue)
+                    return _kept_item(json.loads(kept[0][0]))
             if await session.fetch(self._sql["drop_terminal"], item.tenant, item.id):
                 continue  # a finished item held the id: it is freed, insert again
         raise StatePersistenceError("postgres", "contended", "enqueue kept racing")
@@ -364,12 +455,20 @@ class PostgresWorkQueue:
         return results
 
     async def fail(
-        self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
+        self,
+        item_id: str,
+        *,
+        tenant: str,
+        worker: str,
+        error: str,
+        retryable: bool = True,
+        retry_at: float | None = None,
     ) -> WorkItem:
         identifier(item_id, "item_id")
         identifier(tenant, "tenant")
         identifier(worker, "worker")
         error = failure_text(error, retryable)
+        at = retry_instant(retry_at)
         now = self._clock.now()
         rows = await self._run(
             lambda s: s.fetch(self._sql["get_item"], tenant, item_id), "fail", DEFAULT_QUEUE
@@ -383,7 +482,7 @@ class PostgresWorkQueue:
             or seen.lease_expires_at <= now
         ):
             raise await self._lost(item_id, tenant, worker, now, "fail")
-        settled = await self._settle(seen, error=error, retryable=retryable, now=now)
+        settled = await self._settle(seen, error=error, retryable=retryable, now=now, retry_at=at)
         if settled is None:
             raise await self._lost(item_id, tenant, worker, now, "fail")
         return settled
@@ -404,6 +503,11 @@ class PostgresWorkQueue:
             )
         await self._run(
             lambda s: s.count(self._sql["forget_enqueues"], now - ENQUEUE_TOKEN_SECONDS, _BATCH),
+            "reap",
+            DEFAULT_QUEUE,
+        )
+        await self._run(
+            lambda s: s.count(self._sql["forget_dedupe_keys"], now, DEDUPE_SWEEP_BATCH),
             "reap",
             DEFAULT_QUEUE,
         )
@@ -478,6 +582,23 @@ class PostgresWorkQueue:
             duplicates_suppressed=int(duplicates or 0),
         )
 
+    async def purge(self, *, queue: str, tenant: str | None = None) -> int:
+        """Delete every queued item of ``queue`` (of ``tenant`` only, when given), in one
+        statement; the number deleted."""
+        identifier(queue, "queue")
+        if tenant is not None:
+            identifier(tenant, "tenant")
+        rows = await self._run(lambda s: s.fetch(self._sql["purge"], queue, tenant), "purge", queue)
+        return int(rows[0][0])
+
+    async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
+        """The queues that hold items or counters, sorted, at most ``limit``."""
+        names_limit(limit)
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["queue_names"], limit), "queue_names", DEFAULT_QUEUE
+        )
+        return [row[0] for row in rows]
+
     async def _estimate(self, session: Session, queue: str, state: str) -> int:
         """The planner's row estimate for ``state``'s items in ``queue``, at least the cap."""
         plan = (await session.fetch(self._sql["stats_estimate"], queue, state))[0][0]
@@ -488,10 +609,17 @@ class PostgresWorkQueue:
     # --- internals ------------------------------------------------------------------------
 
     async def _settle(
-        self, item: WorkItem, *, error: str, retryable: bool, now: float, immediate: bool = False
+        self,
+        item: WorkItem,
+        *,
+        error: str,
+        retryable: bool,
+        now: float,
+        immediate: bool = False,
+        retry_at: float | None = None,
     ) -> WorkItem | None:
         settlement = self._policy.settle_failure(
-            item.attempts, retryable=retryable, now=now, immediate=immediate
+            item.attempts, retryable=retryable, now=now, immediate=immediate, retry_at=retry_at
         )
         rows = await self._run(
             lambda s: s.fetch(
@@ -505,6 +633,7 @@ class PostgresWorkQueue:
                 settlement.available_at,
                 error,
                 self._channel,
+                now,
             ),
             "settle",
             item.queue,
@@ -591,6 +720,26 @@ def _item(row: Row) -> WorkItem:
             "throttle_burst": throttle_burst,
         }
     )
+
+
+def _flow_args(item: WorkItem) -> tuple[object, ...]:
+    """The flow gate arguments of `enqueue_carrying` ($14 to $18) for ``item``."""
+    return (
+        item.concurrency_key,
+        item.concurrency_limit,
+        item.throttle_key,
+        item.throttle_seconds,
+        item.throttle_burst,
+    )
+
+
+_ITEM_COLUMNS = 20
+
+
+def _kept_item(row: list[object]) -> WorkItem:
+    """A finished item kept with its dedupe key (a JSON array of its row). A row kept
+    before items had flow gates lacks their columns: they read as none."""
+    return _item(tuple(row) + (None,) * (_ITEM_COLUMNS - len(row)))
 
 
 __all__ = ["CLAIM_MOST", "PostgresWorkQueue"]

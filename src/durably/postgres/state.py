@@ -26,6 +26,7 @@ from durably.stores.runs import (
     USAGE_FIELDS,
     RunRecord,
     RunState,
+    Scrubber,
     SessionRecord,
     StateDelta,
     StateKey,
@@ -70,8 +71,10 @@ class PostgresStateStore:
         clock: Clock | None = None,
         settings: PostgresStoreSettings | None = None,
         tables: StateTables | None = None,
+        scrub: Scrubber | None = None,
     ) -> None:
         self._clock = clock or SystemClock()
+        self._scrub = scrub
         self._tables = tables or StateTables()
         self._max_bytes = settings.max_value_bytes if settings else DEFAULT_MAX_VALUE_BYTES
         self._access = Access.over(
@@ -117,6 +120,7 @@ class PostgresStateStore:
             updated_at=now,
             max_bytes=self._max_bytes,
             store="postgres",
+            scrubber=self._scrub,
         )
         body = self._encode(stored.model_dump(mode="json", exclude=set(_RUN_COLUMNS | {"version"})))
         counters = [getattr(stored.usage, name) for name in _USAGE_COLUMNS]

@@ -20,12 +20,15 @@ from durably.errors import (
     WorkflowFinishedError,
 )
 from durably.redis import keys
+from durably.redis.catalog import RedisCatalog
 from durably.redis.connection import RedisConnection, raw_pairs, text
 from durably.redis.effects import LuaEffect, effect_key
 from durably.redis.preflight import preflight
 from durably.redis.retry import RetriesSpent
 from durably.redis.scripts import Script, scripts
 from durably.redis.settings import RedisStoreSettings
+from durably.stores.admission import TenantCaps, TenantCounts, refuse_over
+from durably.stores.catalog import CatalogEntry, Line, Listed, Mark, line_read, tallied
 from durably.stores.codec import (
     CheckpointCodec,
     JsonCodec,
@@ -70,8 +73,10 @@ _LUA = scripts(
     "workflow_finish",
     "workflow_forget",
     "workflow_restart",
+    "workflow_admit",
     prelude="workflow_lib.lua",
 )
+_COUNTS = scripts("workflow_reserve", "workflow_count")
 # Without the prelude: the hot path is written out flat in the script itself.
 _RECORD = scripts("workflow_record")["workflow_record"]
 _INDEX = scripts("workflow_index")["workflow_index"]
@@ -131,6 +136,7 @@ class RedisCheckpointer:
         self._record_ttl = () if ttl is None else (self._ttl,)
         self._record_prefixes: dict[str, bytes] = {}
         self._index = keys.workflow_index_prefix(self._redis.key_prefix)
+        self._catalog = RedisCatalog(self._redis, self._index, self._statuses)
         self._transacts: OrderedDict[str, Script] = OrderedDict()
 
     async def close(self) -> None:
@@ -366,6 +372,75 @@ class RedisCheckpointer:
         )
         return self._recorded(workflow, key, reply[0], reply[1], encoded)
 
+    async def admit(
+        self, workflow: str, key: str, value: object, *, tenant: str, caps: TenantCaps
+    ) -> Recorded[object]:
+        """`supply` the start record and count a first one under ``tenant``;
+        `WorkflowLimitError` (writing nothing) past ``caps``.
+
+        The counts live in the tenant's slot, the record in the workflow's. With caps, a
+        count is reserved against them first (one script), then the record written and
+        the workflow marked admitted (another); a start that finds its record already
+        there gives its reservation back. A process killed between the two leaves its
+        tenant one count higher than it holds (refusing sooner, never later). Without
+        caps the record and the mark are written first and the count moved after (a
+        kill between leaves it one lower).
+        """
+        identifier(tenant, "tenant")
+        step_key(key)
+        encoded = self._encode(value, f"value of {key!r}")
+        if not caps.capped:  # nothing to check: write, then count what was admitted
+            reply = await self._run(
+                _LUA["workflow_admit"],
+                self._keys(workflow, "records", "written", "seq", "token", "status", "admitted"),
+                [key, encoded, self._ttl, tenant],
+            )
+            if int(reply[2]):
+                await self._recount(tenant, 1, 1)
+            return self._recorded(workflow, key, reply[0], reply[1], encoded)
+        (records,) = self._keys(workflow, "records")
+        client = self._redis.client
+        if await self._redis.state(lambda: client.hexists(records, key)):
+            return await self.supply(workflow, key, value)
+        counts = [keys.tenant_counts_key(self._redis.key_prefix, tenant)]
+        caps_args = ["" if cap is None else str(cap) for cap in (caps.running, caps.started)]
+        reserved, running, started = await self._run(_COUNTS["workflow_reserve"], counts, caps_args)
+        if not int(reserved):
+            counts_now = TenantCounts(int(running), int(started))
+            refuse_over(caps, counts_now, tenant=tenant, workflow=workflow)
+        counted = False
+        try:
+            reply = await self._run(
+                _LUA["workflow_admit"],
+                self._keys(workflow, "records", "written", "seq", "token", "status", "admitted"),
+                [key, encoded, self._ttl, tenant],
+            )
+            counted = bool(int(reply[2]))
+        finally:
+            if not counted:
+                await self._recount(tenant, -1, -1)
+        return self._recorded(workflow, key, reply[0], reply[1], encoded)
+
+    async def tenant_counts(self, tenant: str) -> TenantCounts:
+        """``tenant``'s admitted workflows, running and started."""
+        identifier(tenant, "tenant")
+        counts = keys.tenant_counts_key(self._redis.key_prefix, tenant)
+        client = self._redis.client
+        running, started = await self._redis.state(
+            lambda: client.hmget(counts, ["running", "started"])
+        )
+        return TenantCounts(int(running or 0), int(started or 0))
+
+    async def _recount(self, tenant: Any, running: Any, started: Any = 0) -> None:
+        """Move ``tenant``'s counts by ``running`` and ``started`` (the second step of a
+        write that moved an admitted workflow, as the status index is kept); nothing for
+        no tenant (a workflow never admitted)."""
+        name = text(tenant)
+        moved = [int(running), int(started)]
+        if name and any(moved):
+            counts = [keys.tenant_counts_key(self._redis.key_prefix, name)]
+            await self._run(_COUNTS["workflow_count"], counts, [str(n) for n in moved])
+
     async def append(self, workflow: str, value: object, *, unless_finished: bool = False) -> Entry:
         """Add a message under a store-named ``inbox:`` key that sorts in append order;
         with ``unless_finished``, `WorkflowFinishedError` for a finished workflow (the
@@ -419,21 +494,25 @@ class RedisCheckpointer:
         encoded = self._encode(value, f"value of {key!r}")
         reply = await self._run(
             _LUA["workflow_restart"],
-            self._keys(holder.workflow, "claim", "token", "records", "written", "seq", "status"),
+            self._keys(
+                holder.workflow, "claim", "token", "records", "written", "seq", "status", "admitted"
+            ),
             [str(holder.token), key, encoded, WorkflowStatus.PENDING.value, self._ttl, *prefixes],
         )
-        if int(reply) < 0:
+        if int(reply[0]) < 0:
             raise Fenced(holder.workflow, holder.token)
+        await self._recount(reply[1], reply[2])
         await self._reindex(holder.workflow, WorkflowStatus.PENDING)
-        return int(reply)
+        return int(reply[0])
 
     async def discard(self, workflow: str) -> int:
         """Delete every record and the status and fence the current holder; the count."""
-        count = await self._run(
+        count, tenant, running = await self._run(
             _LUA["workflow_discard"],
-            self._keys(workflow, "claim", "token", "records", "written", "status"),
+            self._keys(workflow, "claim", "token", "records", "written", "status", "admitted"),
             [self._ttl],
         )
+        await self._recount(tenant, -int(running), -1)
         await self._reindex(workflow, None)
         return int(count)
 
@@ -508,9 +587,13 @@ class RedisCheckpointer:
         return [w for _, w in sorted((at, w) for w, at in found.items())], more
 
     async def _sweep_one(self, workflow: str, args: list[str]) -> bool:
-        keys_ = self._keys(workflow, "claim", "token", "records", "written", "seq", "status")
-        if not int(await self._run(_SWEEP, keys_, args)):
+        keys_ = self._keys(
+            workflow, "claim", "token", "records", "written", "seq", "status", "admitted"
+        )
+        reply = await self._run(_SWEEP, keys_, args)
+        if not int(reply[0]):
             return False
+        await self._recount(reply[1], -int(reply[2]), -1)
         await self._reindex(workflow, None)
         return True
 
@@ -521,7 +604,7 @@ class RedisCheckpointer:
         # each workflow's own status, so a stale index entry is skipped, never believed.
         await self._run(
             _INDEX,
-            [self._index + "all"],
+            [self._index + "all", *self._catalog.catalog_keys()],
             [self._index + "status:", workflow, status.value if status else "", *_STATUSES],
         )
 
@@ -536,7 +619,13 @@ class RedisCheckpointer:
         """Report the workflow's status; `Fenced` if ``holder`` was superseded."""
         status, error = checked_report(status, attempts, error)
         return await self._report(
-            "workflow_set_status", ("claim", "token", "status"), (), holder, status, attempts, error
+            "workflow_set_status",
+            ("claim", "token", "status", "admitted"),
+            (),
+            holder,
+            status,
+            attempts,
+            error,
         )
 
     async def finish(
@@ -556,7 +645,7 @@ class RedisCheckpointer:
         status, error = checked_report(WorkflowStatus.COMPLETED, attempts, error)
         return await self._report(
             "workflow_finish",
-            ("claim", "token", "records", "written", "seq", "status"),
+            ("claim", "token", "records", "written", "seq", "status", "admitted"),
             (key, encoded),
             holder,
             status,
@@ -588,10 +677,12 @@ class RedisCheckpointer:
                 "0" if error is None else "1",
                 error or "",
                 self._ttl,
+                "0" if status.finished else "1",
             ],
         )
         if text(reply[0]) == "fenced":
             raise Fenced(holder.workflow, holder.token)
+        await self._recount(reply[2], reply[3])
         await self._reindex(holder.workflow, status)
         return WorkflowInfo(holder.workflow, status, attempts, error, _utc(text(reply[1])))
 
@@ -658,6 +749,31 @@ class RedisCheckpointer:
         found = await keys.scan_tagged(self._redis.client, head, "}:records")
         found.update(text(n) for n in await self._redis.client.zrange(self._index + "all", 0, -1))
         return found
+
+    # --- the catalog -----------------------------------------------------------------------
+
+    async def catalog(self, workflow: str, entry: CatalogEntry) -> None:
+        """Enter ``workflow`` in the catalog (an entry already there is kept), under the
+        status it reported (pending if none)."""
+        identifier(workflow, "workflow")
+        info = await self.get_status(workflow)
+        await self._catalog.enter(
+            workflow, entry, WorkflowStatus.PENDING if info is None else info.status
+        )
+
+    async def listed(
+        self, line: Line, *, before: Mark | None = None, since_us: int = 0, limit: int = 100
+    ) -> list[Listed]:
+        """Up to ``limit`` workflows of ``line`` before ``before``, newest first: one
+        sorted-set range."""
+        line_read(line, since_us, limit)
+        return await self._catalog.listed(line, before, since_us, limit)
+
+    async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
+        """How many catalogued workflows each (kind, status) pair has."""
+        if tenant is not None:
+            identifier(tenant, "tenant")
+        return tallied(await self._catalog.tally(tenant))
 
 
 def _info(workflow: str, reply: list[Any]) -> WorkflowInfo | None:

@@ -92,6 +92,11 @@ def workflow_index_prefix(ns: str) -> str:
     return f"{ns}:wf-index:{{{segment(ns)}}}:"
 
 
+def tenant_counts_key(ns: str, tenant: str) -> str:
+    """A tenant's admitted workflows, running and started (a hash); the tenant is the tag."""
+    return f"{ns}:wf-counts:{{{segment(tenant)}}}"
+
+
 def scheduler_prefix(ns: str, scheduler_namespace: str) -> str:
     """Every key of one scheduler namespace; the namespace is the hash tag."""
     return f"{ns}:sched:{{{segment(scheduler_namespace)}}}:"

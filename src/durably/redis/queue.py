@@ -33,17 +33,22 @@ from durably.redis.scripts import scripts
 from durably.redis.settings import RedisStoreSettings
 from durably.stores.work import (
     DEFAULT_QUEUE,
+    QUEUE_NAMES_MOST,
     QueuePolicy,
     QueueStats,
     WorkItem,
     WorkPriority,
     WorkState,
+    batch_items,
     batch_limit,
     checked_item,
     dead_letter_limit,
+    dedupe_window,
     failure_text,
+    names_limit,
     payload_text,
     queued_copy,
+    retry_instant,
     settle_keys,
     stored_item,
     tick_mark,
@@ -52,7 +57,12 @@ from durably.validation import identifier, non_negative
 
 _LUA = (
     scripts("queue_enqueue", "queue_tick")
-    | scripts("queue_enqueue_full", "queue_dead_letters", "queue_stats", prelude="queue_lib.lua")
+    | scripts("queue_dead_letters", "queue_stats", prelude="queue_lib.lua")
+    | scripts(
+        "queue_enqueue_full",
+        "queue_enqueue_many",
+        prelude=("queue_lib.lua", "queue_enqueue_lib.lua"),
+    )
     | scripts("queue_claim", "queue_claim_many", prelude=("queue_lib.lua", "queue_claim_lib.lua"))
     | scripts(
         "queue_complete_claim",
@@ -65,6 +75,7 @@ _LUA = (
         "queue_fail",
         "queue_reap",
         "queue_adopt",
+        "queue_purge",
         prelude=("queue_lib.lua", "queue_settle_lib.lua"),
     )
 )
@@ -77,6 +88,7 @@ server's time at most); `dead_letters` calls it page after page."""
 _LEASE_EXPIRED = "lease expired"
 _ADOPTED = "adopted after restart"
 _REAP_BATCH = 500
+_PURGE_TENANTS = 16  # tenants one purge script clears
 # The most items one script of `claim_many` takes and one script of `complete_many`
 # finishes: a batch bigger than that goes as several scripts in the same write, so no
 # script holds the server much longer than a millisecond.
@@ -264,34 +276,38 @@ class RedisWorkQueue:
             instants.append(number(settled.available_at))
         return instants
 
-    async def enqueue(self, item: WorkItem) -> WorkItem:
+    async def enqueue(self, item: WorkItem, *, dedupe_ttl: float | None = None) -> WorkItem:
         """Queue ``item`` (a future ``available_at`` delays it); a live item with the same
-        id or (tenant, queue, dedupe_key) is returned unchanged instead."""
+        id or (tenant, queue, dedupe_key) is returned unchanged instead, and so is a
+        finished one whose key is kept (``dedupe_ttl``)."""
         checked_item(item)
+        ttl = None if dedupe_ttl is None else dedupe_window(dedupe_ttl)
         tenant, item_id, queue, dedupe = item.tenant, item.id, item.queue, item.dedupe_key
         payload = payload_text(item.payload)
         # The ids travel (and are stored) beside the payload: all of it counts.
         raw_tenant, raw_id = tenant.encode(), item_id.encode()
         size = len(payload.encode()) + len(raw_tenant) + len(raw_id)
         now = self._clock.now()
-        # Trailing arguments only when they say something: a delay, a dedupe key, attempts
-        # and failures the item already carries (kept, as every backing keeps them).
-        # Only a delay leaves the item to the common script.
+        # Trailing arguments only when they say something: a delay, a dedupe key (and its
+        # time to live), attempts and failures the item already carries (kept, as every
+        # backing keeps them), flow gates. Only a delay leaves the item to the common script.
         delay = "" if item.available_at is None else number(item.available_at)
         extra: tuple[str, ...] = (delay,) if delay else ()
         script = _ENQUEUE
-        if item.concurrency_key is not None or item.throttle_key is not None:
-            failures = "".join(map(keys.segment, item.failures))
+        gated = item.concurrency_key is not None or item.throttle_key is not None
+        carried = bool(item.attempts or item.failures)
+        if gated or carried or dedupe is not None:
+            failures = "".join(map(keys.segment, item.failures)) if carried else ""
             size += len(failures.encode())
-            extra = (delay, dedupe or "", str(item.attempts), failures, *_gates(item))
+            extra = (
+                delay,
+                dedupe or "",
+                str(item.attempts) if carried else "",
+                failures,
+                "" if ttl is None or dedupe is None else number(ttl),
+                *(_gates(item) if gated else ()),
+            )
             script = _ENQUEUE_FULL
-        elif item.attempts or item.failures:
-            failures = "".join(map(keys.segment, item.failures))
-            size += len(failures.encode())
-            extra = (delay, dedupe or "", str(item.attempts), failures)
-            script = _ENQUEUE_FULL
-        elif dedupe is not None:
-            extra, script = (delay, dedupe), _ENQUEUE_FULL
         if size > self._redis.max_value_bytes:
             self._redis.check_bytes(size, lambda: f"work item {item_id!r}")
         # keys.item_key, from the bytes at hand (segment lengths count UTF-8 bytes).
@@ -319,6 +335,60 @@ class RedisWorkQueue:
         if reply != 1:  # a live item holds the id or the dedupe key: it, unchanged
             return _item(reply)
         return queued_copy(item, now)
+
+    async def enqueue_many(
+        self, items: Sequence[WorkItem], *, dedupe_ttl: float | None = None
+    ) -> list[WorkItem]:
+        """`enqueue` of each of ``items`` in one script (atomic: nothing runs between them):
+        per item, in order, what `enqueue` would have answered. Every item is checked
+        before the script is sent."""
+        checked = batch_items(items)
+        ttl = None if dedupe_ttl is None else dedupe_window(dedupe_ttl)
+        if not checked:
+            return []
+        now = self._clock.now()
+        item_keys: list[str] = []
+        fields: list[object] = []
+        for item in checked:
+            payload = payload_text(item.payload)
+            failures = "".join(map(keys.segment, item.failures))
+            size = len(payload.encode()) + len(item.tenant.encode()) + len(item.id.encode())
+            size += len(failures.encode())
+            if size > self._redis.max_value_bytes:
+                self._redis.check_bytes(size, f"work item {item.id!r}".__str__)
+            carried = bool(item.attempts or item.failures)
+            item_keys.append(self._item_prefix + keys.item_ref(item.tenant, item.id))
+            fields += (
+                item.tenant,
+                ready_member(now, item.id),
+                item.queue,
+                payload,
+                _PRIORITY_TEXT.get(item.priority) or str(int(item.priority)).encode(),
+                _call_token(),  # a retry of this call finds its own items by it
+                "" if item.available_at is None else number(item.available_at),
+                item.dedupe_key or "",
+                str(item.attempts) if carried else "",
+                failures if carried else "",
+                *_gates(item),
+            )
+        script = _LUA["queue_enqueue_many"]
+        try:
+            replies = await self._redis.retry.call(
+                script.run,
+                self._redis.client,
+                len(item_keys),
+                *item_keys,
+                self._raw_prefix,
+                number(now),
+                "" if ttl is None else number(ttl),
+                *fields,
+            )
+        except RetriesSpent as spent:
+            raise QueueUnavailableError(checked[0].queue, "enqueue", spent.detail) from None
+        return [
+            queued_copy(item, now) if reply == 1 else _item(reply)
+            for item, reply in zip(checked, replies, strict=True)
+        ]
 
     async def claim(
         self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None
@@ -576,12 +646,24 @@ class RedisWorkQueue:
         return results
 
     async def fail(
-        self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
+        self,
+        item_id: str,
+        *,
+        tenant: str,
+        worker: str,
+        error: str,
+        retryable: bool = True,
+        retry_at: float | None = None,
     ) -> WorkItem:
-        """Record a failed attempt: requeue with backoff or dead-letter, per the policy."""
+        """Record a failed attempt: requeue with backoff (at ``retry_at`` when given) or
+        dead-letter, per the policy."""
         error = failure_text(error, retryable)
+        at = retry_instant(retry_at)
         now = self._clock.now()
-        instants = self._requeue_instants(now=now, retryable=retryable, immediate=False)
+        if retryable and at is not None:  # queue_fail.lua requeues at it, whatever the count
+            instants = ["at", number(at)]
+        else:
+            instants = self._requeue_instants(now=now, retryable=retryable, immediate=False)
         return await self._held_call(
             "queue_fail", item_id, tenant, worker, [number(now), error, *instants]
         )
@@ -614,6 +696,37 @@ class RedisWorkQueue:
             "queue_adopt", [held], [number(now), _ADOPTED, *instants], "*", "adopt"
         )
         return [_item(fields) for fields in moved]
+
+    async def purge(self, *, queue: str, tenant: str | None = None) -> int:
+        """Delete every queued item of ``queue`` (of ``tenant`` only, when given), a few
+        tenants a script; the number deleted."""
+        identifier(queue, "queue")
+        if tenant is not None:
+            identifier(tenant, "tenant")
+        deleted = 0
+        while True:
+            count, left = await self._call(
+                "queue_purge",
+                [self._prefix + "queues"],
+                [queue, tenant or "", str(_PURGE_TENANTS), *_PRIORITIES],
+                queue,
+                "purge",
+            )
+            deleted += int(count)
+            if not int(left):
+                return deleted
+
+    async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
+        """The queues that ever held an item (the registry every enqueue adds to), sorted,
+        at most ``limit``."""
+        names_limit(limit)
+        try:
+            members = await self._redis.retry.call(
+                self._redis.client.smembers, f"{self._prefix}queues"
+            )
+        except RetriesSpent as spent:
+            raise QueueUnavailableError("*", "queue_names", spent.detail) from None
+        return sorted(_text(member) for member in members)[:limit]
 
     async def dead_letters(
         self, *, tenant: str | None = None, limit: int = 50, queue: str | None = None

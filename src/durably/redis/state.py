@@ -27,6 +27,7 @@ from durably.stores.runs import (
     TERMINAL_STATES,
     USAGE_FIELDS,
     RunRecord,
+    Scrubber,
     SessionRecord,
     StateDelta,
     StateKey,
@@ -110,8 +111,10 @@ class RedisStateStore:
         settings: RedisStoreSettings | None = None,
         key_prefix: str | None = None,
         namespace: str | None = None,
+        scrub: Scrubber | None = None,
     ) -> None:
         self._clock = clock or SystemClock()
+        self._scrub = scrub
         self._redis = RedisConnection(
             client, settings, key_prefix, self._clock, namespace=namespace
         )
@@ -169,6 +172,7 @@ class RedisStateStore:
             updated_at=self._clock.now(),
             max_bytes=self._redis.max_value_bytes,
             store="redis",
+            scrubber=self._scrub,
         )
         blob = stored.model_dump_json()
         self._redis.check_size(blob, f"run {record.key}")

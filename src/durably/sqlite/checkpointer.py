@@ -9,8 +9,11 @@ from collections.abc import Awaitable, Callable, Collection
 from datetime import UTC, datetime
 
 from durably.errors import Fenced, InvalidInputError
+from durably.sqlite import catalog as _catalog
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
+from durably.stores.admission import TenantCaps, TenantCounts, refuse_over, running_after
+from durably.stores.catalog import CatalogEntry, Line, Listed, Mark, line_read, tallied
 from durably.stores.codec import (
     CheckpointCodec,
     JsonCodec,
@@ -183,6 +186,40 @@ class BoundSqliteCheckpointer:
         stored = self._tx.texts(_SQL["get_record"], {"workflow": workflow, "key": key})[0][0]
         return Recorded(decoded(self._codec, workflow, key, stored), stored == encoded)
 
+    def admit(
+        self, workflow: str, key: str, encoded: str, *, tenant: str, caps: TenantCaps
+    ) -> Recorded[object]:
+        """`insert` the start record; a first one is counted under ``tenant``, or refused
+        past ``caps`` (`WorkflowLimitError`, nothing written)."""
+        if self.recorded(workflow, key) is None:
+            refuse_over(caps, self.tenant_counts(tenant), tenant=tenant, workflow=workflow)
+            params = {"workflow": workflow, "key": key, "value": encoded}
+            self._tx.execute(_SQL["insert_record"], {**params, "now": self._tx.store_now})
+            if self._tx.execute(_SQL["admit"], {"workflow": workflow, "tenant": tenant}).rowcount:
+                self._tx.execute(_SQL["count_admitted"], {"tenant": tenant})
+            return Recorded(self._codec.decode(encoded), True)
+        return self.insert(workflow, key, encoded)
+
+    def tenant_counts(self, tenant: str) -> TenantCounts:
+        """``tenant``'s admitted workflows, running and started."""
+        row = self._tx.one(_SQL["tenant_counts"], {"tenant": tenant})
+        return TenantCounts() if row is None else TenantCounts(row["running"], row["started"])
+
+    def _recount(self, workflow: str, status: str) -> None:
+        """Move the running count of an admitted ``workflow`` now at ``status``."""
+        running = int(running_after(status))
+        row = self._tx.one(_SQL["flip_running"], {"workflow": workflow, "running": running})
+        if row is not None:
+            delta = 1 if running else -1
+            self._tx.execute(_SQL["move_running"], {"tenant": row["tenant"], "delta": delta})
+
+    def _uncount(self, workflow: str) -> None:
+        """Forget an admitted ``workflow`` deleted from the store."""
+        row = self._tx.one(_SQL["unadmit"], {"workflow": workflow})
+        if row is not None:
+            params = {"tenant": row["tenant"], "running": row["running"]}
+            self._tx.execute(_SQL["uncount"], params)
+
     def append(self, workflow: str, encoded: str, unless_finished: bool = False) -> Entry:
         """Add a message under the next ``inbox:`` key of ``workflow``; with
         ``unless_finished``, `WorkflowFinishedError` for a finished workflow (the status
@@ -221,6 +258,7 @@ class BoundSqliteCheckpointer:
             "now": self._tx.store_now,
         }
         self._tx.execute(_SQL["set_status"], status)
+        self._recount(workflow, WorkflowStatus.PENDING.value)
         return deleted
 
     def discard(self, workflow: str) -> int:
@@ -228,7 +266,9 @@ class BoundSqliteCheckpointer:
         params = {"workflow": workflow}
         deleted = self._tx.execute(_SQL["delete_records"], params).rowcount
         self._tx.execute(_SQL["delete_status"], params)
+        _catalog.drop(self._tx, workflow)
         self._tx.execute(_SQL["fence_claim"], {**params, "now": self._tx.store_now})
+        self._uncount(workflow)
         return deleted
 
     def sweep(self, *, before: float, limit: int) -> list[str]:
@@ -248,8 +288,15 @@ class BoundSqliteCheckpointer:
         )
         for row in chosen:
             params = {"workflow": row["workflow"]}
-            for name in ("delete_records", "delete_status", "delete_claim", "delete_inbox"):
+            for name in (
+                "delete_records",
+                "delete_status",
+                "delete_claim",
+                "delete_inbox",
+                "delete_catalog",
+            ):
                 self._tx.execute(_SWEEP[name], params)
+            self._uncount(row["workflow"])
             if row["token"] is not None:
                 self._tx.execute(_SWEEP["raise_swept_token"], {"token": row["token"]})
         return [row["workflow"] for row in chosen]
@@ -274,6 +321,7 @@ class BoundSqliteCheckpointer:
             "now": self._tx.store_now,
         }
         self._tx.execute(_SQL["set_status"], params)
+        self._recount(holder.workflow, str(params["status"]))
         return _info(self._tx.row(_SQL["get_status"], {"workflow": holder.workflow}))
 
     def finish(
@@ -289,6 +337,7 @@ class BoundSqliteCheckpointer:
             "now": self._tx.store_now,
         }
         self._tx.execute(_SQL["set_status"], params)
+        self._recount(holder.workflow, str(params["status"]))
         return _info(self._tx.row(_SQL["get_status"], {"workflow": holder.workflow}))
 
     def get_status(self, workflow: str) -> WorkflowInfo | None:
@@ -426,6 +475,26 @@ class SqliteCheckpointer:
         encoded = self.encode(value)
         return await self._db.transaction(lambda tx: self.bound(tx).insert(workflow, key, encoded))
 
+    async def admit(
+        self, workflow: str, key: str, value: object, *, tenant: str, caps: TenantCaps
+    ) -> Recorded[object]:
+        """`supply` the start record and count a first one under ``tenant``, in one
+        transaction; `WorkflowLimitError` (writing nothing) past ``caps``."""
+        identifier(workflow, "workflow")
+        identifier(tenant, "tenant")
+        step_key(key)
+        encoded = self.encode(value)
+        return await self._db.transaction(
+            lambda tx: self.bound(tx).admit(workflow, key, encoded, tenant=tenant, caps=caps)
+        )
+
+    async def tenant_counts(self, tenant: str) -> TenantCounts:
+        """``tenant``'s admitted workflows, running and started."""
+        identifier(tenant, "tenant")
+        return await self._db.transaction(
+            lambda tx: self.bound(tx).tenant_counts(tenant), write=False
+        )
+
     async def append(self, workflow: str, value: object, *, unless_finished: bool = False) -> Entry:
         """Add a message under the next ``inbox:`` key (append order, also concurrently);
         with ``unless_finished``, `WorkflowFinishedError` for a finished workflow, in the
@@ -561,6 +630,29 @@ class SqliteCheckpointer:
         listing_page(after, limit)
         return await self._db.transaction(
             lambda tx: self.bound(tx).workflows(after=after, limit=limit), write=False
+        )
+
+    async def catalog(self, workflow: str, entry: CatalogEntry) -> None:
+        """Enter ``workflow`` in the catalog (an entry already there is kept)."""
+        identifier(workflow, "workflow")
+        await self._db.transaction(lambda tx: _catalog.enter(tx, workflow, entry))
+
+    async def listed(
+        self, line: Line, *, before: Mark | None = None, since_us: int = 0, limit: int = 100
+    ) -> list[Listed]:
+        """Up to ``limit`` workflows of ``line`` before ``before``, newest first: one
+        index range."""
+        line_read(line, since_us, limit)
+        return await self._db.transaction(
+            lambda tx: _catalog.listed(tx, line, before, since_us, limit), write=False
+        )
+
+    async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
+        """How many catalogued workflows each (kind, status) pair has (exact)."""
+        if tenant is not None:
+            identifier(tenant, "tenant")
+        return tallied(
+            await self._db.transaction(lambda tx: _catalog.tally(tx, tenant), write=False)
         )
 
 

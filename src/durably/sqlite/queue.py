@@ -21,18 +21,24 @@ from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
 from durably.stores.flow import throttle_admits
 from durably.stores.work import (
+    DEDUPE_SWEEP_BATCH,
     DEFAULT_QUEUE,
+    QUEUE_NAMES_MOST,
     QueuePolicy,
     QueueStats,
     Settlement,
     WorkItem,
     WorkPriority,
     WorkState,
+    batch_items,
     batch_limit,
     checked_item,
     dead_letter_limit,
+    dedupe_window,
     failure_text,
+    names_limit,
     payload_text,
+    retry_instant,
     settle_keys,
     tick_mark,
 )
@@ -83,21 +89,28 @@ class BoundSqliteWorkQueue:
         self._policy = policy
         self._max_bytes = max_value_bytes
 
-    def enqueue(self, item: WorkItem) -> WorkItem:
-        """Queue ``item``; a live item with its id or dedupe key is returned unchanged."""
+    def enqueue(self, item: WorkItem, *, dedupe_ttl: float | None = None) -> WorkItem:
+        """Queue ``item``; a live item with its id or dedupe key is returned unchanged, and
+        so is a finished one whose key is kept (``dedupe_ttl``)."""
         payload = payload_text(checked_item(item).payload)
-        return self._enqueue(item, within_size(payload, self._max_bytes, "payload", "sqlite"))
+        payload = within_size(payload, self._max_bytes, "payload", "sqlite")
+        return self._enqueue(
+            item, payload, None if dedupe_ttl is None else dedupe_window(dedupe_ttl)
+        )
 
-    def _enqueue(self, item: WorkItem, payload: str) -> WorkItem:
+    def _enqueue(self, item: WorkItem, payload: str, ttl: float | None = None) -> WorkItem:
         """`enqueue` of a checked item whose payload is rendered (``payload``)."""
         tx = self._tx
         existing = tx.one(_SQL["get_item"], {"tenant": item.tenant, "id": item.id})
         live = existing if existing is not None and existing["state"] in _LIVE else None
         if live is None and item.dedupe_key is not None:
-            live = tx.one(
-                _SQL["live_by_dedupe_key"],
-                {"tenant": item.tenant, "queue": item.queue, "dedupe_key": item.dedupe_key},
-            )
+            key = {"tenant": item.tenant, "queue": item.queue, "dedupe_key": item.dedupe_key}
+            live = tx.one(_SQL["live_by_dedupe_key"], key)
+            if live is None:
+                kept = tx.one(_SQL["kept_by_dedupe_key"], {**key, "now": self._clock.now()})
+                if kept is not None:
+                    tx.execute(_SQL["count_duplicate"], {"queue": item.queue})
+                    return WorkItem.model_validate_json(kept["item"])
         if live is not None:
             tx.execute(_SQL["count_duplicate"], {"queue": live["queue"]})
             return _item(live)
@@ -127,7 +140,34 @@ class BoundSqliteWorkQueue:
         )
         self._place(row, now)
         tx.work_added = True
+        if ttl is not None and item.dedupe_key is not None:
+            tx.execute(
+                _SQL["keep_dedupe_key"],
+                {
+                    "tenant": item.tenant,
+                    "queue": item.queue,
+                    "dedupe_key": item.dedupe_key,
+                    "id": item.id,
+                    "ttl": ttl,
+                },
+            )
         return _item(row)
+
+    def _finished(self, item: WorkItem) -> None:
+        """Start the time to live of the just-finished ``item``'s dedupe key, if kept."""
+        if item.dedupe_key is None:
+            return
+        self._tx.execute(
+            _SQL["finish_dedupe_key"],
+            {
+                "tenant": item.tenant,
+                "queue": item.queue,
+                "dedupe_key": item.dedupe_key,
+                "id": item.id,
+                "now": self._clock.now(),
+                "item": item.model_dump_json(),
+            },
+        )
 
     def _place(self, row: sqlite3.Row, now: float) -> None:
         """Keep the rotation index (`place_tenant`) up to date with the queued item ``row``."""
@@ -261,7 +301,9 @@ class BoundSqliteWorkQueue:
     def complete(self, item_id: str, *, tenant: str, worker: str) -> WorkItem:
         """Finish the item; fenced like `heartbeat`."""
         row = self._held(item_id, tenant, worker)
-        return _item(self._tx.row(_SQL["complete_item"], {"seq": row["seq"], "worker": worker}))
+        done = _item(self._tx.row(_SQL["complete_item"], {"seq": row["seq"], "worker": worker}))
+        self._finished(done)
+        return done
 
     def complete_many(
         self, items: Sequence[tuple[str, str]], *, worker: str
@@ -277,18 +319,33 @@ class BoundSqliteWorkQueue:
         return results
 
     def fail(
-        self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
+        self,
+        item_id: str,
+        *,
+        tenant: str,
+        worker: str,
+        error: str,
+        retryable: bool = True,
+        retry_at: float | None = None,
     ) -> WorkItem:
-        """Count a failed attempt: requeue with backoff or dead-letter, per the policy."""
-        return self._fail(item_id, tenant, worker, failure_text(error, retryable), retryable)
+        """Count a failed attempt: requeue with backoff (at ``retry_at`` when given) or
+        dead-letter, per the policy."""
+        error = failure_text(error, retryable)
+        return self._fail(item_id, tenant, worker, error, retryable, retry_instant(retry_at))
 
     def _fail(
-        self, item_id: str, tenant: str, worker: str, error: str, retryable: bool
+        self,
+        item_id: str,
+        tenant: str,
+        worker: str,
+        error: str,
+        retryable: bool,
+        retry_at: float | None = None,
     ) -> WorkItem:
-        """`fail` with ``error`` already mended."""
+        """`fail` with ``error`` already mended and ``retry_at`` checked."""
         row = self._held(item_id, tenant, worker)
         settlement = self._policy.settle_failure(
-            row["attempts"], retryable=retryable, now=self._clock.now()
+            row["attempts"], retryable=retryable, now=self._clock.now(), retry_at=retry_at
         )
         settled = self._settle(row, settlement, error)
         assert settled is not None  # the fence was checked in this transaction
@@ -310,10 +367,13 @@ class BoundSqliteWorkQueue:
         )
         if updated is None:
             return None
+        settled = _item(updated)
         if not settlement.dead:
             self._place(updated, self._clock.now())
             self._tx.work_added = True  # requeued: an idle worker may take it
-        return _item(updated)
+        else:
+            self._finished(settled)
+        return settled
 
     def reap(self) -> list[WorkItem]:
         """Return every lapsed item to the queue, each fenced on the lease it saw; the
@@ -328,6 +388,7 @@ class BoundSqliteWorkQueue:
         per_queue = Counter(item.queue for item in reaped)
         for queue, count in per_queue.items():
             self._tx.execute(_SQL["count_reaped"], {"queue": queue, "count": count})
+        self._tx.execute(_SQL["forget_dedupe_keys"], {"now": now, "limit": DEDUPE_SWEEP_BATCH})
         return reaped
 
     def adopt(self, *, worker: str) -> list[WorkItem]:
@@ -360,6 +421,19 @@ class BoundSqliteWorkQueue:
             return False, None
         self._tx.execute(_SQL["set_tick"], {"name": name, "tick": tick})
         return True, previous
+
+    def purge(self, *, queue: str, tenant: str | None = None) -> int:
+        """Delete the queued items of ``queue`` (of ``tenant`` only, when given)."""
+        rows = self._tx.all(_SQL["purge"], {"queue": queue, "tenant": tenant})
+        for row in rows:
+            self._tx.execute(
+                _SQL["forget_purged_key"], {"tenant": row[0], "queue": queue, "id": row[1]}
+            )
+        return len(rows)
+
+    def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
+        """The queues that hold items or counters, sorted, at most ``limit``."""
+        return [row[0] for row in self._tx.all(_SQL["queue_names"], {"limit": limit})]
 
     def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
         """Depth, claimed, dead-lettered, oldest due age and the cumulative counters."""
@@ -427,13 +501,37 @@ class SqliteWorkQueue:
                 raise
             raise QueueUnavailableError(queue, operation, str(exc)) from exc
 
-    async def enqueue(self, item: WorkItem) -> WorkItem:
-        """Queue ``item`` (idempotent on id and dedupe key while live)."""
+    async def enqueue(self, item: WorkItem, *, dedupe_ttl: float | None = None) -> WorkItem:
+        """Queue ``item`` (idempotent on id and dedupe key while live, and on a dedupe key
+        kept ``dedupe_ttl`` seconds after its item finished)."""
         # Refused before the transaction opens.
         payload = within_size(
             payload_text(checked_item(item).payload), self._max_bytes, "payload", "sqlite"
         )
-        return await self._write(item.queue, "enqueue", lambda q: q._enqueue(item, payload))
+        ttl = None if dedupe_ttl is None else dedupe_window(dedupe_ttl)
+        return await self._write(item.queue, "enqueue", lambda q: q._enqueue(item, payload, ttl))
+
+    async def enqueue_many(
+        self, items: Sequence[WorkItem], *, dedupe_ttl: float | None = None
+    ) -> list[WorkItem]:
+        """`enqueue` of each of ``items`` in one transaction: all of them or none. Per item,
+        in order, what `enqueue` would have answered; every item is checked first."""
+        checked = batch_items(items)
+        ttl = None if dedupe_ttl is None else dedupe_window(dedupe_ttl)
+        if not checked:
+            return []
+        payloads = [
+            within_size(payload_text(item.payload), self._max_bytes, "payload", "sqlite")
+            for item in checked
+        ]
+        return await self._write(
+            checked[0].queue,
+            "enqueue",
+            lambda q: [
+                q._enqueue(item, payload, ttl)
+                for item, payload in zip(checked, payloads, strict=True)
+            ],
+        )
 
     async def wait_for_work(self, queue: str = DEFAULT_QUEUE, within: float = 1.0) -> bool:
         """Wait up to ``within`` seconds for work that may be claimable; whether some came.
@@ -529,13 +627,22 @@ class SqliteWorkQueue:
         return await self._write("*", "complete", lambda q: q.complete_many(keys, worker=worker))
 
     async def fail(
-        self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
+        self,
+        item_id: str,
+        *,
+        tenant: str,
+        worker: str,
+        error: str,
+        retryable: bool = True,
+        retry_at: float | None = None,
     ) -> WorkItem:
-        """Record a failed attempt; requeued with backoff or dead-lettered."""
+        """Record a failed attempt; requeued with backoff (at ``retry_at`` when given) or
+        dead-lettered."""
         _check_holding(item_id, tenant, worker)
         error = failure_text(error, retryable)  # before the transaction opens; mended once
+        at = retry_instant(retry_at)
         return await self._write(
-            "*", "fail", lambda q: q._fail(item_id, tenant, worker, error, retryable)
+            "*", "fail", lambda q: q._fail(item_id, tenant, worker, error, retryable, at)
         )
 
     async def reap(self) -> list[WorkItem]:
@@ -574,6 +681,19 @@ class SqliteWorkQueue:
         """A snapshot of ``queue``."""
         identifier(queue, "queue")
         return await self._read(queue, "stats", lambda q: q.stats(queue=queue))
+
+    async def purge(self, *, queue: str, tenant: str | None = None) -> int:
+        """Delete every queued item of ``queue`` (of ``tenant`` only, when given), in one
+        transaction; the number deleted."""
+        identifier(queue, "queue")
+        if tenant is not None:
+            identifier(tenant, "tenant")
+        return await self._write(queue, "purge", lambda q: q.purge(queue=queue, tenant=tenant))
+
+    async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
+        """The queues that hold items or counters, sorted, at most ``limit``."""
+        names_limit(limit)
+        return await self._read("*", "queue_names", lambda q: q.queue_names(limit=limit))
 
     async def _read(self, queue: str, operation: str, fn: _QueueOp[_T]) -> _T:
         try:

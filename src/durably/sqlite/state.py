@@ -15,6 +15,7 @@ from durably.sqlite.statements import load_statements
 from durably.stores.runs import (
     RunRecord,
     RunState,
+    Scrubber,
     SessionRecord,
     StateDelta,
     StateKey,
@@ -49,10 +50,13 @@ class BoundSqliteStateStore:
     as `SqliteStateStore`; nothing is retried.
     """
 
-    def __init__(self, tx: Transaction, clock: Clock, max_value_bytes: int) -> None:
+    def __init__(
+        self, tx: Transaction, clock: Clock, max_value_bytes: int, scrub: Scrubber | None = None
+    ) -> None:
         self._tx = tx
         self._clock = clock
         self._max_bytes = max_value_bytes
+        self._scrub = scrub
 
     def get_run(self, key: StateKey) -> RunRecord | None:
         """The run at ``key``, or None."""
@@ -61,7 +65,9 @@ class BoundSqliteStateStore:
 
     def put_run(self, record: RunRecord) -> RunRecord:
         """Compare-and-set write; `StateConflictError` with both versions."""
-        return self._put_run(record, *_prepared_run(record, self._clock.now(), self._max_bytes))
+        return self._put_run(
+            record, *_prepared_run(record, self._clock.now(), self._max_bytes, self._scrub)
+        )
 
     def _put_run(self, record: RunRecord, saved: RunRecord, text: str) -> RunRecord:
         """`put_run` of ``record``, already checked and rendered (``saved`` as ``text``)."""
@@ -178,10 +184,13 @@ class SqliteStateStore:
     transaction (see `Database.transaction`).
     """
 
-    def __init__(self, database: Database, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self, database: Database, *, clock: Clock | None = None, scrub: Scrubber | None = None
+    ) -> None:
         self._db = database
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._max_bytes = database.settings.max_value_bytes
+        self._scrub = scrub
 
     async def close(self) -> None:
         """Nothing of its own to release (idempotent): the database is its owner's."""
@@ -193,7 +202,7 @@ class SqliteStateStore:
 
     def bound(self, tx: Transaction) -> BoundSqliteStateStore:
         """This store's operations inside the open transaction ``tx``."""
-        return BoundSqliteStateStore(tx, self._clock, self._max_bytes)
+        return BoundSqliteStateStore(tx, self._clock, self._max_bytes, self._scrub)
 
     async def get_run(self, key: StateKey) -> RunRecord | None:
         """The run at ``key``, or None."""
@@ -203,7 +212,7 @@ class SqliteStateStore:
     async def put_run(self, record: RunRecord) -> RunRecord:
         """Compare-and-set write; raises `StateConflictError` with both versions."""
         # Checked and rendered before the transaction opens (and only then).
-        saved, text = _prepared_run(record, self._clock.now(), self._max_bytes)
+        saved, text = _prepared_run(record, self._clock.now(), self._max_bytes, self._scrub)
         return await self._db.transaction(lambda tx: self.bound(tx)._put_run(record, saved, text))
 
     async def patch_run(self, key: StateKey, delta: StateDelta) -> RunRecord:
@@ -252,11 +261,18 @@ class SqliteStateStore:
         )
 
 
-def _prepared_run(record: RunRecord, now: float, limit: int) -> tuple[RunRecord, str]:
+def _prepared_run(
+    record: RunRecord, now: float, limit: int, scrub: Scrubber | None
+) -> tuple[RunRecord, str]:
     """``record`` as stored at ``now`` (`stored_run` checks it) and its text, within
     ``limit`` bytes (`StatePersistenceError(reason="too_large")` otherwise)."""
     saved = stored_run(
-        record, version=record.version + 1, updated_at=now, max_bytes=limit, store="sqlite"
+        record,
+        version=record.version + 1,
+        updated_at=now,
+        max_bytes=limit,
+        store="sqlite",
+        scrubber=scrub,
     )
     return saved, within_size(saved.model_dump_json(), limit, f"run {record.key}", "sqlite")
 

@@ -31,4 +31,32 @@ def pause_seconds(
     return min(doubled, cap_seconds) * (0.5 + 0.5 * jitter())
 
 
-__all__ = ["FAILOVER_SECONDS", "PAUSE_CAP_SECONDS", "Jitter", "pause_seconds"]
+def full_jitter_seconds(
+    initial_seconds: float,
+    attempt: int,
+    jitter: Jitter,
+    *,
+    cap_seconds: float = math.inf,
+    multiplier: float = 2.0,
+) -> float:
+    """The wait before retry ``attempt`` (1-based) of a task, with full jitter:
+    ``uniform(0, min(cap_seconds, initial_seconds * multiplier ** (attempt - 1)))``, one
+    draw of ``jitter`` scaling the whole capped wait. Items that failed together are then
+    spread over the whole window instead of retrying in lockstep, and the expected total
+    load stays bounded by the capped exponential."""
+    if initial_seconds <= 0:
+        return 0.0
+    try:
+        grown = initial_seconds * float(multiplier) ** min(max(attempt - 1, 0), 1024)
+    except OverflowError:  # a long run of attempts: past any cap
+        grown = math.inf
+    return min(grown, cap_seconds) * jitter()
+
+
+__all__ = [
+    "FAILOVER_SECONDS",
+    "PAUSE_CAP_SECONDS",
+    "Jitter",
+    "full_jitter_seconds",
+    "pause_seconds",
+]

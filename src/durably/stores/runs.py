@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from enum import StrEnum
-from typing import Annotated, Protocol, Self, runtime_checkable
+from typing import Annotated, Any, Protocol, Self, runtime_checkable
 
 from pydantic import (
     BaseModel,
@@ -19,6 +20,7 @@ from pydantic import (
 from durably.errors import InvalidInputError, StatePersistenceError
 from durably.redaction import scrub
 from durably.stores.codec import unsigned_zeros
+from durably.stores.status import WorkflowStatus
 from durably.validation import identifier, storable
 
 _FROZEN = ConfigDict(frozen=True, strict=True, extra="forbid")
@@ -26,6 +28,16 @@ _FROZEN = ConfigDict(frozen=True, strict=True, extra="forbid")
 
 def _id(value: str, name: str) -> str:
     return identifier(value, name)
+
+
+def _tuple(value: Any) -> Any:
+    """A list where the model says tuple, as a tuple (JSON has only lists)."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+Scrubber = Callable[[JsonValue], JsonValue]
+"""What a run store applies to tool-call arguments before it stores them: a JSON value in,
+the value to store out (`durably.redaction.scrub` masks secrets and e-mail addresses)."""
 
 
 class RunState(StrEnum):
@@ -49,6 +61,31 @@ class RunState(StrEnum):
 
 _LIVE = frozenset({RunState.PENDING, RunState.RUNNING, RunState.SUSPENDED})
 TERMINAL_STATES = frozenset(state for state in RunState if state.terminal)
+
+
+FOLLOWS = "durably_workflow"
+"""The metadata key of a run record the App opened for a workflow, holding the workflow's
+engine key: the run's state follows that workflow's status (`run_state`), whatever the
+stored ``state`` field says; readers (``durably runs``, ``WorkflowHandle.run_record``)
+show the status's."""
+
+_STATES = {
+    WorkflowStatus.PENDING: RunState.PENDING,
+    WorkflowStatus.RUNNING: RunState.RUNNING,
+    WorkflowStatus.SLEEPING: RunState.SUSPENDED,
+    WorkflowStatus.BLOCKED: RunState.SUSPENDED,
+    # Parked: stopped until an operator resumes it, which is a wait too.
+    WorkflowStatus.PARKED: RunState.SUSPENDED,
+    WorkflowStatus.COMPLETED: RunState.COMPLETED,
+    WorkflowStatus.FAILED: RunState.FAILED,
+    WorkflowStatus.CANCELLED: RunState.CANCELLED,
+}
+
+
+def run_state(status: WorkflowStatus | None) -> RunState:
+    """The run state of a workflow whose status is ``status`` (None: no pass reported yet):
+    sleeping, waiting and parked workflows are suspended."""
+    return RunState.PENDING if status is None else _STATES[status]
 
 
 class StateKey(BaseModel):
@@ -102,10 +139,15 @@ class ToolCall(BaseModel):
     arguments: dict[str, JsonValue] = Field(default_factory=dict)
     idempotent: bool = False
 
-    def scrubbed(self) -> ToolCall:
-        """This call with API keys and e-mail addresses in its arguments masked."""
-        arguments = scrub(self.arguments)
-        assert isinstance(arguments, dict)
+    def scrubbed(self, scrubber: Scrubber = scrub) -> ToolCall:
+        """This call with its arguments passed through ``scrubber`` (by default API keys,
+        tokens and e-mail addresses masked): for logs, displays and exports, never for
+        what a loop will execute."""
+        arguments = scrubber(self.arguments)
+        if not isinstance(arguments, dict):
+            raise InvalidInputError(
+                f"a scrubber must keep tool-call arguments a dict, got {type(arguments).__name__}"
+            )
         return self.model_copy(update={"arguments": arguments})
 
 
@@ -127,6 +169,31 @@ class RunRecord(BaseModel):
     awaiting_approval: str | None = None
     updated_at: float = 0.0
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    masked_paths: tuple[str, ...] = ()
+    """Where the store's scrubber changed a tool call's arguments before storing them
+    (``pending_tool_calls['call-1'].arguments.to``): a call named here must not be executed as
+    stored. Empty when the store keeps arguments as given (its default)."""
+
+    @field_validator("pending_tool_calls", "masked_paths", mode="before")
+    @classmethod
+    def _lists(cls, value: Any) -> Any:
+        return _tuple(value)
+
+    def masked(self, call_id: str) -> bool:
+        """Whether the stored arguments of pending tool call ``call_id`` were masked."""
+        head = call_path(call_id)
+        return any(path.startswith(head) for path in self.masked_paths)
+
+    def scrubbed(self, scrubber: Scrubber = scrub) -> RunRecord:
+        """This record with its tool calls' arguments and its metadata passed through
+        ``scrubber``: what logs, displays and exports show."""
+        metadata = scrubber(self.metadata)
+        return self.model_copy(
+            update={
+                "pending_tool_calls": tuple(c.scrubbed(scrubber) for c in self.pending_tool_calls),
+                "metadata": metadata if isinstance(metadata, dict) else {},
+            }
+        )
 
     @field_validator("run_id", "tenant", "agent_name")
     @classmethod
@@ -155,6 +222,11 @@ class SessionRecord(BaseModel):
     runs: tuple[str, ...] = ()
     updated_at: float = 0.0
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @field_validator("runs", mode="before")
+    @classmethod
+    def _lists(cls, value: Any) -> Any:
+        return _tuple(value)
 
     @field_validator("session_id", "tenant")
     @classmethod
@@ -206,6 +278,11 @@ class StatePage(BaseModel):
     model_config = _FROZEN
     records: tuple[RunRecord, ...]
     cursor: str | None = None
+
+    @field_validator("records", mode="before")
+    @classmethod
+    def _lists(cls, value: Any) -> Any:
+        return _tuple(value)
 
     @model_validator(mode="after")
     def _cursor_needs_records(self) -> Self:
@@ -299,11 +376,17 @@ def stored_run(
     updated_at: float,
     max_bytes: int | None = None,
     store: str = "memory",
+    scrubber: Scrubber | None = None,
 ) -> RunRecord:
-    """The record as a store keeps it: checked (`checked_run`), secrets scrubbed, new
-    version and time. With ``max_bytes`` (a store's ``max_value_bytes``), tool-call
-    arguments whose text alone is over it are refused before they are scrubbed:
-    `StatePersistenceError` from ``store`` with reason ``too_large``."""
+    """The record as a store keeps it: checked (`checked_run`), new version and time.
+
+    Tool-call arguments are kept as given, so a loop resuming on another worker executes
+    exactly what was asked. With a ``scrubber`` (a store's ``scrub=``) they pass through it
+    first, and every path it changed is added to ``masked_paths``, so a loop can refuse to
+    execute a masked call. With ``max_bytes`` (a store's ``max_value_bytes``), arguments
+    whose text alone is over it are refused: `StatePersistenceError` from ``store`` with
+    reason ``too_large``.
+    """
     checked_run(record)
     if max_bytes is not None:
         size = sum(_text_length(call.arguments) for call in record.pending_tool_calls)
@@ -314,16 +397,52 @@ def stored_run(
                 f"tool-call arguments of run {record.key} hold {size} characters of text,"
                 f" over max_value_bytes={max_bytes}",
             )
+    calls = record.pending_tool_calls
+    # Masks of calls still pending stay (a record read back and stored again is not
+    # scrubbed anew, so its masks would be lost otherwise).
+    heads = tuple(call_path(call.id) for call in calls)
+    masked = [path for path in record.masked_paths if path.startswith(heads)]
+    if scrubber is not None:
+        scrubbed = []
+        for call in calls:
+            clean = call.scrubbed(scrubber)
+            storable(clean.arguments, "scrubbed pending_tool_calls arguments")
+            for path in changed_paths(call.arguments, clean.arguments, call_path(call.id)):
+                if path not in masked:
+                    masked.append(path)
+            scrubbed.append(clean)
+        calls = tuple(scrubbed)
     return record.model_copy(
         update={
             "version": version,
             "updated_at": updated_at,
-            "pending_tool_calls": tuple(
-                _unsigned_call(call.scrubbed()) for call in record.pending_tool_calls
-            ),
+            "pending_tool_calls": tuple(_unsigned_call(call) for call in calls),
             "metadata": unsigned_zeros(record.metadata),
+            "masked_paths": tuple(masked),
         }
     )
+
+
+def call_path(call_id: str) -> str:
+    """Where the arguments of pending tool call ``call_id`` start in ``masked_paths``."""
+    return f"pending_tool_calls[{call_id!r}].arguments"
+
+
+def changed_paths(before: object, after: object, path: str) -> list[str]:
+    """The paths (``a.b[2]``) under ``path`` where ``after`` differs from ``before``."""
+    if isinstance(before, dict) and isinstance(after, dict) and before.keys() == after.keys():
+        return [
+            found
+            for key in before
+            for found in changed_paths(before[key], after[key], f"{path}.{key}")
+        ]
+    if isinstance(before, list) and isinstance(after, list) and len(before) == len(after):
+        return [
+            found
+            for place, (old, new) in enumerate(zip(before, after, strict=True))
+            for found in changed_paths(old, new, f"{path}[{place}]")
+        ]
+    return [] if before == after and type(before) is type(after) else [path]
 
 
 def _unsigned_call(call: ToolCall) -> ToolCall:
@@ -446,10 +565,12 @@ class StateStore(Protocol):
 
 __all__ = [
     "COUNTER_LIMIT",
+    "FOLLOWS",
     "TERMINAL_STATES",
     "USAGE_FIELDS",
     "RunRecord",
     "RunState",
+    "Scrubber",
     "SessionRecord",
     "StateDelta",
     "StateKey",
@@ -458,12 +579,15 @@ __all__ = [
     "StateStore",
     "ToolCall",
     "Usage",
+    "call_path",
+    "changed_paths",
     "checked_delta",
     "checked_run",
     "checked_session",
     "cursor_position",
     "listing_start",
     "patched_run",
+    "run_state",
     "stored_run",
     "stored_session",
 ]

@@ -214,6 +214,35 @@ def flow_fields(
 _PRIORITY_VALUES = frozenset(int(priority) for priority in WorkPriority)
 
 
+DEDUPE_TTL_MOST = 366 * 86_400.0
+"""The longest ``dedupe_ttl`` an enqueue takes, in seconds: a year and a day."""
+DEDUPE_SWEEP_BATCH = 500
+"""The most expired dedupe keys one `WorkQueue.reap` forgets (through an index by expiry)."""
+
+
+def dedupe_window(dedupe_ttl: object) -> float | None:
+    """``dedupe_ttl`` of an enqueue, checked before any I/O: None or a positive number of
+    seconds up to `DEDUPE_TTL_MOST`. Raises `InvalidInputError`."""
+    if dedupe_ttl is None:
+        return None
+    if isinstance(dedupe_ttl, bool) or not isinstance(dedupe_ttl, int | float):
+        raise InvalidInputError(f"dedupe_ttl must be a number of seconds, got {dedupe_ttl!r}")
+    seconds = positive(float(dedupe_ttl), "dedupe_ttl")
+    if seconds > DEDUPE_TTL_MOST:
+        raise InvalidInputError(f"dedupe_ttl must be at most a year, got {dedupe_ttl!r}")
+    return seconds
+
+
+def retry_instant(retry_at: object) -> float | None:
+    """``retry_at`` of a `WorkQueue.fail` call, checked before any I/O: None or a finite
+    instant. Raises `InvalidInputError`."""
+    if retry_at is None:
+        return None
+    if isinstance(retry_at, bool) or not isinstance(retry_at, int | float):
+        raise InvalidInputError(f"retry_at must be a number of seconds, got {retry_at!r}")
+    return finite(float(retry_at), "retry_at")
+
+
 def failure_text(error: object, retryable: object) -> str:
     """A `WorkQueue.fail` call's ``error`` as every backing keeps it (`mend_text`: secrets
     masked, bounded, storable), once ``retryable`` is checked to be a bool: "no" would
@@ -258,6 +287,19 @@ def dead_letter_limit(limit: int) -> int:
     return limit
 
 
+QUEUE_NAMES_MOST = 1000
+"""The most queue names one `WorkQueue.queue_names` call answers."""
+
+
+def names_limit(limit: int) -> int:
+    """``limit`` of a `queue_names` call, checked before any I/O: 1 to `QUEUE_NAMES_MOST`.
+    Raises `InvalidInputError`."""
+    positive_int(limit, "limit")
+    if limit > QUEUE_NAMES_MOST:
+        raise InvalidInputError(f"limit must be at most {QUEUE_NAMES_MOST:,}, got {limit}")
+    return limit
+
+
 BATCH_MOST = 1000
 """The most items one batched call (`claim_many`) takes, whatever its ``limit`` asks."""
 
@@ -266,6 +308,21 @@ def batch_limit(limit: int) -> int:
     """``limit`` of a `claim_many` call, checked before any I/O and capped at `BATCH_MOST`.
     Raises `InvalidInputError` for anything but a positive int."""
     return min(positive_int(limit, "limit"), BATCH_MOST)
+
+
+def batch_items(items: Sequence[WorkItem]) -> list[WorkItem]:
+    """The items of an `enqueue_many` call, each checked (`checked_item`) before any I/O:
+    at most `BATCH_MOST` of them. Raises `InvalidInputError`."""
+    if isinstance(items, WorkItem | str | bytes) or not isinstance(items, Sequence):
+        raise InvalidInputError("items must be a sequence of WorkItem")
+    if len(items) > BATCH_MOST:
+        raise InvalidInputError(f"items must hold at most {BATCH_MOST:,} items, got {len(items)}")
+    for item in items:
+        if not isinstance(item, WorkItem):
+            raise InvalidInputError(f"items must hold WorkItem values, got {type(item).__name__}")
+        checked_item(item)
+        payload_text(item.payload)
+    return list(items)
 
 
 def settle_keys(items: Sequence[tuple[str, str]], worker: str) -> list[tuple[str, str]]:
@@ -346,14 +403,24 @@ class QueuePolicy:
         return min(delay, self.backoff_cap_seconds)
 
     def settle_failure(
-        self, attempts_before: int, *, retryable: bool, now: float, immediate: bool = False
+        self,
+        attempts_before: int,
+        *,
+        retryable: bool,
+        now: float,
+        immediate: bool = False,
+        retry_at: float | None = None,
     ) -> Settlement:
         """The outcome of one more failed attempt.
 
         Dead-letters when not ``retryable`` or the attempts reach ``max_attempts``; otherwise
-        requeues at ``now + backoff_for(attempts)`` (at ``now`` when ``immediate``).
+        requeues at ``now + backoff_for(attempts)`` (at ``now`` when ``immediate``). A
+        ``retry_at`` (the caller's own retry policy decided to retry) requeues a retryable
+        failure at that instant whatever ``max_attempts`` says.
         """
         attempts = attempts_before + 1
+        if retryable and retry_at is not None:
+            return Settlement(attempts=attempts, dead=False, available_at=retry_at)
         if not retryable or attempts >= self.max_attempts:
             return Settlement(attempts=attempts, dead=True, available_at=None)
         delay = 0.0 if immediate else self.backoff_for(attempts)
@@ -396,8 +463,22 @@ class WorkQueue(Protocol):
         pool, client or database passed in stays open for its owner. Idempotent."""
         ...
 
-    async def enqueue(self, item: WorkItem) -> WorkItem:
-        """Queue ``item``; a live item with the same id or dedupe key is returned instead."""
+    async def enqueue(self, item: WorkItem, *, dedupe_ttl: float | None = None) -> WorkItem:
+        """Queue ``item``; a live item with the same id or dedupe key is returned instead.
+
+        With ``dedupe_ttl`` (seconds), the item's dedupe key outlasts it: for that long
+        after it completes or is dead-lettered, an enqueue of the same key (tenant and
+        queue) is answered with the finished item and queues nothing. Without, a finished
+        item frees its key at once."""
+        ...
+
+    async def enqueue_many(
+        self, items: Sequence[WorkItem], *, dedupe_ttl: float | None = None
+    ) -> list[WorkItem]:
+        """`enqueue` of each of ``items`` in one round trip (one statement, script or
+        transaction), atomically where the backing has transactions: per item, in order,
+        what `enqueue` would have answered. At most `BATCH_MOST` items a call; every item
+        is checked before any I/O."""
         ...
 
     async def claim(
@@ -415,9 +496,18 @@ class WorkQueue(Protocol):
         ...
 
     async def fail(
-        self, item_id: str, *, tenant: str, worker: str, error: str, retryable: bool = True
+        self,
+        item_id: str,
+        *,
+        tenant: str,
+        worker: str,
+        error: str,
+        retryable: bool = True,
+        retry_at: float | None = None,
     ) -> WorkItem:
-        """Record a failed attempt: requeue with backoff or dead-letter, per the policy."""
+        """Record a failed attempt: requeue with backoff or dead-letter, per the policy; a
+        retryable failure with ``retry_at`` is requeued at that instant (the caller's own
+        retry policy decided, as a task's does)."""
         ...
 
     async def reap(self) -> list[WorkItem]:
@@ -441,10 +531,24 @@ class WorkQueue(Protocol):
         """Depth, claimed, dead-lettered, oldest age and counters of ``queue``."""
         ...
 
+    async def purge(self, *, queue: str, tenant: str | None = None) -> int:
+        """Delete every queued item of ``queue`` (of one ``tenant``, or of every tenant):
+        claimed items run on and dead letters stay. Their dedupe keys are freed. Returns
+        how many items were deleted."""
+        ...
+
+    async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
+        """The names of the queues that hold items or counters, sorted, at most
+        ``limit`` (up to `QUEUE_NAMES_MOST`)."""
+        ...
+
 
 __all__ = [
     "DEAD_LETTERS_MOST",
+    "DEDUPE_SWEEP_BATCH",
+    "DEDUPE_TTL_MOST",
     "DEFAULT_QUEUE",
+    "QUEUE_NAMES_MOST",
     "FlowFields",
     "QueuePolicy",
     "QueueStats",
@@ -453,10 +557,14 @@ __all__ = [
     "WorkPriority",
     "WorkQueue",
     "WorkState",
+    "batch_items",
     "checked_item",
     "dead_letter_limit",
+    "dedupe_window",
     "flow_fields",
+    "names_limit",
     "queued_copy",
+    "retry_instant",
     "stored_item",
     "tick_mark",
 ]

@@ -20,7 +20,6 @@ from durably.postgres import (
     verify,
 )
 from durably.postgres.executor import database_for
-from durably.stores.status import WorkflowStatus
 from durably.stores.work import WorkItem
 from tests.pg_service import Stores
 
@@ -77,8 +76,12 @@ async def test_migrate_renames_a_version_1_database_and_keeps_its_checkpoints(
     holder = await before.claim("wf-1", 60, 30)
     assert holder is not None
     await before.record(holder, "charge", {"amount": 42})
-    await before.set_status(holder, WorkflowStatus.RUNNING)
     await before.release(holder)
+    await fetch(  # its status, as version 1 wrote it (today's writes also keep counts)
+        pool,
+        f"INSERT INTO {old.names['workflow_status']} (workflow, status, attempts, updated_at) "
+        "VALUES ('wf-1', 'running', 0, now())",
+    )
     await fetch(  # a ready entry, as version 1's scheduler wrote it
         pool,
         f"INSERT INTO {old.names['workflow_queue']} (namespace, workflow, state, visible_at) "
@@ -117,6 +120,9 @@ async def test_migrate_renames_a_version_1_database_and_keeps_its_checkpoints(
         "durably_workflow_status_by_status",
         "durably_workflow_status_by_age",
         "durably_workflow_seq",
+        "durably_workflow_catalog",
+        "durably_workflow_catalog_by_tenant",
+        "durably_workflow_counts",
     } <= relations
     rows = await fetch(pool, f'SELECT version FROM "{schema}".durably_schema_version')
     assert [tuple(r) for r in rows] == [(SCHEMA_VERSION,)] == [(5,)]

@@ -30,6 +30,7 @@ async def test_a_claim_reads_its_tenant_and_item_from_indexes_without_sorting(
                 "head_at": 1.0,
                 "head_seq": 1,
                 "priority": 20,
+                "passed": None,  # no tenant held back by its flow gates
             }
             plan = " | ".join(
                 str(row[3]) for row in raw.execute(f"EXPLAIN QUERY PLAN {_SQL[name]}", params)
@@ -124,5 +125,37 @@ async def test_a_version_3_file_keeps_its_queued_items_in_the_same_order(
         assert await queue.claim(worker="w", queue="q") is None
         clock.advance(100)
         assert await drain(queue, "q", 1) == [("d", "d0")]
+    finally:
+        await database.close()
+
+
+async def test_a_version_5_file_gains_kept_dedupe_keys_and_keeps_its_items(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock(1000.0)
+    path = tmp_path / "v5.db"
+    database = await connect(path)
+    queue = SqliteWorkQueue(database, clock=clock)
+    await queue.enqueue(WorkItem(id="a0", tenant="a", queue="q", dedupe_key="k"))
+    await database.close()
+    with sqlite3.connect(path) as raw:  # the layout a version-5 file has
+        raw.execute("DROP TABLE durably_dedupe_keys")
+        raw.execute("UPDATE durably_schema_version SET version = 5")
+    database = await connect(path)
+    try:
+        version = await database.transaction(
+            lambda tx: tx.row("SELECT version FROM durably_schema_version")[0], write=False
+        )
+        assert version == SCHEMA_VERSION == 6
+        queue = SqliteWorkQueue(database, clock=clock)
+        held = await queue.enqueue(WorkItem(id="a1", tenant="a", queue="q", dedupe_key="k"))
+        assert held.id == "a0"  # the old live item still holds its key
+        taken = await queue.claim(worker="w", queue="q")
+        assert taken is not None
+        await queue.complete("a0", tenant="a", worker="w")
+        kept = await queue.enqueue(
+            WorkItem(id="a2", tenant="a", queue="q", dedupe_key="k2"), dedupe_ttl=60
+        )
+        assert kept.id == "a2"
     finally:
         await database.close()

@@ -9,6 +9,21 @@ SET alive_until = LEAST(now() + make_interval(secs => alive_for), held_until)
 WHERE workflow = $1::text AND token = $2::bigint
 RETURNING token
 
+-- name: _recount
+-- Under the fence: an admitted workflow whose running flag this write moves (to the value
+-- `running` selects) moves its tenant's running count with it, in the same statement.
+flip AS (
+    UPDATE {workflow_admitted} AS a SET running = r.running
+    FROM running AS r
+    WHERE a.workflow = $1::text AND a.running <> r.running AND EXISTS (SELECT 1 FROM fence)
+    RETURNING a.tenant, a.running
+),
+moved AS (
+    UPDATE {workflow_tenant_counts} AS c
+    SET running = c.running + CASE WHEN flip.running THEN 1 ELSE -1 END
+    FROM flip WHERE c.tenant = flip.tenant
+)
+
 -- name: _inbox_lock
 -- The lock on a workflow's inbox, held to the commit: appends take it, and so does a report
 -- that ends the workflow.
@@ -126,6 +141,8 @@ WITH gone AS (DELETE FROM {workflow_checkpoint} WHERE workflow = $1::text RETURN
 SELECT count(*) FROM gone;
 
 -- name: discard_status
+-- The status and the catalog entry go together.
+WITH catalogued AS (DELETE FROM {workflow_catalog} WHERE workflow = $1::text)
 DELETE FROM {workflow_status} WHERE workflow = $1::text;
 
 -- name: discard_fence
@@ -142,7 +159,9 @@ WITH turn AS (
     SELECT token FROM {workflow_claim}
     WHERE workflow = $1::text AND token = $2::bigint AND EXISTS (SELECT 1 FROM turn)
     FOR UPDATE
-)
+),
+running AS (SELECT NOT $6::boolean AS running),
+{_recount}
 INSERT INTO {workflow_status} AS s (workflow, status, attempts, last_error, updated_at)
 SELECT $1::text, $3::text, $4::integer, $5::text, now() FROM fence
 ON CONFLICT (workflow) DO UPDATE
@@ -167,7 +186,9 @@ written AS (
     INSERT INTO {workflow_checkpoint} (workflow, key, value)
     SELECT $1::text, $3::text, $4::jsonb FROM fence
     ON CONFLICT (workflow, key) DO NOTHING
-)
+),
+running AS (SELECT false AS running),
+{_recount}
 INSERT INTO {workflow_status} AS s (workflow, status, attempts, last_error, updated_at)
 SELECT $1::text, $5::text, $6::integer, $7::text, now() FROM fence
 ON CONFLICT (workflow) DO UPDATE
@@ -263,5 +284,57 @@ reported AS (
     ON CONFLICT (workflow) DO UPDATE
         SET status = excluded.status, attempts = excluded.attempts,
             last_error = excluded.last_error, updated_at = excluded.updated_at
-)
+),
+running AS (SELECT true AS running),
+{_recount}
 SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM gone);
+
+-- name: lock_counts
+-- The tenant's counts, its row locked to the commit: admissions of one tenant take turns.
+INSERT INTO {workflow_tenant_counts} AS c (tenant, running, started) VALUES ($1::text, 0, 0)
+ON CONFLICT (tenant) DO UPDATE SET tenant = c.tenant
+RETURNING running, started;
+
+-- name: admit
+-- Count a workflow whose start record this transaction wrote (once: a row there is kept).
+WITH admitted AS (
+    INSERT INTO {workflow_admitted} (workflow, tenant, running) VALUES ($1::text, $2::text, true)
+    ON CONFLICT (workflow) DO NOTHING
+    RETURNING tenant
+)
+UPDATE {workflow_tenant_counts} AS c SET running = c.running + 1, started = c.started + 1
+FROM admitted WHERE c.tenant = admitted.tenant;
+
+-- name: tenant_counts
+SELECT running, started FROM {workflow_tenant_counts} WHERE tenant = $1::text;
+
+-- name: discard_admitted
+-- A discarded workflow is no longer counted (inside discard's transaction).
+WITH gone AS (
+    DELETE FROM {workflow_admitted} WHERE workflow = $1::text RETURNING tenant, running
+)
+UPDATE {workflow_tenant_counts} AS c
+SET running = c.running - CASE WHEN gone.running THEN 1 ELSE 0 END, started = c.started - 1
+FROM gone WHERE c.tenant = gone.tenant;
+
+-- name: admit_uncapped
+-- `supply` of a start record that counts a first one under its tenant, in one statement
+-- (no cap to check, so no lock is held past it). Answers whether the record was written.
+WITH written AS (
+    INSERT INTO {workflow_checkpoint} (workflow, key, value)
+    VALUES ($1::text, $2::text, $3::jsonb)
+    ON CONFLICT (workflow, key) DO NOTHING
+    RETURNING workflow
+),
+admitted AS (
+    INSERT INTO {workflow_admitted} (workflow, tenant, running)
+    SELECT workflow, $4::text, true FROM written
+    ON CONFLICT (workflow) DO NOTHING
+    RETURNING tenant
+),
+counted AS (
+    INSERT INTO {workflow_tenant_counts} AS c (tenant, running, started)
+    SELECT tenant, 1, 1 FROM admitted
+    ON CONFLICT (tenant) DO UPDATE SET running = c.running + 1, started = c.started + 1
+)
+SELECT count(*) FROM written;

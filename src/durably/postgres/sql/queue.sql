@@ -25,8 +25,11 @@ WITH fresh AS (
 
 -- name: enqueue_carrying
 -- enqueue for an item with a dedupe key, carrying attempts and failures, or under flow
--- gates: $10 dedupe key, $11 attempts, $12 failures, $13 concurrency key, $14 its limit,
--- $15 throttle key, $16 its interval, $17 its burst (the common case binds fewer).
+-- gates: $10 dedupe key, $11 attempts, $12 failures, $13 how long the key outlasts the
+-- item (NULL: it is freed when the item finishes), $14 concurrency key, $15 its limit,
+-- $16 throttle key, $17 its interval, $18 its burst. A key kept for a finished item
+-- writes nothing (the caller answers with that item); with $13 the key's row is written
+-- with the item. (The common case binds nine parameters fewer.)
 WITH fresh AS (
     INSERT INTO {work} (
         tenant, id, queue, payload, priority, state, enqueued_at, available_at,
@@ -34,14 +37,40 @@ WITH fresh AS (
         throttle_seconds, throttle_burst
     )
     SELECT $1::text, $2::text, $3::text, $4::jsonb, $5::integer, 'queued', $6::float8,
-           $7::float8, $10::text, $11::integer, $12::jsonb, $13::text, $14::integer,
-           $15::text, $16::float8, $17::integer
+           $7::float8, $10::text, $11::integer, $12::jsonb, $14::text, $15::integer,
+           $16::text, $17::float8, $18::integer
     FROM (SELECT pg_notify($8::text, $3::text)) AS wake
     WHERE NOT EXISTS (SELECT 1 FROM {enqueues} WHERE token = $9::text)
+      AND NOT EXISTS (
+          SELECT 1 FROM {dedupe_keys} k
+          WHERE k.tenant = $1::text AND k.queue = $3::text AND k.dedupe_key = $10::text
+            AND k.expires_at > $6::float8
+      )
     ON CONFLICT DO NOTHING
     RETURNING seq
 ),
+keep AS (
+    INSERT INTO {dedupe_keys} AS k (tenant, queue, dedupe_key, id, ttl, expires_at, item)
+    SELECT $1::text, $3::text, $10::text, $2::text, $13::float8, NULL, NULL
+    FROM fresh
+    WHERE $10::text IS NOT NULL AND $13::float8 IS NOT NULL
+    ON CONFLICT (tenant, queue, dedupe_key) DO UPDATE
+    SET id = excluded.id, ttl = excluded.ttl, expires_at = NULL, item = NULL
+),
 {_placed}
+
+-- name: find_kept
+-- The finished item (a JSON array of its row) whose dedupe key is still kept at $4.
+SELECT item::text FROM {dedupe_keys}
+WHERE tenant = $1::text AND queue = $2::text AND dedupe_key = $3::text
+  AND expires_at > $4::float8;
+
+-- name: forget_dedupe_keys
+-- Kept keys whose time is up at $1, a batch of at most $2, through the expiry index.
+DELETE FROM {dedupe_keys}
+WHERE ctid = ANY (ARRAY(
+    SELECT ctid FROM {dedupe_keys} WHERE expires_at <= $1::float8 ORDER BY expires_at LIMIT $2
+));
 
 -- name: _placed
 -- What both enqueues write after the item: its tenant's place in the rotation and the
@@ -80,6 +109,94 @@ freed AS (
           WHERE concurrency_key IS NOT NULL GROUP BY queue, concurrency_key) d
     WHERE g.queue = d.queue AND g.key = d.concurrency_key
 )
+-- name: enqueue_many
+-- Many enqueues in one statement: each item as `enqueue_carrying` writes it, each written
+-- tenant's place in the rotation, one notification per queue and each call's token.
+-- $1 tenants, $2 ids, $3 queues, $4 payloads (JSON text), $5 priorities, $6 now,
+-- $7 available_at per item, $8 the channel to notify, $9 tokens, $10 dedupe keys (NULL:
+-- none), $11 attempts, $12 failures (JSON text), $13 the keys' time to live (NULL: none;
+-- a key kept for a finished item writes nothing), $14 concurrency keys, $15 their limits,
+-- $16 throttle keys, $17 their intervals, $18 their bursts (NULL: no gate). An id given
+-- twice is tried once (its first); ON CONFLICT skips an item whose id or dedupe key is
+-- held. Answers the
+-- (tenant, id) pairs written: the caller settles every other item one by one, in the
+-- same transaction.
+WITH given AS (
+    SELECT DISTINCT ON (g.tenant, g.id) g.*
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::integer[], $7::float8[],
+                $9::text[], $10::text[], $11::integer[], $12::text[], $14::text[],
+                $15::integer[], $16::text[], $17::float8[], $18::integer[])
+         WITH ORDINALITY AS g(tenant, id, queue, payload, priority, available_at, token,
+                              dedupe_key, attempts, failures, concurrency_key,
+                              concurrency_limit, throttle_key, throttle_seconds,
+                              throttle_burst, n)
+    WHERE NOT EXISTS (SELECT 1 FROM {enqueues} e WHERE e.token = g.token)
+      AND NOT EXISTS (
+          SELECT 1 FROM {dedupe_keys} k
+          WHERE g.dedupe_key IS NOT NULL AND k.tenant = g.tenant AND k.queue = g.queue
+            AND k.dedupe_key = g.dedupe_key AND k.expires_at > $6::float8
+      )
+    ORDER BY g.tenant, g.id, g.n
+),
+fresh AS (
+    INSERT INTO {work} (
+        tenant, id, queue, payload, priority, state, enqueued_at, available_at,
+        dedupe_key, attempts, failures, concurrency_key, concurrency_limit, throttle_key,
+        throttle_seconds, throttle_burst
+    )
+    SELECT g.tenant, g.id, g.queue, g.payload::jsonb, g.priority, 'queued', $6::float8,
+           g.available_at, g.dedupe_key, g.attempts, g.failures::jsonb, g.concurrency_key,
+           g.concurrency_limit, g.throttle_key, g.throttle_seconds, g.throttle_burst
+    FROM given g
+    ORDER BY g.n
+    ON CONFLICT DO NOTHING
+    RETURNING tenant, id, queue, seq, available_at, dedupe_key
+),
+-- With a time to live ($13), each written item's dedupe key gets its row.
+keep AS (
+    INSERT INTO {dedupe_keys} AS k (tenant, queue, dedupe_key, id, ttl, expires_at, item)
+    SELECT f.tenant, f.queue, f.dedupe_key, f.id, $13::float8, NULL, NULL
+    FROM fresh f
+    WHERE f.dedupe_key IS NOT NULL AND $13::float8 IS NOT NULL
+    ON CONFLICT (tenant, queue, dedupe_key) DO UPDATE
+    SET id = excluded.id, ttl = excluded.ttl, expires_at = NULL, item = NULL
+),
+-- Each written (queue, tenant)'s oldest item, under the shared advisory lock `_placed`
+-- takes for one item.
+held AS (
+    SELECT f.queue, f.tenant, f.available_at, f.seq
+    FROM (
+        SELECT DISTINCT ON (queue, tenant) queue, tenant, available_at, seq
+        FROM fresh
+        ORDER BY queue, tenant, available_at, seq
+    ) f
+    CROSS JOIN LATERAL (
+        SELECT pg_advisory_xact_lock_shared(hashtext(f.queue), hashtext(f.tenant))
+    ) locked
+),
+placed AS (
+    INSERT INTO {rota} (queue, tenant, turn, available_at, seq)
+    SELECT h.queue, h.tenant,
+           coalesce((SELECT t.turn FROM {turns} t WHERE t.queue = h.queue AND t.tenant = h.tenant), 0),
+           h.available_at, h.seq
+    FROM held h
+    ON CONFLICT DO NOTHING
+),
+older AS (
+    UPDATE {rota} r SET available_at = h.available_at, seq = h.seq
+    FROM held h
+    WHERE r.queue = h.queue AND r.tenant = h.tenant AND r.turn = 0
+      AND (r.available_at, r.seq) > (h.available_at, h.seq)
+),
+tokens AS (
+    INSERT INTO {enqueues} (token, tenant, id, written_at)
+    SELECT g.token, g.tenant, g.id, $6::float8
+    FROM given g JOIN fresh f ON f.tenant = g.tenant AND f.id = g.id
+),
+wake AS (
+    SELECT count(pg_notify($8::text, q.queue)) AS sent FROM (SELECT DISTINCT queue FROM fresh) q
+)
+SELECT f.tenant, f.id FROM fresh f CROSS JOIN wake;
 
 -- name: enqueued_by
 -- Whether the call with token $1 wrote an item (a retry asks, once its insert wrote none).
@@ -414,7 +531,8 @@ RETURNING tenant, id, queue, payload::text, priority, dedupe_key, attempts, stat
           concurrency_key, concurrency_limit, throttle_key, throttle_seconds, throttle_burst;
 
 -- name: complete
--- Completed items are deleted: nothing reads them again, and their id and key are free.
+-- Completed items are deleted: nothing reads them again, and their id and key are free,
+-- unless the key was enqueued with a time to live (see `_kept`).
 -- The item is answered as it now stands: completed, without a lease. A concurrency key
 -- it held counts one fewer running ({gates}).
 WITH done AS (
@@ -427,7 +545,8 @@ WITH done AS (
               failures::text AS failures, concurrency_key, concurrency_limit, throttle_key,
               throttle_seconds, throttle_burst
 ),
-{_freed}
+{_freed},
+{_kept}
 SELECT * FROM done;
 
 -- name: complete_many
@@ -444,8 +563,27 @@ WITH done AS (
               w.failures::text AS failures, w.concurrency_key, w.concurrency_limit,
               w.throttle_key, w.throttle_seconds, w.throttle_burst
 ),
-{_freed}
+{_freed},
+{_kept}
 SELECT * FROM done;
+
+-- name: _kept
+-- What the statements that finish items write after them: each finished item (`done`)
+-- whose dedupe key was enqueued with a time to live keeps the key from now ($4) for that
+-- long, with the item as it finished.
+kept AS (
+    UPDATE {dedupe_keys} k
+    SET expires_at = $4::float8 + k.ttl,
+        item = jsonb_build_array(d.tenant, d.id, d.queue, d.payload, d.priority, d.dedupe_key,
+                                 d.attempts, d.state, d.worker, d.enqueued_at, d.available_at,
+                                 d.lease_expires_at, d.first_claimed_at, d.claimed_at,
+                                 d.failures, d.concurrency_key, d.concurrency_limit,
+                                 d.throttle_key, d.throttle_seconds, d.throttle_burst)
+    FROM done d
+    WHERE d.dedupe_key IS NOT NULL AND d.state IN ('completed', 'dead_lettered')
+      AND k.tenant = d.tenant AND k.queue = d.queue AND k.dedupe_key = d.dedupe_key
+      AND k.id = d.id AND k.expires_at IS NULL
+)
 
 -- name: settle
 -- Fenced on the holder and the exact lease the caller saw: a concurrent heartbeat, reap or
@@ -459,10 +597,26 @@ WITH settled AS (
         failures = failures || jsonb_build_array($8::text)
     WHERE tenant = $1::text AND id = $2::text AND state = 'claimed' AND worker = $3::text
       AND lease_expires_at = $4::float8
-    RETURNING tenant, id, queue, payload::text, priority, dedupe_key, attempts, state, worker,
-              enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at,
-              failures::text, concurrency_key, concurrency_limit, throttle_key,
-              throttle_seconds, throttle_burst, pg_notify($9::text, queue)::text, seq
+    RETURNING tenant, id, queue, payload::text AS payload, priority, dedupe_key, attempts,
+              state, worker, enqueued_at, available_at, lease_expires_at, first_claimed_at,
+              claimed_at, failures::text AS failures, concurrency_key, concurrency_limit,
+              throttle_key, throttle_seconds, throttle_burst,
+              pg_notify($9::text, queue)::text, seq
+),
+-- A dead letter's kept dedupe key starts its time to live ($10 now).
+dead AS (SELECT * FROM settled WHERE state = 'dead_lettered'),
+kept AS (
+    UPDATE {dedupe_keys} k
+    SET expires_at = $10::float8 + k.ttl,
+        item = jsonb_build_array(d.tenant, d.id, d.queue, d.payload, d.priority, d.dedupe_key,
+                                 d.attempts, d.state, d.worker, d.enqueued_at, d.available_at,
+                                 d.lease_expires_at, d.first_claimed_at, d.claimed_at,
+                                 d.failures, d.concurrency_key, d.concurrency_limit,
+                                 d.throttle_key, d.throttle_seconds, d.throttle_burst)
+    FROM dead d
+    WHERE d.dedupe_key IS NOT NULL
+      AND k.tenant = d.tenant AND k.queue = d.queue AND k.dedupe_key = d.dedupe_key
+      AND k.id = d.id AND k.expires_at IS NULL
 ),
 done AS (SELECT queue, concurrency_key FROM settled),
 {_freed},
@@ -566,3 +720,40 @@ INSERT INTO {schedule_ticks} AS t (name, tick) VALUES ($1::text, $2::float8)
 ON CONFLICT (name) DO UPDATE SET tick = excluded.tick, previous = t.tick
 WHERE t.tick < excluded.tick
 RETURNING t.previous;
+
+-- name: queue_names
+-- Queues with items or counters, sorted, at most $1: the queued items' queues by a skip
+-- scan of the oldest index (one descent a queue), then those of claimed items and dead
+-- letters, and the counters' queues.
+WITH RECURSIVE queued(queue) AS (
+    (SELECT queue FROM {work} WHERE state = 'queued' ORDER BY queue, available_at LIMIT 1)
+    UNION ALL
+    SELECT (SELECT w.queue FROM {work} w
+            WHERE w.state = 'queued' AND w.queue > q.queue
+            ORDER BY w.queue, w.available_at LIMIT 1)
+    FROM queued q WHERE q.queue IS NOT NULL
+)
+SELECT queue FROM queued WHERE queue IS NOT NULL
+UNION
+SELECT DISTINCT queue FROM {work} WHERE state IN ('claimed', 'dead_lettered')
+UNION
+SELECT queue FROM {counters}
+ORDER BY 1
+LIMIT $1::integer;
+
+-- name: purge
+-- The queued items of $1 (of tenant $2 only, unless NULL), with the kept-key rows their
+-- enqueues wrote. A tenant left in the rotation with nothing queued is tidied by the next
+-- claim that walks it. Answers how many were deleted.
+WITH gone AS (
+    DELETE FROM {work}
+    WHERE queue = $1::text AND state = 'queued' AND ($2::text IS NULL OR tenant = $2::text)
+    RETURNING tenant, id, dedupe_key
+),
+keys AS (
+    DELETE FROM {dedupe_keys} k
+    USING gone g
+    WHERE g.dedupe_key IS NOT NULL AND k.tenant = g.tenant AND k.queue = $1::text
+      AND k.dedupe_key = g.dedupe_key AND k.id = g.id AND k.expires_at IS NULL
+)
+SELECT count(*) FROM gone;

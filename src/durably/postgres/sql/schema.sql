@@ -197,6 +197,23 @@ CREATE TABLE IF NOT EXISTS {enqueues} (
 ) WITH (autovacuum_vacuum_scale_factor = 0.01);
 CREATE INDEX IF NOT EXISTS {enqueues_name}_written ON {enqueues} USING brin (written_at);
 
+-- Added in version 5: dedupe keys enqueued with a time to live. The row is written with
+-- the item; when the item completes or is dead-lettered, `expires_at` is set and `item`
+-- holds it finished (a JSON array of its row): until then an enqueue of the key is
+-- answered with it. `reap` forgets expired rows through the expiry index, a batch a time.
+CREATE TABLE IF NOT EXISTS {dedupe_keys} (
+    tenant text COLLATE "C" NOT NULL,
+    queue text COLLATE "C" NOT NULL,
+    dedupe_key text COLLATE "C" NOT NULL,
+    id text COLLATE "C" NOT NULL,
+    ttl double precision NOT NULL,
+    expires_at double precision,
+    item jsonb,
+    PRIMARY KEY (tenant, queue, dedupe_key)
+);
+CREATE INDEX IF NOT EXISTS {dedupe_keys_name}_expiry ON {dedupe_keys} (expires_at)
+    WHERE expires_at IS NOT NULL;
+
 CREATE SEQUENCE IF NOT EXISTS {workflow_seq};
 
 CREATE TABLE IF NOT EXISTS {workflow_checkpoint} (
@@ -285,6 +302,93 @@ CREATE INDEX IF NOT EXISTS {workflow_status_name}_by_status ON {workflow_status}
 CREATE INDEX IF NOT EXISTS {workflow_status_name}_by_age ON {workflow_status}
     (status, updated_at);
 
+-- Admission (version 5, durably.stores.admission): each workflow counted under its tenant
+-- (running while unfinished) and the counts per tenant, kept by the same statements as the
+-- start record, the status writes, discards and the sweep. Workflows a database held
+-- before version 5 are not counted.
+CREATE TABLE IF NOT EXISTS {workflow_admitted} (
+    workflow text COLLATE "C" PRIMARY KEY,
+    tenant text COLLATE "C" NOT NULL,
+    running boolean NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {workflow_tenant_counts} (
+    tenant text COLLATE "C" PRIMARY KEY,
+    running bigint NOT NULL,
+    started bigint NOT NULL
+);
+
+-- The workflow catalog (version 5): every workflow an App started, with its tenant, kind,
+-- parent key, creation time (microseconds) and current status; each operator listing reads
+-- one index below newest first. Triggers keep `status` with every status write and the
+-- counts (spread over 8 shards per kind and status, so concurrent passes of one kind do
+-- not queue on one row) with every catalog write, in the same transaction; tenant '' (no
+-- tenant's name) counts every tenant's together.
+CREATE TABLE IF NOT EXISTS {workflow_catalog} (
+    workflow text COLLATE "C" PRIMARY KEY,
+    tenant text COLLATE "C" NOT NULL,
+    kind text COLLATE "C" NOT NULL,
+    parent text COLLATE "C",
+    created bigint NOT NULL,
+    status text NOT NULL
+);
+CREATE INDEX IF NOT EXISTS {workflow_catalog_name}_all ON {workflow_catalog}
+    (created, workflow);
+CREATE INDEX IF NOT EXISTS {workflow_catalog_name}_by_tenant ON {workflow_catalog}
+    (tenant, created, workflow);
+CREATE INDEX IF NOT EXISTS {workflow_catalog_name}_by_kind ON {workflow_catalog}
+    (kind, created, workflow);
+CREATE INDEX IF NOT EXISTS {workflow_catalog_name}_by_status ON {workflow_catalog}
+    (status, created, workflow);
+CREATE INDEX IF NOT EXISTS {workflow_catalog_name}_by_parent ON {workflow_catalog}
+    (parent, created, workflow) WHERE parent IS NOT NULL;
+CREATE INDEX IF NOT EXISTS {workflow_catalog_name}_by_tk ON {workflow_catalog}
+    (tenant, kind, created, workflow);
+CREATE INDEX IF NOT EXISTS {workflow_catalog_name}_by_ts ON {workflow_catalog}
+    (tenant, status, created, workflow);
+
+CREATE TABLE IF NOT EXISTS {workflow_counts} (
+    tenant text COLLATE "C" NOT NULL,
+    kind text COLLATE "C" NOT NULL,
+    status text NOT NULL,
+    shard smallint NOT NULL,
+    n bigint NOT NULL,
+    PRIMARY KEY (tenant, kind, status, shard)
+);
+
+CREATE OR REPLACE FUNCTION {workflow_catalog_count}() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('DELETE', 'UPDATE') THEN
+        UPDATE {workflow_counts} SET n = n - 1
+        WHERE tenant IN (OLD.tenant, '') AND kind = OLD.kind AND status = OLD.status
+          AND shard = hashtext(OLD.workflow) & 7;
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO {workflow_counts} AS c (tenant, kind, status, shard, n)
+        VALUES (NEW.tenant, NEW.kind, NEW.status, hashtext(NEW.workflow) & 7, 1),
+               ('', NEW.kind, NEW.status, hashtext(NEW.workflow) & 7, 1)
+        ON CONFLICT (tenant, kind, status, shard) DO UPDATE SET n = c.n + 1;
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE OR REPLACE TRIGGER {workflow_catalog_name}_counted
+    AFTER INSERT OR DELETE OR UPDATE OF status ON {workflow_catalog}
+    FOR EACH ROW
+    EXECUTE FUNCTION {workflow_catalog_count}();
+
+CREATE OR REPLACE FUNCTION {workflow_catalog_follow}() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE {workflow_catalog} SET status = NEW.status
+    WHERE workflow = NEW.workflow AND status <> NEW.status;
+    RETURN NULL;
+END
+$$;
+CREATE OR REPLACE TRIGGER {workflow_status_name}_catalogued
+    AFTER INSERT OR UPDATE OF status ON {workflow_status}
+    FOR EACH ROW EXECUTE FUNCTION {workflow_catalog_follow}();
+
 -- Claim-check blobs, one per distinct content: `digest` is the SHA-256 of `data`,
 -- `expires_at` the store's clock time it lapses at ('Infinity': never).
 CREATE TABLE IF NOT EXISTS {claim_check} (
@@ -299,8 +403,10 @@ SELECT 5 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
 -- Version 2 prefixed the workflow tables with durably_ (`migrate` renames a version-1
 -- database's tables before this script runs; applied by hand, rename them first).
 -- Version 3 added the rotation ({rota}, {waiting}); version 4 the workflow rotation
--- ({workflow_tenants}); version 5 the flow gates ({gates}, {throttles}) and the
--- schedules' ticks ({schedule_ticks}).
+-- ({workflow_tenants}); version 5 the per-tenant counts ({workflow_admitted},
+-- {workflow_tenant_counts}), the kept dedupe keys ({dedupe_keys}), the workflow catalog
+-- ({workflow_catalog}), the flow gates ({gates}, {throttles}) and the schedules' ticks
+-- ({schedule_ticks}).
 UPDATE {schema_version} SET version = 5 WHERE version < 5;
 
 -- name: schema_version

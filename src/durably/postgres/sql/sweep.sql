@@ -30,5 +30,22 @@ records AS (
 ),
 claim AS (
     DELETE FROM {workflow_claim} WHERE workflow IN (SELECT workflow FROM finished)
+),
+unadmitted AS (
+    DELETE FROM {workflow_admitted} WHERE workflow IN (SELECT workflow FROM finished)
+    RETURNING tenant, running
+),
+uncounted AS (
+    -- One row per tenant: an UPDATE joined to several rows of one tenant applies one.
+    UPDATE {workflow_tenant_counts} AS c
+    SET running = c.running - u.running, started = c.started - u.started
+    FROM (
+        SELECT tenant, count(*) FILTER (WHERE running) AS running, count(*) AS started
+        FROM unadmitted GROUP BY tenant
+    ) AS u
+    WHERE c.tenant = u.tenant
+),
+catalogued AS (
+    DELETE FROM {workflow_catalog} WHERE workflow IN (SELECT workflow FROM finished)
 )
 SELECT count(*) FROM finished;

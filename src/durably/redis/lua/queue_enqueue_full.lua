@@ -1,73 +1,23 @@
--- Queue an item unless a live one holds its id or dedupe key: every case of an enqueue.
--- queue_enqueue.lua takes the common one (nothing under the id, no dedupe key, nothing
--- carried) in fewer steps and hands the rest here, with the same arguments.
+-- Queue an item unless a live one holds its id or dedupe key: every case of an enqueue
+-- (enqueue_item in queue_enqueue_lib.lua). queue_enqueue.lua takes the common one
+-- (nothing under the id, no dedupe key, nothing carried) in fewer steps and hands the rest
+-- here, with the same arguments.
 -- KEYS: item hash. ARGV: prefix, tenant, member (the 16-digit enqueue order, then the id:
 -- see order.py), queue, payload (JSON), priority, now, the enqueue's token (one per call,
 -- kept in the item), then optionally available_at ('' or absent: now), a dedupe key (''
--- or absent: none), the attempts and failures (segments) the item already carries
--- (absent: 0 and none), and its flow gates: concurrency key and limit, throttle key,
--- interval and burst ('' or absent: none).
--- Answers 1 when queued (the caller knows the rest), or the live holder's item. A retry of
--- an enqueue that landed (its reply lost) finds its token on the item, whatever became of
--- the item since, and answers 1 again: one call, one item.
-local item = KEYS[1]
-local tenant, member, queue, payload = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local priority, now, token, available, dedupe = ARGV[6], ARGV[7], ARGV[8], ARGV[9], ARGV[10]
-local id = string.sub(member, 17)
+-- or absent: none), the attempts and failures (segments) the item already carries ('' or
+-- absent: 0 and none), the dedupe key's time to live ('' or absent: none), and its flow
+-- gates: concurrency key and limit, throttle key, interval and burst ('' or absent: none).
+-- Answers 1 when queued, or the live (or kept) holder's item.
+local available, dedupe, attempts, failures, ttl = ARGV[9], ARGV[10], ARGV[11], ARGV[12],
+  ARGV[13]
 if available == '' then available = nil end
 if dedupe == '' then dedupe = nil end
-local state = redis.call('HGET', item, 'state')
-if state or dedupe then
-  if state and redis.call('HGET', item, 'enqueue') == token then return 1 end
-  -- Rare paths: a live item or dedupe key holds it, or a terminal item frees its id.
-  local holder = nil
-  if state == 'queued' or state == 'claimed' then
-    holder = item
-  elseif dedupe then
-    local other = redis.call('HGET', base .. 'dedupe', seg(tenant) .. seg(queue) .. seg(dedupe))
-    if other then
-      local key = item_key(seg(tenant) .. seg(other))
-      local held = redis.call('HGET', key, 'state')
-      if held == 'queued' or held == 'claimed' then holder = key end
-    end
-  end
-  if holder then
-    local f = read_item(holder)
-    redis.call('HINCRBY', qkey('stats', f[QUEUE]), 'duplicates', 1)
-    return f
-  end
-  if state then
-    -- A terminal item frees its id and key: the new one replaces it.
-    local f = read_item(item)
-    if f[STATE] == 'dead_lettered' then
-      local ref = seg(tenant) .. seg(id)
-      redis.call('ZREM', qkey('dead', f[QUEUE]), ref)
-      redis.call('ZREM', base .. 'dead-tenant:' .. seg(tenant), ref)
-    end
-    forget_dedupe(f)
-    redis.call('DEL', item)
-  end
+if attempts == '' then attempts, failures = nil, nil end
+if ttl == '' then ttl = nil end
+local gates = nil
+if (ARGV[14] and ARGV[14] ~= '') or (ARGV[16] and ARGV[16] ~= '') then
+  gates = {ARGV[14], ARGV[15], ARGV[16], ARGV[17], ARGV[18]}
 end
--- Fields that are still unset are not written (a missing field reads as unset), nor are
--- the attempts (0 while missing) and, for an item due at once, its availability (the
--- enqueue time while missing): read_item's readers supply both.
-local fields = {'payload', payload, 'tenant', tenant, 'id', id, 'queue', queue,
-  'priority', priority, 'member', member, 'state', 'queued', 'enqueued_at', now,
-  'enqueue', token}
-local function add(name, value) fields[#fields + 1] = name; fields[#fields + 1] = value end
-if dedupe then
-  add('dedupe', dedupe)
-  redis.call('HSET', base .. 'dedupe', seg(tenant) .. seg(queue) .. seg(dedupe), id)
-end
-if available then add('available_at', available) end
-if ARGV[11] then add('attempts', ARGV[11]); add('failures', ARGV[12]) end
-if ARGV[13] and ARGV[13] ~= '' then
-  add('concurrency_key', ARGV[13]); add('concurrency_limit', ARGV[14])
-end
-if ARGV[15] and ARGV[15] ~= '' then
-  add('throttle_key', ARGV[15]); add('throttle_seconds', ARGV[16]); add('throttle_burst', ARGV[17])
-end
-redis.call('HSET', item, unpack(fields))
-add_ready(queue, tenant, priority, member, available or now, now)
-if not available or tonumber(available) <= tonumber(now) then ring(queue, now) end
-return 1
+return enqueue_item(KEYS[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8],
+  available, dedupe, attempts, failures, ttl, gates)

@@ -159,3 +159,19 @@ local function forget_dedupe(f)
     end
   end
 end
+
+-- The item read as ``f`` has just finished (completed or dead-lettered): its dedupe key is
+-- freed, or, when it was enqueued with a time to live, kept that long from ``now`` (the
+-- mapping stays; 'dedupe-kept' scores it by expiry). Returns the time to live, or nil.
+local function finish_dedupe(f, now)
+  if f[DEDUPE] and f[DEDUPE] ~= '' then
+    local ttl = redis.call('HGET', item_key(seg(f[TENANT]) .. seg(f[ID])), 'dedupe_ttl')
+    local field = seg(f[TENANT]) .. seg(f[QUEUE]) .. seg(f[DEDUPE])
+    if ttl and redis.call('HGET', base .. 'dedupe', field) == f[ID] then
+      redis.call('ZADD', base .. 'dedupe-kept', now + tonumber(ttl), field)
+      return tonumber(ttl)
+    end
+  end
+  forget_dedupe(f)
+  return nil
+end

@@ -5,6 +5,21 @@
 local now, error, batch = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
 local due = {}
 for i = 5, #ARGV do due[#due + 1] = ARGV[i] end
+-- Forget up to ``batch`` kept dedupe keys whose time is up (by expiry), unless a live
+-- item has taken the key since.
+for _, field in ipairs(redis.call('ZRANGEBYSCORE', base .. 'dedupe-kept', '-inf', ARGV[2],
+    'LIMIT', 0, batch)) do
+  local id = redis.call('HGET', base .. 'dedupe', field)
+  if id then
+    local colon = string.find(field, ':', 1, true)
+    local tenant = string.sub(field, 1, colon + tonumber(string.sub(field, 1, colon - 1)))
+    local state = redis.call('HGET', item_key(tenant .. seg(id)), 'state')
+    if state ~= 'queued' and state ~= 'claimed' then
+      redis.call('HDEL', base .. 'dedupe', field)
+    end
+  end
+  redis.call('ZREM', base .. 'dedupe-kept', field)
+end
 local moved = {}
 for _, queue in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   local lapsed = redis.call('ZRANGEBYSCORE', qkey('leases', queue), '-inf', ARGV[2],

@@ -32,7 +32,7 @@ local function settle(ref, f, error, due, now)
     local order = tonumber(string.sub(f[MEMBER], 1, 16))
     redis.call('ZADD', qkey('dead', queue), order, ref)
     redis.call('ZADD', base .. 'dead-tenant:' .. seg(tenant), order, ref)
-    forget_dedupe(f)
+    finish_dedupe(f, now)
     f[STATE] = 'dead_lettered'
   else
     local at = due[attempts]
@@ -59,8 +59,9 @@ local function complete(ref, worker, now, retention)
   redis.call('SREM', base .. 'held:' .. seg(worker), ref)
   release_gate(f)
   redis.call('HSET', item, 'state', 'completed', 'lease_expires_at', '')
-  forget_dedupe(f)
-  redis.call('EXPIRE', item, retention)
+  -- A finished item whose dedupe key is kept stays readable as long as the key.
+  local ttl = finish_dedupe(f, now)
+  redis.call('EXPIRE', item, math.max(tonumber(retention), math.ceil(ttl or 0)))
   f[STATE], f[LEASE] = 'completed', ''
   return {'ok', f}
 end

@@ -47,3 +47,22 @@ local function hold(claim, token, held, alive, alive_for, now)
     'alive_until', fmt(alive), 'alive_for', alive_for)
   redis.call('PEXPIRE', claim, math.floor((held - now) / 1000) + 1)
 end
+
+-- Admission (durably.stores.admission): an admitted workflow's hash holds its tenant and
+-- whether it counts as running; its tenant's counts live in the tenant's own slot, so the
+-- caller moves them in a second step with what these answer: {tenant, delta}.
+local function flip_admitted(admitted, running)
+  local a = redis.call('HMGET', admitted, 'tenant', 'running')
+  if not a[1] or a[2] == running then return {'', 0} end
+  redis.call('HSET', admitted, 'running', running)
+  if running == '1' then return {a[1], 1} end
+  return {a[1], -1}
+end
+
+-- A deleted workflow is no longer counted: {tenant, running (0 or 1)}, or {'', 0}.
+local function unadmit(admitted)
+  local a = redis.call('HMGET', admitted, 'tenant', 'running')
+  if not a[1] then return {'', 0} end
+  redis.call('DEL', admitted)
+  return {a[1], tonumber(a[2])}
+end

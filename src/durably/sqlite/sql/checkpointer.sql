@@ -112,3 +112,35 @@ WHERE c.workflow = :workflow AND c.key <> :key AND NOT EXISTS (
 
 -- name: delete_record
 DELETE FROM durably_workflow_checkpoint WHERE workflow = :workflow AND key = :key
+
+-- Admission (durably.stores.admission): a workflow counted under its tenant, and the
+-- counts per tenant, moved in the same transaction as the writes that move them.
+
+-- name: tenant_counts
+SELECT running, started FROM durably_workflow_tenant_counts WHERE tenant = :tenant;
+
+-- name: admit
+INSERT INTO durably_workflow_admitted (workflow, tenant, running)
+VALUES (:workflow, :tenant, 1)
+ON CONFLICT (workflow) DO NOTHING;
+
+-- name: count_admitted
+INSERT INTO durably_workflow_tenant_counts (tenant, running, started) VALUES (:tenant, 1, 1)
+ON CONFLICT (tenant) DO UPDATE SET running = running + 1, started = started + 1;
+
+-- name: flip_running
+-- The admitted workflow's running flag, when the status write moves it; no row when it
+-- does not (or the workflow was never admitted).
+UPDATE durably_workflow_admitted SET running = :running
+WHERE workflow = :workflow AND running <> :running
+RETURNING tenant;
+
+-- name: move_running
+UPDATE durably_workflow_tenant_counts SET running = running + :delta WHERE tenant = :tenant;
+
+-- name: unadmit
+DELETE FROM durably_workflow_admitted WHERE workflow = :workflow RETURNING tenant, running;
+
+-- name: uncount
+UPDATE durably_workflow_tenant_counts SET running = running - :running, started = started - 1
+WHERE tenant = :tenant;

@@ -9,6 +9,30 @@ SELECT * FROM durably_work
 WHERE tenant = :tenant AND queue = :queue AND dedupe_key = :dedupe_key
   AND state IN ('queued', 'claimed')
 
+-- name: kept_by_dedupe_key
+-- The finished item whose dedupe key is still kept.
+SELECT item FROM durably_dedupe_keys
+WHERE tenant = :tenant AND queue = :queue AND dedupe_key = :dedupe_key AND expires_at > :now
+
+-- name: keep_dedupe_key
+-- A new item's key, kept :ttl seconds after the item finishes (a kept row whose time is up
+-- is replaced).
+INSERT OR REPLACE INTO durably_dedupe_keys (tenant, queue, dedupe_key, id, ttl, expires_at, item)
+VALUES (:tenant, :queue, :dedupe_key, :id, :ttl, NULL, NULL)
+
+-- name: finish_dedupe_key
+-- The item :id finished (:item): its key is kept from now for its time to live.
+UPDATE durably_dedupe_keys SET expires_at = :now + ttl, item = :item
+WHERE tenant = :tenant AND queue = :queue AND dedupe_key = :dedupe_key AND id = :id
+  AND expires_at IS NULL
+
+-- name: forget_dedupe_keys
+-- Up to :limit kept keys whose time is up, found through the expiry index.
+DELETE FROM durably_dedupe_keys
+WHERE rowid IN (
+    SELECT rowid FROM durably_dedupe_keys WHERE expires_at <= :now ORDER BY expires_at LIMIT :limit
+)
+
 -- name: delete_item
 DELETE FROM durably_work WHERE seq = :seq
 
@@ -182,3 +206,23 @@ SELECT tick FROM durably_schedule_ticks WHERE name = :name
 -- name: set_tick
 INSERT INTO durably_schedule_ticks (name, tick) VALUES (:name, :tick)
 ON CONFLICT (name) DO UPDATE SET tick = excluded.tick
+
+-- name: queue_names
+-- Queues with items (the sizes the triggers keep) or counters, sorted, at most :limit.
+SELECT queue FROM durably_queue_sizes WHERE n > 0
+UNION
+SELECT queue FROM durably_queue_counters
+ORDER BY 1
+LIMIT :limit
+
+-- name: purge
+-- The queued items of :queue (of :tenant only, unless NULL). The triggers keep the sizes;
+-- a tenant left in the rotation with nothing queued is put right by the next claim.
+DELETE FROM durably_work
+WHERE queue = :queue AND state = 'queued' AND (:tenant IS NULL OR tenant = :tenant)
+RETURNING tenant, id
+
+-- name: forget_purged_key
+-- A purged item's kept-key row, written at its enqueue (it never finished).
+DELETE FROM durably_dedupe_keys WHERE tenant = :tenant AND queue = :queue AND id = :id
+  AND expires_at IS NULL

@@ -1,4 +1,4 @@
--- durably's tables in an embedded SQLite file: schema version 5.
+-- durably's tables in an embedded SQLite file: schema version 6.
 -- Applied by `durably.sqlite.connect` inside one BEGIN IMMEDIATE, so processes opening a
 -- fresh file at once create it exactly once. Every statement is idempotent.
 
@@ -91,6 +91,23 @@ CREATE TABLE IF NOT EXISTS durably_queue_throttles (
 CREATE UNIQUE INDEX IF NOT EXISTS durably_work_live_dedupe
     ON durably_work (tenant, queue, dedupe_key)
     WHERE dedupe_key IS NOT NULL AND state IN ('queued', 'claimed');
+
+-- Added in version 6: dedupe keys enqueued with a time to live. The row is written with
+-- the item; when the item completes or is dead-lettered, `expires_at` is set and `item`
+-- holds it finished: until then an enqueue of the key is answered with it. `reap` deletes
+-- expired rows through the expiry index, a batch at a time.
+CREATE TABLE IF NOT EXISTS durably_dedupe_keys (
+    tenant TEXT NOT NULL,
+    queue TEXT NOT NULL,
+    dedupe_key TEXT NOT NULL,
+    id TEXT NOT NULL,
+    ttl REAL NOT NULL,
+    expires_at REAL,
+    item TEXT,
+    PRIMARY KEY (tenant, queue, dedupe_key)
+);
+CREATE INDEX IF NOT EXISTS durably_dedupe_keys_expiry
+    ON durably_dedupe_keys (expires_at) WHERE expires_at IS NOT NULL;
 
 CREATE INDEX IF NOT EXISTS durably_work_due
     ON durably_work (queue, state, available_at);
@@ -235,6 +252,22 @@ CREATE TABLE IF NOT EXISTS durably_workflow_swept_token (
     token INTEGER NOT NULL
 );
 
+-- Admission (schema version 6, durably.stores.admission): each workflow counted under its
+-- tenant (running = 1 while unfinished) and the counts per tenant, kept by the same
+-- transactions as the start record, the status writes, discards and the sweep. Workflows
+-- a file held before version 6 are not counted.
+CREATE TABLE IF NOT EXISTS durably_workflow_admitted (
+    workflow TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    running INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS durably_workflow_tenant_counts (
+    tenant TEXT PRIMARY KEY,
+    running INTEGER NOT NULL,
+    started INTEGER NOT NULL
+) WITHOUT ROWID;
+
 -- Scheduler entries: queued (ready, no hand-out in flight: in its tenant's line), in flight
 -- (ready with a receipt: invisible until visible_at) or sleeping (due on the caller's
 -- clock). `tenant` added in schema version 5 (connect adds it to earlier files, set to the
@@ -290,6 +323,84 @@ SELECT namespace, tenant, 0, MIN(visible_at), workflow, 1
 FROM durably_workflow_queue
 WHERE state = 'ready' AND receipt IS NULL
 GROUP BY namespace, tenant;
+
+-- The workflow catalog (added in schema version 6): every workflow an App started, with its
+-- tenant, kind, parent key, creation time (microseconds) and current status, each operator
+-- listing reading one index below newest first. The triggers keep `status` with every
+-- status write and the counts with every catalog write, in the same transaction.
+CREATE TABLE IF NOT EXISTS durably_workflow_catalog (
+    workflow TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    parent TEXT,
+    created INTEGER NOT NULL,
+    status TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS durably_workflow_catalog_all
+    ON durably_workflow_catalog (created, workflow);
+CREATE INDEX IF NOT EXISTS durably_workflow_catalog_by_tenant
+    ON durably_workflow_catalog (tenant, created, workflow);
+CREATE INDEX IF NOT EXISTS durably_workflow_catalog_by_kind
+    ON durably_workflow_catalog (kind, created, workflow);
+CREATE INDEX IF NOT EXISTS durably_workflow_catalog_by_status
+    ON durably_workflow_catalog (status, created, workflow);
+CREATE INDEX IF NOT EXISTS durably_workflow_catalog_by_parent
+    ON durably_workflow_catalog (parent, created, workflow) WHERE parent IS NOT NULL;
+CREATE INDEX IF NOT EXISTS durably_workflow_catalog_by_tenant_kind
+    ON durably_workflow_catalog (tenant, kind, created, workflow);
+CREATE INDEX IF NOT EXISTS durably_workflow_catalog_by_tenant_status
+    ON durably_workflow_catalog (tenant, status, created, workflow);
+
+-- How many catalogued workflows each tenant has of each kind in each status (exact), and
+-- under tenant '' (no tenant's name: tenants are never empty) every tenant's together, so
+-- neither count reads more rows than kinds times statuses.
+CREATE TABLE IF NOT EXISTS durably_workflow_counts (
+    tenant TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY (tenant, kind, status)
+) WITHOUT ROWID;
+
+CREATE TRIGGER IF NOT EXISTS durably_workflow_catalog_counted_insert
+AFTER INSERT ON durably_workflow_catalog
+BEGIN
+    INSERT INTO durably_workflow_counts (tenant, kind, status, n)
+    VALUES (new.tenant, new.kind, new.status, 1), ('', new.kind, new.status, 1)
+    ON CONFLICT (tenant, kind, status) DO UPDATE SET n = n + 1;
+END;
+
+CREATE TRIGGER IF NOT EXISTS durably_workflow_catalog_counted_delete
+AFTER DELETE ON durably_workflow_catalog
+BEGIN
+    UPDATE durably_workflow_counts SET n = n - 1
+    WHERE tenant IN (old.tenant, '') AND kind = old.kind AND status = old.status;
+END;
+
+CREATE TRIGGER IF NOT EXISTS durably_workflow_catalog_counted_update
+AFTER UPDATE OF status ON durably_workflow_catalog WHEN old.status IS NOT new.status
+BEGIN
+    UPDATE durably_workflow_counts SET n = n - 1
+    WHERE tenant IN (old.tenant, '') AND kind = old.kind AND status = old.status;
+    INSERT INTO durably_workflow_counts (tenant, kind, status, n)
+    VALUES (new.tenant, new.kind, new.status, 1), ('', new.kind, new.status, 1)
+    ON CONFLICT (tenant, kind, status) DO UPDATE SET n = n + 1;
+END;
+
+CREATE TRIGGER IF NOT EXISTS durably_workflow_status_catalogued_insert
+AFTER INSERT ON durably_workflow_status
+BEGIN
+    UPDATE durably_workflow_catalog SET status = new.status
+    WHERE workflow = new.workflow AND status IS NOT new.status;
+END;
+
+CREATE TRIGGER IF NOT EXISTS durably_workflow_status_catalogued_update
+AFTER UPDATE OF status ON durably_workflow_status WHEN old.status IS NOT new.status
+BEGIN
+    UPDATE durably_workflow_catalog SET status = new.status
+    WHERE workflow = new.workflow AND status IS NOT new.status;
+END;
 
 -- Claim-check blobs (added in schema version 2), one per distinct content: `digest` is
 -- the SHA-256 of `data`, `expires_at` the store's clock time it lapses at (Inf: never).

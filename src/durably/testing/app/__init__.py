@@ -9,10 +9,12 @@ per test.
 
 from __future__ import annotations
 
+from durably.testing.app.admission import AppAdmission
 from durably.testing.app.basics import AppBasics
 from durably.testing.app.cancels import AppCancels
 from durably.testing.app.concurrency import AppConcurrency
 from durably.testing.app.continuing import AppContinueAsNew
+from durably.testing.app.delays import AppDelays
 from durably.testing.app.deploys import AppDeployCheck
 from durably.testing.app.drift import AppDrift
 from durably.testing.app.failures import AppFailures
@@ -31,7 +33,9 @@ from durably.testing.app.values import AppValues
 
 
 class AppConformance(
+    AppAdmission,
     AppBasics,
+    AppDelays,
     AppDeployCheck,
     AppLifecycle,
     AppReplay,

@@ -23,6 +23,7 @@ from pydantic import JsonValue
 
 from durably.clock import ManualClock
 from durably.errors import InvalidInputError, StateConflictError, StateNotFoundError
+from durably.redaction import scrub
 from durably.stores.runs import (
     RunRecord,
     RunState,
@@ -333,23 +334,52 @@ class StateWriteCases(StateFixtures):
         assert kept is not None
         assert json.dumps(kept.metadata, sort_keys=True) == expected
 
-    async def test_secrets_in_tool_call_arguments_are_masked_before_they_are_stored(
+    async def test_tool_call_arguments_are_stored_as_given_for_the_loop_to_run(
         self, state_store: StateStore, tenant: str
     ) -> None:
-        secret = "sk-live-4f9a8b7c6d5e4f3a2b1c"
-        call = ToolCall(
-            id="c1",
-            name="send",
-            arguments={"api_key": secret, "to": ["someone@example.com"], "n": 1},
-        )
-        returned = await state_store.put_run(new_run(tenant, pending_tool_calls=(call,)))
+        arguments: dict[str, JsonValue] = {
+            "to": "bob@example.com",
+            "page_token": "tok-2",
+            "path": "/v1/items?token=page-2",
+            "n": 1,
+        }
+        call = ToolCall(id="c1", name="send", arguments=arguments)
+        returned = await state_store.put_run(new_run(tenant, pending_tool_calls=[call]))
         stored = await state_store.get_run(returned.key)
         assert stored is not None
         for record in (returned, stored):
-            text = record.model_dump_json()
-            assert secret not in text
-            assert "someone@example.com" not in text
-            assert record.pending_tool_calls[0].arguments["n"] == 1
+            assert record.pending_tool_calls[0].arguments == arguments
+            assert record.masked_paths == ()
+            assert not record.masked("c1")
+
+    async def test_a_scrubbing_store_masks_arguments_and_names_the_masked_paths(
+        self, state_store_factory: StateStoreFactory, clock: ManualClock, tenant: str
+    ) -> None:
+        store = await state_store_factory(clock, scrub)
+        try:
+            secret = "sk-live-4f9a8b7c6d5e4f3a2b1c"
+            call = ToolCall(
+                id="c1",
+                name="send",
+                arguments={"api_key": secret, "to": ["someone@example.com"], "n": 1},
+            )
+            plain = ToolCall(id="c2", name="read", arguments={"n": 2})
+            returned = await store.put_run(new_run(tenant, pending_tool_calls=(call, plain)))
+            stored = await store.get_run(returned.key)
+            assert stored is not None
+            for record in (returned, stored):
+                text = record.model_dump_json()
+                assert secret not in text
+                assert "someone@example.com" not in text
+                assert record.pending_tool_calls[0].arguments["n"] == 1
+                assert record.masked_paths == (
+                    "pending_tool_calls['c1'].arguments.api_key",
+                    "pending_tool_calls['c1'].arguments.to[0]",
+                )
+                assert record.masked("c1")
+                assert not record.masked("c2")
+        finally:
+            await store.close()
 
     async def test_changing_a_returned_record_does_not_change_the_stored_one(
         self, state_store: StateStore, tenant: str

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from typing import Protocol
 
 import pytest
 
 from durably.clock import Clock, ManualClock
-from durably.stores.runs import RunRecord, StateStore
+from durably.stores.runs import RunRecord, Scrubber, StateStore
 
-StateStoreFactory = Callable[[Clock], Awaitable[StateStore]]
+
+class StateStoreFactory(Protocol):
+    """Makes a fresh state store on ``clock``, passing ``scrub`` to its ``scrub=``."""
+
+    def __call__(self, clock: Clock, scrub: Scrubber | None = None) -> Awaitable[StateStore]:
+        """A new store over the backing under test."""
+        ...
+
 
 START = 1_000_000.0
 

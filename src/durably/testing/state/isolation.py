@@ -7,7 +7,9 @@ import math
 import pytest
 from pydantic import JsonValue
 
+from durably.clock import ManualClock
 from durably.errors import InvalidInputError, StateInUseError, StateNotFoundError
+from durably.redaction import scrub
 from durably.stores.runs import (
     RunRecord,
     RunState,
@@ -19,7 +21,7 @@ from durably.stores.runs import (
     ToolCall,
 )
 from durably.testing.refused import UNSTORABLE_TEXTS, UNUSABLE_IDS
-from durably.testing.state.fixtures import StateFixtures, new_run, unique
+from durably.testing.state.fixtures import StateFixtures, StateStoreFactory, new_run, unique
 from durably.testing.state.listing import AWKWARD_IDS, walk
 from durably.validation import MAX_DEPTH
 
@@ -134,23 +136,25 @@ class StateIsolationCases(StateFixtures):
             (run_id, n + 1) for n, run_id in enumerate(AWKWARD_IDS) if n % 2
         ]
 
-    async def test_secrets_in_an_update_are_masked_too(
-        self, state_store: StateStore, tenant: str
+    async def test_a_scrubbing_store_masks_an_update_too(
+        self, state_store_factory: StateStoreFactory, clock: ManualClock, tenant: str
     ) -> None:
-        secret, mail = "sk-live-9a8b7c6d5e4f3a2b1c0d", "ops@example.org"
-        stored = await state_store.put_run(new_run(tenant))
-        call = ToolCall(id="c", name="mail", arguments={"auth": f"key {secret}", "cc": [mail]})
-        updated = await state_store.put_run(
-            stored.model_copy(update={"pending_tool_calls": (call,)})
-        )
-        read = await state_store.get_run(stored.key)
-        page = await state_store.list_runs(StateQuery(tenant=tenant))
-        for record in (updated, read, *page.records):
-            assert record is not None
-            text = record.model_dump_json()
-            assert secret not in text
-            assert mail not in text
-            assert record.pending_tool_calls[0].arguments["auth"] != f"key {secret}"
+        store = await state_store_factory(clock, scrub)
+        try:
+            secret, mail = "sk-live-9a8b7c6d5e4f3a2b1c0d", "ops@example.org"
+            stored = await store.put_run(new_run(tenant))
+            call = ToolCall(id="c", name="mail", arguments={"auth": f"key {secret}", "cc": [mail]})
+            updated = await store.put_run(stored.model_copy(update={"pending_tool_calls": (call,)}))
+            read = await store.get_run(stored.key)
+            page = await store.list_runs(StateQuery(tenant=tenant))
+            for record in (updated, read, *page.records):
+                assert record is not None
+                text = record.model_dump_json()
+                assert secret not in text
+                assert mail not in text
+                assert record.masked("c")
+        finally:
+            await store.close()
 
     @pytest.mark.parametrize("bad", UNUSABLE_IDS)
     async def test_every_entry_point_refuses_an_unusable_id_and_stores_nothing(
