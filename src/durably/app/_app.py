@@ -393,20 +393,31 @@ class App(Operating):
             dedupe_ttl: How long a dedupe key outlasts its item (completed or
                 dead-lettered), in seconds or a timedelta (default 24 hours, at most a
                 year): an enqueue of the key meanwhile is answered with the finished item.
-            **more: Flow-control and schedule options (``cron=``, ``concurrency=``,
-                ``throttle=``), kept on the task's `TaskOptions`.
+            **more: Flow control and schedule:
+                ``concurrency=`` (at most that many runs at once, across workers),
+                ``concurrency_key=`` (a callable of the task's arguments answering a
+                string: the limit then holds per key), ``throttle=`` (a `durably.Throttle`
+                or text like ``"100/minute"``: runs start at most at that rate),
+                ``cron=`` (a five-field cron expression: every worker `serve` runs
+                enqueues one run per tick, once however many run; a task with one
+                ``datetime`` parameter receives the tick's time) and ``tz=`` (the IANA
+                time zone of ``cron=``, default UTC).
 
         Returns:
             The `Task`; with options alone, a decorator that makes it.
 
         Raises:
             ConfigurationError: At decoration: a default name under ``__main__``, a name
-                registered twice, a parameter named ``delay``, ``priority``, ``tenant``
-                or ``dedupe_key``, ``*args`` or ``**kwargs``, a missing or unencodable
-                annotation.
+                registered twice (as a task, or a cron task's as a schedule), a cron task
+                with parameters other than one ``datetime``, a parameter named ``delay``,
+                ``priority``, ``tenant`` or ``dedupe_key``, ``*args`` or ``**kwargs``, a
+                missing or unencodable annotation.
             InvalidInputError: A ``queue`` or ``name`` that is not a usable id, a
                 ``timeout`` or ``dedupe_ttl`` that is not a positive duration, a
-                ``retry`` that is not a `durably.Retry`.
+                ``retry`` that is not a `durably.Retry`; at decoration, an unknown option,
+                a ``concurrency`` that is not an int from 1, a ``concurrency_key`` that is
+                not callable (or without ``concurrency``), a ``throttle`` that does not
+                read as a rate, a ``cron`` that does not parse, an unknown ``tz``.
         """
         identifier(queue, "queue")
         if retry is not None and not isinstance(retry, Retry):
@@ -424,6 +435,13 @@ class App(Operating):
             if task_name in self._core.tasks:
                 raise ConfigurationError(f"task {task_name!r} is registered twice")
             task: Task[Any, Any] = Task(self._core, function, name=task_name, options=options)
+            schedule = task.schedule()
+            if schedule is not None:
+                if schedule.name in self._core.schedules:
+                    raise ConfigurationError(
+                        f"a schedule named {schedule.name!r} is registered already"
+                    )
+                self._core.schedules[schedule.name] = schedule
             self._core.tasks[task_name] = task
             return task
 
@@ -603,7 +621,10 @@ class App(Operating):
     async def run_until_idle(self, *, advance: bool = True) -> int:
         """Run every due workflow and task, one at a time, until nothing is runnable.
 
-        For tests: a day of sleeps, backoffs and delays runs in milliseconds.
+        For tests: a day of sleeps, backoffs and delays runs in milliseconds. Each pass
+        ticks the cron schedules at the clock's time, as a worker's maintenance does (a
+        schedule's first tick only takes its mark; cron ticks are no deadline the clock
+        is moved to: advance it past one to fire it).
 
         Args:
             advance: With a `ManualClock`, move the clock to each next deadline (sleeps,

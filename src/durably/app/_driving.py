@@ -16,6 +16,7 @@ from durably.app._core import Core
 from durably.app._tasks import TASK_KEY
 from durably.clock import ManualClock
 from durably.engine import ServiceContext, Worker, WorkflowService
+from durably.engine.schedules import tick
 from durably.engine.service import retryable
 from durably.engine.worker import LOGGER_NAME
 from durably.errors import ConfigurationError, DurablyError, UnreadableRecordError
@@ -242,6 +243,8 @@ class Driver:
         while passes < MAX_PASSES:
             now = clock.now()
             ran = False
+            for schedule in self._core.schedules.values():
+                await tick(queue, schedule, now=now)  # as a worker's maintenance does
             for service in services:
                 scheduler = service.durable.scheduler
                 await scheduler.wake_due(now)

@@ -22,7 +22,9 @@ from pydantic import SecretStr
 
 from durably.app._context import is_async
 from durably.app._retry import Retry
+from durably.app._task_flow import TaskFlow
 from durably.app._values import Duration, Signature, seconds_of
+from durably.engine.schedules import Schedule, tick_of
 from durably.errors import (
     ConfigurationError,
     DurablyError,
@@ -102,6 +104,7 @@ class Task(Generic[P, R]):
                 f"task {name!r}: parameter {sorted(taken)[0]!r} is reserved (enqueue takes it "
                 "as an option); rename it"
             )
+        self.flow = TaskFlow.of(self.name, options.more, self.signature)
         self._async = is_async(fn)
         self._retry_text = _retry_text(options.retry)
         functools.update_wrapper(self, fn)
@@ -125,6 +128,14 @@ class Task(Generic[P, R]):
     def dedupe_ttl(self) -> float:
         """How long a dedupe key lasts after its item finished, in seconds."""
         return self.options.dedupe_ttl
+
+    def schedule(self) -> Schedule | None:
+        """The cron schedule of a task registered with ``cron=`` (None: not a cron task).
+
+        Each tick enqueues one run, its time given to the task's datetime parameter.
+        """
+        payload = {TASK_KEY: self.name, ARGS_KEY: "{}", RETRY_KEY: self._retry_text}
+        return self.flow.schedule(self.queue, self._core.tenant, payload)
 
     def retarget(self, dsn: SecretStr) -> None:
         """Point the task's App at another store before it opens.
@@ -279,6 +290,7 @@ class Task(Generic[P, R]):
                 "throttle_key": None,
                 "throttle_seconds": None,
                 "throttle_burst": None,
+                **self.flow.fields(args, kwargs),
             }
         )
 
@@ -296,9 +308,14 @@ class Task(Generic[P, R]):
                 retry_at=None,
             )
         try:
-            positional, keywords = self.signature.decode_args(
-                json.loads(item.payload.get(ARGS_KEY, "{}"))
-            )
+            tick = tick_of(item) if self.flow.tick_parameter is not None else None
+            keywords: dict[str, Any]
+            if tick is not None:  # a cron tick's item: the tick is the one argument
+                positional, keywords = [tick], {}
+            else:
+                positional, keywords = self.signature.decode_args(
+                    json.loads(item.payload.get(ARGS_KEY, "{}"))
+                )
         except Exception as exc:  # no later attempt reads them any better
             raise TaskFailed(
                 NonRetryable(f"task {self.name!r}: its arguments no longer fit: {exc}"),

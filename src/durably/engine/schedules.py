@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from durably.errors import ConfigurationError, InvalidInputError
-from durably.stores.work import DEFAULT_QUEUE, WorkItem, WorkQueue, payload_text
+from durably.stores.work import (
+    DEFAULT_QUEUE,
+    FlowFields,
+    WorkItem,
+    WorkQueue,
+    checked_item,
+    payload_text,
+)
 from durably.validation import finite, identifier
 
 if TYPE_CHECKING:
@@ -48,6 +55,7 @@ class Schedule:
         queue: The queue the tick's items go to.
         tenant: The tenant of the tick's items.
         payload: Extra payload of every tick's item (its ``tick`` key is the tick's time).
+        gates: The flow gates of every tick's item (`durably.stores.work.flow_fields`).
 
     Raises:
         InvalidInputError: a cron expression that does not parse, an unknown time zone or
@@ -60,6 +68,7 @@ class Schedule:
     queue: str = DEFAULT_QUEUE
     tenant: str = "default"
     payload: dict[str, str] = field(default_factory=dict)
+    gates: FlowFields = field(default_factory=lambda: FlowFields())
 
     def __post_init__(self) -> None:
         identifier(self.name, "name")
@@ -73,6 +82,8 @@ class Schedule:
         if not _croniter().is_valid(self.cron):
             raise InvalidInputError(f"cron {self.cron!r} does not parse")
         self.zone()
+        if self.gates:
+            checked_item(self.tick_item(0.0))
 
     def zone(self) -> ZoneInfo:
         """The schedule's time zone. Raises `InvalidInputError` for an unknown one."""
@@ -102,6 +113,7 @@ class Schedule:
             queue=self.queue,
             payload={**self.payload, TICK_KEY: stamp},
             dedupe_key=key,
+            **self.gates,
         )
 
 

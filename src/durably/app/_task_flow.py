@@ -1,0 +1,162 @@
+"""`TaskFlow`: what a task's flow-control and schedule options make of its items.
+
+The options (``concurrency=``, ``concurrency_key=``, ``throttle=``, ``cron=``, ``tz=``)
+are checked when the task is registered; each item `Task.enqueue` queues then carries the
+gates (`durably.stores.work.flow_fields`), and a cron task is registered as a `Schedule`
+whose ticks the worker's maintenance enqueues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from durably.app._values import Signature
+from durably.engine.schedules import Schedule
+from durably.errors import ConfigurationError, InvalidInputError
+from durably.stores.flow import Throttle, flow_limit
+from durably.stores.work import FlowFields, flow_fields
+from durably.validation import identifier
+
+OPTIONS = frozenset({"concurrency", "concurrency_key", "throttle", "cron", "tz"})
+"""The task options `TaskFlow` reads from ``TaskOptions.more``."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFlow:
+    """A task's gates and cron schedule, checked at registration."""
+
+    name: str
+    concurrency: int | None = None
+    key_of: Callable[..., object] | None = None
+    throttle: Throttle | None = None
+    cron: str | None = None
+    tz: str = "UTC"
+    tick_parameter: str | None = None
+
+    @classmethod
+    def of(cls, name: str, more: Mapping[str, object], signature: Signature) -> TaskFlow:
+        """The flow of task ``name`` from its options ``more`` and its ``signature``.
+
+        Raises `InvalidInputError` naming a bad option, and `ConfigurationError` for a
+        cron task whose parameters a tick cannot fill.
+        """
+        unknown = sorted(set(more) - OPTIONS)
+        if unknown:
+            raise InvalidInputError(
+                f"task {name!r}: unknown option {unknown[0]!r} (options beside queue, retry, "
+                f"timeout and dedupe_ttl: {', '.join(sorted(OPTIONS))})"
+            )
+        concurrency = more.get("concurrency")
+        if concurrency is not None:
+            flow_limit(concurrency, "concurrency")
+        key_of = more.get("concurrency_key")
+        if key_of is not None:
+            if not callable(key_of):
+                raise InvalidInputError(
+                    f"concurrency_key must be a callable of the task's arguments, got {key_of!r}"
+                )
+            if concurrency is None:
+                raise InvalidInputError("concurrency_key needs concurrency= (the limit per key)")
+        throttle = _throttle(more.get("throttle"))
+        cron, tz = more.get("cron"), more.get("tz")
+        tick_parameter = None
+        if cron is None:
+            if tz is not None:
+                raise InvalidInputError("tz applies to cron= only: give cron= too")
+        else:
+            if not isinstance(cron, str):
+                raise InvalidInputError(f"cron must be a cron expression string, got {cron!r}")
+            if tz is not None and not isinstance(tz, str):
+                raise InvalidInputError(f"tz must be an IANA time zone name, got {tz!r}")
+            if key_of is not None:
+                raise InvalidInputError(
+                    "concurrency_key does not apply to a cron task: its ticks share one key"
+                )
+            Schedule(name, cron, tz="UTC" if tz is None else tz)  # the cron and tz parse
+            tick_parameter = _tick_parameter(name, signature)
+        return cls(
+            name=name,
+            concurrency=concurrency if isinstance(concurrency, int) else None,
+            key_of=key_of if callable(key_of) else None,
+            throttle=throttle,
+            cron=cron if isinstance(cron, str) else None,
+            tz=tz if isinstance(tz, str) else "UTC",
+            tick_parameter=tick_parameter,
+        )
+
+    def fields(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> FlowFields:
+        """The gates of one call's item.
+
+        A ``concurrency_key`` callable is called with the call's arguments;
+        `InvalidInputError` when it fails or answers no usable string.
+        """
+        if self.concurrency is None and self.throttle is None:
+            return {}
+        key = None
+        if self.concurrency is not None:
+            key = self.name
+            if self.key_of is not None:
+                try:
+                    value = self.key_of(*args, **kwargs)
+                except Exception as exc:
+                    raise InvalidInputError(
+                        f"task {self.name!r}: concurrency_key failed: {exc!r}"
+                    ) from None
+                if not isinstance(value, str):
+                    raise InvalidInputError(
+                        f"task {self.name!r}: concurrency_key must return a string, "
+                        f"got {type(value).__name__}"
+                    )
+                key = identifier(f"{self.name}:{identifier(value, 'concurrency_key')}", "key")
+        return flow_fields(
+            concurrency_key=key,
+            concurrency_limit=self.concurrency,
+            throttle=self.throttle,
+            throttle_key=None if self.throttle is None else self.name,
+        )
+
+    def schedule(self, queue: str, tenant: str, payload: dict[str, str]) -> Schedule | None:
+        """The cron schedule whose ticks enqueue this task (None: not a cron task)."""
+        if self.cron is None:
+            return None
+        return Schedule(
+            self.name,
+            self.cron,
+            tz=self.tz,
+            queue=queue,
+            tenant=tenant,
+            payload=payload,
+            gates=self.fields((), {}),
+        )
+
+
+def _throttle(value: object) -> Throttle | None:
+    if value is None or isinstance(value, Throttle):
+        return value
+    if isinstance(value, str):
+        return Throttle.parse(value)
+    raise InvalidInputError(
+        f"throttle must be a durably.Throttle or text like '100/minute', got {value!r}"
+    )
+
+
+def _tick_parameter(name: str, signature: Signature) -> str | None:
+    """The parameter of a cron task that receives the tick's time, if it has one.
+
+    That is its one parameter, annotated `datetime`; `ConfigurationError` for any other.
+    """
+    if not signature.parameters:
+        return None
+    only, *rest = signature.parameters
+    if rest or signature.hints.get(only.name) is not datetime:
+        raise ConfigurationError(
+            f"cron task {name!r}: it may take no parameter, or one annotated datetime (the "
+            "tick's time)"
+        )
+    return str(only.name)
+
+
+__all__ = ["OPTIONS", "TaskFlow"]
