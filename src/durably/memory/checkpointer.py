@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from durably.errors import Fenced
+from durably.stores.changes import RECORDS, STATUS, LocalChanges
 from durably.stores.codec import (
     CheckpointCodec,
     JsonCodec,
@@ -102,9 +103,15 @@ class MemoryCheckpointer:
         self._appended: dict[str, int] = {}
         # The highest token of any swept claim: a claim created afresh starts above it.
         self._swept_token = 0
+        self._changes = LocalChanges()
 
     async def close(self) -> None:
         """Nothing to release (idempotent): everything lives in this object."""
+
+    @property
+    def changes(self) -> LocalChanges:
+        """The feed of this store's writes (`durably.stores.changes`)."""
+        return self._changes
 
     @property
     def codec(self) -> CheckpointCodec:
@@ -257,6 +264,7 @@ class MemoryCheckpointer:
         self._insert(holder.workflow, key, encoded)
         self._touch(claim)
         self._statuses[holder.workflow] = _Status(WorkflowStatus.PENDING, 0, None, time.time())
+        self._changes.announce(holder.workflow, STATUS)
         return deleted
 
     async def discard(self, workflow: str) -> int:
@@ -278,6 +286,7 @@ class MemoryCheckpointer:
         self._fence(holder)
         stored = _Status(status, attempts, error, time.time())
         self._statuses[holder.workflow] = stored
+        self._changes.announce(holder.workflow, STATUS)
         return _info(holder.workflow, stored)
 
     async def finish(
@@ -299,6 +308,7 @@ class MemoryCheckpointer:
         self._touch(claim)
         stored = _Status(status, attempts, error, time.time())
         self._statuses[holder.workflow] = stored
+        self._changes.announce(holder.workflow, STATUS)
         return _info(holder.workflow, stored)
 
     async def get_status(self, workflow: str) -> WorkflowInfo | None:
@@ -395,6 +405,7 @@ class MemoryCheckpointer:
             now = self._now()
             claim.token += 1
             claim.held_until = claim.alive_until = now
+        self._changes.announce(workflow, STATUS)
         return deleted
 
     # --- internals -------------------------------------------------------------------------
@@ -426,6 +437,7 @@ class MemoryCheckpointer:
         # Keep landing times non-decreasing in record order even if the wall clock steps back.
         last = next(reversed(records.values())).at if records else 0.0
         records[key] = _Record(encoded, max(time.time(), last))
+        self._changes.announce(workflow, RECORDS)
         return Recorded(self._codec.decode(encoded), True)
 
 

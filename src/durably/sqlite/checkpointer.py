@@ -9,8 +9,10 @@ from collections.abc import Awaitable, Callable, Collection
 from datetime import UTC, datetime
 
 from durably.errors import Fenced, InvalidInputError
+from durably.sqlite.changes import SqliteChanges
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
+from durably.stores.changes import RECORDS, STATUS
 from durably.stores.codec import (
     CheckpointCodec,
     JsonCodec,
@@ -325,9 +327,20 @@ class SqliteCheckpointer:
         self._codec: CheckpointCodec = codec if codec is not None else JsonCodec()
         self._encode = screened_encode(self._codec)
         self._max_bytes = database.settings.max_value_bytes
+        self._changes = SqliteChanges(database)
 
     async def close(self) -> None:
-        """Nothing of its own to release (idempotent): the database is its owner's."""
+        """Stop the feed of changes (idempotent): the database is its owner's."""
+        await self._changes.stop()
+
+    @property
+    def changes(self) -> SqliteChanges:
+        """The feed of this file's writes (`durably.stores.changes`)."""
+        return self._changes
+
+    def announce(self, workflow: str, what: str) -> None:
+        """Announce a committed write of ``workflow`` to this process's waiters."""
+        self._changes.announce(workflow, what)
 
     @property
     def codec(self) -> CheckpointCodec:
@@ -395,7 +408,11 @@ class SqliteCheckpointer:
         _check_pass(holder)
         step_key(key)
         encoded = self.encode(value)
-        return await self._db.transaction(lambda tx: self.bound(tx).record(holder, key, encoded))
+        recorded = await self._db.transaction(
+            lambda tx: self.bound(tx).record(holder, key, encoded)
+        )
+        self.announce(holder.workflow, RECORDS)
+        return recorded
 
     async def transact(self, holder: Pass, key: str, effect: SqliteEffect) -> Recorded[object]:
         """Run ``effect`` and record its value in one commit, exactly once across passes.
@@ -417,14 +434,20 @@ class SqliteCheckpointer:
             tx.ensure_open()
             return bound.record(holder, key, self.encode(value))
 
-        return await self._db.transaction(run)
+        recorded = await self._db.transaction(run)
+        self.announce(holder.workflow, RECORDS)
+        return recorded
 
     async def supply(self, workflow: str, key: str, value: object) -> Recorded[object]:
         """First-writer-wins write from outside any pass; takes no claim."""
         identifier(workflow, "workflow")
         step_key(key)
         encoded = self.encode(value)
-        return await self._db.transaction(lambda tx: self.bound(tx).insert(workflow, key, encoded))
+        recorded = await self._db.transaction(
+            lambda tx: self.bound(tx).insert(workflow, key, encoded)
+        )
+        self.announce(workflow, RECORDS)
+        return recorded
 
     async def append(self, workflow: str, value: object, *, unless_finished: bool = False) -> Entry:
         """Add a message under the next ``inbox:`` key (append order, also concurrently);
@@ -432,9 +455,11 @@ class SqliteCheckpointer:
         same transaction."""
         identifier(workflow, "workflow")
         encoded = self.encode(value)
-        return await self._db.transaction(
+        entry = await self._db.transaction(
             lambda tx: self.bound(tx).append(workflow, encoded, unless_finished)
         )
+        self.announce(workflow, RECORDS)
+        return entry
 
     async def forget(self, holder: Pass, keys: Collection[str]) -> int:
         """Delete the messages under ``keys`` for ``holder`` in one transaction; the
@@ -458,14 +483,18 @@ class SqliteCheckpointer:
         step_key(key)
         prefixes = kept_prefixes(keep)
         encoded = self.encode(value)
-        return await self._db.transaction(
+        deleted = await self._db.transaction(
             lambda tx: self.bound(tx).restart(holder, key, encoded, prefixes)
         )
+        self.announce(holder.workflow, STATUS)
+        return deleted
 
     async def discard(self, workflow: str) -> int:
         """Delete every record and the status and fence the holder, atomically; the count."""
         identifier(workflow, "workflow")
-        return await self._db.transaction(lambda tx: self.bound(tx).discard(workflow))
+        deleted = await self._db.transaction(lambda tx: self.bound(tx).discard(workflow))
+        self.announce(workflow, STATUS)
+        return deleted
 
     async def sweep(
         self,
@@ -512,9 +541,11 @@ class SqliteCheckpointer:
         """Report the workflow's status; `Fenced` if ``holder`` was superseded."""
         _check_pass(holder)
         status, error = checked_report(status, attempts, error)
-        return await self._db.transaction(
+        info = await self._db.transaction(
             lambda tx: self.bound(tx).set_status(holder, status, attempts=attempts, error=error)
         )
+        self.announce(holder.workflow, STATUS)
+        return info
 
     async def finish(
         self,
@@ -531,9 +562,11 @@ class SqliteCheckpointer:
         step_key(key)
         encoded = self.encode(value)
         _, error = checked_report(WorkflowStatus.COMPLETED, attempts, error)
-        return await self._db.transaction(
+        info = await self._db.transaction(
             lambda tx: self.bound(tx).finish(holder, key, encoded, attempts=attempts, error=error)
         )
+        self.announce(holder.workflow, STATUS)
+        return info
 
     async def get_status(self, workflow: str) -> WorkflowInfo | None:
         """The last reported status, or None (never reported, or discarded)."""
