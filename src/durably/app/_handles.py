@@ -23,7 +23,7 @@ from durably.errors import (
     WorkflowFinishedError,
     WorkflowNotFoundError,
 )
-from durably.stores.changes import RECORDS, STATUS
+from durably.stores.changes import ENDED, RECORDS
 from durably.stores.status import WorkflowInfo, WorkflowStatus
 from durably.stores.workflows import Checkpointer
 
@@ -127,7 +127,7 @@ class WorkflowHandle(Generic[R]):
         stores = await self._core.stores()
         checkpointer = stores.checkpointer
         # Registered before the first look: a status reported after it wakes this wait.
-        with self._core.waiters.watch(stores, self._key, STATUS) as waiter:
+        with self._core.waiters.watch(stores, self._key, ENDED) as waiter:
             while True:
                 try:
                     ended = await self._ended(checkpointer)
@@ -147,22 +147,25 @@ class WorkflowHandle(Generic[R]):
         """Return the decoded result (in a tuple) once the workflow completed, else None.
 
         Raises as `result` does for a workflow that failed, was cancelled or is not there.
+        The reads are shared by every handle of this process waiting on the workflow.
         """
-        info = await checkpointer.get_status(self._key)
+        waiters, key = self._core.waiters, self._key
+        info, stored = await waiters.shared(key, "end", lambda: _end_of(checkpointer, key))
         if info is not None:
             if info.status is WorkflowStatus.COMPLETED:
-                stored = await checkpointer.peek(self._key, [layout.RESULT])
                 if layout.RESULT in stored:
                     data = stored[layout.RESULT]
                     return (decoded_record(self._id, layout.RESULT, self._result, data),)
-            elif info.status is WorkflowStatus.FAILED:
-                ended = layout.ending(await layout.readable(checkpointer, self._key)) or {}
-                details = layout.failure_details(ended)
-                raise WorkflowFailedError(self._id, info.last_error, **details)
-            elif info.status is WorkflowStatus.CANCELLED:
-                ended = layout.ending(await layout.readable(checkpointer, self._key)) or {}
+            elif info.status in (WorkflowStatus.FAILED, WorkflowStatus.CANCELLED):
+                history = await waiters.shared(
+                    key, "history", lambda: layout.readable(checkpointer, key)
+                )
+                ended = layout.ending(history) or {}
+                if info.status is WorkflowStatus.FAILED:
+                    details = layout.failure_details(ended)
+                    raise WorkflowFailedError(self._id, info.last_error, **details)
                 raise WorkflowCancelledError(self._id, timed_out=ended.get("e") == layout.TIMED_OUT)
-        elif not tenancy.belongs(await checkpointer.peek(self._key, [layout.START]), self._tenant):
+        elif not tenancy.belongs(stored, self._tenant):
             raise self._not_found()
         return None
 
@@ -315,7 +318,11 @@ class WorkflowHandle(Generic[R]):
         # Registered before the first look: an event landing after it wakes this wait.
         with self._core.waiters.watch(stores, self._key, RECORDS) as waiter:
             while True:
-                stored = await layout.readable(checkpointer, self._key, prefix=event)
+                stored = await self._core.waiters.shared(
+                    self._key,
+                    event,
+                    lambda: layout.readable(checkpointer, self._key, prefix=event),
+                )
                 if not tenancy.belongs(stored, self._tenant):
                     raise self._not_found()
                 found, data = layout.latest_event(stored, key)
@@ -407,6 +414,22 @@ async def find_handle(core: Core, id: str, tenant: str | None = None) -> Workflo
         raise WorkflowNotFoundError(id, tenant=owner)
     key, stored = found
     return _handle_at(core, key, id, owner, stored)
+
+
+async def _end_of(
+    checkpointer: Checkpointer[Any], key: str
+) -> tuple[WorkflowInfo | None, dict[str, object]]:
+    """The status of the workflow keyed ``key`` and the record read beside it.
+
+    The result once completed; the start record while there is no status (its tenant says
+    whether the workflow is there).
+    """
+    info = await checkpointer.get_status(key)
+    if info is None:
+        return None, await checkpointer.peek(key, [layout.START])
+    if info.status is WorkflowStatus.COMPLETED:
+        return info, await checkpointer.peek(key, [layout.RESULT])
+    return info, {}
 
 
 def _handle_at(

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Self
+from typing import Any, Self, TypeVar
 
 from durably.stores.changes import MISSED, ChangeFeed
 from durably.stores.opening import Stores
@@ -29,6 +30,13 @@ FIRST_LOOK = 0.01
 """While polling: the first pause between looks (seconds), doubled after each look."""
 FALLBACK_SECONDS = 1.0
 """While polling: the longest pause between a waiter's looks (seconds)."""
+
+T = TypeVar("T")
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class Waiter:
@@ -39,7 +47,8 @@ class Waiter:
         self.workflow = workflow
         self.what = what
         self._loop = asyncio.get_running_loop()
-        self._woken = asyncio.Event()
+        self._woken = False
+        self._future: asyncio.Future[None] | None = None
         self._look = FIRST_LOOK
         self._polled = False
 
@@ -53,14 +62,21 @@ class Waiter:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
-        if running is self._loop:
-            self._woken.set()
-        elif not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._woken.set)
+        if running is not self._loop:
+            if not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(self.wake)
+            return
+        self._woken = True
+        future = self._future
+        if future is not None:
+            _settle(future)
 
     async def pause(self, deadline: float | None) -> bool:
-        """Sleep until the store announces a change of the workflow (or, while polling,
-        until the next look); False, at once, when ``deadline`` (loop time) has passed."""
+        """Sleep until the store announces a change of the workflow.
+
+        While polling, until the next look instead. False, at once, when ``deadline``
+        (loop time) has passed.
+        """
         live = self._waiters.live and not self._polled
         self._polled = False
         wait = math.inf if live else self._look
@@ -69,12 +85,18 @@ class Waiter:
             if remaining <= 0:
                 return False
             wait = min(wait, remaining)
-        if not self._woken.is_set():
+        if not self._woken:
+            # A future and a timer, not `asyncio.wait_for` (a task per wait): a thousand
+            # waiters woken at once each cost one step of their own task.
+            future = self._future = self._loop.create_future()
+            timer = None if wait == math.inf else self._loop.call_later(wait, _settle, future)
             try:
-                await asyncio.wait_for(self._woken.wait(), None if wait == math.inf else wait)
-            except TimeoutError:
-                pass
-        self._woken.clear()
+                await future
+            finally:
+                self._future = None
+                if timer is not None:
+                    timer.cancel()
+        self._woken = False
         self._look = FIRST_LOOK if live else min(self._look * 2, FALLBACK_SECONDS)
         return True
 
@@ -90,6 +112,17 @@ class Waiter:
         self._waiters.drop(self)
 
 
+class _Look:
+    """A read in flight, begun at announcement number ``started``, and who joined it."""
+
+    __slots__ = ("joined", "loop", "started")
+
+    def __init__(self, started: int, loop: asyncio.AbstractEventLoop) -> None:
+        self.started = started
+        self.loop = loop
+        self.joined: list[asyncio.Future[Any]] = []
+
+
 class Waiters:
     """The waiters of one App, keyed by workflow, behind one subscription (see module)."""
 
@@ -97,6 +130,12 @@ class Waiters:
         self._waiting: dict[str, set[Waiter]] = {}
         self._over: Stores | None = None
         self._feed: ChangeFeed | None = None
+        # Announcements are numbered: a shared look that began at number N has read
+        # every change announced up to N.
+        self._tick = 0
+        self._announced: dict[str, int] = {}  # workflows waited for: their last number
+        self._missed = 0  # the number of the last MISSED
+        self._looks: dict[tuple[str, str], _Look] = {}
 
     @property
     def live(self) -> bool:
@@ -109,8 +148,10 @@ class Waiters:
         return sum(len(waiters) for waiters in self._waiting.values())
 
     def watch(self, stores: Stores, workflow: str, what: str) -> Waiter:
-        """Register a wait for announcements ``what`` of ``workflow`` (register first, then
-        look: a change landing after the look wakes the waiter)."""
+        """Register a wait for announcements ``what`` of ``workflow``.
+
+        Register first, then look: a change landing after the look wakes the waiter.
+        """
         self._follow(stores)
         waiter = Waiter(self, workflow, what)
         self._waiting.setdefault(workflow, set()).add(waiter)
@@ -123,10 +164,59 @@ class Waiters:
             waiters.discard(waiter)
             if not waiters:
                 del self._waiting[waiter.workflow]
+                self._forget(waiter.workflow)
+
+    def _forget(self, workflow: str) -> None:
+        """Drop ``workflow``'s last announcement once nobody waits or looks.
+
+        A look still in flight must not be joined by a later waiter as if it were new.
+        """
+        if workflow not in self._waiting and all(key[0] != workflow for key in self._looks):
+            self._announced.pop(workflow, None)
+
+    async def shared(self, workflow: str, tag: str, look: Callable[[], Awaitable[T]]) -> T:
+        """What ``look`` (a read of ``workflow``, named ``tag``) returns, read once.
+
+        Every waiter that asks at the same time shares the read. A look of the same
+        ``tag`` in flight is joined when it began after the workflow's
+        last announcement (what it reads is at least that new); otherwise a new one
+        starts. A thousand handles woken by one announcement cost the store one read.
+        """
+        loop = asyncio.get_running_loop()
+        needed = max(self._announced.get(workflow, 0), self._missed)
+        key = (workflow, tag)
+        entry = self._looks.get(key)
+        if entry is None or entry.started < needed or entry.loop is not loop:
+            entry = _Look(self._tick, loop)
+            self._looks[key] = entry
+            task = loop.create_task(_awaited(look))
+            task.add_done_callback(lambda done: self._looked(key, entry, done))
+        # A future of its own per joiner (not a shield of the look: a thousand callbacks
+        # on one future cost more): one joiner cancelled leaves the look to the others.
+        joined: asyncio.Future[T] = loop.create_future()
+        entry.joined.append(joined)
+        return await joined
+
+    def _looked(self, key: tuple[str, str], entry: _Look, task: asyncio.Task[Any]) -> None:
+        if self._looks.get(key) is entry:
+            del self._looks[key]
+            self._forget(key[0])
+        failure = None if task.cancelled() else task.exception()
+        for joined in entry.joined:
+            if joined.done():
+                continue
+            if task.cancelled():
+                joined.cancel()
+            elif failure is not None:
+                joined.set_exception(failure)
+            else:
+                joined.set_result(task.result())
 
     def _follow(self, stores: Stores) -> None:
-        """Subscribe to ``stores``' feed, once per stores (they change with the loop). A
-        feed that is down stays subscribed: it reconnects, and announces `MISSED` then."""
+        """Subscribe to ``stores``' feed, once per stores (they change with the loop).
+
+        A feed that is down stays subscribed: it reconnects, and announces `MISSED` then.
+        """
         if stores is self._over:
             return
         self._over, self._feed = stores, stores.changes
@@ -134,14 +224,26 @@ class Waiters:
             self._feed.start(self._changed)
 
     def _changed(self, workflow: str, what: str) -> None:
+        self._tick += 1
         if what == MISSED:
+            self._missed = self._tick
             for waiters in list(self._waiting.values()):
                 for waiter in list(waiters):
                     waiter.wake()
             return
-        for waiter in list(self._waiting.get(workflow, ())):
+        waiting = self._waiting.get(workflow)
+        if waiting is None:
+            if any(key[0] == workflow for key in self._looks):
+                self._announced[workflow] = self._tick  # for whoever joins that look
+            return
+        self._announced[workflow] = self._tick
+        for waiter in list(waiting):
             if waiter.what == what:
                 waiter.wake()
+
+
+async def _awaited(look: Callable[[], Awaitable[T]]) -> T:
+    return await look()
 
 
 __all__ = ["FALLBACK_SECONDS", "FIRST_LOOK", "Waiter", "Waiters"]

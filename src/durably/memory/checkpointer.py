@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from durably.errors import Fenced
-from durably.stores.changes import RECORDS, STATUS, LocalChanges
+from durably.stores.changes import ENDED, RECORDS, LocalChanges
 from durably.stores.codec import (
     CheckpointCodec,
     JsonCodec,
@@ -264,7 +264,6 @@ class MemoryCheckpointer:
         self._insert(holder.workflow, key, encoded)
         self._touch(claim)
         self._statuses[holder.workflow] = _Status(WorkflowStatus.PENDING, 0, None, time.time())
-        self._changes.announce(holder.workflow, STATUS)
         return deleted
 
     async def discard(self, workflow: str) -> int:
@@ -286,7 +285,8 @@ class MemoryCheckpointer:
         self._fence(holder)
         stored = _Status(status, attempts, error, time.time())
         self._statuses[holder.workflow] = stored
-        self._changes.announce(holder.workflow, STATUS)
+        if status.finished:
+            self._changes.announce(holder.workflow, ENDED)
         return _info(holder.workflow, stored)
 
     async def finish(
@@ -308,7 +308,7 @@ class MemoryCheckpointer:
         self._touch(claim)
         stored = _Status(status, attempts, error, time.time())
         self._statuses[holder.workflow] = stored
-        self._changes.announce(holder.workflow, STATUS)
+        self._changes.announce(holder.workflow, ENDED)
         return _info(holder.workflow, stored)
 
     async def get_status(self, workflow: str) -> WorkflowInfo | None:
@@ -405,7 +405,7 @@ class MemoryCheckpointer:
             now = self._now()
             claim.token += 1
             claim.held_until = claim.alive_until = now
-        self._changes.announce(workflow, STATUS)
+        self._changes.announce(workflow, ENDED)
         return deleted
 
     # --- internals -------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from durably.errors import Fenced, InvalidInputError
 from durably.sqlite.changes import SqliteChanges
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
-from durably.stores.changes import RECORDS, STATUS
+from durably.stores.changes import ENDED, RECORDS
 from durably.stores.codec import (
     CheckpointCodec,
     JsonCodec,
@@ -483,17 +483,15 @@ class SqliteCheckpointer:
         step_key(key)
         prefixes = kept_prefixes(keep)
         encoded = self.encode(value)
-        deleted = await self._db.transaction(
+        return await self._db.transaction(
             lambda tx: self.bound(tx).restart(holder, key, encoded, prefixes)
         )
-        self.announce(holder.workflow, STATUS)
-        return deleted
 
     async def discard(self, workflow: str) -> int:
         """Delete every record and the status and fence the holder, atomically; the count."""
         identifier(workflow, "workflow")
         deleted = await self._db.transaction(lambda tx: self.bound(tx).discard(workflow))
-        self.announce(workflow, STATUS)
+        self.announce(workflow, ENDED)
         return deleted
 
     async def sweep(
@@ -544,7 +542,8 @@ class SqliteCheckpointer:
         info = await self._db.transaction(
             lambda tx: self.bound(tx).set_status(holder, status, attempts=attempts, error=error)
         )
-        self.announce(holder.workflow, STATUS)
+        if status.finished:
+            self.announce(holder.workflow, ENDED)
         return info
 
     async def finish(
@@ -565,7 +564,7 @@ class SqliteCheckpointer:
         info = await self._db.transaction(
             lambda tx: self.bound(tx).finish(holder, key, encoded, attempts=attempts, error=error)
         )
-        self.announce(holder.workflow, STATUS)
+        self.announce(holder.workflow, ENDED)
         return info
 
     async def get_status(self, workflow: str) -> WorkflowInfo | None:

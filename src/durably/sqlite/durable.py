@@ -6,7 +6,7 @@ from durably.errors import ConfigurationError
 from durably.sqlite.checkpointer import SqliteCheckpointer, SqliteEffect
 from durably.sqlite.connection import Transaction
 from durably.sqlite.scheduler import SqliteScheduler
-from durably.stores.changes import RECORDS, STATUS
+from durably.stores.changes import ENDED, RECORDS
 from durably.stores.workflows import Entry, Recorded, step_key
 from durably.validation import identifier
 
@@ -100,7 +100,7 @@ class SqliteDurable:
             return self._checkpointer.bound(tx).discard(workflow)
 
         deleted = await self._db.transaction(delete)
-        self._checkpointer.announce(workflow, STATUS)
+        self._checkpointer.announce(workflow, ENDED)
         return deleted
 
 

@@ -1,9 +1,10 @@
 """Announcements that a workflow changed: what wakes a waiting handle without polling.
 
 A checkpointer that has the `Announcing` capability announces, with each write, which
-workflow changed and how: `STATUS` when its status was reported (it may have ended),
-`RECORDS` when a record or a message landed (an event, a child's end, a message). The
-announcement goes out with the write itself (PostgreSQL's NOTIFY in the same statement,
+workflow changed and how: `ENDED` when a report ended it (completed, failed, cancelled)
+or its records were discarded, `RECORDS` when a record or a message landed (an event, a
+child's end, a message). A status report that does not end the workflow is not announced.
+The announcement goes out with the write itself (PostgreSQL's NOTIFY in the same statement,
 Redis's PUBLISH in the same script, in-process after the commit on SQLite and memory), so
 the write costs one round trip as before.
 
@@ -19,15 +20,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-STATUS = "s"
-"""The workflow's status was reported (it may have ended)."""
+ENDED = "e"
+"""A status report ended the workflow (completed, failed or cancelled), or its records
+were discarded. A report that does not end it is not announced."""
 RECORDS = "r"
 """A record or a message of the workflow landed."""
 MISSED = ""
 """Announcements may have been missed: every waiter looks again."""
 
 OnChange = Callable[[str, str], None]
-"""Called with ``(workflow, what)`` per announcement, ``what`` being `STATUS` or
+"""Called with ``(workflow, what)`` per announcement, ``what`` being `ENDED` or
 `RECORDS`; with ``("", MISSED)`` when announcements may have been missed. Called on the
 event loop the feed was started on; it must not block."""
 
@@ -73,7 +75,7 @@ def parsed(text: str | bytes) -> tuple[str, str] | None:
     if isinstance(text, bytes):
         text = text.decode(errors="replace")
     what, workflow = text[:1], text[1:]
-    if what not in (STATUS, RECORDS) or not workflow:
+    if what not in (ENDED, RECORDS) or not workflow:
         return None
     return workflow, what
 
@@ -103,9 +105,9 @@ class LocalChanges:
 
 
 __all__ = [
+    "ENDED",
     "MISSED",
     "RECORDS",
-    "STATUS",
     "Announcing",
     "ChangeFeed",
     "LocalChanges",

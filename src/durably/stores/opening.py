@@ -21,6 +21,7 @@ from pydantic import SecretStr
 
 from durably.clock import Clock, SystemClock
 from durably.errors import ConfigurationError, DurablyError, StoreUnavailableError
+from durably.stores.changes import ChangeFeed
 from durably.stores.dsn import (
     DEFAULT_POOL_SIZE,
     DEFAULT_POOL_TIMEOUT,
@@ -31,7 +32,6 @@ from durably.stores.dsn import (
     sqlite_file,
     sqlite_path,
 )
-from durably.stores.changes import ChangeFeed
 from durably.stores.pacing import PacedDurable, WriteGate
 from durably.stores.runs import StateStore
 from durably.stores.work import QueuePolicy, WorkQueue

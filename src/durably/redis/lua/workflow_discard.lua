@@ -6,4 +6,5 @@ redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[1])
 next_token(KEYS[2], now)
 -- SET dropped the token key's expiry: re-arm it, or under a ttl it would outlive the rest.
 rearm(ARGV[1], KEYS[2])
+announce(KEYS[2], 'e')
 return count

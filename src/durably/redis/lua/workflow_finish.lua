@@ -11,4 +11,5 @@ touch(KEYS[1], ARGV[1], now)
 redis.call('HSET', KEYS[6], 'status', ARGV[4], 'attempts', ARGV[5], 'has_error', ARGV[6],
   'error', ARGV[7], 'updated_at', fmt(now))
 rearm(ARGV[8], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+announce(KEYS[6], 'e')
 return {'ok', fmt(now)}

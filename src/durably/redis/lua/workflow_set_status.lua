@@ -5,4 +5,8 @@ local now = now_us()
 redis.call('HSET', KEYS[3], 'status', ARGV[2], 'attempts', ARGV[3], 'has_error', ARGV[4],
   'error', ARGV[5], 'updated_at', fmt(now))
 rearm(ARGV[6], KEYS[2], KEYS[3])
+-- Only a report that ends the workflow is announced (the finished statuses).
+if ARGV[2] == 'completed' or ARGV[2] == 'failed' or ARGV[2] == 'cancelled' then
+  announce(KEYS[3], 'e')
+end
 return {'ok', fmt(now)}
