@@ -37,8 +37,9 @@ class PostgresChanges:
         self._listener.start()
 
     async def stop(self) -> None:
-        self._on_change = None
         await self._listener.close()
+        self._listening(False)
+        self._on_change = None
 
     def _notified(self, _channel: str, payload: str) -> None:
         change = parsed(payload)

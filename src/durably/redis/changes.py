@@ -62,12 +62,13 @@ class RedisChanges:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
-        self._on_change = None
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        self._missed()
+        self._on_change = None
 
     async def ready(self, timeout: float = 5.0) -> bool:
         """Wait until subscribed (for tests and benchmarks); whether it is."""

@@ -50,7 +50,8 @@ class ChangeFeed(Protocol):
         ...
 
     async def stop(self) -> None:
-        """Stop delivering and release what the feed holds (idempotent)."""
+        """Stop delivering and release what the feed holds (idempotent); the subscriber
+        is told `MISSED` first, so a waiter that slept on the feed polls from then on."""
         ...
 
 
@@ -95,6 +96,7 @@ class LocalChanges:
         self._on_change = on_change
 
     async def stop(self) -> None:
+        self.announce("", MISSED)
         self._on_change = None
 
     def announce(self, workflow: str, what: str) -> None:
