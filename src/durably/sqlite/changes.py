@@ -1,8 +1,9 @@
 """`SqliteChanges`: the announcements of a SQLite file's writers, for waiting handles.
 
 The checkpointer of this process announces each write once it has committed. Another
-process's writes are noticed within ``watch_seconds`` (`Database.written_by_others`: a
-read of SQLite's ``data_version`` counter in shared memory, no query of the tables); they
+process's writes are noticed within ``poll_seconds`` (`Database.written_by_others`: a
+read of SQLite's ``data_version`` counter in shared memory, no query of the tables, and
+a read of the counter of this process's own connection when this process wrote too); they
 name no workflow, so they are announced as `MISSED`, and this process's waiters look once.
 """
 
@@ -41,14 +42,16 @@ class SqliteChanges(LocalChanges):
                 await watch
 
     async def _watch_others(self) -> None:
-        period = self._db.settings.watch_seconds
+        period = self._db.settings.poll_seconds
         mark = None
         while not self._db.closed:
             try:
                 if mark is None:
                     mark = await self._db.write_mark()
                 await asyncio.sleep(period)
-                written, mark = await self._db.written_by_others(mark)
+                # Certain: a busy file is not taken for a change (each one wakes every
+                # waiter of this process for a look).
+                written, mark = await self._db.written_by_others(mark, certain=True)
             except DurablyError as exc:  # closed, or busy beyond its timeout: look again
                 _log.debug("SQLite change watch: %s", type(exc).__name__)
                 mark = None
