@@ -17,6 +17,7 @@ SECTIONS = (
     "redis",
     "app",
     "tasks",
+    "waiters",
     "scale",
     "handouts",
     "otel",

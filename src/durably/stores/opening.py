@@ -21,6 +21,7 @@ from pydantic import SecretStr
 
 from durably.clock import Clock, SystemClock
 from durably.errors import ConfigurationError, DurablyError, StoreUnavailableError
+from durably.stores.changes import ChangeFeed
 from durably.stores.dsn import (
     DEFAULT_POOL_SIZE,
     DEFAULT_POOL_TIMEOUT,
@@ -103,6 +104,13 @@ class Stores:
             self._gate = WriteGate(self.write_slots)
         return PacedDurable(made, self._gate, lease)
 
+    @property
+    def changes(self) -> ChangeFeed | None:
+        """The feed of the checkpointer's announcements (`durably.stores.changes`): what
+        wakes a waiting handle; None for a checkpointer that announces nothing."""
+        feed = getattr(self.checkpointer, "changes", None)
+        return feed if isinstance(feed, ChangeFeed) else None
+
     async def migrate(self) -> None:
         """Create or update the schema (PostgreSQL: `durably.postgres.migrate` under its
         advisory lock; SQLite applies its schema when opened; Redis and memory keep none),
@@ -118,6 +126,9 @@ class Stores:
         """Close every connection this opened and every `durable`'s scheduler, the
         schedulers first (idempotent)."""
         closers, self.closers = self.closers, []
+        feed = self.changes
+        if feed is not None:
+            await feed.stop()  # its listening connection before the pool it came from
         for close in reversed(closers):
             await close()
 
