@@ -305,7 +305,7 @@ class PostgresCheckpointer:
 
         async def run(session: Session) -> Recorded[object]:
             running, started = (await session.fetch(self._sql["lock_counts"], tenant))[0]
-            if not await session.count(self._sql["supply"], workflow, key, encoded):
+            if not await session.count(self._sql["supply"], workflow, key, encoded, self._channel):
                 return await self._stored(session, workflow, key, encoded)
             counts = TenantCounts(int(running), int(started))
             refuse_over(caps, counts, tenant=tenant, workflow=workflow)  # rolls back
