@@ -313,6 +313,8 @@ async def _open_redis(parsed: Dsn, clock: Clock, policy: QueuePolicy) -> Stores:
         pool_size=parsed.pool_size or DEFAULT_POOL_SIZE["redis"],
         pool_timeout_seconds=parsed.pool_timeout or DEFAULT_POOL_TIMEOUT,
         durable=parsed.durable,
+        cluster=bool(parsed.cluster),
+        cluster_nodes=parsed.cluster[1:],
     )
     client = settings.client()  # no I/O yet; an option the client does not take is refused
     try:
