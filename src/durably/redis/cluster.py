@@ -46,8 +46,7 @@ class WaitingCluster(RedisCluster):
             await asyncio.wait_for(self._free_turns.acquire(), self.pool_timeout)
         except TimeoutError:
             raise MaxConnectionsError(
-                f"no free connection within {self.pool_timeout} s "
-                f"(max_connections={self.turns})"
+                f"no free connection within {self.pool_timeout} s (max_connections={self.turns})"
             ) from None
         token = _admitted.set(True)
         try:
