@@ -75,8 +75,8 @@ class RedisStoreSettings(ServerStoreSettings):
 
         Up to ``pool_size`` connections (on a cluster: calls in flight at once, so at most
         that many connections to each node); a call finding them all busy waits up to
-        ``pool_timeout_seconds`` for one, then raises `PoolExhaustedError`. The client itself retries
-        nothing: durably's stores wait out a failover with their own bounded budget
+        ``pool_timeout_seconds`` for one, then raises `PoolExhaustedError`. The client
+        itself retries nothing: durably's stores wait out a failover with their own bounded budget
         (``max_attempts``, ``backoff_seconds``), and two layers of retries would multiply
         the wait. Nothing is sent yet: a DSN option the client does not take is refused
         here (`DsnError`), before any I/O.
