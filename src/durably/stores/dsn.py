@@ -188,7 +188,7 @@ def _cluster(base: str, rest: str) -> Dsn:
         location, tail, slash = location.split("?", 1)[0], "?" + location.split("?", 1)[1], "/"
     userinfo, at, hosts = location.rpartition("@")
     names = hosts.split(",")
-    if not all(names):
+    if not all(names) or "," in userinfo:
         raise DsnError("malformed redis cluster DSN: name each node as host:port, comma-separated")
     if len(names) > _MAX_CLUSTER_NODES:
         raise DsnError(f"malformed redis cluster DSN: at most {_MAX_CLUSTER_NODES} nodes")
