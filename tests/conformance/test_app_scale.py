@@ -54,7 +54,7 @@ FULL = os.environ.get("DURABLY_SCALE_FULL") == "1"
 Suite: type = AppConformance if FULL else type("Suite", (AppBasics, AppTenants), {})
 
 
-class TestRedisClusterApp(Suite):  # type: ignore[valid-type,misc]
+class TestRedisClusterApp(Suite):  # type: ignore[misc]
     # The message cases run smaller (each send is a hop to the master of its slot).
     messages_sent = 2_000
     messages_consumed = 2_000
@@ -82,7 +82,7 @@ async def pooled_database() -> str:
     return _DIRECT["dsn"]
 
 
-class TestPgBouncerApp(Suite):  # type: ignore[valid-type,misc]
+class TestPgBouncerApp(Suite):  # type: ignore[misc]
     # As on a direct PostgreSQL connection (tests/conformance/test_app.py): committed
     # sends and receives of a shared server, fewer of them.
     messages_sent = 2_000

@@ -47,7 +47,7 @@ async def test_many_worker_processes_drain_orders_paying_each_step_once(
     ledger = tmp_path / "ledger"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
     workers = [
-        subprocess.Popen(
+        subprocess.Popen(  # noqa: ASYNC220 -- started once, never waited on here
             [sys.executable, "-m", "tests.scale.worker", dsn, str(ledger), "600"],
             cwd=ROOT,
             env=env,

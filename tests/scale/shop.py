@@ -22,24 +22,30 @@ def build(dsn: str, ledger: Path, **options: object) -> tuple[App, durably.Workf
 
     @app.step(name="pay")
     async def pay(key: str) -> int:
-        with open(ledger, "a", encoding="utf-8") as paid:  # one short line: one write
-            paid.write(f"{key}\n")
-            paid.flush()
-            os.fsync(paid.fileno())
+        _append(ledger, key)
         return 1
 
     @app.workflow(name="ship")
     async def ship(ctx: Context) -> int:
-        return 10 * await pay(f"{ctx.id}/ship")
+        paid: int = await pay(f"{ctx.id}/ship")
+        return 10 * paid
 
     @app.workflow(name="order")
     async def order(ctx: Context, n: int) -> int:
         parts = await ctx.gather(*(pay(f"{ctx.id}/part-{i}") for i in range(PARTS)))
-        shipped = await ctx.child(ship, id=f"{ctx.id}-ship")
+        shipped: int = await ctx.child(ship, id=f"{ctx.id}-ship")
         note = await ctx.recv(NOTE, timeout=120)
-        return sum(parts) + shipped + len(note or "") + n * 0
+        return int(sum(parts)) + shipped + len(note or "") + n * 0
 
     return app, order
+
+
+def _append(ledger: Path, key: str) -> None:
+    """Append ``key`` as one line (one short write: lines of processes never interleave)."""
+    with open(ledger, "a", encoding="utf-8") as paid:
+        paid.write(f"{key}\n")
+        paid.flush()
+        os.fsync(paid.fileno())
 
 
 EXPECTED = PARTS + 10 + len("paid")

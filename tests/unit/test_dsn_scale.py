@@ -58,7 +58,8 @@ def test_malformed_scale_forms_are_refused_naming_the_part(dsn: str, says: str) 
 def test_a_pooled_dsn_carries_its_pooler_and_a_secret_listening_dsn() -> None:
     parsed = parse(POOLED)
     assert parsed.pooler == "transaction"
-    assert parsed.listen is not None and parsed.listen.get_secret_value() == LISTEN
+    assert parsed.listen is not None
+    assert parsed.listen.get_secret_value() == LISTEN
     assert parsed.url.get_secret_value() == "postgresql://app:P00l-pw@bouncer:6432/app"
     assert "L1sten-pw" not in repr(parsed)
     assert describe(POOLED) == "postgresql bouncer:6432/app (through a transaction pooler)"
@@ -66,10 +67,12 @@ def test_a_pooled_dsn_carries_its_pooler_and_a_secret_listening_dsn() -> None:
 
 def test_neither_password_of_a_pooled_dsn_is_printed() -> None:
     shown = redacted(POOLED)
-    assert "P00l-pw" not in shown and "L1sten-pw" not in shown
+    assert "P00l-pw" not in shown
+    assert "L1sten-pw" not in shown
     assert "db.internal" in shown  # still says where it listens
     message = scrub(f"failed: {LISTEN} / L1sten-pw / {POOLED}", POOLED)
-    assert "L1sten-pw" not in message and "P00l-pw" not in message
+    assert "L1sten-pw" not in message
+    assert "P00l-pw" not in message
 
 
 @pytest.mark.parametrize(

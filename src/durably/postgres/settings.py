@@ -100,9 +100,9 @@ async def open_pool(settings: PostgresStoreSettings, *, driver: str = "psycopg")
     stays in ``settings`` (a `SecretStr`) until a driver call reads it.
     """
     if driver == "asyncpg":
-        pool = await _open_asyncpg(settings)
-        _remember_pooler(pool, settings)
-        return pool
+        pooled = await _open_asyncpg(settings)
+        _remember_pooler(pooled, settings)
+        return pooled
     if driver != "psycopg":
         raise ConfigurationError(f"unknown PostgreSQL driver {driver!r}: psycopg or asyncpg")
     import psycopg

@@ -62,7 +62,7 @@ class WaitingCluster(RedisCluster):
     def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None) -> Any:
         if shard_hint:
             return super().pipeline(transaction, shard_hint)  # refused as redis-py does
-        return _WaitingPipeline(self, transaction)
+        return _WaitingPipeline(self, transaction)  # type: ignore[abstract]
 
 
 class _WaitingPipeline(ClusterPipeline):

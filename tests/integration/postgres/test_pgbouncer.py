@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 
@@ -47,7 +48,7 @@ async def test_without_the_pooler_flag_pgbouncer_refuses_the_startup_options() -
 async def test_migrate_refuses_to_run_through_a_transaction_pooler() -> None:
     stores = await open_stores(through_pgbouncer(await _database()))
     try:
-        with pytest.raises(ConfigurationError, match="transaction pooler.*durably migrate"):
+        with pytest.raises(ConfigurationError, match=r"transaction pooler.*durably migrate"):
             await stores.migrate()
         await stores.verify()  # what migrate refuses, verify still reads
     finally:
@@ -75,8 +76,8 @@ async def _wake_latency(dsn: str, listens: bool) -> float:
     """Seconds from an enqueue to a waiting `wait_for_work` returning True."""
     stores = await open_stores(dsn)
     try:
-        queue = stores.queue
-        assert await queue.listener.ready(20.0) is listens  # type: ignore[attr-defined]
+        queue: Any = stores.queue  # a PostgresWorkQueue: its waits and its listener
+        assert await queue.listener.ready(20.0) is listens
         queue_name = f"q{time.monotonic_ns()}"
 
         async def woken() -> None:
@@ -87,7 +88,7 @@ async def _wake_latency(dsn: str, listens: bool) -> float:
         waiting = asyncio.create_task(woken())
         await asyncio.sleep(0.3)  # the waiter has looked and is waiting
         started = time.monotonic()
-        await queue.enqueue(WorkItem(id="job", tenant="t", queue=queue_name))
+        await queue.enqueue(WorkItem(id=queue_name, tenant="t", queue=queue_name))
         await asyncio.wait_for(waiting, 10.0)
         return time.monotonic() - started
     finally:
@@ -113,4 +114,5 @@ def test_doctor_counts_the_direct_listeners_and_reads_the_servers_limit(
     out = capsys.readouterr().out
     assert "0 pooled + 2 listening = 2 server connections" in out
     assert "16 processes take 32 of " in out
-    assert "listen=" not in out and "pooler=" not in out  # the DSN is never printed
+    assert "listen=" not in out  # the DSN is never printed
+    assert "pooler=" not in out
