@@ -43,7 +43,10 @@ class WaitingCluster(RedisCluster):
             yield
             return
         try:
-            await asyncio.wait_for(self._free_turns.acquire(), self.pool_timeout)
+            if self._free_turns.locked():  # every turn taken: wait for one, bounded
+                await asyncio.wait_for(self._free_turns.acquire(), self.pool_timeout)
+            else:  # a free turn is taken at once (no timer, no task)
+                await self._free_turns.acquire()
         except TimeoutError:
             raise MaxConnectionsError(
                 f"no free connection within {self.pool_timeout} s (max_connections={self.turns})"
