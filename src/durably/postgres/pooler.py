@@ -35,19 +35,29 @@ class Pooled:
 
 
 _POOLED: weakref.WeakKeyDictionary[Any, Pooled] = weakref.WeakKeyDictionary()
+# Pools that cannot be weakly referenced (asyncpg's), by identity, the pool kept beside its
+# record so that an id is never read for another pool; the oldest go past `_KEPT`.
+_KEPT = 64
+_POOLED_BY_ID: dict[int, tuple[Any, Pooled]] = {}
 
 
 def mark_pooled(pool: Any, pooled: Pooled) -> None:
     """Record that ``pool`` reaches the server through a transaction pooler."""
-    _POOLED[pool] = pooled
+    try:
+        _POOLED[pool] = pooled
+    except TypeError:
+        _POOLED_BY_ID[id(pool)] = (pool, pooled)
+        while len(_POOLED_BY_ID) > _KEPT:
+            del _POOLED_BY_ID[next(iter(_POOLED_BY_ID))]
 
 
 def pooled(pool: Any) -> Pooled | None:
     """How ``pool`` listens, when it is behind a transaction pooler; None otherwise."""
     try:
         return _POOLED.get(pool)
-    except TypeError:  # a pool that cannot be weakly referenced was never recorded
-        return None
+    except TypeError:
+        kept = _POOLED_BY_ID.get(id(pool))
+        return kept[1] if kept is not None and kept[0] is pool else None
 
 
 def refuse_migrate(pool: Any) -> None:

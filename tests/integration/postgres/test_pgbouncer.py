@@ -95,8 +95,10 @@ async def _wake_latency(dsn: str, listens: bool) -> float:
         await stores.close()
 
 
-async def test_a_waiter_wakes_at_once_on_the_direct_listening_connection() -> None:
+@pytest.mark.parametrize("driver", ["psycopg", "asyncpg"])
+async def test_a_waiter_wakes_at_once_on_the_direct_listening_connection(driver: str) -> None:
     dsn = through_pgbouncer(await _database(), listen=True)
+    dsn = dsn.replace("postgresql://", f"postgresql+{driver}://", 1)
     assert await _wake_latency(dsn, listens=True) < 0.5
 
 
