@@ -42,15 +42,7 @@ class WaitingCluster(RedisCluster):
         if _admitted.get():
             yield
             return
-        try:
-            if self._free_turns.locked():  # every turn taken: wait for one, bounded
-                await asyncio.wait_for(self._free_turns.acquire(), self.pool_timeout)
-            else:  # a free turn is taken at once (no timer, no task)
-                await self._free_turns.acquire()
-        except TimeoutError:
-            raise MaxConnectionsError(
-                f"no free connection within {self.pool_timeout} s (max_connections={self.turns})"
-            ) from None
+        await self._take_turn()
         token = _admitted.set(True)
         try:
             yield
@@ -58,9 +50,28 @@ class WaitingCluster(RedisCluster):
             _admitted.reset(token)
             self._free_turns.release()
 
+    async def _take_turn(self) -> None:
+        if not self._free_turns.locked():  # a free turn is taken at once (no timer)
+            await self._free_turns.acquire()
+            return
+        try:  # every turn taken: wait for one, bounded
+            await asyncio.wait_for(self._free_turns.acquire(), self.pool_timeout)
+        except TimeoutError:
+            raise MaxConnectionsError(
+                f"no free connection within {self.pool_timeout} s (max_connections={self.turns})"
+            ) from None
+
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
-        async with self.admitted():
+        # Written out rather than through `admitted`: every command passes here.
+        if _admitted.get():
             return await super().execute_command(*args, **kwargs)
+        await self._take_turn()
+        token = _admitted.set(True)
+        try:
+            return await super().execute_command(*args, **kwargs)
+        finally:
+            _admitted.reset(token)
+            self._free_turns.release()
 
     def pipeline(self, transaction: Any | None = None, shard_hint: Any | None = None) -> Any:
         if shard_hint:
