@@ -4,7 +4,9 @@ same statement (delivered on commit).
 A waiter takes the channel's current `asyncio.Event` *before* it looks for work, so a
 notification committed after the look still wakes it. Polling stays as the fallback: while
 the listening connection is down (it reconnects with backoff) waiters wake on their poll
-interval, and every reconnect wakes everyone once in case something was missed.
+interval, and every reconnect wakes everyone once in case something was missed. A
+database that cannot listen (behind a transaction pooler with no direct DSN) never opens
+the connection: its waiters poll.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class Listener:
         self._listened_before = False
         self._on_notify = on_notify
         self._on_state = on_state
+        self._polling = not database.listens
 
     def event(self, channel: str) -> asyncio.Event:
         """The event the next notification on ``channel`` sets (starts the listener)."""
@@ -62,7 +65,7 @@ class Listener:
         """`event` once the listener is LISTENing (waiting up to ``timeout`` for it), so a
         look for work made after this call cannot miss a notification."""
         event = self.event(channel)
-        if not self.connected and timeout > 0:
+        if not self.connected and timeout > 0 and not self._polling:
             await self.ready(timeout)
             event = self.event(channel)
         return event
@@ -90,7 +93,10 @@ class Listener:
         return self._connected.is_set()
 
     async def ready(self, timeout: float = 5.0) -> bool:
-        """Wait until the listener is LISTENing (for tests and benchmarks)."""
+        """Wait until the listener is LISTENing (for tests and benchmarks); False at
+        once for a database that cannot listen."""
+        if self._polling:
+            return False
         self._start()
         try:
             await asyncio.wait_for(self._connected.wait(), timeout)
@@ -122,6 +128,8 @@ class Listener:
         self._start()
 
     def _start(self) -> None:
+        if self._polling:
+            return
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
 

@@ -286,6 +286,8 @@ async def _open_postgres(parsed: Dsn, clock: Clock, policy: QueuePolicy) -> Stor
         pool_size=parsed.pool_size or DEFAULT_POOL_SIZE["postgresql"],
         pool_timeout_seconds=parsed.pool_timeout or DEFAULT_POOL_TIMEOUT,
         durable=parsed.durable,
+        pooler=parsed.pooler,
+        listen_dsn=parsed.listen,
     )
     pool = await postgres.open_pool(settings, driver=parsed.driver)
     checkpointer = postgres.PostgresCheckpointer(pool, settings=settings)
@@ -324,6 +326,8 @@ async def _open_redis(parsed: Dsn, clock: Clock, policy: QueuePolicy) -> Stores:
         pool_size=parsed.pool_size or DEFAULT_POOL_SIZE["redis"],
         pool_timeout_seconds=parsed.pool_timeout or DEFAULT_POOL_TIMEOUT,
         durable=parsed.durable,
+        cluster=bool(parsed.cluster),
+        cluster_nodes=parsed.cluster[1:],
     )
     client = settings.client()  # no I/O yet; an option the client does not take is refused
     try:
