@@ -377,20 +377,20 @@ async def test_the_workflows_cli_lists_shows_and_deletes_around_damaged_rows(
         await app.close()
 
     outputs: list[subprocess.CompletedProcess[str]] = []
-    listed = _cli(backing.dsn, "list", "--limit", "100")
+    listed = _cli(backing.dsn, "list", "--store-order", "--limit", "100")
     outputs.append(listed)
     assert listed.returncode == 0
     for workflow in [*damaged, start.id, unreadable_status.id, healthy.id]:
         assert workflow in listed.stdout
     assert "unreadable" in listed.stdout
-    as_json = _cli(backing.dsn, "list", "--limit", "100", "--json")
+    as_json = _cli(backing.dsn, "list", "--store-order", "--limit", "100", "--json")
     outputs.append(as_json)
     assert as_json.returncode == 0
     rows = {row["workflow"]: row for row in json.loads(as_json.stdout)["workflows"]}
     for workflow in [*damaged, start.id, unreadable_status.id]:
         assert rows[workflow]["unreadable"], workflow
     assert rows[healthy.id]["unreadable"] is None
-    filtered = _cli(backing.dsn, "list", "--status", "blocked", "--limit", "100")
+    filtered = _cli(backing.dsn, "list", "--store-order", "--status", "blocked", "--limit", "100")
     outputs.append(filtered)
     assert filtered.returncode == 0
     assert all(workflow in filtered.stdout for workflow in damaged)

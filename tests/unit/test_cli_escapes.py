@@ -48,7 +48,7 @@ COMMANDS = [
     ("runs", "list", "--tenant", "acme"),
     ("runs", "show", "--tenant", "acme", "r1"),
     ("queue", "dead-letters", "--tenant", "acme"),
-    ("workflows", "list"),
+    ("workflows", "list", "--store-order"),
     ("workflows", "show", "wf"),
 ]
 

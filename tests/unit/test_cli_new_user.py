@@ -148,18 +148,18 @@ def test_workflows_list_shows_kinds_and_workflows_no_worker_ran_yet(
     path = tmp_path / "wf.db"
     asyncio.run(_seed_workflows(path))
     dsn = f"sqlite:///{path}"
-    assert main(["workflows", "list", "--dsn", dsn, "--json"]) == 0
+    assert main(["workflows", "list", "--store-order", "--dsn", dsn, "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)["workflows"]
     assert [(w["workflow"], w["kind"], w["status"]["status"]) for w in listed] == [
         ("app-wf", "triage", "pending"),
         ("engine-wf", None, "pending"),
         ("ran-wf", None, "completed"),
     ]
-    assert main(["workflows", "list", "--dsn", dsn]) == 0
+    assert main(["workflows", "list", "--store-order", "--dsn", dsn]) == 0
     out = capsys.readouterr().out
     assert "kind" in out.splitlines()[0]
     assert "pending (never run)" in out
-    assert main(["workflows", "list", "--dsn", dsn, "--status", "pending", "--json"]) == 0
+    assert main(["workflows", "list", "--store-order", "--dsn", dsn, "--status", "pending", "--json"]) == 0
     pending = [w["workflow"] for w in json.loads(capsys.readouterr().out)["workflows"]]
     assert pending == ["app-wf", "engine-wf"]
     assert main(["workflows", "show", "--dsn", dsn, "app-wf"]) == 0

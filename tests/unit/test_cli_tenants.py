@@ -67,7 +67,7 @@ def _cli(path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
 def test_workflows_list_shows_each_tenant_and_id_and_filters_by_tenant(tmp_path: Path) -> None:
     path = tmp_path / "t.db"
     _seed(path)
-    every = _cli(path, "list", "--json")
+    every = _cli(path, "list", "--store-order", "--json")
     assert every.returncode == 0, every.stderr
     rows = json.loads(every.stdout)["workflows"]
     assert sorted((w["tenant"], w["workflow"]) for w in rows) == [
@@ -79,22 +79,22 @@ def test_workflows_list_shows_each_tenant_and_id_and_filters_by_tenant(tmp_path:
     ]
     assert all(w["status"]["workflow"] == w["workflow"] for w in rows)
     assert all(w["status"]["tenant"] == w["tenant"] for w in rows)
-    first = _cli(path, "list", "--tenant", "acme", "--limit", "2", "--json")
+    first = _cli(path, "list", "--store-order", "--tenant", "acme", "--limit", "2", "--json")
     assert first.returncode == 0, first.stderr
     page = json.loads(first.stdout)
     assert [(w["tenant"], w["workflow"]) for w in page["workflows"]] == [
         ("acme", "inv-1001"),
         ("acme", "inv-1002"),
     ]
-    rest = _cli(path, "list", "--tenant", "acme", "--after", page["next_after"], "--json")
+    rest = _cli(path, "list", "--store-order", "--tenant", "acme", "--after", page["next_after"], "--json")
     assert [w["workflow"] for w in json.loads(rest.stdout)["workflows"]] == ["inv-1003"]
-    table = _cli(path, "list", "--tenant", "globex")
+    table = _cli(path, "list", "--store-order", "--tenant", "globex")
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
     assert lines[0].split()[:3] == ["tenant", "workflow", "kind"]
     assert [line.split()[:2] for line in lines[2:]] == [["globex", "inv-1001"]]
     assert "durably:" not in table.stdout
-    none = _cli(path, "list", "--tenant", "initech")
+    none = _cli(path, "list", "--store-order", "--tenant", "initech")
     assert "no workflows of tenant 'initech'" in none.stdout
 
 
@@ -138,7 +138,7 @@ def test_a_workflow_an_earlier_release_stored_is_listed_and_shown_in_its_tenant(
     path = tmp_path / "t.db"
     _seed(path)
     asyncio.run(_as_an_earlier_release(path))
-    listed = _cli(path, "list", "--tenant", "globex", "--json")
+    listed = _cli(path, "list", "--store-order", "--tenant", "globex", "--json")
     assert listed.returncode == 0, listed.stderr
     rows = json.loads(listed.stdout)["workflows"]
     assert sorted((w["tenant"], w["workflow"]) for w in rows) == [

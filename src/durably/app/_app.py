@@ -20,6 +20,7 @@ from durably.app._core import Core
 from durably.app._driving import Driver
 from durably.app._handles import WorkflowHandle, find_handle
 from durably.app._limits import Limits
+from durably.app._operating import Operating
 from durably.app._retry import Retry
 from durably.app._steps import Step
 from durably.app._values import Duration, seconds_of
@@ -57,7 +58,7 @@ class StepDecorator(Protocol):
 _logger = logging.getLogger("durably.app")
 
 
-class App:
+class App(Operating):
     """Workflows and steps over the stores one DSN names.
 
     Register bodies with `workflow` and steps with `step`, start them from the decorated

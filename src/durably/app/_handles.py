@@ -13,6 +13,8 @@ from durably.app import _layout as layout
 from durably.app import _tenancy as tenancy
 from durably.app._context import current_tenant, current_workflow
 from durably.app._core import Core
+from durably.app._forking import MAX_NOTED, fork
+from durably.app._history import described
 from durably.app._topics import Topic
 from durably.app._values import ANY, Duration, Value, decoded_record, seconds_of
 from durably.errors import (
@@ -196,7 +198,9 @@ class WorkflowHandle(Generic[R]):
             IncompatibleRecordError: The start record is not of the shape an App writes.
         """
         checkpointer = (await self._core.stores()).checkpointer
-        stored = await checkpointer.peek(self._key, [layout.START])  # not its whole history
+        # Not its whole history: the start record and the first forks made of it.
+        notes = [f"{layout.FORK}{n}" for n in range(1, MAX_NOTED + 1)]
+        stored = await checkpointer.peek(self._key, [layout.START, *notes])
         return self._described(stored, await checkpointer.get_status(self._key))
 
     def _not_found(self) -> WorkflowNotFoundError:
@@ -220,6 +224,8 @@ class WorkflowHandle(Generic[R]):
         created = datetime.fromtimestamp(start["created"], UTC)
         if info is None:
             info = WorkflowInfo(self._id, WorkflowStatus.PENDING, 0, None, created)
+        origin = start.get("forked_from")
+        forks = [stored.get(f"{layout.FORK}{n}") for n in range(1, MAX_NOTED + 1)]
         return dataclasses.replace(
             info,
             workflow=self._id,
@@ -227,7 +233,61 @@ class WorkflowHandle(Generic[R]):
             tenant=self._tenant,
             created=created,
             parent=start.get("parent"),
+            forked_from=str(origin["id"]) if isinstance(origin, dict) else None,
+            forks=tuple(str(f["id"]) for f in forks if isinstance(f, dict) and "id" in f),
         )
+
+    async def history(self) -> dict[str, Any]:
+        """Return the workflow's history: what ``durably workflows show --json`` prints.
+
+        JSON-ready data: its ``tenant``, ``workflow`` id, store ``key``, ``kind``,
+        ``status`` (as `status` reports it, before the first pass None), what cannot be
+        read of it (``unreadable``, None when everything can), and ``history``: every
+        record in recorded order, the start record first, with its ``key``, ``what`` it is
+        (``step``, ``retry``, ``child``, ``child end``, ``message``, ``recv``, ``event``,
+        ``start``, ``result``, ``failure``, ``cancel``, ``cancelled``, ``resume``,
+        ``fork``, ``started`` or ``recorded``), its ``value`` as stored and the time it
+        landed (``at``, ISO 8601). A failed step's record holds its error; parks show in
+        the status; each resume has its ``resume`` record.
+
+        Raises:
+            WorkflowNotFoundError: No workflow has this id (never started, or swept).
+        """
+        checkpointer = (await self._core.stores()).checkpointer
+        found = await described(checkpointer, self._key, self._tenant, self._id)
+        if found is None:
+            raise self._not_found()
+        return found
+
+    async def fork(
+        self, from_step: str | None = None, *, id: str | None = None
+    ) -> WorkflowHandle[R]:
+        """Start a new workflow with these arguments, replaying the records before a step.
+
+        The records the body made before ``from_step`` (in recorded order) are copied, so
+        the fork replays them and re-runs ``from_step`` and everything after it on the code
+        deployed now; None re-runs the whole body. Messages are not copied: a ``recv``
+        before ``from_step`` answers from its record, one after it waits for a new
+        message. The fork runs in this workflow's tenant with no parent; its status names
+        this workflow (``forked_from``) and this workflow's names the fork (``forks``).
+
+        Args:
+            from_step: The key of the first step to re-run (as `history` lists it:
+                ``charge#1``, ``durably:child:notify#1``...).
+            id: The fork's id. Default: a fresh UUID.
+
+        Returns:
+            The fork's handle.
+
+        Raises:
+            InvalidInputError: A ``from_step`` the workflow never recorded, or one after a
+                child that had not ended by then; a bad ``id``. Nothing is written then.
+            WorkflowConflictError: The tenant has a workflow of that ``id``.
+            WorkflowNotFoundError: No workflow has this id (never started, or swept).
+        """
+        await self.status()  # not found, or of another tenant: refused before any write
+        fresh, key, kind = await fork(self._core, self._key, self._id, self._tenant, from_step, id)
+        return WorkflowHandle(self._core, key, fresh, self._tenant, kind, self._result, True)
 
     async def send(self, topic: Topic[Any], value: object) -> None:
         """Send ``value`` on ``topic`` to this workflow and make it ready, atomically.

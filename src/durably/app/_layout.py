@@ -51,6 +51,9 @@ TIMEOUT = "durably:timeout"
 """The wakeup at a workflow's ``timeout`` deadline (never recorded)."""
 RESUMES = "durably:resume"
 """The markers `WorkflowHandle.resume` supplies (``durably:resume#1``, ...)."""
+FORK = "durably:fork#"
+"""``durably:fork#N``: the N-th fork made of this workflow (`WorkflowHandle.fork`): the
+fork's id and the step it re-ran from."""
 EVENT = "durably:event:"
 RECV = "durably:recv:"
 """``durably:recv:TOPIC#N``: what the N-th `recv` on TOPIC took: ``{"m": message key,
@@ -58,7 +61,7 @@ RECV = "durably:recv:"
 ``{"m": message key}`` as written before values were kept (the message is then kept
 too), or ``{"t": True}`` for a timeout."""
 _RESUME_PREFIX = f"{RESUMES}#"
-KEPT_ACROSS_RUNS = (INBOX_PREFIX, f"{CANCEL}#", _RESUME_PREFIX)
+KEPT_ACROSS_RUNS = (INBOX_PREFIX, f"{CANCEL}#", _RESUME_PREFIX, FORK)
 """What `Context.continue_as_new` keeps of a workflow's records for its next run: the
 messages not yet consumed, and the cancel and resume markers (a cancel asked while the
 run ended still stops the next one)."""
@@ -151,7 +154,9 @@ def latest_event(records: dict[str, object], key: str) -> tuple[bool, object]:
 def bookkeeping(key: str) -> bool:
     """Whether ``key`` is the App's own bookkeeping (start, result, endings, cancel,
     resume, inbox messages) rather than work a body recorded."""
-    return key in (START, RESULT) or key.startswith((CANCEL, RESUMES, FAILED, CANCELLED, "inbox:"))
+    return key in (START, RESULT) or key.startswith(
+        (CANCEL, RESUMES, FAILED, CANCELLED, FORK, "inbox:")
+    )
 
 
 def survey(stored: Mapping[str, object]) -> tuple[int, set[str], bool, bool, int]:
@@ -176,7 +181,7 @@ def survey(stored: Mapping[str, object]) -> tuple[int, set[str], bool, bool, int
             current += 1
         elif key.startswith((FAILED, CANCELLED)):
             ended = True
-        elif not (key in (START, RESULT) or key.startswith((CANCEL, RESUMES))):
+        elif not (key in (START, RESULT) or key.startswith((CANCEL, RESUMES, FORK))):
             recorded.add(key)
     return current, recorded, retries, ended, messages
 

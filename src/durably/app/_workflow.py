@@ -15,6 +15,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 from durably.app import _layout as layout
 from durably.app import _tenancy as tenancy
 from durably.app._begins import AT_ONCE, Begins
+from durably.app._catalogue import catalogue
 from durably.app._context import (
     Context,
     bind,
@@ -336,6 +337,8 @@ class Workflow(Generic[P, R]):
                 f"workflow {self.kind!r}: the store refuses its arguments: {exc}"
             ) from None
         self._adoptable(workflow, recorded.value, start)
+        # Every start catalogues (a repeat repairs a start that crashed before it did).
+        await catalogue(checkpointer, key, recorded.value)
         await self._ready(key, tenant, first=recorded.first)
         return key, recorded.first
 

@@ -7,6 +7,8 @@ which records hold instants (to show them as times). Application code uses `dura
 instead.
 """
 
+from durably.app._catalogue import catalogue_earlier
+from durably.app._history import described
 from durably.app._layout import START, START_INSTANTS, instant, read_start, recorded_kind
 from durably.app._tenancy import (
     DEFAULT_TENANT,
@@ -18,19 +20,27 @@ from durably.app._tenancy import (
     workflow_at,
     workflow_scope,
 )
+from durably.app._unreadable import history_of, kind_of, problems, records_of, status_of
 
 __all__ = [
     "DEFAULT_TENANT",
     "START",
     "START_INSTANTS",
+    "catalogue_earlier",
+    "described",
     "earlier_workflows",
+    "history_of",
     "instant",
     "key_prefix",
+    "kind_of",
     "older_layout",
+    "problems",
     "read_start",
     "recorded_kind",
+    "records_of",
     "scoped_key",
     "settle_layout",
+    "status_of",
     "workflow_at",
     "workflow_scope",
 ]

@@ -13,6 +13,8 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from durably.claimcheck.policy import ClaimCheckPolicy
+from durably.errors import ConfigurationError
+from durably.stores.catalog import CatalogEntry, Cataloguing, Line, Listed, Mark
 from durably.stores.codec import CheckpointCodec
 from durably.stores.status import WorkflowInfo, WorkflowStatus
 from durably.stores.work import DEFAULT_QUEUE, QueuePolicy, QueueStats, WorkItem, WorkQueue
@@ -165,6 +167,22 @@ class ClaimCheckedCheckpointer(Generic[EffectT]):
 
     async def workflows(self, *, after: str | None = None, limit: int = 1000) -> list[str]:
         return await self._inner.workflows(after=after, limit=limit)
+
+    def _cataloguing(self) -> Cataloguing:
+        if not isinstance(self._inner, Cataloguing):
+            raise ConfigurationError(f"{type(self._inner).__name__} keeps no workflow catalog")
+        return self._inner
+
+    async def catalog(self, workflow: str, entry: CatalogEntry) -> None:
+        await self._cataloguing().catalog(workflow, entry)
+
+    async def listed(
+        self, line: Line, *, before: Mark | None = None, since_us: int = 0, limit: int = 100
+    ) -> list[Listed]:
+        return await self._cataloguing().listed(line, before=before, since_us=since_us, limit=limit)
+
+    async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
+        return await self._cataloguing().tally(tenant)
 
     async def sweep(
         self,

@@ -7,10 +7,9 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from durably.app.storage import recorded_kind
+from durably.app.storage import recorded_kind, records_of
 from durably.cli.render import Progress, emit_json
 from durably.cli.stores import UsageError, add_dsn, opened
-from durably.cli.unreadable import records_of
 from durably.errors import InvalidInputError
 from durably.stores.retention import FINISHED
 from durably.stores.workflows import Checkpointer

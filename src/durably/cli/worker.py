@@ -36,6 +36,7 @@ import logging
 import os
 import sys
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 from durably.cli.stores import UsageError, add_dsn, dsn_from, opened
@@ -94,6 +95,23 @@ def load_target(target: str, app_dir: str | None = None) -> Callable[..., Any]:
     """The App or callable ``MODULE:ATTR`` names, imported from ``app_dir`` (searched
     first) or, when not importable otherwise, from the current directory (searched last);
     `UsageError` when it cannot be found."""
+    found, _ = import_target(target, app_dir)
+    from durably.app import App
+
+    if isinstance(found, App):
+        return found.serve
+    if not callable(found):
+        raise UsageError(
+            f"{target!r} is neither a durably.App nor callable: it must be an App or "
+            "setup(worker, stores)"
+        )
+    return found
+
+
+def import_target(target: str, app_dir: str | None = None) -> tuple[object, ModuleType]:
+    """The object ``MODULE:ATTR`` names and its module, imported from ``app_dir`` (searched
+    first) or, when not importable otherwise, from the current directory (searched last);
+    `UsageError` when it cannot be found."""
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise UsageError(f"{target!r} is not MODULE:ATTR (e.g. myapp.jobs:setup)")
@@ -107,16 +125,7 @@ def load_target(target: str, app_dir: str | None = None) -> Callable[..., Any]:
         if not hasattr(found, part):
             raise UsageError(f"module {module_name!r} has no attribute {attr!r}")
         found = getattr(found, part)
-    from durably.app import App
-
-    if isinstance(found, App):
-        return found.serve
-    if not callable(found):
-        raise UsageError(
-            f"{target!r} is neither a durably.App nor callable: it must be an App or "
-            "setup(worker, stores)"
-        )
-    return found
+    return found, module
 
 
 def _make_importable(module_name: str, app_dir: str | None) -> None:

@@ -16,18 +16,24 @@ from durably.app.storage import (
     DEFAULT_TENANT,
     START,
     START_INSTANTS,
+    described,
     earlier_workflows,
+    history_of,
     instant,
     key_prefix,
+    kind_of,
     older_layout,
+    problems,
+    records_of,
     scoped_key,
     settle_layout,
+    status_of,
     workflow_at,
     workflow_scope,
 )
+from durably.cli import operations
 from durably.cli.render import cell, emit_json, iso, printable, table
 from durably.cli.stores import UsageError, add_dsn, dsn_from, opened
-from durably.cli.unreadable import history_of, kind_of, problems, records_of, status_of
 from durably.errors import InvalidInputError, UnreadableRecordError, WorkflowNotFoundError
 from durably.stores.codec import JsonCodec
 from durably.stores.status import WorkflowInfo, WorkflowStatus
@@ -40,16 +46,19 @@ def register(commands: Any) -> None:
     group = commands.add_parser("workflows", help="list, show, resume and delete workflows")
     sub = group.add_subparsers(dest="action", metavar="ACTION", required=True)
 
-    listing = sub.add_parser("list", help="workflows with their tenant, in the store's order")
+    listing = sub.add_parser("list", help="workflows newest first, by kind, status, tenant...")
     add_dsn(listing)
-    listing.add_argument("--tenant", help="only this tenant's workflows (default: every tenant)")
-    listing.add_argument("--status", choices=[s.value for s in WorkflowStatus])
+    operations.add_filters(listing, tenant_help="only this tenant's workflows (default: every)")
     listing.add_argument("--limit", type=int, default=50)
+    listing.add_argument("--after", help="the page cursor the previous page printed")
     listing.add_argument(
-        "--after", help="the page cursor the previous page printed (in the default tenant, an id)"
+        "--store-order",
+        action="store_true",
+        help="every workflow with records in the store's key order (also those started "
+        "before the store kept a catalog, or by the engine), with --tenant and --status",
     )
     listing.add_argument("--json", action="store_true", help="JSON for scripts")
-    listing.set_defaults(run=list_workflows)
+    listing.set_defaults(run=_listing)
 
     show = sub.add_parser("show", help="a workflow's status and every record with its time")
     add_dsn(show)
@@ -63,10 +72,8 @@ def register(commands: Any) -> None:
         help="make a parked, failed or cancelled workflow ready again on the code deployed now",
     )
     add_dsn(resume)
-    _add_tenant(resume)
-    resume.add_argument("workflow", metavar="WORKFLOW")
-    resume.add_argument("--json", action="store_true", help="JSON for scripts")
-    resume.set_defaults(run=resume_workflow)
+    operations.add_bulk(resume)
+    resume.set_defaults(run=_resuming)
 
     settle = sub.add_parser(
         "settle-tenants",
@@ -87,6 +94,34 @@ def register(commands: Any) -> None:
     )
     delete.add_argument("--json", action="store_true", help="JSON for scripts")
     delete.set_defaults(run=delete_workflow)
+    operations.register(sub, add_dsn)
+
+
+async def _listing(args: argparse.Namespace) -> int:
+    """``list``: newest first through the catalog, or in the store's order."""
+    if not args.store_order:
+        return await operations.list_newest(args)
+    for option in ("kind", "since", "until", "parent"):
+        if getattr(args, option) is not None:
+            raise UsageError(f"--{option} lists through the catalog: drop --store-order")
+    if args.status is not None and args.status not in {s.value for s in WorkflowStatus}:
+        raise UsageError(f"--status: no workflow status is {args.status!r}")
+    return await list_workflows(args)
+
+
+async def _resuming(args: argparse.Namespace) -> int:
+    """``resume``: one workflow (``WORKFLOW``), or every one a filter selects."""
+    if (
+        args.workflow is not None
+        and not args.all_tenants
+        and not any(
+            getattr(args, name) is not None
+            for name in ("kind", "status", "since", "until", "parent")
+        )
+    ):
+        args.tenant = args.tenant if args.tenant is not None else DEFAULT_TENANT
+        return await resume_workflow(args)
+    return await operations.resume_workflows(args)
 
 
 def _add_tenant(parser: argparse.ArgumentParser) -> None:
@@ -377,6 +412,17 @@ async def show_workflow(args: argparse.Namespace) -> int:
     `durably.testing.History.from_json` reads to replay it against other code."""
     async with opened(args) as stores:
         key = await _key_of(stores.checkpointer, args)
+        if args.json:
+            found = (
+                None
+                if key is None
+                else await described(stores.checkpointer, key, args.tenant, args.workflow)
+            )
+            if found is None:
+                print(f"durably: no workflow {_named(args)}", file=sys.stderr)
+                return 1
+            emit_json(found)
+            return 0
         info: WorkflowInfo | None = None
         unread_status: str | None = None
         history: dict[str, Written] = {}
@@ -389,22 +435,6 @@ async def show_workflow(args: argparse.Namespace) -> int:
         return 1
     values = {k: written.value for k, written in history.items()}
     kind, start = kind_of(key, values, unreadable)
-    if args.json:
-        emit_json(
-            {
-                "tenant": args.tenant,
-                "workflow": args.workflow,
-                "key": key,
-                "kind": kind,
-                "status": None if info is None else _shown(info, args.workflow, args.tenant),
-                "unreadable": problems(unread_status, unreadable, start),
-                "history": [
-                    *({"key": k, "value": w.value, "at": w.at} for k, w in history.items()),
-                    *({"key": k, "unreadable": why} for k, why in unreadable.items()),
-                ],
-            }
-        )
-        return 0
     print(f"tenant    {printable(args.tenant)}")
     print(f"workflow  {printable(args.workflow)}")
     if start is not None:

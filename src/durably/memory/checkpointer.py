@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from durably.errors import Fenced
+from durably.memory.catalog import MemoryCatalog
 from durably.stores.admission import TenantCaps, TenantCounts, refuse_over
+from durably.stores.catalog import CatalogEntry, Line, Listed, Mark, line_read, tallied
 from durably.stores.codec import (
     CheckpointCodec,
     JsonCodec,
@@ -107,6 +109,7 @@ class MemoryCheckpointer:
         # counts per tenant, [running, started], kept with every write that moves them.
         self._admitted: dict[str, tuple[str, bool]] = {}
         self._counts: dict[str, list[int]] = {}
+        self._catalog = MemoryCatalog(self._info_of)
 
     async def close(self) -> None:
         """Nothing to release (idempotent): everything lives in this object."""
@@ -393,6 +396,7 @@ class MemoryCheckpointer:
         for _, workflow in chosen:
             self._records.pop(workflow, None)
             self._statuses.pop(workflow, None)
+            self._catalog.drop(workflow)
             self._appended.pop(workflow, None)
             self._uncount(workflow)
             claim = self._claims.pop(workflow, None)
@@ -402,6 +406,30 @@ class MemoryCheckpointer:
             for _, workflow in chosen:
                 await on_swept(workflow)
         return len(chosen)
+
+    # --- the catalog -----------------------------------------------------------------------
+
+    async def catalog(self, workflow: str, entry: CatalogEntry) -> None:
+        """Enter ``workflow`` in the catalog (an entry already there is kept)."""
+        identifier(workflow, "workflow")
+        self._catalog.enter(workflow, entry)
+
+    async def listed(
+        self, line: Line, *, before: Mark | None = None, since_us: int = 0, limit: int = 100
+    ) -> list[Listed]:
+        """Up to ``limit`` workflows of ``line`` before ``before``, newest first."""
+        line_read(line, since_us, limit)
+        return self._catalog.listed(line, before, since_us, limit)
+
+    async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
+        """How many catalogued workflows each (kind, status) pair has."""
+        if tenant is not None:
+            identifier(tenant, "tenant")
+        return tallied(self._catalog.tally(tenant))
+
+    def _info_of(self, workflow: str) -> WorkflowInfo | None:
+        stored = self._statuses.get(workflow)
+        return None if stored is None else _info(workflow, stored)
 
     # --- synchronous steps, shared with MemoryDurable so it never awaits between writes ---
 
@@ -427,6 +455,7 @@ class MemoryCheckpointer:
         deleted = len(self._records.pop(workflow, {}))
         self._statuses.pop(workflow, None)
         self._uncount(workflow)
+        self._catalog.drop(workflow)
         claim = self._claims.get(workflow)
         if claim is not None:
             now = self._now()

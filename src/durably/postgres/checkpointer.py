@@ -14,6 +14,7 @@ from durably.errors import (
     StatePersistenceError,
 )
 from durably.postgres import statements
+from durably.postgres.catalog import PostgresCatalog
 from durably.postgres.connection import Access
 from durably.postgres.executor import Row, Session
 from durably.postgres.failures import EffectFailed, RetryBudget, state_errors
@@ -23,6 +24,7 @@ from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
 from durably.postgres.sweep import sweep_finished
 from durably.stores.admission import TenantCaps, TenantCounts, refuse_over
+from durably.stores.catalog import CatalogEntry, Line, Listed, Mark, line_read, tallied
 from durably.stores.codec import (
     CheckpointCodec,
     JsonCodec,
@@ -94,6 +96,7 @@ class PostgresCheckpointer:
         self._max_bytes = settings.max_value_bytes if settings else DEFAULT_MAX_VALUE_BYTES
         self._access = Access.over(pool, settings.retry if settings else RetryBudget())
         self._sql = statements.render_all(_TEMPLATES, self._tables.names)
+        self._catalog = PostgresCatalog(self._tables.names)
 
     async def close(self) -> None:
         """Nothing of its own to release (idempotent): the pool is its owner's."""
@@ -486,6 +489,27 @@ class PostgresCheckpointer:
         listing_page(after, limit)
         rows = await self._run(lambda s: s.fetch(self._sql["workflows"], after, limit))
         return [str(row[0]) for row in rows]
+
+    # --- the catalog ----------------------------------------------------------------------
+
+    async def catalog(self, workflow: str, entry: CatalogEntry) -> None:
+        """Enter ``workflow`` in the catalog (an entry already there is kept)."""
+        identifier(workflow, "workflow")
+        await self._run(lambda s: self._catalog.enter(s, workflow, entry))
+
+    async def listed(
+        self, line: Line, *, before: Mark | None = None, since_us: int = 0, limit: int = 100
+    ) -> list[Listed]:
+        """Up to ``limit`` workflows of ``line`` before ``before``, newest first: one
+        index range."""
+        line_read(line, since_us, limit)
+        return await self._run(lambda s: self._catalog.listed(s, line, before, since_us, limit))
+
+    async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
+        """How many catalogued workflows each (kind, status) pair has (exact)."""
+        if tenant is not None:
+            identifier(tenant, "tenant")
+        return tallied(await self._run(lambda s: self._catalog.tally(s, tenant)))
 
     # --- internals ------------------------------------------------------------------------
 

@@ -46,6 +46,8 @@ class StateTables:
     workflow_tenants: str = "durably_workflow_tenants"
     workflow_turn_seq: str = "durably_workflow_turn_seq"
     workflow_admitted: str = "durably_workflow_admitted"
+    workflow_catalog: str = "durably_workflow_catalog"
+    workflow_catalog_counts: str = "durably_workflow_catalog_counts"
     workflow_counts: str = "durably_workflow_counts"
     claim_check: str = "durably_claim_check"
 
@@ -87,6 +89,9 @@ class StateTables:
             names[field.name] = qualified
             names[f"{field.name}_name"] = bare
             names[f"{field.name}_text"] = qualified
+        # The catalog's trigger functions, named after its table (in its schema).
+        names["workflow_catalog_count"] = self.qualified(f"{self.workflow_catalog}_count")
+        names["workflow_catalog_follow"] = self.qualified(f"{self.workflow_catalog}_follow")
         return names
 
     def channel(self, kind: str) -> str:
@@ -103,7 +108,24 @@ _SCHEMA_TEMPLATES = statements.load("schema.sql", keep_comments=True)  # publish
 def schema_statements(tables: StateTables) -> list[str]:
     """The schema DDL for ``tables``, one statement per element."""
     text = statements.render(_SCHEMA_TEMPLATES["schema"], tables.names)
-    return [part.strip() for part in text.split(";\n") if part.strip().rstrip(";").strip()]
+    return [part.rstrip(";").strip() for part in split_statements(text) if part.rstrip(";").strip()]
+
+
+def split_statements(script: str) -> list[str]:
+    """``script``'s statements: each ends with a line ending in ``;`` outside a ``$$``
+    body (a function's body holds statements of its own)."""
+    parts: list[str] = []
+    current: list[str] = []
+    quoted = False
+    for line in script.splitlines(keepends=True):
+        current.append(line)
+        if line.count("$$") % 2:
+            quoted = not quoted
+        if not quoted and line.rstrip().endswith(";"):
+            parts.append("".join(current).strip())
+            current = []
+    parts.append("".join(current).strip())
+    return [part for part in parts if part]
 
 
 def schema_queries(tables: StateTables) -> dict[str, str]:
@@ -119,4 +141,10 @@ EXPECTED_SCHEMA: str = statements.render(_SCHEMA_TEMPLATES["schema"], StateTable
 """The schema this release expects, with the default table names; a team's own migration
 tool may apply it instead of `migrate`."""
 
-__all__ = ["EXPECTED_SCHEMA", "SCHEMA_VERSION", "StateTables", "schema_queries"]
+__all__ = [
+    "EXPECTED_SCHEMA",
+    "SCHEMA_VERSION",
+    "StateTables",
+    "schema_queries",
+    "split_statements",
+]

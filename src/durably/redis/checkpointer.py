@@ -20,6 +20,7 @@ from durably.errors import (
     WorkflowFinishedError,
 )
 from durably.redis import keys
+from durably.redis.catalog import RedisCatalog
 from durably.redis.connection import RedisConnection, raw_pairs, text
 from durably.redis.effects import LuaEffect, effect_key
 from durably.redis.preflight import preflight
@@ -27,6 +28,7 @@ from durably.redis.retry import RetriesSpent
 from durably.redis.scripts import Script, scripts
 from durably.redis.settings import RedisStoreSettings
 from durably.stores.admission import TenantCaps, TenantCounts, refuse_over
+from durably.stores.catalog import CatalogEntry, Line, Listed, Mark, line_read, tallied
 from durably.stores.codec import (
     CheckpointCodec,
     JsonCodec,
@@ -134,6 +136,7 @@ class RedisCheckpointer:
         self._record_ttl = () if ttl is None else (self._ttl,)
         self._record_prefixes: dict[str, bytes] = {}
         self._index = keys.workflow_index_prefix(self._redis.key_prefix)
+        self._catalog = RedisCatalog(self._redis, self._index, self._statuses)
         self._transacts: OrderedDict[str, Script] = OrderedDict()
 
     async def close(self) -> None:
@@ -601,7 +604,7 @@ class RedisCheckpointer:
         # each workflow's own status, so a stale index entry is skipped, never believed.
         await self._run(
             _INDEX,
-            [self._index + "all"],
+            [self._index + "all", *self._catalog.catalog_keys()],
             [self._index + "status:", workflow, status.value if status else "", *_STATUSES],
         )
 
@@ -746,6 +749,31 @@ class RedisCheckpointer:
         found = await keys.scan_tagged(self._redis.client, head, "}:records")
         found.update(text(n) for n in await self._redis.client.zrange(self._index + "all", 0, -1))
         return found
+
+    # --- the catalog -----------------------------------------------------------------------
+
+    async def catalog(self, workflow: str, entry: CatalogEntry) -> None:
+        """Enter ``workflow`` in the catalog (an entry already there is kept), under the
+        status it reported (pending if none)."""
+        identifier(workflow, "workflow")
+        info = await self.get_status(workflow)
+        await self._catalog.enter(
+            workflow, entry, WorkflowStatus.PENDING if info is None else info.status
+        )
+
+    async def listed(
+        self, line: Line, *, before: Mark | None = None, since_us: int = 0, limit: int = 100
+    ) -> list[Listed]:
+        """Up to ``limit`` workflows of ``line`` before ``before``, newest first: one
+        sorted-set range."""
+        line_read(line, since_us, limit)
+        return await self._catalog.listed(line, before, since_us, limit)
+
+    async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
+        """How many catalogued workflows each (kind, status) pair has."""
+        if tenant is not None:
+            identifier(tenant, "tenant")
+        return tallied(await self._catalog.tally(tenant))
 
 
 def _info(workflow: str, reply: list[Any]) -> WorkflowInfo | None:

@@ -9,9 +9,11 @@ from collections.abc import Awaitable, Callable, Collection
 from datetime import UTC, datetime
 
 from durably.errors import Fenced, InvalidInputError
+from durably.sqlite import catalog as _catalog
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
 from durably.stores.admission import TenantCaps, TenantCounts, refuse_over, running_after
+from durably.stores.catalog import CatalogEntry, Line, Listed, Mark, line_read, tallied
 from durably.stores.codec import (
     CheckpointCodec,
     JsonCodec,
@@ -264,6 +266,7 @@ class BoundSqliteCheckpointer:
         params = {"workflow": workflow}
         deleted = self._tx.execute(_SQL["delete_records"], params).rowcount
         self._tx.execute(_SQL["delete_status"], params)
+        _catalog.drop(self._tx, workflow)
         self._tx.execute(_SQL["fence_claim"], {**params, "now": self._tx.store_now})
         self._uncount(workflow)
         return deleted
@@ -285,7 +288,13 @@ class BoundSqliteCheckpointer:
         )
         for row in chosen:
             params = {"workflow": row["workflow"]}
-            for name in ("delete_records", "delete_status", "delete_claim", "delete_inbox"):
+            for name in (
+                "delete_records",
+                "delete_status",
+                "delete_claim",
+                "delete_inbox",
+                "delete_catalog",
+            ):
                 self._tx.execute(_SWEEP[name], params)
             self._uncount(row["workflow"])
             if row["token"] is not None:
@@ -621,6 +630,29 @@ class SqliteCheckpointer:
         listing_page(after, limit)
         return await self._db.transaction(
             lambda tx: self.bound(tx).workflows(after=after, limit=limit), write=False
+        )
+
+    async def catalog(self, workflow: str, entry: CatalogEntry) -> None:
+        """Enter ``workflow`` in the catalog (an entry already there is kept)."""
+        identifier(workflow, "workflow")
+        await self._db.transaction(lambda tx: _catalog.enter(tx, workflow, entry))
+
+    async def listed(
+        self, line: Line, *, before: Mark | None = None, since_us: int = 0, limit: int = 100
+    ) -> list[Listed]:
+        """Up to ``limit`` workflows of ``line`` before ``before``, newest first: one
+        index range."""
+        line_read(line, since_us, limit)
+        return await self._db.transaction(
+            lambda tx: _catalog.listed(tx, line, before, since_us, limit), write=False
+        )
+
+    async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
+        """How many catalogued workflows each (kind, status) pair has (exact)."""
+        if tenant is not None:
+            identifier(tenant, "tenant")
+        return tallied(
+            await self._db.transaction(lambda tx: _catalog.tally(tx, tenant), write=False)
         )
 
 

@@ -42,7 +42,9 @@ class WorkflowInfo:
     (timezone-aware, the store's clock).
 
     Stores report the first five fields; `durably.App` handles add what the workflow's
-    start recorded: its ``kind``, ``tenant``, ``created`` time and ``parent`` id."""
+    start recorded: its ``kind``, ``tenant``, ``created`` time and ``parent`` id, the id
+    of the workflow it was forked from (``forked_from``) and the ids of the first forks
+    made of it (``forks``)."""
 
     workflow: str
     status: WorkflowStatus
@@ -53,6 +55,8 @@ class WorkflowInfo:
     tenant: str | None = None
     created: datetime | None = None
     parent: str | None = None
+    forked_from: str | None = None
+    forks: tuple[str, ...] = ()
 
 
 def checked_report(

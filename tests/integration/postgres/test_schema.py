@@ -22,6 +22,7 @@ from durably.postgres import (
     verify,
 )
 from durably.postgres.executor import database_for
+from durably.postgres.schema import split_statements
 from durably.stores.runs import RunRecord, SessionRecord, StateQuery
 from tests.pg_service import Stores, close_pool, open_pool
 
@@ -80,7 +81,7 @@ async def test_the_published_schema_can_be_applied_by_another_tool(pg_stores: St
     async with database_for(pg_stores.pool).session(5.0) as session, session.transaction():
         await session.fetch(f'CREATE SCHEMA "{schema}"')
         await session.fetch(f'SET LOCAL search_path TO "{schema}"')
-        for statement in EXPECTED_SCHEMA.split(";\n"):
+        for statement in split_statements(EXPECTED_SCHEMA):
             if statement.strip():
                 await session.fetch(statement)
     await verify(pg_stores.pool, StateTables(schema=schema))

@@ -141,6 +141,8 @@ WITH gone AS (DELETE FROM {workflow_checkpoint} WHERE workflow = $1::text RETURN
 SELECT count(*) FROM gone;
 
 -- name: discard_status
+-- The status and the catalog entry go together.
+WITH catalogued AS (DELETE FROM {workflow_catalog} WHERE workflow = $1::text)
 DELETE FROM {workflow_status} WHERE workflow = $1::text;
 
 -- name: discard_fence

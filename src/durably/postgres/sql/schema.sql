@@ -1,4 +1,4 @@
--- durably's PostgreSQL schema, version 4. Apply it with durably.postgres.migrate() or your
+-- durably's PostgreSQL schema, version 5. Apply it with durably.postgres.migrate() or your
 -- own migration tool; durably never alters a table on its own.
 
 -- name: schema
@@ -265,6 +265,76 @@ CREATE TABLE IF NOT EXISTS {workflow_counts} (
     started bigint NOT NULL
 );
 
+-- The workflow catalog (version 5): every workflow an App started, with its tenant, kind,
+-- parent key, creation time (microseconds) and current status; each operator listing reads
+-- one index below newest first. Triggers keep `status` with every status write and the
+-- counts (spread over 8 shards per kind and status, so concurrent passes of one kind do
+-- not queue on one row) with every catalog write, in the same transaction.
+CREATE TABLE IF NOT EXISTS {workflow_catalog} (
+    workflow text COLLATE "C" PRIMARY KEY,
+    tenant text COLLATE "C" NOT NULL,
+    kind text COLLATE "C" NOT NULL,
+    parent text COLLATE "C",
+    created bigint NOT NULL,
+    status text NOT NULL
+);
+CREATE INDEX IF NOT EXISTS {workflow_catalog_name}_all ON {workflow_catalog}
+    (created, workflow);
+CREATE INDEX IF NOT EXISTS {workflow_catalog_name}_by_tenant ON {workflow_catalog}
+    (tenant, created, workflow);
+CREATE INDEX IF NOT EXISTS {workflow_catalog_name}_by_kind ON {workflow_catalog}
+    (kind, created, workflow);
+CREATE INDEX IF NOT EXISTS {workflow_catalog_name}_by_status ON {workflow_catalog}
+    (status, created, workflow);
+CREATE INDEX IF NOT EXISTS {workflow_catalog_name}_by_parent ON {workflow_catalog}
+    (parent, created, workflow) WHERE parent IS NOT NULL;
+CREATE INDEX IF NOT EXISTS {workflow_catalog_name}_by_tk ON {workflow_catalog}
+    (tenant, kind, created, workflow);
+CREATE INDEX IF NOT EXISTS {workflow_catalog_name}_by_ts ON {workflow_catalog}
+    (tenant, status, created, workflow);
+
+CREATE TABLE IF NOT EXISTS {workflow_catalog_counts} (
+    tenant text COLLATE "C" NOT NULL,
+    kind text COLLATE "C" NOT NULL,
+    status text NOT NULL,
+    shard smallint NOT NULL,
+    n bigint NOT NULL,
+    PRIMARY KEY (tenant, kind, status, shard)
+);
+
+CREATE OR REPLACE FUNCTION {workflow_catalog_count}() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('DELETE', 'UPDATE') THEN
+        UPDATE {workflow_catalog_counts} SET n = n - 1
+        WHERE tenant = OLD.tenant AND kind = OLD.kind AND status = OLD.status
+          AND shard = hashtext(OLD.workflow) & 7;
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO {workflow_catalog_counts} AS c (tenant, kind, status, shard, n)
+        VALUES (NEW.tenant, NEW.kind, NEW.status, hashtext(NEW.workflow) & 7, 1)
+        ON CONFLICT (tenant, kind, status, shard) DO UPDATE SET n = c.n + 1;
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE OR REPLACE TRIGGER {workflow_catalog_name}_counted
+    AFTER INSERT OR DELETE OR UPDATE OF status ON {workflow_catalog}
+    FOR EACH ROW
+    EXECUTE FUNCTION {workflow_catalog_count}();
+
+CREATE OR REPLACE FUNCTION {workflow_catalog_follow}() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE {workflow_catalog} SET status = NEW.status
+    WHERE workflow = NEW.workflow AND status <> NEW.status;
+    RETURN NULL;
+END
+$$;
+CREATE OR REPLACE TRIGGER {workflow_status_name}_catalogued
+    AFTER INSERT OR UPDATE OF status ON {workflow_status}
+    FOR EACH ROW EXECUTE FUNCTION {workflow_catalog_follow}();
+
 -- Claim-check blobs, one per distinct content: `digest` is the SHA-256 of `data`,
 -- `expires_at` the store's clock time it lapses at ('Infinity': never).
 CREATE TABLE IF NOT EXISTS {claim_check} (
@@ -280,7 +350,8 @@ SELECT 5 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
 -- database's tables before this script runs; applied by hand, rename them first).
 -- Version 3 added the rotation ({rota}, {waiting}); version 4 the workflow rotation
 -- ({workflow_tenants}); version 5 the per-tenant counts ({workflow_admitted},
--- {workflow_counts}).
+-- {workflow_counts}) and the workflow catalog ({workflow_catalog},
+-- {workflow_catalog_counts}).
 UPDATE {schema_version} SET version = 5 WHERE version < 5;
 
 -- name: schema_version

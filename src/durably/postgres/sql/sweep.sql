@@ -39,5 +39,8 @@ uncounted AS (
     UPDATE {workflow_counts} AS c
     SET running = c.running - CASE WHEN u.running THEN 1 ELSE 0 END, started = c.started - 1
     FROM unadmitted AS u WHERE c.tenant = u.tenant
+),
+catalogued AS (
+    DELETE FROM {workflow_catalog} WHERE workflow IN (SELECT workflow FROM finished)
 )
 SELECT count(*) FROM finished;

@@ -282,6 +282,82 @@ FROM durably_workflow_queue
 WHERE state = 'ready' AND receipt IS NULL
 GROUP BY namespace, tenant;
 
+-- The workflow catalog (added in schema version 6): every workflow an App started, with its
+-- tenant, kind, parent key, creation time (microseconds) and current status, each operator
+-- listing reading one index below newest first. The triggers keep `status` with every
+-- status write and the counts with every catalog write, in the same transaction.
+CREATE TABLE IF NOT EXISTS durably_workflow_catalog (
+    workflow TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    parent TEXT,
+    created INTEGER NOT NULL,
+    status TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS durably_workflow_catalog_all
+    ON durably_workflow_catalog (created, workflow);
+CREATE INDEX IF NOT EXISTS durably_workflow_catalog_by_tenant
+    ON durably_workflow_catalog (tenant, created, workflow);
+CREATE INDEX IF NOT EXISTS durably_workflow_catalog_by_kind
+    ON durably_workflow_catalog (kind, created, workflow);
+CREATE INDEX IF NOT EXISTS durably_workflow_catalog_by_status
+    ON durably_workflow_catalog (status, created, workflow);
+CREATE INDEX IF NOT EXISTS durably_workflow_catalog_by_parent
+    ON durably_workflow_catalog (parent, created, workflow) WHERE parent IS NOT NULL;
+CREATE INDEX IF NOT EXISTS durably_workflow_catalog_by_tenant_kind
+    ON durably_workflow_catalog (tenant, kind, created, workflow);
+CREATE INDEX IF NOT EXISTS durably_workflow_catalog_by_tenant_status
+    ON durably_workflow_catalog (tenant, status, created, workflow);
+
+-- How many catalogued workflows each tenant has of each kind in each status (exact).
+CREATE TABLE IF NOT EXISTS durably_workflow_catalog_counts (
+    tenant TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    status TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY (tenant, kind, status)
+) WITHOUT ROWID;
+
+CREATE TRIGGER IF NOT EXISTS durably_workflow_catalog_counted_insert
+AFTER INSERT ON durably_workflow_catalog
+BEGIN
+    INSERT INTO durably_workflow_catalog_counts (tenant, kind, status, n)
+    VALUES (new.tenant, new.kind, new.status, 1)
+    ON CONFLICT (tenant, kind, status) DO UPDATE SET n = n + 1;
+END;
+
+CREATE TRIGGER IF NOT EXISTS durably_workflow_catalog_counted_delete
+AFTER DELETE ON durably_workflow_catalog
+BEGIN
+    UPDATE durably_workflow_catalog_counts SET n = n - 1
+    WHERE tenant = old.tenant AND kind = old.kind AND status = old.status;
+END;
+
+CREATE TRIGGER IF NOT EXISTS durably_workflow_catalog_counted_update
+AFTER UPDATE OF status ON durably_workflow_catalog WHEN old.status IS NOT new.status
+BEGIN
+    UPDATE durably_workflow_catalog_counts SET n = n - 1
+    WHERE tenant = old.tenant AND kind = old.kind AND status = old.status;
+    INSERT INTO durably_workflow_catalog_counts (tenant, kind, status, n)
+    VALUES (new.tenant, new.kind, new.status, 1)
+    ON CONFLICT (tenant, kind, status) DO UPDATE SET n = n + 1;
+END;
+
+CREATE TRIGGER IF NOT EXISTS durably_workflow_status_catalogued_insert
+AFTER INSERT ON durably_workflow_status
+BEGIN
+    UPDATE durably_workflow_catalog SET status = new.status
+    WHERE workflow = new.workflow AND status IS NOT new.status;
+END;
+
+CREATE TRIGGER IF NOT EXISTS durably_workflow_status_catalogued_update
+AFTER UPDATE OF status ON durably_workflow_status WHEN old.status IS NOT new.status
+BEGIN
+    UPDATE durably_workflow_catalog SET status = new.status
+    WHERE workflow = new.workflow AND status IS NOT new.status;
+END;
+
 -- Claim-check blobs (added in schema version 2), one per distinct content: `digest` is
 -- the SHA-256 of `data`, `expires_at` the store's clock time it lapses at (Inf: never).
 CREATE TABLE IF NOT EXISTS durably_claim_check (

@@ -28,3 +28,6 @@ ON CONFLICT (id) DO UPDATE SET token = MAX(token, excluded.token)
 
 -- name: swept_token
 SELECT COALESCE((SELECT token FROM durably_workflow_swept_token WHERE id = 1), 0)
+
+-- name: delete_catalog
+DELETE FROM durably_workflow_catalog WHERE workflow = :workflow

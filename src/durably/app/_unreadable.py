@@ -1,12 +1,15 @@
-"""Reading workflows around records nobody can read (corrupt, or written by something
-else): the ``workflows`` commands list, show and delete such a workflow, saying what is
-unreadable and why, instead of stopping at the first record that fails."""
+"""Reading workflows around records nobody can read (corrupt, or written by something else).
+
+The ``workflows`` commands and `WorkflowHandle.history` list, show and delete such a
+workflow, saying what is unreadable and why, instead of stopping at the first record that
+fails.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from durably.app.storage import START, read_start
+from durably.app._layout import START, read_start
 from durably.errors import IncompatibleRecordError, UnreadableRecordError
 from durably.stores.status import STATUS_RECORD, WorkflowInfo
 from durably.stores.workflows import Checkpointer, Written
@@ -46,8 +49,11 @@ async def history_of(
 def kind_of(
     workflow: str, stored: dict[str, object], unreadable: dict[str, str]
 ) -> tuple[str | None, str | None]:
-    """The kind ``workflow``'s start record names, and what is wrong with the start record,
-    if anything (it cannot be read, or is not of the shape an App writes)."""
+    """The kind ``workflow``'s start record names, and what is wrong with it.
+
+    What is wrong: nothing (None), it cannot be read, or it is not of the shape an App
+    writes.
+    """
     if START in unreadable:
         return None, f"its start record cannot be read: {unreadable[START]}"
     try:

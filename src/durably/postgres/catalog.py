@@ -1,0 +1,80 @@
+"""The workflow catalog in PostgreSQL (`durably.stores.catalog.Cataloguing`): a table with
+one index per line, its status and counts kept by triggers with every write."""
+
+from __future__ import annotations
+
+from datetime import UTC
+from typing import Any
+
+from durably.postgres import statements
+from durably.postgres.executor import Session
+from durably.stores.catalog import PENDING_TEXT, CatalogEntry, Line, Listed, Mark, status_text
+from durably.stores.status import WorkflowInfo, read_status
+
+_TEMPLATES = statements.load("catalog.sql")
+_FAR = 10**16
+"""Past every creation time (microseconds): the mark of a read from the newest."""
+
+
+class PostgresCatalog:
+    """The catalog's statements rendered for one set of tables."""
+
+    def __init__(self, names: dict[str, str]) -> None:
+        self._sql = statements.render_all(_TEMPLATES, names)
+
+    async def enter(self, session: Session, workflow: str, entry: CatalogEntry) -> None:
+        """Catalogue ``workflow`` unless it is."""
+        await session.fetch(
+            self._sql["enter"],
+            workflow,
+            entry.tenant,
+            entry.kind,
+            entry.parent,
+            entry.created_us,
+            PENDING_TEXT,
+        )
+
+    async def listed(
+        self, session: Session, line: Line, before: Mark | None, since_us: int, limit: int
+    ) -> list[Listed]:
+        """A slice of ``line``, newest first."""
+        named = [n for n in ("tenant", "kind", "status", "parent") if getattr(line, n) is not None]
+        values = [getattr(line, n) for n in named]
+        created, workflow = before if before is not None else (_FAR, "")
+        rows = await session.fetch(
+            self._sql["line_" + ("_".join(named) or "all")],
+            created,
+            workflow,
+            since_us,
+            limit,
+            *(str(value) for value in values),
+        )
+        return [_listed(row) for row in rows]
+
+    async def tally(self, session: Session, tenant: str | None) -> dict[tuple[str, str], int]:
+        """(kind, status text) counts of ``tenant`` (None: every tenant)."""
+        rows = await session.fetch(self._sql["tally"], tenant)
+        return {(str(row[0]), str(row[1])): int(row[2]) for row in rows}
+
+
+def _listed(row: Any) -> Listed:
+    workflow, tenant, kind, parent, created, status = (row[i] for i in range(6))
+    entry = CatalogEntry(
+        str(tenant), str(kind), int(created), None if parent is None else str(parent)
+    )
+    info = None
+    if row[6] is not None:
+        info = read_status(
+            workflow,
+            lambda: WorkflowInfo(
+                str(workflow),
+                status_text(str(row[6]), str(workflow)),
+                int(row[7]),
+                row[8],
+                row[9].astimezone(UTC),
+            ),
+        )
+    return Listed(str(workflow), entry, status_text(str(status), str(workflow)), info)
+
+
+__all__ = ["PostgresCatalog"]
