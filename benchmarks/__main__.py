@@ -11,7 +11,7 @@ import sys
 import time
 import traceback
 
-SECTIONS = ("sqlite", "postgres", "redis", "app", "scale", "handouts", "operating")
+SECTIONS = ("sqlite", "postgres", "redis", "app", "scale", "handouts", "operating", "otel")
 
 
 def main(argv: list[str]) -> int:

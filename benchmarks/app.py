@@ -64,7 +64,7 @@ class Completions(logging.Handler):
         self.done = asyncio.Event()
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.getMessage().startswith("workflow completed"):
+        if str(record.msg).startswith("workflow %r completed"):
             self.count += 1
             if self.count >= self.target:
                 self.done.set()

@@ -25,13 +25,24 @@ BACKINGS = {"memory", "sqlite", "postgres", "redis"}
 ALLOWED: dict[str, set[str]] = {
     "shared": {"shared"},
     "stores": {"shared"},
+    "otel": {"shared", "stores"},
     "claimcheck": {"shared", "stores"},
     "backing": {"shared", "stores", "claimcheck"},
-    "engine": {"shared", "stores"},
-    "app": {"shared", "stores", "engine"},
-    "testing": {"shared", "stores", "engine", "app", "claimcheck"},
-    "top": {"shared", "stores", "engine", "app", "claimcheck"},
-    "tools": {"shared", "stores", "engine", "app", "claimcheck", "backing", "testing", "top"},
+    "engine": {"shared", "stores", "otel"},
+    "app": {"shared", "stores", "engine", "otel"},
+    "testing": {"shared", "stores", "engine", "app", "claimcheck", "otel"},
+    "top": {"shared", "stores", "engine", "app", "claimcheck", "otel"},
+    "tools": {
+        "shared",
+        "stores",
+        "engine",
+        "app",
+        "claimcheck",
+        "backing",
+        "testing",
+        "top",
+        "otel",
+    },
 }
 
 
@@ -45,6 +56,8 @@ def layer(module: str) -> tuple[str, str]:
         return "shared", f"durably.{head}"
     if head in BACKINGS:
         return "backing", f"durably.{head}"
+    if head in {"otel", "logging"}:  # observability: traces, metrics, log formats
+        return "otel", f"durably.{head}"
     if head in {"stores", "claimcheck", "engine", "app", "testing"}:
         return head, f"durably.{head}"
     if head in {"cli", "demo", "__main__"}:

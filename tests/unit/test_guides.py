@@ -110,3 +110,14 @@ def test_the_testing_guides_replay_example_passes_over_a_saved_history(tmp_path:
     finished = run(pytest_argv("test_deploy.py"), tmp_path)
     assert finished.returncode == 0, finished.stdout + finished.stderr
     assert "1 passed" in finished.stdout
+
+
+def test_the_observability_guides_tracing_example_prints_the_spans_it_shows(
+    tmp_path: Path,
+) -> None:
+    program = next(b for b in blocks("observability.md", "python") if "InMemorySpanExporter" in b)
+    shown = next(b for b in blocks("observability.md", "text") if b.startswith("start hello"))
+    (tmp_path / "spans.py").write_text(program, encoding="utf-8")
+    finished = run(["spans.py"], tmp_path)
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout == shown

@@ -43,6 +43,10 @@ NAMESPACES = {
     WorkflowStatus Stores open_stores""",
     "durably.engine": """Execution advance resume Worker start_workflow QueueService
     WorkflowService ServiceContext Body Handler""",
+    "durably.otel": """INSTALLED OTHER STATUS_BOUND STEP_LABELS TENANT_LABELS Gauges
+    QueueGauges enqueuing metrics_on read_gauges read_queues read_workflows_by_status
+    serve_prometheus tenant_labels trace_ids tracing_on""",
+    "durably.logging": "FieldsFormatter JsonFormatter fields_of utc_time",
     "durably.claimcheck": """ClaimCheckStore ClaimCheckPolicy ClaimCheckedCheckpointer
     ClaimCheckedDurable ClaimCheckedQueue FileClaimCheckStore""",
 }

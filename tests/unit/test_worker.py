@@ -860,7 +860,7 @@ async def test_a_failed_item_is_logged_with_its_secrets_masked(
     with caplog.at_level(logging.WARNING):
         async with serving(worker):
             await eventually(lambda: bool(failed))
-            await eventually(lambda: "work item failed" in caplog.text)
+            await eventually(lambda: "work item 'job' of tenant 't' failed" in caplog.text)
     assert "hunter2" not in caplog.text
     assert "abcdefgh12345" not in caplog.text
     assert "password=[secret]" in caplog.text

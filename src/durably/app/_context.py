@@ -27,6 +27,7 @@ from durably.app._limits import Limits, check_start
 from durably.app._options import WorkflowOptions, child_options
 from durably.app._topics import Topic
 from durably.app._values import ANY, Duration, Value, seconds_of, stored_text
+from durably.app._watch import StepWatch, watched
 from durably.engine.runtime import Execution
 from durably.errors import (
     ChildWorkflowFailedError,
@@ -400,6 +401,8 @@ class Context:
         self._meet(key)
         self._room(key)
         self._deliver_cancel(key)
+        if StepWatch.wanted():
+            return await watched(self, "step", key, lambda: self._run.step(key, fn))
         return await self._run.step(key, fn)
 
     async def transact(
@@ -429,6 +432,11 @@ class Context:
         self._meet(key)
         self._room(key)
         self._deliver_cancel(key)
+        if StepWatch.wanted():
+            return await watched(self, "transact", key, lambda: self._transact(key, effect, parse))
+        return await self._transact(key, effect, parse)
+
+    async def _transact(self, key: str, effect: object, parse: Callable[[object], T] | None) -> T:
         if parse is None:
             return await self._run.transact(key, effect)
         return await self._run.transact(key, effect, parse)

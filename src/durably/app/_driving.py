@@ -256,6 +256,7 @@ def _options(workflow: Workflow[Any, Any], lease: float) -> dict[str, Any]:
         "max_recoveries": workflow.max_recovery_attempts,
         "budget": 3600.0,
         "alive": lease,
+        "describe": layout.describe,
     }
 
 

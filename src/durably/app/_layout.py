@@ -18,6 +18,7 @@ from durably.errors import (
     StepFailedError,
     UnreadableRecordError,
 )
+from durably.otel.tracing import START_FIELD, current_carrier
 from durably.redaction import mend_text
 from durably.stores.workflows import INBOX_PREFIX, Checkpointer
 from durably.validation import MAX_ID_BYTES, identifier
@@ -27,6 +28,8 @@ START = "durably:start"
 """The start record: kind, encoded arguments, tenant, parent (its id, kind and key),
 created, timeout, depth, and the run (1, plus one per `Context.continue_as_new`, which
 rewrites it; absent: 1)."""
+START_TRACE = START_FIELD
+"""The start record's field holding the trace context of the code that started it."""
 RESULT = "durably:result"
 """The encoded return value: written with the COMPLETED status in one write
 (`durably.workflows.Finish`), or by a child before it wakes its parent."""
@@ -249,7 +252,24 @@ def start_record(
         record["parent_key"] = parent_key
     if not_before is not None:
         record["not_before"] = not_before
+    carrier = current_carrier()
+    if carrier is not None:  # the trace that started it goes on in its passes
+        record[START_TRACE] = carrier
     return record
+
+
+def describe(records: Mapping[str, object]) -> tuple[str | None, Mapping[str, object] | None]:
+    """A workflow's tenant and the trace context its start stored (`START_TRACE`), from
+    its records; None for either when the start record does not say."""
+    start = records.get(START)
+    if not isinstance(start, dict):
+        return None, None
+    tenant = start.get("tenant")
+    carrier = start.get(START_TRACE)
+    return (
+        tenant if isinstance(tenant, str) else None,
+        carrier if isinstance(carrier, dict) else None,
+    )
 
 
 def parent_key(start: Mapping[str, object]) -> str | None:
@@ -431,11 +451,13 @@ __all__ = [
     "START",
     "STARTED",
     "START_INSTANTS",
+    "START_TRACE",
     "TIMEOUT",
     "bookkeeping",
     "cancel_key",
     "children",
     "consumed_messages",
+    "describe",
     "end_key",
     "ending",
     "event_key",

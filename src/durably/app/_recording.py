@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from durably.app import _layout as layout
 from durably.app._context import DURABLE_BACKOFF, Context, bind, unbind
+from durably.app._watch import StepWatch, replayed
 from durably.engine.tasks import cancel_requested
 from durably.errors import (
     NondeterminismError,
@@ -18,6 +19,7 @@ from durably.errors import (
     StepResultError,
     StrayCancellationError,
 )
+from durably.otel.api import tracing_on
 from durably.redaction import mend_text
 
 if TYPE_CHECKING:
@@ -70,7 +72,37 @@ async def recorded_call(
             earlier = step.signature.earlier_digest(args, kwargs)
             if earlier is not None and earlier == stored.get("a"):
                 marker = earlier
+        if tracing_on():
+            return replayed(
+                ctx, step.name, key, lambda: _parse(ctx, step, key, marker, stored, position)
+            )
         return _parse(ctx, step, key, marker, stored, position)
+    if not StepWatch.wanted():
+        return await _perform(ctx, step, key, args, kwargs, position, marker, None)
+    watch = StepWatch(ctx, step.name, key)
+    try:
+        value = await _perform(ctx, step, key, args, kwargs, position, marker, watch)
+    except BaseException as exc:
+        watch.end(exc)
+        raise
+    watch.end(None)
+    return value
+
+
+async def _perform(
+    ctx: Context,
+    step: Step[..., Any],
+    key: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    position: int | None,
+    marker: str,
+    watch: StepWatch | None,
+) -> Any:
+    """Attempt ``step`` under its retry policy and record its value or its error."""
+    run = ctx._run
+    recorded = ctx._records
+    tries = [1]
     failure: Exception | None = None
     own = False  # whether the record holds the value itself, plain (`Value.plain`)
     try:
@@ -89,9 +121,9 @@ async def recorded_call(
             finally:
                 unbind(token)
             if first is not None:
-                value = await _attempts(ctx, step, key, args, kwargs, first)
+                value = await _attempts(ctx, step, key, args, kwargs, first, tries)
         else:
-            value = await _attempts(ctx, step, key, args, kwargs, None)
+            value = await _attempts(ctx, step, key, args, kwargs, None, tries)
     except Exception as exc:
         failure = exc
         # Kept as any failure text is: bounded, secrets masked (`mend_text`).
@@ -114,6 +146,8 @@ async def recorded_call(
             except Exception as exc:
                 failure = StepResultError(f"step {key!r} returned a value it cannot encode: {exc}")
                 record = {"a": marker, "e": ["StepResultError", str(failure)]}
+    if watch is not None:
+        watch.performed(tries[0], failure)
     try:
         stored = await run.commit(key, record)
     except StatePersistenceError as exc:
@@ -142,9 +176,11 @@ async def _attempts(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     failed: Exception | None,
+    tries: list[int],
 ) -> Any:
     """The step's attempts under its retry policy: from the first, or (``failed``) on from
-    a first attempt that already ran and raised ``failed``."""
+    a first attempt that already ran and raised ``failed``; the attempt reached is kept
+    in ``tries``."""
     attempt = 1
     if failed is None:
         # Attempts that ended in a durable backoff in earlier passes left their deadline.
@@ -155,6 +191,7 @@ async def _attempts(
             ctx._meet(waited)
             await ctx._run.sleep(waited, DURABLE_BACKOFF)  # the recorded deadline rules
     while True:
+        tries[0] = attempt
         if failed is None:
             try:
                 return await step.invoke(args, kwargs, (ctx, key, attempt))

@@ -46,6 +46,7 @@ from durably.errors import (
     WorkflowConflictError,
     WorkflowStopped,
 )
+from durably.otel.tracing import annotate, producing
 from durably.stores.admission import admit_workflow
 from durably.stores.workflows import Finish, Restart, value_refused
 
@@ -266,9 +267,22 @@ class Workflow(Generic[P, R]):
                 begins=Begins(delay, at),
             )
             return handle
-        start = self.prepare(args, kwargs, tenant=tenant, timeout=timeout, begins=Begins(delay, at))
-        workflow = tenancy.new_id(id) if id is not None else str(uuid.uuid4())
-        key, created = await self.launch(workflow, start)
+        # A producer span (with tracing on): the start record carries its context, and
+        # every pass of the workflow continues its trace.
+        with producing("start", self.kind, {"durably.workflow.kind": self.kind}):
+            start = self.prepare(
+                args, kwargs, tenant=tenant, timeout=timeout, begins=Begins(delay, at)
+            )
+            workflow = tenancy.new_id(id) if id is not None else str(uuid.uuid4())
+            annotate(
+                {
+                    "messaging.message.id": workflow,
+                    "durably.workflow.id": workflow,
+                    "durably.tenant": start["tenant"],
+                }
+            )
+            key, created = await self.launch(workflow, start)
+            annotate({"durably.workflow.created": created})
         return self.handle(workflow, start["tenant"], created=created, key=key)
 
     def prepare(

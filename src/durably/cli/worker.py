@@ -40,6 +40,7 @@ from types import ModuleType
 from typing import Any
 
 from durably.cli.stores import UsageError, add_dsn, dsn_from, opened
+from durably.logging import FieldsFormatter, JsonFormatter
 from durably.stores.dsn import describe
 from durably.stores.opening import Stores
 
@@ -87,6 +88,25 @@ def register(commands: Any) -> None:
         type=str.upper,
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
         help="DEBUG, INFO, WARNING or ERROR, in any case (default INFO)",
+    )
+    worker.add_argument(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="text lines (default) or one JSON object a line (durably.logging.JsonFormatter)",
+    )
+    worker.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve metrics for Prometheus at http://HOST:PORT/metrics (needs the "
+        "prometheus extra; 0 picks a free port, logged)",
+    )
+    worker.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="the address the metrics endpoint binds (default 127.0.0.1)",
     )
     worker.set_defaults(run=run_worker)
 
@@ -158,8 +178,14 @@ async def run_worker(args: argparse.Namespace) -> int:
         if getattr(args, name) <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")
     handler = logging.StreamHandler()
-    handler.setFormatter(FieldsFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(
+        JsonFormatter()
+        if args.log_format == "json"
+        else FieldsFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    )
     logging.basicConfig(level=getattr(logging, args.log_level), handlers=[handler])
+    if args.metrics_port is not None:
+        _serve_metrics(args.metrics_port, args.metrics_host)
     app = getattr(setup, "__self__", None)
     from durably.app import App
 
@@ -208,15 +234,20 @@ async def _serve_app(app: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-class FieldsFormatter(logging.Formatter):
-    """Appends the structured fields durably logs with (``extra=``) as ``key=value``."""
+def _serve_metrics(port: int, host: str) -> None:
+    from durably.errors import DurablyError
+    from durably.otel import serve_prometheus
 
-    FIELDS = ("worker", "kind", "workflow", "queue", "item", "tenant")
-
-    def format(self, record: logging.LogRecord) -> str:
-        line = super().format(record)
-        fields = [f"{k}={getattr(record, k)!r}" for k in self.FIELDS if hasattr(record, k)]
-        return f"{line} [{' '.join(fields)}]" if fields else line
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--metrics-port must be from 0 to 65535, got {port}")
+    try:
+        server = serve_prometheus(port, host)
+    except (DurablyError, OSError) as exc:
+        raise UsageError(f"cannot serve metrics on {host}:{port}: {exc}") from None
+    bound_host, bound_port = server.server_address[:2]
+    logging.getLogger("durably.cli").info(
+        "metrics for Prometheus at http://%s:%d/metrics", bound_host, bound_port
+    )
 
 
 async def _setup(setup: Callable[..., Any], worker: object, stores: Stores) -> None:

@@ -9,7 +9,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from durably.engine.service import Service, ServiceContext, retryable
+from durably.engine.service import Instant, Service, ServiceContext, retryable
 from durably.engine.settling import settle_within_lease
 from durably.engine.tasks import cancel_requested, stop
 from durably.errors import (
@@ -17,8 +17,11 @@ from durably.errors import (
     LeaseLostError,
     StrayCancellationError,
 )
+from durably.otel import instruments
+from durably.otel.api import tracing_on, watching
+from durably.otel.tracing import Consuming, payload_carrier
 from durably.redaction import mend_text
-from durably.stores.work import WorkItem, WorkQueue
+from durably.stores.work import WorkItem, WorkQueue, WorkState
 
 Handler = Callable[[WorkItem], Awaitable[None]]
 # A completion's answer: the completed item or why not, and an item claimed for its slot.
@@ -67,6 +70,8 @@ class QueueService(Service):
         self._senders: set[asyncio.Task[None]] = set()
         # Each item's running attempt here, by (tenant, id): its handler and lost-lease list.
         self._attempts: dict[tuple[str, str], _Attempt] = {}
+        # Each item's consumer span while tracing, by (tenant, id), from `_handle` to its end.
+        self._traces: dict[tuple[str, str], Consuming] = {}
 
     def fields(self, ctx: ServiceContext, item: WorkItem | None = None) -> dict[str, object]:
         fields: dict[str, object] = {"worker": ctx.worker, "queue": self.name}
@@ -185,13 +190,39 @@ class QueueService(Service):
     def _handle(self, ctx: ServiceContext, item: WorkItem) -> asyncio.Future[None]:
         """``item``'s handler, started."""
         if ctx.logger.isEnabledFor(logging.DEBUG):  # the fields cost more than the check
-            ctx.logger.debug("claimed work item", extra=self.fields(ctx, item))
+            ctx.logger.debug(
+                "claimed work item %r of tenant %r",
+                item.id,
+                item.tenant,
+                extra=self.fields(ctx, item),
+            )
+        token = None
+        if watching():
+            instruments.item_event("claimed", self.name, item.tenant)
+            if tracing_on():
+                # The handler's task copies the current context as it is made: the span
+                # is current for it, continuing the trace its producer stored with it.
+                trace = Consuming(
+                    self.name,
+                    payload_carrier(item.payload),
+                    {
+                        "messaging.message.id": item.id,
+                        "durably.tenant": item.tenant,
+                        "durably.attempt": item.attempts + 1,
+                        "durably.worker": ctx.worker,
+                    },
+                )
+                self._traces[(item.tenant, item.id)] = trace
+                token = trace.attach()
         try:
             return asyncio.ensure_future(self.handler(item))
         except Exception as exc:  # failed before returning an awaitable: settled as a failure
             failed = asyncio.get_running_loop().create_future()
             failed.set_exception(exc)
             return failed
+        finally:
+            if token is not None:
+                Consuming.detach(token)
 
     async def _work(
         self, ctx: ServiceContext, item: WorkItem, handling: list[asyncio.Future[None]]
@@ -202,11 +233,14 @@ class QueueService(Service):
             lost: list[LeaseLostError] = []
             attempt = (handling[0], lost)
             key = self._begin(ctx, item, attempt)
+            trace = self._traces.pop(key, None) if self._traces else None
             try:
-                following = await self._work_one(ctx, item, handling[0], lost)
+                following = await self._work_one(ctx, item, handling[0], lost, trace)
             finally:
                 if self._attempts.get(key) is attempt:
                     del self._attempts[key]
+                if trace is not None:
+                    trace.end()
             if following is None:
                 return
             item = following
@@ -232,10 +266,12 @@ class QueueService(Service):
         item: WorkItem,
         handling: asyncio.Future[None],
         lost: list[LeaseLostError],
+        trace: Consuming | None = None,
     ) -> WorkItem | None:
         """Run the handler under a heartbeat, then settle: complete, fail, or (lease lost,
         shutdown) leave the item for the queue to hand out again. A lease lost is noted in
-        ``lost``. Returns the item claimed for this slot with the completion, if any."""
+        ``lost``, the outcome in ``trace``. Returns the item claimed for this slot with the
+        completion, if any."""
         fields = self.fields(ctx, item)
         held = [item]  # as the last heartbeat left it: the lease a settle may retry within
         # Most items end long before their first beat: a timer starts the heartbeat task
@@ -249,15 +285,17 @@ class QueueService(Service):
             await handling
         except asyncio.CancelledError:
             if cancel_requested():
+                if trace is not None:
+                    trace.outcome = "given_back"
                 raise  # shutdown: the worker gives the item back with `adopt`
             if not lost:
                 # Nobody cancelled it: a failure of this attempt, not an item left held.
                 stray = StrayCancellationError("a work item's handler")
-                await self._settle_failure(ctx, held[0], stray, fields)
+                await self._settle_failure(ctx, held[0], stray, fields, trace)
                 return None
         except Exception as exc:
             if not lost:
-                await self._settle_failure(ctx, held[0], exc, fields)
+                await self._settle_failure(ctx, held[0], exc, fields, trace)
                 return None
         finally:
             timer.cancel()
@@ -268,10 +306,13 @@ class QueueService(Service):
             # is no longer this attempt's to settle: a reap may have handed it to a newer
             # attempt, even under this worker's name, which a settle could not tell apart.
             ctx.logger.warning(
-                "lost the lease on a work item; its handler was cancelled (%s)",
+                "lost the lease on work item %r of tenant %r; its handler was cancelled (%s)",
+                item.id,
+                item.tenant,
                 lost[0].reason,
                 extra=fields,
             )
+            self._lease_lost(item, trace)
             return None
         handed: list[WorkItem] = []
         try:
@@ -285,14 +326,24 @@ class QueueService(Service):
             )
         except LeaseLostError as exc:
             ctx.logger.warning(
-                "work item finished after its lease was lost (%s); not completed",
+                "work item %r of tenant %r finished after its lease was lost (%s); not completed",
+                item.id,
+                item.tenant,
                 exc.reason,
                 extra=fields,
             )
+            self._lease_lost(item, trace)
         except Exception:
-            ctx.logger.exception("could not complete a work item", extra=fields)
+            ctx.logger.exception(
+                "could not complete work item %r of tenant %r", item.id, item.tenant, extra=fields
+            )
         else:
-            ctx.logger.info("completed work item", extra=fields)
+            ctx.logger.info(
+                "completed work item %r of tenant %r", item.id, item.tenant, extra=fields
+            )
+            instruments.item_event("completed", self.name, item.tenant)
+            if trace is not None:
+                trace.outcome = "completed"
         for extra in handed[1:]:  # a settle tried again was handed one more: its own slot
             self._launch(ctx, extra)
         return handed[0] if handed else None
@@ -361,7 +412,12 @@ class QueueService(Service):
             self._completing = []
 
     async def _settle_failure(
-        self, ctx: ServiceContext, item: WorkItem, exc: Exception, fields: dict[str, object]
+        self,
+        ctx: ServiceContext,
+        item: WorkItem,
+        exc: Exception,
+        fields: dict[str, object],
+        trace: Consuming | None = None,
     ) -> None:
         try:
             settled = await settle_within_lease(
@@ -380,18 +436,48 @@ class QueueService(Service):
             )
         except LeaseLostError as lost:
             ctx.logger.warning(
-                "work item failed after its lease was lost (%s)", lost.reason, extra=fields
-            )
-        except Exception:
-            ctx.logger.exception("could not record a work item's failure", extra=fields)
-        else:
-            ctx.logger.warning(
-                "work item failed (attempt %d, now %s): %s",
-                settled.attempts,
-                settled.state.value,
-                mend_text(repr(exc), "error"),  # as the queue keeps it: secrets masked
+                "work item %r of tenant %r failed after its lease was lost (%s)",
+                item.id,
+                item.tenant,
+                lost.reason,
                 extra=fields,
             )
+            self._lease_lost(item, trace)
+        except Exception:
+            ctx.logger.exception(
+                "could not record the failure of work item %r of tenant %r",
+                item.id,
+                item.tenant,
+                extra=fields,
+            )
+        else:
+            dead = settled.state is WorkState.DEAD_LETTERED
+            instruments.item_event("failed", self.name, item.tenant)
+            instruments.item_event("dead_lettered" if dead else "retried", self.name, item.tenant)
+            if trace is not None:
+                trace.outcome = "dead_lettered" if dead else "retrying"
+                trace.set("durably.error", mend_text(repr(exc), "error"))
+            extra = {**fields, "attempt": settled.attempts, "state": settled.state.value}
+            again = ""
+            if not dead and settled.available_at is not None:
+                extra["retry_at"] = str(Instant(settled.available_at))
+                again = f"; retrying at {extra['retry_at']}"
+            ctx.logger.warning(
+                "work item %r of tenant %r failed (attempt %d, now %s%s): %s",
+                item.id,
+                item.tenant,
+                settled.attempts,
+                settled.state.value,
+                again,
+                mend_text(repr(exc), "error"),  # as the queue keeps it: secrets masked
+                extra=extra,
+            )
+
+    def _lease_lost(self, item: WorkItem, trace: Consuming | None) -> None:
+        """Count ``item``'s lease as lost and say so on its span."""
+        instruments.lease_lost(item.tenant, queue=self.name)
+        if trace is not None:
+            trace.outcome = "lease_lost"
 
     async def _heartbeat(
         self,

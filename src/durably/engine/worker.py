@@ -19,6 +19,10 @@ from durably.clock import Clock, SystemClock
 from durably.engine.queue_service import Handler, QueueService
 from durably.engine.service import Service, ServiceContext
 from durably.engine.workflow_service import Body, WorkflowService
+from durably.otel import instruments
+from durably.otel.api import metrics_on
+from durably.otel.passes import Describe
+from durably.otel.readers import read_queues, read_workflows_by_status
 from durably.stores.work import DEFAULT_QUEUE, QueuePolicy, WorkQueue
 from durably.stores.workflows import Durable
 from durably.validation import identifier, non_negative, positive
@@ -109,6 +113,7 @@ class Worker:
         budget: float = 3600.0,
         alive: float = 30.0,
         max_recoveries: int | None = None,
+        describe: Describe | None = None,
     ) -> None:
         """Serve workflows of ``kind`` from ``durable.scheduler`` (whose namespace is the
         kind) with ``body``, at most ``concurrency`` passes at once.
@@ -118,7 +123,9 @@ class Worker:
         `QueuePolicy()`) and marked failed past its ``max_attempts``. With
         ``max_recoveries``, a pass that ended without reporting (its worker died or lost
         its claim) counts as an attempt and the workflow is parked past that many; a pass
-        given back at shutdown counts nothing. Raises `ValueError`
+        given back at shutdown counts nothing. ``describe`` reads a workflow's tenant and
+        the trace context its start stored from its records, for traces and metrics (the
+        App passes its own). Raises `ValueError`
         for a bad argument, a kind registered twice or a scheduler of another namespace,
         `RuntimeError` while running.
         """
@@ -144,6 +151,7 @@ class Worker:
                 budget=budget,
                 alive=alive,
                 max_recoveries=max_recoveries,
+                describe=describe,
             )
         )
 
@@ -227,6 +235,32 @@ class Worker:
                 )
         while self._dues and self._dues[0] <= now:
             heapq.heappop(self._dues)
+        if metrics_on():
+            await self._sample()
+
+    async def _sample(self) -> None:
+        """Read what the gauges show from the stores and this worker's slots, and publish
+        it (`durably.otel.read_gauges`)."""
+        try:
+            queues = await read_queues((service.queue, service.name) for service in self._queues)
+            # Statuses are the store's, whatever the kind: one checkpointer tells them all.
+            by_status = (
+                await read_workflows_by_status(self._workflows[0].durable.checkpointer)
+                if self._workflows
+                else {}
+            )
+        except Exception:
+            self._logger.exception("reading metrics failed", extra={"worker": self._name})
+            return
+        instruments.publish(
+            self._name,
+            instruments.Gauges(
+                queues=queues,
+                workflows_by_status=by_status,
+                running_items={s.name: len(s.inflight) for s in self._queues},
+                running_passes={s.kind: len(s.inflight) for s in self._workflows},
+            ),
+        )
 
     # --- internals -------------------------------------------------------------------------
 
@@ -298,8 +332,10 @@ class Worker:
         await self._start(ctx)
         loops = [asyncio.create_task(service.serve(ctx)) for service in self._services()]
         maintenance = asyncio.create_task(self._maintain_periodically())
+        instruments.ensure_instruments()
         self._logger.info(
-            "worker started: %d queue(s), %d workflow kind(s)",
+            "worker %s started: %d queue(s), %d workflow kind(s)",
+            self._name,
             len(self._queues),
             len(self._workflows),
             extra={"worker": self._name},
@@ -350,7 +386,8 @@ class Worker:
         await asyncio.gather(maintenance, *loops, return_exceptions=True)
         await self._drain()
         await self._give_back_items()
-        self._logger.info("worker stopped", extra={"worker": self._name})
+        instruments.publish(self._name, None)
+        self._logger.info("worker %s stopped", self._name, extra={"worker": self._name})
 
     async def _drain(self) -> None:
         inflight: set[asyncio.Task[None]] = set()

@@ -19,6 +19,7 @@ from durably.errors import (
     StrayCancellationError,
     WorkflowStopped,
 )
+from durably.otel.passes import Describe, PassProbe
 from durably.redaction import mend_text
 from durably.stores.status import WorkflowStatus
 from durably.stores.work import QueuePolicy
@@ -66,8 +67,10 @@ class WorkflowService(Service):
         budget: float,
         alive: float,
         max_recoveries: int | None = None,
+        describe: Describe | None = None,
     ) -> None:
         super().__init__(concurrency)
+        self.describe = describe
         self.kind = kind
         self.body = body
         self.durable = durable
@@ -109,49 +112,70 @@ class WorkflowService(Service):
         try:
             holder = await checkpointer.claim(delivery.workflow, self.budget, self.alive)
         except Exception:
-            ctx.logger.exception("claiming a workflow failed", extra=fields)
+            ctx.logger.exception("claiming workflow %r failed", delivery.workflow, extra=fields)
             return
         if holder is None:
             # Another pass holds it. If that pass's worker died, its claim lapses within one
             # `alive` window of its last renewal, maybe just after this delivery came back:
             # try again soon rather than a whole scheduler lease later.
-            ctx.logger.debug("workflow is held by another pass", extra=fields)
+            ctx.logger.debug("workflow %r is held by another pass", delivery.workflow, extra=fields)
             with contextlib.suppress(Exception):
                 await self.durable.scheduler.extend(delivery, self.alive / CONTENDED_TRIES)
             return
         claim_lost = False
+        probe = PassProbe(self.kind, delivery.workflow, ctx.worker) if PassProbe.wanted() else None
+        error: BaseException | None = None
         try:
-            claim_lost = await self._run_pass(ctx, delivery, holder, fields)
+            claim_lost = await self._run_pass(ctx, delivery, holder, fields, probe)
         except (Fenced, Contended):
-            ctx.logger.info("workflow pass was superseded; dropped", extra=fields)
+            _note(probe, "superseded")
+            ctx.logger.info(
+                "workflow pass of %r was superseded; dropped", delivery.workflow, extra=fields
+            )
         except asyncio.CancelledError:
+            _note(probe, "given_back")
             # Shutdown: release first, so the worker that takes the delivery can claim.
             await self._release(ctx, holder, fields)
             await self._give_back(ctx, delivery)
             raise
-        except Exception:
-            ctx.logger.exception("workflow pass could not report its outcome", extra=fields)
+        except Exception as exc:
+            _note(probe, "unreported")
+            error = exc
+            ctx.logger.exception(
+                "workflow pass of %r could not report its outcome", delivery.workflow, extra=fields
+            )
+        finally:
+            if probe is not None:
+                probe.end(error)
         await self._release(ctx, holder, fields)
         if claim_lost:
             await self._give_back(ctx, delivery)
 
     async def _run_pass(
-        self, ctx: ServiceContext, delivery: Delivery, holder: Pass, fields: dict[str, object]
+        self,
+        ctx: ServiceContext,
+        delivery: Delivery,
+        holder: Pass,
+        fields: dict[str, object],
+        probe: PassProbe | None = None,
     ) -> bool:
-        """Run the body and report how it ended; True if the claim was lost meanwhile."""
+        """Run the body and report how it ended; True if the claim was lost meanwhile.
+        The outcome is noted in ``probe``."""
+        workflow = delivery.workflow
         checkpointer = self.durable.checkpointer
         try:
             info = await checkpointer.get_status(delivery.workflow)
         except WorkflowStopped as unreadable:
             # A status row something else wrote (`UnreadableRecordError`): parked, with
             # why, in a status that reads again; no pass until it is resumed.
-            await self._settle_failure(ctx, delivery, holder, 0, unreadable, fields)
+            await self._settle_failure(ctx, delivery, holder, 0, unreadable, fields, probe)
             return False
         if info is not None and info.status is WorkflowStatus.PARKED:
             # No pass until it is resumed (which sets it pending): a message or a wakeup
             # that arrived meanwhile is kept for then, and runs nothing now.
             await self.durable.scheduler.done(delivery)
-            ctx.logger.debug("workflow is parked: not run until resumed", extra=fields)
+            _note(probe, "parked")
+            ctx.logger.debug("workflow %r is parked: not run until resumed", workflow, extra=fields)
             return False
         attempts = info.attempts if info is not None else 0
         last_error = info.last_error if info is not None else None
@@ -160,6 +184,7 @@ class WorkflowService(Service):
             attempts += 1
             last_error = RECOVERED
             if attempts > self.max_recoveries:
+                _note(probe, "parked")
                 await self._park_crashing(ctx, delivery, holder, attempts, fields)
                 return False
         if info is None or not info.status.finished:
@@ -170,6 +195,14 @@ class WorkflowService(Service):
         # last pass): the pass reports the same end, and the status never reopens meanwhile,
         # so a message sent then is refused rather than kept unread.
         runs: list[Execution] = []
+        on_run = runs.append
+        if probe is not None:
+            describe = self.describe
+
+            def on_run(run: Execution) -> None:
+                runs.append(run)
+                probe.begin(run.recorded, describe)
+
         # A step the body's branches still run when it ended may take what a step awaited
         # on its own could: the rest of the pass's budget (the claim is renewed meanwhile).
         passing = asyncio.create_task(
@@ -178,22 +211,31 @@ class WorkflowService(Service):
                 checkpointer,
                 self.body,
                 clock=ctx.clock,
-                on_run=runs.append,
+                on_run=on_run,
                 drain=self.budget,
             )
         )
         lost: list[bool] = []
         keeping = asyncio.create_task(self._keep_alive(ctx, delivery, holder, passing, lost))
         try:
-            outcome = await passing
+            try:
+                outcome = await passing
+            finally:
+                if probe is not None:
+                    probe.attach()  # the lines logged about this pass carry its trace
         except asyncio.CancelledError:
             if not cancel_requested():
                 if lost:
-                    ctx.logger.warning("workflow pass lost its claim; cancelled", extra=fields)
+                    _note(probe, "claim_lost")
+                    if probe is not None:
+                        probe.claim_lost()
+                    ctx.logger.warning(
+                        "workflow pass of %r lost its claim; cancelled", workflow, extra=fields
+                    )
                     return True
                 # Nobody cancelled the body: a failed pass, retried as any other.
                 stray = StrayCancellationError("a workflow body")
-                await self._settle_failure(ctx, delivery, holder, attempts, stray, fields)
+                await self._settle_failure(ctx, delivery, holder, attempts, stray, fields, probe)
                 return False
             if self.max_recoveries is not None:
                 # Given back at shutdown: not a crash, so the next pass counts nothing.
@@ -203,14 +245,14 @@ class WorkflowService(Service):
                     )
             raise
         except Exception as exc:
-            await self._settle_failure(ctx, delivery, holder, attempts, exc, fields)
+            await self._settle_failure(ctx, delivery, holder, attempts, exc, fields, probe)
             return False
         finally:
             await stop(keeping)
         counts = (
             f"this pass: {runs[0].performed} steps run, {runs[0].replayed} replayed from records"
             if runs
-            else ""
+            else "this pass: no steps"
         )
         scheduler = self.durable.scheduler
         if isinstance(outcome, Completed):
@@ -232,7 +274,9 @@ class WorkflowService(Service):
                     # A result no store takes (too large, say) fails the workflow rather
                     # than leaving it running, every pass ending the same way.
                     unstored = DurablyError(f"the workflow's result was not stored: {exc}")
-                    await self._settle_failure(ctx, delivery, holder, attempts, unstored, fields)
+                    await self._settle_failure(
+                        ctx, delivery, holder, attempts, unstored, fields, probe
+                    )
                     return False
             elif isinstance(ending, Restart):
                 # Begun afresh (continue-as-new): the new record and the PENDING status in
@@ -242,48 +286,60 @@ class WorkflowService(Service):
                 await checkpointer.restart(holder, ending.key, ending.value, keep=ending.keep)
                 await scheduler.make_ready(delivery.workflow)
                 await scheduler.done(delivery)
-                ctx.logger.info("workflow continues as new (%s)", counts, extra=fields)
+                _note(probe, "continued")
+                ctx.logger.info("workflow %r continues as new (%s)", workflow, counts, extra=fields)
                 return False
             else:
                 await checkpointer.set_status(
                     holder, WorkflowStatus.COMPLETED, attempts=attempts, error=last_error
                 )
             await scheduler.done(delivery)
-            ctx.logger.info("workflow completed (%s)", counts, extra=fields)
+            _note(probe, "completed")
+            ctx.logger.info("workflow %r completed (%s)", workflow, counts, extra=fields)
         elif isinstance(outcome, Sleeping):
             await checkpointer.set_status(
                 holder, WorkflowStatus.SLEEPING, attempts=attempts, error=last_error
             )
             await scheduler.wake_at(delivery, outcome.due)
             ctx.note_due(outcome.due)
+            _note(probe, "sleeping")
+            due = str(Instant(outcome.due))
             ctx.logger.info(
-                "workflow sleeps at %r until %s (%s)",
+                "workflow %r sleeps at %r until %s (%s)",
+                workflow,
                 outcome.key,
-                Instant(outcome.due),
+                due,
                 counts,
-                extra=fields,
+                extra={**fields, "due": due},
             )
         elif isinstance(outcome, Blocked):
             await checkpointer.set_status(
                 holder, WorkflowStatus.BLOCKED, attempts=attempts, error=last_error
             )
             waited = sorted(outcome.waiting | outcome.listening)
+            _note(probe, "blocked")
             if outcome.due is None:
                 await scheduler.done(delivery)
                 ctx.logger.info(
-                    "workflow blocked waiting for %s (%s)", waited, counts, extra=fields
+                    "workflow %r blocked waiting for %s (%s)",
+                    workflow,
+                    ", ".join(waited),
+                    counts,
+                    extra=fields,
                 )
             else:
                 # A timeout beside the wait: run again at the deadline unless a value or
                 # message makes the workflow ready first.
                 await scheduler.wake_at(delivery, outcome.due)
                 ctx.note_due(outcome.due)
+                due = str(Instant(outcome.due))
                 ctx.logger.info(
-                    "workflow blocked waiting for %s until %s (%s)",
-                    waited,
-                    Instant(outcome.due),
+                    "workflow %r blocked waiting for %s until %s (%s)",
+                    workflow,
+                    ", ".join(waited),
+                    due,
                     counts,
-                    extra=fields,
+                    extra={**fields, "due": due},
                 )
         return False
 
@@ -300,7 +356,7 @@ class WorkflowService(Service):
             holder, WorkflowStatus.PARKED, attempts=attempts, error=error
         )
         await self.durable.scheduler.done(delivery)
-        ctx.logger.error("workflow %s", error, extra=fields)
+        ctx.logger.error("workflow %r %s", delivery.workflow, error, extra=fields)
 
     async def _settle_failure(
         self,
@@ -310,8 +366,10 @@ class WorkflowService(Service):
         attempts: int,
         exc: Exception,
         fields: dict[str, object],
+        probe: PassProbe | None = None,
     ) -> None:
         checkpointer = self.durable.checkpointer
+        workflow = delivery.workflow
         error = mend_text(repr(exc), "error")  # as stored: bounded, secrets masked
         if isinstance(exc, WorkflowStopped):
             # Parked or cancelled: no attempt used, no further pass until resumed.
@@ -319,7 +377,8 @@ class WorkflowService(Service):
                 holder, WorkflowStatus(exc.status), attempts=attempts, error=error
             )
             await self.durable.scheduler.done(delivery)
-            ctx.logger.warning("workflow %s: %s", exc.status, error, extra=fields)
+            _note(probe, str(exc.status))
+            ctx.logger.warning("workflow %r %s: %s", workflow, exc.status, error, extra=fields)
             return
         settled = self.policy.settle_failure(
             attempts, retryable=retryable(exc), now=ctx.clock.now()
@@ -329,11 +388,13 @@ class WorkflowService(Service):
                 holder, WorkflowStatus.FAILED, attempts=settled.attempts, error=error
             )
             await self.durable.scheduler.done(delivery)
+            _note(probe, "failed")
             ctx.logger.error(
-                "workflow failed for good after %d attempt(s): %s",
+                "workflow %r failed for good after %d attempt(s): %s",
+                workflow,
                 settled.attempts,
                 error,
-                extra=fields,
+                extra={**fields, "attempt": settled.attempts},
             )
             return
         await checkpointer.set_status(
@@ -341,12 +402,15 @@ class WorkflowService(Service):
         )
         await self.durable.scheduler.wake_at(delivery, settled.available_at)
         ctx.note_due(settled.available_at)
+        _note(probe, "retrying")
+        retry_at = str(Instant(settled.available_at))
         ctx.logger.warning(
-            "workflow body failed (attempt %d); retrying at %s: %s",
+            "workflow %r body failed (attempt %d); retrying at %s: %s",
+            workflow,
             settled.attempts,
-            Instant(settled.available_at),
+            retry_at,
             error,
-            extra=fields,
+            extra={**fields, "attempt": settled.attempts, "retry_at": retry_at},
         )
 
     async def _keep_alive(
@@ -373,7 +437,8 @@ class WorkflowService(Service):
                 await scheduler.extend(delivery, scheduler.lease)
             except Exception:
                 ctx.logger.exception(
-                    "renewing a workflow claim failed; retrying",
+                    "renewing the claim on workflow %r failed; retrying",
+                    delivery.workflow,
                     extra=self.fields(ctx, delivery.workflow),
                 )
 
@@ -381,13 +446,23 @@ class WorkflowService(Service):
         try:
             await self.durable.checkpointer.release(holder)
         except Exception:
-            ctx.logger.exception("releasing a workflow claim failed", extra=fields)
+            ctx.logger.exception(
+                "releasing the claim on workflow %r failed", holder.workflow, extra=fields
+            )
 
     async def _give_back(self, ctx: ServiceContext, delivery: Delivery) -> None:
         """Make a delivery this worker will not finish visible to other workers at once."""
         with contextlib.suppress(Exception):
             await self.durable.scheduler.extend(delivery, GIVE_BACK_SECONDS)
-        ctx.logger.info("gave a workflow back", extra=self.fields(ctx, delivery.workflow))
+        ctx.logger.info(
+            "gave workflow %r back", delivery.workflow, extra=self.fields(ctx, delivery.workflow)
+        )
+
+
+def _note(probe: PassProbe | None, outcome: str) -> None:
+    """Note how a pass ended, for its span and the pass-outcome metric."""
+    if probe is not None:
+        probe.outcome = outcome
 
 
 __all__ = ["CONTENDED_TRIES", "GIVE_BACK_SECONDS", "RECOVERED", "Body", "WorkflowService"]
