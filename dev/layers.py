@@ -32,6 +32,7 @@ ALLOWED: dict[str, set[str]] = {
     "app": {"shared", "stores", "engine", "otel"},
     "testing": {"shared", "stores", "engine", "app", "claimcheck", "otel"},
     "top": {"shared", "stores", "engine", "app", "claimcheck", "otel"},
+    "dashboard": {"shared", "stores", "engine", "app", "otel"},
     "tools": {
         "shared",
         "stores",
@@ -42,6 +43,7 @@ ALLOWED: dict[str, set[str]] = {
         "testing",
         "top",
         "otel",
+        "dashboard",
     },
 }
 
@@ -60,6 +62,8 @@ def layer(module: str) -> tuple[str, str]:
         return "otel", f"durably.{head}"
     if head in {"stores", "claimcheck", "engine", "app", "testing"}:
         return head, f"durably.{head}"
+    if head == "dashboard":  # a web UI over the App
+        return "dashboard", "durably.dashboard"
     if head in {"cli", "demo", "__main__"}:
         return "tools", f"durably.{head}"
     raise SystemExit(f"{module}: no layer is known for durably.{head}; add it to dev/layers.py")
