@@ -7,7 +7,7 @@ import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
@@ -118,9 +118,9 @@ class Site:
                 return PlainTextResponse(
                     "actions are off: start the dashboard with --allow-actions", status_code=403
                 )
-            form = await request.form()
-            submitted = form.get(security.CSRF_FIELD)
-            if security.forged(request, submitted if isinstance(submitted, str) else None):
+            form = await _form(request)
+            request.state.form = form
+            if security.forged(request, form.get(security.CSRF_FIELD)):
                 return PlainTextResponse("refused: the form's CSRF check failed", status_code=403)
             return await handler(request)
 
@@ -238,10 +238,10 @@ class Site:
 
     async def requeue(self, request: Request) -> Response:
         """Queue a dead letter again (attempts reset, failures kept)."""
-        form = await request.form()
-        queue = identifier(str(form.get("queue", "")), "queue")
-        tenant = identifier(str(form.get("tenant", "")), "tenant")
-        item_id = identifier(str(form.get("item", "")), "item")
+        form: dict[str, str] = request.state.form
+        queue = identifier(form.get("queue", ""), "queue")
+        tenant = identifier(form.get("tenant", ""), "tenant")
+        item_id = identifier(form.get("item", ""), "item")
         stores = await self.app.stores()
         dead = await stores.queue.dead_letters(tenant=tenant, queue=queue, limit=1000)
         match = [item for item in dead if item.id == item_id]
@@ -256,11 +256,11 @@ class Site:
         return self._back(request, "/queue", notice, name=queue)
 
     async def _handle(self, request: Request) -> tuple[Any, str, str, dict[str, str]]:
-        form = await request.form()
-        workflow = str(form.get("id", ""))
-        tenant = str(form.get("tenant", "")) or self.app.tenant
+        form: dict[str, str] = request.state.form
+        workflow = form.get("id", "")
+        tenant = form.get("tenant", "") or self.app.tenant
         handle = await self.app.get_handle(workflow, tenant=tenant)
-        return handle, workflow, tenant, {k: str(v) for k, v in form.items()}
+        return handle, workflow, tenant, form
 
     async def cancel(self, request: Request) -> Response:
         """Cancel a workflow (its body sees it at its next pass)."""
@@ -293,6 +293,28 @@ class Site:
             raise InvalidInputError("value: not JSON") from None
         await handle.send(Topic(form.get("topic", ""), Any), value)
         return self._back(request, "/workflow", "sent", id=workflow, tenant=tenant)
+
+
+FORM_BYTES = 64 * 1024
+"""The largest action form read (every form of the pages is far smaller)."""
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """An action's URL-encoded form, each field's last value; a body over `FORM_BYTES` or
+    of another type is refused."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip()
+    if kind != "application/x-www-form-urlencoded":
+        raise InvalidInputError("an action is a URL-encoded form")
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > FORM_BYTES:
+            raise InvalidInputError(f"the form is over {FORM_BYTES:,} bytes")
+    try:
+        pairs = parse_qsl(body.decode(), keep_blank_values=True, strict_parsing=False)
+    except UnicodeDecodeError:
+        raise InvalidInputError("the form is not UTF-8") from None
+    return dict(pairs)
 
 
 def _optional(request: Request, name: str) -> str | None:
