@@ -112,7 +112,8 @@ async def fill(app: App) -> World:
     )
     await stores.queue.enqueue(item)
     claimed = await stores.queue.claim(worker="dash-test", queue=world.queue)
-    assert claimed is not None and claimed.id == world.dead_item
+    assert claimed is not None
+    assert claimed.id == world.dead_item
     dead = await stores.queue.fail(
         world.dead_item,
         tenant=world.tenant,

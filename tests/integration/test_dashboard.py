@@ -81,16 +81,20 @@ async def test_every_page_shows_what_the_store_holds_escaped(
         for secret in _secret_parts(dsn):
             if secret not in ("memory://",):
                 assert secret not in page.text, name
-    assert world.queue in pages["overview"].text and world.run_tenant in pages["overview"].text
+    assert world.queue in pages["overview"].text
+    assert world.run_tenant in pages["overview"].text
     assert world.dead_item in pages["queue"].text
     assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in pages["queue"].text
     for workflow in (world.waiting, world.hostile, world.failed, world.parent):
         assert workflow in pages["workflows"].text
-    assert "dash-shout#1" in pages["hostile"].text and "completed" in pages["hostile"].text
-    assert "boom" in pages["failed"].text and "failed" in pages["failed"].text
+    assert "dash-shout#1" in pages["hostile"].text
+    assert "completed" in pages["hostile"].text
+    assert "boom" in pages["failed"].text
+    assert "failed" in pages["failed"].text
     assert "blocked" in pages["waiting"].text
     assert "dash-greet" in pages["parent"].text  # the child, listed under Children
-    assert world.run_id in pages["runs"].text and "$0.0120" in pages["runs"].text
+    assert world.run_id in pages["runs"].text
+    assert "$0.0120" in pages["runs"].text
     assert HOSTILE not in pages["hostile"].text
 
 
@@ -104,7 +108,8 @@ async def test_the_live_fragment_is_the_page_without_its_frame(
         live = await http.get(
             "/queue", params={"name": world.queue}, headers={"X-Durably-Live": "1"}
         )
-    assert "<html" in whole.text and "<html" not in live.text
+    assert "<html" in whole.text
+    assert "<html" not in live.text
     assert world.dead_item in live.text
 
 
@@ -117,12 +122,15 @@ async def test_requests_without_the_token_are_refused(filled: tuple[App, World, 
         assert (await http.get("/", headers={"Authorization": "Bearer wrong"})).status_code == 401
         assert (await http.get("/static/live.js")).status_code == 200  # no data in it
         by_header = await http.get("/", headers={"Authorization": f"Bearer {TOKEN}"})
-        assert by_header.status_code == 200 and world.queue in by_header.text
+        assert by_header.status_code == 200
+        assert world.queue in by_header.text
         traded = await http.get("/workflows", params={"token": TOKEN, "kind": "dash-greet"})
-        assert traded.status_code == 303 and "token" not in traded.headers["location"]
+        assert traded.status_code == 303
+        assert "token" not in traded.headers["location"]
         assert traded.headers["location"] == "/workflows?kind=dash-greet"
         again = await http.get("/workflows")  # the cookie now carries it
-        assert again.status_code == 200 and world.hostile in again.text
+        assert again.status_code == 200
+        assert world.hostile in again.text
 
 
 @pytest.mark.parametrize("filled", ["sqlite"], indirect=True)
@@ -168,8 +176,10 @@ async def test_requeue_and_cancel_act_on_the_store(filled: tuple[App, World, str
         )
         assert answer.status_code == 303
         claimed = await stores.queue.claim(worker="after", queue=world.queue)
-        assert claimed is not None and claimed.id == world.dead_item
-        assert claimed.attempts == 0 and claimed.failures  # attempts reset, errors kept
+        assert claimed is not None
+        assert claimed.id == world.dead_item
+        assert claimed.attempts == 0
+        assert claimed.failures
         await stores.queue.complete(claimed.id, tenant=claimed.tenant, worker="after")
         cancelled = await http.post(
             "/actions/cancel", data={"csrf": csrf, "id": world.waiting, "tenant": world.tenant}
@@ -200,4 +210,5 @@ def test_binding_beyond_loopback_without_a_token_exits_2(tmp_path: Path) -> None
         env=env,
     )
     assert done.returncode == 2, done.stderr
-    assert "--token" in done.stderr and "x.db" not in done.stderr
+    assert "--token" in done.stderr
+    assert "x.db" not in done.stderr
