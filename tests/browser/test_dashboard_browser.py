@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,19 +68,23 @@ class Server:
         command = [sys.executable, "-m", "durably", "dashboard", "--dsn", dsn]
         command += ["--port", str(self.port), "--queue", queue, *extra]
         self.log = log
+        command += ["--refresh", "0.5"]
         self._out = log.open("w")
         self.process = subprocess.Popen(command, env=env, stdout=self._out, stderr=self._out)
+
+    def wait(self) -> Server:
+        """Return once it answers (it failing to start fails the test)."""
         deadline = time.monotonic() + 30
         while True:
             try:
                 urllib.request.urlopen(f"{self.base}/static/live.js", timeout=2).close()
-                return
+                return self
             except (urllib.error.URLError, ConnectionError):
                 if self.process.poll() is None and time.monotonic() < deadline:
                     time.sleep(0.1)
                     continue
             self.stop()
-            raise AssertionError(f"the dashboard did not start: {log.read_text()}")
+            raise AssertionError(f"the dashboard did not start: {self.log.read_text()}")
 
     def stop(self) -> None:
         self.process.terminate()
@@ -113,7 +118,10 @@ async def test_every_page_in_a_browser_and_its_actions(
     backing, app, w, dsn = world
     shots = artifacts(backing)
     server = Server(dsn, w.queue, tmp_path / "dashboard.log", "--allow-actions")
+    # Over SQLite, a second dashboard without --allow-actions, started alongside.
+    reader = Server(dsn, w.queue, tmp_path / "reader.log") if backing == "sqlite" else None
     try:
+        server.wait()
         async with async_playwright() as playwright:
             browser = await playwright.chromium.launch(executable_path=chromium, headless=True)
             try:
@@ -184,43 +192,32 @@ async def test_every_page_in_a_browser_and_its_actions(
                 assert ran == []  # no script opened a dialog either
                 content = await page.content()
                 assert dsn not in content
+
+                if reader is not None:
+                    await _read_only_refuses(await browser.new_page(), reader.wait(), w)
             finally:
                 await browser.close()
     finally:
         server.stop()
+        if reader is not None:
+            reader.stop()
     assert dsn not in server.log.read_text()
 
 
-@pytest.mark.parametrize("world", ["sqlite"], indirect=True)
-async def test_a_read_only_dashboard_refuses_actions_in_a_browser(
-    chromium: str, world: tuple[str, App, World, str], tmp_path: Path
-) -> None:
-    from playwright.async_api import async_playwright, expect
+async def _read_only_refuses(page: Any, reader: Server, w: World) -> None:
+    """A dashboard without --allow-actions shows no button, and refuses a POST made by
+    hand from its own page; the waiting workflow is left as it was."""
+    from playwright.async_api import expect
 
-    _, app, w, dsn = world
-    server = Server(dsn, w.queue, tmp_path / "dashboard.log")
-    try:
-        async with async_playwright() as playwright:
-            browser = await playwright.chromium.launch(executable_path=chromium, headless=True)
-            try:
-                page = await browser.new_page()
-                await page.goto(f"{server.base}/workflow?id={w.waiting}&token={TOKEN}")
-                await expect(page.locator("#status")).to_have_text("blocked")
-                await expect(page.get_by_role("button", name="Cancel")).to_have_count(0)
-                # A hand-made POST from the page itself, with its CSRF value: still refused.
-                answer = await page.evaluate(
-                    """async (id) => {
-                        const csrf = document.cookie;  // HttpOnly: not readable here
-                        const body = new URLSearchParams({id: id, csrf: csrf});
-                        const r = await fetch('/actions/cancel', {method: 'POST', body: body});
-                        return r.status;
-                    }""",
-                    w.waiting,
-                )
-                assert answer == 403
-            finally:
-                await browser.close()
-    finally:
-        server.stop()
-    status = await (await app.get_handle(w.waiting)).status()
-    assert status.status is WorkflowStatus.BLOCKED
+    await page.goto(f"{reader.base}/workflow?id={w.parent}&token={TOKEN}")
+    await expect(page.locator("#status")).to_have_text("completed")
+    await expect(page.get_by_role("button", name="Cancel")).to_have_count(0)
+    answer = await page.evaluate(
+        """async (id) => {
+            const body = new URLSearchParams({id: id, csrf: 'x'});
+            const r = await fetch('/actions/resume', {method: 'POST', body: body});
+            return r.status;
+        }""",
+        w.parent,
+    )
+    assert answer == 403

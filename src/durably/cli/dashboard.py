@@ -42,6 +42,13 @@ def register(commands: Any) -> None:
         action="append",
         help="a work queue to show (repeatable; default: the default queue)",
     )
+    parser.add_argument(
+        "--refresh",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="how often an open page refreshes its figures (2)",
+    )
     parser.set_defaults(run=serve_dashboard)
 
 
@@ -83,6 +90,7 @@ async def serve_dashboard(args: argparse.Namespace) -> int:
             token=token,
             allow_actions=args.allow_actions,
             queues=args.queue or ("default",),
+            refresh_seconds=args.refresh,
         )
         config = uvicorn.Config(
             site, host=args.host, port=args.port, log_level="warning", access_log=False
