@@ -212,3 +212,27 @@ def test_binding_beyond_loopback_without_a_token_exits_2(tmp_path: Path) -> None
     assert done.returncode == 2, done.stderr
     assert "--token" in done.stderr
     assert "x.db" not in done.stderr
+
+
+def _guide_example() -> str:
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "dashboard.md").read_text()
+    return str(re.findall(r"```python\n(.*?)```", guide, re.DOTALL)[0])
+
+
+async def test_the_guides_mounting_example_serves_under_its_prefix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    program = _guide_example()
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, Any] = {}
+    exec(program, namespace)
+    try:
+        async with client(namespace["web"]) as http:
+            refused = await http.get("/durably/")
+            page = await http.get("/durably/", headers={"Authorization": "Bearer change-me"})
+    finally:
+        await namespace["app"].close()
+    assert refused.status_code == 401
+    assert page.status_code == 200
+    assert 'href="/durably/queue?name=mail"' in page.text
+    assert 'src="/durably/static/live.js"' in page.text

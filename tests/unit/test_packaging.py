@@ -49,6 +49,7 @@ NAMESPACES = {
     "durably.logging": "FieldsFormatter JsonFormatter fields_of utc_time",
     "durably.claimcheck": """ClaimCheckStore ClaimCheckPolicy ClaimCheckedCheckpointer
     ClaimCheckedDurable ClaimCheckedQueue FileClaimCheckStore""",
+    "durably.dashboard": "DEFAULT_QUEUES dashboard",
 }
 
 
