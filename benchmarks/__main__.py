@@ -11,7 +11,17 @@ import sys
 import time
 import traceback
 
-SECTIONS = ("sqlite", "postgres", "redis", "app", "scale", "handouts", "operating", "otel")
+SECTIONS = (
+    "sqlite",
+    "postgres",
+    "redis",
+    "app",
+    "scale",
+    "handouts",
+    "operating",
+    "otel",
+    "dashboard",
+)
 
 
 def main(argv: list[str]) -> int:
