@@ -4,9 +4,14 @@ refuse what they must; an action works end to end."""
 
 from __future__ import annotations
 
+import asyncio
 import re
+import socket
 import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -236,3 +241,41 @@ async def test_the_guides_mounting_example_serves_under_its_prefix(
     assert page.status_code == 200
     assert 'href="/durably/queue?name=mail"' in page.text
     assert 'src="/durably/static/live.js"' in page.text
+
+
+async def _created(dsn: str) -> None:
+    async with App(dsn) as app:
+        await app.stores()
+
+
+def test_without_a_token_only_loopback_host_names_are_answered(tmp_path: Path) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"), "PATH": "/usr/bin"}
+    command = [sys.executable, "-m", "durably", "dashboard", "--port", str(port)]
+    command += ["--dsn", f"sqlite:///{tmp_path}/served.db"]
+    asyncio.run(_created(f"sqlite:///{tmp_path}/served.db"))  # the command makes none
+    server = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2).close()
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert server.poll() is None
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        rebound = urllib.request.Request(
+            f"http://127.0.0.1:{port}/", headers={"Host": "evil.example"}
+        )
+        try:
+            urllib.request.urlopen(rebound, timeout=5).close()
+            status = 200
+        except urllib.error.HTTPError as error:
+            status = error.code
+        assert status == 400
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

@@ -92,8 +92,14 @@ async def serve_dashboard(args: argparse.Namespace) -> int:
             queues=args.queue or ("default",),
             refresh_seconds=args.refresh,
         )
+        served: Any = site
+        if token is None:  # loopback only: refuse other Host names (DNS rebinding)
+            from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+            names = ["127.0.0.1", "localhost", "[::1]", "::1", args.host]
+            served = TrustedHostMiddleware(site, allowed_hosts=names)
         config = uvicorn.Config(
-            site, host=args.host, port=args.port, log_level="warning", access_log=False
+            served, host=args.host, port=args.port, log_level="warning", access_log=False
         )
         where = f"http://{args.host}:{args.port}/"
         mode = "actions on" if args.allow_actions else "read-only"
