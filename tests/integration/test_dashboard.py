@@ -104,6 +104,27 @@ async def test_every_page_shows_what_the_store_holds_escaped(
 
 
 @pytest.mark.parametrize("filled", ["sqlite"], indirect=True)
+async def test_bad_and_hostile_parameters_are_answered_400_or_404_escaped(
+    filled: tuple[App, World, str],
+) -> None:
+    app, world, _ = filled
+    async with client(dashboard(app, queues=(world.queue,))) as http:
+        missing = await http.get("/workflow", params={"id": f"nope{HOSTILE}"})
+        bad = [
+            await http.get("/workflows", params={"status": HOSTILE}),
+            await http.get("/workflows", params={"after": "not-a-cursor"}),
+            await http.get("/runs", params={"tenant": "\x00" + HOSTILE}),
+            await http.get("/queue", params={"name": "x" * 5000}),
+            await http.get("/workflow"),
+        ]
+    assert missing.status_code == 404
+    assert HOSTILE not in missing.text
+    assert [answer.status_code for answer in bad] == [400] * len(bad)
+    for answer in bad:
+        assert "<script>window" not in answer.text
+
+
+@pytest.mark.parametrize("filled", ["sqlite"], indirect=True)
 async def test_the_live_fragment_is_the_page_without_its_frame(
     filled: tuple[App, World, str],
 ) -> None:

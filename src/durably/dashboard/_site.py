@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
@@ -105,6 +106,9 @@ class Site:
                 return self._problem(request, 404, str(exc))
             except InvalidInputError as exc:
                 return self._problem(request, 400, str(exc))
+            except ValidationError as exc:  # a model refused an argument (a bad tenant)
+                reasons = "; ".join(str(error["msg"]) for error in exc.errors())
+                return self._problem(request, 400, reasons)
             except StoreUnavailableError:
                 return self._problem(request, 503, "the store cannot be reached")
             except DurablyError as exc:
