@@ -15,6 +15,7 @@ import pytest
 from durably.stores.catalog import SCAN_PER_PAGE, CatalogEntry, Cataloguing, Filter, Line, page
 from durably.stores.opening import Stores, open_stores
 from durably.stores.status import WorkflowStatus
+from durably.stores.workflows import finish_workflow
 from tests.pg_service import create_database
 from tests.redis_service import durable_server
 
@@ -239,7 +240,7 @@ async def test_statuses_move_workflows_between_lines_and_counts_stay_exact(
     assert [r.workflow for r in line] == [_key(0)]
     assert line[0].info is not None
     assert line[0].info.status is WorkflowStatus.SLEEPING
-    await checkpointer.finish(holder, "durably:result", 1)
+    await finish_workflow(checkpointer, holder, "durably:result", 1)
     await checkpointer.release(holder)
     # Of 30 workflows only the first is of tenant-000.
     assert await checkpointer.tally(tenant) == {(KINDS[0], WorkflowStatus.COMPLETED): 1}

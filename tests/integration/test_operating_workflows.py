@@ -231,8 +231,8 @@ async def test_a_fork_from_a_transact_step_commits_the_effect_again_only_after_i
 
     @app.workflow(name="pay")
     async def pay(ctx: Context, n: int) -> int:
-        first = await ctx.transact("charge", effect(n))
-        second = await ctx.transact("refund", effect(-n))
+        first: object = await ctx.transact("charge", effect(n))
+        second: object = await ctx.transact("refund", effect(-n))
         return int(str(first)) + int(str(second)) + n
 
     async with app:

@@ -274,10 +274,14 @@ def test_workflows_list_orders_by_id_and_filters_by_status(
 ) -> None:
     path = tmp_path / "wf.db"
     asyncio.run(_with_status(path))
-    code, out, _ = run_cli(capsys, "workflows", "list", "--store-order", "--dsn", dsn(path), "--json")
+    code, out, _ = run_cli(
+        capsys, "workflows", "list", "--store-order", "--dsn", dsn(path), "--json"
+    )
     assert code == 0
     assert [w["workflow"] for w in json.loads(out)["workflows"]] == ["a", "b", "c"]
-    code, out, _ = run_cli(capsys, "workflows", "list", "--store-order", "--dsn", dsn(path), "--status", "failed")
+    code, out, _ = run_cli(
+        capsys, "workflows", "list", "--store-order", "--dsn", dsn(path), "--status", "failed"
+    )
     assert code == 0
     assert "c" in out.split()
     assert "a" not in out.split()

@@ -159,7 +159,10 @@ def test_workflows_list_shows_kinds_and_workflows_no_worker_ran_yet(
     out = capsys.readouterr().out
     assert "kind" in out.splitlines()[0]
     assert "pending (never run)" in out
-    assert main(["workflows", "list", "--store-order", "--dsn", dsn, "--status", "pending", "--json"]) == 0
+    assert (
+        main(["workflows", "list", "--store-order", "--dsn", dsn, "--status", "pending", "--json"])
+        == 0
+    )
     pending = [w["workflow"] for w in json.loads(capsys.readouterr().out)["workflows"]]
     assert pending == ["app-wf", "engine-wf"]
     assert main(["workflows", "show", "--dsn", dsn, "app-wf"]) == 0

@@ -86,7 +86,9 @@ def test_workflows_list_shows_each_tenant_and_id_and_filters_by_tenant(tmp_path:
         ("acme", "inv-1001"),
         ("acme", "inv-1002"),
     ]
-    rest = _cli(path, "list", "--store-order", "--tenant", "acme", "--after", page["next_after"], "--json")
+    rest = _cli(
+        path, "list", "--store-order", "--tenant", "acme", "--after", page["next_after"], "--json"
+    )
     assert [w["workflow"] for w in json.loads(rest.stdout)["workflows"]] == ["inv-1003"]
     table = _cli(path, "list", "--store-order", "--tenant", "globex")
     assert table.returncode == 0, table.stderr

@@ -165,6 +165,14 @@ class Filter:
             return Line(status=self.status)
         return Line(kind=self.kind)
 
+    def answered(self) -> bool:
+        """Whether `line` alone answers this filter (no row of it is dropped)."""
+        line = self.line()
+        return all(
+            getattr(self, name) is None or getattr(line, name) is not None
+            for name in ("tenant", "kind", "status")
+        )
+
     def admits(self, row: Listed) -> bool:
         """Whether ``row`` passes every field of this filter."""
         entry = row.entry
@@ -197,8 +205,12 @@ async def page(
         before = (selection.until_us, "")  # created strictly before the bound
     found: list[Listed] = []
     scanned = 0
+    # A line that answers the whole filter is read for the page and one row more (is
+    # there a next page?); one whose rows are checked is read in larger stretches.
+    exact = selection.answered()
     while True:
-        want = min(MAX_LINE_READ, max(limit - len(found), 100), SCAN_PER_PAGE - scanned)
+        wanted = limit - len(found) + 1 if exact else max(limit - len(found), 100)
+        want = min(MAX_LINE_READ, wanted, SCAN_PER_PAGE - scanned)
         rows = await store.listed(line, before=before, since_us=selection.since_us, limit=want)
         for index, row in enumerate(rows):
             scanned += 1

@@ -13,8 +13,9 @@ VALUES (
 ON CONFLICT (workflow) DO NOTHING;
 
 -- name: tally
+-- Tenant '' holds every tenant's counts together.
 SELECT kind, status, sum(n)::bigint FROM {workflow_catalog_counts}
-WHERE ($1::text IS NULL OR tenant = $1::text)
+WHERE tenant = COALESCE($1::text, '')
 GROUP BY kind, status
 HAVING sum(n) > 0;
 

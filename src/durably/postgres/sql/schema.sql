@@ -269,7 +269,8 @@ CREATE TABLE IF NOT EXISTS {workflow_counts} (
 -- parent key, creation time (microseconds) and current status; each operator listing reads
 -- one index below newest first. Triggers keep `status` with every status write and the
 -- counts (spread over 8 shards per kind and status, so concurrent passes of one kind do
--- not queue on one row) with every catalog write, in the same transaction.
+-- not queue on one row) with every catalog write, in the same transaction; tenant '' (no
+-- tenant's name) counts every tenant's together.
 CREATE TABLE IF NOT EXISTS {workflow_catalog} (
     workflow text COLLATE "C" PRIMARY KEY,
     tenant text COLLATE "C" NOT NULL,
@@ -307,12 +308,13 @@ LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP IN ('DELETE', 'UPDATE') THEN
         UPDATE {workflow_catalog_counts} SET n = n - 1
-        WHERE tenant = OLD.tenant AND kind = OLD.kind AND status = OLD.status
+        WHERE tenant IN (OLD.tenant, '') AND kind = OLD.kind AND status = OLD.status
           AND shard = hashtext(OLD.workflow) & 7;
     END IF;
     IF TG_OP IN ('INSERT', 'UPDATE') THEN
         INSERT INTO {workflow_catalog_counts} AS c (tenant, kind, status, shard, n)
-        VALUES (NEW.tenant, NEW.kind, NEW.status, hashtext(NEW.workflow) & 7, 1)
+        VALUES (NEW.tenant, NEW.kind, NEW.status, hashtext(NEW.workflow) & 7, 1),
+               ('', NEW.kind, NEW.status, hashtext(NEW.workflow) & 7, 1)
         ON CONFLICT (tenant, kind, status, shard) DO UPDATE SET n = c.n + 1;
     END IF;
     RETURN NULL;

@@ -15,9 +15,9 @@ ON CONFLICT (workflow) DO NOTHING
 DELETE FROM durably_workflow_catalog WHERE workflow = :workflow
 
 -- name: tally
-SELECT kind, status, SUM(n) FROM durably_workflow_catalog_counts
-WHERE (:tenant IS NULL OR tenant = :tenant) AND n > 0
-GROUP BY kind, status
+-- Tenant '' holds every tenant's counts together.
+SELECT kind, status, n FROM durably_workflow_catalog_counts
+WHERE tenant = COALESCE(:tenant, '') AND n > 0
 
 -- name: line_all
 SELECT c.workflow, c.tenant, c.kind, c.parent, c.created, c.status,

@@ -310,7 +310,9 @@ CREATE INDEX IF NOT EXISTS durably_workflow_catalog_by_tenant_kind
 CREATE INDEX IF NOT EXISTS durably_workflow_catalog_by_tenant_status
     ON durably_workflow_catalog (tenant, status, created, workflow);
 
--- How many catalogued workflows each tenant has of each kind in each status (exact).
+-- How many catalogued workflows each tenant has of each kind in each status (exact), and
+-- under tenant '' (no tenant's name: tenants are never empty) every tenant's together, so
+-- neither count reads more rows than kinds times statuses.
 CREATE TABLE IF NOT EXISTS durably_workflow_catalog_counts (
     tenant TEXT NOT NULL,
     kind TEXT NOT NULL,
@@ -323,7 +325,7 @@ CREATE TRIGGER IF NOT EXISTS durably_workflow_catalog_counted_insert
 AFTER INSERT ON durably_workflow_catalog
 BEGIN
     INSERT INTO durably_workflow_catalog_counts (tenant, kind, status, n)
-    VALUES (new.tenant, new.kind, new.status, 1)
+    VALUES (new.tenant, new.kind, new.status, 1), ('', new.kind, new.status, 1)
     ON CONFLICT (tenant, kind, status) DO UPDATE SET n = n + 1;
 END;
 
@@ -331,16 +333,16 @@ CREATE TRIGGER IF NOT EXISTS durably_workflow_catalog_counted_delete
 AFTER DELETE ON durably_workflow_catalog
 BEGIN
     UPDATE durably_workflow_catalog_counts SET n = n - 1
-    WHERE tenant = old.tenant AND kind = old.kind AND status = old.status;
+    WHERE tenant IN (old.tenant, '') AND kind = old.kind AND status = old.status;
 END;
 
 CREATE TRIGGER IF NOT EXISTS durably_workflow_catalog_counted_update
 AFTER UPDATE OF status ON durably_workflow_catalog WHEN old.status IS NOT new.status
 BEGIN
     UPDATE durably_workflow_catalog_counts SET n = n - 1
-    WHERE tenant = old.tenant AND kind = old.kind AND status = old.status;
+    WHERE tenant IN (old.tenant, '') AND kind = old.kind AND status = old.status;
     INSERT INTO durably_workflow_catalog_counts (tenant, kind, status, n)
-    VALUES (new.tenant, new.kind, new.status, 1)
+    VALUES (new.tenant, new.kind, new.status, 1), ('', new.kind, new.status, 1)
     ON CONFLICT (tenant, kind, status) DO UPDATE SET n = n + 1;
 END;
 
