@@ -31,7 +31,7 @@ def _as_version_5(path: Path) -> None:
         ]:
             db.execute(f'DROP TRIGGER "{trigger}"')
         db.execute("DROP TABLE durably_workflow_catalog")
-        db.execute("DROP TABLE durably_workflow_counts")
+        db.execute("DROP TABLE durably_workflow_catalog_counts")
         db.execute("UPDATE durably_schema_version SET version = 5")
 
 
