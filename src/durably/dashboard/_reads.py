@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -22,6 +23,9 @@ RUN_TENANTS = 20
 
 RUNS_TOTALLED = 1000
 """Runs of one tenant added into its totals at most (one page): past it a total is a floor."""
+
+TENANTS_TTL = 60.0
+"""Seconds the list of tenants with runs is kept before it is read again."""
 
 VALUE_SHOWN = 2000
 """Characters of a stored value shown at most (the rest is cut, and says so)."""
@@ -123,18 +127,30 @@ async def tenant_runs(app: App, tenants: list[str]) -> list[TenantRuns]:
     return totals
 
 
-async def run_tenants(app: App) -> tuple[list[str], bool]:
-    """The first `RUN_TENANTS` tenants with runs, and whether there are more."""
-    state = (await app.stores()).state
-    tenants = await state.tenants(limit=RUN_TENANTS + 1)
-    return tenants[:RUN_TENANTS], len(tenants) > RUN_TENANTS
+class RunTenants:
+    """The first `RUN_TENANTS` tenants with runs, read again at most every ``ttl``
+    seconds: Redis answers by scanning its keys, too much for a page polled every few
+    seconds."""
+
+    def __init__(self, ttl: float = TENANTS_TTL) -> None:
+        self._ttl = ttl
+        self._read: tuple[float, list[str], bool] | None = None
+
+    async def get(self, app: App) -> tuple[list[str], bool]:
+        """The tenants, and whether there are more than shown."""
+        now = time.monotonic()
+        if self._read is None or now - self._read[0] > self._ttl:
+            state = (await app.stores()).state
+            tenants = await state.tenants(limit=RUN_TENANTS + 1)
+            self._read = (now, tenants[:RUN_TENANTS], len(tenants) > RUN_TENANTS)
+        return self._read[1], self._read[2]
 
 
-async def overview(app: App, queues: tuple[str, ...]) -> Overview:
+async def overview(app: App, queues: tuple[str, ...], known: RunTenants) -> Overview:
     """The overview: queues, workflows by status and by kind, run totals by tenant."""
     rows = await queue_rows(app, queues)
     counts = await app.workflow_counts()
-    tenants, more = await run_tenants(app)
+    tenants, more = await known.get(app)
     return Overview(
         queues=rows,
         by_status={s.value: counts.by_status.get(s, 0) for s in WorkflowStatus},
@@ -195,11 +211,11 @@ async def workflow_page(app: App, workflow: str, tenant: str) -> WorkflowPageDat
 
 
 async def runs_page(
-    app: App, tenant: str | None, cursor: str | None
+    app: App, tenant: str | None, cursor: str | None, known: RunTenants
 ) -> tuple[list[str], list[RunRecord], str | None, list[TenantRuns], bool]:
     """The runs page: the tenants, one page of ``tenant``'s runs (the first tenant's by
     default) and the totals of each tenant."""
-    tenants, more = await run_tenants(app)
+    tenants, more = await known.get(app)
     chosen = tenant if tenant is not None else (tenants[0] if tenants else None)
     records: list[RunRecord] = []
     next_cursor: str | None = None
@@ -215,6 +231,7 @@ __all__ = [
     "Overview",
     "QueueRow",
     "Record",
+    "RunTenants",
     "TenantRuns",
     "WorkflowPageData",
     "dead_letters",
