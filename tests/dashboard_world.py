@@ -103,7 +103,7 @@ async def fill(app: App) -> World:
         hostile=f"hostile-{tag}",
         failed=f"failed-{tag}",
         parent=f"parent-{tag}",
-        run_tenant=f"acme-{tag}",
+        run_tenant=f"0-acme-{tag}",  # first in code point order: the overview lists 20
         run_id=f"run-{tag}",
     )
     stores = await app.stores()
