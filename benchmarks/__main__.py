@@ -22,6 +22,7 @@ SECTIONS = (
     "handouts",
     "otel",
     "operating",
+    "dashboard",
 )
 
 
