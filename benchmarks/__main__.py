@@ -17,11 +17,13 @@ SECTIONS = (
     "redis",
     "app",
     "tasks",
+    "waiters",
     "scale",
     "handouts",
     "otel",
     "operating",
     "flow",
+    "dashboard",
 )
 
 

@@ -33,6 +33,7 @@ ALLOWED: dict[str, set[str]] = {
     "testing": {"shared", "stores", "engine", "app", "claimcheck", "otel"},
     "top": {"shared", "stores", "engine", "app", "claimcheck", "otel"},
     "integration": {"shared", "stores", "engine", "app", "integration", "otel"},
+    "dashboard": {"shared", "stores", "engine", "app", "otel"},
     "tools": {
         "shared",
         "stores",
@@ -44,6 +45,7 @@ ALLOWED: dict[str, set[str]] = {
         "top",
         "otel",
         "integration",
+        "dashboard",
     },
 }
 
@@ -64,6 +66,8 @@ def layer(module: str) -> tuple[str, str]:
         return head, f"durably.{head}"
     if head == "pydantic_ai":
         return "integration", f"durably.{head}"
+    if head == "dashboard":  # a web UI over the App
+        return "dashboard", "durably.dashboard"
     if head in {"cli", "demo", "__main__"}:
         return "tools", f"durably.{head}"
     raise SystemExit(f"{module}: no layer is known for durably.{head}; add it to dev/layers.py")

@@ -50,6 +50,7 @@ NAMESPACES = {
     "durably.pydantic_ai": """DurableAgent Approval PendingApproval Price APPROVALS_EVENT""",
     "durably.claimcheck": """ClaimCheckStore ClaimCheckPolicy ClaimCheckedCheckpointer
     ClaimCheckedDurable ClaimCheckedQueue FileClaimCheckStore""",
+    "durably.dashboard": "DEFAULT_QUEUES dashboard",
 }
 
 

@@ -6,12 +6,13 @@ engine's `Worker`.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import timedelta
 from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, TypeVar, overload
 
 from pydantic import SecretStr
 
@@ -33,6 +34,9 @@ from durably.stores.dsn import DSN_ENV, describe, parse, redacted
 from durably.stores.opening import Stores
 from durably.stores.work import DEFAULT_QUEUE, dedupe_window
 from durably.validation import identifier
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -637,6 +641,44 @@ class App(Operating):
             RuntimeError: Still busy after 100,000 passes (a workflow that never settles).
         """
         return await self._driver.run_until_idle(advance=advance)
+
+    def dashboard(
+        self,
+        *,
+        token: str | None = None,
+        allow_actions: bool = False,
+        queues: Sequence[str] = ("default",),
+        refresh_seconds: float = 2.0,
+    ) -> Starlette:
+        """Return a web dashboard of this App's stores, an ASGI application to mount.
+
+        Overview, queues with their dead letters, workflows with their timelines, agent
+        runs with tokens and cost, refreshed live; it never shows the DSN. Needs the
+        ``dashboard`` extra (``pip install 'durably[dashboard]'``).
+
+        Args:
+            token: When set, every request must carry it (``?token=`` once, then a
+                cookie; or an ``Authorization: Bearer`` header).
+            allow_actions: Whether its buttons act (requeue, send, cancel, resume, fork);
+                off, every action is refused with 403.
+            queues: The work queues it shows.
+            refresh_seconds: How often an open page refreshes, 0.5 to 3600.
+
+        Raises:
+            InvalidInputError: An empty token, no queue or a bad queue name, or a refresh
+                period out of range.
+            ImportError: The ``dashboard`` extra is not installed.
+        """
+        # Imported by name: the dashboard sits above the App (it reads through it).
+        site = importlib.import_module("durably.dashboard")
+        built: Starlette = site.dashboard(
+            self,
+            token=token,
+            allow_actions=allow_actions,
+            queues=queues,
+            refresh_seconds=refresh_seconds,
+        )
+        return built
 
     # --- stores ----------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from durably.app import _tenancy as tenancy
 from durably.app._cancels import Cancels
 from durably.app._limits import Limits
 from durably.app._loops import LoopStores
+from durably.app._waiters import Waiters
 from durably.clock import Clock
 from durably.engine.schedules import Schedule
 from durably.errors import ConfigurationError
@@ -79,6 +80,8 @@ class Core:
         self.cancels = Cancels(self.stores)
         """What running passes ask whether a cancel arrived since they began."""
         self._stores = LoopStores(self._open, describe(dsn))
+        self.waiters = Waiters()
+        """The handles waiting in this process, behind one subscription to the store."""
         self._durables: dict[str, Durable[Any]] = {}
         self._durables_over: Stores | None = None
         self.older_layout = True

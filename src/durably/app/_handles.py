@@ -26,45 +26,23 @@ from durably.errors import (
     WorkflowFinishedError,
     WorkflowNotFoundError,
 )
+from durably.stores.changes import ENDED, RECORDS
 from durably.stores.runs import RunRecord
 from durably.stores.status import WorkflowInfo, WorkflowStatus
 from durably.stores.workflows import Checkpointer
 
 R = TypeVar("R")
 
-# How often a waiting handle looks again: quickly at first, then at most this often.
-_FIRST_LOOK = 0.01
-_SLOWEST_LOOK = 0.5
-
 MARKER_WINDOW = 8
 """Resume generations one read of a workflow's cancel and resume markers covers (`send`
 reads those, not the rest): each further window of resumes costs one more read."""
 
 
-class _Looks:
-    """The pauses of a handle waiting on a workflow.
-
-    They double from ``_FIRST_LOOK`` to ``_SLOWEST_LOOK``, until the deadline ``timeout``
-    sets (None: no deadline).
-    """
-
-    def __init__(self, timeout: Duration | None) -> None:
-        self._loop = asyncio.get_running_loop()
-        limit = None if timeout is None else seconds_of(timeout, "timeout")
-        self.deadline = None if limit is None else self._loop.time() + limit
-        self._look = _FIRST_LOOK
-
-    async def pause(self) -> bool:
-        """Wait until the next look; False, at once, when the deadline has passed."""
-        wait = self._look
-        if self.deadline is not None:
-            remaining = self.deadline - self._loop.time()
-            if remaining <= 0:
-                return False
-            wait = min(wait, remaining)
-        await asyncio.sleep(wait)
-        self._look = min(self._look * 2, _SLOWEST_LOOK)
-        return True
+def _deadline(timeout: Duration | None) -> float | None:
+    """The loop time ``timeout`` ends at (None: no deadline)."""
+    if timeout is None:
+        return None
+    return asyncio.get_running_loop().time() + seconds_of(timeout, "timeout")
 
 
 class WorkflowHandle(Generic[R]):
@@ -149,41 +127,49 @@ class WorkflowHandle(Generic[R]):
             raise InvalidInputError(
                 "awaiting handle.result() inside a workflow body would hold the pass; use ctx.child"
             )
-        looks = _Looks(timeout)
-        checkpointer = (await self._core.stores()).checkpointer
-        while True:
-            try:
-                ended = await self._ended(checkpointer)
-            except PoolExhaustedError:
-                ended = None  # every connection stayed busy for the pool's wait: look again
-            if ended is not None:
-                value: R = ended[0]
-                return value
-            if not await looks.pause():
-                # Why it may never finish, if its records say so (one that cannot be read).
-                layout.read_start(await checkpointer.load(self._key), self._id)
-                raise TimeoutError(f"workflow {self._id!r} has not finished")
+        deadline = _deadline(timeout)
+        stores = await self._core.stores()
+        checkpointer = stores.checkpointer
+        # Registered before the first look: a status reported after it wakes this wait.
+        with self._core.waiters.watch(stores, self._key, ENDED) as waiter:
+            while True:
+                try:
+                    ended = await self._ended(checkpointer)
+                except PoolExhaustedError:
+                    ended = None  # every connection stayed busy for the pool's wait
+                    waiter.look_again()
+                if ended is not None:
+                    value: R = ended[0]
+                    return value
+                if not await waiter.pause(deadline):
+                    break
+        # Why it may never finish, if its records say so (one that cannot be read).
+        layout.read_start(await checkpointer.load(self._key), self._id)
+        raise TimeoutError(f"workflow {self._id!r} has not finished")
 
     async def _ended(self, checkpointer: Checkpointer[Any]) -> tuple[R] | None:
         """Return the decoded result (in a tuple) once the workflow completed, else None.
 
         Raises as `result` does for a workflow that failed, was cancelled or is not there.
+        The reads are shared by every handle of this process waiting on the workflow.
         """
-        info = await checkpointer.get_status(self._key)
+        waiters, key = self._core.waiters, self._key
+        info, stored = await waiters.shared(key, "end", lambda: _end_of(checkpointer, key))
         if info is not None:
             if info.status is WorkflowStatus.COMPLETED:
-                stored = await checkpointer.peek(self._key, [layout.RESULT])
                 if layout.RESULT in stored:
                     data = stored[layout.RESULT]
                     return (decoded_record(self._id, layout.RESULT, self._result, data),)
-            elif info.status is WorkflowStatus.FAILED:
-                ended = layout.ending(await layout.readable(checkpointer, self._key)) or {}
-                details = layout.failure_details(ended)
-                raise WorkflowFailedError(self._id, info.last_error, **details)
-            elif info.status is WorkflowStatus.CANCELLED:
-                ended = layout.ending(await layout.readable(checkpointer, self._key)) or {}
+            elif info.status in (WorkflowStatus.FAILED, WorkflowStatus.CANCELLED):
+                history = await waiters.shared(
+                    key, "history", lambda: layout.readable(checkpointer, key)
+                )
+                ended = layout.ending(history) or {}
+                if info.status is WorkflowStatus.FAILED:
+                    details = layout.failure_details(ended)
+                    raise WorkflowFailedError(self._id, info.last_error, **details)
                 raise WorkflowCancelledError(self._id, timed_out=ended.get("e") == layout.TIMED_OUT)
-        elif not tenancy.belongs(await checkpointer.peek(self._key, [layout.START]), self._tenant):
+        elif not tenancy.belongs(stored, self._tenant):
             raise self._not_found()
         return None
 
@@ -402,20 +388,27 @@ class WorkflowHandle(Generic[R]):
         """
         layout.bounded(key, "event key")  # as `Context.set_event` checks it
         value = ANY if type is None else Value.of(type, f"event {key!r}")
-        looks = _Looks(timeout)
-        checkpointer = (await self._core.stores()).checkpointer
+        deadline = _deadline(timeout)
+        stores = await self._core.stores()
+        checkpointer = stores.checkpointer
         event = f"{layout.EVENT}{key}#"
-        while True:
-            stored = await layout.readable(checkpointer, self._key, prefix=event)
-            if not tenancy.belongs(stored, self._tenant):
-                raise self._not_found()
-            found, data = layout.latest_event(stored, key)
-            if found:
-                return decoded_record(self._id, f"event {key!r}", value, data)
-            if looks.deadline is None:
-                return None
-            if not await looks.pause():
-                raise TimeoutError(f"workflow {self._id!r} published no event {key!r}")
+        # Registered before the first look: an event landing after it wakes this wait.
+        with self._core.waiters.watch(stores, self._key, RECORDS) as waiter:
+            while True:
+                stored = await self._core.waiters.shared(
+                    self._key,
+                    event,
+                    lambda: layout.readable(checkpointer, self._key, prefix=event),
+                )
+                if not tenancy.belongs(stored, self._tenant):
+                    raise self._not_found()
+                found, data = layout.latest_event(stored, key)
+                if found:
+                    return decoded_record(self._id, f"event {key!r}", value, data)
+                if deadline is None:
+                    return None
+                if not await waiter.pause(deadline):
+                    raise TimeoutError(f"workflow {self._id!r} published no event {key!r}")
 
     async def cancel(self) -> bool:
         """Ask the workflow to stop; its children are cancelled with it.
@@ -498,6 +491,22 @@ async def find_handle(core: Core, id: str, tenant: str | None = None) -> Workflo
         raise WorkflowNotFoundError(id, tenant=owner)
     key, stored = found
     return _handle_at(core, key, id, owner, stored)
+
+
+async def _end_of(
+    checkpointer: Checkpointer[Any], key: str
+) -> tuple[WorkflowInfo | None, dict[str, object]]:
+    """The status of the workflow keyed ``key`` and the record read beside it.
+
+    The result once completed; the start record while there is no status (its tenant says
+    whether the workflow is there).
+    """
+    info = await checkpointer.get_status(key)
+    if info is None:
+        return None, await checkpointer.peek(key, [layout.START])
+    if info.status is WorkflowStatus.COMPLETED:
+        return info, await checkpointer.peek(key, [layout.RESULT])
+    return info, {}
 
 
 def _handle_at(

@@ -1,5 +1,6 @@
 """The ``durably`` command line: ``durably demo``, ``worker``, ``runs``, ``queue``,
-``workflows``, ``schedules``, ``sweep``, ``schema`` and ``migrate``.
+``workflows``, ``schedules``, ``sweep``, ``schema``, ``migrate``, ``doctor`` and
+``dashboard``.
 
 Exit codes: 0 success, 1 a store could not be reached or an operation failed, 2 bad
 arguments (including a malformed DSN). A user error never prints a traceback, and a DSN is
@@ -16,7 +17,19 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from durably.cli import demo, queue, runs, schedules, schema, sweep, tasks, worker, workflows
+from durably.cli import (
+    dashboard,
+    demo,
+    doctor,
+    queue,
+    runs,
+    schedules,
+    schema,
+    sweep,
+    tasks,
+    worker,
+    workflows,
+)
 from durably.cli.render import printable
 from durably.cli.stores import UsageError
 from durably.errors import (
@@ -44,7 +57,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"durably {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (demo, worker, runs, queue, tasks, workflows, schedules, sweep, schema):
+    for module in (
+        demo,
+        worker,
+        runs,
+        queue,
+        tasks,
+        workflows,
+        schedules,
+        sweep,
+        schema,
+        doctor,
+        dashboard,
+    ):
         module.register(commands)
     return parser
 

@@ -15,7 +15,7 @@ from durably.stores.work import (
     QUEUE_NAMES_MOST,
     WorkItem,
     WorkQueue,
-    WorkState,
+    requeued,
 )
 from durably.validation import identifier
 
@@ -171,22 +171,6 @@ async def show_dead_letters(args: argparse.Namespace) -> int:
     return 0
 
 
-def fresh_copy(item: WorkItem) -> WorkItem:
-    """``item`` as a new queued item: attempts reset, lease fields cleared, failures kept."""
-    return item.model_copy(
-        update={
-            "state": WorkState.QUEUED,
-            "attempts": 0,
-            "worker": None,
-            "enqueued_at": None,
-            "available_at": None,
-            "lease_expires_at": None,
-            "first_claimed_at": None,
-            "claimed_at": None,
-        }
-    )
-
-
 async def _dead_letters(queue: WorkQueue, tenant: str, name: str | None) -> list[WorkItem]:
     return await queue.dead_letters(tenant=tenant, limit=MAX_LISTED, queue=name)
 
@@ -217,7 +201,7 @@ async def requeue_items(args: argparse.Namespace) -> int:
             seen.update(item.id for item in fresh)
             chosen = fresh if args.all else [item for item in fresh if item.id in wanted]
             for item in chosen:
-                queued = await stores.queue.enqueue(fresh_copy(item))
+                queued = await stores.queue.enqueue(requeued(item))
                 if queued.id == item.id:
                     done.append(queued)
                 else:

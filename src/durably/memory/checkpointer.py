@@ -17,6 +17,7 @@ from durably.errors import Fenced
 from durably.memory.catalog import MemoryCatalog
 from durably.stores.admission import TenantCaps, TenantCounts, refuse_over
 from durably.stores.catalog import CatalogEntry, Line, Listed, Mark, line_read, tallied
+from durably.stores.changes import ENDED, RECORDS, LocalChanges
 from durably.stores.codec import (
     CheckpointCodec,
     JsonCodec,
@@ -110,9 +111,15 @@ class MemoryCheckpointer:
         self._admitted: dict[str, tuple[str, bool]] = {}
         self._counts: dict[str, list[int]] = {}
         self._catalog = MemoryCatalog(self._info_of)
+        self._changes = LocalChanges()
 
     async def close(self) -> None:
         """Nothing to release (idempotent): everything lives in this object."""
+
+    @property
+    def changes(self) -> LocalChanges:
+        """The feed of this store's writes (`durably.stores.changes`)."""
+        return self._changes
 
     @property
     def codec(self) -> CheckpointCodec:
@@ -315,6 +322,8 @@ class MemoryCheckpointer:
         stored = _Status(status, attempts, error, time.time())
         self._statuses[holder.workflow] = stored
         self._recount(holder.workflow, status)
+        if status.finished:
+            self._changes.announce(holder.workflow, ENDED)
         return _info(holder.workflow, stored)
 
     async def finish(
@@ -337,6 +346,7 @@ class MemoryCheckpointer:
         stored = _Status(status, attempts, error, time.time())
         self._statuses[holder.workflow] = stored
         self._recount(holder.workflow, status)
+        self._changes.announce(holder.workflow, ENDED)
         return _info(holder.workflow, stored)
 
     async def get_status(self, workflow: str) -> WorkflowInfo | None:
@@ -461,6 +471,7 @@ class MemoryCheckpointer:
             now = self._now()
             claim.token += 1
             claim.held_until = claim.alive_until = now
+        self._changes.announce(workflow, ENDED)
         return deleted
 
     # --- admission counts ------------------------------------------------------------------
@@ -515,6 +526,7 @@ class MemoryCheckpointer:
         # Keep landing times non-decreasing in record order even if the wall clock steps back.
         last = next(reversed(records.values())).at if records else 0.0
         records[key] = _Record(encoded, max(time.time(), last))
+        self._changes.announce(workflow, RECORDS)
         return Recorded(self._codec.decode(encoded), True)
 
 

@@ -15,6 +15,7 @@ from durably.errors import (
 )
 from durably.postgres import statements
 from durably.postgres.catalog import PostgresCatalog
+from durably.postgres.changes import PostgresChanges
 from durably.postgres.connection import Access
 from durably.postgres.executor import Row, Session
 from durably.postgres.failures import EffectFailed, RetryBudget, state_errors
@@ -97,9 +98,19 @@ class PostgresCheckpointer:
         self._access = Access.over(pool, settings.retry if settings else RetryBudget())
         self._sql = statements.render_all(_TEMPLATES, self._tables.names)
         self._catalog = PostgresCatalog(self._tables.names)
+        self._channel = self._tables.channel("changes")
+        self._changes = PostgresChanges(self._access.database, self._channel)
 
     async def close(self) -> None:
-        """Nothing of its own to release (idempotent): the pool is its owner's."""
+        """Stop the feed of changes and its listening connection (idempotent); the pool is
+        its owner's."""
+        await self._changes.stop()
+
+    @property
+    def changes(self) -> PostgresChanges:
+        """The feed of this database's writes (`durably.stores.changes`), LISTENing on one
+        connection outside the pool once started."""
+        return self._changes
 
     @classmethod
     async def open(
@@ -187,7 +198,9 @@ class PostgresCheckpointer:
     async def _record_on(
         self, session: Session, holder: Pass, workflow: str, key: str, encoded: str
     ) -> Recorded[object]:
-        if await session.count(self._sql["record"], workflow, holder.token, key, encoded):
+        if await session.count(
+            self._sql["record"], workflow, holder.token, key, encoded, self._channel
+        ):
             return Recorded(self._codec.decode(encoded), True)
         if await self._write_counted(session, holder, key, encoded):
             return Recorded(self._codec.decode(encoded), True)
@@ -249,7 +262,12 @@ class PostgresCheckpointer:
         key was already recorded; `Fenced` when ``holder`` no longer holds the workflow."""
         fenced_ok, written = (
             await session.fetch(
-                self._sql["record_counted"], holder.workflow, holder.token, key, encoded
+                self._sql["record_counted"],
+                holder.workflow,
+                holder.token,
+                key,
+                encoded,
+                self._channel,
             )
         )[0]
         if not fenced_ok:
@@ -266,7 +284,7 @@ class PostgresCheckpointer:
         self, session: Session, workflow: str, key: str, encoded: str
     ) -> Recorded[object]:
         """`supply` of an encoded value on ``session`` (for `PostgresDurable`)."""
-        if await session.count(self._sql["supply"], workflow, key, encoded):
+        if await session.count(self._sql["supply"], workflow, key, encoded, self._channel):
             return Recorded(self._codec.decode(encoded), True)
         return await self._stored(session, workflow, key, encoded)
 
@@ -287,7 +305,7 @@ class PostgresCheckpointer:
 
         async def run(session: Session) -> Recorded[object]:
             running, started = (await session.fetch(self._sql["lock_counts"], tenant))[0]
-            if not await session.count(self._sql["supply"], workflow, key, encoded):
+            if not await session.count(self._sql["supply"], workflow, key, encoded, self._channel):
                 return await self._stored(session, workflow, key, encoded)
             counts = TenantCounts(int(running), int(started))
             refuse_over(caps, counts, tenant=tenant, workflow=workflow)  # rolls back
@@ -328,7 +346,7 @@ class PostgresCheckpointer:
         ``unless_finished``, inside a transaction the caller opened."""
         if unless_finished:
             await session.fetch(self._sql["inbox_turn"], workflow)
-            key, ended = (
+            key, ended, _ = (
                 await session.fetch(
                     self._sql["append_unless_finished"],
                     workflow,
@@ -336,11 +354,14 @@ class PostgresCheckpointer:
                     _DIGITS,
                     encoded,
                     _FINISHED,
+                    self._channel,
                 )
             )[0]
             refuse_finished(workflow, None if ended is None else str(ended))
             return Entry(str(key), self._codec.decode(encoded))
-        rows = await session.fetch(self._sql["append"], workflow, INBOX_PREFIX, _DIGITS, encoded)
+        rows = await session.fetch(
+            self._sql["append"], workflow, INBOX_PREFIX, _DIGITS, encoded, self._channel
+        )
         return Entry(str(rows[0][0]), self._codec.decode(encoded))
 
     async def forget(self, holder: Pass, keys: Collection[str]) -> int:
@@ -368,7 +389,13 @@ class PostgresCheckpointer:
         pending = WorkflowStatus.PENDING.value
         rows = await self._run(
             lambda s: s.fetch(
-                self._sql["restart"], workflow, holder.token, key, encoded, prefixes, pending
+                self._sql["restart"],
+                workflow,
+                holder.token,
+                key,
+                encoded,
+                prefixes,
+                pending,
             )
         )
         return self._fenced_count(holder, rows)
@@ -395,7 +422,7 @@ class PostgresCheckpointer:
         # Fence first: the claim row lock makes a concurrent record wait, then refuse.
         await session.fetch(self._sql["discard_fence"], workflow)
         rows = await session.fetch(self._sql["discard_records"], workflow)
-        await session.fetch(self._sql["discard_status"], workflow)
+        await session.fetch(self._sql["discard_status"], workflow, self._channel)
         await session.fetch(self._sql["discard_admitted"], workflow)
         return int(rows[0][0])
 
@@ -431,7 +458,14 @@ class PostgresCheckpointer:
         ends = status.finished
         rows = await self._run(
             lambda s: s.fetch(
-                self._sql["set_status"], workflow, holder.token, status.value, attempts, error, ends
+                self._sql["set_status"],
+                workflow,
+                holder.token,
+                status.value,
+                attempts,
+                error,
+                ends,
+                self._channel,
             )
         )
         if not rows:
@@ -463,6 +497,7 @@ class PostgresCheckpointer:
                 status.value,
                 attempts,
                 error,
+                self._channel,
             )
         )
         if not rows:

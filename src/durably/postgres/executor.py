@@ -17,6 +17,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from durably.errors import ConfigurationError, PoolExhaustedError
+from durably.postgres.pooler import pooled
 
 if TYPE_CHECKING:
     import psycopg
@@ -217,8 +218,15 @@ class Database(Protocol):
         """A session in autocommit mode; `PoolExhaustedError` after ``timeout`` seconds."""
         ...
 
+    @property
+    def listens(self) -> bool:
+        """Whether a listening connection can be had: not through a transaction pooler
+        with no direct DSN to listen on (waiters then poll)."""
+        ...
+
     async def listen_connection(self) -> Any:
-        """A dedicated connection for LISTEN (outside the pool for psycopg)."""
+        """A dedicated connection for LISTEN (outside the pool for psycopg; over the
+        direct DSN behind a transaction pooler)."""
         ...
 
 
@@ -267,9 +275,20 @@ class PsycopgDatabase:
             finally:
                 await self._pool.putconn(connection)
 
+    @property
+    def listens(self) -> bool:
+        return _listens(self._pool)
+
     async def listen_connection(self) -> Any:
         import psycopg
 
+        behind = _listen_target(self._pool)
+        if behind is not None:
+            return await psycopg.AsyncConnection.connect(
+                behind.listen.get_secret_value() if behind.listen else "",
+                autocommit=True,
+                **behind.listen_kwargs,
+            )
         # psycopg-pool >= 3.3 accepts callables for conninfo and kwargs; resolved in the
         # call, so no local of this frame holds the password.
         return await psycopg.AsyncConnection.connect(
@@ -277,6 +296,19 @@ class PsycopgDatabase:
             autocommit=True,
             **(await _resolved(self._pool.kwargs or {})),
         )
+
+
+def _listens(pool: Any) -> bool:
+    behind = pooled(pool)
+    return behind is None or behind.listen is not None
+
+
+def _listen_target(pool: Any) -> Any:
+    """How ``pool`` listens behind a transaction pooler (None: as its own connections)."""
+    behind = pooled(pool)
+    if behind is not None and behind.listen is None:
+        raise ConfigurationError("no listening through a transaction pooler without ?listen=")
+    return behind
 
 
 async def _resolved(value: Any) -> Any:
@@ -383,12 +415,30 @@ class AsyncpgDatabase:
         finally:
             await self._pool.release(connection)
 
+    @property
+    def listens(self) -> bool:
+        return _listens(self._pool)
+
     async def listen_connection(self) -> Any:
+        behind = _listen_target(self._pool)
+        if behind is not None:
+            import asyncpg
+
+            options = behind.listen_kwargs.get("options", "")
+            setting = options.removeprefix("-c statement_timeout=")
+            return await asyncpg.connect(
+                behind.listen.get_secret_value(),
+                timeout=behind.listen_kwargs.get("connect_timeout", 10),
+                server_settings={"statement_timeout": setting} if setting else None,
+            )
         # asyncpg pools do not expose their connect arguments; hold one pooled connection.
         return await self._pool.acquire()
 
     async def release_listen_connection(self, connection: Any) -> None:
-        """Give the listening connection back to the pool."""
+        """Give the listening connection back to the pool (close a direct one)."""
+        if pooled(self._pool) is not None:
+            await connection.close()
+            return
         await self._pool.release(connection)
 
 

@@ -10,6 +10,7 @@ from durably.postgres import statements
 from durably.postgres.connection import Access
 from durably.postgres.executor import Session, database_for
 from durably.postgres.failures import RetryBudget, classify, state_errors
+from durably.postgres.pooler import pooled, refuse_migrate
 from durably.postgres.schema import SCHEMA_VERSION, StateTables, schema_queries, schema_statements
 
 _RENAMES = statements.load("migrate.sql")
@@ -35,7 +36,9 @@ async def migrate(pool: Any, tables: StateTables | None = None) -> None:
     earlier version kept that this one does not.
 
     Runs in one transaction under an advisory lock, so many processes may call it at once.
+    Refuses (`ConfigurationError`) a pool opened through a transaction pooler.
     """
+    refuse_migrate(pool)
     tables = tables or StateTables()
     queries = schema_queries(tables)
 
@@ -110,6 +113,13 @@ async def verify(pool: Any, tables: StateTables | None = None, *, durable: bool 
                 "install the matching release"
             )
         timeout = (await session.fetch(queries["statement_timeout"]))[0][0]
+        if str(timeout).strip() in ("0", "0ms", "0s") and pooled(pool) is not None:
+            raise ConfigurationError(
+                "connections have no statement_timeout (it is 0): a runaway statement would "
+                "hold a server connection forever; a transaction pooler refuses the setting "
+                "at connect, so set it on the server for durably's database or role (ALTER "
+                "DATABASE ... SET statement_timeout = '30s', or ALTER ROLE ...)"
+            )
         if str(timeout).strip() in ("0", "0ms", "0s"):
             raise ConfigurationError(
                 "connections have no statement_timeout (it is 0): a runaway statement would "

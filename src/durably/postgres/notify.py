@@ -4,7 +4,9 @@ same statement (delivered on commit).
 A waiter takes the channel's current `asyncio.Event` *before* it looks for work, so a
 notification committed after the look still wakes it. Polling stays as the fallback: while
 the listening connection is down (it reconnects with backoff) waiters wake on their poll
-interval, and every reconnect wakes everyone once in case something was missed.
+interval, and every reconnect wakes everyone once in case something was missed. A
+database that cannot listen (behind a transaction pooler with no direct DSN) never opens
+the connection: its waiters poll.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from durably.postgres import statements
@@ -24,10 +26,20 @@ _log = logging.getLogger("durably.postgres")
 
 
 class Listener:
-    """Listens on ``channels`` over a dedicated connection, started on first use."""
+    """Listens on ``channels`` over a dedicated connection, started on first use.
+
+    ``on_notify`` is called with each notification's channel and payload; ``on_state``
+    with True once LISTENing (after every connect) and False when the connection is lost.
+    """
 
     def __init__(
-        self, database: Database, channels: Iterable[str], *, reconnect_seconds: float = 0.2
+        self,
+        database: Database,
+        channels: Iterable[str],
+        *,
+        reconnect_seconds: float = 0.2,
+        on_notify: Callable[[str, str], None] | None = None,
+        on_state: Callable[[bool], None] | None = None,
     ) -> None:
         self._database = database
         self._channels = tuple(channels)
@@ -37,6 +49,9 @@ class Listener:
         self._connected = asyncio.Event()
         self._connection: Any = None
         self._listened_before = False
+        self._on_notify = on_notify
+        self._on_state = on_state
+        self._polling = not database.listens
 
     def event(self, channel: str) -> asyncio.Event:
         """The event the next notification on ``channel`` sets (starts the listener)."""
@@ -50,7 +65,7 @@ class Listener:
         """`event` once the listener is LISTENing (waiting up to ``timeout`` for it), so a
         look for work made after this call cannot miss a notification."""
         event = self.event(channel)
-        if not self.connected and timeout > 0:
+        if not self.connected and timeout > 0 and not self._polling:
             await self.ready(timeout)
             event = self.event(channel)
         return event
@@ -78,7 +93,10 @@ class Listener:
         return self._connected.is_set()
 
     async def ready(self, timeout: float = 5.0) -> bool:
-        """Wait until the listener is LISTENing (for tests and benchmarks)."""
+        """Wait until the listener is LISTENing (for tests and benchmarks); False at
+        once for a database that cannot listen."""
+        if self._polling:
+            return False
         self._start()
         try:
             await asyncio.wait_for(self._connected.wait(), timeout)
@@ -105,9 +123,28 @@ class Listener:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
 
+    def start(self) -> None:
+        """Start listening (reconnecting with backoff) unless it already does."""
+        self._start()
+
     def _start(self) -> None:
+        if self._polling:
+            return
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def _notified(self, channel: str, payload: str) -> None:
+        if self._on_notify is not None:
+            self._on_notify(channel, payload)
+        self._fire(channel)
+
+    def _listening(self, up: bool) -> None:
+        if up:
+            self._connected.set()
+        else:
+            self._connected.clear()
+        if self._on_state is not None:
+            self._on_state(up)
 
     def _fire(self, channel: str) -> None:
         event = self._events.pop(channel, None)
@@ -135,7 +172,7 @@ class Listener:
             except Exception as error:  # the connection dropped: poll until it is back
                 _log.warning("durably listener lost its connection (%s)", type(error).__name__)
             finally:
-                self._connected.clear()
+                self._listening(False)
                 self._fire_all()
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
@@ -159,21 +196,21 @@ class Listener:
     async def _listen_psycopg(self, connection: Any) -> None:
         for channel in self._channels:
             await connection.execute(statements.render(_LISTEN, {"channel": channel}))
-        self._connected.set()
+        self._listening(True)
         self._fire_all_after_reconnect()
         async for notification in connection.notifies():
-            self._fire(notification.channel)
+            self._notified(notification.channel, notification.payload)
 
     async def _listen_asyncpg(self, connection: Any) -> None:
         lost = asyncio.Event()
 
-        def on_notify(_connection: Any, _pid: int, channel: str, _payload: str) -> None:
-            self._fire(channel)
+        def on_notify(_connection: Any, _pid: int, channel: str, payload: str) -> None:
+            self._notified(channel, payload)
 
         connection.add_termination_listener(lambda _connection: lost.set())
         for channel in self._channels:
             await connection.add_listener(channel, on_notify)
-        self._connected.set()
+        self._listening(True)
         self._fire_all_after_reconnect()
         try:
             # asyncpg reports a dropped connection through the termination listener only

@@ -99,9 +99,11 @@ class StateTables:
         return names
 
     def channel(self, kind: str) -> str:
-        """The LISTEN/NOTIFY channel for ``kind`` ("work" or "workflow") of these tables:
-        short and unique per table set, so two schemas never wake each other."""
-        table = self.work if kind == "work" else self.workflow_queue
+        """The LISTEN/NOTIFY channel for ``kind`` ("work", "workflow", or "changes" for the
+        checkpointer's announcements) of these tables: short and unique per table set, so
+        two schemas never wake each other."""
+        tables = {"work": self.work, "changes": self.workflow_status}
+        table = tables.get(kind, self.workflow_queue)
         digest = hashlib.sha1(self.qualified(table).encode()).hexdigest()[:16]
         return f"durably_{kind}_{digest}"
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, PositiveFloat, SecretStr
 
 from durably.errors import ConfigurationError, DsnError
 from durably.postgres.failures import RetryBudget, connect_error
+from durably.postgres.pooler import Pooled, mark_pooled
 from durably.stores.dsn import scrub
 from durably.stores.settings import ServerStoreSettings
 
@@ -35,6 +36,21 @@ class PostgresStoreSettings(ServerStoreSettings):
     poll_seconds: PositiveFloat = Field(
         1.0, description="fallback poll while waiting for work; LISTEN/NOTIFY wakes sooner"
     )
+    pooler: Literal["transaction", "session"] | None = Field(
+        None,
+        description=(
+            "the DSN names a pooler (PgBouncer): transaction pooling sends no startup "
+            "options, prepares nothing, LISTENs only on listen_dsn and refuses migrate"
+        ),
+    )
+    listen_dsn: SecretStr | None = Field(
+        None, description="a direct DSN for the listening connection (behind a pooler)"
+    )
+
+    @property
+    def transaction_pooled(self) -> bool:
+        """Whether the DSN names a transaction pooler (no session state survives)."""
+        return self.pooler == "transaction"
 
     @property
     def retry(self) -> RetryBudget:
@@ -49,7 +65,19 @@ class PostgresStoreSettings(ServerStoreSettings):
         )
 
     def pool_kwargs(self) -> dict[str, Any]:
-        """Connection keyword arguments for psycopg: the timeouts, never logged."""
+        """Connection keyword arguments for psycopg: the timeouts, never logged. Through a
+        transaction pooler: no startup options (the pooler refuses them; the server's
+        own statement_timeout applies) and no prepared statements (the next statement
+        may run on another server connection)."""
+        if self.transaction_pooled:
+            return {
+                "connect_timeout": max(1, int(self.connect_timeout_seconds)),
+                "prepare_threshold": None,
+            }
+        return self.direct_kwargs()
+
+    def direct_kwargs(self) -> dict[str, Any]:
+        """Connection keyword arguments for a connection straight to the server."""
         timeout_ms = int(self.statement_timeout_seconds * 1000)
         return {
             "connect_timeout": max(1, int(self.connect_timeout_seconds)),
@@ -72,7 +100,9 @@ async def open_pool(settings: PostgresStoreSettings, *, driver: str = "psycopg")
     stays in ``settings`` (a `SecretStr`) until a driver call reads it.
     """
     if driver == "asyncpg":
-        return await _open_asyncpg(settings)
+        pooled = await _open_asyncpg(settings)
+        _remember_pooler(pooled, settings)
+        return pooled
     if driver != "psycopg":
         raise ConfigurationError(f"unknown PostgreSQL driver {driver!r}: psycopg or asyncpg")
     import psycopg
@@ -100,20 +130,33 @@ async def open_pool(settings: PostgresStoreSettings, *, driver: str = "psycopg")
         open=False,
     )
     await pool.open(wait=True, timeout=settings.connect_timeout_seconds)
+    _remember_pooler(pool, settings)
     return pool
+
+
+def _remember_pooler(pool: Any, settings: PostgresStoreSettings) -> None:
+    """Record a pool opened through a transaction pooler, and how it listens."""
+    if settings.transaction_pooled:
+        if settings.listen_dsn is not None:
+            scrub_pool_logs(settings.listen_dsn)
+        mark_pooled(pool, Pooled(settings.listen_dsn, settings.direct_kwargs()))
 
 
 async def _open_asyncpg(settings: PostgresStoreSettings) -> Any:
     import asyncpg
 
     timeout_ms = int(settings.statement_timeout_seconds * 1000)
+    # Through a transaction pooler: no startup settings and no statement cache (asyncpg
+    # prepares every statement it caches, by name, on one server connection).
+    pooled: dict[str, Any] = {"statement_cache_size": 0}
+    direct: dict[str, Any] = {"server_settings": {"statement_timeout": str(timeout_ms)}}
     try:
         return await asyncpg.create_pool(
             settings.dsn.get_secret_value(),
             min_size=1,
             max_size=settings.pool_size,
             timeout=settings.connect_timeout_seconds,
-            server_settings={"statement_timeout": str(timeout_ms)},
+            **(pooled if settings.transaction_pooled else direct),
         )
     except Exception as error:
         raise connect_error(error, settings.dsn) from None

@@ -21,6 +21,7 @@ from durably.errors import (
 )
 from durably.redis import keys
 from durably.redis.catalog import RedisCatalog
+from durably.redis.changes import RedisChanges
 from durably.redis.connection import RedisConnection, raw_pairs, text
 from durably.redis.effects import LuaEffect, effect_key
 from durably.redis.preflight import preflight
@@ -138,9 +139,18 @@ class RedisCheckpointer:
         self._index = keys.workflow_index_prefix(self._redis.key_prefix)
         self._catalog = RedisCatalog(self._redis, self._index, self._statuses)
         self._transacts: OrderedDict[str, Script] = OrderedDict()
+        self._changes = RedisChanges(client, keys.changes_channel(self._redis.key_prefix))
 
     async def close(self) -> None:
-        """Nothing of its own to release (idempotent): the client is its owner's."""
+        """Stop the feed of changes and its subscribed connection (idempotent); the client
+        is its owner's."""
+        await self._changes.stop()
+
+    @property
+    def changes(self) -> RedisChanges:
+        """The feed of this server's writes (`durably.stores.changes`), subscribed on one
+        connection of the client's pool once started."""
+        return self._changes
 
     @classmethod
     async def open(

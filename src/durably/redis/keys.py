@@ -87,6 +87,12 @@ def workflow_prefix(ns: str, workflow: str) -> str:
     return f"{ns}:wf:{{{segment(workflow)}}}:"
 
 
+def changes_channel(ns: str) -> str:
+    """The pub/sub channel the workflow scripts announce changes on: ``workflow_prefix``
+    up to the hash tag, then ``changes`` (`workflow_lib.lua`'s ``announce`` builds it so)."""
+    return f"{ns}:wf:changes"
+
+
 def workflow_index_prefix(ns: str) -> str:
     """The status index (ordered by workflow id) lives under its own tag."""
     return f"{ns}:wf-index:{{{segment(ns)}}}:"

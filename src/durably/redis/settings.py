@@ -43,6 +43,10 @@ class RedisStoreSettings(ServerStoreSettings):
         DEFAULT_KEY_PREFIX, validation_alias=AliasChoices("key_prefix", "namespace")
     )
     cluster: bool = Field(False, description="connect with a cluster-aware client")
+    cluster_nodes: tuple[str, ...] = Field(
+        (),
+        description="more cluster nodes to start from, as host:port (the DSN's host first)",
+    )
     max_value_bytes: PositiveInt = DEFAULT_MAX_VALUE_BYTES
     replicas: NonNegativeInt = Field(
         0,
@@ -69,19 +73,20 @@ class RedisStoreSettings(ServerStoreSettings):
     def client(self, **options: Any) -> Any:
         """A redis-py asyncio client for ``dsn`` (a `RedisCluster` when ``cluster``).
 
-        Up to ``pool_size`` connections; a call finding them all busy waits up to
-        ``pool_timeout_seconds`` for one, then raises `PoolExhaustedError` (a cluster
-        client, whose pools are per node, refuses at once). The client itself retries
-        nothing: durably's stores wait out a failover with their own bounded budget
+        Up to ``pool_size`` connections (on a cluster: calls in flight at once, so at most
+        that many connections to each node); a call finding them all busy waits up to
+        ``pool_timeout_seconds`` for one, then raises `PoolExhaustedError`. The client
+        itself retries nothing: durably's stores wait out a failover with their own bounded budget
         (``max_attempts``, ``backoff_seconds``), and two layers of retries would multiply
         the wait. Nothing is sent yet: a DSN option the client does not take is refused
         here (`DsnError`), before any I/O.
         """
         from redis.asyncio import Redis
-        from redis.asyncio.cluster import RedisCluster
+        from redis.asyncio.cluster import ClusterNode
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
 
+        from durably.redis.cluster import WaitingCluster
         from durably.redis.pool import WaitingPool, unknown_options
 
         common: dict[str, Any] = {
@@ -93,7 +98,13 @@ class RedisStoreSettings(ServerStoreSettings):
         # The URL is read from the secret in each driver call, never kept in a local.
         try:
             if self.cluster:
-                return RedisCluster.from_url(self.dsn.get_secret_value(), **common)
+                nodes = [ClusterNode(*_host_port(node)) for node in self.cluster_nodes]
+                return WaitingCluster.from_url(
+                    self.dsn.get_secret_value(),
+                    pool_timeout=self.pool_timeout_seconds,
+                    **({"startup_nodes": nodes} if nodes else {}),
+                    **common,
+                )
             pool = WaitingPool.from_url(
                 self.dsn.get_secret_value(), timeout=self.pool_timeout_seconds, **common
             )
@@ -103,6 +114,11 @@ class RedisStoreSettings(ServerStoreSettings):
         if unknown:
             raise DsnError(f"malformed redis DSN: the client takes no option {', '.join(unknown)}")
         return Redis.from_pool(pool)
+
+
+def _host_port(node: str) -> tuple[str, int]:
+    host, _, port = node.rpartition(":")
+    return host, int(port)
 
 
 __all__ = ["RedisStoreSettings"]

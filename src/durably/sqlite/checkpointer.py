@@ -10,10 +10,12 @@ from datetime import UTC, datetime
 
 from durably.errors import Fenced, InvalidInputError
 from durably.sqlite import catalog as _catalog
+from durably.sqlite.changes import SqliteChanges
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
 from durably.stores.admission import TenantCaps, TenantCounts, refuse_over, running_after
 from durably.stores.catalog import CatalogEntry, Line, Listed, Mark, line_read, tallied
+from durably.stores.changes import ENDED, RECORDS
 from durably.stores.codec import (
     CheckpointCodec,
     JsonCodec,
@@ -374,9 +376,20 @@ class SqliteCheckpointer:
         self._codec: CheckpointCodec = codec if codec is not None else JsonCodec()
         self._encode = screened_encode(self._codec)
         self._max_bytes = database.settings.max_value_bytes
+        self._changes = SqliteChanges(database)
 
     async def close(self) -> None:
-        """Nothing of its own to release (idempotent): the database is its owner's."""
+        """Stop the feed of changes (idempotent): the database is its owner's."""
+        await self._changes.stop()
+
+    @property
+    def changes(self) -> SqliteChanges:
+        """The feed of this file's writes (`durably.stores.changes`)."""
+        return self._changes
+
+    def announce(self, workflow: str, what: str) -> None:
+        """Announce a committed write of ``workflow`` to this process's waiters."""
+        self._changes.announce(workflow, what)
 
     @property
     def codec(self) -> CheckpointCodec:
@@ -444,7 +457,11 @@ class SqliteCheckpointer:
         _check_pass(holder)
         step_key(key)
         encoded = self.encode(value)
-        return await self._db.transaction(lambda tx: self.bound(tx).record(holder, key, encoded))
+        recorded = await self._db.transaction(
+            lambda tx: self.bound(tx).record(holder, key, encoded)
+        )
+        self.announce(holder.workflow, RECORDS)
+        return recorded
 
     async def transact(self, holder: Pass, key: str, effect: SqliteEffect) -> Recorded[object]:
         """Run ``effect`` and record its value in one commit, exactly once across passes.
@@ -466,14 +483,20 @@ class SqliteCheckpointer:
             tx.ensure_open()
             return bound.record(holder, key, self.encode(value))
 
-        return await self._db.transaction(run)
+        recorded = await self._db.transaction(run)
+        self.announce(holder.workflow, RECORDS)
+        return recorded
 
     async def supply(self, workflow: str, key: str, value: object) -> Recorded[object]:
         """First-writer-wins write from outside any pass; takes no claim."""
         identifier(workflow, "workflow")
         step_key(key)
         encoded = self.encode(value)
-        return await self._db.transaction(lambda tx: self.bound(tx).insert(workflow, key, encoded))
+        recorded = await self._db.transaction(
+            lambda tx: self.bound(tx).insert(workflow, key, encoded)
+        )
+        self.announce(workflow, RECORDS)
+        return recorded
 
     async def admit(
         self, workflow: str, key: str, value: object, *, tenant: str, caps: TenantCaps
@@ -501,9 +524,11 @@ class SqliteCheckpointer:
         same transaction."""
         identifier(workflow, "workflow")
         encoded = self.encode(value)
-        return await self._db.transaction(
+        entry = await self._db.transaction(
             lambda tx: self.bound(tx).append(workflow, encoded, unless_finished)
         )
+        self.announce(workflow, RECORDS)
+        return entry
 
     async def forget(self, holder: Pass, keys: Collection[str]) -> int:
         """Delete the messages under ``keys`` for ``holder`` in one transaction; the
@@ -534,7 +559,9 @@ class SqliteCheckpointer:
     async def discard(self, workflow: str) -> int:
         """Delete every record and the status and fence the holder, atomically; the count."""
         identifier(workflow, "workflow")
-        return await self._db.transaction(lambda tx: self.bound(tx).discard(workflow))
+        deleted = await self._db.transaction(lambda tx: self.bound(tx).discard(workflow))
+        self.announce(workflow, ENDED)
+        return deleted
 
     async def sweep(
         self,
@@ -581,9 +608,12 @@ class SqliteCheckpointer:
         """Report the workflow's status; `Fenced` if ``holder`` was superseded."""
         _check_pass(holder)
         status, error = checked_report(status, attempts, error)
-        return await self._db.transaction(
+        info = await self._db.transaction(
             lambda tx: self.bound(tx).set_status(holder, status, attempts=attempts, error=error)
         )
+        if status.finished:
+            self.announce(holder.workflow, ENDED)
+        return info
 
     async def finish(
         self,
@@ -600,9 +630,11 @@ class SqliteCheckpointer:
         step_key(key)
         encoded = self.encode(value)
         _, error = checked_report(WorkflowStatus.COMPLETED, attempts, error)
-        return await self._db.transaction(
+        info = await self._db.transaction(
             lambda tx: self.bound(tx).finish(holder, key, encoded, attempts=attempts, error=error)
         )
+        self.announce(holder.workflow, ENDED)
+        return info
 
     async def get_status(self, workflow: str) -> WorkflowInfo | None:
         """The last reported status, or None (never reported, or discarded)."""

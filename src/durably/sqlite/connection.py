@@ -305,7 +305,9 @@ class Database:
         """Where the file stands now, for `written_by_others` to compare against."""
         return WriteMark(self._watched_version(), self._commits, await self._own_version())
 
-    async def written_by_others(self, mark: WriteMark) -> tuple[bool, WriteMark]:
+    async def written_by_others(
+        self, mark: WriteMark, *, certain: bool = False
+    ) -> tuple[bool, WriteMark]:
         """Whether another process or connection committed to the file since ``mark``,
         and the mark to compare against next.
 
@@ -313,12 +315,13 @@ class Database:
         data_version`` read on a watching connection of this `Database` reads shared
         memory and never waits for a lock (a busy file counts as a change). Only when
         this `Database` committed meanwhile too does it ask its own connection, whose
-        counter ignores its own commits, on the database thread.
+        counter ignores its own commits, on the database thread. A busy file counts as a
+        change unless ``certain``, which asks the own connection then too.
         """
         watched = self._watched_version()
         if watched == mark.watched:
             return False, mark
-        if self._commits == mark.commits:
+        if self._commits == mark.commits and not (certain and watched < 0):
             return True, WriteMark(watched, mark.commits, mark.own)
         own = await self._own_version()
         return own != mark.own, WriteMark(watched, self._commits, own)

@@ -6,6 +6,7 @@ from durably.errors import ConfigurationError
 from durably.sqlite.checkpointer import SqliteCheckpointer, SqliteEffect
 from durably.sqlite.connection import Transaction
 from durably.sqlite.scheduler import SqliteScheduler
+from durably.stores.changes import ENDED, RECORDS
 from durably.stores.workflows import Entry, Recorded, step_key
 from durably.validation import identifier
 
@@ -61,6 +62,7 @@ class SqliteDurable:
 
         recorded = await self._db.transaction(arrive)
         self._db.notify_ready()
+        self._checkpointer.announce(workflow, RECORDS)
         return recorded
 
     async def deliver(
@@ -86,6 +88,7 @@ class SqliteDurable:
 
         entry = await self._db.transaction(deliver)
         self._db.notify_ready()
+        self._checkpointer.announce(workflow, RECORDS)
         return entry
 
     async def delete(self, workflow: str) -> int:
@@ -96,7 +99,9 @@ class SqliteDurable:
             self._scheduler.bound(tx).cancel(workflow)
             return self._checkpointer.bound(tx).discard(workflow)
 
-        return await self._db.transaction(delete)
+        deleted = await self._db.transaction(delete)
+        self._checkpointer.announce(workflow, ENDED)
+        return deleted
 
 
 __all__ = ["SqliteDurable", "SqliteEffect"]

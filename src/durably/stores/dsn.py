@@ -4,7 +4,9 @@ description of it that is safe to print, and text with its secrets taken out.
 The schemes: ``memory://``; ``sqlite:///relative.db`` or ``sqlite:////absolute.db``;
 ``postgresql://`` (also ``postgres://``, ``postgresql+psycopg://`` and
 ``postgresql+asyncpg://``, the forms SQLAlchemy-style ``DATABASE_URL``s use); ``redis://``
-and ``rediss://`` (``/N`` after the host, or ``?db=N``, names database N).
+and ``rediss://`` (``/N`` after the host, or ``?db=N``, names database N); a Redis Cluster
+as ``redis+cluster://host1:port1,host2:port2/`` (``rediss+cluster://`` for TLS): any of
+its nodes, separated by commas, the client finds the others.
 
 On PostgreSQL and Redis durably reads these query options and takes them out of the URL
 the driver is given (the others go to the driver, which refuses what it does not know):
@@ -14,6 +16,13 @@ the driver is given (the others go to the driver, which refuses what it does not
   `DEFAULT_POOL_SIZE`: 10 on PostgreSQL, 50 on Redis);
 - ``pool_timeout=S`` (seconds, more than 0, at most 3600): how long a call waits for a
   free connection before `PoolExhaustedError` (default `DEFAULT_POOL_TIMEOUT`, 5 s).
+
+PostgreSQL also takes:
+
+- ``pooler=transaction`` (or ``session``): the DSN names a connection pooler such as
+  PgBouncer, not the server (see `Dsn.pooler`);
+- ``listen=postgresql://...`` (percent-encoded when it has a query of its own): a direct
+  connection to the server for LISTEN, which a transaction pooler cannot carry.
 
 A memory or SQLite DSN takes no options. Nothing here does I/O, no error raised here
 contains the DSN, and `Dsn.url` is a `SecretStr`, so neither a repr nor a traceback's
@@ -78,6 +87,18 @@ class Dsn:
     pool_timeout: float | None = None
     """``?pool_timeout=``: seconds a call waits for a free connection before
     `PoolExhaustedError` (None: `DEFAULT_POOL_TIMEOUT`)."""
+    cluster: tuple[str, ...] = ()
+    """A Redis Cluster's nodes as ``host:port`` (``redis+cluster://``): `url` names the
+    first, with the credentials and options every node shares; empty for one server."""
+    pooler: str | None = None
+    """``?pooler=``: ``transaction`` when the DSN names a pooler that hands each
+    transaction its own server connection (PgBouncer's ``pool_mode = transaction``): no
+    startup options, no prepared statements, LISTEN only over `listen`, no `migrate`;
+    ``session`` (one server connection per client connection) changes nothing; None:
+    the server itself."""
+    listen: SecretStr | None = None
+    """``?listen=``: a direct PostgreSQL DSN the listening connection opens instead of
+    the pool's (secret: it may hold a password)."""
 
 
 def parse(dsn: str | SecretStr) -> Dsn:
@@ -103,6 +124,8 @@ def _parse(dsn: str) -> Dsn:
     backing = _ALIASES.get(base, base)
     if backing not in BACKINGS:
         raise DsnError(f"unknown DSN scheme {base!r}: use one of {', '.join(BACKINGS)}")
+    if backing == "redis" and driver_name == "cluster":
+        return _cluster(base, rest)
     driver: str | None = None
     if backing == "postgresql":
         driver = _PG_DRIVERS.get(driver_name) if plus else "psycopg"
@@ -134,6 +157,9 @@ def _parse(dsn: str) -> Dsn:
         _redis_database(parts.path, parts.query)
     options = parse_qsl(parts.query, keep_blank_values=True)
     ours = {name: value for name, value in options if name in _OPTIONS}  # the last one wins
+    for name in _PG_OPTIONS if backing == "redis" else ():
+        if name in ours:
+            raise DsnError(f"a redis DSN takes no {name}= option (PostgreSQL only)")
     for name in _REDIS_POOL_NAMES if backing == "redis" else ():
         if any(given == name for given, _ in options):
             raise DsnError(
@@ -149,11 +175,82 @@ def _parse(dsn: str) -> Dsn:
         durable=_flag(ours.get("durable", "true"), backing),
         pool_size=_count(ours.get("pool_size"), backing),
         pool_timeout=_seconds(ours.get("pool_timeout"), backing),
+        pooler=_pooler(ours.get("pooler")),
+        listen=_listen(ours.get("listen")),
     )
 
 
+def _cluster(base: str, rest: str) -> Dsn:
+    """A ``redis+cluster://`` DSN: the nodes split out of its host list, `Dsn.url` the
+    first node's URL (credentials, path and options as written, checked as one server's)."""
+    location, slash, tail = rest.partition("/")
+    if "?" in location:  # no path: the options follow the hosts
+        location, tail, slash = location.split("?", 1)[0], "?" + location.split("?", 1)[1], "/"
+    userinfo, at, hosts = location.rpartition("@")
+    names = hosts.split(",")
+    if not all(names) or "," in userinfo:
+        raise DsnError("malformed redis cluster DSN: name each node as host:port, comma-separated")
+    if len(names) > _MAX_CLUSTER_NODES:
+        raise DsnError(f"malformed redis cluster DSN: at most {_MAX_CLUSTER_NODES} nodes")
+    nodes = []
+    for name in names:
+        one = _parse(f"{base}://{name}/")
+        parts = urlsplit(one.url.get_secret_value())
+        if parts.hostname is None or parts.port is None or parts.username or parts.password:
+            raise DsnError(
+                "malformed redis cluster DSN: name each node as host:port, comma-separated"
+            )
+        nodes.append(f"{parts.hostname}:{parts.port}")
+    first = _parse(f"{base}://{userinfo}{at}{names[0]}{slash}{tail}")
+    path = urlsplit(first.url.get_secret_value()).path
+    database = [v for k, v in parse_qsl(urlsplit(first.url.get_secret_value()).query) if k == "db"]
+    if path.strip("/") not in ("", "0") or any(v != "0" for v in database):
+        raise DsnError("malformed redis cluster DSN: a cluster has database 0 only")
+    return Dsn(
+        backing="redis",
+        driver=None,
+        url=first.url,
+        durable=first.durable,
+        pool_size=first.pool_size,
+        pool_timeout=first.pool_timeout,
+        cluster=tuple(nodes),
+    )
+
+
+def _pooler(text: str | None) -> str | None:
+    if text is None:
+        return None
+    if text not in ("transaction", "session"):
+        raise DsnError("malformed postgresql DSN: its pooler= option is transaction or session")
+    return text
+
+
+def _listen(text: str | None) -> SecretStr | None:
+    if text is None:
+        return None
+    try:
+        direct = _parse(text)
+        query = urlsplit(text).query
+    except (DsnError, ValueError):
+        direct, query = None, ""
+    if (
+        direct is None
+        or direct.backing != "postgresql"
+        or any(name in _OPTIONS for name, _ in parse_qsl(query))
+    ):
+        raise DsnError(
+            "malformed postgresql DSN: its listen= option is a postgresql:// DSN of the "
+            "server itself, percent-encoded, with no options of durably's"
+        )
+    return direct.url
+
+
 # The options durably reads from a PostgreSQL or Redis DSN (and takes out of its URL).
-_OPTIONS = frozenset({"durable", "pool_size", "pool_timeout"})
+_OPTIONS = frozenset({"durable", "pool_size", "pool_timeout", "pooler", "listen"})
+# Those only a PostgreSQL DSN takes.
+_PG_OPTIONS = ("pooler", "listen")
+# The most nodes a cluster DSN may name (any one of them finds the rest).
+_MAX_CLUSTER_NODES = 64
 # redis-py's own names for the pool's size and wait, which would quietly override ours.
 _REDIS_POOL_NAMES = ("max_connections", "timeout")
 MAX_POOL_SIZE = 1000
@@ -251,9 +348,12 @@ def describe(dsn: str | SecretStr) -> str:
         return "memory (this process only)"
     if parsed.backing == "sqlite":
         return f"sqlite {sqlite_file(sqlite_path(parsed.url.get_secret_value()))}"
+    if parsed.cluster:
+        return f"redis cluster {','.join(parsed.cluster)}"
     parts = urlsplit(parsed.url.get_secret_value())
     port = f":{parts.port}" if parts.port else ""
-    return f"{parsed.backing} {parts.hostname or 'localhost'}{port}{parts.path or ''}"
+    where = f"{parsed.backing} {parts.hostname or 'localhost'}{port}{parts.path or ''}"
+    return f"{where} (through a {parsed.pooler} pooler)" if parsed.pooler else where
 
 
 def redacted(dsn: str | SecretStr) -> str:
@@ -270,7 +370,11 @@ def redacted(dsn: str | SecretStr) -> str:
         location = f"{user}{colon}{'***' if colon else ''}@{host}"
     if question:
         query = "&".join(
-            f"{name}=***" if name.lower() in _PASSWORD_OPTIONS else f"{name}={value}"
+            f"{name}=***"
+            if name.lower() in _PASSWORD_OPTIONS
+            else f"{name}={redacted(unquote(value))}"
+            if name == "listen"
+            else f"{name}={value}"
             for name, value in (pair.partition("=")[::2] for pair in query.split("&"))
         )
     return f"{scheme}://{location}{question}{query}"
@@ -295,6 +399,9 @@ def secrets(dsn: str | SecretStr) -> list[str]:
     if "?" in rest:
         query = rest.split("?", 1)[1]
         found.extend(v for k, v in parse_qsl(query) if k.lower() in _PASSWORD_OPTIONS)
+        for k, v in parse_qsl(query):
+            if k == "listen" and "://" in v:  # a DSN of its own, with its own password
+                found.extend(secrets(v))
     found.extend([unquote(s) for s in found])
     return sorted({s for s in found if s}, key=len, reverse=True)
 

@@ -21,6 +21,7 @@ from pydantic import SecretStr
 
 from durably.clock import Clock, SystemClock
 from durably.errors import ConfigurationError, DurablyError, StoreUnavailableError
+from durably.stores.changes import ChangeFeed
 from durably.stores.dsn import (
     DEFAULT_POOL_SIZE,
     DEFAULT_POOL_TIMEOUT,
@@ -103,6 +104,13 @@ class Stores:
             self._gate = WriteGate(self.write_slots)
         return PacedDurable(made, self._gate, lease)
 
+    @property
+    def changes(self) -> ChangeFeed | None:
+        """The feed of the checkpointer's announcements (`durably.stores.changes`): what
+        wakes a waiting handle; None for a checkpointer that announces nothing."""
+        feed = getattr(self.checkpointer, "changes", None)
+        return feed if isinstance(feed, ChangeFeed) else None
+
     async def migrate(self) -> None:
         """Create or update the schema (PostgreSQL: `durably.postgres.migrate` under its
         advisory lock; SQLite applies its schema when opened; Redis and memory keep none),
@@ -118,6 +126,9 @@ class Stores:
         """Close every connection this opened and every `durable`'s scheduler, the
         schedulers first (idempotent)."""
         closers, self.closers = self.closers, []
+        feed = self.changes
+        if feed is not None:
+            await feed.stop()  # its listening connection before the pool it came from
         for close in reversed(closers):
             await close()
 
@@ -275,6 +286,8 @@ async def _open_postgres(parsed: Dsn, clock: Clock, policy: QueuePolicy) -> Stor
         pool_size=parsed.pool_size or DEFAULT_POOL_SIZE["postgresql"],
         pool_timeout_seconds=parsed.pool_timeout or DEFAULT_POOL_TIMEOUT,
         durable=parsed.durable,
+        pooler=parsed.pooler,
+        listen_dsn=parsed.listen,
     )
     pool = await postgres.open_pool(settings, driver=parsed.driver)
     checkpointer = postgres.PostgresCheckpointer(pool, settings=settings)
@@ -313,6 +326,8 @@ async def _open_redis(parsed: Dsn, clock: Clock, policy: QueuePolicy) -> Stores:
         pool_size=parsed.pool_size or DEFAULT_POOL_SIZE["redis"],
         pool_timeout_seconds=parsed.pool_timeout or DEFAULT_POOL_TIMEOUT,
         durable=parsed.durable,
+        cluster=bool(parsed.cluster),
+        cluster_nodes=parsed.cluster[1:],
     )
     client = settings.client()  # no I/O yet; an option the client does not take is refused
     try:

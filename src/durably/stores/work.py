@@ -363,6 +363,23 @@ def queued_copy(item: WorkItem, now: float) -> WorkItem:
     return _built(fields, item.__pydantic_fields_set__ | _QUEUED_SET)
 
 
+def requeued(item: WorkItem) -> WorkItem:
+    """A dead letter as a new queued item: attempts reset, lease fields cleared, failures
+    kept (what ``durably queue requeue`` and the dashboard enqueue)."""
+    return item.model_copy(
+        update={
+            "state": WorkState.QUEUED,
+            "attempts": 0,
+            "worker": None,
+            "enqueued_at": None,
+            "available_at": None,
+            "lease_expires_at": None,
+            "first_claimed_at": None,
+            "claimed_at": None,
+        }
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Settlement:
     """What a failure does to an item: requeue it at ``available_at`` or dead-letter it."""
@@ -564,6 +581,7 @@ __all__ = [
     "flow_fields",
     "names_limit",
     "queued_copy",
+    "requeued",
     "retry_instant",
     "stored_item",
     "tick_mark",

@@ -80,16 +80,21 @@ WHERE workflow = $1::text AND token = $2::bigint;
 -- re-reads the newest token, and renews liveness only for the current pass. One row
 -- written (the command status; no RETURNING to read) means fenced, renewed and written;
 -- none means fenced out or already recorded, which record_counted then tells apart (the
--- common case pays for no counting).
-WITH fence AS ({_fence})
-INSERT INTO {workflow_checkpoint} (workflow, key, value)
-SELECT $1::text, $3::text, $4::jsonb FROM fence
-ON CONFLICT (workflow, key) DO NOTHING;
+-- common case pays for no counting). A write is announced on the changes channel ($5):
+-- NOTIFY is delivered on commit, with the write.
+WITH fence AS ({_fence}), written AS (
+    INSERT INTO {workflow_checkpoint} (workflow, key, value)
+    SELECT $1::text, $3::text, $4::jsonb FROM fence
+    ON CONFLICT (workflow, key) DO NOTHING
+    RETURNING 1
+)
+SELECT pg_notify($5::text, 'r' || $1::text) FROM written;
 
 -- name: record_counted
 -- record, answering (fenced?, written?): for the case record could not tell, and for
 -- transact. Stamped with clock_timestamp(), because transact's transaction may have
 -- started long ago (the effect ran inside it); alone in its statement it is now().
+-- A write is announced on the changes channel ($5).
 WITH fence AS (
     UPDATE {workflow_claim}
     SET alive_until = LEAST(clock_timestamp() + make_interval(secs => alive_for), held_until)
@@ -101,8 +106,9 @@ written AS (
     SELECT $1::text, $3::text, $4::jsonb FROM fence
     ON CONFLICT (workflow, key) DO NOTHING
     RETURNING 1
-)
-SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM written);
+),
+told AS (SELECT pg_notify($5::text, 'r' || $1::text) FROM written)
+SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM told);
 
 -- name: stored
 -- The value under a key, whether it equals a candidate, and whether this very transaction
@@ -119,9 +125,14 @@ SELECT (SELECT token FROM {workflow_claim} WHERE workflow = $1::text),
        (SELECT value::text FROM {workflow_checkpoint} WHERE workflow = $1::text AND key = $2::text);
 
 -- name: supply
-INSERT INTO {workflow_checkpoint} (workflow, key, value)
-VALUES ($1::text, $2::text, $3::jsonb)
-ON CONFLICT (workflow, key) DO NOTHING;
+-- One row back when written (announced on the changes channel, $4), none when not.
+WITH written AS (
+    INSERT INTO {workflow_checkpoint} (workflow, key, value)
+    VALUES ($1::text, $2::text, $3::jsonb)
+    ON CONFLICT (workflow, key) DO NOTHING
+    RETURNING 1
+)
+SELECT pg_notify($4::text, 'r' || $1::text) FROM written;
 
 -- name: append
 -- One nextval spent twice, as the inbox key and the position, so the two orders agree.
@@ -130,20 +141,26 @@ ON CONFLICT (workflow, key) DO NOTHING;
 -- already read past (`receive` takes what lies after the last message it returned).
 WITH turn AS (
     SELECT {_inbox_lock}
-), n AS (SELECT nextval('{workflow_seq_text}') AS position FROM turn)
-INSERT INTO {workflow_checkpoint} (workflow, key, value, seq)
-SELECT $1::text, $2::text || lpad(n.position::text, $3::integer, '0'), $4::jsonb, n.position
-FROM n
-RETURNING key;
+), n AS (SELECT nextval('{workflow_seq_text}') AS position FROM turn),
+written AS (
+    INSERT INTO {workflow_checkpoint} (workflow, key, value, seq)
+    SELECT $1::text, $2::text || lpad(n.position::text, $3::integer, '0'), $4::jsonb,
+           n.position
+    FROM n
+    RETURNING key
+)
+-- Announced on the changes channel ($5).
+SELECT key, pg_notify($5::text, 'r' || $1::text) FROM written;
 
 -- name: discard_records
 WITH gone AS (DELETE FROM {workflow_checkpoint} WHERE workflow = $1::text RETURNING 1)
 SELECT count(*) FROM gone;
 
 -- name: discard_status
--- The status and the catalog entry go together.
-WITH catalogued AS (DELETE FROM {workflow_catalog} WHERE workflow = $1::text)
-DELETE FROM {workflow_status} WHERE workflow = $1::text;
+-- The status and the catalog entry go together, announced on the changes channel ($2).
+WITH catalogued AS (DELETE FROM {workflow_catalog} WHERE workflow = $1::text),
+gone AS (DELETE FROM {workflow_status} WHERE workflow = $1::text)
+SELECT pg_notify($2::text, 'e' || $1::text);
 
 -- name: discard_fence
 UPDATE {workflow_claim}
@@ -161,13 +178,18 @@ WITH turn AS (
     FOR UPDATE
 ),
 running AS (SELECT NOT $6::boolean AS running),
-{_recount}
-INSERT INTO {workflow_status} AS s (workflow, status, attempts, last_error, updated_at)
-SELECT $1::text, $3::text, $4::integer, $5::text, now() FROM fence
-ON CONFLICT (workflow) DO UPDATE
-    SET status = excluded.status, attempts = excluded.attempts,
-        last_error = excluded.last_error, updated_at = excluded.updated_at
-RETURNING updated_at;
+{_recount},
+reported AS (
+    INSERT INTO {workflow_status} AS s (workflow, status, attempts, last_error, updated_at)
+    SELECT $1::text, $3::text, $4::integer, $5::text, now() FROM fence
+    ON CONFLICT (workflow) DO UPDATE
+        SET status = excluded.status, attempts = excluded.attempts,
+            last_error = excluded.last_error, updated_at = excluded.updated_at
+    RETURNING updated_at
+)
+-- A report that ends the workflow is announced on the changes channel ($7).
+SELECT updated_at, CASE WHEN $6::boolean THEN pg_notify($7::text, 'e' || $1::text) END
+FROM reported;
 
 -- name: finish
 -- record and set_status(COMPLETED) in one statement: the fence is record's row-locking
@@ -188,13 +210,17 @@ written AS (
     ON CONFLICT (workflow, key) DO NOTHING
 ),
 running AS (SELECT false AS running),
-{_recount}
-INSERT INTO {workflow_status} AS s (workflow, status, attempts, last_error, updated_at)
-SELECT $1::text, $5::text, $6::integer, $7::text, now() FROM fence
-ON CONFLICT (workflow) DO UPDATE
-    SET status = excluded.status, attempts = excluded.attempts,
-        last_error = excluded.last_error, updated_at = excluded.updated_at
-RETURNING updated_at;
+{_recount},
+reported AS (
+    INSERT INTO {workflow_status} AS s (workflow, status, attempts, last_error, updated_at)
+    SELECT $1::text, $5::text, $6::integer, $7::text, now() FROM fence
+    ON CONFLICT (workflow) DO UPDATE
+        SET status = excluded.status, attempts = excluded.attempts,
+            last_error = excluded.last_error, updated_at = excluded.updated_at
+    RETURNING updated_at
+)
+-- Announced on the changes channel ($8).
+SELECT updated_at, pg_notify($8::text, 'e' || $1::text) FROM reported;
 
 -- name: get_status
 SELECT workflow, status, attempts, last_error, updated_at
@@ -243,8 +269,10 @@ WITH ended AS (
            n.position
     FROM n
     RETURNING key
-)
-SELECT (SELECT key FROM written), (SELECT status FROM ended);
+),
+told AS (SELECT pg_notify($6::text, 'r' || $1::text) FROM written)
+-- The third column announces the message on the changes channel ($6).
+SELECT (SELECT key FROM written), (SELECT status FROM ended), (SELECT count(*) FROM told);
 
 -- name: forget
 -- Fenced as record is (a row-locking UPDATE of the claim row, renewing liveness); the

@@ -14,4 +14,5 @@ local key = ARGV[2] .. string.format('%0' .. ARGV[3] .. '.0f', position)
 redis.call('HSET', KEYS[1], key, ARGV[1])
 redis.call('HSET', KEYS[2], key, fmt(position) .. ':' .. fmt(now_us()))
 rearm(ARGV[4], KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+announce(KEYS[1], 'r')
 return {fmt(position), key}

@@ -8,4 +8,5 @@ local gone = unadmit(KEYS[6])
 next_token(KEYS[2], now)
 -- SET dropped the token key's expiry: re-arm it, or under a ttl it would outlive the rest.
 rearm(ARGV[1], KEYS[2])
+announce(KEYS[2], 'e')
 return {count, gone[1], gone[2]}

@@ -16,6 +16,15 @@ local function next_token(token_key, now)
   return token
 end
 
+-- Announce a change of the workflow that key ``k`` belongs to (any of its keys): PUBLISH
+-- on the key prefix's changes channel ('<prefix>:wf:changes') ``what`` ('e' a report that
+-- ended it, or a discard; 'r' a record or message) followed by the workflow's hash tag and what follows
+-- it, from which the subscriber reads the id (a length-prefixed segment).
+local function announce(k, what)
+  local b = string.find(k, '{', 1, true)
+  redis.call('PUBLISH', string.sub(k, 1, b - 1) .. 'changes', what .. string.sub(k, b))
+end
+
 local function rearm(ttl_ms, ...)
   if tonumber(ttl_ms) > 0 then
     for _, key in ipairs({...}) do redis.call('PEXPIRE', key, ttl_ms) end

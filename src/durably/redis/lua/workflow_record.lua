@@ -39,5 +39,10 @@ if ARGV[4] then
     redis.call('PEXPIRE', p .. name, ARGV[4])
   end
 end
-if first then return 1 end
+if first then
+  -- Announced as workflow_lib's announce does (this script runs without the prelude).
+  local b = string.find(p, '{', 1, true)
+  redis.call('PUBLISH', string.sub(p, 1, b - 1) .. 'changes', 'r' .. string.sub(p, b))
+  return 1
+end
 return redis.call('HGET', records, key)

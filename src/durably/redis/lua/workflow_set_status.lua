@@ -7,4 +7,8 @@ redis.call('HSET', KEYS[3], 'status', ARGV[2], 'attempts', ARGV[3], 'has_error',
   'error', ARGV[5], 'updated_at', fmt(now))
 local moved = flip_admitted(KEYS[4], ARGV[7])
 rearm(ARGV[6], KEYS[2], KEYS[3])
+-- Only a report that ends the workflow is announced (the finished statuses).
+if ARGV[2] == 'completed' or ARGV[2] == 'failed' or ARGV[2] == 'cancelled' then
+  announce(KEYS[3], 'e')
+end
 return {'ok', fmt(now), moved[1], moved[2]}
