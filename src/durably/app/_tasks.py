@@ -67,8 +67,9 @@ RETRY_KEY = "retry"
 class TaskOptions:
     """What ``@app.task`` was given besides the function.
 
-    ``more`` keeps the options other parts read (``cron=``, ``concurrency=``,
-    ``throttle=``), stored as given.
+    ``more`` keeps the flow-control and schedule options (``concurrency=``,
+    ``concurrency_key=``, ``throttle=``, ``cron=``, ``tz=``) as given; the task's
+    `TaskFlow` reads them.
     """
 
     queue: str = DEFAULT_QUEUE
