@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from typing import Any
 
 from durably.stores.changes import ENDED, MISSED, RECORDS, OnChange
@@ -111,12 +112,16 @@ class RedisChanges:
             except Exception as error:  # the connection dropped: poll until it is back
                 _log.warning("durably change feed lost its connection (%s)", type(error).__name__)
             finally:
+                # Closed without its event loop (the task was dropped, GeneratorExit): no
+                # await may run now, and the connection goes with the loop.
+                dropped = isinstance(sys.exc_info()[1], GeneratorExit)
                 was = self._subscribed
                 self._subscribed = False
                 if was:
                     self._missed()
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(pubsub.aclose(), 1.0)
+                if not dropped:
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(pubsub.aclose(), 1.0)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 

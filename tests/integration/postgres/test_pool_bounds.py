@@ -1,5 +1,5 @@
-"""An App on PostgreSQL holds no more connections than its pool and one listener per served
-workflow kind, counted by the server (``pg_stat_activity``), through fan-outs far wider than
+"""An App on PostgreSQL holds no more connections than its pool, one listener per served
+workflow kind and the one listener that wakes waiting handles, counted by the server (``pg_stat_activity``), through fan-outs far wider than
 the pool, hundreds of waiting handles, a records table locked for seconds, and a pool
 whose every connection is taken; and every step runs once (counted by the steps)."""
 
@@ -66,8 +66,9 @@ async def test_a_thousand_step_fan_out_and_five_hundred_waiters_stay_within_the_
             await fan_out_beside_waiters(app, wide=WIDE, waiters=WAITERS)
     finally:
         await app.close()
-    # The pool, and one listening connection for each of the two kinds served.
-    assert 3 <= peak.most <= POOL + 2, peak.most
+    # The pool, one listening connection for each of the two kinds served, and the one
+    # that wakes the waiting handles.
+    assert 3 <= peak.most <= POOL + 3, peak.most
     assert peak.samples >= 10
 
 
@@ -105,8 +106,9 @@ async def test_a_records_table_locked_for_seconds_stalls_the_pass_which_then_com
     refused = [e for e in looked if isinstance(e, BaseException)]
     assert refused, "no caller waited out the pool during the stall"
     assert all(isinstance(e, PoolExhaustedError) for e in refused), refused
-    # No caller that timed out opened a connection of its own beside the pool.
-    assert peak.most <= POOL + 1, peak.most
+    # No caller that timed out opened a connection of its own beside the pool (and the
+    # kind's listener and the waiting handles' listener).
+    assert peak.most <= POOL + 2, peak.most
 
 
 async def test_a_record_write_that_finds_every_connection_taken_waits_for_one(
