@@ -1,7 +1,8 @@
 """An App on PostgreSQL holds no more connections than its pool, one listener per served
-workflow kind and the one listener that wakes waiting handles, counted by the server (``pg_stat_activity``), through fan-outs far wider than
-the pool, hundreds of waiting handles, a records table locked for seconds, and a pool
-whose every connection is taken; and every step runs once (counted by the steps)."""
+workflow kind and the one listener that wakes waiting handles, counted by the server
+(``pg_stat_activity``), through fan-outs far wider than the pool, hundreds of waiting
+handles, a records table locked for seconds, and a pool whose every connection is taken;
+and every step runs once (counted by the steps)."""
 
 from __future__ import annotations
 
