@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -132,16 +133,30 @@ def spawn(dsn: str, ledger: Path) -> subprocess.Popen[bytes]:
     # first on the path, and its ``redis`` test package would hide the driver.
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     with log.open("wb") as sink:
-        return subprocess.Popen(
+        process = subprocess.Popen(
             [sys.executable, "-m", "tests.integration.test_agents", dsn, str(ledger)],
             cwd=ROOT,
             stdout=sink,
             stderr=subprocess.STDOUT,
             env={**os.environ, "PYTHONPATH": path},
         )
+    _LOGS[process.pid] = log
+    return process
+
+
+# Each spawned worker's log, by process id.
+_LOGS: dict[int, Path] = {}
 
 
 def stop(process: subprocess.Popen[bytes], signum: int = signal.SIGTERM) -> int:
+    """Stop a worker once it serves: a signal sent while it still imports (another worker
+    may have done every run meanwhile) would find no handler installed yet."""
+    log = _LOGS.get(process.pid)
+    deadline = time.monotonic() + 60
+    while log is not None and process.poll() is None and time.monotonic() < deadline:
+        if " started: " in log.read_text(errors="replace"):
+            break
+        time.sleep(0.05)
     if process.poll() is None:
         process.send_signal(signum)
     return process.wait(timeout=60)
