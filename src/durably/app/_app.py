@@ -6,6 +6,7 @@ engine's `Worker`.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
 import os
@@ -27,10 +28,12 @@ from durably.app._steps import Step
 from durably.app._tasks import DEFAULT_DEDUPE_TTL, DEFAULT_RETRY, Task, TaskOptions
 from durably.app._values import Duration, seconds_of
 from durably.app._workflow import Workflow
+from durably.app._workflow_flow import WorkflowFlow
 from durably.clock import Clock, SystemClock
 from durably.engine.schedules import Schedule
 from durably.errors import ConfigurationError, DurablyError, InvalidInputError
 from durably.stores.dsn import DSN_ENV, describe, parse, redacted
+from durably.stores.flow import Throttle
 from durably.stores.opening import Stores
 from durably.stores.work import DEFAULT_QUEUE, dedupe_window
 from durably.validation import identifier
@@ -213,6 +216,9 @@ class App(Operating):
         retry: Retry | None = None,
         timeout: Duration | None = None,
         max_recovery_attempts: int = 100,
+        concurrency: int | None = None,
+        concurrency_key: Callable[..., str] | None = None,
+        throttle: Throttle | str | None = None,
     ) -> Callable[[Callable[Concatenate[Context, P], Awaitable[R]]], Workflow[P, R]]: ...
 
     def workflow(
@@ -224,6 +230,9 @@ class App(Operating):
         retry: Retry | None = None,
         timeout: Duration | None = None,
         max_recovery_attempts: int = 100,
+        concurrency: int | None = None,
+        concurrency_key: Callable[..., str] | None = None,
+        throttle: Throttle | str | None = None,
     ) -> Any:
         """Register a workflow body, as ``@app.workflow`` or ``@app.workflow(name=...)``.
 
@@ -243,6 +252,13 @@ class App(Operating):
                 timedelta (default: never); ``start(timeout=...)`` overrides it.
             max_recovery_attempts: How many passes may end without reporting (a dead
                 worker, a lost claim) before the workflow is parked.
+            concurrency: The most workflows of this kind admitted and unfinished at
+                once (waiting, sleeping and parked included), across every worker; a
+                start past it is `WorkflowStatus.QUEUED` until one of them finishes.
+            concurrency_key: With ``concurrency``, a function of a start's arguments
+                (as the body takes them) returning a string: the limit holds per key.
+            throttle: At most this rate of starts begin (a `durably.Throttle` or text
+                such as ``"10/minute"``); a start past it begins later, never dropped.
 
         Returns:
             The `Workflow`; with options alone, a decorator that makes it.
@@ -254,14 +270,19 @@ class App(Operating):
                 as the Context, a parameter named ``id``, ``tenant`` or ``timeout``,
                 ``*args`` or ``**kwargs``, a missing or unencodable annotation; at the call, a
                 ``max_recovery_attempts`` that is not an int of at least 1.
-            InvalidInputError: A ``timeout`` that is not a positive duration; at
-                decoration, a kind that is empty, over 400 bytes or not storable text.
+            InvalidInputError: A ``timeout`` that is not a positive duration, a
+                ``concurrency`` that is no int from 1, a ``concurrency_key`` that is not
+                callable or comes without ``concurrency``, a ``throttle`` that is no
+                rate; at decoration, a kind that is empty, over 400 bytes or not
+                storable text.
         """
         seconds = None if timeout is None else seconds_of(timeout, "timeout")
         if isinstance(max_recovery_attempts, bool) or not isinstance(max_recovery_attempts, int):
             raise ConfigurationError("max_recovery_attempts must be an int")
         if max_recovery_attempts < 1:
             raise ConfigurationError("max_recovery_attempts must be at least 1")
+
+        flow = WorkflowFlow.of(name or "", concurrency, concurrency_key, throttle)
 
         def register(body: Callable[..., Awaitable[Any]]) -> Workflow[Any, Any]:
             kind = name if name is not None else _default_name(body, "workflow")
@@ -274,6 +295,7 @@ class App(Operating):
                 retry=retry,
                 timeout=seconds,
                 max_recovery_attempts=max_recovery_attempts,
+                flow=dataclasses.replace(flow, kind=kind),
             )
             self._core.workflows[kind] = workflow
             return workflow

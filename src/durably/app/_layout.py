@@ -233,11 +233,13 @@ def start_record(
     timeout_at: float | None = None,
     depth: int = 0,
     not_before: float | None = None,
+    gate: str | None = None,
 ) -> dict[str, Any]:
     """What `start` supplies under `START` (first writer wins). A child's ``parent`` is
     its parent's id (in the same tenant) and ``parent_key`` the key its end wakes.
     ``depth`` counts the workflow bodies that started it, one above another (0: started
-    from outside one); ``not_before`` is when its body may begin (a delayed start)."""
+    from outside one); ``not_before`` is when its body may begin (a delayed start);
+    ``gate`` is the concurrency gate it is admitted through (its kind, or kind:key)."""
     record: dict[str, Any] = {
         "kind": kind,
         "args": args,
@@ -252,6 +254,8 @@ def start_record(
         record["parent_key"] = parent_key
     if not_before is not None:
         record["not_before"] = not_before
+    if gate is not None:
+        record["gate"] = gate
     carrier = current_carrier()
     if carrier is not None:  # the trace that started it goes on in its passes
         record[START_TRACE] = carrier
@@ -306,6 +310,7 @@ _START_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "timeout_at": ((int, float), True),
     "depth": ((int,), True),
     "not_before": ((int, float), True),
+    "gate": ((str,), True),
 }
 
 

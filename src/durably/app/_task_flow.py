@@ -97,20 +97,7 @@ class TaskFlow:
             return {}
         key = None
         if self.concurrency is not None:
-            key = self.name
-            if self.key_of is not None:
-                try:
-                    value = self.key_of(*args, **kwargs)
-                except Exception as exc:
-                    raise InvalidInputError(
-                        f"task {self.name!r}: concurrency_key failed: {exc!r}"
-                    ) from None
-                if not isinstance(value, str):
-                    raise InvalidInputError(
-                        f"task {self.name!r}: concurrency_key must return a string, "
-                        f"got {type(value).__name__}"
-                    )
-                key = identifier(f"{self.name}:{identifier(value, 'concurrency_key')}", "key")
+            key = flow_key(f"task {self.name!r}", self.name, self.key_of, args, kwargs)
         return flow_fields(
             concurrency_key=key,
             concurrency_limit=self.concurrency,
@@ -131,6 +118,43 @@ class TaskFlow:
             payload=payload,
             gates=self.fields((), {}),
         )
+
+
+def flow_key(
+    what: str,
+    name: str,
+    key_of: Callable[..., object] | None,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+) -> str:
+    """The concurrency key of one call of ``what`` (a task or a workflow kind).
+
+    That is ``name``, or ``name:key`` where ``key_of`` is given, called with the call's
+    arguments.
+
+    Raises:
+        InvalidInputError: ``key_of`` failed, or answered no string, an unusable one or
+            one too long (naming ``concurrency_key``).
+    """
+    if key_of is None:
+        return name
+    try:
+        value = key_of(*args, **kwargs)
+    except Exception as exc:
+        raise InvalidInputError(f"{what}: concurrency_key failed: {exc!r}") from None
+    if not isinstance(value, str):
+        raise InvalidInputError(
+            f"{what}: concurrency_key must return a string, got {type(value).__name__}"
+        )
+    return identifier(f"{name}:{identifier(value, 'concurrency_key')}", "concurrency_key")
+
+
+def flow_throttle(value: object) -> Throttle | None:
+    """A ``throttle=`` option as a `Throttle` (text such as ``'10/s'`` parsed), or None.
+
+    Raises `InvalidInputError` for anything else.
+    """
+    return _throttle(value)
 
 
 def _throttle(value: object) -> Throttle | None:
@@ -159,4 +183,4 @@ def _tick_parameter(name: str, signature: Signature) -> str | None:
     return str(only.name)
 
 
-__all__ = ["OPTIONS", "TaskFlow"]
+__all__ = ["OPTIONS", "TaskFlow", "flow_key", "flow_throttle"]

@@ -32,6 +32,7 @@ from durably.app._handles import WorkflowHandle, cancel_children, find_handle
 from durably.app._options import OPTIONS, WorkflowOptions
 from durably.app._retry import Retry
 from durably.app._values import Duration, Signature, decoded_record, seconds_of, stored_text
+from durably.app._workflow_flow import WorkflowFlow
 from durably.engine.runtime import Execution
 from durably.engine.tasks import cancel_requested
 from durably.errors import (
@@ -49,9 +50,9 @@ from durably.errors import (
     WorkflowStopped,
 )
 from durably.otel.tracing import annotate, producing
-from durably.stores.admission import admit_workflow
+from durably.stores.gates import admit_through
 from durably.stores.runs import StateDelta
-from durably.stores.workflows import Finish, Restart, value_refused
+from durably.stores.workflows import Checkpointer, Finish, Restart, value_refused
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -100,6 +101,7 @@ class Workflow(Generic[P, R]):
         retry: Retry | None,
         timeout: float | None,
         max_recovery_attempts: int,
+        flow: WorkflowFlow | None = None,
     ) -> None:
         self._core = core
         self.fn = fn
@@ -107,6 +109,7 @@ class Workflow(Generic[P, R]):
         self.retry = retry
         self.timeout = timeout
         self.max_recovery_attempts = max_recovery_attempts
+        self.flow = flow if flow is not None else WorkflowFlow(self.kind)
         what = f"workflow {kind!r}"
         if not is_async(fn):
             raise ConfigurationError(f"{what}: a workflow body is an async def")
@@ -305,6 +308,7 @@ class Workflow(Generic[P, R]):
         now = self._core.clock.now()
         not_before = begins.not_before(now)
         encoded = self.signature.encode_args(args, kwargs)
+        gate = self.flow.gate_name(args, kwargs)
         owner = tenancy.tenant_of(tenant, current_tenant(self._core.tenant))
         limit = timeout if timeout is not None else self.timeout
         seconds = None if limit is None else seconds_of(limit, "timeout")
@@ -320,6 +324,7 @@ class Workflow(Generic[P, R]):
             timeout_at=None if seconds is None else begin + seconds,
             depth=depth,
             not_before=not_before,
+            gate=gate,
         )
 
     async def launch(self, workflow: str, start: dict[str, Any]) -> tuple[str, bool]:
@@ -339,11 +344,20 @@ class Workflow(Generic[P, R]):
                 self._adoptable(workflow, older[layout.START], start)
                 await self._ready(workflow, tenant, first=False)
                 return workflow, False
+        start = await self._throttled(checkpointer, start)
         try:
             # Counted under its tenant by the store in the same write, and refused there
-            # (WorkflowLimitError, nothing written) past the tenant's caps.
-            recorded = await admit_workflow(
-                checkpointer, key, layout.START, start, tenant=tenant, caps=self._core.caps
+            # (WorkflowLimitError, nothing written) past the tenant's caps; past its
+            # gate's limit, queued there (status QUEUED) and made ready by the store
+            # when a slot frees.
+            admission = await admit_through(
+                checkpointer,
+                key,
+                layout.START,
+                start,
+                tenant=tenant,
+                caps=self._core.caps,
+                gate=self.flow.gate(start.get("gate")),
             )
         except (StatePersistenceError, InvalidInputError) as exc:
             # Refused by the store's own checks (its size limit, its codec), which run
@@ -353,14 +367,32 @@ class Workflow(Generic[P, R]):
             raise InvalidInputError(
                 f"workflow {self.kind!r}: the store refuses its arguments: {exc}"
             ) from None
+        recorded = admission.recorded
         self._adoptable(workflow, recorded.value, start)
         if recorded.first:
             # Before its wakeup, so no pass reports a status its run record lacks.
             await runs.open_run(stores.state, tenant, workflow, self.kind, key)
         # Every start catalogues (a repeat repairs a start that crashed before it did).
         await catalogue(checkpointer, key, recorded.value)
-        await self._ready(key, tenant, first=recorded.first)
+        if not admission.queued:  # a queued one is made ready by the write admitting it
+            await self._ready(key, tenant, first=recorded.first)
         return key, recorded.first
+
+    async def _throttled(
+        self, checkpointer: Checkpointer[Any], start: dict[str, Any]
+    ) -> dict[str, Any]:
+        """``start`` delayed to the slot ``throttle=`` reserves for it, if that is later.
+
+        Its timeout moves with it.
+        """
+        created = float(start["created"])
+        slot = await self.flow.begins(checkpointer, created)
+        begin = start.get("not_before") or created
+        if slot is None or slot <= begin:
+            return start
+        timeout_at = start.get("timeout_at")
+        moved = None if timeout_at is None else timeout_at + (slot - begin)
+        return {**start, "not_before": slot, "timeout_at": moved}
 
     def _adoptable(self, workflow: str, existing: object, start: Mapping[str, Any]) -> None:
         """Refuse to hand out workflow ``workflow`` whose start record is ``existing``.

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from durably.errors import Fenced
 from durably.memory.catalog import MemoryCatalog
+from durably.memory.gates import MemoryGates
 from durably.stores.admission import TenantCaps, TenantCounts, refuse_over
 from durably.stores.catalog import CatalogEntry, Line, Listed, Mark, line_read, tallied
 from durably.stores.changes import ENDED, RECORDS, LocalChanges
@@ -25,6 +26,7 @@ from durably.stores.codec import (
     decoded_records,
     screened_encode,
 )
+from durably.stores.gates import Admission, GateCounts, WorkflowGate
 from durably.stores.retention import FINISHED, sweep_arguments
 from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.stores.status import WorkflowInfo, WorkflowStatus, checked_report
@@ -110,6 +112,10 @@ class MemoryCheckpointer:
         # counts per tenant, [running, started], kept with every write that moves them.
         self._admitted: dict[str, tuple[str, bool]] = {}
         self._counts: dict[str, list[int]] = {}
+        # Workflow gates, and how a workflow they admit is made ready for its kind
+        # (registered by each MemoryDurable: its scheduler's namespace).
+        self._gates = MemoryGates()
+        self._wakers: dict[str, Callable[[str, str | None], None]] = {}
         self._catalog = MemoryCatalog(self._info_of)
         self._changes = LocalChanges()
 
@@ -255,6 +261,42 @@ class MemoryCheckpointer:
             counts[0] += 1
             counts[1] += 1
         return recorded
+
+    async def admit_gated(
+        self,
+        workflow: str,
+        key: str,
+        value: object,
+        *,
+        tenant: str,
+        caps: TenantCaps,
+        gate: WorkflowGate,
+    ) -> Admission:
+        """`admit` through ``gate``: admitted while it has room, else queued (status
+        QUEUED); a start already recorded changes nothing."""
+        fresh = key not in self._records.get(workflow, {})
+        recorded = await self.admit(workflow, key, value, tenant=tenant, caps=caps)
+        if fresh and not self._gates.knows(workflow) and self._gates.admit(workflow, tenant, gate):
+            self._statuses[workflow] = _Status(WorkflowStatus.QUEUED, 0, None, time.time())
+        return Admission(recorded, self._gates.queued(workflow))
+
+    async def gate_counts(self, gate: str) -> GateCounts:
+        """Gate ``gate``'s admitted and queued workflows."""
+        return self._gates.counts(gate)
+
+    async def throttle_start(self, key: str, now: float, interval: float, burst: int) -> float:
+        """Reserve a start under throttle ``key``: the earliest it may begin."""
+        return self._gates.throttle(key, now, interval, burst)
+
+    def _wake_in(self, namespace: str, wake: Callable[[str, str | None], None]) -> None:
+        """Make the workflows gates admit for kind ``namespace`` ready through ``wake``."""
+        self._wakers[namespace] = wake
+
+    def _admitted_from_line(self, workflow: str, tenant: str, namespace: str) -> None:
+        self._statuses[workflow] = _Status(WorkflowStatus.PENDING, 0, None, time.time())
+        wake = self._wakers.get(namespace)
+        if wake is not None:
+            wake(workflow, tenant)
 
     async def tenant_counts(self, tenant: str) -> TenantCounts:
         """``tenant``'s admitted workflows, running and started."""
@@ -478,6 +520,7 @@ class MemoryCheckpointer:
 
     def _recount(self, workflow: str, status: WorkflowStatus) -> None:
         """Move the running count of an admitted ``workflow`` now at ``status``."""
+        self._gates.moved(workflow, status.finished, self._admitted_from_line)
         admitted = self._admitted.get(workflow)
         if admitted is None:
             return
@@ -489,6 +532,7 @@ class MemoryCheckpointer:
 
     def _uncount(self, workflow: str) -> None:
         """Forget an admitted ``workflow`` deleted from the store."""
+        self._gates.forget(workflow, self._admitted_from_line)
         admitted = self._admitted.pop(workflow, None)
         if admitted is None:
             return

@@ -21,6 +21,7 @@ from durably.testing.app.failures import AppFailures
 from durably.testing.app.fairness import AppFairness
 from durably.testing.app.fanout import AppFanOut
 from durably.testing.app.fixtures import AppFactory
+from durably.testing.app.gates import AppGates
 from durably.testing.app.lifecycle import AppLifecycle
 from durably.testing.app.messages import AppMessages
 from durably.testing.app.races import AppRaces
@@ -47,6 +48,7 @@ class AppConformance(
     AppValues,
     AppFailures,
     AppFairness,
+    AppGates,
     AppMessages,
     AppContinueAsNew,
     AppCancels,
