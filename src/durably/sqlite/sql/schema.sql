@@ -268,6 +268,41 @@ CREATE TABLE IF NOT EXISTS durably_workflow_tenant_counts (
     started INTEGER NOT NULL
 ) WITHOUT ROWID;
 
+-- Workflow gates (schema version 6, durably.stores.gates): each gated workflow's place
+-- (state 'queued' in its gate's line, 'held' holding a slot, 'free' finished), each gate's
+-- limit and admitted count, each tenant's last turn through a gate, and each throttle
+-- key's reserved instant; kept by the same transactions as the start record, the status
+-- writes, discards and the sweep. A gate's line is its queued rows in rowid order.
+CREATE TABLE IF NOT EXISTS durably_workflow_gated (
+    workflow TEXT PRIMARY KEY,
+    gate TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    state TEXT NOT NULL
+);
+
+CREATE INDEX IF NOT EXISTS durably_workflow_gated_line
+ON durably_workflow_gated (gate, tenant) WHERE state = 'queued';
+
+CREATE TABLE IF NOT EXISTS durably_workflow_gates (
+    gate TEXT PRIMARY KEY,
+    max_admitted INTEGER NOT NULL,
+    admitted INTEGER NOT NULL,
+    served INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS durably_workflow_gate_turns (
+    gate TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    PRIMARY KEY (gate, tenant)
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS durably_workflow_throttles (
+    key TEXT PRIMARY KEY,
+    tat REAL NOT NULL
+) WITHOUT ROWID;
+
 -- Scheduler entries: queued (ready, no hand-out in flight: in its tenant's line), in flight
 -- (ready with a receipt: invisible until visible_at) or sleeping (due on the caller's
 -- clock). `tenant` added in schema version 5 (connect adds it to earlier files, set to the
