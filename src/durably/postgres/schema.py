@@ -53,6 +53,10 @@ class StateTables:
     workflow_catalog: str = "durably_workflow_catalog"
     workflow_tenant_counts: str = "durably_workflow_tenant_counts"
     workflow_counts: str = "durably_workflow_counts"
+    workflow_gated: str = "durably_workflow_gated"
+    workflow_gates: str = "durably_workflow_gates"
+    workflow_gate_turns: str = "durably_workflow_gate_turns"
+    workflow_throttles: str = "durably_workflow_throttles"
     claim_check: str = "durably_claim_check"
 
     def __post_init__(self) -> None:

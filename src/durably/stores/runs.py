@@ -70,6 +70,8 @@ stored ``state`` field says; readers (``durably runs``, ``WorkflowHandle.run_rec
 show the status's."""
 
 _STATES = {
+    # Queued behind its kind's concurrency limit: not run yet, as a pending one.
+    WorkflowStatus.QUEUED: RunState.PENDING,
     WorkflowStatus.PENDING: RunState.PENDING,
     WorkflowStatus.RUNNING: RunState.RUNNING,
     WorkflowStatus.SLEEPING: RunState.SUSPENDED,

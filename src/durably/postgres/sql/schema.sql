@@ -317,6 +317,38 @@ CREATE TABLE IF NOT EXISTS {workflow_tenant_counts} (
     started bigint NOT NULL
 );
 
+-- Workflow gates (version 5, durably.stores.gates): each gated workflow's place (state
+-- 'queued' in its gate's line, 'held' holding a slot, 'free' finished), each gate's limit
+-- and admitted count (its row locked by every write that moves it: a gate's writes take
+-- turns), each tenant's last turn through a gate, and each throttle key's reserved
+-- instant. A gate's line is its queued rows in seq order.
+CREATE TABLE IF NOT EXISTS {workflow_gated} (
+    workflow text COLLATE "C" PRIMARY KEY,
+    gate text COLLATE "C" NOT NULL,
+    tenant text COLLATE "C" NOT NULL,
+    namespace text COLLATE "C" NOT NULL,
+    state text NOT NULL,
+    seq bigserial
+);
+CREATE INDEX IF NOT EXISTS {workflow_gated_name}_line ON {workflow_gated} (gate, tenant, seq)
+    WHERE state = 'queued';
+CREATE TABLE IF NOT EXISTS {workflow_gates} (
+    gate text COLLATE "C" PRIMARY KEY,
+    max_admitted bigint NOT NULL,
+    admitted bigint NOT NULL,
+    served bigint NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {workflow_gate_turns} (
+    gate text COLLATE "C" NOT NULL,
+    tenant text COLLATE "C" NOT NULL,
+    turn bigint NOT NULL,
+    PRIMARY KEY (gate, tenant)
+);
+CREATE TABLE IF NOT EXISTS {workflow_throttles} (
+    key text COLLATE "C" PRIMARY KEY,
+    tat double precision
+);
+
 -- The workflow catalog (version 5): every workflow an App started, with its tenant, kind,
 -- parent key, creation time (microseconds) and current status; each operator listing reads
 -- one index below newest first. Triggers keep `status` with every status write and the

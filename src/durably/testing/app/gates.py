@@ -18,6 +18,7 @@ from durably.clock import ManualClock
 from durably.errors import ConfigurationError, InvalidInputError
 from durably.stores.flow import Throttle
 from durably.stores.gates import GateCounts, Gating
+from durably.stores.runs import RunState
 from durably.stores.status import WorkflowStatus
 from durably.testing.app.fixtures import NOTE, AppFixtures, fresh_id
 
@@ -72,6 +73,7 @@ class AppGates(AppFixtures):
         assert statuses.count(WorkflowStatus.QUEUED) == 4
         assert ledger.began == ["w0", "w1"]
         assert await gates.gate_counts(kind) == GateCounts(admitted=2, queued=4)
+        assert (await handles[2].run_record()).state is RunState.PENDING
         listed = await app.list_workflows(status=WorkflowStatus.QUEUED, kind=kind)
         assert {info.workflow for info in listed.workflows} == {h.id for h in handles[2:]}
         # Finishing one admits exactly the next, oldest first.
@@ -102,9 +104,9 @@ class AppGates(AppFixtures):
         kind = f"keyed-{fresh_id()}"
 
         @app.workflow(name=kind, concurrency=1, concurrency_key=lambda account, n: account)
-        async def charge(ctx: Context, account: str, n: int) -> None:
+        async def charge(ctx: Context, account: str, n: int) -> str:
             ledger.begin(f"{account}{n}")
-            await ctx.recv(NOTE)
+            return str(await ctx.recv(NOTE))
 
         first = await charge.start("a", 1)
         second = await charge.start("a", 2)
@@ -113,9 +115,15 @@ class AppGates(AppFixtures):
         assert sorted(ledger.began) == ["a1", "b1"]
         assert (await second.status()).status is WorkflowStatus.QUEUED
         assert await gates.gate_counts(f"{kind}:a") == GateCounts(admitted=1, queued=1)
+        # A message to a queued workflow waits for it; it does not run it.
+        await second.send(NOTE, "early")
+        await app.run_until_idle(advance=False)
+        assert (await second.status()).status is WorkflowStatus.QUEUED
+        assert sorted(ledger.began) == ["a1", "b1"]
         await first.send(NOTE, "done")
         await app.run_until_idle(advance=False)
         assert sorted(ledger.began) == ["a1", "a2", "b1"]
+        assert await second.result(timeout=5) == "early"
         assert (await other.status()).status is WorkflowStatus.BLOCKED
 
     async def test_a_deleted_workflow_frees_its_slot_for_the_next(self, app: App) -> None:
