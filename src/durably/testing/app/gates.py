@@ -87,6 +87,7 @@ class AppGates(AppFixtures):
         assert await handles[1].cancel()
         assert await handles[5].cancel()
         assert (await handles[5].status()).status is WorkflowStatus.CANCELLED
+        assert await gates.gate_counts(kind) == GateCounts(admitted=2, queued=2)
         await app.run_until_idle(advance=False)
         assert (await handles[1].status()).status is WorkflowStatus.CANCELLED
         assert ledger.began == ["w0", "w1", "w2", "w3"]
