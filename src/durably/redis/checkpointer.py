@@ -24,6 +24,7 @@ from durably.redis.catalog import RedisCatalog
 from durably.redis.changes import RedisChanges
 from durably.redis.connection import RedisConnection, raw_pairs, text
 from durably.redis.effects import LuaEffect, effect_key
+from durably.redis.gates import RedisGates
 from durably.redis.preflight import preflight
 from durably.redis.retry import RetriesSpent
 from durably.redis.scripts import Script, scripts
@@ -37,6 +38,7 @@ from durably.stores.codec import (
     decoded_records,
     screened_encode,
 )
+from durably.stores.gates import Admission, GateCounts, WorkflowGate
 from durably.stores.retention import FINISHED, sweep_arguments
 from durably.stores.status import (
     WorkflowInfo,
@@ -75,6 +77,7 @@ _LUA = scripts(
     "workflow_forget",
     "workflow_restart",
     "workflow_admit",
+    "workflow_gate_status",
     prelude="workflow_lib.lua",
 )
 _COUNTS = scripts("workflow_reserve", "workflow_count")
@@ -140,6 +143,10 @@ class RedisCheckpointer:
         self._catalog = RedisCatalog(self._redis, self._index, self._statuses)
         self._transacts: OrderedDict[str, Script] = OrderedDict()
         self._changes = RedisChanges(client, keys.changes_channel(self._redis.key_prefix))
+        self._gates = RedisGates(self._redis.key_prefix, self._run)
+        # How a workflow a gate admits is made ready for its kind (each RedisDurable
+        # registers its scheduler's).
+        self._wakers: dict[str, Callable[[str, str], Awaitable[None]]] = {}
 
     async def close(self) -> None:
         """Stop the feed of changes and its subscribed connection (idempotent); the client
@@ -396,22 +403,31 @@ class RedisCheckpointer:
         caps the record and the mark are written first and the count moved after (a
         kill between leaves it one lower).
         """
+        return (await self._admit(workflow, key, value, tenant, caps, ""))[0]
+
+    async def _admit(
+        self, workflow: str, key: str, value: object, tenant: str, caps: TenantCaps, gate: str
+    ) -> tuple[Recorded[object], bool]:
+        """`admit`, naming ``gate`` ('' for none) in the admitted workflow's mark; the
+        record and whether this call wrote it."""
         identifier(tenant, "tenant")
         step_key(key)
         encoded = self._encode(value, f"value of {key!r}")
+        parts = ("records", "written", "seq", "token", "status", "admitted")
         if not caps.capped:  # nothing to check: write, then count what was admitted
             reply = await self._run(
                 _LUA["workflow_admit"],
-                self._keys(workflow, "records", "written", "seq", "token", "status", "admitted"),
-                [key, encoded, self._ttl, tenant],
+                self._keys(workflow, *parts),
+                [key, encoded, self._ttl, tenant, gate],
             )
-            if int(reply[2]):
+            counted = bool(int(reply[2]))
+            if counted:
                 await self._recount(tenant, 1, 1)
-            return self._recorded(workflow, key, reply[0], reply[1], encoded)
+            return self._recorded(workflow, key, reply[0], reply[1], encoded), counted
         (records,) = self._keys(workflow, "records")
         client = self._redis.client
         if await self._redis.state(lambda: client.hexists(records, key)):
-            return await self.supply(workflow, key, value)
+            return await self.supply(workflow, key, value), False
         counts = [keys.tenant_counts_key(self._redis.key_prefix, tenant)]
         caps_args = ["" if cap is None else str(cap) for cap in (caps.running, caps.started)]
         reserved, running, started = await self._run(_COUNTS["workflow_reserve"], counts, caps_args)
@@ -422,14 +438,78 @@ class RedisCheckpointer:
         try:
             reply = await self._run(
                 _LUA["workflow_admit"],
-                self._keys(workflow, "records", "written", "seq", "token", "status", "admitted"),
-                [key, encoded, self._ttl, tenant],
+                self._keys(workflow, *parts),
+                [key, encoded, self._ttl, tenant, gate],
             )
             counted = bool(int(reply[2]))
         finally:
             if not counted:
                 await self._recount(tenant, -1, -1)
-        return self._recorded(workflow, key, reply[0], reply[1], encoded)
+        return self._recorded(workflow, key, reply[0], reply[1], encoded), counted
+
+    async def admit_gated(
+        self,
+        workflow: str,
+        key: str,
+        value: object,
+        *,
+        tenant: str,
+        caps: TenantCaps,
+        gate: WorkflowGate,
+    ) -> Admission:
+        """`admit` through ``gate``: admitted while it has room, else queued (status
+        QUEUED) in the gate's line.
+
+        Steps, each in its slot: the record and its mark (naming the gate), then the
+        gate's decision, then a queued workflow's QUEUED status. A process killed after
+        the record leaves a workflow no gate knows and no worker sees, until a repeated
+        start makes it ready (ungated); one killed after the gate queued it leaves it
+        without the QUEUED status, until its gate admits it.
+        """
+        identifier(gate.name, "gate")
+        recorded, wrote = await self._admit(workflow, key, value, tenant, caps, gate.name)
+        if not wrote:
+            info = await self.get_status(workflow)
+            return Admission(recorded, info is not None and info.status is WorkflowStatus.QUEUED)
+        queued = await self._gates.admit(workflow, tenant, gate)
+        if queued:
+            await self._gated_status(workflow, WorkflowStatus.QUEUED, over="")
+        return Admission(recorded, queued)
+
+    async def gate_counts(self, gate: str) -> GateCounts:
+        """Gate ``gate``'s admitted and queued workflows."""
+        return await self._gates.counts(identifier(gate, "gate"))
+
+    async def throttle_start(self, key: str, now: float, interval: float, burst: int) -> float:
+        """Reserve a start under throttle ``key``, in one script on its slot: the earliest
+        it may begin."""
+        return await self._gates.throttle(identifier(key, "key"), now, interval, burst)
+
+    def _wake_in(self, namespace: str, wake: Callable[[str, str], Awaitable[None]]) -> None:
+        """Make the workflows gates admit for kind ``namespace`` ready through ``wake``."""
+        self._wakers[namespace] = wake
+
+    async def _gated_status(self, workflow: str, status: WorkflowStatus, *, over: str) -> None:
+        (status_key,) = self._keys(workflow, "status")
+        written = await self._run(
+            _LUA["workflow_gate_status"], [status_key], [status.value, over, self._ttl]
+        )
+        if int(written):
+            await self._reindex(workflow, status)
+
+    async def _regate(self, gate: object, workflow: str, moved: int, *, forget: bool) -> None:
+        """The second step of a write that moved gated ``workflow`` (``moved``: -1 ended,
+        1 runs again): its gate frees or takes a slot, and the workflows it admits from
+        its line are made PENDING and ready."""
+        name = text(gate)
+        if not name or not (moved or forget):
+            return
+        admitted = await self._gates.move(name, workflow, finished=moved <= 0, forget=forget)
+        for promoted, tenant, namespace in admitted:
+            await self._gated_status(promoted, WorkflowStatus.PENDING, over="queued")
+            wake = self._wakers.get(namespace)
+            if wake is not None:
+                await wake(promoted, tenant)
 
     async def tenant_counts(self, tenant: str) -> TenantCounts:
         """``tenant``'s admitted workflows, running and started."""
@@ -517,13 +597,14 @@ class RedisCheckpointer:
 
     async def discard(self, workflow: str) -> int:
         """Delete every record and the status and fence the current holder; the count."""
-        count, tenant, running = await self._run(
+        count, tenant, running, gate = await self._run(
             _LUA["workflow_discard"],
             self._keys(workflow, "claim", "token", "records", "written", "status", "admitted"),
             [self._ttl],
         )
         await self._recount(tenant, -int(running), -1)
         await self._reindex(workflow, None)
+        await self._regate(gate, workflow, -1, forget=True)
         return int(count)
 
     async def sweep(
@@ -605,6 +686,7 @@ class RedisCheckpointer:
             return False
         await self._recount(reply[1], -int(reply[2]), -1)
         await self._reindex(workflow, None)
+        await self._regate(reply[3], workflow, -1, forget=True)
         return True
 
     # --- status ----------------------------------------------------------------------------
@@ -694,6 +776,7 @@ class RedisCheckpointer:
             raise Fenced(holder.workflow, holder.token)
         await self._recount(reply[2], reply[3])
         await self._reindex(holder.workflow, status)
+        await self._regate(reply[4], holder.workflow, int(reply[3]), forget=False)
         return WorkflowInfo(holder.workflow, status, attempts, error, _utc(text(reply[1])))
 
     async def get_status(self, workflow: str) -> WorkflowInfo | None:

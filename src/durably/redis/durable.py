@@ -19,6 +19,11 @@ class RedisDurable(SplitDurable[LuaEffect]):
 
     def __init__(self, checkpointer: RedisCheckpointer, scheduler: RedisScheduler) -> None:
         super().__init__(checkpointer, scheduler)
+        # A workflow a gate admits is made ready by the step after the one freeing its slot.
+        checkpointer._wake_in(scheduler.namespace, self._wake)
+
+    async def _wake(self, workflow: str, tenant: str) -> None:
+        await self.scheduler.make_ready(workflow, tenant=tenant)
 
 
 __all__ = ["RedisDurable"]

@@ -103,6 +103,16 @@ def tenant_counts_key(ns: str, tenant: str) -> str:
     return f"{ns}:wf-counts:{{{segment(tenant)}}}"
 
 
+def gate_prefix(ns: str, gate: str) -> str:
+    """Every key of one workflow gate (`durably.stores.gates`); the gate is the tag."""
+    return f"{ns}:wf-gate:{{{segment(gate)}}}:"
+
+
+def throttle_key(ns: str, key: str) -> str:
+    """A workflow throttle key's reserved instant (a string); the key is the tag."""
+    return f"{ns}:wf-throttle:{{{segment(key)}}}"
+
+
 def scheduler_prefix(ns: str, scheduler_namespace: str) -> str:
     """Every key of one scheduler namespace; the namespace is the hash tag."""
     return f"{ns}:sched:{{{segment(scheduler_namespace)}}}:"
@@ -145,6 +155,7 @@ __all__ = [
     "DEFAULT_KEY_PREFIX",
     "claim_key",
     "claim_pattern",
+    "gate_prefix",
     "glob_escaped",
     "item_key",
     "item_ref",
@@ -158,6 +169,7 @@ __all__ = [
     "session_runs_key",
     "slot",
     "state_prefix",
+    "throttle_key",
     "valid_key_prefix",
     "workflow_index_prefix",
     "workflow_prefix",

@@ -96,8 +96,8 @@ def throttled_until(
 
 @runtime_checkable
 class Gating(Protocol):
-    """The `Checkpointer` capability that admits workflows through gates. Memory and
-    SQLite have it."""
+    """The `Checkpointer` capability that admits workflows through gates. Every shipped
+    checkpointer has it."""
 
     async def admit_gated(
         self,

@@ -14,4 +14,4 @@ redis.call('HSET', KEYS[6], 'status', ARGV[4], 'attempts', ARGV[5], 'has_error',
 local moved = flip_admitted(KEYS[7], ARGV[9])
 rearm(ARGV[8], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 announce(KEYS[6], 'e')
-return {'ok', fmt(now), moved[1], moved[2]}
+return {'ok', fmt(now), moved[1], moved[2], moved[3]}

@@ -19,4 +19,4 @@ local gone = unadmit(KEYS[7])
 -- starts above every token handed out before.
 local token = next_token(KEYS[2], now)
 redis.call('PEXPIRE', KEYS[2], math.max(0, token - math.floor(now / 1000)) + tonumber(ARGV[2]))
-return {1, gone[1], gone[2]}
+return {1, gone[1], gone[2], gone[3]}

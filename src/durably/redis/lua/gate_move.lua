@@ -1,0 +1,27 @@
+-- A gated workflow's status crossed finished/unfinished (or it was deleted). KEYS: the
+-- gate's meta. ARGV: gate prefix, workflow, finished ('1'/'0'), forget ('1'/'0').
+-- A finished one frees its slot (or leaves the line) and the line's next take it; an
+-- unfinished one that held none takes one (a resume, even past the limit).
+-- Answers the workflows admitted from the line, flat: workflow, tenant, namespace, ...
+local workflow = ARGV[2]
+local out = {}
+local state = redis.call('HGET', marks, workflow)
+if not state then return out end
+if ARGV[3] == '1' then
+  if state == 'queued' then leave(workflow) end
+  if state ~= 'free' then redis.call('HSET', marks, workflow, 'free') end
+  if state == 'held' then
+    redis.call('HINCRBY', meta, 'admitted', -1)
+    admit_next(out)
+  end
+elseif state ~= 'held' then
+  if state == 'queued' then leave(workflow) end
+  redis.call('HSET', marks, workflow, 'held')
+  redis.call('HINCRBY', meta, 'admitted', 1)
+end
+if ARGV[4] == '1' then
+  redis.call('HDEL', marks, workflow)
+  redis.call('HDEL', tenant_of, workflow)
+  redis.call('HDEL', space_of, workflow)
+end
+return out
