@@ -3,7 +3,11 @@ throttle's reserved slots (`durably.stores.gates`)."""
 
 from __future__ import annotations
 
-from durably.stores.gates import GateLine, throttled_until
+import pytest
+
+from durably.errors import ConfigurationError
+from durably.memory import MemoryCheckpointer
+from durably.stores.gates import GateLine, gating, throttled_until
 
 
 def test_a_throttle_spaces_starts_from_the_first_and_lets_a_burst_through_after_quiet() -> None:
@@ -37,3 +41,13 @@ def test_the_line_admits_the_tenant_served_longest_ago_first() -> None:
     line.serve("noisy")
     assert line.next_tenant() == "quiet"  # noisy was served last
     assert GateLine(limit=1).next_tenant() is None
+
+
+def test_a_checkpointer_that_cannot_gate_refuses_a_gated_kind_naming_it() -> None:
+    class Plain:  # a third-party checkpointer without the capability
+        pass
+
+    with pytest.raises(ConfigurationError, match=r"workflow 'billing'.*concurrency= and throttle="):
+        gating(Plain(), "billing")  # type: ignore[arg-type]
+    store = MemoryCheckpointer()
+    assert gating(store, "billing") is store
