@@ -145,5 +145,5 @@ async def test_a_listener_whose_connection_asyncpg_already_released_reports_no_p
     with warnings.catch_warnings():
         # asyncpg warns that the connection still has a listener: it has, as on a close.
         warnings.simplefilter("ignore")
-        await pg_stores.pool.release(queue.listener._connection)  # what asyncpg does on close
+        await pg_stores.pool.release(queue.listener.shared.connection)  # what asyncpg does on close
     assert queue.listener.backend_pid is None
