@@ -302,14 +302,15 @@ async def _open_postgres(parsed: Dsn, clock: Clock, policy: QueuePolicy) -> Stor
     async def verify() -> None:
         await postgres.verify(pool, durable=parsed.durable)
 
+    queue = postgres.PostgresWorkQueue(pool, clock=clock, policy=policy, settings=settings)
     return Stores(
         backing="postgresql",
         location=describe(parsed.url),
         state=postgres.PostgresStateStore(pool, clock=clock, settings=settings),
-        queue=postgres.PostgresWorkQueue(pool, clock=clock, policy=policy, settings=settings),
+        queue=queue,
         checkpointer=checkpointer,
         make_durable=make_durable,
-        closers=[pool.close],
+        closers=[pool.close, queue.close],  # the queue's listener leaves before the pool goes
         database=pool,
         migrator=migrate,
         verifier=verify,
