@@ -205,6 +205,7 @@ class ListeningConnection:
         self._wanted: Counter[str] = Counter()
         self._listened: set[str] = set()
         self._live = False
+        self._applied = False  # whether the current connection got as far as LISTENing
         self._changed = asyncio.Event()
         self._asks: list[asyncio.Future[list[str]]] = []
         self._connection: Any = None
@@ -289,10 +290,9 @@ class ListeningConnection:
     async def _run(self) -> None:
         delay = RECONNECT_SECONDS
         while True:
+            self._applied = False
             try:
-                connection = await self._database.listen_connection()
-                delay = RECONNECT_SECONDS
-                await self._serve(connection)
+                await self._serve(await self._database.listen_connection())
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # the connection dropped: poll until it is back
@@ -302,6 +302,8 @@ class ListeningConnection:
                 self._listened.clear()
                 for listener in list(self._listeners):
                     listener.lost()
+            if self._applied:
+                delay = RECONNECT_SECONDS  # it was listening: the backoff starts again
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 
@@ -318,6 +320,7 @@ class ListeningConnection:
             while True:
                 self._changed.clear()
                 await self._apply(line)
+                self._applied = True
                 await line.idle(self._changed)
         finally:
             self._connection = None

@@ -238,6 +238,9 @@ async def kill_and_recover(
     assert len({queue.listener.backend_pid, scheduler.listener.backend_pid}) == 1
     assert announced.count(MISSED) >= 2  # the loss and the reconnect, each told to the feed
     assert feed.live
+    shared = feed.listener.shared
+    assert shared is not None
+    assert len(await shared.server_channels()) == 3  # every channel LISTENed again
 
     started = time.perf_counter()
     producer = asyncio.create_task(enqueue_later(queue, "after-kill", 0.1))
@@ -255,3 +258,23 @@ async def kill_and_recover(
     assert delivery.workflow == "wf-after-kill"
     # Both woke by NOTIFY on the new connection, long before their 10 s poll.
     assert time.perf_counter() - started < 4.0
+
+
+async def test_notifications_sent_while_the_channels_change_each_still_wake_the_waiter(
+    pg_stores: Stores,
+) -> None:
+    tables = await pg_stores.tables()
+    queue = pg_stores.track(PostgresWorkQueue(pg_stores.pool, settings=SLOW_POLL, tables=tables))
+    assert await queue.listener.ready()
+    work = tables.channel("work")
+    for n in range(10):
+        event = await queue.listener.armed(work, 1.0)
+        # Another store joins (LISTEN on the live connection) and leaves (UNLISTEN) around
+        # the enqueue, stopping the connection's wait each time.
+        scheduler = PostgresScheduler(
+            pg_stores.pool, namespace=f"k{n}", settings=SLOW_POLL, tables=tables
+        )
+        scheduler.listener.start()
+        await queue.enqueue(WorkItem(id=f"i{n}", tenant="t"))
+        await scheduler.close()
+        assert await Listener.wait(event, 5.0), f"enqueue {n} woke nobody"
