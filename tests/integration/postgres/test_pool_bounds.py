@@ -106,6 +106,26 @@ async def test_a_waiter_a_task_consumer_and_two_served_kinds_share_one_listening
     assert peak.samples >= 10
 
 
+async def test_over_asyncpg_the_listening_connection_is_one_of_the_pool(
+    connections: Connections,
+) -> None:
+    size = 3
+    dsn = connections.dsn.replace("postgresql://", "postgresql+asyncpg://", 1)
+    app = App(f"{dsn}&pool_size={size}")
+    counted: list[int] = []
+
+    async def count() -> None:
+        counted.append(await connections.count())
+
+    try:
+        async with Peak(connections.count) as peak:
+            await every_waiter_at_once(app, count)
+    finally:
+        await app.close()
+    assert counted[0] >= 1  # the server sees the App's connections under its name
+    assert peak.most <= size, peak.most
+
+
 async def test_a_records_table_locked_for_seconds_stalls_the_pass_which_then_completes(
     connections: Connections,
 ) -> None:
