@@ -361,6 +361,27 @@ async def test_a_restarted_redis_falls_back_and_recovers() -> None:
         server.kill()
 
 
+async def test_a_redis_app_whose_connections_are_killed_falls_back_and_recovers() -> None:
+    redis_asyncio = pytest.importorskip("redis.asyncio")
+    server = start_server()
+    app = App(server.url)
+    admin = redis_asyncio.Redis(host="127.0.0.1", port=server.port)
+
+    async def kill() -> None:
+        # The subscription first, then every other connection of the App (its idle waits
+        # for work included); the admin's own is skipped.
+        assert await admin.client_kill_filter(_type="pubsub") == 1
+        await admin.client_kill_filter(_type="normal", skipme=True)
+        await _until(lambda: not app._core.waiters.live, timeout=10)
+
+    try:
+        await _falls_back_and_recovers(app, kill)
+    finally:
+        await app.close()
+        await admin.aclose()
+        server.kill()
+
+
 async def _falls_back_and_recovers(app: App, lose: Callable[[], Awaitable[None]]) -> None:
     """A waiter still gets its result though the feed was lost (``lose``) while it waited,
     and once the feed is back the next waiter wakes by push."""
