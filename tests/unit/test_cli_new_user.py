@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import subprocess
 import sys
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 import durably
 from durably import RunRecord, WorkItem
 from durably.cli import build_parser, main
-from durably.cli.demo import command_name
+from durably.cli.demo import MISSING_EXTRA, command_name
 from durably.engine.worker import start_workflow
 from durably.stores import QueuePolicy
 from durably.stores.opening import open_stores
@@ -246,3 +247,21 @@ def test_workflows_show_prints_the_apps_instants_as_utc_times(
     assert rows["durably:recv:go#1:deadline"] == "2026-01-01T01:01:00.000Z"
     assert rows["flaky#1:retry#1"].startswith("2026-01-01T01:01:")  # its backoff is jittered
     assert str(int(start)) not in out
+
+
+def test_the_demo_without_pydantic_ai_says_to_install_the_extra_in_one_line(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "demo.db"
+    blocked = (
+        "import sys; sys.modules['pydantic_ai'] = None; from durably.cli import main; "
+        f"sys.exit(main(['demo', '--db', {str(path)!r}]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", blocked], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [MISSING_EXTRA]
+    assert "pip install 'durably[pydantic-ai]'" in done.stderr
+    assert done.stdout == ""
+    assert list(tmp_path.iterdir()) == []

@@ -1,233 +1,268 @@
-"""The demo's agent, written on the application layer: a ``@app.workflow`` that alternates
-paid model calls and tool calls (``@app.step``), keeps its `RunRecord` (state, tokens,
-cost) up to date, waits for a human approval on a `durably.Topic` and sleeps durably.
+"""The demo's agents: pydantic-ai agents made durable with `DurableAgent`, on one App.
+
+Each agent's model is a pydantic-ai `FunctionModel` playing a scripted model: for the task
+it is given, it calls that task's tools one per turn, then answers. Every request goes to
+the simulated provider, which bills it in its own table. `DurableAgent` makes each request
+and each tool call a step, and adds each response's tokens and cost (at `PRICES`) to the
+run's record with ``ctx.add_usage``. The sales agent's ``send_email`` needs a human's
+approval; the weather tool fails its first attempt and is retried as a durable step. One
+run first sleeps durably: the `digest` workflow sleeps, then runs its agent as a child.
 
 Served by ``durably worker durably.demo.agent:app --dsn sqlite:///durably-demo.db``.
-
-The demo also notes in its ledger which steps ran and which a pass answered from the
-record. Those notes are the demo's own observation (to print its table), not workflow
-state; an application's body would not write them.
 """
 
 from __future__ import annotations
 
 import os
-import sqlite3
 import time
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any
 
-from pydantic import BaseModel
+from pydantic_ai import Agent, Tool
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
 
 import durably
-from durably.demo.ledger import Ledger, StepOutcome
-from durably.demo.provider import SimulatedModel, use_tool
-from durably.errors import ConfigurationError, StateConflictError
-from durably.sqlite import Database, SqliteStateStore, Transaction
-from durably.stores.runs import RunState, StateDelta, StateKey, Usage
-
-KIND = "demo-agent"
-"""The workflow kind the demo's runs are started and served under."""
+from durably.demo.ledger import Ledger, Origin
+from durably.demo.provider import (
+    INPUT_MICROS_PER_TOKEN,
+    MODEL,
+    OUTPUT_MICROS_PER_TOKEN,
+    FlakyToolError,
+    SimulatedProvider,
+    use_tool,
+)
+from durably.pydantic_ai import DurableAgent, Price
 
 LEASE = 2.0
 """Seconds a dead worker keeps its workflows before another worker takes them over."""
 WORKER_ENV = "DURABLY_DEMO_WORKER"
-"""The name a demo worker process notes in the ledger (set by the demo when it spawns it)."""
+"""The name a demo worker process gives the provider and the tools (set by the demo)."""
+PRICES = {MODEL: Price(input=INPUT_MICROS_PER_TOKEN, output=OUTPUT_MICROS_PER_TOKEN)}
+"""What the runs' records charge per token: the provider's own prices."""
+TOOL_RETRY = durably.Retry(max_attempts=3, initial=0.5, maximum=2.0)
+"""How a failed tool call is retried: as a durable step, after a backoff."""
 
 app = durably.App(os.environ.get("DURABLY_DSN") or "sqlite:///durably-demo.db", lease=LEASE)
 
-APPROVAL = durably.Topic("approval", str)
-"""Who approved the run's pending action (sent with ``handle.send``)."""
 
+@dataclass(frozen=True, slots=True)
+class Script:
+    """One run of a batch: whose, which agent, its task, and what the model does for it.
 
-class Action(BaseModel):
-    """One action of a run's plan; each follows a model call."""
+    The model calls ``calls`` (tool, argument) one per turn, then answers; a run with
+    ``sleep`` first sleeps that many seconds durably.
+    """
 
-    kind: Literal["tool", "approval", "sleep"]
-    tool: str = ""
-    arg: str = ""
-    seconds: float = 0.0
-
-
-class Brief(BaseModel):
-    """What a run is started with."""
-
-    batch: int
     tenant: str
-    run_id: str
+    name: str
+    agent: str
     task: str
-    plan: list[Action]
+    calls: tuple[tuple[str, str], ...]
+    sleep: float = 0.0
 
 
-class Reply(BaseModel):
-    """What the model answered, what it cost, and the step key it was recorded under."""
+SCRIPTS = (
+    Script(
+        "acme",
+        "research",
+        "research-agent",
+        "Compare three vector databases for our search team",
+        (("search", "vector database benchmarks"), ("calculator", "cost per million vectors")),
+    ),
+    Script(
+        "acme",
+        "incident-digest",
+        "research-agent",
+        "Summarise last week's incident reports",
+        (("search", "incident reports week 41"), ("search", "incident follow-ups")),
+        sleep=2.0,
+    ),
+    Script(
+        "globex",
+        "renewal-offer",
+        "sales-agent",
+        "Email the renewal offer to Initrode",
+        (("draft_email", "renewal offer"), ("send_email", "renewal offer")),
+    ),
+    Script(
+        "globex",
+        "field-briefing",
+        "ops-agent",
+        "Write the weather briefing for the field team",
+        (("weather", "Springfield"), ("calculator", "crew hours")),
+    ),
+    Script(
+        "initech",
+        "refund",
+        "support-agent",
+        "Refund order 4411 if it arrived damaged",
+        (("lookup_order", "4411"), ("refund", "4411")),
+    ),
+    Script(
+        "initech",
+        "sso-ticket",
+        "support-agent",
+        "Answer the ticket about setting up SSO",
+        (("search", "SSO SAML setup"), ("search", "SSO troubleshooting")),
+    ),
+)
+_BY_TASK = {script.task: script for script in SCRIPTS}
 
-    step: str
-    text: str
-    input_tokens: int
-    output_tokens: int
-    cost_micros: int
+
+def run_id(batch: int, name: str) -> str:
+    """The workflow id of run ``name`` of ``batch``."""
+    return f"b{batch}-{name}"
 
 
-class ToolResult(BaseModel):
-    """What a tool returned, and the step key it was recorded under."""
-
-    step: str
-    output: dict[str, object]
+def agent_run_id(workflow: str) -> str:
+    """The id of the agent run the `digest` workflow ``workflow`` starts as its child."""
+    return f"{workflow}/agent"
 
 
-class Answer(BaseModel):
-    """The run's result."""
-
-    answer: str
+def _batch_of(workflow: str) -> int:
+    return int(workflow.split("-", 1)[0].removeprefix("b"))
 
 
-# --- steps: the paid model call, the tools, the run record's state ---------------------
+# --- the simulated model and the tools (each runs inside its durable step) ---------------
 
 
-@app.step(name="model")
-async def think(batch: int, prompt: str) -> Reply:
-    """A paid model call: the provider bills it when it answers."""
-    step = durably.context()
-    ledger = await _ledger()
-    reply = await SimulatedModel(ledger, worker=_worker()).complete(
-        batch, step.workflow, step.step, prompt
-    )
-    await ledger.record_step(batch, step.workflow, step.step, "ran", _worker(), time.time())
-    return Reply(
-        step=step.step,
-        text=reply.text,
-        input_tokens=reply.input_tokens,
-        output_tokens=reply.output_tokens,
-        cost_micros=reply.cost_micros,
-    )
+async def scripted_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """The task's next tool call, or its answer once every call is made; each request is
+    billed by the provider when it answers."""
+    script = _BY_TASK[_task_of(messages)]
+    turn = 1 + sum(isinstance(m, ModelResponse) for m in messages)
+    bill = await SimulatedProvider(await _ledger()).complete(_origin())
+    usage = RequestUsage(input_tokens=bill.input_tokens, output_tokens=bill.output_tokens)
+    if turn > len(script.calls):
+        tools = ", ".join(tool for tool, _ in script.calls)
+        return ModelResponse(
+            parts=[TextPart(f"{script.task}: done ({tools})")], usage=usage, model_name=MODEL
+        )
+    tool, argument = script.calls[turn - 1]
+    call = ToolCallPart(tool, {_parameter(info, tool): argument}, tool_call_id=f"call-{turn}")
+    return ModelResponse(parts=[call], usage=usage, model_name=MODEL)
 
 
-@app.step(name="tool", retry=durably.Retry(max_attempts=3, initial=0.5, maximum=2.0))
-async def call_tool(batch: int, tool: str, arg: str) -> ToolResult:
-    """A tool call; the weather tool fails on its first attempt and is retried."""
-    step = durably.context()
-    ledger = await _ledger()
+def _task_of(messages: list[ModelMessage]) -> str:
+    first = messages[0]
+    assert isinstance(first, ModelRequest)
+    prompt = next(part for part in first.parts if isinstance(part, UserPromptPart))
+    return str(prompt.content)
+
+
+def _parameter(info: AgentInfo, tool: str) -> str:
+    """The name of ``tool``'s one parameter, read from the schema the agent offers."""
+    definition = next(t for t in info.function_tools if t.name == tool)
+    return str(next(iter(definition.parameters_json_schema["properties"])))
+
+
+async def search(query: str) -> dict[str, object]:
+    """Search the company's documents."""
+    return await _run_tool("search", query)
+
+
+async def calculator(expression: str) -> dict[str, object]:
+    """Work out a figure."""
+    return await _run_tool("calculator", expression)
+
+
+async def draft_email(topic: str) -> dict[str, object]:
+    """Draft an e-mail."""
+    return await _run_tool("draft_email", topic)
+
+
+async def send_email(subject: str) -> dict[str, object]:
+    """Send the drafted e-mail (a human approves it first)."""
+    return await _run_tool("send_email", subject)
+
+
+async def weather(city: str) -> dict[str, object]:
+    """The forecast for a city (its upstream times out now and then)."""
+    return await _run_tool("weather", city)
+
+
+async def lookup_order(order: str) -> dict[str, object]:
+    """Look an order up."""
+    return await _run_tool("lookup_order", order)
+
+
+async def refund(order: str) -> dict[str, object]:
+    """Refund an order."""
+    return await _run_tool("refund", order)
+
+
+async def _run_tool(tool: str, argument: str) -> dict[str, object]:
+    """Run the simulated tool; it notes each attempt, ran or failed, in its own log."""
+    origin, ledger = _origin(), await _ledger()
     try:
-        output = await use_tool(tool, arg, first_try=step.attempt == 1)
-    except Exception:
-        await ledger.record_step(batch, step.workflow, step.step, "failed", _worker(), time.time())
+        output = await use_tool(tool, argument, first_try=durably.context().attempt == 1)
+    except FlakyToolError:
+        await ledger.record_tool_run(origin, tool, "failed", time.time())
         raise
-    await ledger.record_step(batch, step.workflow, step.step, "ran", _worker(), time.time())
-    return ToolResult(step=step.step, output=output)
-
-
-@app.step(name="run-state")
-async def set_state(tenant: str, run_id: str, state: RunState, awaiting: str | None) -> None:
-    """Set the `RunRecord`'s state (idempotent, so running it again is harmless)."""
-    store = (await app.stores()).state
-    key = StateKey(tenant=tenant, id=run_id)
-    for _ in range(10):
-        record = await store.get_run(key)
-        if record is None or (record.state, record.awaiting_approval) == (state, awaiting):
-            return
-        try:
-            await store.put_run(
-                record.model_copy(update={"state": state, "awaiting_approval": awaiting})
-            )
-            return
-        except StateConflictError:
-            continue
-
-
-# --- the workflow ------------------------------------------------------------------------
-
-
-@app.workflow(name=KIND)
-async def agent(ctx: durably.Context, brief: Brief) -> Answer:
-    """Think, act, think again; an approval waits for a message, a sleep frees the worker."""
-    await set_state(brief.tenant, brief.run_id, RunState.RUNNING, None)
-    notes = [brief.task]
-    for action in brief.plan:
-        reply = await _think(ctx, brief, " / ".join(notes))
-        notes.append(reply.text)
-        if action.kind == "approval":
-            await set_state(brief.tenant, brief.run_id, RunState.SUSPENDED, action.tool)
-            approver = await ctx.recv(APPROVAL)
-            await set_state(brief.tenant, brief.run_id, RunState.RUNNING, None)
-            notes.append(f"approved by {approver}")
-        elif action.kind == "sleep":
-            await set_state(brief.tenant, brief.run_id, RunState.SUSPENDED, None)
-            await ctx.sleep(action.seconds)
-            await set_state(brief.tenant, brief.run_id, RunState.RUNNING, None)
-            continue
-        result = await _act(ctx, brief, action)
-        notes.append(str(result.output))
-    final = await _think(ctx, brief, " / ".join(notes))
-    await set_state(brief.tenant, brief.run_id, RunState.COMPLETED, None)
-    return Answer(answer=final.text)
-
-
-async def _think(ctx: durably.Context, brief: Brief, prompt: str) -> Reply:
-    """A paid model call, then its tokens and cost added to the run record in the same
-    commit as that addition's own record: a replay neither calls the model nor charges
-    the run again."""
-    replaying = ctx.replaying
-    reply = await think(brief.batch, prompt)
-    if replaying:
-        await _note(brief.batch, ctx.id, reply.step, "replayed")
-    delta = StateDelta(
-        usage=Usage(input_tokens=reply.input_tokens, output_tokens=reply.output_tokens, requests=1),
-        cost_micros=reply.cost_micros,
-        iterations=1,
-    )
-    await _charge(ctx, brief, f"usage:{reply.step}", delta)
-    return reply
-
-
-async def _act(ctx: durably.Context, brief: Brief, action: Action) -> ToolResult:
-    """A tool call, then one tool call added to the run's usage, counted once."""
-    replaying = ctx.replaying
-    result = await call_tool(brief.batch, action.tool, action.arg)
-    if replaying:
-        await _note(brief.batch, ctx.id, result.step, "replayed")
-    await _charge(ctx, brief, f"usage:{result.step}", StateDelta(usage=Usage(tool_calls=1)))
-    return result
-
-
-async def _charge(ctx: durably.Context, brief: Brief, key: str, delta: StateDelta) -> None:
-    """``ctx.transact``: the patch of the run record commits with its step record."""
-    stores = await app.stores()
-    state, database = stores.state, stores.database
-    if not isinstance(state, SqliteStateStore) or not isinstance(database, Database):
-        raise ConfigurationError("the demo agent runs over SQLite: use a sqlite:/// DSN")
-    run = StateKey(tenant=brief.tenant, id=brief.run_id)
-
-    def patch(cursor: sqlite3.Cursor) -> int:
-        state.bound(Transaction(database, cursor.connection)).patch_run(run, delta)
-        return delta.cost_micros
-
-    first = not ctx.replaying
-    await ctx.transact(key, patch)
-    await _note(brief.batch, ctx.id, key, "ran" if first else "replayed")
+    await ledger.record_tool_run(origin, tool, "ran", time.time())
+    return output
 
 
 async def _ledger() -> Ledger:
     return Ledger((await app.stores()).database)
 
 
-async def _note(batch: int, workflow: str, step: str, outcome: StepOutcome) -> None:
-    await (await _ledger()).record_step(batch, workflow, step, outcome, _worker(), time.time())
+def _origin() -> Origin:
+    step = durably.context()
+    worker = os.environ.get(WORKER_ENV) or f"pid-{os.getpid()}"
+    return Origin(_batch_of(step.workflow), step.tenant, step.workflow, step.step, worker)
 
 
-def _worker() -> str:
-    return os.environ.get(WORKER_ENV) or f"pid-{os.getpid()}"
+# --- the agents and the workflow that sleeps first ----------------------------------------
+
+TOOLS: dict[str, tuple[Tool[None], ...]] = {
+    "research-agent": (Tool(search), Tool(calculator)),
+    "sales-agent": (Tool(draft_email), Tool(send_email, requires_approval=True)),
+    "ops-agent": (Tool(weather), Tool(calculator)),
+    "support-agent": (Tool(lookup_order), Tool(refund), Tool(search)),
+}
+
+
+def _durable(name: str, tools: tuple[Tool[None], ...]) -> DurableAgent[None, str]:
+    agent = Agent(FunctionModel(scripted_model, model_name=MODEL), name=name, tools=tools)
+    return DurableAgent(agent, app, prices=PRICES, tool_retry=TOOL_RETRY)
+
+
+AGENTS = {name: _durable(name, tools) for name, tools in TOOLS.items()}
+"""The durable agents, by name (each name is its workflow kind)."""
+
+
+@app.workflow(name="digest")
+async def digest(ctx: durably.Context, task: str, seconds: float) -> str:
+    """Wait for the incident window to close (a durable sleep: no process holds the run),
+    then run the research agent on ``task`` as a child workflow."""
+    await ctx.sleep(seconds)
+    research = AGENTS["research-agent"].workflow.options(id=agent_run_id(ctx.id))
+    answer: Any = await ctx.child(research, task)
+    return str(answer)
 
 
 __all__ = [
-    "APPROVAL",
-    "KIND",
+    "AGENTS",
     "LEASE",
+    "PRICES",
+    "SCRIPTS",
+    "TOOLS",
+    "TOOL_RETRY",
     "WORKER_ENV",
-    "Action",
-    "Answer",
-    "Brief",
-    "Reply",
-    "ToolResult",
-    "agent",
+    "Script",
+    "agent_run_id",
     "app",
+    "digest",
+    "run_id",
+    "scripted_model",
 ]
