@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import sys
@@ -60,13 +61,10 @@ def register(commands: Any) -> None:
 async def run_demo(args: argparse.Namespace) -> int:
     """Run the demo; exit 0 only when every run finished, no paid step ran twice and
     every run record charged what the provider billed; 2 without pydantic-ai."""
-    try:
-        from durably.demo.scenario import Demo, DemoError
-    except ModuleNotFoundError as exc:
-        if not (exc.name or "").startswith("pydantic_ai"):
-            raise
+    if not _importable("pydantic_ai"):
         print(MISSING_EXTRA, file=sys.stderr)
         return 2
+    from durably.demo.scenario import Demo, DemoError
 
     say = (lambda line: print(line, file=sys.stderr)) if args.json else print
     try:
@@ -162,6 +160,15 @@ def _print_tables(report: Any) -> None:
     print()
     print(LEGEND)
     print()
+
+
+def _importable(module: str) -> bool:
+    """Whether ``module`` can be imported, found without importing it (the demo's first
+    worker starts while this process imports pydantic-ai, not after)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ValueError:  # set to None in sys.modules: its import is blocked
+        return False
 
 
 def command_name() -> str:

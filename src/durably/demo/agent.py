@@ -1,4 +1,5 @@
-"""The demo's agents: pydantic-ai agents made durable with `DurableAgent`, on one App.
+"""The demo's agents: pydantic-ai agents made durable with `DurableAgent` on the demo's
+App (`durably.demo.app`), which importing this module registers them on.
 
 Each agent's model is a pydantic-ai `FunctionModel` playing a scripted model: for the task
 it is given, it calls that task's tools one per turn, then answers. Every request goes to
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic_ai import Agent, Tool
@@ -31,6 +31,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 import durably
+from durably.demo.app import SCRIPTS, WORKER_ENV, agent_run_id, app, batch_of
 from durably.demo.ledger import Ledger, Origin
 from durably.demo.provider import (
     INPUT_MICROS_PER_TOKEN,
@@ -42,94 +43,11 @@ from durably.demo.provider import (
 )
 from durably.pydantic_ai import DurableAgent, Price
 
-LEASE = 2.0
-"""Seconds a dead worker keeps its workflows before another worker takes them over."""
-WORKER_ENV = "DURABLY_DEMO_WORKER"
-"""The name a demo worker process gives the provider and the tools (set by the demo)."""
 PRICES = {MODEL: Price(input=INPUT_MICROS_PER_TOKEN, output=OUTPUT_MICROS_PER_TOKEN)}
 """What the runs' records charge per token: the provider's own prices."""
 TOOL_RETRY = durably.Retry(max_attempts=3, initial=0.5, maximum=2.0)
 """How a failed tool call is retried: as a durable step, after a backoff."""
-
-app = durably.App(os.environ.get("DURABLY_DSN") or "sqlite:///durably-demo.db", lease=LEASE)
-
-
-@dataclass(frozen=True, slots=True)
-class Script:
-    """One run of a batch: whose, which agent, its task, and what the model does for it.
-
-    The model calls ``calls`` (tool, argument) one per turn, then answers; a run with
-    ``sleep`` first sleeps that many seconds durably.
-    """
-
-    tenant: str
-    name: str
-    agent: str
-    task: str
-    calls: tuple[tuple[str, str], ...]
-    sleep: float = 0.0
-
-
-SCRIPTS = (
-    Script(
-        "acme",
-        "research",
-        "research-agent",
-        "Compare three vector databases for our search team",
-        (("search", "vector database benchmarks"), ("calculator", "cost per million vectors")),
-    ),
-    Script(
-        "acme",
-        "incident-digest",
-        "research-agent",
-        "Summarise last week's incident reports",
-        (("search", "incident reports week 41"), ("search", "incident follow-ups")),
-        sleep=2.0,
-    ),
-    Script(
-        "globex",
-        "renewal-offer",
-        "sales-agent",
-        "Email the renewal offer to Initrode",
-        (("draft_email", "renewal offer"), ("send_email", "renewal offer")),
-    ),
-    Script(
-        "globex",
-        "field-briefing",
-        "ops-agent",
-        "Write the weather briefing for the field team",
-        (("weather", "Springfield"), ("calculator", "crew hours")),
-    ),
-    Script(
-        "initech",
-        "refund",
-        "support-agent",
-        "Refund order 4411 if it arrived damaged",
-        (("lookup_order", "4411"), ("refund", "4411")),
-    ),
-    Script(
-        "initech",
-        "sso-ticket",
-        "support-agent",
-        "Answer the ticket about setting up SSO",
-        (("search", "SSO SAML setup"), ("search", "SSO troubleshooting")),
-    ),
-)
 _BY_TASK = {script.task: script for script in SCRIPTS}
-
-
-def run_id(batch: int, name: str) -> str:
-    """The workflow id of run ``name`` of ``batch``."""
-    return f"b{batch}-{name}"
-
-
-def agent_run_id(workflow: str) -> str:
-    """The id of the agent run the `digest` workflow ``workflow`` starts as its child."""
-    return f"{workflow}/agent"
-
-
-def _batch_of(workflow: str) -> int:
-    return int(workflow.split("-", 1)[0].removeprefix("b"))
 
 
 # --- the simulated model and the tools (each runs inside its durable step) ---------------
@@ -219,7 +137,7 @@ async def _ledger() -> Ledger:
 def _origin() -> Origin:
     step = durably.context()
     worker = os.environ.get(WORKER_ENV) or f"pid-{os.getpid()}"
-    return Origin(_batch_of(step.workflow), step.tenant, step.workflow, step.step, worker)
+    return Origin(batch_of(step.workflow), step.tenant, step.workflow, step.step, worker)
 
 
 # --- the agents and the workflow that sleeps first ----------------------------------------
@@ -251,18 +169,4 @@ async def digest(ctx: durably.Context, task: str, seconds: float) -> str:
     return str(answer)
 
 
-__all__ = [
-    "AGENTS",
-    "LEASE",
-    "PRICES",
-    "SCRIPTS",
-    "TOOLS",
-    "TOOL_RETRY",
-    "WORKER_ENV",
-    "Script",
-    "agent_run_id",
-    "app",
-    "digest",
-    "run_id",
-    "scripted_model",
-]
+__all__ = ["AGENTS", "PRICES", "TOOLS", "TOOL_RETRY", "app", "digest", "scripted_model"]

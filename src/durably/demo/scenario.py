@@ -24,19 +24,9 @@ from typing import Any
 
 from durably.app import WorkflowHandle
 from durably.app.storage import workflow_at
-from durably.demo.agent import (
-    AGENTS,
-    SCRIPTS,
-    TOOLS,
-    WORKER_ENV,
-    Script,
-    agent_run_id,
-    app,
-    digest,
-)
-from durably.demo.agent import run_id as run_id_of
+from durably.demo.app import SCRIPTS, WORKER_ENV, Script, agent_run_id, app
+from durably.demo.app import run_id as run_id_of
 from durably.demo.ledger import Call, Ledger, ToolRun
-from durably.pydantic_ai import APPROVALS_EVENT, Approval
 from durably.stores.opening import Stores
 from durably.stores.status import WorkflowStatus
 
@@ -191,6 +181,9 @@ class Demo:
             self.note(
                 f"reusing {self.shown}: {earlier} earlier batch(es) kept; this is batch {batch}"
             )
+        # The worker starts first: it loads pydantic-ai while this process does.
+        first = self._spawn(1)
+        self.note(f"worker 1 started (pid {first.pid})")
         runs = await self._start_runs(batch)
         tenants = sorted({r.tenant for r in runs})
         agents = sorted({r.script.agent for r in runs})
@@ -198,9 +191,6 @@ class Demo:
             f"started {len(runs)} runs of pydantic-ai agents ({', '.join(agents)}) "
             f"for tenants {', '.join(tenants)}"
         )
-
-        first = self._spawn(1)
-        self.note(f"worker 1 started (pid {first.pid})")
         await self._wait_for_billed(ledger, batch, runs, first)
         await ledger.set_provider(answering=False)
         await self._wait_until_recorded(stores, ledger, batch)
@@ -243,6 +233,8 @@ class Demo:
         return report
 
     async def _start_runs(self, batch: int) -> list[DemoRun]:
+        from durably.demo.agent import AGENTS, digest  # loads pydantic-ai: about a second
+
         runs: list[DemoRun] = []
         for script in SCRIPTS:
             workflow = run_id_of(batch, script.name)
@@ -325,6 +317,9 @@ class Demo:
         self, ledger: Ledger, batch: int, runs: list[DemoRun], process: subprocess.Popen[bytes]
     ) -> None:
         """Approve each tool call a run waits for, once it waits (holding no process)."""
+        from durably.demo.agent import AGENTS, TOOLS
+        from durably.pydantic_ai import APPROVALS_EVENT, Approval
+
         for run in runs:
             if not any(tool.requires_approval for tool in TOOLS[run.script.agent]):
                 continue
@@ -434,6 +429,8 @@ class Demo:
 
 async def _summary(run: DemoRun, billed: list[Call], tool_runs: list[ToolRun]) -> RunSummary:
     """A run's row: its state and status, the agent run's record, the bill, the tools' log."""
+    from durably.demo.agent import AGENTS
+
     info = await run.handle.status()
     state = (await run.handle.run_record()).state
     durable = AGENTS[run.script.agent]
