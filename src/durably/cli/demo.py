@@ -34,7 +34,7 @@ LEGEND = (
     "  billed: what the provider charged those runs."
 )
 MISSING_EXTRA = (
-    "durably demo: the demo runs pydantic-ai agents; install them with: "
+    "durably demo: the demo runs pydantic-ai agents, which need the extra: "
     "pip install 'durably[pydantic-ai]'"
 )
 
