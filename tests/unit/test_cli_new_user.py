@@ -265,3 +265,33 @@ def test_the_demo_without_pydantic_ai_says_to_install_the_extra_in_one_line(
     assert "pip install 'durably[pydantic-ai]'" in done.stderr
     assert done.stdout == ""
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_demo_exits_1_and_names_each_paid_step_that_ran_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from durably.demo import scenario
+
+    repeated = "acme/b1-research research-agent.model[model-2] x2"
+    report = scenario.Report(
+        path=str(tmp_path / "demo.db"),
+        batch=1,
+        earlier_batches=0,
+        killed_pid=1,
+        billed_before_kill=1,
+        in_flight_at_kill=0,
+        repeated_paid_steps=[repeated],
+        records_differing_from_bill=["acme/b1-research"],
+    )
+
+    async def told(self: scenario.Demo) -> scenario.Report:
+        return report
+
+    monkeypatch.setattr(scenario.Demo, "run", told)
+    assert main(["demo", "--db", str(tmp_path / "demo.db")]) == 1
+    out = capsys.readouterr().out
+    assert f"PAID STEP RAN TWICE: {repeated}" in out
+    assert "No paid step ran twice." not in out
+    assert "RUN RECORDS DIFFER FROM THE BILL: acme/b1-research" in out
+    assert main(["demo", "--db", str(tmp_path / "demo.db"), "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["no_paid_step_ran_twice"] is False
