@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from pydantic_ai import Agent, Tool
@@ -39,7 +41,7 @@ from durably.demo.provider import (
     OUTPUT_MICROS_PER_TOKEN,
     FlakyToolError,
     SimulatedProvider,
-    use_tool,
+    upstream,
 )
 from durably.pydantic_ai import DurableAgent, Price
 
@@ -83,51 +85,64 @@ def _parameter(info: AgentInfo, tool: str) -> str:
     return str(next(iter(definition.parameters_json_schema["properties"])))
 
 
-async def search(query: str) -> dict[str, object]:
+async def search(query: str) -> list[str]:
     """Search the company's documents."""
-    return await _run_tool("search", query)
+    async with _tool_call("search", query):
+        return [f"{query}: source {n}" for n in range(1, 4)]
 
 
-async def calculator(expression: str) -> dict[str, object]:
+async def calculator(expression: str) -> float:
     """Work out a figure."""
-    return await _run_tool("calculator", expression)
+    async with _tool_call("calculator", expression) as draw:
+        return round(draw % 100_000 / 100, 2)
 
 
 async def draft_email(topic: str) -> dict[str, object]:
     """Draft an e-mail."""
-    return await _run_tool("draft_email", topic)
+    async with _tool_call("draft_email", topic) as draw:
+        return {"subject": f"About {topic}", "words": 120 + draw % 80}
 
 
-async def send_email(subject: str) -> dict[str, object]:
+async def send_email(subject: str) -> str:
     """Send the drafted e-mail (a human approves it first)."""
-    return await _run_tool("send_email", subject)
+    async with _tool_call("send_email", subject) as draw:
+        return f"sent {subject!r} as msg-{draw % 1_000_000:06d}"
 
 
 async def weather(city: str) -> dict[str, object]:
-    """The forecast for a city (its upstream times out now and then)."""
-    return await _run_tool("weather", city)
+    """The forecast for a city (its upstream times out on a first attempt)."""
+    async with _tool_call("weather", city) as draw:
+        if durably.context().attempt == 1:
+            raise FlakyToolError("weather service timed out (HTTP 504)")
+        return {"city": city, "forecast": ("sun", "rain", "wind")[draw % 3]}
 
 
 async def lookup_order(order: str) -> dict[str, object]:
     """Look an order up."""
-    return await _run_tool("lookup_order", order)
+    async with _tool_call("lookup_order", order) as draw:
+        return {"order": order, "total": round(draw % 50_000 / 100, 2), "damaged": True}
 
 
-async def refund(order: str) -> dict[str, object]:
+async def refund(order: str) -> str:
     """Refund an order."""
-    return await _run_tool("refund", order)
+    async with _tool_call("refund", order) as draw:
+        return f"refunded {order} as rf-{draw % 100_000:05d}"
 
 
-async def _run_tool(tool: str, argument: str) -> dict[str, object]:
-    """Run the simulated tool; it notes each attempt, ran or failed, in its own log."""
+@asynccontextmanager
+async def _tool_call(tool: str, argument: str) -> AsyncIterator[int]:
+    """A tool's call to its simulated upstream; the tool logs each attempt, ran or failed.
+
+    Yields a number drawn from the request, for the tool to derive its answer from.
+    """
     origin, ledger = _origin(), await _ledger()
+    draw = await upstream(tool, argument)
     try:
-        output = await use_tool(tool, argument, first_try=durably.context().attempt == 1)
+        yield draw
     except FlakyToolError:
         await ledger.record_tool_run(origin, tool, "failed", time.time())
         raise
     await ledger.record_tool_run(origin, tool, "ran", time.time())
-    return output
 
 
 async def _ledger() -> Ledger:

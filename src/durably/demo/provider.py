@@ -1,5 +1,5 @@
 """The simulated world the demo agents work in: a paid model provider that bills per call,
-and tools.
+and the upstream services their tools call.
 
 Token counts and latencies are derived from a hash of the request, so a run of the demo
 is reproducible apart from timing. The provider bills a call when it answers; a call whose
@@ -71,22 +71,12 @@ class FlakyToolError(Exception):
     """A tool's upstream failed; trying again later helps."""
 
 
-async def use_tool(name: str, argument: str, *, first_try: bool) -> dict[str, object]:
-    """Run the simulated tool ``name``; the ``weather`` tool fails on its first try."""
-    await asyncio.sleep(0.03 + _draw(name, argument) % 50 / 1000)
-    if name == "weather" and first_try:
-        raise FlakyToolError("weather service timed out (HTTP 504)")
-    draw = _draw(name, argument)
-    results: dict[str, dict[str, object]] = {
-        "search": {"hits": [f"{argument} — source {i + 1}" for i in range(3)]},
-        "calculator": {"value": round((draw % 100_000) / 100, 2)},
-        "draft_email": {"subject": f"About {argument}", "words": 120 + draw % 80},
-        "send_email": {"sent": True, "message_id": f"msg-{draw % 1_000_000:06d}"},
-        "weather": {"forecast": ["sun", "rain", "wind"][draw % 3], "celsius": draw % 30},
-        "lookup_order": {"order": argument, "total": round((draw % 50_000) / 100, 2)},
-        "refund": {"refunded": True, "reference": f"rf-{draw % 100_000:05d}"},
-    }
-    return {"tool": name, **results.get(name, {"echo": argument})}
+async def upstream(tool: str, argument: str) -> int:
+    """Wait for a tool's simulated upstream; a number drawn from the request, for the
+    tool to derive its answer from."""
+    draw = _draw(tool, argument)
+    await asyncio.sleep(0.03 + draw % 50 / 1000)
+    return draw
 
 
 __all__ = [
@@ -96,5 +86,5 @@ __all__ = [
     "Bill",
     "FlakyToolError",
     "SimulatedProvider",
-    "use_tool",
+    "upstream",
 ]
