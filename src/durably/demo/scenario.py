@@ -212,12 +212,7 @@ class Demo:
         self.note(f"worker 2 started (pid {second.pid}); it resumes every unfinished run")
         await self._approve(ledger, batch, runs, second)
         unfinished = await self._wait_finished(ledger, batch, runs, second)
-        second.send_signal(signal.SIGTERM)
-        try:
-            await asyncio.to_thread(second.wait, 10.0)
-        except subprocess.TimeoutExpired:
-            second.kill()
-        self.note("worker 2 stopped (SIGTERM, graceful)")
+        second.send_signal(signal.SIGTERM)  # it finishes its shutdown while the demo sums up
 
         report = Report(
             path=self.path,
@@ -229,6 +224,11 @@ class Demo:
             unfinished=unfinished,
         )
         await self._summarise(ledger, runs, recorded_at_kill, report)
+        try:
+            await asyncio.to_thread(second.wait, 10.0)
+        except subprocess.TimeoutExpired:
+            second.kill()
+        self.note("worker 2 stopped (SIGTERM, graceful)")
         report.seconds = time.monotonic() - self._started
         return report
 
