@@ -76,7 +76,7 @@ class TaskFlow:
                     "concurrency_key does not apply to a cron task: its ticks share one key"
                 )
             Schedule(name, cron, tz="UTC" if tz is None else tz)  # the cron and tz parse
-            tick_parameter = _tick_parameter(name, signature)
+            tick_parameter = tick_parameter_of(f"cron task {name!r}", signature)
         return cls(
             name=name,
             concurrency=concurrency if isinstance(concurrency, int) else None,
@@ -143,20 +143,20 @@ def _throttle(value: object) -> Throttle | None:
     )
 
 
-def _tick_parameter(name: str, signature: Signature) -> str | None:
-    """The parameter of a cron task that receives the tick's time, if it has one.
+def tick_parameter_of(what: str, signature: Signature) -> str | None:
+    """The parameter of a cron task or workflow (``what``) that receives the tick's time.
 
-    That is its one parameter, annotated `datetime`; `ConfigurationError` for any other.
+    That is its one parameter (a workflow's beside the Context), annotated `datetime`;
+    None for none, `ConfigurationError` for any other.
     """
     if not signature.parameters:
         return None
     only, *rest = signature.parameters
     if rest or signature.hints.get(only.name) is not datetime:
         raise ConfigurationError(
-            f"cron task {name!r}: it may take no parameter, or one annotated datetime (the "
-            "tick's time)"
+            f"{what}: it may take no parameter, or one annotated datetime (the tick's time)"
         )
     return str(only.name)
 
 
-__all__ = ["OPTIONS", "TaskFlow"]
+__all__ = ["OPTIONS", "TaskFlow", "tick_parameter_of"]
