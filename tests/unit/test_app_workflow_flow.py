@@ -31,6 +31,7 @@ from durably.errors import ConfigurationError, InvalidInputError, WorkflowNotFou
         ({"debounce": "5m"}, "debounce must be seconds"),
         ({"debounce": 5, "debounce_key": "account"}, "debounce_key must be a callable"),
         ({"debounce_key": lambda: "k"}, "debounce_key needs debounce="),
+        ({"debounce": 5, "timeout": 60}, "timeout= does not apply with debounce="),
     ],
 )
 def test_a_bad_schedule_or_debounce_option_is_refused_by_name(
@@ -80,8 +81,10 @@ async def test_a_bad_debounce_key_is_refused_before_anything_is_stored(
 
         with pytest.raises(InvalidInputError, match=named):
             await keyed.start(1, id="w-1")
-        with pytest.raises(InvalidInputError, match="no delay= or at="):
+        with pytest.raises(InvalidInputError, match="no delay=, at= or timeout="):
             await keyed.start(1, id="w-1", delay=5)
+        with pytest.raises(InvalidInputError, match="no delay=, at= or timeout="):
+            await keyed.start(1, id="w-1", timeout=5)
         with pytest.raises(WorkflowNotFoundError):
             await app.get_handle("w-1")
 

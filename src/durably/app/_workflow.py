@@ -145,6 +145,9 @@ class Workflow(Generic[P, R]):
             debounce=debounce,
             debounce_key=debounce_key,
         )
+        if self.flow.debounce is not None and timeout is not None:
+            # Counted from a begin each later start pushes back: it could end it unbegun.
+            raise InvalidInputError(f"{what}: timeout= does not apply with debounce=")
         self.__name__ = getattr(fn, "__name__", kind)
         self.__doc__ = fn.__doc__
 
@@ -289,10 +292,10 @@ class Workflow(Generic[P, R]):
         # every pass of the workflow continues its trace.
         with producing("start", self.kind, {"durably.workflow.kind": self.kind}):
             if self.flow.debounce is not None:
-                if delay is not None or at is not None:
+                if delay is not None or at is not None or timeout is not None:
                     raise InvalidInputError(
                         f"workflow {self.kind!r} is debounced: its window sets when it "
-                        "begins, so start() takes no delay= or at="
+                        "begins, so start() takes no delay=, at= or timeout="
                     )
                 begins = Begins(delay=self.flow.debounce)
             else:
@@ -355,7 +358,15 @@ class Workflow(Generic[P, R]):
     def on_cron(self, cron: str, tz: str) -> Schedule:
         """The schedule starting this workflow at every tick of ``cron`` in ``tz``.
 
-        `App.schedule` registers it; raises as ``@app.workflow(cron=, tz=)`` does.
+        `App.schedule` registers it.
+
+        Args:
+            cron: A five-field cron expression.
+            tz: The IANA time zone of its ticks.
+
+        Raises:
+            InvalidInputError: A ``cron`` that does not parse, an unknown ``tz``.
+            ConfigurationError: A body whose parameters a tick cannot fill.
         """
         flow = WorkflowFlow.of(
             self.kind,
