@@ -14,11 +14,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from durably.app._task_flow import tick_parameter_of
+from durably.app._task_flow import cron_of, key_answer
 from durably.app._values import Duration, Signature, seconds_of
 from durably.engine.schedules import Schedule
 from durably.errors import InvalidInputError
-from durably.validation import identifier
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,17 +47,9 @@ class WorkflowFlow:
         Raises `InvalidInputError` naming a bad option, and `ConfigurationError` for a
         cron workflow whose parameters a tick cannot fill.
         """
-        tick_parameter = None
-        if cron is None:
-            if tz is not None:
-                raise InvalidInputError("tz applies to cron= only: give cron= too")
-        else:
-            if not isinstance(cron, str):
-                raise InvalidInputError(f"cron must be a cron expression string, got {cron!r}")
-            if tz is not None and not isinstance(tz, str):
-                raise InvalidInputError(f"tz must be an IANA time zone name, got {tz!r}")
-            Schedule(kind, cron, tz="UTC" if tz is None else tz)  # the cron and tz parse
-            tick_parameter = tick_parameter_of(f"cron workflow {kind!r}", signature)
+        expression, zone, tick_parameter = cron_of(
+            f"cron workflow {kind!r}", kind, cron, tz, signature
+        )
         window = None if debounce is None else seconds_of(debounce, "debounce")
         if debounce_key is not None:
             if not callable(debounce_key):
@@ -70,8 +61,8 @@ class WorkflowFlow:
                 raise InvalidInputError("debounce_key needs debounce= (the window)")
         return cls(
             kind=kind,
-            cron=cron if isinstance(cron, str) else None,
-            tz=tz if isinstance(tz, str) else "UTC",
+            cron=expression,
+            tz=zone,
             tick_parameter=tick_parameter,
             debounce=window,
             key_of=debounce_key if callable(debounce_key) else None,
@@ -94,18 +85,7 @@ class WorkflowFlow:
         """
         key = ""
         if self.key_of is not None:
-            try:
-                value = self.key_of(*args, **kwargs)
-            except Exception as exc:
-                raise InvalidInputError(
-                    f"workflow {self.kind!r}: debounce_key failed: {exc!r}"
-                ) from None
-            if not isinstance(value, str):
-                raise InvalidInputError(
-                    f"workflow {self.kind!r}: debounce_key must return a string, "
-                    f"got {type(value).__name__}"
-                )
-            key = identifier(value, "debounce_key")
+            key = key_answer(self.key_of, args, kwargs, f"workflow {self.kind!r}", "debounce_key")
         named = json.dumps([tenant, self.kind, key], ensure_ascii=False)
         return hashlib.sha256(named.encode()).hexdigest()
 
