@@ -5,7 +5,7 @@ cron workflows are listed beside task schedules."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,34 @@ def test_a_cron_workflow_takes_no_parameter_but_the_tick() -> None:
         @app.workflow(name="taken", cron="0 * * * *")
         async def taken(ctx: Context, tick: datetime) -> None:
             return None
+
+
+async def test_app_schedule_takes_a_registered_workflow_or_task() -> None:
+    clock = ManualClock(datetime(2027, 3, 1, 9, 0, 30, tzinfo=UTC).timestamp())
+    ran: list[str] = []
+    async with App("memory://", clock=clock) as app:
+
+        @app.workflow(name="report")
+        async def report(ctx: Context, tick: datetime) -> None:
+            ran.append(f"workflow {ctx.id}")
+
+        @app.task(name="sweep")
+        async def sweep(tick: datetime) -> None:
+            ran.append(f"task {tick.isoformat()}")
+
+        assert app.schedule(report, cron="* * * * *").workflow == "report"
+        assert app.schedule(sweep, cron="* * * * *").queue == sweep.queue
+        with pytest.raises(ConfigurationError, match="registered already"):
+            app.schedule(report, cron="0 * * * *")
+        with pytest.raises(InvalidInputError, match="name must be a string"):
+            app.schedule(7, cron="0 * * * *")  # type: ignore[arg-type]
+        await app.run_until_idle(advance=False)  # the marks
+        clock.advance(60)
+        await app.run_until_idle(advance=False)
+    assert sorted(ran) == [
+        "task 2027-03-01T09:01:00+00:00",
+        "workflow report@2027-03-01T09:01:00+00:00",
+    ]
 
 
 @pytest.mark.parametrize(

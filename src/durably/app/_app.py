@@ -518,7 +518,7 @@ class App(Operating):
 
     def schedule(
         self,
-        name: str | Workflow[Any, Any],
+        name: str | Workflow[Any, Any] | Task[Any, Any],
         *,
         cron: str,
         tz: str = "UTC",
@@ -531,28 +531,37 @@ class App(Operating):
         (see the flow-control guide). The item's id and dedupe key name the schedule and
         the tick; its payload carries the tick (`durably.engine.tick_of`). Given a
         registered `Workflow`, a tick starts one workflow of its kind instead, as
-        ``@app.workflow(cron=...)`` does. Register schedules at start-up, in code.
+        ``@app.workflow(cron=...)`` does; given a registered `Task`, a tick queues one run
+        of it, as ``@app.task(cron=...)`` does. Register schedules at start-up, in code.
 
         Args:
-            name: The schedule's name, one per App; or a workflow the ticks start.
+            name: The schedule's name, one per App; or a workflow the ticks start, or a
+                task they queue (the schedule named after it).
             cron: A five-field cron expression, e.g. ``"*/15 * * * *"``.
             tz: An IANA time zone; ticks are wall-clock times there.
-            queue: The queue the tick's items go to (not for a workflow).
+            queue: The queue the tick's items go to (not for a workflow or a task: a
+                task's items go to its own queue).
 
         Raises:
             InvalidInputError: A cron expression that does not parse, an unknown time
                 zone, or a bad name or queue (before any I/O).
             ConfigurationError: A schedule of this name is registered already; a workflow
-                of another App, or whose body's parameters a tick cannot fill.
+                or task of another App, or whose parameters a tick cannot fill.
         """
-        if isinstance(name, Workflow):
-            if self._core.workflows.get(name.kind) is not name:
-                raise ConfigurationError(f"workflow {name.kind!r} is not registered on this App")
-            if name.kind in self._core.schedules:
-                raise ConfigurationError(f"a schedule named {name.kind!r} is registered already")
-            schedule = name.on_cron(cron, tz)
-        else:
+        if not isinstance(name, Workflow | Task):  # a name, checked as every id is
             schedule = Schedule(name, cron, tz=tz, queue=queue, tenant=self._core.tenant)
+        else:
+            registered: object = (
+                self._core.workflows.get(name.kind)
+                if isinstance(name, Workflow)
+                else self._core.tasks.get(name.name)
+            )
+            known = name.kind if isinstance(name, Workflow) else name.name
+            if registered is not name:
+                raise ConfigurationError(f"{known!r} is not registered on this App")
+            if known in self._core.schedules:
+                raise ConfigurationError(f"a schedule named {known!r} is registered already")
+            schedule = name.on_cron(cron, tz)
         self._add_schedule(schedule)
         return schedule
 
