@@ -53,6 +53,9 @@ STARTED = "durably:start:"
 BEGINS = "durably:begins"
 """The durable sleep of a delayed start (``start(delay=)``/``start(at=)``) before its
 body begins: its deadline, as a sleep records one."""
+DEBOUNCED = "durably:debounced"
+"""``durably:debounced#N``: what a debounced workflow's N-th ask to begin was answered (the
+arguments to run with, or when to ask again); ``durably:debounced:wait#N`` its sleep."""
 TIMEOUT = "durably:timeout"
 """The wakeup at a workflow's ``timeout`` deadline (never recorded)."""
 RESUMES = "durably:resume"
@@ -315,6 +318,7 @@ _START_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "timeout_at": ((int, float), True),
     "depth": ((int,), True),
     "not_before": ((int, float), True),
+    "debounce": ((str,), True),
 }
 
 
