@@ -8,6 +8,7 @@ so a producer and a worker cannot disagree on how the item is retried.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import math
@@ -137,6 +138,28 @@ class Task(Generic[P, R]):
         """
         payload = {TASK_KEY: self.name, ARGS_KEY: "{}", RETRY_KEY: self._retry_text}
         return self.flow.schedule(self.queue, self._core.tenant, payload)
+
+    def on_cron(self, cron: str, tz: str) -> Schedule:
+        """The schedule queueing a run of this task at every tick of ``cron`` in ``tz``.
+
+        `App.schedule` registers it.
+
+        Args:
+            cron: A five-field cron expression.
+            tz: The IANA time zone of its ticks.
+
+        Raises:
+            InvalidInputError: A ``cron`` that does not parse, an unknown ``tz``, a
+                ``concurrency_key`` (a cron task's ticks share one key).
+            ConfigurationError: A task whose parameters a tick cannot fill.
+        """
+        more = {**self.options.more, "cron": cron, "tz": tz}
+        self.flow = TaskFlow.of(self.name, more, self.signature)
+        self.options = dataclasses.replace(self.options, more=more)
+        schedule = self.schedule()
+        if schedule is None:  # pragma: no cover - a cron was given
+            raise ConfigurationError(f"task {self.name!r}: no cron given")
+        return schedule
 
     def retarget(self, dsn: SecretStr) -> None:
         """Point the task's App at another store before it opens.

@@ -1,84 +1,93 @@
-"""`WorkflowFlow`: what a workflow kind's flow options make of its starts.
+"""`WorkflowFlow`: what a workflow's schedule and debounce options make of its starts.
 
-The options are ``concurrency=``, ``concurrency_key=`` and ``throttle=``; the store
-applies them through the gates of `durably.stores.gates`.
+``cron=`` and ``tz=`` register the kind as a `Schedule` whose ticks start one workflow
+each, named by the tick; ``debounce=`` (with ``debounce_key=``) folds the starts of one key
+within the window into one pending workflow that runs once, with the last arguments. Both
+are checked when the workflow is registered.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import hashlib
+import json
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from durably.app._task_flow import flow_key, flow_throttle
+from durably.app._task_flow import cron_of, key_answer
+from durably.app._values import Duration, Signature, seconds_of
+from durably.engine.schedules import Schedule
 from durably.errors import InvalidInputError
-from durably.stores.flow import Throttle, flow_limit
-from durably.stores.gates import WorkflowGate, gating
-from durably.stores.workflows import Checkpointer
 
 
 @dataclass(frozen=True, slots=True)
 class WorkflowFlow:
-    """A workflow kind's gate and rate, checked at registration."""
+    """A workflow kind's cron schedule and debounce window, checked at registration."""
 
     kind: str
-    concurrency: int | None = None
+    cron: str | None = None
+    tz: str = "UTC"
+    tick_parameter: str | None = None
+    debounce: float | None = None
     key_of: Callable[..., object] | None = None
-    throttle: Throttle | None = None
 
     @classmethod
     def of(
-        cls, kind: str, concurrency: object, concurrency_key: object, throttle: object
+        cls,
+        kind: str,
+        signature: Signature,
+        *,
+        cron: object = None,
+        tz: object = None,
+        debounce: Duration | None = None,
+        debounce_key: object = None,
     ) -> WorkflowFlow:
-        """The flow of workflow kind ``kind``, its options checked.
+        """The flow of workflow ``kind`` from its options and its body's ``signature``.
 
-        Raises `InvalidInputError` naming a bad option: a limit that is no int from 1
-        up, a ``concurrency_key`` that is not callable or comes without ``concurrency``,
-        a ``throttle`` that is no `Throttle`.
+        Raises `InvalidInputError` naming a bad option, and `ConfigurationError` for a
+        cron workflow whose parameters a tick cannot fill.
         """
-        if concurrency is not None:
-            flow_limit(concurrency, "concurrency")
-        if concurrency_key is not None:
-            if not callable(concurrency_key):
+        expression, zone, tick_parameter = cron_of(
+            f"cron workflow {kind!r}", kind, cron, tz, signature
+        )
+        window = None if debounce is None else seconds_of(debounce, "debounce")
+        if debounce_key is not None:
+            if not callable(debounce_key):
                 raise InvalidInputError(
-                    "concurrency_key must be a callable of the workflow's arguments, "
-                    f"got {concurrency_key!r}"
+                    "debounce_key must be a callable of the workflow's arguments, "
+                    f"got {debounce_key!r}"
                 )
-            if concurrency is None:
-                raise InvalidInputError("concurrency_key needs concurrency= (the limit per key)")
+            if window is None:
+                raise InvalidInputError("debounce_key needs debounce= (the window)")
         return cls(
-            kind,
-            concurrency if isinstance(concurrency, int) else None,
-            concurrency_key if callable(concurrency_key) else None,
-            flow_throttle(throttle),
+            kind=kind,
+            cron=expression,
+            tz=zone,
+            tick_parameter=tick_parameter,
+            debounce=window,
+            key_of=debounce_key if callable(debounce_key) else None,
         )
 
-    def gate_name(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str | None:
-        """The gate a start with these arguments goes through (None: no limit).
-
-        Raises `InvalidInputError` as the key function fails, before any I/O.
-        """
-        if self.concurrency is None:
+    def schedule(
+        self, tenant: str, starts: Callable[[float], Awaitable[object]]
+    ) -> Schedule | None:
+        """The cron schedule whose ticks start this workflow (None: not a cron workflow)."""
+        if self.cron is None:
             return None
-        return flow_key(f"workflow {self.kind!r}", self.kind, self.key_of, args, kwargs)
-
-    def gate(self, name: object) -> WorkflowGate | None:
-        """The gate named ``name`` in a start record, with this kind's limit."""
-        if self.concurrency is None or not isinstance(name, str):
-            return None
-        return WorkflowGate(name, self.concurrency, self.kind)
-
-    async def begins(self, checkpointer: Checkpointer[Any], now: float) -> float | None:
-        """Under ``throttle=``, the slot a start at ``now`` reserves; None without one.
-
-        The slot is when its body may begin, counted by the store across processes.
-        """
-        if self.throttle is None:
-            return None
-        store = gating(checkpointer, self.kind)
-        return await store.throttle_start(
-            self.kind, now, self.throttle.interval, self.throttle.burst
+        return Schedule(
+            self.kind, self.cron, tz=self.tz, tenant=tenant, workflow=self.kind, starts=starts
         )
+
+    def slot(self, tenant: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
+        """The debounce slot of one start: its tenant, kind and key, digested.
+
+        `InvalidInputError` when ``debounce_key`` fails or answers no usable string.
+        """
+        key = ""
+        if self.key_of is not None:
+            key = key_answer(self.key_of, args, kwargs, f"workflow {self.kind!r}", "debounce_key")
+        named = json.dumps([tenant, self.kind, key], ensure_ascii=False)
+        return hashlib.sha256(named.encode()).hexdigest()
 
 
 __all__ = ["WorkflowFlow"]

@@ -16,6 +16,7 @@ from durably.claimcheck.policy import ClaimCheckPolicy
 from durably.errors import ConfigurationError
 from durably.stores.catalog import CatalogEntry, Cataloguing, Line, Listed, Mark
 from durably.stores.codec import CheckpointCodec
+from durably.stores.debounce import Begun
 from durably.stores.status import WorkflowInfo, WorkflowStatus
 from durably.stores.work import DEFAULT_QUEUE, QueuePolicy, QueueStats, WorkItem, WorkQueue
 from durably.stores.workflows import (
@@ -388,6 +389,22 @@ class ClaimCheckedQueue:
             raise ConfigurationError(f"{type(self._inner).__name__} keeps no schedule ticks")
         moved: tuple[bool, float | None] = await advance(name, tick)
         return moved
+
+    async def debounce(self, slot: str, workflow: str, args: str, due: float) -> str:
+        """The wrapped queue's debounce slot (its arguments are the start record's)."""
+        pending: str = await self._inner_call("debounce")(slot, workflow, args, due)
+        return pending
+
+    async def begin_debounced(self, slot: str, workflow: str, now: float) -> Begun:
+        """The wrapped queue's debounce slot, taken by a workflow that is due."""
+        begun: Begun = await self._inner_call("begin_debounced")(slot, workflow, now)
+        return begun
+
+    def _inner_call(self, name: str) -> Any:
+        found = getattr(self._inner, name, None)
+        if found is None:
+            raise ConfigurationError(f"{type(self._inner).__name__} keeps no debounce slots")
+        return found
 
     async def purge(self, *, queue: str, tenant: str | None = None) -> int:
         return await self._inner.purge(queue=queue, tenant=tenant)

@@ -10,6 +10,7 @@ with no worker, the latest tick that passed fires once: at most one catch-up run
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -56,6 +57,10 @@ class Schedule:
         tenant: The tenant of the tick's items.
         payload: Extra payload of every tick's item (its ``tick`` key is the tick's time).
         gates: The flow gates of every tick's item (`durably.stores.work.flow_fields`).
+        workflow: The workflow kind a tick starts instead of enqueueing an item (None:
+            an item). The App sets it for ``@app.workflow(cron=...)``.
+        starts: What starts that workflow for a tick (its instant, seconds since the
+            epoch); it names the workflow by the tick, so a repeated start finds it.
 
     Raises:
         InvalidInputError: a cron expression that does not parse, an unknown time zone or
@@ -69,9 +74,15 @@ class Schedule:
     tenant: str = "default"
     payload: dict[str, str] = field(default_factory=dict)
     gates: FlowFields = field(default_factory=lambda: FlowFields())
+    workflow: str | None = None
+    starts: Callable[[float], Awaitable[object]] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         identifier(self.name, "name")
+        if (self.workflow is None) != (self.starts is None):
+            raise InvalidInputError("a workflow schedule needs both workflow= and starts=")
         identifier(self.queue, "queue")
         identifier(self.tenant, "tenant")
         payload_text(self.payload)
@@ -130,8 +141,8 @@ def tick_of(item: WorkItem) -> datetime | None:
 
 async def tick(queue: WorkQueue, schedule: Schedule, *, now: float) -> WorkItem | None:
     """One round of ``schedule`` at ``now`` on ``queue``: if a tick has come since the last
-    one fired, move the schedule's mark on to the latest such tick and enqueue its item;
-    the item enqueued (or found live), if any.
+    one fired, move the schedule's mark on to the latest such tick and enqueue its item (or,
+    for a workflow schedule, start its workflow); the item enqueued (or found live), if any.
 
     Safe to call from any number of workers at once: the store moves the mark once per
     tick (``advance_tick``), and only the call that moved it enqueues. A schedule seen for
@@ -144,6 +155,9 @@ async def tick(queue: WorkQueue, schedule: Schedule, *, now: float) -> WorkItem 
     due = schedule.latest_at_or_before(now)
     moved, previous = await advance(schedule.name, due)
     if not moved or previous is None:
+        return None
+    if schedule.starts is not None:
+        await schedule.starts(due)
         return None
     enqueued: WorkItem = await queue.enqueue(schedule.tick_item(due))
     return enqueued

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from durably.clock import Clock, SystemClock
 from durably.errors import DurablyError, LeaseLostError, WorkItemNotFoundError
 from durably.memory.rotation import Rotation
+from durably.stores.debounce import Begun, begin_call, debounce_call
 from durably.stores.flow import throttle_admits
 from durably.stores.work import (
     DEDUPE_SWEEP_BATCH,
@@ -79,6 +80,17 @@ class _Tables:
     running: Counter[tuple[str, str]] = field(default_factory=Counter)
     arrivals: dict[tuple[str, str], float] = field(default_factory=dict)
     ticks: dict[str, float] = field(default_factory=dict)  # schedule -> last fired tick
+    debounces: dict[str, _Pending] = field(default_factory=dict)  # debounce slot -> its state
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A debounce slot: its pending (or begun) workflow, the last arguments, when due."""
+
+    workflow: str
+    args: str
+    due: float
+    begun: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,6 +376,29 @@ class MemoryWorkQueue:
             return False, None
         self._tables.ticks[name] = tick
         return True, previous
+
+    async def debounce(self, slot: str, workflow: str, args: str, due: float) -> str:
+        """Join debounce ``slot``'s pending workflow, giving it ``args`` and pushing it to
+        ``due``, or (none pending) make the slot name ``workflow``: the pending workflow's
+        id. Raises `InvalidInputError` before any I/O."""
+        slot, workflow, args, due = debounce_call(slot, workflow, args, due)
+        held = self._tables.debounces.get(slot)
+        if held is not None and not held.begun:
+            held.args, held.due = args, due
+            return held.workflow
+        self._tables.debounces[slot] = _Pending(workflow, args, due)
+        return workflow
+
+    async def begin_debounced(self, slot: str, workflow: str, now: float) -> Begun:
+        """Let ``workflow`` take debounce ``slot`` if it is due at ``now`` (see `Begun`)."""
+        slot, workflow, now = begin_call(slot, workflow, now)
+        held = self._tables.debounces.get(slot)
+        if held is None or held.workflow != workflow:
+            return Begun()
+        if not held.begun and held.due > now:
+            return Begun(due=held.due)
+        held.begun = True
+        return Begun(args=held.args)
 
     async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
         """Depth, claimed, dead-lettered, oldest due age and cumulative counters."""

@@ -24,6 +24,7 @@ from durably.postgres.migrate import verify
 from durably.postgres.notify import Listener
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
+from durably.stores.debounce import Begun, begin_call, debounce_call
 from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.stores.work import (
     DEDUPE_SWEEP_BATCH,
@@ -543,6 +544,29 @@ class PostgresWorkQueue:
             queue or DEFAULT_QUEUE,
         )
         return [_item(row) for row in rows]
+
+    async def debounce(self, slot: str, workflow: str, args: str, due: float) -> str:
+        """Join debounce ``slot``'s pending workflow, giving it ``args`` and pushing it to
+        ``due``, or (none pending) make the slot name ``workflow``: the pending workflow's
+        id, in one statement. Raises `InvalidInputError` before any I/O."""
+        slot, workflow, args, due = debounce_call(slot, workflow, args, due)
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["debounce"], slot, workflow, args, due), "debounce", "*"
+        )
+        return str(rows[0][0])
+
+    async def begin_debounced(self, slot: str, workflow: str, now: float) -> Begun:
+        """Let ``workflow`` take debounce ``slot`` if it is due at ``now`` (see `Begun`)."""
+        slot, workflow, now = begin_call(slot, workflow, now)
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["begin_debounced"], slot, workflow, now),
+            "begin_debounced",
+            "*",
+        )
+        args, due = rows[0][0], rows[0][1]
+        if args is not None:
+            return Begun(args=str(args))
+        return Begun() if due is None else Begun(due=float(due))
 
     async def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
         """Move schedule ``name``'s last fired tick on to ``tick`` if it is later than the

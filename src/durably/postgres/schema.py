@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 from durably.errors import ConfigurationError
 from durably.postgres import statements
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The schema version this release reads and writes; `verify` refuses any other."""
 
 # Lower-case, unquoted-safe names only: a table name is interpolated (a placeholder cannot
@@ -40,6 +40,7 @@ class StateTables:
     enqueues: str = "durably_enqueue_tokens"
     dedupe_keys: str = "durably_dedupe_keys"
     schedule_ticks: str = "durably_schedule_ticks"
+    debounces: str = "durably_debounces"
     gates: str = "durably_queue_gates"
     throttles: str = "durably_queue_throttles"
     workflow_checkpoint: str = "durably_workflow_checkpoint"

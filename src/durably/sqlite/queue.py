@@ -19,6 +19,7 @@ from durably.errors import (
 )
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
+from durably.stores.debounce import Begun, begin_call, debounce_call
 from durably.stores.flow import throttle_admits
 from durably.stores.work import (
     DEDUPE_SWEEP_BATCH,
@@ -422,6 +423,23 @@ class BoundSqliteWorkQueue:
         self._tx.execute(_SQL["set_tick"], {"name": name, "tick": tick})
         return True, previous
 
+    def debounce(self, slot: str, workflow: str, args: str, due: float) -> str:
+        """`SqliteWorkQueue.debounce` inside this transaction."""
+        row = self._tx.one(
+            _SQL["debounce"], {"slot": slot, "workflow": workflow, "args": args, "due": due}
+        )
+        assert row is not None  # the upsert returns its row
+        return str(row[0])
+
+    def begin_debounced(self, slot: str, workflow: str, now: float) -> Begun:
+        """`SqliteWorkQueue.begin_debounced` inside this transaction."""
+        named = {"slot": slot, "workflow": workflow}
+        taken = self._tx.one(_SQL["begin_debounced"], {**named, "now": now})
+        if taken is not None:
+            return Begun(args=str(taken[0]))
+        due = self._tx.one(_SQL["debounce_due"], named)
+        return Begun() if due is None else Begun(due=float(due[0]))
+
     def purge(self, *, queue: str, tenant: str | None = None) -> int:
         """Delete the queued items of ``queue`` (of ``tenant`` only, when given)."""
         rows = self._tx.all(_SQL["purge"], {"queue": queue, "tenant": tenant})
@@ -676,6 +694,20 @@ class SqliteWorkQueue:
         `InvalidInputError` before any I/O."""
         name, tick = tick_mark(name, tick)
         return await self._write("*", "advance_tick", lambda q: q.advance_tick(name, tick))
+
+    async def debounce(self, slot: str, workflow: str, args: str, due: float) -> str:
+        """Join debounce ``slot``'s pending workflow, giving it ``args`` and pushing it to
+        ``due``, or (none pending) make the slot name ``workflow``: the pending workflow's
+        id, in one write. Raises `InvalidInputError` before any I/O."""
+        slot, workflow, args, due = debounce_call(slot, workflow, args, due)
+        return await self._write("*", "debounce", lambda q: q.debounce(slot, workflow, args, due))
+
+    async def begin_debounced(self, slot: str, workflow: str, now: float) -> Begun:
+        """Let ``workflow`` take debounce ``slot`` if it is due at ``now`` (see `Begun`)."""
+        slot, workflow, now = begin_call(slot, workflow, now)
+        return await self._write(
+            "*", "begin_debounced", lambda q: q.begin_debounced(slot, workflow, now)
+        )
 
     async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
         """A snapshot of ``queue``."""

@@ -721,6 +721,29 @@ ON CONFLICT (name) DO UPDATE SET tick = excluded.tick, previous = t.tick
 WHERE t.tick < excluded.tick
 RETURNING t.previous;
 
+-- name: debounce
+-- $1 slot, $2 workflow, $3 args, $4 due: a pending workflow of the slot (not begun) takes
+-- the arguments and the due time; none pending, the slot names $2. A concurrent start
+-- waits for the row, then re-checks against what the other wrote. The pending workflow's id.
+INSERT INTO {debounces} AS d (slot, workflow, args, due)
+VALUES ($1::text, $2::text, $3::text, $4::float8)
+ON CONFLICT (slot) DO UPDATE SET
+    workflow = CASE WHEN d.begun THEN excluded.workflow ELSE d.workflow END,
+    args = excluded.args, due = excluded.due, begun = false
+RETURNING d.workflow;
+
+-- name: begin_debounced
+-- $1 slot, $2 workflow, $3 now: the workflow takes the slot if it is due (or took it
+-- before): its arguments; else the due time a later start pushed it to (both NULL: the
+-- slot names another workflow).
+WITH taken AS (
+    UPDATE {debounces} SET begun = true
+    WHERE slot = $1::text AND workflow = $2::text AND (begun OR due <= $3::float8)
+    RETURNING args
+)
+SELECT (SELECT args FROM taken),
+       (SELECT due FROM {debounces} WHERE slot = $1::text AND workflow = $2::text);
+
 -- name: queue_names
 -- Queues with items or counters, sorted, at most $1: the queued items' queues by a skip
 -- scan of the oldest index (one descent a queue), then those of claimed items and dead

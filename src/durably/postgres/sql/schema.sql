@@ -179,6 +179,16 @@ CREATE TABLE IF NOT EXISTS {schedule_ticks} (
     previous double precision
 );
 
+-- Added in version 6: each debounce slot's workflow, last arguments and due time
+-- (durably.stores.debounce). `begun`: the workflow took the slot; the next start replaces it.
+CREATE TABLE IF NOT EXISTS {debounces} (
+    slot text COLLATE "C" PRIMARY KEY,
+    workflow text NOT NULL,
+    args text NOT NULL,
+    due double precision NOT NULL,
+    begun boolean NOT NULL DEFAULT false
+);
+
 CREATE TABLE IF NOT EXISTS {counters} (
     queue text PRIMARY KEY,
     reaped bigint NOT NULL DEFAULT 0,
@@ -317,7 +327,7 @@ CREATE TABLE IF NOT EXISTS {workflow_tenant_counts} (
     started bigint NOT NULL
 );
 
--- Workflow gates (version 5, durably.stores.gates): each gated workflow's place (state
+-- Workflow gates (version 6, durably.stores.gates): each gated workflow's place (state
 -- 'queued' in its gate's line, 'held' holding a slot, 'free' finished), each gate's limit
 -- and admitted count (its row locked by every write that moves it: a gate's writes take
 -- turns), each tenant's last turn through a gate, and each throttle key's reserved
@@ -431,15 +441,16 @@ CREATE TABLE IF NOT EXISTS {claim_check} (
 CREATE INDEX IF NOT EXISTS {claim_check_name}_by_expiry ON {claim_check} (expires_at);
 
 INSERT INTO {schema_version} (version)
-SELECT 5 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
+SELECT 6 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
 -- Version 2 prefixed the workflow tables with durably_ (`migrate` renames a version-1
 -- database's tables before this script runs; applied by hand, rename them first).
 -- Version 3 added the rotation ({rota}, {waiting}); version 4 the workflow rotation
 -- ({workflow_tenants}); version 5 the per-tenant counts ({workflow_admitted},
 -- {workflow_tenant_counts}), the kept dedupe keys ({dedupe_keys}), the workflow catalog
 -- ({workflow_catalog}), the flow gates ({gates}, {throttles}) and the schedules' ticks
--- ({schedule_ticks}).
-UPDATE {schema_version} SET version = 5 WHERE version < 5;
+-- ({schedule_ticks}); version 6 the debounce slots ({debounces}) and the workflow gates
+-- ({workflow_gated}, {workflow_gates}, {workflow_gate_turns}, {workflow_throttles}).
+UPDATE {schema_version} SET version = 6 WHERE version < 6;
 
 -- name: schema_version
 SELECT version FROM {schema_version};

@@ -207,6 +207,25 @@ SELECT tick FROM durably_schedule_ticks WHERE name = :name
 INSERT INTO durably_schedule_ticks (name, tick) VALUES (:name, :tick)
 ON CONFLICT (name) DO UPDATE SET tick = excluded.tick
 
+-- name: debounce
+-- A start with debounce slot :slot: a pending workflow (not begun) takes :args and is due
+-- at :due; none pending, the slot names :workflow. Returns the pending workflow's id.
+INSERT INTO durably_debounces (slot, workflow, args, due) VALUES (:slot, :workflow, :args, :due)
+ON CONFLICT (slot) DO UPDATE SET
+    workflow = CASE WHEN begun THEN excluded.workflow ELSE workflow END,
+    args = excluded.args, due = excluded.due, begun = 0
+RETURNING workflow
+
+-- name: begin_debounced
+-- Workflow :workflow takes slot :slot if it is due at :now (or took it before): its
+-- arguments. Nothing when it is not due or the slot names another workflow.
+UPDATE durably_debounces SET begun = 1
+WHERE slot = :slot AND workflow = :workflow AND (begun OR due <= :now)
+RETURNING args
+
+-- name: debounce_due
+SELECT due FROM durably_debounces WHERE slot = :slot AND workflow = :workflow AND NOT begun
+
 -- name: queue_names
 -- Queues with items (the sizes the triggers keep) or counters, sorted, at most :limit.
 SELECT queue FROM durably_queue_sizes WHERE n > 0

@@ -1,4 +1,4 @@
--- durably's tables in an embedded SQLite file: schema version 6.
+-- durably's tables in an embedded SQLite file: schema version 7.
 -- Applied by `durably.sqlite.connect` inside one BEGIN IMMEDIATE, so processes opening a
 -- fresh file at once create it exactly once. Every statement is idempotent.
 
@@ -77,6 +77,16 @@ CREATE INDEX IF NOT EXISTS durably_work_running
 CREATE TABLE IF NOT EXISTS durably_schedule_ticks (
     name TEXT PRIMARY KEY,
     tick REAL NOT NULL
+);
+
+-- Each debounce slot's workflow, last arguments and due time (durably.stores.debounce),
+-- added in version 7. `begun`: the workflow took the slot; the next start replaces it.
+CREATE TABLE IF NOT EXISTS durably_debounces (
+    slot TEXT PRIMARY KEY,
+    workflow TEXT NOT NULL,
+    args TEXT NOT NULL,
+    due REAL NOT NULL,
+    begun INTEGER NOT NULL DEFAULT 0
 );
 
 -- Each throttle key's theoretical arrival time (the GCRA state of durably.stores.flow).
@@ -268,7 +278,7 @@ CREATE TABLE IF NOT EXISTS durably_workflow_tenant_counts (
     started INTEGER NOT NULL
 ) WITHOUT ROWID;
 
--- Workflow gates (schema version 6, durably.stores.gates): each gated workflow's place
+-- Workflow gates (schema version 7, durably.stores.gates): each gated workflow's place
 -- (state 'queued' in its gate's line, 'held' holding a slot, 'free' finished), each gate's
 -- limit and admitted count, each tenant's last turn through a gate, and each throttle
 -- key's reserved instant; kept by the same transactions as the start record, the status

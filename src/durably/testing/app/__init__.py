@@ -27,6 +27,7 @@ from durably.testing.app.messages import AppMessages
 from durably.testing.app.races import AppRaces
 from durably.testing.app.refusals import AppRefusals
 from durably.testing.app.replay import AppReplay
+from durably.testing.app.schedules import AppSchedules
 from durably.testing.app.sleeps import AppSleeps
 from durably.testing.app.tenants import AppTenants
 from durably.testing.app.upgrade import AppUpgrade
@@ -41,6 +42,7 @@ class AppConformance(
     AppLifecycle,
     AppReplay,
     AppRefusals,
+    AppSchedules,
     AppRaces,
     AppTenants,
     AppUpgrade,

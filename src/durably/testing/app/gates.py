@@ -191,6 +191,8 @@ class AppGates(AppFixtures):
             app.workflow(name=f"bad-{fresh_id()}", concurrency=1, concurrency_key="k")  # type: ignore[call-overload]
         with pytest.raises(InvalidInputError, match="throttle"):
             app.workflow(name=f"bad-{fresh_id()}", throttle=5)  # type: ignore[call-overload]
+        with pytest.raises(InvalidInputError, match="throttle does not apply with debounce"):
+            app.workflow(name=f"bad-{fresh_id()}", throttle="1/s", debounce=5)
 
         def key_of(key: str | int) -> object:
             if key == "raise":
