@@ -52,14 +52,12 @@ class TaskFlow:
         concurrency = more.get("concurrency")
         if concurrency is not None:
             flow_limit(concurrency, "concurrency")
-        key_of = more.get("concurrency_key")
-        if key_of is not None:
-            if not callable(key_of):
-                raise InvalidInputError(
-                    f"concurrency_key must be a callable of the task's arguments, got {key_of!r}"
-                )
-            if concurrency is None:
-                raise InvalidInputError("concurrency_key needs concurrency= (the limit per key)")
+        key_of = key_function(
+            more.get("concurrency_key"),
+            "concurrency_key",
+            "task",
+            needs=None if concurrency is not None else "concurrency= (the limit per key)",
+        )
         throttle = _throttle(more.get("throttle"))
         cron, tz, tick_parameter = cron_of(
             f"cron task {name!r}", name, more.get("cron"), more.get("tz"), signature
@@ -131,6 +129,25 @@ def flow_key(
         return name
     key = key_answer(key_of, args, kwargs, what, "concurrency_key")
     return identifier(f"{name}:{key}", "concurrency_key")
+
+
+def key_function(
+    value: object, option: str, whose: str, *, needs: str | None
+) -> Callable[..., object] | None:
+    """Key option ``option`` (``value``) of a ``whose`` (a task or a workflow), checked.
+
+    Raises `InvalidInputError` for one that is not callable, or given while the option
+    it needs is not (``needs`` names that option; None: it is given).
+    """
+    if value is None:
+        return None
+    if not callable(value):
+        raise InvalidInputError(
+            f"{option} must be a callable of the {whose}'s arguments, got {value!r}"
+        )
+    if needs is not None:
+        raise InvalidInputError(f"{option} needs {needs}")
+    return value
 
 
 def flow_throttle(value: object) -> Throttle | None:
@@ -218,5 +235,6 @@ __all__ = [
     "flow_key",
     "flow_throttle",
     "key_answer",
+    "key_function",
     "tick_parameter_of",
 ]

@@ -14,10 +14,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from durably.app._task_flow import cron_of, key_answer
+from durably.app._task_flow import cron_of, key_answer, key_function
 from durably.app._values import Duration, Signature, seconds_of
 from durably.engine.schedules import Schedule
-from durably.errors import InvalidInputError
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,21 +50,19 @@ class WorkflowFlow:
             f"cron workflow {kind!r}", kind, cron, tz, signature
         )
         window = None if debounce is None else seconds_of(debounce, "debounce")
-        if debounce_key is not None:
-            if not callable(debounce_key):
-                raise InvalidInputError(
-                    "debounce_key must be a callable of the workflow's arguments, "
-                    f"got {debounce_key!r}"
-                )
-            if window is None:
-                raise InvalidInputError("debounce_key needs debounce= (the window)")
+        key_of = key_function(
+            debounce_key,
+            "debounce_key",
+            "workflow",
+            needs="debounce= (the window)" if window is None else None,
+        )
         return cls(
             kind=kind,
             cron=expression,
             tz=zone,
             tick_parameter=tick_parameter,
             debounce=window,
-            key_of=debounce_key if callable(debounce_key) else None,
+            key_of=key_of,
         )
 
     def schedule(

@@ -10,8 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from durably.app._task_flow import flow_key, flow_throttle
-from durably.errors import InvalidInputError
+from durably.app._task_flow import flow_key, flow_throttle, key_function
 from durably.stores.flow import Throttle, flow_limit
 from durably.stores.gates import WorkflowGate, gating
 from durably.stores.workflows import Checkpointer
@@ -38,18 +37,16 @@ class WorkflowGates:
         """
         if concurrency is not None:
             flow_limit(concurrency, "concurrency")
-        if concurrency_key is not None:
-            if not callable(concurrency_key):
-                raise InvalidInputError(
-                    "concurrency_key must be a callable of the workflow's arguments, "
-                    f"got {concurrency_key!r}"
-                )
-            if concurrency is None:
-                raise InvalidInputError("concurrency_key needs concurrency= (the limit per key)")
+        key_of = key_function(
+            concurrency_key,
+            "concurrency_key",
+            "workflow",
+            needs=None if concurrency is not None else "concurrency= (the limit per key)",
+        )
         return cls(
             kind,
             concurrency if isinstance(concurrency, int) else None,
-            concurrency_key if callable(concurrency_key) else None,
+            key_of,
             flow_throttle(throttle),
         )
 
