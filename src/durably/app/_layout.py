@@ -31,8 +31,9 @@ created, timeout, depth, and the run (1, plus one per `Context.continue_as_new`,
 rewrites it; absent: 1)."""
 START_TRACE = START_FIELD
 """The start record's field holding the trace context of the code that started it."""
-START_CALL = "call"
-"""The start record's field holding a random token of the call that wrote it."""
+START_CALL = "writer"
+"""The start record's field holding a random token of the call that wrote it (named to
+sort last, after what a reader looks for)."""
 RESULT = "durably:result"
 """The encoded return value: written with the COMPLETED status in one write
 (`durably.workflows.Finish`), or by a child before it wakes its parent."""
