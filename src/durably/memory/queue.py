@@ -175,7 +175,7 @@ class MemoryWorkQueue:
         """`enqueue` of each of ``items``, in order, as one step (nothing else runs between
         them); every item is checked before any is queued."""
         ttl = None if dedupe_ttl is None else dedupe_window(dedupe_ttl)
-        return [self._enqueue(item, ttl) for item in batch_items(items)]
+        return [self._enqueue(item, ttl) for item in batch_items(items)[0]]
 
     async def claim(
         self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None

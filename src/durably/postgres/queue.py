@@ -179,15 +179,12 @@ class PostgresWorkQueue:
         or none. Per item, in order, what `enqueue` would have answered. An item the
         statement could not write (its id or dedupe key held, or given twice) is settled
         as `enqueue` settles it, in the same transaction."""
-        checked = batch_items(items)
+        checked, texts = batch_items(items)
         ttl = None if dedupe_ttl is None else dedupe_window(dedupe_ttl)
         if not checked:
             return []
         now = self._clock.now()
-        payloads = [
-            within_size(payload_text(item.payload), self._max_bytes, "payload", "postgres")
-            for item in checked
-        ]
+        payloads = [within_size(text, self._max_bytes, "payload", "postgres") for text in texts]
         tokens = [secrets.token_hex(8) for _ in checked]
         columns = (
             [item.tenant for item in checked],

@@ -26,7 +26,7 @@ from durably.errors import (
 )
 from durably.redis import keys
 from durably.redis.connection import RedisConnection, number, text
-from durably.redis.order import ready_member
+from durably.redis.order import ready_member, reserve_members
 from durably.redis.preflight import preflight
 from durably.redis.retry import RetriesSpent
 from durably.redis.scripts import scripts
@@ -178,6 +178,23 @@ def _item(fields: Any) -> WorkItem:
             "throttle_burst": int(fields[20]) if fields[20] else None,
         }
     )
+
+
+_WIDTH_TEXT = {2: b"2", 3: b"3", 11: b"11"}
+
+
+def _width(item: WorkItem) -> int:
+    """How many fields queue_enqueue_many.lua takes for ``item``: 2 for one due at once
+    with nothing else, 3 for a delayed one, 11 for any other."""
+    if (
+        item.dedupe_key is not None
+        or item.attempts
+        or item.failures
+        or item.concurrency_key is not None
+        or item.throttle_key is not None
+    ):
+        return 11
+    return 2 if item.available_at is None else 3
 
 
 def _gates(item: WorkItem) -> tuple[str, ...]:
@@ -343,53 +360,81 @@ class RedisWorkQueue:
         """`enqueue` of each of ``items`` in one script (atomic: nothing runs between them):
         per item, in order, what `enqueue` would have answered. Every item is checked
         before the script is sent."""
-        checked = batch_items(items)
+        checked, payloads = batch_items(items)
         ttl = None if dedupe_ttl is None else dedupe_window(dedupe_ttl)
         if not checked:
             return []
         now = self._clock.now()
-        item_keys: list[str] = []
-        fields: list[object] = []
-        for item in checked:
-            payload = payload_text(item.payload)
-            failures = "".join(map(keys.segment, item.failures))
-            size = len(payload.encode()) + len(item.tenant.encode()) + len(item.id.encode())
-            size += len(failures.encode())
-            if size > self._redis.max_value_bytes:
-                self._redis.check_bytes(size, f"work item {item.id!r}".__str__)
-            carried = bool(item.attempts or item.failures)
-            item_keys.append(self._item_prefix + keys.item_ref(item.tenant, item.id))
-            fields += (
-                item.tenant,
-                ready_member(now, item.id),
-                item.queue,
-                payload,
-                _PRIORITY_TEXT.get(item.priority) or str(int(item.priority)).encode(),
-                _call_token(),  # a retry of this call finds its own items by it
-                "" if item.available_at is None else number(item.available_at),
-                item.dedupe_key or "",
-                str(item.attempts) if carried else "",
-                failures if carried else "",
-                *_gates(item),
-            )
-        script = _LUA["queue_enqueue_many"]
+        args: list[object] = [
+            self._raw_prefix,
+            number(now),
+            "" if ttl is None else number(ttl),
+            _call_token(),  # a retry of this call finds its own items by it
+            reserve_members(now, len(checked)),
+        ]
+        extend = args.extend
+        limit = self._redis.max_value_bytes >> 2
+        run: tuple[object, ...] = ()
+        count_at = 0
+        for item, payload in zip(checked, payloads, strict=True):
+            width = _width(item)
+            head = (item.tenant, item.queue, item.priority, width)
+            if head == run:
+                args[count_at] += 1  # type: ignore[operator]
+            else:  # a new run of items sharing tenant, queue, priority and width
+                run = head
+                extend(
+                    (
+                        item.tenant,
+                        item.queue,
+                        _PRIORITY_TEXT.get(item.priority) or str(int(item.priority)).encode(),
+                        _WIDTH_TEXT[width],
+                        1,
+                    )
+                )
+                count_at = len(args) - 1
+            if width == 11:
+                failures = "".join(map(keys.segment, item.failures))
+                self._check_size(item, payload, failures)
+                extend(
+                    (
+                        item.id,
+                        payload,
+                        "" if item.available_at is None else number(item.available_at),
+                        item.dedupe_key or "",
+                        str(item.attempts) if item.attempts or item.failures else "",
+                        failures,
+                        *_gates(item),
+                    )
+                )
+                continue
+            # A character is at most 4 bytes: only a long item is encoded to be counted.
+            if len(payload) + len(item.tenant) + len(item.id) > limit:
+                self._check_size(item, payload, "")
+            if width == 2:
+                extend((item.id, payload))
+            else:
+                extend((item.id, payload, number(item.available_at)))  # type: ignore[arg-type]
         try:
             replies = await self._redis.retry.call(
-                script.run,
+                _LUA["queue_enqueue_many"].run,
                 self._redis.client,
-                len(item_keys),
-                *item_keys,
-                self._raw_prefix,
-                number(now),
-                "" if ttl is None else number(ttl),
-                *fields,
+                1,
+                self._key("rota", checked[0].queue),
+                *args,
             )
         except RetriesSpent as spent:
             raise QueueUnavailableError(checked[0].queue, "enqueue", spent.detail) from None
-        return [
-            queued_copy(item, now) if reply == 1 else _item(reply)
-            for item, reply in zip(checked, replies, strict=True)
-        ]
+        answers = [queued_copy(item, now) for item in checked]
+        for at in range(0, len(replies), 2):
+            answers[replies[at] - 1] = _item(replies[at + 1])
+        return answers
+
+    def _check_size(self, item: WorkItem, payload: str, failures: str) -> None:
+        """Refuse ``item`` if what is stored of it (payload, ids, failures) is over
+        ``max_value_bytes``, as `enqueue` does, before anything is sent."""
+        size = len(payload.encode()) + len(item.tenant.encode()) + len(item.id.encode())
+        self._redis.check_bytes(size + len(failures.encode()), f"work item {item.id!r}".__str__)
 
     async def claim(
         self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None

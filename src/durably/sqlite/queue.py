@@ -534,14 +534,11 @@ class SqliteWorkQueue:
     ) -> list[WorkItem]:
         """`enqueue` of each of ``items`` in one transaction: all of them or none. Per item,
         in order, what `enqueue` would have answered; every item is checked first."""
-        checked = batch_items(items)
+        checked, texts = batch_items(items)
         ttl = None if dedupe_ttl is None else dedupe_window(dedupe_ttl)
         if not checked:
             return []
-        payloads = [
-            within_size(payload_text(item.payload), self._max_bytes, "payload", "sqlite")
-            for item in checked
-        ]
+        payloads = [within_size(text, self._max_bytes, "payload", "sqlite") for text in texts]
         return await self._write(
             checked[0].queue,
             "enqueue",

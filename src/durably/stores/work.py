@@ -310,19 +310,21 @@ def batch_limit(limit: int) -> int:
     return min(positive_int(limit, "limit"), BATCH_MOST)
 
 
-def batch_items(items: Sequence[WorkItem]) -> list[WorkItem]:
-    """The items of an `enqueue_many` call, each checked (`checked_item`) before any I/O:
-    at most `BATCH_MOST` of them. Raises `InvalidInputError`."""
+def batch_items(items: Sequence[WorkItem]) -> tuple[list[WorkItem], list[str]]:
+    """The items of an `enqueue_many` call, each checked (`checked_item`) before any I/O,
+    and their payloads as every backing stores them (`payload_text`): at most `BATCH_MOST`
+    items. Raises `InvalidInputError`."""
     if isinstance(items, WorkItem | str | bytes) or not isinstance(items, Sequence):
         raise InvalidInputError("items must be a sequence of WorkItem")
     if len(items) > BATCH_MOST:
         raise InvalidInputError(f"items must hold at most {BATCH_MOST:,} items, got {len(items)}")
+    payloads: list[str] = []
     for item in items:
         if not isinstance(item, WorkItem):
             raise InvalidInputError(f"items must hold WorkItem values, got {type(item).__name__}")
         checked_item(item)
-        payload_text(item.payload)
-    return list(items)
+        payloads.append(payload_text(item.payload))
+    return list(items), payloads
 
 
 def settle_keys(items: Sequence[tuple[str, str]], worker: str) -> list[tuple[str, str]]:
