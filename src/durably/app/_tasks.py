@@ -241,9 +241,13 @@ class Task(Generic[P, R]):
         keys: Sequence[str | None] = [None] * len(listed) if dedupe_keys is None else dedupe_keys
         if isinstance(keys, str) or len(keys) != len(listed):
             raise InvalidInputError("dedupe_keys must hold one key (or None) per call")
+        common = self._common(delay, priority, tenant)
+        ids = secrets.token_hex(16 * len(listed))  # one draw for every item's id
         items = []
         for n, (call, key) in enumerate(zip(listed, keys, strict=True)):
-            if isinstance(call, Mapping):
+            if type(call) is tuple:  # the usual call, without the ABC checks below
+                positional, keywords = call, {}
+            elif isinstance(call, Mapping):
                 positional, keywords = (), dict(call)
             elif isinstance(call, Sequence) and not isinstance(call, str | bytes):
                 positional, keywords = tuple(call), {}
@@ -252,16 +256,7 @@ class Task(Generic[P, R]):
                     f"calls[{n}] must be a tuple of arguments or a mapping of keyword "
                     f"arguments, got {type(call).__name__}"
                 )
-            items.append(
-                self._item(
-                    positional,
-                    keywords,
-                    delay=delay,
-                    priority=priority,
-                    tenant=tenant,
-                    dedupe_key=key,
-                )
-            )
+            items.append(self._made(common, positional, keywords, key, ids[32 * n : 32 * n + 32]))
         if not items:
             return []
         queue = (await self._core.stores()).queue
@@ -279,12 +274,48 @@ class Task(Generic[P, R]):
         dedupe_key: str | None = None,
     ) -> WorkItem:
         """The work item of one call, every argument checked (no I/O)."""
-        encoded = self.signature.encode_args(args, kwargs)
+        common = self._common(delay, priority, tenant)
+        return self._made(common, args, kwargs, dedupe_key, secrets.token_hex(16))
+
+    def _common(
+        self, delay: Duration | None, priority: WorkPriority | None, tenant: str | None
+    ) -> dict[str, object]:
+        """The fields every item of one enqueue call shares, each checked (no I/O)."""
         seconds = 0.0 if delay is None else _delay(delay)
-        if dedupe_key is not None:
-            identifier(dedupe_key, "dedupe_key")
         if priority is not None and not isinstance(priority, WorkPriority):
             raise InvalidInputError(f"priority must be a durably.WorkPriority, got {priority!r}")
+        return {
+            "tenant": self._core.tenant if tenant is None else identifier(tenant, "tenant"),
+            "queue": self.queue,
+            "priority": WorkPriority.NORMAL if priority is None else priority,
+            "attempts": 0,
+            "state": WorkState.QUEUED,
+            "worker": None,
+            "enqueued_at": None,
+            "available_at": self._core.clock.now() + seconds if seconds else None,
+            "lease_expires_at": None,
+            "first_claimed_at": None,
+            "claimed_at": None,
+            "failures": (),
+            "concurrency_key": None,
+            "concurrency_limit": None,
+            "throttle_key": None,
+            "throttle_seconds": None,
+            "throttle_burst": None,
+        }
+
+    def _made(
+        self,
+        common: dict[str, object],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        dedupe_key: str | None,
+        item_id: str,
+    ) -> WorkItem:
+        """One call's item, its arguments and ``dedupe_key`` checked (no I/O)."""
+        encoded = self.signature.encode_args(args, kwargs)
+        if dedupe_key is not None:
+            identifier(dedupe_key, "dedupe_key")
         payload = {
             TASK_KEY: self.name,
             ARGS_KEY: _compact(encoded),
@@ -294,26 +325,10 @@ class Task(Generic[P, R]):
         # any I/O): built without pydantic's validation, on every enqueue's path.
         return stored_item(
             {
-                "id": secrets.token_hex(16),
-                "tenant": self._core.tenant if tenant is None else identifier(tenant, "tenant"),
-                "queue": self.queue,
+                **common,
+                "id": item_id,
                 "payload": payload,
-                "priority": WorkPriority.NORMAL if priority is None else priority,
                 "dedupe_key": dedupe_key,
-                "attempts": 0,
-                "state": WorkState.QUEUED,
-                "worker": None,
-                "enqueued_at": None,
-                "available_at": self._core.clock.now() + seconds if seconds else None,
-                "lease_expires_at": None,
-                "first_claimed_at": None,
-                "claimed_at": None,
-                "failures": (),
-                "concurrency_key": None,
-                "concurrency_limit": None,
-                "throttle_key": None,
-                "throttle_seconds": None,
-                "throttle_burst": None,
                 **self.flow.fields(args, kwargs),
             }
         )

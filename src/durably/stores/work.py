@@ -320,7 +320,8 @@ def batch_items(items: Sequence[WorkItem]) -> tuple[list[WorkItem], list[str]]:
         raise InvalidInputError(f"items must hold at most {BATCH_MOST:,} items, got {len(items)}")
     payloads: list[str] = []
     for item in items:
-        if not isinstance(item, WorkItem):
+        # The exact type first: a pydantic model's isinstance goes through its ABC machinery.
+        if type(item) is not WorkItem and not isinstance(item, WorkItem):
             raise InvalidInputError(f"items must hold WorkItem values, got {type(item).__name__}")
         checked_item(item)
         payloads.append(payload_text(item.payload))
