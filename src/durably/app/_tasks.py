@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 from pydantic import SecretStr
 
 from durably.app._context import is_async
+from durably.app._formats import compact
 from durably.app._retry import Retry
 from durably.app._task_flow import TaskFlow
 from durably.app._values import Duration, Signature, seconds_of
@@ -318,7 +319,7 @@ class Task(Generic[P, R]):
             identifier(dedupe_key, "dedupe_key")
         payload = {
             TASK_KEY: self.name,
-            ARGS_KEY: _compact(encoded),
+            ARGS_KEY: compact(encoded),
             RETRY_KEY: self._retry_text,
         }
         # Every field is checked above or made here (the queue checks the ids again before
@@ -434,7 +435,6 @@ def _retry_text(retry: Retry) -> str:
     )
 
 
-_compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _RETRIES_KEPT = 256
 _retries: dict[tuple[str, Retry], Retry] = {}
 
