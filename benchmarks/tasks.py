@@ -76,8 +76,10 @@ async def enqueue_rates(dsn: str) -> tuple[float, float]:
             for item in singles[at * per_slice : (at + 1) * per_slice]:
                 await queue.enqueue(item)
 
+        batches = [_items(f"t-{uuid.uuid4().hex[:8]}", "batch") for _ in range(SLICES)]
+
         async def batch() -> None:
-            await queue.enqueue_many(_items(f"t-{uuid.uuid4().hex[:8]}", "batch"))
+            await queue.enqueue_many(batches.pop())
 
         return await _alternated(single, batch)
     finally:
@@ -99,8 +101,10 @@ async def task_enqueue_rates(dsn: str) -> tuple[float, float]:
         for n in range(at * per_slice, (at + 1) * per_slice):
             await noop.enqueue(n)
 
+    calls = [(n,) for n in range(ITEMS)]
+
     async def batch() -> None:
-        await noop.enqueue_many([(n,) for n in range(ITEMS)])
+        await noop.enqueue_many(calls)
 
     async with app:
         await noop.enqueue_many([(0,), (1,)])
