@@ -392,6 +392,11 @@ class ClaimCheckedQueue:
     async def purge(self, *, queue: str, tenant: str | None = None) -> int:
         return await self._inner.purge(queue=queue, tenant=tenant)
 
+    async def purge_dead_letters(
+        self, *, queue: str, tenant: str | None = None, item_id: str | None = None
+    ) -> int:
+        return await self._inner.purge_dead_letters(queue=queue, tenant=tenant, item_id=item_id)
+
     async def queue_names(self, *, limit: int = 1000) -> list[str]:
         return await self._inner.queue_names(limit=limit)
 

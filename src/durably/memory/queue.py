@@ -26,6 +26,7 @@ from durably.stores.work import (
     batch_limit,
     checked_item,
     dead_letter_limit,
+    dead_letter_target,
     dedupe_window,
     failure_text,
     names_limit,
@@ -402,6 +403,33 @@ class MemoryWorkQueue:
             if rotation is not None:
                 rotation.discard(item.tenant, item.id, now)
             tables.sizes[(queue, WorkState.QUEUED)] -= 1
+            self._forget_dedupe(item)
+            tables.gates.pop(key, None)
+            del tables.items[key]
+        return len(doomed)
+
+    async def purge_dead_letters(
+        self, *, queue: str, tenant: str | None = None, item_id: str | None = None
+    ) -> int:
+        """Delete dead letters of ``queue``: the one ``item_id`` of ``tenant``, every one of
+        ``tenant``, or every tenant's, with the dedupe keys they keep; the number deleted."""
+        dead_letter_target(queue, tenant, item_id)
+        tables = self._tables
+        doomed = [
+            key
+            for key, slot in tables.items.items()
+            if slot.queue == queue
+            and slot.state is WorkState.DEAD_LETTERED
+            and (tenant is None or key[0] == tenant)
+            and (item_id is None or key[1] == item_id)
+        ]
+        for key in doomed:
+            item = tables.items[key].item()
+            tables.sizes[(queue, WorkState.DEAD_LETTERED)] -= 1
+            kept = (item.tenant, queue, item.dedupe_key or "")
+            held = tables.kept.get(kept)
+            if held is not None and WorkItem.model_validate_json(held[1]).id == item.id:
+                del tables.kept[kept]
             self._forget_dedupe(item)
             tables.gates.pop(key, None)
             del tables.items[key]

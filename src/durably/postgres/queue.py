@@ -26,6 +26,7 @@ from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
 from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.stores.work import (
+    DEAD_PURGE_BATCH,
     DEDUPE_SWEEP_BATCH,
     DEFAULT_QUEUE,
     QUEUE_NAMES_MOST,
@@ -37,6 +38,7 @@ from durably.stores.work import (
     batch_items,
     checked_item,
     dead_letter_limit,
+    dead_letter_target,
     dedupe_window,
     failure_text,
     names_limit,
@@ -590,6 +592,26 @@ class PostgresWorkQueue:
             identifier(tenant, "tenant")
         rows = await self._run(lambda s: s.fetch(self._sql["purge"], queue, tenant), "purge", queue)
         return int(rows[0][0])
+
+    async def purge_dead_letters(
+        self, *, queue: str, tenant: str | None = None, item_id: str | None = None
+    ) -> int:
+        """Delete dead letters of ``queue``: the one ``item_id`` of ``tenant``, every one of
+        ``tenant``, or every tenant's, with the dedupe keys they keep, a batch a
+        statement; the number deleted."""
+        dead_letter_target(queue, tenant, item_id)
+        deleted = 0
+        while True:
+            rows = await self._run(
+                lambda s: s.fetch(
+                    self._sql["purge_dead_letters"], queue, tenant, item_id, DEAD_PURGE_BATCH
+                ),
+                "purge",
+                queue,
+            )
+            deleted += int(rows[0][0])
+            if int(rows[0][0]) < DEAD_PURGE_BATCH:
+                return deleted
 
     async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
         """The queues that hold items or counters, sorted, at most ``limit``."""

@@ -32,6 +32,7 @@ from durably.redis.retry import RetriesSpent
 from durably.redis.scripts import scripts
 from durably.redis.settings import RedisStoreSettings
 from durably.stores.work import (
+    DEAD_PURGE_BATCH,
     DEFAULT_QUEUE,
     QUEUE_NAMES_MOST,
     QueuePolicy,
@@ -43,6 +44,7 @@ from durably.stores.work import (
     batch_limit,
     checked_item,
     dead_letter_limit,
+    dead_letter_target,
     dedupe_window,
     failure_text,
     names_limit,
@@ -76,6 +78,7 @@ _LUA = (
         "queue_reap",
         "queue_adopt",
         "queue_purge",
+        "queue_purge_dead",
         prelude=("queue_lib.lua", "queue_settle_lib.lua"),
     )
 )
@@ -715,6 +718,33 @@ class RedisWorkQueue:
             deleted += int(count)
             if not int(left):
                 return deleted
+
+    async def purge_dead_letters(
+        self, *, queue: str, tenant: str | None = None, item_id: str | None = None
+    ) -> int:
+        """Delete dead letters of ``queue``: the one ``item_id`` of ``tenant``, every one of
+        ``tenant`` (walking the tenant's dead letters of every queue), or every tenant's,
+        with the dedupe keys they keep, `DEAD_PURGE_BATCH` looked at a script; the number
+        deleted."""
+        dead_letter_target(queue, tenant, item_id)
+        if tenant is None:
+            mode, key, ref = "all", f"{self._prefix}dead:{keys.segment(queue)}", ""
+        else:
+            mode, key = "tenant", f"{self._prefix}dead-tenant:{keys.segment(tenant)}"
+            ref = ""
+            if item_id is not None:
+                mode, ref = "item", keys.segment(tenant) + keys.segment(item_id)
+        deleted, start = 0, 0
+        while start >= 0:
+            count, start = await self._call(
+                "queue_purge_dead",
+                [key],
+                [queue, mode, ref, str(start), str(DEAD_PURGE_BATCH)],
+                queue,
+                "purge",
+            )
+            deleted += int(count)
+        return deleted
 
     async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
         """The queues that ever held an item (the registry every enqueue adds to), sorted,

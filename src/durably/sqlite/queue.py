@@ -21,6 +21,7 @@ from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
 from durably.stores.flow import throttle_admits
 from durably.stores.work import (
+    DEAD_PURGE_BATCH,
     DEDUPE_SWEEP_BATCH,
     DEFAULT_QUEUE,
     QUEUE_NAMES_MOST,
@@ -34,6 +35,7 @@ from durably.stores.work import (
     batch_limit,
     checked_item,
     dead_letter_limit,
+    dead_letter_target,
     dedupe_window,
     failure_text,
     names_limit,
@@ -431,6 +433,19 @@ class BoundSqliteWorkQueue:
             )
         return len(rows)
 
+    def purge_dead_letters(self, queue: str, tenant: str | None, item_id: str | None) -> int:
+        """Delete up to `DEAD_PURGE_BATCH` dead letters of ``queue`` (of ``tenant``, of the
+        one ``item_id``, when given), with their dedupe keys."""
+        rows = self._tx.all(
+            _SQL["purge_dead_letters"],
+            {"queue": queue, "tenant": tenant, "id": item_id, "limit": DEAD_PURGE_BATCH},
+        )
+        for row in rows:
+            self._tx.execute(
+                _SQL["forget_dead_key"], {"tenant": row[0], "queue": queue, "id": row[1]}
+            )
+        return len(rows)
+
     def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
         """The queues that hold items or counters, sorted, at most ``limit``."""
         return [row[0] for row in self._tx.all(_SQL["queue_names"], {"limit": limit})]
@@ -689,6 +704,22 @@ class SqliteWorkQueue:
         if tenant is not None:
             identifier(tenant, "tenant")
         return await self._write(queue, "purge", lambda q: q.purge(queue=queue, tenant=tenant))
+
+    async def purge_dead_letters(
+        self, *, queue: str, tenant: str | None = None, item_id: str | None = None
+    ) -> int:
+        """Delete dead letters of ``queue``: the one ``item_id`` of ``tenant``, every one of
+        ``tenant``, or every tenant's, with the dedupe keys they keep, a batch a
+        transaction; the number deleted."""
+        dead_letter_target(queue, tenant, item_id)
+        deleted = 0
+        while True:
+            batch = await self._write(
+                queue, "purge", lambda q: q.purge_dead_letters(queue, tenant, item_id)
+            )
+            deleted += batch
+            if batch < DEAD_PURGE_BATCH:
+                return deleted
 
     async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
         """The queues that hold items or counters, sorted, at most ``limit``."""

@@ -287,6 +287,23 @@ def dead_letter_limit(limit: int) -> int:
     return limit
 
 
+DEAD_PURGE_BATCH = 1000
+"""Dead letters one statement or script of `WorkQueue.purge_dead_letters` deletes at
+most: a purge of many goes in batches of this size, so no single write grows with them."""
+
+
+def dead_letter_target(queue: str, tenant: str | None, item_id: str | None) -> None:
+    """The arguments of a `purge_dead_letters` call, checked before any I/O: names that
+    are identifiers, and a tenant named with an item. Raises `InvalidInputError`."""
+    identifier(queue, "queue")
+    if tenant is not None:
+        identifier(tenant, "tenant")
+    if item_id is not None:
+        identifier(item_id, "item_id")
+        if tenant is None:
+            raise InvalidInputError("item_id: name its tenant too (an id is unique per tenant)")
+
+
 QUEUE_NAMES_MOST = 1000
 """The most queue names one `WorkQueue.queue_names` call answers."""
 
@@ -554,6 +571,14 @@ class WorkQueue(Protocol):
         how many items were deleted."""
         ...
 
+    async def purge_dead_letters(
+        self, *, queue: str, tenant: str | None = None, item_id: str | None = None
+    ) -> int:
+        """Delete dead letters of ``queue``: the one ``item_id`` of ``tenant``, every one of
+        ``tenant``, or every tenant's; a dedupe key one of them keeps is freed. Queued and
+        claimed items stay. Returns how many were deleted."""
+        ...
+
     async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
         """The names of the queues that hold items or counters, sorted, at most
         ``limit`` (up to `QUEUE_NAMES_MOST`)."""
@@ -562,6 +587,7 @@ class WorkQueue(Protocol):
 
 __all__ = [
     "DEAD_LETTERS_MOST",
+    "DEAD_PURGE_BATCH",
     "DEDUPE_SWEEP_BATCH",
     "DEDUPE_TTL_MOST",
     "DEFAULT_QUEUE",
@@ -577,6 +603,7 @@ __all__ = [
     "batch_items",
     "checked_item",
     "dead_letter_limit",
+    "dead_letter_target",
     "dedupe_window",
     "flow_fields",
     "names_limit",

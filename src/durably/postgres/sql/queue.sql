@@ -741,6 +741,28 @@ SELECT queue FROM {counters}
 ORDER BY 1
 LIMIT $1::integer;
 
+-- name: purge_dead_letters
+-- Up to $4 dead letters of $1 (of tenant $2 only, unless NULL; the one id $3, unless
+-- NULL), oldest first, with the dedupe keys they keep. Answers how many were deleted.
+WITH gone AS (
+    DELETE FROM {work}
+    WHERE seq IN (
+        SELECT seq FROM {work}
+        WHERE queue = $1::text AND state = 'dead_lettered'
+          AND ($2::text IS NULL OR tenant = $2::text) AND ($3::text IS NULL OR id = $3::text)
+        ORDER BY seq
+        LIMIT $4::integer
+    )
+    RETURNING tenant, id, dedupe_key
+),
+keys AS (
+    DELETE FROM {dedupe_keys} k
+    USING gone g
+    WHERE g.dedupe_key IS NOT NULL AND k.tenant = g.tenant AND k.queue = $1::text
+      AND k.dedupe_key = g.dedupe_key AND k.id = g.id
+)
+SELECT count(*) FROM gone;
+
 -- name: purge
 -- The queued items of $1 (of tenant $2 only, unless NULL), with the kept-key rows their
 -- enqueues wrote. A tenant left in the rotation with nothing queued is tidied by the next

@@ -222,6 +222,23 @@ DELETE FROM durably_work
 WHERE queue = :queue AND state = 'queued' AND (:tenant IS NULL OR tenant = :tenant)
 RETURNING tenant, id
 
+-- name: purge_dead_letters
+-- Up to :limit dead letters of :queue (of :tenant only, unless NULL; the one :id, unless
+-- NULL), oldest first. The triggers keep the sizes.
+DELETE FROM durably_work
+WHERE seq IN (
+    SELECT seq FROM durably_work
+    WHERE queue = :queue AND state = 'dead_lettered' AND (:tenant IS NULL OR tenant = :tenant)
+      AND (:id IS NULL OR id = :id)
+    ORDER BY seq
+    LIMIT :limit
+)
+RETURNING tenant, id
+
+-- name: forget_dead_key
+-- A purged dead letter's dedupe key, kept since it finished or never finished.
+DELETE FROM durably_dedupe_keys WHERE tenant = :tenant AND queue = :queue AND id = :id
+
 -- name: forget_purged_key
 -- A purged item's kept-key row, written at its enqueue (it never finished).
 DELETE FROM durably_dedupe_keys WHERE tenant = :tenant AND queue = :queue AND id = :id
