@@ -129,8 +129,8 @@ async def tenant_runs(app: App, tenants: list[str]) -> list[TenantRuns]:
 
 class RunTenants:
     """The first `RUN_TENANTS` tenants with runs, read again at most every ``ttl``
-    seconds: Redis answers by scanning its keys, too much for a page polled every few
-    seconds."""
+    seconds: the SQL backings find distinct tenants by walking the runs index, which reads
+    every run of the first tenants, too much for a page polled every few seconds."""
 
     def __init__(self, ttl: float = TENANTS_TTL) -> None:
         self._ttl = ttl
