@@ -17,6 +17,7 @@ from durably.errors import ConfigurationError
 from durably.stores.catalog import CatalogEntry, Cataloguing, Line, Listed, Mark
 from durably.stores.codec import CheckpointCodec
 from durably.stores.status import WorkflowInfo, WorkflowStatus
+from durably.stores.throughput import Minute
 from durably.stores.work import DEFAULT_QUEUE, QueuePolicy, QueueStats, WorkItem, WorkQueue
 from durably.stores.workflows import (
     INBOX_PREFIX,
@@ -183,6 +184,9 @@ class ClaimCheckedCheckpointer(Generic[EffectT]):
 
     async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
         return await self._cataloguing().tally(tenant)
+
+    async def finished_per_minute(self) -> dict[str, list[Minute]]:
+        return await self._cataloguing().finished_per_minute()
 
     async def sweep(
         self,
@@ -391,6 +395,9 @@ class ClaimCheckedQueue:
 
     async def purge(self, *, queue: str, tenant: str | None = None) -> int:
         return await self._inner.purge(queue=queue, tenant=tenant)
+
+    async def finished_per_minute(self, *, queues: Sequence[str]) -> dict[str, list[Minute]]:
+        return await self._inner.finished_per_minute(queues=queues)
 
     async def purge_dead_letters(
         self, *, queue: str, tenant: str | None = None, item_id: str | None = None

@@ -13,6 +13,7 @@ from durably.clock import Clock, SystemClock
 from durably.errors import DurablyError, LeaseLostError, WorkItemNotFoundError
 from durably.memory.rotation import Rotation
 from durably.stores.flow import throttle_admits
+from durably.stores.throughput import Minute, Ring, rated_queues
 from durably.stores.work import (
     DEDUPE_SWEEP_BATCH,
     DEFAULT_QUEUE,
@@ -80,6 +81,7 @@ class _Tables:
     running: Counter[tuple[str, str]] = field(default_factory=Counter)
     arrivals: dict[tuple[str, str], float] = field(default_factory=dict)
     ticks: dict[str, float] = field(default_factory=dict)  # schedule -> last fired tick
+    finished: Ring = field(default_factory=Ring)  # items finished per minute, by queue
 
 
 @dataclass(frozen=True, slots=True)
@@ -435,6 +437,12 @@ class MemoryWorkQueue:
             del tables.items[key]
         return len(doomed)
 
+    async def finished_per_minute(self, *, queues: Sequence[str]) -> dict[str, list[Minute]]:
+        """Items of each of ``queues`` completed and dead-lettered in each of the last
+        minutes, oldest first."""
+        names = rated_queues(queues)
+        return self._tables.finished.read(names, self._clock.now())
+
     async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
         """The queues that hold items or counters, sorted, at most ``limit``."""
         names_limit(limit)
@@ -538,6 +546,9 @@ class MemoryWorkQueue:
         if previous is not None:
             tables.sizes[(slot.queue, previous)] -= 1
         tables.sizes[(slot.queue, state)] += 1
+        if previous is WorkState.CLAIMED and state.terminal:
+            failed = state is WorkState.DEAD_LETTERED
+            tables.finished.count(slot.queue, self._clock.now(), failed=failed)
         gate = tables.gates.get(key) if previous is not None else _Gate.of(item)
         if state is WorkState.CLAIMED:
             tables.claimed.add(key)

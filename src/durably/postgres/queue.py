@@ -25,6 +25,7 @@ from durably.postgres.notify import Listener
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
 from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
+from durably.stores.throughput import Minute, first_minute, rated, rated_queues
 from durably.stores.work import (
     DEAD_PURGE_BATCH,
     DEDUPE_SWEEP_BATCH,
@@ -612,6 +613,18 @@ class PostgresWorkQueue:
             deleted += int(rows[0][0])
             if int(rows[0][0]) < DEAD_PURGE_BATCH:
                 return deleted
+
+    async def finished_per_minute(self, *, queues: Sequence[str]) -> dict[str, list[Minute]]:
+        """Items of each of ``queues`` completed and dead-lettered in each of the last
+        minutes, oldest first (`SLOTS` times `SHARDS` rows a queue at most)."""
+        names = rated_queues(queues)
+        now = self._clock.now()
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["finished_per_minute"], names, first_minute(now)),
+            "stats",
+            DEFAULT_QUEUE,
+        )
+        return rated([(str(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows], now)
 
     async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
         """The queues that hold items or counters, sorted, at most ``limit``."""

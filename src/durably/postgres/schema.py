@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 from durably.errors import ConfigurationError
 from durably.postgres import statements
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The schema version this release reads and writes; `verify` refuses any other."""
 
 # Lower-case, unquoted-safe names only: a table name is interpolated (a placeholder cannot
@@ -53,6 +53,7 @@ class StateTables:
     workflow_catalog: str = "durably_workflow_catalog"
     workflow_tenant_counts: str = "durably_workflow_tenant_counts"
     workflow_counts: str = "durably_workflow_counts"
+    throughput: str = "durably_throughput"
     claim_check: str = "durably_claim_check"
 
     def __post_init__(self) -> None:
@@ -96,6 +97,7 @@ class StateTables:
         # The catalog's trigger functions, named after its table (in its schema).
         names["workflow_catalog_count"] = self.qualified(f"{self.workflow_catalog}_count")
         names["workflow_catalog_follow"] = self.qualified(f"{self.workflow_catalog}_follow")
+        names["throughput_count"] = self.qualified(f"{self.throughput}_count")
         return names
 
     def channel(self, kind: str) -> str:

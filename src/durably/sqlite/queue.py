@@ -20,6 +20,14 @@ from durably.errors import (
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
 from durably.stores.flow import throttle_admits
+from durably.stores.throughput import (
+    Minute,
+    first_minute,
+    minute_of,
+    rated,
+    rated_queues,
+    slot_of,
+)
 from durably.stores.work import (
     DEAD_PURGE_BATCH,
     DEDUPE_SWEEP_BATCH,
@@ -156,7 +164,14 @@ class BoundSqliteWorkQueue:
         return _item(row)
 
     def _finished(self, item: WorkItem) -> None:
-        """Start the time to live of the just-finished ``item``'s dedupe key, if kept."""
+        """Count the just-finished ``item`` in its queue's minute, and start the time to
+        live of its dedupe key, if kept."""
+        minute = minute_of(self._clock.now())
+        failed = int(item.state is WorkState.DEAD_LETTERED)
+        self._tx.execute(
+            _SQL["count_finished"],
+            {"queue": item.queue, "slot": slot_of(minute), "minute": minute, "failed": failed},
+        )
         if item.dedupe_key is None:
             return
         self._tx.execute(
@@ -446,6 +461,13 @@ class BoundSqliteWorkQueue:
             )
         return len(rows)
 
+    def finished_per_minute(self, names: list[str]) -> dict[str, list[Minute]]:
+        """`SqliteWorkQueue.finished_per_minute` inside this transaction."""
+        now = self._clock.now()
+        found = {"names": json.dumps(names), "first": first_minute(now)}
+        rows = self._tx.all(_SQL["finished_per_minute"], found)
+        return rated([(r[0], r[1], r[2], r[3]) for r in rows], now)
+
     def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
         """The queues that hold items or counters, sorted, at most ``limit``."""
         return [row[0] for row in self._tx.all(_SQL["queue_names"], {"limit": limit})]
@@ -720,6 +742,12 @@ class SqliteWorkQueue:
             deleted += batch
             if batch < DEAD_PURGE_BATCH:
                 return deleted
+
+    async def finished_per_minute(self, *, queues: Sequence[str]) -> dict[str, list[Minute]]:
+        """Items of each of ``queues`` completed and dead-lettered in each of the last
+        minutes, oldest first (`SLOTS` rows a queue)."""
+        names = rated_queues(queues)
+        return await self._read("*", "stats", lambda q: q.finished_per_minute(names))
 
     async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
         """The queues that hold items or counters, sorted, at most ``limit``."""

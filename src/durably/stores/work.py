@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, field_validat
 from durably.errors import InvalidInputError
 from durably.redaction import mend_text
 from durably.stores.flow import Throttle, flow_limit
+from durably.stores.throughput import Minute
 from durably.validation import finite, identifier, positive, positive_int, storable_json
 
 DEFAULT_QUEUE = "default"
@@ -577,6 +578,13 @@ class WorkQueue(Protocol):
         """Delete dead letters of ``queue``: the one ``item_id`` of ``tenant``, every one of
         ``tenant``, or every tenant's; a dedupe key one of them keeps is freed. Queued and
         claimed items stay. Returns how many were deleted."""
+        ...
+
+    async def finished_per_minute(self, *, queues: Sequence[str]) -> dict[str, list[Minute]]:
+        """How many items of each of ``queues`` (at most `NAMES_MOST`) completed and were
+        dead-lettered in each of the last `MINUTES` minutes of the store's clock, oldest
+        first; queues and minutes with none are left out. Reads the ring of counts the
+        finishing writes keep (`durably.stores.throughput`), never the items."""
         ...
 
     async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:

@@ -389,6 +389,51 @@ CREATE OR REPLACE TRIGGER {workflow_status_name}_catalogued
     AFTER INSERT OR UPDATE OF status ON {workflow_status}
     FOR EACH ROW EXECUTE FUNCTION {workflow_catalog_follow}();
 
+-- Items and workflows finished per minute (durably.stores.throughput, version 6): a ring of 16 slots
+-- per queue (what = 'item') or workflow kind ('workflow'), each slot spread over 8 shards
+-- so concurrent writers of one name do not queue on one row. A slot counts one minute
+-- (since the epoch); a write for a later minute starts it afresh, one for an earlier
+-- minute than it holds is dropped. The statements that finish items count them
+-- (queue.sql, _rated); the trigger below counts catalogued workflows reaching completed
+-- or failed, by the status's own time.
+CREATE TABLE IF NOT EXISTS {throughput} (
+    what text NOT NULL,
+    name text COLLATE "C" NOT NULL,
+    slot smallint NOT NULL,
+    shard smallint NOT NULL,
+    minute bigint NOT NULL,
+    completed bigint NOT NULL,
+    failed bigint NOT NULL,
+    PRIMARY KEY (what, name, slot, shard)
+);
+
+CREATE OR REPLACE FUNCTION {throughput_count}() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    at bigint := floor(extract(epoch FROM NEW.updated_at) / 60);
+BEGIN
+    IF TG_OP = 'UPDATE' AND OLD.status = NEW.status THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO {throughput} AS t (what, name, slot, shard, minute, completed, failed)
+    SELECT 'workflow', c.kind, at % 16, hashtext(NEW.workflow) & 7, at,
+           (NEW.status = 'completed')::integer, (NEW.status = 'failed')::integer
+    FROM {workflow_catalog} c
+    WHERE c.workflow = NEW.workflow
+    ON CONFLICT (what, name, slot, shard) DO UPDATE SET
+        completed = excluded.completed
+            + CASE WHEN t.minute = excluded.minute THEN t.completed ELSE 0 END,
+        failed = excluded.failed + CASE WHEN t.minute = excluded.minute THEN t.failed ELSE 0 END,
+        minute = excluded.minute
+    WHERE t.minute <= excluded.minute;
+    RETURN NULL;
+END
+$$;
+CREATE OR REPLACE TRIGGER {workflow_status_name}_rated
+    AFTER INSERT OR UPDATE OF status ON {workflow_status}
+    FOR EACH ROW WHEN (NEW.status IN ('completed', 'failed'))
+    EXECUTE FUNCTION {throughput_count}();
+
 -- Claim-check blobs, one per distinct content: `digest` is the SHA-256 of `data`,
 -- `expires_at` the store's clock time it lapses at ('Infinity': never).
 CREATE TABLE IF NOT EXISTS {claim_check} (
@@ -399,15 +444,15 @@ CREATE TABLE IF NOT EXISTS {claim_check} (
 CREATE INDEX IF NOT EXISTS {claim_check_name}_by_expiry ON {claim_check} (expires_at);
 
 INSERT INTO {schema_version} (version)
-SELECT 5 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
+SELECT 6 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
 -- Version 2 prefixed the workflow tables with durably_ (`migrate` renames a version-1
 -- database's tables before this script runs; applied by hand, rename them first).
 -- Version 3 added the rotation ({rota}, {waiting}); version 4 the workflow rotation
 -- ({workflow_tenants}); version 5 the per-tenant counts ({workflow_admitted},
 -- {workflow_tenant_counts}), the kept dedupe keys ({dedupe_keys}), the workflow catalog
 -- ({workflow_catalog}), the flow gates ({gates}, {throttles}) and the schedules' ticks
--- ({schedule_ticks}).
-UPDATE {schema_version} SET version = 5 WHERE version < 5;
+-- ({schedule_ticks}); version 6 the throughput ring ({throughput}) and its trigger.
+UPDATE {schema_version} SET version = 6 WHERE version < 6;
 
 -- name: schema_version
 SELECT version FROM {schema_version};

@@ -243,3 +243,21 @@ DELETE FROM durably_dedupe_keys WHERE tenant = :tenant AND queue = :queue AND id
 -- A purged item's kept-key row, written at its enqueue (it never finished).
 DELETE FROM durably_dedupe_keys WHERE tenant = :tenant AND queue = :queue AND id = :id
   AND expires_at IS NULL
+
+-- name: count_finished
+-- An item of :queue finished at :minute (completed, or dead-lettered when :failed): its
+-- slot of the ring (schema.sql, durably_throughput) counts it.
+INSERT INTO durably_throughput (what, name, slot, minute, completed, failed)
+VALUES ('item', :queue, :slot, :minute, 1 - :failed, :failed)
+ON CONFLICT (what, name, slot) DO UPDATE SET
+    completed = excluded.completed + CASE WHEN durably_throughput.minute = excluded.minute
+        THEN durably_throughput.completed ELSE 0 END,
+    failed = excluded.failed + CASE WHEN durably_throughput.minute = excluded.minute
+        THEN durably_throughput.failed ELSE 0 END,
+    minute = excluded.minute
+WHERE durably_throughput.minute <= excluded.minute
+
+-- name: finished_per_minute
+-- The ring's slots of the queues in :names (a JSON array) counting :first or later.
+SELECT name, minute, completed, failed FROM durably_throughput
+WHERE what = 'item' AND name IN (SELECT value FROM json_each(:names)) AND minute >= :first
