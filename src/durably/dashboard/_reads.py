@@ -14,7 +14,7 @@ from durably.app import App
 from durably.stores.catalog import Cataloguing
 from durably.stores.runs import RunRecord, StateQuery
 from durably.stores.status import WorkflowInfo, WorkflowStatus
-from durably.stores.throughput import MINUTES, Minute, minute_of
+from durably.stores.throughput import MINUTES, NAMES_MOST, Minute, minute_of
 from durably.stores.work import QueueStats, WorkItem
 
 PAGE = 50
@@ -199,8 +199,9 @@ async def rates(app: App, queues: tuple[str, ...]) -> list[RateRow]:
     """Items of each shown queue and workflows of each kind finished per minute over the
     last `MINUTES` minutes: two reads of the rings the stores keep, whatever they hold."""
     stores = await app.stores()
-    items = await stores.queue.finished_per_minute(queues=queues)
-    rows = _rate_rows("queue", list(queues), items)
+    named = list(queues[:NAMES_MOST])
+    items = await stores.queue.finished_per_minute(queues=named)
+    rows = _rate_rows("queue", named, items)
     checkpointer = stores.checkpointer
     if isinstance(checkpointer, Cataloguing):
         ended = await checkpointer.finished_per_minute()

@@ -730,11 +730,10 @@ class RedisWorkQueue:
         dead_letter_target(queue, tenant, item_id)
         if tenant is None:
             mode, key, ref = "all", f"{self._prefix}dead:{keys.segment(queue)}", ""
+        elif item_id is None:
+            mode, key, ref = "tenant", f"{self._prefix}dead-tenant:{keys.segment(tenant)}", ""
         else:
-            mode, key = "tenant", f"{self._prefix}dead-tenant:{keys.segment(tenant)}"
-            ref = ""
-            if item_id is not None:
-                mode, ref = "item", keys.segment(tenant) + keys.segment(item_id)
+            mode, key, ref = "item", self._prefix + "queues", keys.item_ref(tenant, item_id)
         deleted, start = 0, 0
         while start >= 0:
             count, start = await self._call(

@@ -8,6 +8,7 @@ key of a tenant shares the tenant's hash tag, so each script touches one slot.
 from __future__ import annotations
 
 import asyncio
+import functools
 import secrets
 from typing import Any, Self
 
@@ -284,7 +285,7 @@ class RedisStateStore:
         start = "-" if after is None else "(" + after
         while len(found) < limit:
             names, kept = await self._redis.state(
-                lambda start=start: self._tenants_page(listing, start, limit)  # type: ignore[misc]
+                functools.partial(self._tenants_page, listing, start, limit)
             )
             found += kept
             if len(names) < limit:

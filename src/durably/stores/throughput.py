@@ -24,9 +24,11 @@ SLOTS = 16
 """Minutes a ring keeps (one more than `MINUTES`, so the oldest one read is never being
 restarted under the reader)."""
 
-SHARDS = 8
-"""Rows a PostgreSQL ring spreads each slot over, so concurrent writes of one queue or
-kind do not queue on one row lock (a reader adds them up)."""
+SHARDS = 64
+"""Rows a PostgreSQL ring spreads each slot over (by the writer's backend for items, by
+workflow for workflows), so concurrent writes of one queue or kind rarely wait on one row
+lock until commit; a reader adds them up. 8 were measured too few for 8 workers (their
+pool's backends collided)."""
 
 RATED_STATUSES = (WorkflowStatus.COMPLETED, WorkflowStatus.FAILED)
 """The statuses a workflow is counted in on reaching (failed counts as failed)."""

@@ -595,7 +595,7 @@ kept AS (
 -- on this connection's shard, so concurrent finishers of one queue rarely share a row.
 rated AS (
     INSERT INTO {throughput} AS t (what, name, slot, shard, minute, completed, failed)
-    SELECT 'item', queue, minute % 16, pg_backend_pid() & 7, minute,
+    SELECT 'item', queue, minute % 16, pg_backend_pid() & 63, minute,
            count(*) FILTER (WHERE state = 'completed'),
            count(*) FILTER (WHERE state = 'dead_lettered')
     FROM ended

@@ -389,9 +389,9 @@ CREATE OR REPLACE TRIGGER {workflow_status_name}_catalogued
     AFTER INSERT OR UPDATE OF status ON {workflow_status}
     FOR EACH ROW EXECUTE FUNCTION {workflow_catalog_follow}();
 
--- Items and workflows finished per minute (durably.stores.throughput, version 6): a ring of 16 slots
--- per queue (what = 'item') or workflow kind ('workflow'), each slot spread over 8 shards
--- so concurrent writers of one name do not queue on one row. A slot counts one minute
+-- Items and workflows finished per minute (durably.stores.throughput, version 6): a ring of
+-- 16 slots per queue (what = 'item') or workflow kind ('workflow'), each slot spread over
+-- 64 shards so concurrent writers of one name rarely queue on one row. A slot counts a minute
 -- (since the epoch); a write for a later minute starts it afresh, one for an earlier
 -- minute than it holds is dropped. The statements that finish items count them
 -- (queue.sql, _rated); the trigger below counts catalogued workflows reaching completed
@@ -416,7 +416,7 @@ BEGIN
         RETURN NULL;
     END IF;
     INSERT INTO {throughput} AS t (what, name, slot, shard, minute, completed, failed)
-    SELECT 'workflow', c.kind, at % 16, hashtext(NEW.workflow) & 7, at,
+    SELECT 'workflow', c.kind, at % 16, hashtext(NEW.workflow) & 63, at,
            (NEW.status = 'completed')::integer, (NEW.status = 'failed')::integer
     FROM {workflow_catalog} c
     WHERE c.workflow = NEW.workflow

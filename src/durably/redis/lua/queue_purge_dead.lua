@@ -1,6 +1,6 @@
 -- Delete dead letters of a queue from one window of a dead-letter set, with the dedupe
--- keys they keep. KEYS: the set walked: the queue's dead letters ('all'), or the
--- tenant's of every queue ('tenant'). ARGV: prefix, queue, mode ('all' | 'tenant' |
+-- keys they keep. KEYS: the set walked: the queue's dead letters ('all'), the tenant's of
+-- every queue ('tenant'), or ('item') the queue registry, naming the queues' slot. ARGV: prefix, queue, mode ('all' | 'tenant' |
 -- 'item'), the item's ref ('item'), the window's start, its length.
 -- Answers {deleted, where the next window starts, or -1 when the set is walked}.
 local queue, mode, start, look = ARGV[2], ARGV[3], tonumber(ARGV[5]), tonumber(ARGV[6])
