@@ -42,6 +42,7 @@ from durably.stores.work import (
     dead_letter_target,
     dedupe_window,
     failure_text,
+    in_batches,
     names_limit,
     payload_text,
     queued_copy,
@@ -601,18 +602,15 @@ class PostgresWorkQueue:
         ``tenant``, or every tenant's, with the dedupe keys they keep, a batch a
         statement; the number deleted."""
         dead_letter_target(queue, tenant, item_id)
-        deleted = 0
-        while True:
+        sql = self._sql["purge_dead_letters"]
+
+        async def batch() -> int:
             rows = await self._run(
-                lambda s: s.fetch(
-                    self._sql["purge_dead_letters"], queue, tenant, item_id, DEAD_PURGE_BATCH
-                ),
-                "purge",
-                queue,
+                lambda s: s.fetch(sql, queue, tenant, item_id, DEAD_PURGE_BATCH), "purge", queue
             )
-            deleted += int(rows[0][0])
-            if int(rows[0][0]) < DEAD_PURGE_BATCH:
-                return deleted
+            return int(rows[0][0])
+
+        return await in_batches(batch)
 
     async def finished_per_minute(self, *, queues: Sequence[str]) -> dict[str, list[Minute]]:
         """Items of each of ``queues`` completed and dead-lettered in each of the last

@@ -46,6 +46,7 @@ from durably.stores.work import (
     dead_letter_target,
     dedupe_window,
     failure_text,
+    in_batches,
     names_limit,
     payload_text,
     retry_instant,
@@ -734,14 +735,11 @@ class SqliteWorkQueue:
         ``tenant``, or every tenant's, with the dedupe keys they keep, a batch a
         transaction; the number deleted."""
         dead_letter_target(queue, tenant, item_id)
-        deleted = 0
-        while True:
-            batch = await self._write(
+        return await in_batches(
+            lambda: self._write(
                 queue, "purge", lambda q: q.purge_dead_letters(queue, tenant, item_id)
             )
-            deleted += batch
-            if batch < DEAD_PURGE_BATCH:
-                return deleted
+        )
 
     async def finished_per_minute(self, *, queues: Sequence[str]) -> dict[str, list[Minute]]:
         """Items of each of ``queues`` completed and dead-lettered in each of the last

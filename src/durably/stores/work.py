@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from json.encoder import encode_basestring
@@ -303,6 +303,17 @@ def dead_letter_target(queue: str, tenant: str | None, item_id: str | None) -> N
         identifier(item_id, "item_id")
         if tenant is None:
             raise InvalidInputError("item_id: name its tenant too (an id is unique per tenant)")
+
+
+async def in_batches(delete: Callable[[], Awaitable[int]]) -> int:
+    """Call ``delete`` (one statement or transaction deleting up to `DEAD_PURGE_BATCH`)
+    until a call deletes fewer; the total deleted."""
+    deleted = 0
+    while True:
+        batch = await delete()
+        deleted += batch
+        if batch < DEAD_PURGE_BATCH:
+            return deleted
 
 
 QUEUE_NAMES_MOST = 1000
@@ -614,6 +625,7 @@ __all__ = [
     "dead_letter_target",
     "dedupe_window",
     "flow_fields",
+    "in_batches",
     "names_limit",
     "queued_copy",
     "requeued",
