@@ -18,6 +18,7 @@ from durably.stores.catalog import CatalogEntry, Cataloguing, Line, Listed, Mark
 from durably.stores.codec import CheckpointCodec
 from durably.stores.debounce import Begun
 from durably.stores.status import WorkflowInfo, WorkflowStatus
+from durably.stores.throughput import Minute
 from durably.stores.work import DEFAULT_QUEUE, QueuePolicy, QueueStats, WorkItem, WorkQueue
 from durably.stores.workflows import (
     INBOX_PREFIX,
@@ -184,6 +185,9 @@ class ClaimCheckedCheckpointer(Generic[EffectT]):
 
     async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
         return await self._cataloguing().tally(tenant)
+
+    async def finished_per_minute(self) -> dict[str, list[Minute]]:
+        return await self._cataloguing().finished_per_minute()
 
     async def sweep(
         self,
@@ -408,6 +412,14 @@ class ClaimCheckedQueue:
 
     async def purge(self, *, queue: str, tenant: str | None = None) -> int:
         return await self._inner.purge(queue=queue, tenant=tenant)
+
+    async def finished_per_minute(self, *, queues: Sequence[str]) -> dict[str, list[Minute]]:
+        return await self._inner.finished_per_minute(queues=queues)
+
+    async def purge_dead_letters(
+        self, *, queue: str, tenant: str | None = None, item_id: str | None = None
+    ) -> int:
+        return await self._inner.purge_dead_letters(queue=queue, tenant=tenant, item_id=item_id)
 
     async def queue_names(self, *, limit: int = 1000) -> list[str]:
         return await self._inner.queue_names(limit=limit)

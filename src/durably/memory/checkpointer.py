@@ -30,6 +30,7 @@ from durably.stores.gates import Admission, GateCounts, WorkflowGate
 from durably.stores.retention import FINISHED, sweep_arguments
 from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.stores.status import WorkflowInfo, WorkflowStatus, checked_report
+from durably.stores.throughput import RATED_STATUSES, Minute, Ring
 from durably.stores.workflows import (
     INBOX_PREFIX,
     Entry,
@@ -117,6 +118,7 @@ class MemoryCheckpointer:
         self._gates = MemoryGates()
         self._wakers: dict[str, Callable[[str, str | None], None]] = {}
         self._catalog = MemoryCatalog(self._info_of)
+        self._finished = Ring()  # workflows ended per minute, by kind
         self._changes = LocalChanges()
 
     async def close(self) -> None:
@@ -362,6 +364,7 @@ class MemoryCheckpointer:
         status, error = checked_report(status, attempts, error)
         self._fence(holder)
         stored = _Status(status, attempts, error, time.time())
+        self._count_finished(holder.workflow, stored)
         self._statuses[holder.workflow] = stored
         self._recount(holder.workflow, status)
         if status.finished:
@@ -386,6 +389,7 @@ class MemoryCheckpointer:
         self._insert(holder.workflow, key, encoded)
         self._touch(claim)
         stored = _Status(status, attempts, error, time.time())
+        self._count_finished(holder.workflow, stored)
         self._statuses[holder.workflow] = stored
         self._recount(holder.workflow, status)
         self._changes.announce(holder.workflow, ENDED)
@@ -473,6 +477,11 @@ class MemoryCheckpointer:
         line_read(line, since_us, limit)
         return self._catalog.listed(line, before, since_us, limit)
 
+    async def finished_per_minute(self) -> dict[str, list[Minute]]:
+        """Catalogued workflows of each kind completed and failed in each of the last
+        minutes (wall clock, as the statuses' times), oldest first."""
+        return self._finished.read(None, time.time())
+
     async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
         """How many catalogued workflows each (kind, status) pair has."""
         if tenant is not None:
@@ -529,6 +538,17 @@ class MemoryCheckpointer:
         if now != was:
             self._admitted[workflow] = (tenant, now)
             self._counts[tenant][0] += 1 if now else -1
+
+    def _count_finished(self, workflow: str, stored: _Status) -> None:
+        """Count a catalogued ``workflow`` that ``stored`` ends (completed or failed) in its
+        kind's minute, unless it had ended so already."""
+        if stored.status not in RATED_STATUSES:
+            return
+        previous = self._statuses.get(workflow)
+        kind = self._catalog.kind_of(workflow)
+        if kind is not None and (previous is None or previous.status is not stored.status):
+            failed = stored.status is WorkflowStatus.FAILED
+            self._finished.count(kind, stored.updated_at, failed=failed)
 
     def _uncount(self, workflow: str) -> None:
         """Forget an admitted ``workflow`` deleted from the store."""

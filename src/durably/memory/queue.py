@@ -14,6 +14,7 @@ from durably.errors import DurablyError, LeaseLostError, WorkItemNotFoundError
 from durably.memory.rotation import Rotation
 from durably.stores.debounce import Begun, begin_call, debounce_call
 from durably.stores.flow import throttle_admits
+from durably.stores.throughput import Minute, Ring, rated_queues
 from durably.stores.work import (
     DEDUPE_SWEEP_BATCH,
     DEFAULT_QUEUE,
@@ -27,6 +28,7 @@ from durably.stores.work import (
     batch_limit,
     checked_item,
     dead_letter_limit,
+    dead_letter_target,
     dedupe_window,
     failure_text,
     names_limit,
@@ -81,6 +83,7 @@ class _Tables:
     arrivals: dict[tuple[str, str], float] = field(default_factory=dict)
     ticks: dict[str, float] = field(default_factory=dict)  # schedule -> last fired tick
     debounces: dict[str, _Pending] = field(default_factory=dict)  # debounce slot -> its state
+    finished: Ring = field(default_factory=Ring)  # items finished per minute, by queue
 
 
 @dataclass(slots=True)
@@ -442,6 +445,39 @@ class MemoryWorkQueue:
             del tables.items[key]
         return len(doomed)
 
+    async def purge_dead_letters(
+        self, *, queue: str, tenant: str | None = None, item_id: str | None = None
+    ) -> int:
+        """Delete dead letters of ``queue``: the one ``item_id`` of ``tenant``, every one of
+        ``tenant``, or every tenant's, with the dedupe keys they keep; the number deleted."""
+        dead_letter_target(queue, tenant, item_id)
+        tables = self._tables
+        doomed = [
+            key
+            for key, slot in tables.items.items()
+            if slot.queue == queue
+            and slot.state is WorkState.DEAD_LETTERED
+            and (tenant is None or key[0] == tenant)
+            and (item_id is None or key[1] == item_id)
+        ]
+        for key in doomed:
+            item = tables.items[key].item()
+            tables.sizes[(queue, WorkState.DEAD_LETTERED)] -= 1
+            kept = (item.tenant, queue, item.dedupe_key or "")
+            held = tables.kept.get(kept)
+            if held is not None and WorkItem.model_validate_json(held[1]).id == item.id:
+                del tables.kept[kept]
+            self._forget_dedupe(item)
+            tables.gates.pop(key, None)
+            del tables.items[key]
+        return len(doomed)
+
+    async def finished_per_minute(self, *, queues: Sequence[str]) -> dict[str, list[Minute]]:
+        """Items of each of ``queues`` completed and dead-lettered in each of the last
+        minutes, oldest first."""
+        names = rated_queues(queues)
+        return self._tables.finished.read(names, self._clock.now())
+
     async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
         """The queues that hold items or counters, sorted, at most ``limit``."""
         names_limit(limit)
@@ -545,6 +581,9 @@ class MemoryWorkQueue:
         if previous is not None:
             tables.sizes[(slot.queue, previous)] -= 1
         tables.sizes[(slot.queue, state)] += 1
+        if previous is WorkState.CLAIMED and state.terminal:
+            failed = state is WorkState.DEAD_LETTERED
+            tables.finished.count(slot.queue, self._clock.now(), failed=failed)
         gate = tables.gates.get(key) if previous is not None else _Gate.of(item)
         if state is WorkState.CLAIMED:
             tables.claimed.add(key)

@@ -39,6 +39,7 @@ from durably.stores.gates import Admission, GateCounts, WorkflowGate
 from durably.stores.retention import FINISHED
 from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.stores.status import WorkflowInfo, WorkflowStatus, checked_report, read_status
+from durably.stores.throughput import Minute
 from durably.stores.workflows import INBOX_DIGITS as _DIGITS
 from durably.stores.workflows import (
     INBOX_PREFIX,
@@ -635,6 +636,11 @@ class PostgresCheckpointer:
         index range."""
         line_read(line, since_us, limit)
         return await self._run(lambda s: self._catalog.listed(s, line, before, since_us, limit))
+
+    async def finished_per_minute(self) -> dict[str, list[Minute]]:
+        """Catalogued workflows of each kind completed and failed in each of the last
+        minutes, oldest first: the ring the status trigger keeps (schema.sql)."""
+        return await self._run(self._catalog.finished_per_minute)
 
     async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
         """How many catalogued workflows each (kind, status) pair has (exact)."""

@@ -26,7 +26,9 @@ from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
 from durably.stores.debounce import Begun, begin_call, debounce_call
 from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
+from durably.stores.throughput import Minute, first_minute, rated, rated_queues
 from durably.stores.work import (
+    DEAD_PURGE_BATCH,
     DEDUPE_SWEEP_BATCH,
     DEFAULT_QUEUE,
     QUEUE_NAMES_MOST,
@@ -38,8 +40,10 @@ from durably.stores.work import (
     batch_items,
     checked_item,
     dead_letter_limit,
+    dead_letter_target,
     dedupe_window,
     failure_text,
+    in_batches,
     names_limit,
     payload_text,
     queued_copy,
@@ -611,6 +615,35 @@ class PostgresWorkQueue:
             identifier(tenant, "tenant")
         rows = await self._run(lambda s: s.fetch(self._sql["purge"], queue, tenant), "purge", queue)
         return int(rows[0][0])
+
+    async def purge_dead_letters(
+        self, *, queue: str, tenant: str | None = None, item_id: str | None = None
+    ) -> int:
+        """Delete dead letters of ``queue``: the one ``item_id`` of ``tenant``, every one of
+        ``tenant``, or every tenant's, with the dedupe keys they keep, a batch a
+        statement; the number deleted."""
+        dead_letter_target(queue, tenant, item_id)
+        sql = self._sql["purge_dead_letters"]
+
+        async def batch() -> int:
+            rows = await self._run(
+                lambda s: s.fetch(sql, queue, tenant, item_id, DEAD_PURGE_BATCH), "purge", queue
+            )
+            return int(rows[0][0])
+
+        return await in_batches(batch)
+
+    async def finished_per_minute(self, *, queues: Sequence[str]) -> dict[str, list[Minute]]:
+        """Items of each of ``queues`` completed and dead-lettered in each of the last
+        minutes, oldest first (`SLOTS` times `SHARDS` rows a queue at most)."""
+        names = rated_queues(queues)
+        now = self._clock.now()
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["finished_per_minute"], names, first_minute(now)),
+            "stats",
+            DEFAULT_QUEUE,
+        )
+        return rated([(str(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows], now)
 
     async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
         """The queues that hold items or counters, sorted, at most ``limit``."""

@@ -58,6 +58,7 @@ class StateTables:
     workflow_gates: str = "durably_workflow_gates"
     workflow_gate_turns: str = "durably_workflow_gate_turns"
     workflow_throttles: str = "durably_workflow_throttles"
+    throughput: str = "durably_throughput"
     claim_check: str = "durably_claim_check"
 
     def __post_init__(self) -> None:
@@ -101,6 +102,7 @@ class StateTables:
         # The catalog's trigger functions, named after its table (in its schema).
         names["workflow_catalog_count"] = self.qualified(f"{self.workflow_catalog}_count")
         names["workflow_catalog_follow"] = self.qualified(f"{self.workflow_catalog}_follow")
+        names["throughput_count"] = self.qualified(f"{self.throughput}_count")
         return names
 
     def channel(self, kind: str) -> str:

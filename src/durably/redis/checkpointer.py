@@ -47,6 +47,7 @@ from durably.stores.status import (
     read_status,
     text_field,
 )
+from durably.stores.throughput import Minute, rated
 from durably.stores.workflows import (
     INBOX_DIGITS,
     INBOX_PREFIX,
@@ -691,13 +692,20 @@ class RedisCheckpointer:
 
     # --- status ----------------------------------------------------------------------------
 
-    async def _reindex(self, workflow: str, status: WorkflowStatus | None) -> None:
+    async def _reindex(self, workflow: str, status: WorkflowStatus | None, at_us: str = "") -> None:
         # The index lives in its own slot, so it is kept in a second step; readers check
         # each workflow's own status, so a stale index entry is skipped, never believed.
+        # The same step counts a workflow that ends (at ``at_us``) in the throughput ring.
         await self._run(
             _INDEX,
-            [self._index + "all", *self._catalog.catalog_keys()],
-            [self._index + "status:", workflow, status.value if status else "", *_STATUSES],
+            [self._index + "all", *self._catalog.catalog_keys(), self._index + "rate"],
+            [
+                self._index + "status:",
+                workflow,
+                status.value if status else "",
+                at_us,
+                *_STATUSES,
+            ],
         )
 
     async def set_status(
@@ -775,7 +783,7 @@ class RedisCheckpointer:
         if text(reply[0]) == "fenced":
             raise Fenced(holder.workflow, holder.token)
         await self._recount(reply[2], reply[3])
-        await self._reindex(holder.workflow, status)
+        await self._reindex(holder.workflow, status, text(reply[1]))
         await self._regate(reply[4], holder.workflow, int(reply[3]), forget=False)
         return WorkflowInfo(holder.workflow, status, attempts, error, _utc(text(reply[1])))
 
@@ -861,6 +869,24 @@ class RedisCheckpointer:
         sorted-set range."""
         line_read(line, since_us, limit)
         return await self._catalog.listed(line, before, since_us, limit)
+
+    async def finished_per_minute(self) -> dict[str, list[Minute]]:
+        """Catalogued workflows of each kind completed and failed in each of the last
+        minutes, oldest first, by the server's clock (the one statuses are timed by): the
+        ring the status index's step keeps, one hash."""
+        client, ring = self._redis.client, self._index + "rate"
+
+        async def read() -> tuple[Any, Any]:
+            return await client.time(), await client.hgetall(ring)
+
+        clock, found = await self._redis.state(read)
+        fields = {text(k): int(v) for k, v in found.items()}
+        rows = [
+            (name[2:].split("|", 1)[1], minute, fields["c" + name[1:]], fields["f" + name[1:]])
+            for name, minute in fields.items()
+            if name.startswith("m|")
+        ]
+        return rated(rows, float(clock[0]) + float(clock[1]) / 1_000_000)
 
     async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
         """How many catalogued workflows each (kind, status) pair has."""

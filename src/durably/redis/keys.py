@@ -67,6 +67,18 @@ def session_deleting_key(ns: str, tenant: str, session_id: str) -> str:
     return f"{state_prefix(ns, tenant)}session-deleting:{segment(session_id)}"
 
 
+def state_tenants_key(ns: str) -> str:
+    """Every tenant that ever stored a run, a sorted set of score 0 (so in code point order
+    by ZRANGE BYLEX), added to before a run is first written; it has its own slot."""
+    return f"{ns}:state-tenants"
+
+
+def state_tenants_filled_key(ns: str) -> str:
+    """Set once the tenants of runs written before `state_tenants_key` existed were added
+    to it (by one scan)."""
+    return f"{ns}:state-tenants-filled"
+
+
 def queue_prefix(ns: str) -> str:
     """Every queue key of the namespace starts with this; the namespace is the hash tag."""
     return f"{ns}:queue:{{{segment(ns)}}}:"

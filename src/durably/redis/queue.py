@@ -32,7 +32,9 @@ from durably.redis.retry import RetriesSpent
 from durably.redis.scripts import scripts
 from durably.redis.settings import RedisStoreSettings
 from durably.stores.debounce import Begun, begin_call, debounce_call
+from durably.stores.throughput import SLOTS, Minute, rated, rated_queues
 from durably.stores.work import (
+    DEAD_PURGE_BATCH,
     DEFAULT_QUEUE,
     QUEUE_NAMES_MOST,
     QueuePolicy,
@@ -44,6 +46,7 @@ from durably.stores.work import (
     batch_limit,
     checked_item,
     dead_letter_limit,
+    dead_letter_target,
     dedupe_window,
     failure_text,
     names_limit,
@@ -77,6 +80,7 @@ _LUA = (
         "queue_reap",
         "queue_adopt",
         "queue_purge",
+        "queue_purge_dead",
         prelude=("queue_lib.lua", "queue_settle_lib.lua"),
     )
 )
@@ -761,6 +765,59 @@ class RedisWorkQueue:
             deleted += int(count)
             if not int(left):
                 return deleted
+
+    async def purge_dead_letters(
+        self, *, queue: str, tenant: str | None = None, item_id: str | None = None
+    ) -> int:
+        """Delete dead letters of ``queue``: the one ``item_id`` of ``tenant``, every one of
+        ``tenant`` (walking the tenant's dead letters of every queue), or every tenant's,
+        with the dedupe keys they keep, `DEAD_PURGE_BATCH` looked at a script; the number
+        deleted."""
+        dead_letter_target(queue, tenant, item_id)
+        if tenant is None:
+            mode, key, ref = "all", f"{self._prefix}dead:{keys.segment(queue)}", ""
+        elif item_id is None:
+            mode, key, ref = "tenant", f"{self._prefix}dead-tenant:{keys.segment(tenant)}", ""
+        else:
+            mode, key, ref = "item", self._prefix + "queues", keys.item_ref(tenant, item_id)
+        deleted, start = 0, 0
+        while start >= 0:
+            count, start = await self._call(
+                "queue_purge_dead",
+                [key],
+                [queue, mode, ref, str(start), str(DEAD_PURGE_BATCH)],
+                queue,
+                "purge",
+            )
+            deleted += int(count)
+        return deleted
+
+    async def finished_per_minute(self, *, queues: Sequence[str]) -> dict[str, list[Minute]]:
+        """Items of each of ``queues`` completed and dead-lettered in each of the last
+        minutes, oldest first: each queue's ring hash, in one pipeline."""
+        names = rated_queues(queues)
+        now = self._clock.now()
+
+        async def read() -> list[dict[Any, Any]]:
+            pipe = self._redis.client.pipeline(transaction=False)
+            for name in names:
+                pipe.hgetall(f"{self._prefix}rate:{keys.segment(name)}")
+            found: list[dict[Any, Any]] = await pipe.execute()
+            return found
+
+        try:
+            rings = await self._redis.retry.call(read)
+        except RetriesSpent as spent:
+            raise QueueUnavailableError("*", "stats", spent.detail) from None
+        rows: list[tuple[str, int, int, int]] = []
+        for name, ring in zip(names, rings, strict=True):
+            fields = {_text(k): int(v) for k, v in ring.items()}
+            for slot in range(SLOTS):
+                if f"{slot}:m" in fields:
+                    rows.append(
+                        (name, fields[f"{slot}:m"], fields[f"{slot}:c"], fields[f"{slot}:f"])
+                    )
+        return rated(rows, now)
 
     async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
         """The queues that ever held an item (the registry every enqueue adds to), sorted,

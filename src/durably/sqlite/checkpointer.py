@@ -37,6 +37,7 @@ from durably.stores.status import (
     read_status,
     text_field,
 )
+from durably.stores.throughput import Minute
 from durably.stores.workflows import (
     INBOX_PREFIX,
     Entry,
@@ -780,6 +781,11 @@ class SqliteCheckpointer:
         return await self._db.transaction(
             lambda tx: _catalog.listed(tx, line, before, since_us, limit), write=False
         )
+
+    async def finished_per_minute(self) -> dict[str, list[Minute]]:
+        """Catalogued workflows of each kind completed and failed in each of the last
+        minutes, oldest first: the ring the status triggers keep (schema.sql)."""
+        return await self._db.transaction(_catalog.finished_per_minute, write=False)
 
     async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
         """How many catalogued workflows each (kind, status) pair has (exact)."""

@@ -21,7 +21,16 @@ from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
 from durably.stores.debounce import Begun, begin_call, debounce_call
 from durably.stores.flow import throttle_admits
+from durably.stores.throughput import (
+    Minute,
+    first_minute,
+    minute_of,
+    rated,
+    rated_queues,
+    slot_of,
+)
 from durably.stores.work import (
+    DEAD_PURGE_BATCH,
     DEDUPE_SWEEP_BATCH,
     DEFAULT_QUEUE,
     QUEUE_NAMES_MOST,
@@ -35,8 +44,10 @@ from durably.stores.work import (
     batch_limit,
     checked_item,
     dead_letter_limit,
+    dead_letter_target,
     dedupe_window,
     failure_text,
+    in_batches,
     names_limit,
     payload_text,
     retry_instant,
@@ -155,7 +166,14 @@ class BoundSqliteWorkQueue:
         return _item(row)
 
     def _finished(self, item: WorkItem) -> None:
-        """Start the time to live of the just-finished ``item``'s dedupe key, if kept."""
+        """Count the just-finished ``item`` in its queue's minute, and start the time to
+        live of its dedupe key, if kept."""
+        minute = minute_of(self._clock.now())
+        failed = int(item.state is WorkState.DEAD_LETTERED)
+        self._tx.execute(
+            _SQL["count_finished"],
+            {"queue": item.queue, "slot": slot_of(minute), "minute": minute, "failed": failed},
+        )
         if item.dedupe_key is None:
             return
         self._tx.execute(
@@ -449,6 +467,26 @@ class BoundSqliteWorkQueue:
             )
         return len(rows)
 
+    def purge_dead_letters(self, queue: str, tenant: str | None, item_id: str | None) -> int:
+        """Delete up to `DEAD_PURGE_BATCH` dead letters of ``queue`` (of ``tenant``, of the
+        one ``item_id``, when given), with their dedupe keys."""
+        rows = self._tx.all(
+            _SQL["purge_dead_letters"],
+            {"queue": queue, "tenant": tenant, "id": item_id, "limit": DEAD_PURGE_BATCH},
+        )
+        for row in rows:
+            self._tx.execute(
+                _SQL["forget_dead_key"], {"tenant": row[0], "queue": queue, "id": row[1]}
+            )
+        return len(rows)
+
+    def finished_per_minute(self, names: list[str]) -> dict[str, list[Minute]]:
+        """`SqliteWorkQueue.finished_per_minute` inside this transaction."""
+        now = self._clock.now()
+        found = {"names": json.dumps(names), "first": first_minute(now)}
+        rows = self._tx.all(_SQL["finished_per_minute"], found)
+        return rated([(r[0], r[1], r[2], r[3]) for r in rows], now)
+
     def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
         """The queues that hold items or counters, sorted, at most ``limit``."""
         return [row[0] for row in self._tx.all(_SQL["queue_names"], {"limit": limit})]
@@ -718,6 +756,25 @@ class SqliteWorkQueue:
         if tenant is not None:
             identifier(tenant, "tenant")
         return await self._write(queue, "purge", lambda q: q.purge(queue=queue, tenant=tenant))
+
+    async def purge_dead_letters(
+        self, *, queue: str, tenant: str | None = None, item_id: str | None = None
+    ) -> int:
+        """Delete dead letters of ``queue``: the one ``item_id`` of ``tenant``, every one of
+        ``tenant``, or every tenant's, with the dedupe keys they keep, a batch a
+        transaction; the number deleted."""
+        dead_letter_target(queue, tenant, item_id)
+        return await in_batches(
+            lambda: self._write(
+                queue, "purge", lambda q: q.purge_dead_letters(queue, tenant, item_id)
+            )
+        )
+
+    async def finished_per_minute(self, *, queues: Sequence[str]) -> dict[str, list[Minute]]:
+        """Items of each of ``queues`` completed and dead-lettered in each of the last
+        minutes, oldest first (`SLOTS` rows a queue)."""
+        names = rated_queues(queues)
+        return await self._read("*", "stats", lambda q: q.finished_per_minute(names))
 
     async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
         """The queues that hold items or counters, sorted, at most ``limit``."""

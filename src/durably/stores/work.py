@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from json.encoder import encode_basestring
@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, field_validat
 from durably.errors import InvalidInputError
 from durably.redaction import mend_text
 from durably.stores.flow import Throttle, flow_limit
+from durably.stores.throughput import Minute
 from durably.validation import finite, identifier, positive, positive_int, storable_json
 
 DEFAULT_QUEUE = "default"
@@ -287,6 +288,34 @@ def dead_letter_limit(limit: int) -> int:
     return limit
 
 
+DEAD_PURGE_BATCH = 1000
+"""Dead letters one statement or script of `WorkQueue.purge_dead_letters` deletes at
+most: a purge of many goes in batches of this size, so no single write grows with them."""
+
+
+def dead_letter_target(queue: str, tenant: str | None, item_id: str | None) -> None:
+    """The arguments of a `purge_dead_letters` call, checked before any I/O: names that
+    are identifiers, and a tenant named with an item. Raises `InvalidInputError`."""
+    identifier(queue, "queue")
+    if tenant is not None:
+        identifier(tenant, "tenant")
+    if item_id is not None:
+        identifier(item_id, "item_id")
+        if tenant is None:
+            raise InvalidInputError("item_id: name its tenant too (an id is unique per tenant)")
+
+
+async def in_batches(delete: Callable[[], Awaitable[int]]) -> int:
+    """Call ``delete`` (one statement or transaction deleting up to `DEAD_PURGE_BATCH`)
+    until a call deletes fewer; the total deleted."""
+    deleted = 0
+    while True:
+        batch = await delete()
+        deleted += batch
+        if batch < DEAD_PURGE_BATCH:
+            return deleted
+
+
 QUEUE_NAMES_MOST = 1000
 """The most queue names one `WorkQueue.queue_names` call answers."""
 
@@ -557,6 +586,21 @@ class WorkQueue(Protocol):
         how many items were deleted."""
         ...
 
+    async def purge_dead_letters(
+        self, *, queue: str, tenant: str | None = None, item_id: str | None = None
+    ) -> int:
+        """Delete dead letters of ``queue``: the one ``item_id`` of ``tenant``, every one of
+        ``tenant``, or every tenant's; a dedupe key one of them keeps is freed. Queued and
+        claimed items stay. Returns how many were deleted."""
+        ...
+
+    async def finished_per_minute(self, *, queues: Sequence[str]) -> dict[str, list[Minute]]:
+        """How many items of each of ``queues`` (at most `NAMES_MOST`) completed and were
+        dead-lettered in each of the last `MINUTES` minutes of the store's clock, oldest
+        first; queues and minutes with none are left out. Reads the ring of counts the
+        finishing writes keep (`durably.stores.throughput`), never the items."""
+        ...
+
     async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
         """The names of the queues that hold items or counters, sorted, at most
         ``limit`` (up to `QUEUE_NAMES_MOST`)."""
@@ -565,6 +609,7 @@ class WorkQueue(Protocol):
 
 __all__ = [
     "DEAD_LETTERS_MOST",
+    "DEAD_PURGE_BATCH",
     "DEDUPE_SWEEP_BATCH",
     "DEDUPE_TTL_MOST",
     "DEFAULT_QUEUE",
@@ -580,8 +625,10 @@ __all__ = [
     "batch_items",
     "checked_item",
     "dead_letter_limit",
+    "dead_letter_target",
     "dedupe_window",
     "flow_fields",
+    "in_batches",
     "names_limit",
     "queued_copy",
     "requeued",

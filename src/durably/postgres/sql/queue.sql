@@ -546,7 +546,9 @@ WITH done AS (
               throttle_seconds, throttle_burst
 ),
 {_freed},
-{_kept}
+{_kept},
+ended AS (SELECT queue, state, floor($4::float8 / 60)::bigint AS minute FROM done),
+{_rated}
 SELECT * FROM done;
 
 -- name: complete_many
@@ -564,7 +566,9 @@ WITH done AS (
               w.throttle_key, w.throttle_seconds, w.throttle_burst
 ),
 {_freed},
-{_kept}
+{_kept},
+ended AS (SELECT queue, state, floor($4::float8 / 60)::bigint AS minute FROM done),
+{_rated}
 SELECT * FROM done;
 
 -- name: _kept
@@ -584,6 +588,30 @@ kept AS (
       AND k.tenant = d.tenant AND k.queue = d.queue AND k.dedupe_key = d.dedupe_key
       AND k.id = d.id AND k.expires_at IS NULL
 )
+
+-- name: _rated
+-- What the statements that finish items write after them: the items of ``ended`` (queue,
+-- state, minute) counted in their minute's slot of the ring ({throughput}, schema.sql),
+-- on this connection's shard, so concurrent finishers of one queue rarely share a row.
+rated AS (
+    INSERT INTO {throughput} AS t (what, name, slot, shard, minute, completed, failed)
+    SELECT 'item', queue, minute % 16, pg_backend_pid() & 63, minute,
+           count(*) FILTER (WHERE state = 'completed'),
+           count(*) FILTER (WHERE state = 'dead_lettered')
+    FROM ended
+    GROUP BY queue, minute
+    ON CONFLICT (what, name, slot, shard) DO UPDATE SET
+        completed = excluded.completed
+            + CASE WHEN t.minute = excluded.minute THEN t.completed ELSE 0 END,
+        failed = excluded.failed + CASE WHEN t.minute = excluded.minute THEN t.failed ELSE 0 END,
+        minute = excluded.minute
+    WHERE t.minute <= excluded.minute
+)
+
+-- name: finished_per_minute
+-- The ring's slots (every shard) of the queues in $1 counting minute $2 or later.
+SELECT name, minute, completed, failed FROM {throughput}
+WHERE what = 'item' AND name = ANY($1::text[]) AND minute >= $2::bigint;
 
 -- name: settle
 -- Fenced on the holder and the exact lease the caller saw: a concurrent heartbeat, reap or
@@ -620,6 +648,10 @@ kept AS (
 ),
 done AS (SELECT queue, concurrency_key FROM settled),
 {_freed},
+ended AS (
+    SELECT queue, state, floor($10::float8 / 60)::bigint AS minute FROM dead
+),
+{_rated},
 -- A requeued item's tenant rejoins the rotation as an enqueue's does (see enqueue).
 placed AS (
     INSERT INTO {rota} (queue, tenant, turn, available_at, seq)
@@ -763,6 +795,28 @@ UNION
 SELECT queue FROM {counters}
 ORDER BY 1
 LIMIT $1::integer;
+
+-- name: purge_dead_letters
+-- Up to $4 dead letters of $1 (of tenant $2 only, unless NULL; the one id $3, unless
+-- NULL), oldest first, with the dedupe keys they keep. Answers how many were deleted.
+WITH gone AS (
+    DELETE FROM {work}
+    WHERE seq IN (
+        SELECT seq FROM {work}
+        WHERE queue = $1::text AND state = 'dead_lettered'
+          AND ($2::text IS NULL OR tenant = $2::text) AND ($3::text IS NULL OR id = $3::text)
+        ORDER BY seq
+        LIMIT $4::integer
+    )
+    RETURNING tenant, id, dedupe_key
+),
+keys AS (
+    DELETE FROM {dedupe_keys} k
+    USING gone g
+    WHERE g.dedupe_key IS NOT NULL AND k.tenant = g.tenant AND k.queue = $1::text
+      AND k.dedupe_key = g.dedupe_key AND k.id = g.id
+)
+SELECT count(*) FROM gone;
 
 -- name: purge
 -- The queued items of $1 (of tenant $2 only, unless NULL), with the kept-key rows their

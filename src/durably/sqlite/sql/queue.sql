@@ -241,7 +241,42 @@ DELETE FROM durably_work
 WHERE queue = :queue AND state = 'queued' AND (:tenant IS NULL OR tenant = :tenant)
 RETURNING tenant, id
 
+-- name: purge_dead_letters
+-- Up to :limit dead letters of :queue (of :tenant only, unless NULL; the one :id, unless
+-- NULL), oldest first. The triggers keep the sizes.
+DELETE FROM durably_work
+WHERE seq IN (
+    SELECT seq FROM durably_work
+    WHERE queue = :queue AND state = 'dead_lettered' AND (:tenant IS NULL OR tenant = :tenant)
+      AND (:id IS NULL OR id = :id)
+    ORDER BY seq
+    LIMIT :limit
+)
+RETURNING tenant, id
+
+-- name: forget_dead_key
+-- A purged dead letter's dedupe key, kept since it finished or never finished.
+DELETE FROM durably_dedupe_keys WHERE tenant = :tenant AND queue = :queue AND id = :id
+
 -- name: forget_purged_key
 -- A purged item's kept-key row, written at its enqueue (it never finished).
 DELETE FROM durably_dedupe_keys WHERE tenant = :tenant AND queue = :queue AND id = :id
   AND expires_at IS NULL
+
+-- name: count_finished
+-- An item of :queue finished at :minute (completed, or dead-lettered when :failed): its
+-- slot of the ring (schema.sql, durably_throughput) counts it.
+INSERT INTO durably_throughput (what, name, slot, minute, completed, failed)
+VALUES ('item', :queue, :slot, :minute, 1 - :failed, :failed)
+ON CONFLICT (what, name, slot) DO UPDATE SET
+    completed = excluded.completed + CASE WHEN durably_throughput.minute = excluded.minute
+        THEN durably_throughput.completed ELSE 0 END,
+    failed = excluded.failed + CASE WHEN durably_throughput.minute = excluded.minute
+        THEN durably_throughput.failed ELSE 0 END,
+    minute = excluded.minute
+WHERE durably_throughput.minute <= excluded.minute
+
+-- name: finished_per_minute
+-- The ring's slots of the queues in :names (a JSON array) counting :first or later.
+SELECT name, minute, completed, failed FROM durably_throughput
+WHERE what = 'item' AND name IN (SELECT value FROM json_each(:names)) AND minute >= :first

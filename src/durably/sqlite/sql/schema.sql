@@ -447,6 +447,41 @@ BEGIN
     WHERE workflow = new.workflow AND status IS NOT new.status;
 END;
 
+-- Items and workflows finished per minute (durably.stores.throughput), added in schema
+-- version 7: a ring of 16 slots per queue (what = 'item') or workflow kind ('workflow').
+-- A slot counts one minute (since the epoch); a write for a later minute starts it afresh
+-- and a write for an earlier one than it holds is dropped. The queue's finishing writes
+-- count items; the trigger below counts catalogued workflows reaching completed or failed.
+CREATE TABLE IF NOT EXISTS durably_throughput (
+    what TEXT NOT NULL,
+    name TEXT NOT NULL,
+    slot INTEGER NOT NULL,
+    minute INTEGER NOT NULL,
+    completed INTEGER NOT NULL,
+    failed INTEGER NOT NULL,
+    PRIMARY KEY (what, name, slot)
+) WITHOUT ROWID;
+
+-- The catalog's status follows every status write (the triggers above), so a catalogued
+-- workflow reaching completed or failed is counted here, at its status's time.
+CREATE TRIGGER IF NOT EXISTS durably_workflow_catalog_rated
+AFTER UPDATE OF status ON durably_workflow_catalog
+WHEN new.status IN ('completed', 'failed') AND old.status IS NOT new.status
+BEGIN
+    INSERT INTO durably_throughput (what, name, slot, minute, completed, failed)
+    SELECT 'workflow', new.kind, CAST(s.updated_at / 60 AS INTEGER) % 16,
+           CAST(s.updated_at / 60 AS INTEGER), new.status = 'completed',
+           new.status = 'failed'
+    FROM durably_workflow_status AS s WHERE s.workflow = new.workflow
+    ON CONFLICT (what, name, slot) DO UPDATE SET
+        completed = excluded.completed + CASE WHEN durably_throughput.minute = excluded.minute
+            THEN durably_throughput.completed ELSE 0 END,
+        failed = excluded.failed + CASE WHEN durably_throughput.minute = excluded.minute
+            THEN durably_throughput.failed ELSE 0 END,
+        minute = excluded.minute
+    WHERE durably_throughput.minute <= excluded.minute;
+END;
+
 -- Claim-check blobs (added in schema version 2), one per distinct content: `digest` is
 -- the SHA-256 of `data`, `expires_at` the store's clock time it lapses at (Inf: never).
 CREATE TABLE IF NOT EXISTS durably_claim_check (
