@@ -2,7 +2,7 @@
 -- tenant, scheduler namespace, limit. Answers 1 when it is queued, 0 when admitted (a
 -- workflow the gate knows already is answered as it stands).
 local workflow, tenant = ARGV[2], ARGV[3]
-redis.call('HSET', meta, 'limit', ARGV[5])
+redis.call('HSET', meta, 'limit', ARGV[5], 'space', ARGV[4])
 local state = redis.call('HGET', marks, workflow)
 if state then return state == 'queued' and 1 or 0 end
 if admitted() < tonumber(ARGV[5]) and redis.call('SCARD', waiting) == 0 then

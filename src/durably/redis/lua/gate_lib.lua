@@ -1,10 +1,12 @@
 -- Workflow gates (durably.stores.gates): a gate's keys live in the gate's slot, named from
 -- ARGV[1] (its prefix): `meta` (limit, admitted, served, seq), `marks` (workflow: queued,
--- held or free), `turns` (tenant: its last admission's serial), `waiting` (tenants with a
--- line), `tenant-of` and `space-of` (a queued workflow's tenant and scheduler namespace),
--- and a line per tenant (a sorted set by the order queued).
+-- held or free), `moved` (workflow: the number of its last crossing the gate took),
+-- `turns` (tenant: its last admission's serial), `waiting` (tenants with a line),
+-- `tenant-of` and `space-of` (a queued workflow's tenant and scheduler namespace), and a
+-- line per tenant (a sorted set by the order queued).
 local prefix = ARGV[1]
 local meta, marks, turns = prefix .. 'meta', prefix .. 'marks', prefix .. 'turns'
+local moved = prefix .. 'moved'
 local waiting, tenant_of, space_of = prefix .. 'waiting', prefix .. 'tenant-of', prefix .. 'space-of'
 
 local function line(tenant) return prefix .. 'line:' .. #tenant .. ':' .. tenant end

@@ -1,12 +1,19 @@
 -- A gated workflow's status crossed finished/unfinished (or it was deleted). KEYS: the
--- gate's meta. ARGV: gate prefix, workflow, finished ('1'/'0'), forget ('1'/'0').
+-- gate's meta. ARGV: gate prefix, workflow, finished ('1'/'0'), forget ('1'/'0'), the
+-- crossing's number (the workflow's `moves`; '' for none: the workflow is gone).
 -- A finished one frees its slot (or leaves the line) and the line's next take it; an
--- unfinished one that held none takes one (a resume, even past the limit).
+-- unfinished one that held none takes one (a resume, even past the limit). A crossing
+-- numbered no higher than one taken already changes nothing: the repair pass and the
+-- write's own step may both bring it, and a stale one must not undo a later one.
 -- Answers the workflows admitted from the line, flat: workflow, tenant, namespace, ...
-local workflow = ARGV[2]
+local workflow, move = ARGV[2], tonumber(ARGV[5])
 local out = {}
 local state = redis.call('HGET', marks, workflow)
 if not state then return out end
+if move then
+  if move <= tonumber(redis.call('HGET', moved, workflow) or '0') then return out end
+  redis.call('HSET', moved, workflow, move)
+end
 if ARGV[3] == '1' then
   if state == 'queued' then leave(workflow) end
   if state ~= 'free' then redis.call('HSET', marks, workflow, 'free') end
@@ -21,6 +28,7 @@ elseif state ~= 'held' then
 end
 if ARGV[4] == '1' then
   redis.call('HDEL', marks, workflow)
+  redis.call('HDEL', moved, workflow)
   redis.call('HDEL', tenant_of, workflow)
   redis.call('HDEL', space_of, workflow)
 end
