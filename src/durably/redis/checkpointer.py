@@ -516,20 +516,21 @@ class RedisCheckpointer:
         for mark, (tenant, running, gate, moves), info in zip(marks, fields, statuses, strict=True):
             status = None if info is None else info.status
             if tenant is None or text(gate or "") != mark.gate:  # deleted: its move was lost
-                await self._gates.move(mark.gate, mark.workflow, finished=True, forget=True)
+                done = await self._regate(mark.gate, mark.workflow, -1, 0, forget=True)
             elif text(running) == "0" and mark.state != "free":  # ended: its move was lost
-                await self._regate(mark.gate, mark.workflow, -1, int(moves or 0), forget=False)
-            elif mark.state == "held" and status is WorkflowStatus.QUEUED:
-                await self._gated_status(mark.workflow, WorkflowStatus.PENDING, over="queued")
-                await self._wake(mark.namespace, mark.workflow, text(tenant), absent=True)
-            elif mark.state == "held" and status is WorkflowStatus.PENDING:
-                if not await self._wake(mark.namespace, mark.workflow, text(tenant), absent=True):
-                    continue  # scheduled already: nothing was lost
-            elif mark.state == "queued" and status is None:
-                await self._gated_status(mark.workflow, WorkflowStatus.QUEUED, over="")
+                done = await self._regate(mark.gate, mark.workflow, -1, moves, forget=False)
+            elif mark.state == "held" and status in (WorkflowStatus.QUEUED, WorkflowStatus.PENDING):
+                # Admitted from the line: its PENDING status and wakeup may be lost.
+                pending = await self._gated_status(
+                    mark.workflow, WorkflowStatus.PENDING, over="queued"
+                )
+                woken = await self._wake(mark.namespace, mark.workflow, text(tenant), absent=True)
+                done = pending or woken
+            elif mark.state == "queued" and status is None:  # its QUEUED status was lost
+                done = await self._gated_status(mark.workflow, WorkflowStatus.QUEUED, over="")
             else:
-                continue
-            repaired += 1
+                done = False
+            repaired += done
         return repaired
 
     def _wake_in(self, namespace: str, wake: Wake) -> None:
@@ -543,29 +544,35 @@ class RedisCheckpointer:
         wake = self._wakers.get(namespace)
         return wake is not None and await wake(workflow, tenant, absent)
 
-    async def _gated_status(self, workflow: str, status: WorkflowStatus, *, over: str) -> None:
+    async def _gated_status(self, workflow: str, status: WorkflowStatus, *, over: str) -> bool:
+        """Write the status of a workflow its gate queued or admitted over no status or
+        ``over`` only: whether it was written."""
         (status_key,) = self._keys(workflow, "status")
         written = await self._run(
             _LUA["workflow_gate_status"], [status_key], [status.value, over, self._ttl]
         )
-        if int(written):
-            await self._reindex(workflow, status)
+        if not int(written):
+            return False
+        await self._reindex(workflow, status)
+        return True
 
     async def _regate(
         self, gate: object, workflow: str, moved: int, number: Any, *, forget: bool
-    ) -> None:
+    ) -> bool:
         """The second step of a write that moved gated ``workflow`` (``moved``: -1 ended,
         1 runs again) for the ``number``-th time: its gate frees or takes a slot, and the
-        workflows it admits from its line are made PENDING and ready."""
+        workflows it admits from its line are made PENDING and ready. Whether the gate
+        took the move (not taken before)."""
         name = text(gate)
         if not name or not (moved or forget):
-            return
-        admitted = await self._gates.move(
+            return False
+        taken, admitted = await self._gates.move(
             name, workflow, finished=moved <= 0, forget=forget, number=int(number or 0)
         )
         for promoted, tenant, namespace in admitted:
             await self._gated_status(promoted, WorkflowStatus.PENDING, over="queued")
             await self._wake(namespace, promoted, tenant, absent=False)
+        return taken
 
     async def tenant_counts(self, tenant: str) -> TenantCounts:
         """``tenant``'s admitted workflows, running and started."""

@@ -13,6 +13,7 @@ killed process left undone.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ class RedisGates:
         self._gate: str | None = None
         self._space = ""
         self._marks_cursor = 0
+        self._walk = asyncio.Lock()  # one walk at a time: they share its position
 
     def _keys(self, gate: str) -> tuple[list[str], str]:
         prefix = keys.gate_prefix(self._ns, gate)
@@ -78,11 +80,12 @@ class RedisGates:
 
     async def move(
         self, gate: str, workflow: str, *, finished: bool, forget: bool = False, number: int = 0
-    ) -> list[tuple[str, str, str]]:
+    ) -> tuple[bool, list[tuple[str, str, str]]]:
         """``workflow`` crossed finished/unfinished (or was deleted, ``forget``) for the
-        ``number``-th time (0: it is gone, whatever its crossings): the workflows its gate
-        admitted from the line, as (workflow, tenant, namespace). A crossing the gate
-        took already, or one older than it took, changes nothing."""
+        ``number``-th time (0: it is gone, whatever its crossings): whether its gate took
+        the crossing, and the workflows it admitted from the line, as (workflow, tenant,
+        namespace). A crossing the gate took already, or one older than it took, changes
+        nothing."""
         meta, prefix = self._keys(gate)
         args = [
             prefix,
@@ -91,8 +94,9 @@ class RedisGates:
             "1" if forget else "0",
             str(number) if number else "",
         ]
-        flat = [text(value) for value in await self._run(_GATES["gate_move"], meta, args)]
-        return [(flat[n], flat[n + 1], flat[n + 2]) for n in range(0, len(flat), 3)]
+        taken, *flat = [text(value) for value in await self._run(_GATES["gate_move"], meta, args)]
+        admitted = [(flat[n], flat[n + 1], flat[n + 2]) for n in range(0, len(flat), 3)]
+        return taken == "1", admitted
 
     async def counts(self, gate: str) -> GateCounts:
         """Gate ``gate``'s admitted and queued workflows."""
@@ -109,6 +113,10 @@ class RedisGates:
         """About ``limit`` more gate marks, read on from where the last call stopped (one
         key at a time, each in its gate's slot); fewer when a round over every gate ends,
         so a round's last call is short and the next call starts the next round."""
+        async with self._walk:
+            return await self._walk_on(limit)
+
+    async def _walk_on(self, limit: int) -> list[GateMark]:
         client = self._redis.client
         found: list[GateMark] = []
         while len(found) < limit:

@@ -5,15 +5,17 @@
 -- unfinished one that held none takes one (a resume, even past the limit). A crossing
 -- numbered no higher than one taken already changes nothing: the repair pass and the
 -- write's own step may both bring it, and a stale one must not undo a later one.
--- Answers the workflows admitted from the line, flat: workflow, tenant, namespace, ...
+-- Answers whether it took the crossing (1/0), then the workflows admitted from the line,
+-- flat: workflow, tenant, namespace, ...
 local workflow, move = ARGV[2], tonumber(ARGV[5])
-local out = {}
+local out = {0}
 local state = redis.call('HGET', marks, workflow)
 if not state then return out end
 if move then
   if move <= tonumber(redis.call('HGET', moved, workflow) or '0') then return out end
   redis.call('HSET', moved, workflow, move)
 end
+out[1] = 1
 if ARGV[3] == '1' then
   if state == 'queued' then leave(workflow) end
   if state ~= 'free' then redis.call('HSET', marks, workflow, 'free') end

@@ -1,0 +1,213 @@
+"""The gates' repair pass on Redis, standalone and cluster: each step a killed process can
+leave undone between the slots of a gate move is finished by the pass, once.
+
+A kill is simulated by skipping the steps after the first (a wrapper around the
+checkpointer's own call, never around Redis); what ran is read from a ledger the bodies
+write in a step (so a replayed pass adds nothing) and from the gate's counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from durably.app import App, Context, Workflow
+from durably.clock import ManualClock
+from durably.redis.checkpointer import RedisCheckpointer
+from durably.stores.gates import GateCounts
+from durably.stores.status import WorkflowStatus
+from durably.testing.app.fixtures import NOTE, fresh_id
+from tests.redis_service import cluster_servers, flushed_database
+
+REDIS_DB = 14  # a database index no other suite uses
+
+pytestmark = pytest.mark.asyncio
+
+
+class Killed(Exception):
+    """The process died here."""
+
+
+@pytest.fixture(params=["standalone", "cluster"])
+async def dsn(request: pytest.FixtureRequest) -> str:
+    if request.param == "standalone":
+        return await flushed_database(REDIS_DB)
+    return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in cluster_servers()) + "/"
+
+
+@pytest.fixture
+async def app(dsn: str) -> AsyncIterator[App]:
+    made = App(dsn, clock=ManualClock())
+    await made.stores()
+    try:
+        yield made
+    finally:
+        await made.close()
+
+
+async def _checkpointer(app: App) -> RedisCheckpointer:
+    checkpointer = (await app.stores()).checkpointer
+    assert isinstance(checkpointer, RedisCheckpointer)
+    return checkpointer
+
+
+def _gated(app: App, ran: list[str]) -> Workflow[..., str]:
+    """A kind admitting one at a time whose bodies note their run in a step, then wait."""
+
+    @app.workflow(name=f"gated-{fresh_id()}", concurrency=1)
+    async def waits(ctx: Context, name: str) -> str:
+        await ctx.step("ran", lambda: ran.append(name))
+        return str(await ctx.recv(NOTE))
+
+    return waits
+
+
+def _skip_once(
+    monkeypatch: pytest.MonkeyPatch,
+    owner: object,
+    name: str,
+    when: Callable[..., bool] = lambda *args, **kwargs: True,
+    *,
+    answer: object = None,
+) -> list[object]:
+    """Make ``owner.name`` do nothing once, for a call ``when`` picks (the process died
+    before it, and its pass ends as a later process would end it): it answers ``answer``,
+    or raises `Killed` if that is None. The calls skipped."""
+    original = getattr(owner, name)
+    skipped: list[object] = []
+
+    async def skip(*args: Any, **kwargs: Any) -> Any:
+        if not skipped and when(*args, **kwargs):
+            skipped.append(args)
+            if answer is None:
+                raise Killed
+            return answer
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, skip)
+    return skipped
+
+
+async def _repair(app: App) -> int:
+    return await (await _checkpointer(app)).repair_gates(limit=10_000)
+
+
+async def test_an_ended_workflow_whose_gate_move_was_lost_frees_its_slot_on_repair(
+    app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkpointer = await _checkpointer(app)
+    ran: list[str] = []
+    waits = _gated(app, ran)
+    first, second = await waits.start("w0"), await waits.start("w1")
+    await app.run_until_idle(advance=False)
+    skipped = _skip_once(monkeypatch, checkpointer._gates, "move", answer=(False, []))
+    await first.send(NOTE, "done")
+    await app.run_until_idle(advance=False)
+    assert skipped
+    assert await first.result(timeout=5) == "done"
+    assert (await second.status()).status is WorkflowStatus.QUEUED
+    assert await checkpointer.gate_counts(waits.kind) == GateCounts(admitted=1, queued=1)
+    assert await _repair(app) == 1
+    assert await _repair(app) == 0  # taken once
+    await app.run_until_idle(advance=False)
+    assert ran == ["w0", "w1"]
+    assert (await second.status()).status is WorkflowStatus.BLOCKED
+    assert await checkpointer.gate_counts(waits.kind) == GateCounts(admitted=1)
+
+
+@pytest.mark.parametrize("lost", ["status", "wakeup"])
+async def test_an_admitted_workflow_never_made_pending_or_ready_runs_after_repair(
+    app: App, monkeypatch: pytest.MonkeyPatch, lost: str
+) -> None:
+    checkpointer = await _checkpointer(app)
+    ran: list[str] = []
+    waits = _gated(app, ran)
+    first, second = await waits.start("w0"), await waits.start("w1")
+    await app.run_until_idle(advance=False)
+    woken = _skip_once(monkeypatch, checkpointer, "_wake", answer=False)
+    if lost == "status":  # died before the PENDING status, so before the wakeup too
+        pending = _skip_once(
+            monkeypatch,
+            checkpointer,
+            "_gated_status",
+            lambda workflow, status, **kwargs: status is WorkflowStatus.PENDING,
+            answer=False,
+        )
+        assert not pending
+    await first.send(NOTE, "done")
+    await app.run_until_idle(advance=False)
+    assert woken
+    assert ran == ["w0"]
+    expected = WorkflowStatus.QUEUED if lost == "status" else WorkflowStatus.PENDING
+    assert (await second.status()).status is expected
+    assert await _repair(app) == 1
+    await app.run_until_idle(advance=False)
+    assert ran == ["w0", "w1"]
+    assert (await second.status()).status is WorkflowStatus.BLOCKED
+    assert await _repair(app) == 0  # a scheduled workflow is left where it is
+
+
+async def test_a_start_killed_before_its_gate_decided_is_taken_through_it_when_repeated(
+    app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkpointer = await _checkpointer(app)
+    ran: list[str] = []
+    waits = _gated(app, ran)
+    first = await waits.start("w0")
+    await app.run_until_idle(advance=False)
+    lost = _skip_once(monkeypatch, checkpointer._gates, "admit")
+    with pytest.raises(Killed):  # after the record, before the gate's decision
+        await waits.start("w1", id="again")
+    assert lost
+    assert await checkpointer.gate_counts(waits.kind) == GateCounts(admitted=1)
+    await app.run_until_idle(advance=False)
+    assert ran == ["w0"]  # no gate knows it, no worker sees it
+    again = await waits.start("w1", id="again")
+    assert (await again.status()).status is WorkflowStatus.QUEUED
+    assert await checkpointer.gate_counts(waits.kind) == GateCounts(admitted=1, queued=1)
+    await first.send(NOTE, "done")
+    await app.run_until_idle(advance=False)
+    assert ran == ["w0", "w1"]
+
+
+async def test_a_repair_racing_a_normal_end_frees_the_slot_once(
+    app: App, dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkpointer = await _checkpointer(app)
+    ran: list[str] = []
+    waits = _gated(app, ran)
+    first = await waits.start("w0")
+    rest = [await waits.start(f"w{n}") for n in (1, 2)]
+    await app.run_until_idle(advance=False)
+    gates = checkpointer._gates
+    original = gates.move
+    entered, go_on = asyncio.Event(), asyncio.Event()
+
+    async def late(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        await go_on.wait()
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(gates, "move", late)
+    await first.send(NOTE, "done")
+    ending = asyncio.create_task(app.run_until_idle(advance=False))
+    await asyncio.wait_for(entered.wait(), 10)
+    monkeypatch.setattr(gates, "move", original)  # the repair's own move goes first
+    other = App(dsn, clock=ManualClock())  # another process repairing at once
+    try:
+        repairs: list[Awaitable[int]] = [_repair(app), _repair(other), _repair(other)]
+        assert sum(await asyncio.gather(*repairs)) == 1
+    finally:
+        await other.close()
+    go_on.set()
+    await asyncio.wait_for(ending, 30)
+    await app.run_until_idle(advance=False)
+    assert ran == ["w0", "w1"]
+    assert [(await h.status()).status for h in rest] == [
+        WorkflowStatus.BLOCKED,
+        WorkflowStatus.QUEUED,
+    ]
+    assert await checkpointer.gate_counts(waits.kind) == GateCounts(admitted=1, queued=1)
