@@ -211,3 +211,38 @@ async def test_a_repair_racing_a_normal_end_frees_the_slot_once(
         WorkflowStatus.QUEUED,
     ]
     assert await checkpointer.gate_counts(waits.kind) == GateCounts(admitted=1, queued=1)
+
+
+async def test_a_repair_that_read_an_end_before_a_resume_does_not_free_the_resumed_slot(
+    app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkpointer = await _checkpointer(app)
+    ran: list[str] = []
+    waits = _gated(app, ran)
+    first, second = await waits.start("w0"), await waits.start("w1")
+    await app.run_until_idle(advance=False)
+    _skip_once(monkeypatch, checkpointer._gates, "move", answer=(False, []))
+    await first.cancel()
+    await app.run_until_idle(advance=False)
+    assert (await first.status()).status is WorkflowStatus.CANCELLED
+    gates = checkpointer._gates
+    original = gates.move
+    entered, go_on = asyncio.Event(), asyncio.Event()
+
+    async def late(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        await go_on.wait()
+        return await original(*args, **kwargs)
+
+    monkeypatch.setattr(gates, "move", late)
+    repairing = asyncio.create_task(_repair(app))
+    await asyncio.wait_for(entered.wait(), 10)  # it read the end, its move not yet run
+    monkeypatch.setattr(gates, "move", original)
+    assert await first.resume()
+    go_on.set()
+    assert await asyncio.wait_for(repairing, 10) == 0  # an older crossing than the resume
+    await app.run_until_idle(advance=False)
+    assert ran == ["w0"]
+    assert (await first.status()).status is WorkflowStatus.BLOCKED
+    assert (await second.status()).status is WorkflowStatus.QUEUED
+    assert await checkpointer.gate_counts(waits.kind) == GateCounts(admitted=1, queued=1)
