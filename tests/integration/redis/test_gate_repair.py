@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from durably.app import App, Context, Workflow
+from durably.app import App, Context, Workflow, WorkflowHandle
 from durably.clock import ManualClock
 from durably.redis.checkpointer import RedisCheckpointer
 from durably.stores.gates import GateCounts
@@ -54,15 +55,29 @@ async def _checkpointer(app: App) -> RedisCheckpointer:
     return checkpointer
 
 
-def _gated(app: App, ran: list[str]) -> Workflow[..., str]:
-    """A kind admitting one at a time whose bodies note their run in a step, then wait."""
+@dataclass
+class Gated:
+    """A kind admitting one at a time, whose bodies note their run in a step (`ran`, so a
+    replay adds nothing), then wait for a note; its workflows started, in order."""
+
+    kind: Workflow[..., str]
+    ran: list[str]
+    started: list[WorkflowHandle[str]]
+
+
+async def _gated(app: App, *names: str) -> Gated:
+    """Start workflows ``names`` of a fresh gated kind and run until idle (the first
+    admitted and waiting, the rest queued)."""
+    ran: list[str] = []
 
     @app.workflow(name=f"gated-{fresh_id()}", concurrency=1)
     async def waits(ctx: Context, name: str) -> str:
         await ctx.step("ran", lambda: ran.append(name))
         return str(await ctx.recv(NOTE))
 
-    return waits
+    started = [await waits.start(name) for name in names]
+    await app.run_until_idle(advance=False)
+    return Gated(waits, ran, started)
 
 
 def _skip_once(
@@ -91,6 +106,27 @@ def _skip_once(
     return skipped
 
 
+class LateMove:
+    """The gate's next move waits until `go_on` is set (a process slow to run its step);
+    the moves after it run at once."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, checkpointer: RedisCheckpointer) -> None:
+        self.entered, self.go_on = asyncio.Event(), asyncio.Event()
+        gates = checkpointer._gates
+        original = gates.move
+
+        async def late(*args: Any, **kwargs: Any) -> Any:
+            monkeypatch.setattr(gates, "move", original)
+            self.entered.set()
+            await self.go_on.wait()
+            return await original(*args, **kwargs)
+
+        monkeypatch.setattr(gates, "move", late)
+
+    async def reached(self) -> None:
+        await asyncio.wait_for(self.entered.wait(), 10)
+
+
 async def _repair(app: App) -> int:
     return await (await _checkpointer(app)).repair_gates(limit=10_000)
 
@@ -99,10 +135,8 @@ async def test_an_ended_workflow_whose_gate_move_was_lost_frees_its_slot_on_repa
     app: App, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     checkpointer = await _checkpointer(app)
-    ran: list[str] = []
-    waits = _gated(app, ran)
-    first, second = await waits.start("w0"), await waits.start("w1")
-    await app.run_until_idle(advance=False)
+    gated = await _gated(app, "w0", "w1")
+    waits, ran, (first, second) = gated.kind, gated.ran, gated.started
     skipped = _skip_once(monkeypatch, checkpointer._gates, "move", answer=(False, []))
     await first.send(NOTE, "done")
     await app.run_until_idle(advance=False)
@@ -123,10 +157,8 @@ async def test_an_admitted_workflow_never_made_pending_or_ready_runs_after_repai
     app: App, monkeypatch: pytest.MonkeyPatch, lost: str
 ) -> None:
     checkpointer = await _checkpointer(app)
-    ran: list[str] = []
-    waits = _gated(app, ran)
-    first, second = await waits.start("w0"), await waits.start("w1")
-    await app.run_until_idle(advance=False)
+    gated = await _gated(app, "w0", "w1")
+    ran, (first, second) = gated.ran, gated.started
     woken = _skip_once(monkeypatch, checkpointer, "_wake", answer=False)
     if lost == "status":  # died before the PENDING status, so before the wakeup too
         pending = _skip_once(
@@ -154,10 +186,8 @@ async def test_a_start_killed_before_its_gate_decided_is_taken_through_it_when_r
     app: App, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     checkpointer = await _checkpointer(app)
-    ran: list[str] = []
-    waits = _gated(app, ran)
-    first = await waits.start("w0")
-    await app.run_until_idle(advance=False)
+    gated = await _gated(app, "w0")
+    waits, ran, (first,) = gated.kind, gated.ran, gated.started
     lost = _skip_once(monkeypatch, checkpointer._gates, "admit")
     with pytest.raises(Killed):  # after the record, before the gate's decision
         await waits.start("w1", id="again")
@@ -177,32 +207,19 @@ async def test_a_repair_racing_a_normal_end_frees_the_slot_once(
     app: App, dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     checkpointer = await _checkpointer(app)
-    ran: list[str] = []
-    waits = _gated(app, ran)
-    first = await waits.start("w0")
-    rest = [await waits.start(f"w{n}") for n in (1, 2)]
-    await app.run_until_idle(advance=False)
-    gates = checkpointer._gates
-    original = gates.move
-    entered, go_on = asyncio.Event(), asyncio.Event()
-
-    async def late(*args: Any, **kwargs: Any) -> Any:
-        entered.set()
-        await go_on.wait()
-        return await original(*args, **kwargs)
-
-    monkeypatch.setattr(gates, "move", late)
+    gated = await _gated(app, "w0", "w1", "w2")
+    waits, ran, (first, *rest) = gated.kind, gated.ran, gated.started
+    late = LateMove(monkeypatch, checkpointer)
     await first.send(NOTE, "done")
     ending = asyncio.create_task(app.run_until_idle(advance=False))
-    await asyncio.wait_for(entered.wait(), 10)
-    monkeypatch.setattr(gates, "move", original)  # the repair's own move goes first
+    await late.reached()  # the end's move waits; the repairs' moves go first
     other = App(dsn, clock=ManualClock())  # another process repairing at once
     try:
         repairs: list[Awaitable[int]] = [_repair(app), _repair(other), _repair(other)]
         assert sum(await asyncio.gather(*repairs)) == 1
     finally:
         await other.close()
-    go_on.set()
+    late.go_on.set()
     await asyncio.wait_for(ending, 30)
     await app.run_until_idle(advance=False)
     assert ran == ["w0", "w1"]
@@ -217,29 +234,17 @@ async def test_a_repair_that_read_an_end_before_a_resume_does_not_free_the_resum
     app: App, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     checkpointer = await _checkpointer(app)
-    ran: list[str] = []
-    waits = _gated(app, ran)
-    first, second = await waits.start("w0"), await waits.start("w1")
-    await app.run_until_idle(advance=False)
+    gated = await _gated(app, "w0", "w1")
+    waits, ran, (first, second) = gated.kind, gated.ran, gated.started
     _skip_once(monkeypatch, checkpointer._gates, "move", answer=(False, []))
     await first.cancel()
     await app.run_until_idle(advance=False)
     assert (await first.status()).status is WorkflowStatus.CANCELLED
-    gates = checkpointer._gates
-    original = gates.move
-    entered, go_on = asyncio.Event(), asyncio.Event()
-
-    async def late(*args: Any, **kwargs: Any) -> Any:
-        entered.set()
-        await go_on.wait()
-        return await original(*args, **kwargs)
-
-    monkeypatch.setattr(gates, "move", late)
+    late = LateMove(monkeypatch, checkpointer)
     repairing = asyncio.create_task(_repair(app))
-    await asyncio.wait_for(entered.wait(), 10)  # it read the end, its move not yet run
-    monkeypatch.setattr(gates, "move", original)
+    await late.reached()  # the repair read the end; its move waits
     assert await first.resume()
-    go_on.set()
+    late.go_on.set()
     assert await asyncio.wait_for(repairing, 10) == 0  # an older crossing than the resume
     await app.run_until_idle(advance=False)
     assert ran == ["w0"]
