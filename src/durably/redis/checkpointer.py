@@ -479,7 +479,7 @@ class RedisCheckpointer:
                 return Admission(recorded, info.status is WorkflowStatus.QUEUED)
             # Never run, or its start died before the gate's decision: the gate answers
             # as it stands, or decides now.
-        queued = await self._gates.admit(workflow, tenant, gate)
+        queued = await self._gates.admit(workflow, tenant, gate, fresh=wrote)
         if queued:
             await self._gated_status(workflow, WorkflowStatus.QUEUED, over="")
         return Admission(recorded, queued)

@@ -65,9 +65,10 @@ class RedisGates:
         prefix = keys.gate_prefix(self._ns, gate)
         return [prefix + "meta"], prefix
 
-    async def admit(self, workflow: str, tenant: str, gate: WorkflowGate) -> bool:
-        """Take ``workflow`` (its first start, just written) through ``gate``; True when
-        it is queued. The gate is registered first, so the repair pass finds its marks."""
+    async def admit(self, workflow: str, tenant: str, gate: WorkflowGate, *, fresh: bool) -> bool:
+        """Take ``workflow`` through ``gate`` (``fresh``: its record was just written);
+        True when it is queued. The gate is registered first, so the repair pass finds
+        its marks."""
         if gate.name not in self._known:
             client = self._redis.client
             await self._redis.state(lambda: client.sadd(self._registry, gate.name))
@@ -75,7 +76,7 @@ class RedisGates:
                 self._known.clear()
             self._known.add(gate.name)
         meta, prefix = self._keys(gate.name)
-        args = [prefix, workflow, tenant, gate.namespace, str(gate.limit)]
+        args = [prefix, workflow, tenant, gate.namespace, str(gate.limit), "1" if fresh else "0"]
         return bool(int(await self._run(_GATES["gate_admit"], meta, args)))
 
     async def move(
@@ -110,9 +111,10 @@ class RedisGates:
         return float(text(await self._run(_THROTTLE, [keys.throttle_key(self._ns, key)], args)))
 
     async def walk(self, limit: int) -> list[GateMark]:
-        """About ``limit`` more gate marks, read on from where the last call stopped (one
-        key at a time, each in its gate's slot); fewer when a round over every gate ends,
-        so a round's last call is short and the next call starts the next round."""
+        """About ``limit`` more queued or held gate marks (a finished workflow's is not
+        read), on from where the last call stopped (one key at a time, each in its gate's
+        slot); fewer when a round over every gate ends, so a round's last call is short
+        and the next call starts the next round."""
         async with self._walk:
             return await self._walk_on(limit)
 
@@ -123,12 +125,21 @@ class RedisGates:
             if self._gate is None and not await self._next_gate():
                 break
             gate, space = self._gate or "", self._space
-            marks = keys.gate_prefix(self._ns, gate) + "marks"
+            prefix = keys.gate_prefix(self._ns, gate)
             scan = functools.partial(
-                client.hscan, marks, self._marks_cursor, count=limit - len(found)
+                client.sscan, prefix + "live", self._marks_cursor, count=limit - len(found)
             )
             cursor, page = await self._redis.state(scan)
-            found += [GateMark(gate, text(w), text(s), space) for w, s in page.items()]
+            names = [text(name) for name in page]
+            if names:
+                states = await self._redis.state(
+                    functools.partial(client.hmget, prefix + "marks", names)
+                )
+                found += [
+                    GateMark(gate, name, text(state), space)
+                    for name, state in zip(names, states, strict=True)
+                    if state is not None
+                ]
             self._marks_cursor = int(cursor)
             if not self._marks_cursor:
                 self._gate = None

@@ -251,3 +251,27 @@ async def test_a_repair_that_read_an_end_before_a_resume_does_not_free_the_resum
     assert (await first.status()).status is WorkflowStatus.BLOCKED
     assert (await second.status()).status is WorkflowStatus.QUEUED
     assert await checkpointer.gate_counts(waits.kind) == GateCounts(admitted=1, queued=1)
+
+
+async def test_an_id_started_again_after_a_delete_whose_gate_move_was_lost_is_counted(
+    app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkpointer = await _checkpointer(app)
+    gated = await _gated(app)
+    waits, ran = gated.kind, gated.ran
+    first = await waits.start("w0", id="same")
+    await app.run_until_idle(advance=False)
+    await first.send(NOTE, "done")
+    await app.run_until_idle(advance=False)
+    assert await first.result(timeout=5) == "done"
+    lost = _skip_once(monkeypatch, checkpointer._gates, "move", answer=(False, []))
+    assert await (await app.stores()).durable(waits.kind).delete(first._key) > 0
+    assert lost  # the gate still has the deleted workflow's mark and its crossing
+    again = await waits.start("w1", id="same")
+    other = await waits.start("w2")
+    await app.run_until_idle(advance=False)
+    assert await checkpointer.gate_counts(waits.kind) == GateCounts(admitted=1, queued=1)
+    await again.send(NOTE, "done")  # its first crossing: the earlier one's is forgotten
+    await app.run_until_idle(advance=False)
+    assert ran == ["w0", "w1", "w2"]
+    assert (await other.status()).status is WorkflowStatus.BLOCKED

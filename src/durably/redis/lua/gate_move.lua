@@ -18,18 +18,18 @@ end
 out[1] = 1
 if ARGV[3] == '1' then
   if state == 'queued' then leave(workflow) end
-  if state ~= 'free' then redis.call('HSET', marks, workflow, 'free') end
+  if state ~= 'free' then mark(workflow, 'free') end
   if state == 'held' then
     redis.call('HINCRBY', meta, 'admitted', -1)
     admit_next(out)
   end
 elseif state ~= 'held' then
   if state == 'queued' then leave(workflow) end
-  redis.call('HSET', marks, workflow, 'held')
+  mark(workflow, 'held')
   redis.call('HINCRBY', meta, 'admitted', 1)
 end
 if ARGV[4] == '1' then
-  redis.call('HDEL', marks, workflow)
+  mark(workflow, nil)
   redis.call('HDEL', moved, workflow)
   redis.call('HDEL', tenant_of, workflow)
   redis.call('HDEL', space_of, workflow)
