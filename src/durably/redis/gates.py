@@ -7,8 +7,8 @@ then `gate_move` in the gate's slot, which frees the slot and admits the next in
 then the admitted workflow's status (PENDING) and its wakeup, each in its own slot.
 
 Every gate is named in a registry (a set in the status index's slot) before its first
-mark is written, so the repair pass can walk every gate's marks and finish the steps a
-killed process left undone.
+mark is written, so the repair pass can walk every gate's queued and held workflows and
+finish the steps a killed process left undone.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class RedisGates:
         self._run = run
         self._registry = keys.workflow_index_prefix(self._ns) + "gates"
         self._known: set[str] = set()
-        # Where the walk over every gate's marks stands (a rolling walk over calls).
+        # Where the walk over every gate's live marks stands (it rolls on over calls).
         self._gates_cursor = 0
         self._walking = False
         self._ahead: list[str] = []
