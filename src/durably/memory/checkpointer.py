@@ -286,6 +286,11 @@ class MemoryCheckpointer:
         """Gate ``gate``'s admitted and queued workflows."""
         return self._gates.counts(gate)
 
+    async def repair_gates(self, *, limit: int = 500) -> int:
+        """Nothing to repair: the write that frees a slot admits the next itself."""
+        positive_int(limit, "limit")
+        return 0
+
     async def throttle_start(self, key: str, now: float, interval: float, burst: int) -> float:
         """Reserve a start under throttle ``key``: the earliest it may begin."""
         return self._gates.throttle(key, now, interval, burst)

@@ -375,6 +375,11 @@ class PostgresCheckpointer:
         identifier(gate, "gate")
         return await self._run(lambda s: self._gates.counts(s, gate))
 
+    async def repair_gates(self, *, limit: int = 500) -> int:
+        """Nothing to repair: the write that frees a slot admits the next itself."""
+        positive_int(limit, "limit")
+        return 0
+
     async def throttle_start(self, key: str, now: float, interval: float, burst: int) -> float:
         """Reserve a start under throttle ``key``, in one transaction that holds its row:
         the earliest it may begin."""

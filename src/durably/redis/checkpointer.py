@@ -97,6 +97,10 @@ _FINISHED = [status.value for status in FINISHED]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
+Wake = Callable[[str, str, bool], Awaitable[bool]]
+"""Makes a workflow a gate admits ready: (workflow, tenant, only if not scheduled); whether
+it did."""
+
 
 def _us(seconds: float) -> str:
     return str(max(1, round(seconds * 1_000_000)))
@@ -144,10 +148,10 @@ class RedisCheckpointer:
         self._catalog = RedisCatalog(self._redis, self._index, self._statuses)
         self._transacts: OrderedDict[str, Script] = OrderedDict()
         self._changes = RedisChanges(client, keys.changes_channel(self._redis.key_prefix))
-        self._gates = RedisGates(self._redis.key_prefix, self._run)
+        self._gates = RedisGates(self._redis, self._run)
         # How a workflow a gate admits is made ready for its kind (each RedisDurable
-        # registers its scheduler's).
-        self._wakers: dict[str, Callable[[str, str], Awaitable[None]]] = {}
+        # registers its scheduler's): unless it is scheduled already, with ``absent``.
+        self._wakers: dict[str, Wake] = {}
 
     async def close(self) -> None:
         """Stop the feed of changes and its subscribed connection (idempotent); the client
@@ -464,15 +468,19 @@ class RedisCheckpointer:
         Steps, each in its slot: the record and its mark (naming the gate), then the
         gate's decision, then a queued workflow's QUEUED status. A process killed after
         the record leaves a workflow no gate knows and no worker sees, until a repeated
-        start makes it ready (ungated); one killed after the gate queued it leaves it
-        without the QUEUED status, until its gate admits it.
+        start (which finds no status) takes it through the gate; one killed after the
+        gate queued it leaves it without the QUEUED status, until the repair pass writes
+        it or its gate admits it.
         """
         identifier(gate.name, "gate")
         recorded, wrote = await self._admit(workflow, key, value, tenant, caps, gate.name)
         if not wrote:
             info = await self.get_status(workflow)
-            return Admission(recorded, info is not None and info.status is WorkflowStatus.QUEUED)
-        queued = await self._gates.admit(workflow, tenant, gate)
+            if info is not None:
+                return Admission(recorded, info.status is WorkflowStatus.QUEUED)
+            # Never run, or its start died before the gate's decision: the gate answers
+            # as it stands, or decides now.
+        queued = await self._gates.admit(workflow, tenant, gate, fresh=wrote)
         if queued:
             await self._gated_status(workflow, WorkflowStatus.QUEUED, over="")
         return Admission(recorded, queued)
@@ -486,31 +494,86 @@ class RedisCheckpointer:
         it may begin."""
         return await self._gates.throttle(identifier(key, "key"), now, interval, burst)
 
-    def _wake_in(self, namespace: str, wake: Callable[[str, str], Awaitable[None]]) -> None:
+    async def repair_gates(self, *, limit: int = 500) -> int:
+        """Finish the steps of gate moves a killed process left undone, for about
+        ``limit`` more gate marks (a rolling walk over every gate): the number repaired.
+
+        A write that frees a slot is steps in several slots (see `RedisGates`); this
+        reads each mark's workflow and brings the step it lacks: an ended (or deleted)
+        workflow's gate move, a promoted workflow's PENDING status and wakeup, a queued
+        one's QUEUED status. Each step is one the write itself brings, and takes effect
+        once, so processes may repair at once, and beside the writes themselves.
+        """
+        positive_int(limit, "limit")
+        marks = await self._gates.walk(limit)
+        if not marks:
+            return 0
+        admitted = [self._keys(mark.workflow, "admitted")[0] for mark in marks]
+        fields = await self._pipelined(
+            [(key, ["tenant", "running", "gate", "moves"]) for key in admitted]
+        )
+        statuses = await self._statuses([mark.workflow for mark in marks])
+        repaired = 0
+        for mark, (tenant, running, gate, moves), info in zip(marks, fields, statuses, strict=True):
+            status = None if info is None else info.status
+            if tenant is None or text(gate or "") != mark.gate:  # deleted: its move was lost
+                done = await self._regate(mark.gate, mark.workflow, -1, 0, forget=True)
+            elif text(running) == "0" and mark.state != "free":  # ended: its move was lost
+                done = await self._regate(mark.gate, mark.workflow, -1, moves, forget=False)
+            elif mark.state == "held" and status in (WorkflowStatus.QUEUED, WorkflowStatus.PENDING):
+                # Admitted from the line: its PENDING status and wakeup may be lost.
+                pending = await self._gated_status(
+                    mark.workflow, WorkflowStatus.PENDING, over="queued"
+                )
+                woken = await self._wake(mark.namespace, mark.workflow, text(tenant), absent=True)
+                done = pending or woken
+            elif mark.state == "queued" and status is None:  # its QUEUED status was lost
+                done = await self._gated_status(mark.workflow, WorkflowStatus.QUEUED, over="")
+            else:
+                done = False
+            repaired += done
+        return repaired
+
+    def _wake_in(self, namespace: str, wake: Wake) -> None:
         """Make the workflows gates admit for kind ``namespace`` ready through ``wake``."""
         self._wakers[namespace] = wake
 
-    async def _gated_status(self, workflow: str, status: WorkflowStatus, *, over: str) -> None:
+    async def _wake(self, namespace: str, workflow: str, tenant: str, *, absent: bool) -> bool:
+        """Make ``workflow`` ready for kind ``namespace`` (with ``absent``, only if it is
+        not scheduled already); whether it was. False for a kind no RedisDurable here
+        serves (its own processes wake it)."""
+        wake = self._wakers.get(namespace)
+        return wake is not None and await wake(workflow, tenant, absent)
+
+    async def _gated_status(self, workflow: str, status: WorkflowStatus, *, over: str) -> bool:
+        """Write the status of a workflow its gate queued or admitted over no status or
+        ``over`` only: whether it was written."""
         (status_key,) = self._keys(workflow, "status")
         written = await self._run(
             _LUA["workflow_gate_status"], [status_key], [status.value, over, self._ttl]
         )
-        if int(written):
-            await self._reindex(workflow, status)
+        if not int(written):
+            return False
+        await self._reindex(workflow, status)
+        return True
 
-    async def _regate(self, gate: object, workflow: str, moved: int, *, forget: bool) -> None:
+    async def _regate(
+        self, gate: object, workflow: str, moved: int, number: Any, *, forget: bool
+    ) -> bool:
         """The second step of a write that moved gated ``workflow`` (``moved``: -1 ended,
-        1 runs again): its gate frees or takes a slot, and the workflows it admits from
-        its line are made PENDING and ready."""
+        1 runs again) for the ``number``-th time: its gate frees or takes a slot, and the
+        workflows it admits from its line are made PENDING and ready. Whether the gate
+        took the move (not taken before)."""
         name = text(gate)
         if not name or not (moved or forget):
-            return
-        admitted = await self._gates.move(name, workflow, finished=moved <= 0, forget=forget)
+            return False
+        taken, admitted = await self._gates.move(
+            name, workflow, finished=moved <= 0, forget=forget, number=int(number or 0)
+        )
         for promoted, tenant, namespace in admitted:
             await self._gated_status(promoted, WorkflowStatus.PENDING, over="queued")
-            wake = self._wakers.get(namespace)
-            if wake is not None:
-                await wake(promoted, tenant)
+            await self._wake(namespace, promoted, tenant, absent=False)
+        return taken
 
     async def tenant_counts(self, tenant: str) -> TenantCounts:
         """``tenant``'s admitted workflows, running and started."""
@@ -598,14 +661,14 @@ class RedisCheckpointer:
 
     async def discard(self, workflow: str) -> int:
         """Delete every record and the status and fence the current holder; the count."""
-        count, tenant, running, gate = await self._run(
+        count, tenant, running, gate, number = await self._run(
             _LUA["workflow_discard"],
             self._keys(workflow, "claim", "token", "records", "written", "status", "admitted"),
             [self._ttl],
         )
         await self._recount(tenant, -int(running), -1)
         await self._reindex(workflow, None)
-        await self._regate(gate, workflow, -1, forget=True)
+        await self._regate(gate, workflow, -1, number, forget=True)
         return int(count)
 
     async def sweep(
@@ -687,7 +750,7 @@ class RedisCheckpointer:
             return False
         await self._recount(reply[1], -int(reply[2]), -1)
         await self._reindex(workflow, None)
-        await self._regate(reply[3], workflow, -1, forget=True)
+        await self._regate(reply[3], workflow, -1, reply[4], forget=True)
         return True
 
     # --- status ----------------------------------------------------------------------------
@@ -784,7 +847,7 @@ class RedisCheckpointer:
             raise Fenced(holder.workflow, holder.token)
         await self._recount(reply[2], reply[3])
         await self._reindex(holder.workflow, status, text(reply[1]))
-        await self._regate(reply[4], holder.workflow, int(reply[3]), forget=False)
+        await self._regate(reply[4], holder.workflow, int(reply[3]), reply[5], forget=False)
         return WorkflowInfo(holder.workflow, status, attempts, error, _utc(text(reply[1])))
 
     async def get_status(self, workflow: str) -> WorkflowInfo | None:
@@ -798,17 +861,21 @@ class RedisCheckpointer:
         """`get_status` of each workflow in one pipeline: one connection (one per node on
         a cluster), however many workflows."""
         status_keys = [self._keys(workflow, "status")[0] for workflow in workflows]
+        replies = await self._pipelined([(key, _STATUS_FIELDS) for key in status_keys])
+        return [_info(w, reply) for w, reply in zip(workflows, replies, strict=True)]
+
+    async def _pipelined(self, reads: list[tuple[str, list[str]]]) -> list[Any]:
+        """HMGET of each (hash, fields) in one pipeline, the replies in order."""
         client = self._redis.client
 
         async def read() -> list[Any]:
             async with client.pipeline(transaction=False) as pipe:
-                for status_key in status_keys:
-                    pipe.hmget(status_key, _STATUS_FIELDS)
+                for key, fields in reads:
+                    pipe.hmget(key, fields)
                 replies: list[Any] = await pipe.execute()
                 return replies
 
-        replies = await self._redis.state(read)
-        return [_info(w, reply) for w, reply in zip(workflows, replies, strict=True)]
+        return await self._redis.state(read)
 
     async def list_status(
         self, *, status: WorkflowStatus | None = None, limit: int = 50, after: str | None = None

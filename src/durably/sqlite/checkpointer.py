@@ -592,6 +592,11 @@ class SqliteCheckpointer:
         identifier(gate, "gate")
         return await self._db.transaction(lambda tx: self.bound(tx).gate_counts(gate), write=False)
 
+    async def repair_gates(self, *, limit: int = 500) -> int:
+        """Nothing to repair: the write that frees a slot admits the next itself."""
+        positive_int(limit, "limit")
+        return 0
+
     async def throttle_start(self, key: str, now: float, interval: float, burst: int) -> float:
         """Reserve a start under throttle ``key``, in one transaction: the earliest it may
         begin."""

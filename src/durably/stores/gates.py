@@ -123,6 +123,13 @@ class Gating(Protocol):
         the earliest it may begin (`throttled_until`)."""
         ...
 
+    async def repair_gates(self, *, limit: int = 500) -> int:
+        """Finish what a process killed in the middle of a gate's steps left undone, for
+        about ``limit`` more gated workflows (a rolling walk over every gate): the number
+        repaired. Safe beside other repairs and the writes themselves. A store that frees
+        a slot and admits the next in one write has nothing to repair (0)."""
+        ...
+
 
 def gating(checkpointer: Checkpointer[Any], kind: str) -> Gating:
     """``checkpointer`` as a `Gating` one; `ConfigurationError` naming workflow kind

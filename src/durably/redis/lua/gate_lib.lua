@@ -1,15 +1,28 @@
 -- Workflow gates (durably.stores.gates): a gate's keys live in the gate's slot, named from
 -- ARGV[1] (its prefix): `meta` (limit, admitted, served, seq), `marks` (workflow: queued,
--- held or free), `turns` (tenant: its last admission's serial), `waiting` (tenants with a
--- line), `tenant-of` and `space-of` (a queued workflow's tenant and scheduler namespace),
--- and a line per tenant (a sorted set by the order queued).
+-- held or free), `live` (the workflows marked queued or held: what the repair pass
+-- walks), `moved` (workflow: the number of its last crossing the gate took),
+-- `turns` (tenant: its last admission's serial), `waiting` (tenants with a line),
+-- `tenant-of` and `space-of` (a queued workflow's tenant and scheduler namespace), and a
+-- line per tenant (a sorted set by the order queued).
 local prefix = ARGV[1]
 local meta, marks, turns = prefix .. 'meta', prefix .. 'marks', prefix .. 'turns'
+local moved, live = prefix .. 'moved', prefix .. 'live'
 local waiting, tenant_of, space_of = prefix .. 'waiting', prefix .. 'tenant-of', prefix .. 'space-of'
 
 local function line(tenant) return prefix .. 'line:' .. #tenant .. ':' .. tenant end
 
 local function admitted() return tonumber(redis.call('HGET', meta, 'admitted') or '0') end
+
+-- Mark `workflow` queued, held or free (nil: forget it), keeping `live` beside the marks.
+local function mark(workflow, state)
+  if state then redis.call('HSET', marks, workflow, state) else redis.call('HDEL', marks, workflow) end
+  if state == 'queued' or state == 'held' then
+    redis.call('SADD', live, workflow)
+  else
+    redis.call('SREM', live, workflow)
+  end
+end
 
 -- One more admitted for `tenant`, and the tenant to the back of the gate's rotation.
 local function serve(tenant)
@@ -50,7 +63,7 @@ local function admit_next(out)
     if not tenant then return end
     local workflow = redis.call('ZRANGE', line(tenant), 0, 0)[1]
     leave(workflow)
-    redis.call('HSET', marks, workflow, 'held')
+    mark(workflow, 'held')
     serve(tenant)
     out[#out + 1] = workflow
     out[#out + 1] = tenant

@@ -143,6 +143,29 @@ class AppGates(AppFixtures):
         assert (await queued.status()).status is WorkflowStatus.BLOCKED
         assert await gates.gate_counts(kind) == GateCounts(admitted=1)
 
+    async def test_a_gate_repair_changes_nothing_where_no_step_was_lost(self, app: App) -> None:
+        gates = await _gates(app)
+        ran: list[str] = []
+        kind = f"repaired-{fresh_id()}"
+
+        @app.workflow(name=kind, concurrency=1)
+        async def waits(ctx: Context, name: str) -> str:
+            await ctx.step("ran", lambda: ran.append(name))
+            return str(await ctx.recv(NOTE))
+
+        handles = [await waits.start(f"w{n}") for n in range(3)]
+        await app.run_until_idle(advance=False)
+        assert await gates.repair_gates(limit=10_000) == 0
+        assert await (await app.stores()).durable(kind).delete(handles[0]._key) > 0
+        # w1 is admitted and ready, PENDING until its pass: nothing for a repair to do.
+        assert (await handles[1].status()).status is WorkflowStatus.PENDING
+        assert await gates.repair_gates(limit=10_000) == 0
+        await app.run_until_idle(advance=False)
+        await handles[1].send(NOTE, "done")
+        await app.run_until_idle(advance=False)
+        assert ran == ["w0", "w1", "w2"]
+        assert await gates.gate_counts(kind) == GateCounts(admitted=1)
+
     async def test_queued_tenants_take_turns_through_a_gate(self, app: App) -> None:
         await _gates(app)
         ledger = Ledger()
