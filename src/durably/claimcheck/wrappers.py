@@ -19,7 +19,14 @@ from durably.stores.codec import CheckpointCodec
 from durably.stores.debounce import Begun
 from durably.stores.status import WorkflowInfo, WorkflowStatus
 from durably.stores.throughput import Minute
-from durably.stores.work import DEFAULT_QUEUE, QueuePolicy, QueueStats, WorkItem, WorkQueue
+from durably.stores.work import (
+    DEFAULT_QUEUE,
+    DeadLetterPage,
+    QueuePolicy,
+    QueueStats,
+    WorkItem,
+    WorkQueue,
+)
 from durably.stores.workflows import (
     INBOX_PREFIX,
     Checkpointer,
@@ -382,6 +389,18 @@ class ClaimCheckedQueue:
         self, *, tenant: str, limit: int = 50, queue: str | None = None
     ) -> list[WorkItem]:
         return await self._inner.dead_letters(tenant=tenant, limit=limit, queue=queue)
+
+    async def dead_letter_page(
+        self,
+        *,
+        tenant: str | None = None,
+        queue: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> DeadLetterPage:
+        return await self._inner.dead_letter_page(
+            tenant=tenant, queue=queue, limit=limit, after=after
+        )
 
     async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
         return await self._inner.stats(queue=queue)

@@ -19,6 +19,7 @@ from durably.stores.work import (
     DEDUPE_SWEEP_BATCH,
     DEFAULT_QUEUE,
     QUEUE_NAMES_MOST,
+    DeadLetterPage,
     QueuePolicy,
     QueueStats,
     Settlement,
@@ -27,7 +28,7 @@ from durably.stores.work import (
     batch_items,
     batch_limit,
     checked_item,
-    dead_letter_limit,
+    dead_letter_query,
     dead_letter_target,
     dedupe_window,
     failure_text,
@@ -35,6 +36,7 @@ from durably.stores.work import (
     payload_text,
     queued_copy,
     retry_instant,
+    sequence_cursor,
     settle_keys,
     tick_mark,
 )
@@ -351,22 +353,34 @@ class MemoryWorkQueue:
     ) -> list[WorkItem]:
         """Dead-lettered items of ``tenant`` (every tenant when None; optionally of one
         queue), oldest first."""
-        if tenant is not None:
-            identifier(tenant, "tenant")
-        if queue is not None:
-            identifier(queue, "queue")
-        dead_letter_limit(limit)
+        page = await self.dead_letter_page(tenant=tenant, queue=queue, limit=limit)
+        return page.items
+
+    async def dead_letter_page(
+        self,
+        *,
+        tenant: str | None = None,
+        queue: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> DeadLetterPage:
+        """A page of `dead_letters` after ``after`` (each item's place in enqueue order)."""
+        since = sequence_cursor(dead_letter_query(tenant, queue, limit, after))
         dead = sorted(
             (
                 (slot.sequence, item)
                 for (owner, _), slot in self._tables.items.items()
                 if (tenant is None or owner == tenant)
+                and (since is None or slot.sequence > since)
                 and (item := slot.item()).state is WorkState.DEAD_LETTERED
                 and (queue is None or item.queue == queue)
             ),
             key=lambda pair: pair[0],
         )
-        return [item for _, item in dead[:limit]]
+        more = len(dead) > limit
+        return DeadLetterPage(
+            [item for _, item in dead[:limit]], str(dead[limit - 1][0]) if more else None
+        )
 
     async def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
         """Move schedule ``name``'s last fired tick on to ``tick`` if it is later than the

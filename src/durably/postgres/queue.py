@@ -32,6 +32,7 @@ from durably.stores.work import (
     DEDUPE_SWEEP_BATCH,
     DEFAULT_QUEUE,
     QUEUE_NAMES_MOST,
+    DeadLetterPage,
     QueuePolicy,
     QueueStats,
     WorkItem,
@@ -40,6 +41,7 @@ from durably.stores.work import (
     batch_items,
     checked_item,
     dead_letter_limit,
+    dead_letter_query,
     dead_letter_target,
     dedupe_window,
     failure_text,
@@ -48,6 +50,7 @@ from durably.stores.work import (
     payload_text,
     queued_copy,
     retry_instant,
+    sequence_cursor,
     settle_keys,
     stored_item,
     tick_mark,
@@ -568,6 +571,27 @@ class PostgresWorkQueue:
         if args is not None:
             return Begun(args=str(args))
         return Begun() if due is None else Begun(due=float(due))
+
+    async def dead_letter_page(
+        self,
+        *,
+        tenant: str | None = None,
+        queue: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> DeadLetterPage:
+        """A page of `dead_letters` after ``after`` (an item's place in enqueue order)."""
+        since = sequence_cursor(dead_letter_query(tenant, queue, limit, after))
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["dead_letter_page"], tenant, queue, limit, since),
+            "dead_letters",
+            queue or DEFAULT_QUEUE,
+        )
+        more = len(rows) > limit
+        return DeadLetterPage(
+            [_item(tuple(row)[:-1]) for row in rows[:limit]],
+            str(rows[limit - 1][-1]) if more else None,
+        )
 
     async def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
         """Move schedule ``name``'s last fired tick on to ``tick`` if it is later than the

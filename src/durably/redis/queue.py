@@ -20,6 +20,7 @@ from redis.exceptions import NoScriptError
 from durably.clock import Clock, SystemClock
 from durably.errors import (
     DurablyError,
+    InvalidInputError,
     LeaseLostError,
     QueueUnavailableError,
     WorkItemNotFoundError,
@@ -31,12 +32,12 @@ from durably.redis.preflight import preflight
 from durably.redis.retry import RetriesSpent
 from durably.redis.scripts import scripts
 from durably.redis.settings import RedisStoreSettings
-from durably.stores.debounce import Begun, begin_call, debounce_call
 from durably.stores.throughput import SLOTS, Minute, rated, rated_queues
 from durably.stores.work import (
     DEAD_PURGE_BATCH,
     DEFAULT_QUEUE,
     QUEUE_NAMES_MOST,
+    DeadLetterPage,
     QueuePolicy,
     QueueStats,
     WorkItem,
@@ -45,7 +46,7 @@ from durably.stores.work import (
     batch_items,
     batch_limit,
     checked_item,
-    dead_letter_limit,
+    dead_letter_query,
     dead_letter_target,
     dedupe_window,
     failure_text,
@@ -124,6 +125,21 @@ _call_token = _CallTokens().next
 
 def _instant(value: bytes | str | None) -> float | None:
     return float(value) if value else None
+
+
+def _dead_letter_place(after: str | None) -> tuple[str, str]:
+    """The (score, ref) a `dead_letter_page` cursor (`dead_letter_cursor`) names, checked
+    before any I/O: the first page's place when None."""
+    if after is None:
+        return ("", "")
+    score, tab, ref = after.partition("\t")
+    try:
+        float(score)
+    except ValueError:
+        tab = ""
+    if not tab or not ref:
+        raise InvalidInputError("after is not a cursor this store made")
+    return score, ref
 
 
 def _text(value: bytes | str | None) -> str:
@@ -836,11 +852,19 @@ class RedisWorkQueue:
     ) -> list[WorkItem]:
         """Dead-lettered items of ``tenant`` (every tenant when None; optionally of one
         queue), oldest first."""
-        if tenant is not None:
-            identifier(tenant, "tenant")
-        if queue is not None:
-            identifier(queue, "queue")
-        dead_letter_limit(limit)
+        return (await self.dead_letter_page(tenant=tenant, queue=queue, limit=limit)).items
+
+    async def dead_letter_page(
+        self,
+        *,
+        tenant: str | None = None,
+        queue: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> DeadLetterPage:
+        """A page of `dead_letters` after ``after``: the score and ref of the last item
+        of the page before, as the sets order them."""
+        cursor = _dead_letter_place(dead_letter_query(tenant, queue, limit, after))
         key = (
             f"{self._prefix}queues"
             if tenant is None
@@ -848,49 +872,22 @@ class RedisWorkQueue:
         )
         mode = "all" if tenant is None else "tenant"
         found: list[WorkItem] = []
-        after: tuple[str, str] = ("", "")  # the cursor: from the first
         # A page a script, so no single script's work grows with the dead letters kept.
         while True:
             page = min(limit - len(found), _DEAD_LETTER_PAGE)
             reply = await self._call(
                 "queue_dead_letters",
                 [key],
-                [str(page), queue or "", mode, *after, str(_DEAD_LETTER_PAGE)],
+                [str(page), queue or "", mode, *cursor, str(_DEAD_LETTER_PAGE)],
                 queue or "*",
                 "dead_letters",
             )
             found.extend(_item(flat) for flat in reply[2:])
-            if len(found) >= limit or not reply[0]:
-                return found[:limit]
-            after = (_text(reply[0]), _text(reply[1]))
-
-    async def debounce(self, slot: str, workflow: str, args: str, due: float) -> str:
-        """Join debounce ``slot``'s pending workflow, giving it ``args`` and pushing it to
-        ``due``, or (none pending) make the slot name ``workflow``: the pending workflow's
-        id, in one script. Raises `InvalidInputError` before any I/O."""
-        slot, workflow, args, due = debounce_call(slot, workflow, args, due)
-        reply = await self._call(
-            "queue_debounce",
-            [f"{self._prefix}debounce:{slot}"],
-            [workflow, args, number(due)],
-            "*",
-            "debounce",
-        )
-        return text(reply)
-
-    async def begin_debounced(self, slot: str, workflow: str, now: float) -> Begun:
-        """Let ``workflow`` take debounce ``slot`` if it is due at ``now`` (see `Begun`)."""
-        slot, workflow, now = begin_call(slot, workflow, now)
-        args, due = await self._call(
-            "queue_begin_debounced",
-            [f"{self._prefix}debounce:{slot}"],
-            [workflow, number(now)],
-            "*",
-            "begin_debounced",
-        )
-        if args is not None:
-            return Begun(args=text(args))
-        return Begun() if due is None else Begun(due=float(text(due)))
+            if not reply[0]:
+                return DeadLetterPage(found, None)
+            cursor = (_text(reply[0]), _text(reply[1]))
+            if len(found) >= limit:
+                return DeadLetterPage(found, "\t".join(cursor))
 
     async def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
         """Move schedule ``name``'s last fired tick on to ``tick`` if it is later than the

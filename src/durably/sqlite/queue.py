@@ -34,6 +34,7 @@ from durably.stores.work import (
     DEDUPE_SWEEP_BATCH,
     DEFAULT_QUEUE,
     QUEUE_NAMES_MOST,
+    DeadLetterPage,
     QueuePolicy,
     QueueStats,
     Settlement,
@@ -44,6 +45,7 @@ from durably.stores.work import (
     batch_limit,
     checked_item,
     dead_letter_limit,
+    dead_letter_query,
     dead_letter_target,
     dedupe_window,
     failure_text,
@@ -51,6 +53,7 @@ from durably.stores.work import (
     names_limit,
     payload_text,
     retry_instant,
+    sequence_cursor,
     settle_keys,
     tick_mark,
 )
@@ -432,6 +435,19 @@ class BoundSqliteWorkQueue:
         )
         return [_item(row) for row in rows]
 
+    def dead_letter_page(
+        self, *, tenant: str | None, queue: str | None, limit: int, after: int | None
+    ) -> DeadLetterPage:
+        """A page of `dead_letters` after the item at ``after`` in enqueue order."""
+        rows = self._tx.all(
+            _SQL["dead_letter_page"],
+            {"tenant": tenant, "queue": queue, "limit": limit, "after": after},
+        )
+        more = len(rows) > limit
+        return DeadLetterPage(
+            [_item(row) for row in rows[:limit]], str(rows[limit - 1]["seq"]) if more else None
+        )
+
     def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
         """`SqliteWorkQueue.advance_tick` inside this transaction."""
         found = self._tx.one(_SQL["get_tick"], {"name": name})
@@ -720,6 +736,22 @@ class SqliteWorkQueue:
             queue or "*",
             "dead_letters",
             lambda q: q.dead_letters(tenant=tenant, limit=limit, queue=queue),
+        )
+
+    async def dead_letter_page(
+        self,
+        *,
+        tenant: str | None = None,
+        queue: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> DeadLetterPage:
+        """A page of `dead_letters` after ``after`` (an item's place in enqueue order)."""
+        since = sequence_cursor(dead_letter_query(tenant, queue, limit, after))
+        return await self._read(
+            queue or "*",
+            "dead_letters",
+            lambda q: q.dead_letter_page(tenant=tenant, queue=queue, limit=limit, after=since),
         )
 
     async def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:

@@ -288,6 +288,57 @@ def dead_letter_limit(limit: int) -> int:
     return limit
 
 
+DEAD_LETTER_CURSOR_MOST = 2048
+"""The longest cursor `WorkQueue.dead_letter_page` takes (characters)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterPage:
+    """One page of a dead-letter listing and the cursor of the next."""
+
+    items: list[WorkItem]
+    after: str | None
+    """What to pass as ``after`` for the next page; None when no dead letter follows."""
+
+
+def dead_letter_cursor(after: str | None) -> str | None:
+    """``after`` of a `dead_letter_page` call, checked before any I/O: None or a non-empty
+    string of at most `DEAD_LETTER_CURSOR_MOST` characters. Raises `InvalidInputError`."""
+    if after is None:
+        return None
+    if not isinstance(after, str) or not after or len(after) > DEAD_LETTER_CURSOR_MOST:
+        raise InvalidInputError(
+            "after must be None or the cursor a previous page returned (a non-empty string "
+            f"of at most {DEAD_LETTER_CURSOR_MOST} characters)"
+        )
+    return after
+
+
+def dead_letter_query(
+    tenant: str | None, queue: str | None, limit: int, after: str | None
+) -> str | None:
+    """The arguments of a `dead_letter_page` call, checked before any I/O (names that are
+    identifiers, `dead_letter_limit`, `dead_letter_cursor`): the cursor. Raises
+    `InvalidInputError`."""
+    if tenant is not None:
+        identifier(tenant, "tenant")
+    if queue is not None:
+        identifier(queue, "queue")
+    dead_letter_limit(limit)
+    return dead_letter_cursor(after)
+
+
+def sequence_cursor(after: str | None) -> int | None:
+    """The place in a store's order of items (an integer, as the SQL and memory backings
+    keep it) a cursor (`dead_letter_cursor`) names, checked before any I/O. Raises
+    `InvalidInputError`."""
+    if after is None:
+        return None
+    if not after.isascii() or not after.isdigit() or len(after) > 19:
+        raise InvalidInputError("after is not a cursor this store made")
+    return int(after)
+
+
 DEAD_PURGE_BATCH = 1000
 """Dead letters one statement or script of `WorkQueue.purge_dead_letters` deletes at
 most: a purge of many goes in batches of this size, so no single write grows with them."""
@@ -576,6 +627,22 @@ class WorkQueue(Protocol):
         queue, oldest enqueued first."""
         ...
 
+    async def dead_letter_page(
+        self,
+        *,
+        tenant: str | None = None,
+        queue: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> DeadLetterPage:
+        """One page of the listing `dead_letters` gives (same filters, same order), from
+        the cursor ``after`` a previous page returned (None: from the first). Pages see
+        the store as it is when each is read: an item dead-lettered, requeued or purged
+        between two pages may be missed or listed in its new place. A cursor is opaque,
+        of the backing that made it; one it did not make raises `InvalidInputError`
+        before any I/O."""
+        ...
+
     async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
         """Depth, claimed, dead-lettered, oldest age and counters of ``queue``."""
         ...
@@ -609,11 +676,13 @@ class WorkQueue(Protocol):
 
 __all__ = [
     "DEAD_LETTERS_MOST",
+    "DEAD_LETTER_CURSOR_MOST",
     "DEAD_PURGE_BATCH",
     "DEDUPE_SWEEP_BATCH",
     "DEDUPE_TTL_MOST",
     "DEFAULT_QUEUE",
     "QUEUE_NAMES_MOST",
+    "DeadLetterPage",
     "FlowFields",
     "QueuePolicy",
     "QueueStats",

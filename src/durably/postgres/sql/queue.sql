@@ -702,6 +702,20 @@ WHERE ($1::text IS NULL OR tenant = $1::text) AND state = 'dead_lettered'
 ORDER BY seq
 LIMIT $3::integer;
 
+-- name: dead_letter_page
+-- $1 tenant or NULL, $2 queue or NULL, $3 the page's size, $4 the cursor's seq or NULL:
+-- one more than a page after the cursor's place in enqueue order, each with its seq.
+SELECT tenant, id, queue, payload::text, priority, dedupe_key, attempts, state, worker,
+       enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at,
+       failures::text,
+       concurrency_key, concurrency_limit, throttle_key, throttle_seconds, throttle_burst,
+       seq
+FROM {work}
+WHERE ($1::text IS NULL OR tenant = $1::text) AND state = 'dead_lettered'
+  AND ($2::text IS NULL OR queue = $2::text) AND ($4::bigint IS NULL OR seq > $4::bigint)
+ORDER BY seq
+LIMIT $3::integer + 1;
+
 -- name: stats
 -- $1 queue, $2 now, $3 the cap. Each state is counted through its partial index and stops
 -- at the cap (the ORDER BY names the index to walk), so a figure below the cap is exact and

@@ -188,6 +188,14 @@ WHERE (:tenant IS NULL OR tenant = :tenant) AND state = 'dead_lettered'
 ORDER BY seq
 LIMIT :limit
 
+-- name: dead_letter_page
+-- One more than a page, after the cursor's place in enqueue order (:after, NULL: the first).
+SELECT * FROM durably_work
+WHERE (:tenant IS NULL OR tenant = :tenant) AND state = 'dead_lettered'
+    AND (:queue IS NULL OR queue = :queue) AND (:after IS NULL OR seq > :after)
+ORDER BY seq
+LIMIT :limit + 1
+
 -- name: stats
 -- Sizes from the counters the triggers keep (schema.sql); the oldest due item from the
 -- start of the due index.
