@@ -405,6 +405,11 @@ class ClaimCheckedQueue:
     async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
         return await self._inner.stats(queue=queue)
 
+    async def last_tick(self, name: str) -> float | None:
+        """The wrapped queue's schedule mark (cron schedules need no claim check)."""
+        last: float | None = await self._inner_call("last_tick")(name)
+        return last
+
     async def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
         """The wrapped queue's schedule mark (cron schedules need no claim check)."""
         advance = getattr(self._inner, "advance_tick", None)
@@ -426,7 +431,7 @@ class ClaimCheckedQueue:
     def _inner_call(self, name: str) -> Any:
         found = getattr(self._inner, name, None)
         if found is None:
-            raise ConfigurationError(f"{type(self._inner).__name__} keeps no debounce slots")
+            raise ConfigurationError(f"{type(self._inner).__name__} has no {name}")
         return found
 
     async def purge(self, *, queue: str, tenant: str | None = None) -> int:

@@ -382,6 +382,11 @@ class MemoryWorkQueue:
             [item for _, item in dead[:limit]], str(dead[limit - 1][0]) if more else None
         )
 
+    async def last_tick(self, name: str) -> float | None:
+        """Schedule ``name``'s last fired tick (None: no mark yet). Raises
+        `InvalidInputError` before any I/O."""
+        return self._tables.ticks.get(identifier(name, "schedule"))
+
     async def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
         """Move schedule ``name``'s last fired tick on to ``tick`` if it is later than the
         one kept, atomically across workers: whether this call moved it and, if it did,

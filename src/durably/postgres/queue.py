@@ -593,6 +593,13 @@ class PostgresWorkQueue:
             str(rows[limit - 1][-1]) if more else None,
         )
 
+    async def last_tick(self, name: str) -> float | None:
+        """Schedule ``name``'s last fired tick (None: no mark yet). Raises
+        `InvalidInputError` before any I/O."""
+        name = identifier(name, "schedule")
+        rows = await self._run(lambda s: s.fetch(self._sql["last_tick"], name), "last_tick", "*")
+        return float(rows[0][0]) if rows else None
+
     async def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
         """Move schedule ``name``'s last fired tick on to ``tick`` if it is later than the
         one kept, atomically across workers: whether this call moved it and, if it did,

@@ -889,6 +889,18 @@ class RedisWorkQueue:
             if len(found) >= limit:
                 return DeadLetterPage(found, "\t".join(cursor))
 
+    async def last_tick(self, name: str) -> float | None:
+        """Schedule ``name``'s last fired tick (None: no mark yet). Raises
+        `InvalidInputError` before any I/O."""
+        name = identifier(name, "schedule")
+        try:
+            kept = await self._redis.retry.call(
+                self._redis.client.hget, self._prefix + "ticks", name
+            )
+        except RetriesSpent as spent:
+            raise QueueUnavailableError("*", "last_tick", spent.detail) from None
+        return None if kept is None else float(_text(kept))
+
     async def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
         """Move schedule ``name``'s last fired tick on to ``tick`` if it is later than the
         one kept, atomically across workers: whether this call moved it and, if it did,

@@ -448,6 +448,11 @@ class BoundSqliteWorkQueue:
             [_item(row) for row in rows[:limit]], str(rows[limit - 1]["seq"]) if more else None
         )
 
+    def last_tick(self, name: str) -> float | None:
+        """`SqliteWorkQueue.last_tick` inside this transaction."""
+        found = self._tx.one(_SQL["get_tick"], {"name": name})
+        return None if found is None else float(found[0])
+
     def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
         """`SqliteWorkQueue.advance_tick` inside this transaction."""
         found = self._tx.one(_SQL["get_tick"], {"name": name})
@@ -753,6 +758,12 @@ class SqliteWorkQueue:
             "dead_letters",
             lambda q: q.dead_letter_page(tenant=tenant, queue=queue, limit=limit, after=since),
         )
+
+    async def last_tick(self, name: str) -> float | None:
+        """Schedule ``name``'s last fired tick (None: no mark yet). Raises
+        `InvalidInputError` before any I/O."""
+        name = identifier(name, "schedule")
+        return await self._read("*", "last_tick", lambda q: q.last_tick(name))
 
     async def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
         """Move schedule ``name``'s last fired tick on to ``tick`` if it is later than the

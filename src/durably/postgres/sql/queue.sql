@@ -757,6 +757,9 @@ WHERE w.queue = $1::text AND w.state = 'queued'
 ORDER BY w.tenant, w.available_at, w.seq
 ON CONFLICT DO NOTHING;
 
+-- name: last_tick
+SELECT tick FROM {schedule_ticks} WHERE name = $1::text;
+
 -- name: advance_tick
 -- $1 schedule, $2 tick: the schedule's last fired tick moves on to $2 if that is later. A
 -- concurrent call waits for the row, then re-checks against what the other wrote, so one
