@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import secrets
+from collections.abc import Sequence
 from typing import Any, Self
 
 from durably.clock import Clock, SystemClock
@@ -41,6 +42,7 @@ from durably.stores.runs import (
     stored_run,
     stored_session,
 )
+from durably.stores.totals import TOTALS_COLUMNS, RunTotals, summed, totals_request
 from durably.validation import identifier, listing_page
 
 _LUA = scripts(
@@ -53,6 +55,7 @@ _LUA = scripts(
     "state_delete_session",
     "state_delete_session_runs",
     "state_session_live",
+    prelude="state_lib.lua",
 )
 _USAGE = tuple(f"usage.{name}" for name in USAGE_FIELDS)
 _SCAN_BUDGET = 2000  # index entries one listing script examines before yielding the server
@@ -190,6 +193,7 @@ class RedisStateStore:
                 keys.run_meta_key(ns, tenant, record.run_id),
                 prefix + "seq",
                 prefix + "runs",
+                prefix + "totals",
             ],
             [
                 prefix,
@@ -215,7 +219,11 @@ class RedisStateStore:
         ns = self._redis.key_prefix
         reply = await self._call(
             "state_patch_run",
-            [keys.run_key(ns, key.tenant, key.id), keys.run_meta_key(ns, key.tenant, key.id)],
+            [
+                keys.run_key(ns, key.tenant, key.id),
+                keys.run_meta_key(ns, key.tenant, key.id),
+                self._prefix(key.tenant) + "totals",
+            ],
             [number(self._clock.now()), *_increments(delta)],
         )
         if not reply:
@@ -236,6 +244,7 @@ class RedisStateStore:
                 keys.run_key(ns, key.tenant, key.id),
                 keys.run_meta_key(ns, key.tenant, key.id),
                 prefix + "runs",
+                prefix + "totals",
             ],
             [prefix, key.id],
         )
@@ -318,6 +327,30 @@ class RedisStateStore:
         head = f"{self._redis.key_prefix}:state:{{"
         return await keys.scan_tagged(self._redis.client, head, "}:runs")
 
+    async def tenant_totals(
+        self, tenants: Sequence[str] | None = None, *, after: str | None = None, limit: int = 100
+    ) -> list[RunTotals]:
+        """Run totals per tenant (see `StateStore.tenant_totals`): one hash per tenant, in
+        its slot, kept by the scripts that write its runs."""
+        named = totals_request(tenants, after, limit)
+        if named is None:
+            named = await self.tenants(after=after, limit=limit)
+        client = self._redis.client
+        hashes = await self._redis.state(
+            lambda: asyncio.gather(*(client.hgetall(self._prefix(t) + "totals") for t in named))
+        )
+        rows: list[list[object]] = []
+        for tenant, found in zip(named, hashes, strict=True):
+            fields = {text(name): int(value) for name, value in found.items()}
+            amounts: list[int] = [fields.get(name, 0) for name in _USAGE] + [
+                fields.get("cost_micros", 0)
+            ]
+            for name, runs in fields.items():
+                if name.startswith("runs:") and runs > 0:
+                    rows.append([tenant, name[5:], runs, *amounts])
+                    amounts = [0] * (len(TOTALS_COLUMNS) - 1)  # usage once per tenant
+        return summed(rows)
+
     async def get_session(self, key: StateKey) -> SessionRecord | None:
         """The session at ``key``, or None."""
         self._checked(key)
@@ -372,7 +405,7 @@ class RedisStateStore:
                 left = int(
                     await self._call(
                         "state_delete_session_runs",
-                        [deleting, prefix + "runs"],
+                        [deleting, prefix + "runs", prefix + "totals"],
                         [prefix, key.id, _DELETE_BATCH],
                     )
                 )

@@ -1,5 +1,6 @@
 -- Add to a run's counters server-side (HINCRBY, so concurrent patches all land) and bump
--- its version. KEYS: run blob, run meta. ARGV: updated_at, then field/amount pairs.
+-- its version, and add the usage and cost to the tenant's totals.
+-- KEYS: run blob, run meta, totals. ARGV: updated_at, then field/amount pairs.
 -- Returns false for an absent run, {'overflow', field} (nothing added) when a counter would
 -- pass a signed 64-bit integer, else {blob, meta}.
 if redis.call('EXISTS', KEYS[2]) == 0 then return false end
@@ -14,6 +15,9 @@ for i = 2, #ARGV, 2 do
     end
     return {'overflow', ARGV[i]}
   end
+end
+for i = 2, #ARGV, 2 do
+  if totalled(ARGV[i]) then add_total(KEYS[3], ARGV[i], ARGV[i + 1]) end
 end
 redis.call('HINCRBY', KEYS[2], 'version', 1)
 redis.call('HSET', KEYS[2], 'updated_at', ARGV[1])
