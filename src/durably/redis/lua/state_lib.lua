@@ -1,7 +1,9 @@
 -- A run's part in its tenant's totals (durably.stores.totals): a count under its state, and
 -- its usage and cost, kept in the tenant's totals hash (`runs:STATE`, `usage.FIELD`,
--- `cost_micros`). HINCRBY takes decimal text, so no amount passes through a Lua number (a
--- double); a total that would pass a signed 64-bit integer stays where it was.
+-- `cost_micros`). A run's meta holds `totalled` once its part is in (every write since the
+-- totals existed; `state_count_runs` adds the runs stored before). HINCRBY takes decimal
+-- text, so no amount passes through a Lua number (a double); a total that would pass a
+-- signed 64-bit integer stays where it was.
 local function totalled(field)
   return field == 'cost_micros' or string.sub(field, 1, 6) == 'usage.'
 end
@@ -13,9 +15,15 @@ local function add_total(totals, field, amount)
 end
 
 -- Add the run whose meta hash is `meta` to `totals` (sign '') or take it out (sign '-'),
--- as the meta stands; nothing for an absent run.
+-- as the meta stands: taken out only if it is in, added (and marked in) only if it is not.
 local function count_run(totals, meta, sign)
   local flat = redis.call('HGETALL', meta)
+  if #flat == 0 then return end
+  local counted = false
+  for i = 1, #flat, 2 do
+    if flat[i] == 'totalled' then counted = true end
+  end
+  if counted == (sign == '') then return end
   for i = 1, #flat, 2 do
     local field = flat[i]
     if field == 'state' then
@@ -23,5 +31,10 @@ local function count_run(totals, meta, sign)
     elseif totalled(field) and flat[i + 1] ~= '0' then
       add_total(totals, field, sign .. flat[i + 1])
     end
+  end
+  if sign == '' then
+    redis.call('HSET', meta, 'totalled', '1')
+  else
+    redis.call('HDEL', meta, 'totalled')
   end
 end

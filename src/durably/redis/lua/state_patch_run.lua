@@ -16,8 +16,10 @@ for i = 2, #ARGV, 2 do
     return {'overflow', ARGV[i]}
   end
 end
-for i = 2, #ARGV, 2 do
-  if totalled(ARGV[i]) then add_total(KEYS[3], ARGV[i], ARGV[i + 1]) end
+if redis.call('HEXISTS', KEYS[2], 'totalled') == 1 then  -- else counted whole later
+  for i = 2, #ARGV, 2 do
+    if totalled(ARGV[i]) then add_total(KEYS[3], ARGV[i], ARGV[i + 1]) end
+  end
 end
 redis.call('HINCRBY', KEYS[2], 'version', 1)
 redis.call('HSET', KEYS[2], 'updated_at', ARGV[1])
