@@ -501,6 +501,20 @@ CREATE TABLE IF NOT EXISTS {run_totals} (
 CREATE OR REPLACE FUNCTION {run_totals_count}() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+    IF TG_OP = 'UPDATE' AND OLD.state = NEW.state THEN  -- a patch: one row moves by the change
+        UPDATE {run_totals} SET
+            input_tokens = input_tokens + NEW.input_tokens - OLD.input_tokens,
+            output_tokens = output_tokens + NEW.output_tokens - OLD.output_tokens,
+            cached_tokens = cached_tokens + NEW.cached_tokens - OLD.cached_tokens,
+            cache_write_tokens = cache_write_tokens + NEW.cache_write_tokens
+                - OLD.cache_write_tokens,
+            reasoning_tokens = reasoning_tokens + NEW.reasoning_tokens - OLD.reasoning_tokens,
+            requests = requests + NEW.requests - OLD.requests,
+            tool_calls = tool_calls + NEW.tool_calls - OLD.tool_calls,
+            cost_micros = cost_micros + NEW.cost_micros - OLD.cost_micros
+        WHERE tenant = NEW.tenant AND state = NEW.state AND shard = hashtext(NEW.run_id) & 7;
+        RETURN NULL;
+    END IF;
     IF TG_OP IN ('DELETE', 'UPDATE') THEN
         UPDATE {run_totals} SET runs = runs - 1,
             input_tokens = input_tokens - OLD.input_tokens,
