@@ -1,7 +1,8 @@
-"""Dashboard pages: the answer time of each page over a store holding many queue items
-and workflows (target 100,000 items and 10,000 workflows per backing, or as many as fit
-in ``FILL_SECONDS`` each: the row says which). Each page is asked ``READS`` times through
-the ASGI application in this process (no network); the row is the median and the worst.
+"""Dashboard pages: the answer time of each page over a store holding many queue items,
+workflows and agent runs (target 100,000 items, 10,000 workflows and 20 tenants of 1,000
+runs per backing, or as many as fit in ``FILL_SECONDS`` each: the row says which). Each
+page is asked ``READS`` times through the ASGI application in this process (no network);
+the row is the median and the worst.
 
     python -m benchmarks dashboard
 """
@@ -18,14 +19,38 @@ from typing import Any
 
 from durably.app import App, Context
 from durably.dashboard import dashboard
+from durably.stores.runs import RunRecord, Usage
 from durably.stores.work import WorkItem
 
 ITEMS = 100_000
 WORKFLOWS = 10_000
+RUN_TENANTS = 20
+RUNS = 1000  # per tenant
 FILL_SECONDS = float(os.environ.get("DURABLY_BENCH_FILL_SECONDS", "30"))
 BATCH = 50
 READS = 15
 QUEUE = "bench"
+
+
+async def _fill_runs(app: App) -> int:
+    """Store `RUNS` agent runs in each of `RUN_TENANTS` tenants, for up to `FILL_SECONDS`."""
+    state = (await app.stores()).state
+    started = time.perf_counter()
+    runs = 0
+    while runs < RUNS and time.perf_counter() - started < FILL_SECONDS:
+        upto = min(runs + BATCH // 5, RUNS)
+        used = Usage(input_tokens=120, output_tokens=40)
+        await asyncio.gather(
+            *(
+                state.put_run(
+                    RunRecord(run_id=f"r{n}", tenant=f"t{t}", agent_name="bench", usage=used)
+                )
+                for t in range(RUN_TENANTS)
+                for n in range(runs, upto)
+            )
+        )
+        runs = upto
+    return runs * RUN_TENANTS
 
 
 async def _fill(app: App) -> tuple[int, int, float]:
@@ -69,6 +94,7 @@ async def _backing(name: str, dsn: str) -> None:
 
     try:
         items, workflows, seconds = await _fill(app)
+        runs = await _fill_runs(app)
         site = dashboard(app, queues=(QUEUE,))
         pages = {
             "overview": "/",
@@ -80,7 +106,10 @@ async def _backing(name: str, dsn: str) -> None:
             "runs": "/runs",
         }
         transport = httpx.ASGITransport(app=site)
-        print(f"{name}: {items:,} items and {workflows:,} workflows filled in {seconds:.0f} s")
+        print(
+            f"{name}: {items:,} items and {workflows:,} workflows filled in {seconds:.0f} s,"
+            f" {runs:,} runs"
+        )
         async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
             for page, path in pages.items():
                 times: list[float] = []

@@ -73,6 +73,17 @@ def test_runs_list_prints_a_tenants_runs_in_creation_order(
     assert "other" not in out
 
 
+def test_runs_list_totals_count_every_stored_run_of_a_tenant_past_the_page(
+    seeded: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ("runs", "list", "--dsn", dsn(seeded), "--tenant", "acme", "--limit", "1")
+    code, out, _ = run_cli(capsys, *argv)
+    assert code == 0
+    assert "run 1 🙂" not in out
+    (totals,) = [line.split() for line in out.splitlines() if line.startswith("acme ")][-1:]
+    assert totals[:2] == ["acme", "3"]
+
+
 def test_runs_list_pages_with_all_and_reports_json(
     seeded: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

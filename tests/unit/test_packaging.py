@@ -36,7 +36,7 @@ NAMESPACES = {
     Stores open_stores WorkflowInfo
     WorkflowStatus RunRecord RunState SessionRecord StateKey ToolCall Usage WorkItem WorkState
     WorkPriority QueueStats Throttle""",
-    "durably.stores": """StateStore StateDelta StatePage StateQuery RunRecord RunState
+    "durably.stores": """StateStore StateDelta StatePage StateQuery RunRecord RunState RunTotals
     SessionRecord StateKey ToolCall Usage WorkQueue QueuePolicy QueueStats DeadLetterPage
     WorkItem WorkState WorkPriority Checkpointer Scheduler Durable SplitDurable CheckpointCodec
     JsonCodec Pass Entry Written Recorded Finish Restart Blocked Sleeping Completed Delivery

@@ -18,6 +18,7 @@ from durably.stores.runs import (
     StateStore,
     run_state,
 )
+from durably.stores.totals import TOTALS_PAGE
 
 
 def register(commands: Any) -> None:
@@ -63,9 +64,10 @@ HEADERS = ["tenant", "run", "agent", "state", "tokens", "cost", "iterations", "v
 
 async def list_runs(args: argparse.Namespace) -> int:
     """Print runs: one tenant's or every tenant's (tenant by tenant, each in creation
-    order); one page of ``--limit`` rows, or every run with ``--all``; then the totals
-    per tenant of the runs shown. An App workflow's run shows its workflow's state, which
-    ``--state`` filters on (a page may then hold fewer rows)."""
+    order); one page of ``--limit`` rows, or every run with ``--all``; then the totals of
+    every stored run of each tenant shown, as the store keeps them. An App workflow's run
+    shows its workflow's state, which ``--state`` filters on (a page may then hold fewer
+    rows)."""
     if args.limit < 1 or args.limit > 1000:
         raise UsageError("--limit must be between 1 and 1000")
     state = RunState(args.state) if args.state else None
@@ -98,6 +100,7 @@ async def list_runs(args: argparse.Namespace) -> int:
         if progress is not None:
             progress.finish()
         records = [await _followed(stores, record) for record in records]
+        totals = await _totals(stores.state, sorted({record.tenant for record in records}))
     if state is not None:  # a run whose workflow moved on since its record was written
         records = [record for record in records if record.state is state]
     if args.json:
@@ -109,7 +112,7 @@ async def list_runs(args: argparse.Namespace) -> int:
         return 0
     print(table([_row(r) for r in records], HEADERS, right=(4, 5, 6, 7)))
     print()
-    print(table(_totals(records), TOTAL_HEADERS, right=(1, 2, 3, 4, 5)))
+    print(table(totals, TOTAL_HEADERS, right=(1, 2, 3, 4, 5)))
     if more:
         print(f"(more runs may follow: pass --all, or --limit above {args.limit})")
     return 0
@@ -118,17 +121,26 @@ async def list_runs(args: argparse.Namespace) -> int:
 TOTAL_HEADERS = ["tenant", "runs", "input tokens", "output tokens", "tokens", "cost"]
 
 
-def _totals(records: list[RunRecord]) -> list[list[object]]:
-    """One row per tenant of ``records``: how many runs, their tokens and their cost."""
-    sums: dict[str, list[int]] = {}
-    for record in records:
-        row = sums.setdefault(record.tenant, [0, 0, 0, 0, 0])
-        usage = record.usage
-        for place, amount in enumerate(
-            (1, usage.input_tokens, usage.output_tokens, usage.total_tokens, record.cost_micros)
+async def _totals(state: StateStore, tenants: list[str]) -> list[list[object]]:
+    """One row per tenant of ``tenants`` with runs: how many runs it has, their tokens and
+    their cost (the totals the store keeps, a page of tenants per read)."""
+    rows: list[list[object]] = []
+    for start in range(0, len(tenants), TOTALS_PAGE):
+        for found in await state.tenant_totals(
+            tenants[start : start + TOTALS_PAGE], limit=TOTALS_PAGE
         ):
-            row[place] += amount
-    return [[tenant, *row[:4], dollars(row[4])] for tenant, row in sorted(sums.items())]
+            usage = found.usage
+            rows.append(
+                [
+                    found.tenant,
+                    found.runs,
+                    usage.input_tokens,
+                    usage.output_tokens,
+                    usage.total_tokens,
+                    dollars(found.cost_micros),
+                ]
+            )
+    return rows
 
 
 async def _followed(stores: Stores, record: RunRecord) -> RunRecord:

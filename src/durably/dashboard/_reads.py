@@ -21,13 +21,7 @@ PAGE = 50
 """Rows on one page of workflows, dead letters or runs."""
 
 RUN_TENANTS = 20
-"""Tenants whose run totals the overview and the runs page add up at most."""
-
-RUNS_TOTALLED = 1000
-"""Runs of one tenant added into its totals at most (one page): past it a total is a floor."""
-
-TENANTS_TTL = 60.0
-"""Seconds the list of tenants with runs is kept before it is read again."""
+"""Tenants whose run totals the overview and the runs page show at most."""
 
 BAR_STEPS = 8
 """Heights a minute's bar takes (the stylesheet draws each; no inline style is allowed)."""
@@ -46,13 +40,12 @@ class QueueRow:
 
 @dataclass(frozen=True)
 class TenantRuns:
-    """A tenant's runs added up (over its first `RUNS_TOTALLED` at most)."""
+    """A tenant's stored runs added up (exact: the store keeps the totals)."""
 
     tenant: str
     runs: int
     tokens: int
     cost_micros: int
-    partial: bool
 
 
 @dataclass(frozen=True)
@@ -136,41 +129,16 @@ async def queue_rows(app: App, queues: tuple[str, ...]) -> list[QueueRow]:
     return [QueueRow(name, found) for name, found in zip(queues, stats, strict=True)]
 
 
-async def tenant_runs(app: App, tenants: list[str]) -> list[TenantRuns]:
-    """The run totals of each of ``tenants`` (one page of runs each)."""
+async def tenant_runs(app: App) -> tuple[list[TenantRuns], bool]:
+    """The run totals of the first `RUN_TENANTS` tenants with runs, and whether more
+    tenants have runs: one read of the totals the store keeps, whatever the runs."""
     state = (await app.stores()).state
-    totals: list[TenantRuns] = []
-    for tenant in tenants:
-        page = await state.list_runs(StateQuery(tenant=tenant, limit=RUNS_TOTALLED))
-        totals.append(
-            TenantRuns(
-                tenant=tenant,
-                runs=len(page.records),
-                tokens=sum(r.usage.total_tokens for r in page.records),
-                cost_micros=sum(r.cost_micros for r in page.records),
-                partial=page.cursor is not None,
-            )
-        )
-    return totals
-
-
-class RunTenants:
-    """The first `RUN_TENANTS` tenants with runs, read again at most every ``ttl``
-    seconds: the SQL backings find distinct tenants by walking the runs index, which reads
-    every run of the first tenants, too much for a page polled every few seconds."""
-
-    def __init__(self, ttl: float = TENANTS_TTL) -> None:
-        self._ttl = ttl
-        self._read: tuple[float, list[str], bool] | None = None
-
-    async def get(self, app: App) -> tuple[list[str], bool]:
-        """The tenants, and whether there are more than shown."""
-        now = time.monotonic()
-        if self._read is None or now - self._read[0] > self._ttl:
-            state = (await app.stores()).state
-            tenants = await state.tenants(limit=RUN_TENANTS + 1)
-            self._read = (now, tenants[:RUN_TENANTS], len(tenants) > RUN_TENANTS)
-        return self._read[1], self._read[2]
+    found = await state.tenant_totals(limit=RUN_TENANTS + 1)
+    totals = [
+        TenantRuns(t.tenant, t.runs, t.usage.total_tokens, t.cost_micros)
+        for t in found[:RUN_TENANTS]
+    ]
+    return totals, len(found) > RUN_TENANTS
 
 
 def _rate_rows(what: str, names: list[str], found: dict[str, list[Minute]]) -> list[RateRow]:
@@ -210,12 +178,12 @@ async def rates(app: App, queues: tuple[str, ...]) -> list[RateRow]:
     return rows
 
 
-async def overview(app: App, queues: tuple[str, ...], known: RunTenants) -> Overview:
+async def overview(app: App, queues: tuple[str, ...]) -> Overview:
     """The overview: queues, throughput, workflows by status and by kind, run totals by
     tenant."""
     rows = await queue_rows(app, queues)
     counts = await app.workflow_counts()
-    tenants, more = await known.get(app)
+    runs, more = await tenant_runs(app)
     return Overview(
         queues=rows,
         by_status={s.value: counts.by_status.get(s, 0) for s in WorkflowStatus},
@@ -223,7 +191,7 @@ async def overview(app: App, queues: tuple[str, ...], known: RunTenants) -> Over
             kind: {s.value: n for s, n in by.items() if n}
             for kind, by in sorted(counts.by_kind.items())
         },
-        runs=await tenant_runs(app, tenants),
+        runs=runs,
         more_tenants=more,
         rates=await rates(app, queues),
     )
@@ -277,11 +245,12 @@ async def workflow_page(app: App, workflow: str, tenant: str) -> WorkflowPageDat
 
 
 async def runs_page(
-    app: App, tenant: str | None, cursor: str | None, known: RunTenants
+    app: App, tenant: str | None, cursor: str | None
 ) -> tuple[list[str], list[RunRecord], str | None, list[TenantRuns], bool]:
     """The runs page: the tenants, one page of ``tenant``'s runs (the first tenant's by
     default) and the totals of each tenant."""
-    tenants, more = await known.get(app)
+    totals, more = await tenant_runs(app)
+    tenants = [t.tenant for t in totals]
     chosen = tenant if tenant is not None else (tenants[0] if tenants else None)
     records: list[RunRecord] = []
     next_cursor: str | None = None
@@ -289,7 +258,7 @@ async def runs_page(
         state = (await app.stores()).state
         page = await state.list_runs(StateQuery(tenant=chosen, limit=PAGE, cursor=cursor))
         records, next_cursor = list(page.records), page.cursor
-    return tenants, records, next_cursor, await tenant_runs(app, tenants), more
+    return tenants, records, next_cursor, totals, more
 
 
 __all__ = [
@@ -299,7 +268,6 @@ __all__ = [
     "QueueRow",
     "RateRow",
     "Record",
-    "RunTenants",
     "TenantRuns",
     "WorkflowPageData",
     "dead_letters",

@@ -64,7 +64,6 @@ class Site:
         self.allow_actions = allow_actions
         self.queues = queues
         self.refresh_ms = int(refresh_seconds * 1000)
-        self.run_tenants = reads.RunTenants()
 
     def asgi(self) -> Starlette:
         """The Starlette application serving this dashboard."""
@@ -176,7 +175,7 @@ class Site:
 
     async def overview(self, request: Request) -> Response:
         """Queues, workflows by status and kind, agent runs and cost by tenant."""
-        found = await reads.overview(self.app, self.queues, self.run_tenants)
+        found = await reads.overview(self.app, self.queues)
         return self._page(request, "overview.html", {"page": "overview", "o": found})
 
     async def queue(self, request: Request) -> Response:
@@ -226,9 +225,8 @@ class Site:
         """Agent runs of a tenant with tokens and cost, and every tenant's totals."""
         tenant = _optional(request, "tenant")
         cursor = _optional(request, "cursor")
-        tenants, records, next_cursor, totals, more = await reads.runs_page(
-            self.app, tenant, cursor, self.run_tenants
-        )
+        found = await reads.runs_page(self.app, tenant, cursor)
+        tenants, records, next_cursor, totals, more = found
         values = {
             "page": "runs",
             "tenants": tenants,

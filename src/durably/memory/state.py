@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from durably.clock import Clock, SystemClock
@@ -24,6 +25,7 @@ from durably.stores.runs import (
     stored_run,
     stored_session,
 )
+from durably.stores.totals import RunTotals, Tally, totals_request
 from durably.validation import identifier, listing_page
 
 _Key = tuple[str, str]
@@ -45,6 +47,7 @@ class _Tables:
     # tenant -> the last place handed out among its runs (the listing order and cursor, so
     # a cursor tells a tenant nothing about other tenants' runs)
     sequences: dict[str, int] = field(default_factory=dict)
+    totals: Tally = field(default_factory=Tally)
 
 
 def _key(key: StateKey) -> _Key:
@@ -95,6 +98,9 @@ class MemoryStateStore:
             self._tables.sequences[record.tenant] = place
             current = _StoredRun(place, "", None)
             self._tables.runs[key] = current
+        else:
+            self._tables.totals.count(RunRecord.model_validate_json(current.text), -1)
+        self._tables.totals.count(saved, 1)
         self._move_session(record.tenant, record.run_id, current.session_id, saved.session_id)
         current.text = text
         current.session_id = saved.session_id
@@ -109,6 +115,8 @@ class MemoryStateStore:
         record = RunRecord.model_validate_json(stored.text)
         merged = patched_run(record, delta, updated_at=self._clock.now())
         stored.text = merged.model_dump_json()
+        self._tables.totals.count(record, -1)
+        self._tables.totals.count(merged, 1)
         return merged
 
     async def delete_run(self, key: StateKey) -> bool:
@@ -117,6 +125,7 @@ class MemoryStateStore:
         stored = self._tables.runs.pop((tenant, run_id), None)
         if stored is None:
             return False
+        self._tables.totals.count(RunRecord.model_validate_json(stored.text), -1)
         self._move_session(tenant, run_id, stored.session_id, None)
         return True
 
@@ -146,6 +155,13 @@ class MemoryStateStore:
         owners = {owner for owner, _ in self._tables.runs}
         return sorted(o for o in owners if after is None or o > after)[:limit]
 
+    async def tenant_totals(
+        self, tenants: Sequence[str] | None = None, *, after: str | None = None, limit: int = 100
+    ) -> list[RunTotals]:
+        """Run totals per tenant (see `StateStore.tenant_totals`)."""
+        named = totals_request(tenants, after, limit)
+        return self._tables.totals.read(named, after, limit)
+
     # --- sessions -----------------------------------------------------------------------
 
     async def get_session(self, key: StateKey) -> SessionRecord | None:
@@ -174,7 +190,8 @@ class MemoryStateStore:
         run_ids = self._runs_of(tenant, session_id)
         if cascade:
             for run_id in run_ids:
-                self._tables.runs.pop((tenant, run_id), None)
+                gone = self._tables.runs.pop((tenant, run_id))
+                self._tables.totals.count(RunRecord.model_validate_json(gone.text), -1)
             self._tables.session_runs.pop((tenant, session_id), None)
         else:
             live = tuple(

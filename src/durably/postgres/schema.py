@@ -29,6 +29,7 @@ class StateTables:
     schema: str | None = None
     schema_version: str = "durably_schema_version"
     runs: str = "durably_runs"
+    run_totals: str = "durably_run_totals"
     run_seq: str = "durably_run_seq"
     sessions: str = "durably_sessions"
     work: str = "durably_work"
@@ -103,6 +104,7 @@ class StateTables:
         names["workflow_catalog_count"] = self.qualified(f"{self.workflow_catalog}_count")
         names["workflow_catalog_follow"] = self.qualified(f"{self.workflow_catalog}_follow")
         names["throughput_count"] = self.qualified(f"{self.throughput}_count")
+        names["run_totals_count"] = self.qualified(f"{self.run_totals}_count")
         return names
 
     def channel(self, kind: str) -> str:

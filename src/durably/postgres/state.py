@@ -38,6 +38,7 @@ from durably.stores.runs import (
     stored_session,
 )
 from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
+from durably.stores.totals import RunTotals, summed, totals_request
 from durably.validation import identifier, listing_page, within_size
 
 _TEMPLATES = statements.load("state.sql")
@@ -185,6 +186,20 @@ class PostgresStateStore:
         listing_page(after, limit)
         rows = await self._run(lambda s: s.fetch(self._sql["tenants"], after, limit))
         return [str(row[0]) for row in rows]
+
+    async def tenant_totals(
+        self, tenants: Sequence[str] | None = None, *, after: str | None = None, limit: int = 100
+    ) -> list[RunTotals]:
+        """Run totals per tenant (see `StateStore.tenant_totals`): at most 8 rows per tenant
+        and state, kept by a trigger on the runs table."""
+        named = totals_request(tenants, after, limit)
+        if named is None:
+            rows = await self._run(
+                lambda s: s.fetch(self._sql["first_tenant_totals"], after, limit)
+            )
+        else:
+            rows = await self._run(lambda s: s.fetch(self._sql["tenant_totals"], named))
+        return summed(rows)
 
     # --- sessions -------------------------------------------------------------------------
 

@@ -79,6 +79,11 @@ def state_tenants_filled_key(ns: str) -> str:
     return f"{ns}:state-tenants-filled"
 
 
+def state_totals_counted_key(ns: str) -> str:
+    """Set once the runs stored before the run totals existed were added to them."""
+    return f"{ns}:state-totals-counted"
+
+
 def queue_prefix(ns: str) -> str:
     """Every queue key of the namespace starts with this; the namespace is the hash tag."""
     return f"{ns}:queue:{{{segment(ns)}}}:"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import secrets
+from collections.abc import Sequence
 from typing import Any, Self
 
 from durably.clock import Clock, SystemClock
@@ -41,6 +42,7 @@ from durably.stores.runs import (
     stored_run,
     stored_session,
 )
+from durably.stores.totals import TOTALS_COLUMNS, RunTotals, summed, totals_request
 from durably.validation import identifier, listing_page
 
 _LUA = scripts(
@@ -53,11 +55,14 @@ _LUA = scripts(
     "state_delete_session",
     "state_delete_session_runs",
     "state_session_live",
+    "state_count_runs",
+    prelude="state_lib.lua",
 )
 _USAGE = tuple(f"usage.{name}" for name in USAGE_FIELDS)
 _SCAN_BUDGET = 2000  # index entries one listing script examines before yielding the server
 _DELETE_BATCH = 200  # runs one cascade script deletes before yielding the server (~2 ms)
 _LIVE_BATCH = 200  # runs one look for live runs reads before yielding the server
+_COUNT_BATCH = 200  # runs one script adds to the totals before yielding the server
 
 
 def _counters(record: RunRecord) -> list[str]:
@@ -120,6 +125,7 @@ class RedisStateStore:
         self._redis = RedisConnection(
             client, settings, key_prefix, self._clock, namespace=namespace
         )
+        self._totals_counted = False  # whether runs stored before the totals are in them
 
     async def close(self) -> None:
         """Nothing of its own to release (idempotent): the client is its owner's."""
@@ -190,6 +196,7 @@ class RedisStateStore:
                 keys.run_meta_key(ns, tenant, record.run_id),
                 prefix + "seq",
                 prefix + "runs",
+                prefix + "totals",
             ],
             [
                 prefix,
@@ -215,7 +222,11 @@ class RedisStateStore:
         ns = self._redis.key_prefix
         reply = await self._call(
             "state_patch_run",
-            [keys.run_key(ns, key.tenant, key.id), keys.run_meta_key(ns, key.tenant, key.id)],
+            [
+                keys.run_key(ns, key.tenant, key.id),
+                keys.run_meta_key(ns, key.tenant, key.id),
+                self._prefix(key.tenant) + "totals",
+            ],
             [number(self._clock.now()), *_increments(delta)],
         )
         if not reply:
@@ -236,6 +247,7 @@ class RedisStateStore:
                 keys.run_key(ns, key.tenant, key.id),
                 keys.run_meta_key(ns, key.tenant, key.id),
                 prefix + "runs",
+                prefix + "totals",
             ],
             [prefix, key.id],
         )
@@ -318,6 +330,55 @@ class RedisStateStore:
         head = f"{self._redis.key_prefix}:state:{{"
         return await keys.scan_tagged(self._redis.client, head, "}:runs")
 
+    async def tenant_totals(
+        self, tenants: Sequence[str] | None = None, *, after: str | None = None, limit: int = 100
+    ) -> list[RunTotals]:
+        """Run totals per tenant (see `StateStore.tenant_totals`): one hash per tenant, in
+        its slot, kept by the scripts that write its runs."""
+        named = totals_request(tenants, after, limit)
+        await self._count_runs_before()
+        if named is None:
+            named = await self.tenants(after=after, limit=limit)
+        client = self._redis.client
+        hashes = await self._redis.state(
+            lambda: asyncio.gather(*(client.hgetall(self._prefix(t) + "totals") for t in named))
+        )
+        rows: list[list[object]] = []
+        for tenant, found in zip(named, hashes, strict=True):
+            fields = {text(name): int(value) for name, value in found.items()}
+            amounts: list[int] = [fields.get(name, 0) for name in _USAGE] + [
+                fields.get("cost_micros", 0)
+            ]
+            for name, runs in fields.items():
+                if name.startswith("runs:") and runs > 0:
+                    rows.append([tenant, name[5:], runs, *amounts])
+                    amounts = [0] * (len(TOTALS_COLUMNS) - 1)  # usage once per tenant
+        return summed(rows)
+
+    async def _count_runs_before(self) -> None:
+        """Add the runs stored before the totals existed to them, once per store: every
+        tenant's runs walked a batch per script (a run already counted is passed over, so
+        writes meanwhile and a second walker count nothing twice), then a mark."""
+        if self._totals_counted:
+            return
+        client = self._redis.client
+        mark = keys.state_totals_counted_key(self._redis.key_prefix)
+        if not await self._redis.state(lambda: client.exists(mark)):
+            after: str | None = None
+            while names := await self.tenants(after=after, limit=1000):
+                for tenant in names:
+                    prefix = self._prefix(tenant)
+                    place: Any = "0"
+                    while place:
+                        place = await self._call(
+                            "state_count_runs",
+                            [prefix + "runs", prefix + "totals"],
+                            [prefix, text(place), _COUNT_BATCH],
+                        )
+                after = names[-1]
+            await self._redis.state(lambda: client.set(mark, "1"))
+        self._totals_counted = True
+
     async def get_session(self, key: StateKey) -> SessionRecord | None:
         """The session at ``key``, or None."""
         self._checked(key)
@@ -372,7 +433,7 @@ class RedisStateStore:
                 left = int(
                     await self._call(
                         "state_delete_session_runs",
-                        [deleting, prefix + "runs"],
+                        [deleting, prefix + "runs", prefix + "totals"],
                         [prefix, key.id, _DELETE_BATCH],
                     )
                 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from durably.clock import Clock, SystemClock
 from durably.errors import (
@@ -27,6 +28,7 @@ from durably.stores.runs import (
     stored_run,
     stored_session,
 )
+from durably.stores.totals import RunTotals, summed, totals_request
 from durably.validation import identifier, listing_page, within_size
 
 _SQL = load_statements("state.sql")
@@ -137,6 +139,22 @@ class BoundSqliteStateStore:
         rows = self._tx.all(_SQL["tenants"], {"after": after, "limit": limit})
         return [str(row[0]) for row in rows]
 
+    def tenant_totals(
+        self, tenants: Sequence[str] | None = None, *, after: str | None = None, limit: int = 100
+    ) -> list[RunTotals]:
+        """Run totals per tenant (see `StateStore.tenant_totals`)."""
+        return self._tenant_totals(totals_request(tenants, after, limit), after, limit)
+
+    def _tenant_totals(
+        self, named: list[str] | None, after: str | None, limit: int
+    ) -> list[RunTotals]:
+        """`tenant_totals` of a checked request (``named`` None: the first tenants)."""
+        if named is None:
+            rows = self._tx.all(_SQL["first_tenant_totals"], {"after": after, "limit": limit})
+        else:
+            rows = self._tx.all(_SQL["tenant_totals"], {"tenants": json.dumps(named)})
+        return summed(rows)
+
     def get_session(self, key: StateKey) -> SessionRecord | None:
         """The session at ``key``, or None."""
         row = self._tx.one(_SQL["get_session"], _session_key(key))
@@ -238,6 +256,16 @@ class SqliteStateStore:
         listing_page(after, limit)
         return await self._db.transaction(
             lambda tx: self.bound(tx).tenants(after=after, limit=limit), write=False
+        )
+
+    async def tenant_totals(
+        self, tenants: Sequence[str] | None = None, *, after: str | None = None, limit: int = 100
+    ) -> list[RunTotals]:
+        """Run totals per tenant (see `StateStore.tenant_totals`): a row per tenant and
+        state, kept by triggers on the runs table."""
+        named = totals_request(tenants, after, limit)  # refused before the transaction opens
+        return await self._db.transaction(
+            lambda tx: self.bound(tx)._tenant_totals(named, after, limit), write=False
         )
 
     async def get_session(self, key: StateKey) -> SessionRecord | None:

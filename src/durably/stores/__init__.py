@@ -22,6 +22,7 @@ from durably.stores.runs import (
     Usage,
 )
 from durably.stores.status import WorkflowInfo, WorkflowStatus
+from durably.stores.totals import RunTotals
 from durably.stores.work import (
     DeadLetterPage,
     QueuePolicy,
@@ -66,6 +67,7 @@ __all__ = [
     "Restart",
     "RunRecord",
     "RunState",
+    "RunTotals",
     "Scheduler",
     "SessionRecord",
     "Sleeping",

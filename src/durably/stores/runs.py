@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Annotated, Any, Protocol, Self, runtime_checkable
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, Self, runtime_checkable
 
 from pydantic import (
     BaseModel,
@@ -22,6 +22,11 @@ from durably.redaction import scrub
 from durably.stores.codec import unsigned_zeros
 from durably.stores.status import WorkflowStatus
 from durably.validation import identifier, storable
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from durably.stores.totals import RunTotals
 
 _FROZEN = ConfigDict(frozen=True, strict=True, extra="forbid")
 
@@ -549,6 +554,15 @@ class StateStore(Protocol):
         """Tenants that have at least one run, in code point order: those after ``after``,
         at most ``limit`` (1 to 10,000). For operators (``durably runs list`` without
         ``--tenant``), not a hot path."""
+        ...
+
+    async def tenant_totals(
+        self, tenants: Sequence[str] | None = None, *, after: str | None = None, limit: int = 100
+    ) -> list[RunTotals]:
+        """The run totals of each of ``tenants`` that has runs, or (None) of the first
+        ``limit`` tenants with runs after ``after``, in code point order: exact, kept by
+        the store with every run write, and read in a bounded number of rows whatever the
+        tenants hold. ``limit`` is 1 to 1,000 and bounds ``tenants`` too."""
         ...
 
     async def get_session(self, key: StateKey) -> SessionRecord | None:

@@ -476,6 +476,94 @@ CREATE OR REPLACE TRIGGER {workflow_status_name}_rated
     FOR EACH ROW WHEN (NEW.status IN ('completed', 'failed'))
     EXECUTE FUNCTION {throughput_count}();
 
+-- Run totals per tenant (durably.stores.totals, version 6): how many runs of each state, and
+-- their usage and cost added up, spread over 8 shards per tenant and state (by run id, so a
+-- run's rows stay in one shard) so concurrent patches of one tenant's runs do not queue on
+-- one row until commit; numeric, so no sum of valid runs overflows. The trigger keeps them with every run write, in its transaction.
+-- Runs stored before the table existed are counted once, when it is created: the trigger
+-- exists first, so the count waits for writers in flight and none is counted twice.
+CREATE TABLE IF NOT EXISTS {run_totals} (
+    tenant text COLLATE "C" NOT NULL,
+    state text NOT NULL,
+    shard smallint NOT NULL,
+    runs numeric NOT NULL,
+    input_tokens numeric NOT NULL,
+    output_tokens numeric NOT NULL,
+    cached_tokens numeric NOT NULL,
+    cache_write_tokens numeric NOT NULL,
+    reasoning_tokens numeric NOT NULL,
+    requests numeric NOT NULL,
+    tool_calls numeric NOT NULL,
+    cost_micros numeric NOT NULL,
+    PRIMARY KEY (tenant, state, shard)
+);
+
+CREATE OR REPLACE FUNCTION {run_totals_count}() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND OLD.state = NEW.state THEN  -- a patch: one row moves by the change
+        UPDATE {run_totals} SET
+            input_tokens = input_tokens + NEW.input_tokens - OLD.input_tokens,
+            output_tokens = output_tokens + NEW.output_tokens - OLD.output_tokens,
+            cached_tokens = cached_tokens + NEW.cached_tokens - OLD.cached_tokens,
+            cache_write_tokens = cache_write_tokens + NEW.cache_write_tokens
+                - OLD.cache_write_tokens,
+            reasoning_tokens = reasoning_tokens + NEW.reasoning_tokens - OLD.reasoning_tokens,
+            requests = requests + NEW.requests - OLD.requests,
+            tool_calls = tool_calls + NEW.tool_calls - OLD.tool_calls,
+            cost_micros = cost_micros + NEW.cost_micros - OLD.cost_micros
+        WHERE tenant = NEW.tenant AND state = NEW.state AND shard = hashtext(NEW.run_id) & 7;
+        RETURN NULL;
+    END IF;
+    IF TG_OP IN ('DELETE', 'UPDATE') THEN
+        UPDATE {run_totals} SET runs = runs - 1,
+            input_tokens = input_tokens - OLD.input_tokens,
+            output_tokens = output_tokens - OLD.output_tokens,
+            cached_tokens = cached_tokens - OLD.cached_tokens,
+            cache_write_tokens = cache_write_tokens - OLD.cache_write_tokens,
+            reasoning_tokens = reasoning_tokens - OLD.reasoning_tokens,
+            requests = requests - OLD.requests,
+            tool_calls = tool_calls - OLD.tool_calls,
+            cost_micros = cost_micros - OLD.cost_micros
+        WHERE tenant = OLD.tenant AND state = OLD.state AND shard = hashtext(OLD.run_id) & 7;
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO {run_totals} AS t (
+            tenant, state, shard, runs, input_tokens, output_tokens, cached_tokens,
+            cache_write_tokens, reasoning_tokens, requests, tool_calls, cost_micros
+        )
+        VALUES (NEW.tenant, NEW.state, hashtext(NEW.run_id) & 7, 1, NEW.input_tokens,
+                NEW.output_tokens, NEW.cached_tokens, NEW.cache_write_tokens,
+                NEW.reasoning_tokens, NEW.requests, NEW.tool_calls, NEW.cost_micros)
+        ON CONFLICT (tenant, state, shard) DO UPDATE SET runs = t.runs + 1,
+            input_tokens = t.input_tokens + excluded.input_tokens,
+            output_tokens = t.output_tokens + excluded.output_tokens,
+            cached_tokens = t.cached_tokens + excluded.cached_tokens,
+            cache_write_tokens = t.cache_write_tokens + excluded.cache_write_tokens,
+            reasoning_tokens = t.reasoning_tokens + excluded.reasoning_tokens,
+            requests = t.requests + excluded.requests,
+            tool_calls = t.tool_calls + excluded.tool_calls,
+            cost_micros = t.cost_micros + excluded.cost_micros;
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE OR REPLACE TRIGGER {runs_name}_totalled
+    AFTER INSERT OR DELETE OR UPDATE ON {runs}
+    FOR EACH ROW
+    EXECUTE FUNCTION {run_totals_count}();
+
+INSERT INTO {run_totals} (
+    tenant, state, shard, runs, input_tokens, output_tokens, cached_tokens,
+    cache_write_tokens, reasoning_tokens, requests, tool_calls, cost_micros
+)
+SELECT tenant, state, hashtext(run_id) & 7, count(*), sum(input_tokens), sum(output_tokens),
+       sum(cached_tokens), sum(cache_write_tokens), sum(reasoning_tokens), sum(requests),
+       sum(tool_calls), sum(cost_micros)
+FROM {runs}
+WHERE NOT EXISTS (SELECT 1 FROM {run_totals})
+GROUP BY tenant, state, hashtext(run_id) & 7;
+
 -- Claim-check blobs, one per distinct content: `digest` is the SHA-256 of `data`,
 -- `expires_at` the store's clock time it lapses at ('Infinity': never).
 CREATE TABLE IF NOT EXISTS {claim_check} (
@@ -495,7 +583,8 @@ SELECT 6 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
 -- ({workflow_catalog}), the flow gates ({gates}, {throttles}) and the schedules' ticks
 -- ({schedule_ticks}); version 6 the debounce slots ({debounces}), the workflow gates
 -- ({workflow_gated}, {workflow_gates}, {workflow_gate_turns}, {workflow_throttles}) and the
--- throughput ring ({throughput}) and its trigger.
+-- throughput ring ({throughput}) and its trigger, and the run totals ({run_totals}) and
+-- theirs.
 UPDATE {schema_version} SET version = 6 WHERE version < 6;
 
 -- name: schema_version

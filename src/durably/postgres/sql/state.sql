@@ -127,3 +127,22 @@ DELETE FROM {runs} WHERE tenant = $1::text AND session_id = $2::text;
 
 -- name: delete_session
 DELETE FROM {sessions} WHERE tenant = $1::text AND session_id = $2::text RETURNING 1;
+
+-- name: tenant_totals
+-- The named tenants' rows (at most 8 shards per state each).
+SELECT tenant, state, runs, input_tokens, output_tokens, cached_tokens, cache_write_tokens,
+       reasoning_tokens, requests, tool_calls, cost_micros
+FROM {run_totals}
+WHERE tenant = ANY($1::text[]);
+
+-- name: first_tenant_totals
+-- The rows of the first $2 tenants after $1 with a run, in code point order (COLLATE "C").
+SELECT tenant, state, runs, input_tokens, output_tokens, cached_tokens, cache_write_tokens,
+       reasoning_tokens, requests, tool_calls, cost_micros
+FROM {run_totals}
+WHERE tenant IN (
+    SELECT DISTINCT tenant FROM {run_totals}
+    WHERE runs > 0 AND ($1::text IS NULL OR tenant > $1::text)
+    ORDER BY tenant
+    LIMIT $2::integer
+);

@@ -1,10 +1,11 @@
--- Delete a run and take it out of its session index and the listing.
--- KEYS: run blob, run meta, tenant run index. ARGV: tenant prefix, run id
+-- Delete a run and take it out of its session index, the listing and the tenant's totals.
+-- KEYS: run blob, run meta, tenant run index, totals. ARGV: tenant prefix, run id
 if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
 local session = redis.call('HGET', KEYS[2], 'session')
 if session and session ~= '' then
   redis.call('SREM', ARGV[1] .. 'session-runs:' .. #session .. ':' .. session, ARGV[2])
 end
+count_run(KEYS[4], KEYS[2], '-')
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('ZREM', KEYS[3], ARGV[2])
 return 1

@@ -1,5 +1,6 @@
 -- Add to a run's counters server-side (HINCRBY, so concurrent patches all land) and bump
--- its version. KEYS: run blob, run meta. ARGV: updated_at, then field/amount pairs.
+-- its version, and add the usage and cost to the tenant's totals.
+-- KEYS: run blob, run meta, totals. ARGV: updated_at, then field/amount pairs.
 -- Returns false for an absent run, {'overflow', field} (nothing added) when a counter would
 -- pass a signed 64-bit integer, else {blob, meta}.
 if redis.call('EXISTS', KEYS[2]) == 0 then return false end
@@ -13,6 +14,11 @@ for i = 2, #ARGV, 2 do
       if ARGV[j + 1] ~= '0' then redis.call('HINCRBY', KEYS[2], ARGV[j], '-' .. ARGV[j + 1]) end
     end
     return {'overflow', ARGV[i]}
+  end
+end
+if redis.call('HEXISTS', KEYS[2], 'totalled') == 1 then  -- else counted whole later
+  for i = 2, #ARGV, 2 do
+    if totalled(ARGV[i]) then add_total(KEYS[3], ARGV[i], ARGV[i + 1]) end
   end
 end
 redis.call('HINCRBY', KEYS[2], 'version', 1)

@@ -1,6 +1,6 @@
--- Compare-and-set write of a run: blob, meta hash, creation sequence, session index and
--- the session's write mark.
--- KEYS: run blob, run meta, tenant sequence, tenant run index (zset by sequence)
+-- Compare-and-set write of a run: blob, meta hash, creation sequence, session index, the
+-- session's write mark and the tenant's totals (the run as it was out, as it is now in).
+-- KEYS: run blob, run meta, tenant sequence, tenant run index (zset by sequence), totals
 -- ARGV: tenant prefix, run id, expected version, blob, state, updated_at, session id or '',
 --       the write's token (one per put_run call, kept with the version), then field/value
 --       pairs of the counters the record carries
@@ -21,12 +21,14 @@ if current == 0 then
   redis.call('ZADD', KEYS[4], seq, run_id)
   redis.call('HSET', KEYS[2], 'seq', seq)
 end
+count_run(KEYS[5], KEYS[2], '-')
 redis.call('SET', KEYS[1], ARGV[4])
 redis.call('HSET', KEYS[2], 'version', current + 1, 'state', ARGV[5],
   'updated_at', ARGV[6], 'session', session, 'write', ARGV[8])
 for i = 9, #ARGV, 2 do
   redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
 end
+count_run(KEYS[5], KEYS[2], '')
 if old_session and old_session ~= '' and old_session ~= session then
   redis.call('SREM', prefix .. 'session-runs:' .. seg(old_session), run_id)
 end

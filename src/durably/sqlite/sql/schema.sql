@@ -482,6 +482,125 @@ BEGIN
     WHERE durably_throughput.minute <= excluded.minute;
 END;
 
+-- Run totals per tenant (durably.stores.totals, added in schema version 7): how many runs
+-- of each state, and their usage and cost added up (from the record's JSON). The triggers
+-- keep them with every run write, in its transaction. Runs of a file made before the table
+-- are counted once, when the table is created (this script runs inside the write lock).
+CREATE TABLE IF NOT EXISTS durably_run_totals (
+    tenant TEXT NOT NULL,
+    state TEXT NOT NULL,
+    runs INTEGER NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cached_tokens INTEGER NOT NULL,
+    cache_write_tokens INTEGER NOT NULL,
+    reasoning_tokens INTEGER NOT NULL,
+    requests INTEGER NOT NULL,
+    tool_calls INTEGER NOT NULL,
+    cost_micros INTEGER NOT NULL,
+    PRIMARY KEY (tenant, state)
+) WITHOUT ROWID;
+
+INSERT INTO durably_run_totals (
+    tenant, state, runs, input_tokens, output_tokens, cached_tokens, cache_write_tokens,
+    reasoning_tokens, requests, tool_calls, cost_micros
+)
+SELECT tenant, state, count(*),
+    sum(json_extract(record, '$.usage.input_tokens')),
+    sum(json_extract(record, '$.usage.output_tokens')),
+    sum(json_extract(record, '$.usage.cached_tokens')),
+    sum(json_extract(record, '$.usage.cache_write_tokens')),
+    sum(json_extract(record, '$.usage.reasoning_tokens')),
+    sum(json_extract(record, '$.usage.requests')),
+    sum(json_extract(record, '$.usage.tool_calls')),
+    sum(json_extract(record, '$.cost_micros'))
+FROM durably_runs AS r
+WHERE NOT EXISTS (SELECT 1 FROM durably_run_totals)
+GROUP BY tenant, state;
+
+CREATE TRIGGER IF NOT EXISTS durably_runs_totalled_insert
+AFTER INSERT ON durably_runs
+BEGIN
+    INSERT INTO durably_run_totals (
+        tenant, state, runs, input_tokens, output_tokens, cached_tokens, cache_write_tokens,
+        reasoning_tokens, requests, tool_calls, cost_micros
+    )
+    VALUES (
+        new.tenant, new.state, 1,
+        json_extract(new.record, '$.usage.input_tokens'),
+        json_extract(new.record, '$.usage.output_tokens'),
+        json_extract(new.record, '$.usage.cached_tokens'),
+        json_extract(new.record, '$.usage.cache_write_tokens'),
+        json_extract(new.record, '$.usage.reasoning_tokens'),
+        json_extract(new.record, '$.usage.requests'),
+        json_extract(new.record, '$.usage.tool_calls'),
+        json_extract(new.record, '$.cost_micros')
+    )
+    ON CONFLICT (tenant, state) DO UPDATE SET runs = runs + 1,
+        input_tokens = input_tokens + excluded.input_tokens,
+        output_tokens = output_tokens + excluded.output_tokens,
+        cached_tokens = cached_tokens + excluded.cached_tokens,
+        cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
+        reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens,
+        requests = requests + excluded.requests,
+        tool_calls = tool_calls + excluded.tool_calls,
+        cost_micros = cost_micros + excluded.cost_micros;
+END;
+
+CREATE TRIGGER IF NOT EXISTS durably_runs_totalled_delete
+AFTER DELETE ON durably_runs
+BEGIN
+    UPDATE durably_run_totals SET runs = runs - 1,
+        input_tokens = input_tokens - json_extract(old.record, '$.usage.input_tokens'),
+        output_tokens = output_tokens - json_extract(old.record, '$.usage.output_tokens'),
+        cached_tokens = cached_tokens - json_extract(old.record, '$.usage.cached_tokens'),
+        cache_write_tokens = cache_write_tokens - json_extract(old.record, '$.usage.cache_write_tokens'),
+        reasoning_tokens = reasoning_tokens - json_extract(old.record, '$.usage.reasoning_tokens'),
+        requests = requests - json_extract(old.record, '$.usage.requests'),
+        tool_calls = tool_calls - json_extract(old.record, '$.usage.tool_calls'),
+        cost_micros = cost_micros - json_extract(old.record, '$.cost_micros')
+    WHERE tenant = old.tenant AND state = old.state;
+END;
+
+CREATE TRIGGER IF NOT EXISTS durably_runs_totalled_update
+AFTER UPDATE OF record ON durably_runs
+BEGIN
+    UPDATE durably_run_totals SET runs = runs - 1,
+        input_tokens = input_tokens - json_extract(old.record, '$.usage.input_tokens'),
+        output_tokens = output_tokens - json_extract(old.record, '$.usage.output_tokens'),
+        cached_tokens = cached_tokens - json_extract(old.record, '$.usage.cached_tokens'),
+        cache_write_tokens = cache_write_tokens - json_extract(old.record, '$.usage.cache_write_tokens'),
+        reasoning_tokens = reasoning_tokens - json_extract(old.record, '$.usage.reasoning_tokens'),
+        requests = requests - json_extract(old.record, '$.usage.requests'),
+        tool_calls = tool_calls - json_extract(old.record, '$.usage.tool_calls'),
+        cost_micros = cost_micros - json_extract(old.record, '$.cost_micros')
+    WHERE tenant = old.tenant AND state = old.state;
+    INSERT INTO durably_run_totals (
+        tenant, state, runs, input_tokens, output_tokens, cached_tokens, cache_write_tokens,
+        reasoning_tokens, requests, tool_calls, cost_micros
+    )
+    VALUES (
+        new.tenant, new.state, 1,
+        json_extract(new.record, '$.usage.input_tokens'),
+        json_extract(new.record, '$.usage.output_tokens'),
+        json_extract(new.record, '$.usage.cached_tokens'),
+        json_extract(new.record, '$.usage.cache_write_tokens'),
+        json_extract(new.record, '$.usage.reasoning_tokens'),
+        json_extract(new.record, '$.usage.requests'),
+        json_extract(new.record, '$.usage.tool_calls'),
+        json_extract(new.record, '$.cost_micros')
+    )
+    ON CONFLICT (tenant, state) DO UPDATE SET runs = runs + 1,
+        input_tokens = input_tokens + excluded.input_tokens,
+        output_tokens = output_tokens + excluded.output_tokens,
+        cached_tokens = cached_tokens + excluded.cached_tokens,
+        cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
+        reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens,
+        requests = requests + excluded.requests,
+        tool_calls = tool_calls + excluded.tool_calls,
+        cost_micros = cost_micros + excluded.cost_micros;
+END;
+
 -- Claim-check blobs (added in schema version 2), one per distinct content: `digest` is
 -- the SHA-256 of `data`, `expires_at` the store's clock time it lapses at (Inf: never).
 CREATE TABLE IF NOT EXISTS durably_claim_check (

@@ -72,3 +72,22 @@ SET version = excluded.version, record = excluded.record
 
 -- name: delete_session
 DELETE FROM durably_sessions WHERE tenant = :tenant AND session_id = :session_id
+
+-- name: tenant_totals
+-- The named tenants' rows (one per state each).
+SELECT tenant, state, runs, input_tokens, output_tokens, cached_tokens, cache_write_tokens,
+       reasoning_tokens, requests, tool_calls, cost_micros
+FROM durably_run_totals
+WHERE tenant IN (SELECT value FROM json_each(:tenants))
+
+-- name: first_tenant_totals
+-- The rows of the first :limit tenants after :after with a run, in code point order.
+SELECT tenant, state, runs, input_tokens, output_tokens, cached_tokens, cache_write_tokens,
+       reasoning_tokens, requests, tool_calls, cost_micros
+FROM durably_run_totals
+WHERE tenant IN (
+    SELECT DISTINCT tenant FROM durably_run_totals
+    WHERE runs > 0 AND (:after IS NULL OR tenant > :after)
+    ORDER BY tenant
+    LIMIT :limit
+)

@@ -39,6 +39,7 @@ from durably.testing.state.fixtures import START, StateFixtures, StateStoreFacto
 from durably.testing.state.isolation import StateIsolationCases
 from durably.testing.state.listing import StateListingCases
 from durably.testing.state.sessions import StateSessionCases
+from durably.testing.state.totals import StateTotalsCases
 
 
 class StateWriteCases(StateFixtures):
@@ -395,7 +396,7 @@ class StateWriteCases(StateFixtures):
 
 
 class StateStoreConformance(
-    StateWriteCases, StateSessionCases, StateListingCases, StateIsolationCases
+    StateWriteCases, StateSessionCases, StateListingCases, StateIsolationCases, StateTotalsCases
 ):
     """Every case a `StateStore` must pass; provide ``state_store_factory``."""
 
