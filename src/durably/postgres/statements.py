@@ -8,8 +8,8 @@ and hashes the text on every call, and the claim's comments were a third of it),
 the text is published, as the schema is.
 
 A statement whose name starts with ``_`` is a fragment: not a statement of its own, but
-text that the file's statements take in where they write ``{_name}`` (two statements that
-must keep the same writes say them once).
+text that the file's statements (and fragments) take in where they write ``{_name}`` (two
+statements that must keep the same writes say them once).
 """
 
 from __future__ import annotations
@@ -35,10 +35,14 @@ def load(filename: str, *, keep_comments: bool = False) -> dict[str, str]:
             body = "\n".join(line for line in lines if not line.lstrip().startswith("--"))
         statements[name] = body.strip().rstrip(";").strip()
     fragments = {name: statements.pop(name) for name in list(statements) if name[0] == "_"}
-    return {
-        name: _FRAGMENT.sub(lambda match: fragments[match.group(1)], body)
-        for name, body in statements.items()
-    }
+    return {name: _expand(body, fragments) for name, body in statements.items()}
+
+
+def _expand(body: str, fragments: Mapping[str, str]) -> str:
+    """``body`` with its fragments taken in, and theirs in turn."""
+    while _FRAGMENT.search(body):
+        body = _FRAGMENT.sub(lambda match: fragments[match.group(1)], body)
+    return body
 
 
 def render(template: str, names: Mapping[str, str]) -> str:

@@ -11,7 +11,8 @@ RETURNING token
 
 -- name: _recount
 -- Under the fence: an admitted workflow whose running flag this write moves (to the value
--- `running` selects) moves its tenant's running count with it, in the same statement.
+-- `running` selects) moves its tenant's running count with it, in the same statement, on
+-- the workflow's own shard of the counts.
 flip AS (
     UPDATE {workflow_admitted} AS a SET running = r.running
     FROM running AS r
@@ -19,10 +20,14 @@ flip AS (
     RETURNING a.tenant, a.running
 ),
 moved AS (
-    UPDATE {workflow_tenant_counts} AS c
-    SET running = c.running + CASE WHEN flip.running THEN 1 ELSE -1 END
-    FROM flip WHERE c.tenant = flip.tenant
+    INSERT INTO {workflow_tenant_counts} AS c (tenant, shard, running, started)
+    SELECT flip.tenant, {_shard}, CASE WHEN flip.running THEN 1 ELSE -1 END, 0 FROM flip
+    ON CONFLICT (tenant, shard) DO UPDATE SET running = c.running + excluded.running
 )
+
+-- name: _shard
+-- The shard of the tenant counts that workflow $1 moves.
+hashtext($1::text) & 15
 
 -- name: _inbox_lock
 -- The lock on a workflow's inbox, held to the commit: appends take it, and so does a report
@@ -318,10 +323,11 @@ running AS (SELECT true AS running),
 SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM gone);
 
 -- name: lock_counts
--- The tenant's counts, its row locked to the commit: admissions of one tenant take turns.
-INSERT INTO {workflow_tenant_counts} AS c (tenant, running, started) VALUES ($1::text, 0, 0)
-ON CONFLICT (tenant) DO UPDATE SET tenant = c.tenant
-RETURNING running, started;
+-- The tenant's shard 0 locked to the commit: capped admissions of one tenant take turns.
+-- The counts are read after it (tenant_counts), in a statement that sees the last turn's.
+INSERT INTO {workflow_tenant_counts} AS c (tenant, shard, running, started)
+VALUES ($1::text, 0, 0, 0)
+ON CONFLICT (tenant, shard) DO UPDATE SET tenant = c.tenant;
 
 -- name: admit
 -- Count a workflow whose start record this transaction wrote (once: a row there is kept).
@@ -330,20 +336,28 @@ WITH admitted AS (
     ON CONFLICT (workflow) DO NOTHING
     RETURNING tenant
 )
-UPDATE {workflow_tenant_counts} AS c SET running = c.running + 1, started = c.started + 1
-FROM admitted WHERE c.tenant = admitted.tenant;
+{_count_admitted};
+
+-- name: _count_admitted
+INSERT INTO {workflow_tenant_counts} AS c (tenant, shard, running, started)
+SELECT tenant, {_shard}, 1, 1 FROM admitted
+ON CONFLICT (tenant, shard) DO UPDATE SET running = c.running + 1, started = c.started + 1
 
 -- name: tenant_counts
-SELECT running, started FROM {workflow_tenant_counts} WHERE tenant = $1::text;
+-- No row for a tenant never counted.
+SELECT sum(running)::bigint, sum(started)::bigint FROM {workflow_tenant_counts}
+WHERE tenant = $1::text
+HAVING count(*) > 0;
 
 -- name: discard_admitted
 -- A discarded workflow is no longer counted (inside discard's transaction).
 WITH gone AS (
     DELETE FROM {workflow_admitted} WHERE workflow = $1::text RETURNING tenant, running
 )
-UPDATE {workflow_tenant_counts} AS c
-SET running = c.running - CASE WHEN gone.running THEN 1 ELSE 0 END, started = c.started - 1
-FROM gone WHERE c.tenant = gone.tenant;
+INSERT INTO {workflow_tenant_counts} AS c (tenant, shard, running, started)
+SELECT tenant, {_shard}, CASE WHEN running THEN -1 ELSE 0 END, -1 FROM gone
+ON CONFLICT (tenant, shard) DO UPDATE
+    SET running = c.running + excluded.running, started = c.started + excluded.started;
 
 -- name: admit_uncapped
 -- `supply` of a start record that counts a first one under its tenant, in one statement
@@ -360,9 +374,5 @@ admitted AS (
     ON CONFLICT (workflow) DO NOTHING
     RETURNING tenant
 ),
-counted AS (
-    INSERT INTO {workflow_tenant_counts} AS c (tenant, running, started)
-    SELECT tenant, 1, 1 FROM admitted
-    ON CONFLICT (tenant) DO UPDATE SET running = c.running + 1, started = c.started + 1
-)
+counted AS ({_count_admitted})
 SELECT count(*) FROM written;

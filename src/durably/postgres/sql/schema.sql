@@ -1,4 +1,4 @@
--- durably's PostgreSQL schema, version 5. Apply it with durably.postgres.migrate() or your
+-- durably's PostgreSQL schema, version 6. Apply it with durably.postgres.migrate() or your
 -- own migration tool; durably never alters a table on its own.
 
 -- name: schema
@@ -305,22 +305,43 @@ CREATE INDEX IF NOT EXISTS {workflow_status_name}_by_age ON {workflow_status}
 -- Admission (version 5, durably.stores.admission): each workflow counted under its tenant
 -- (running while unfinished) and the counts per tenant, kept by the same statements as the
 -- start record, the status writes, discards and the sweep. Workflows a database held
--- before version 5 are not counted.
+-- before version 5 are not counted. Version 6 spreads a tenant's counts over 16 shards
+-- (a workflow moves shard hashtext(workflow) & 15; a tenant's count is the sum), so the
+-- ends of one tenant's concurrent passes do not queue on one row held to each commit;
+-- capped starts still take turns on shard 0. A version-5 row becomes shard 0.
 CREATE TABLE IF NOT EXISTS {workflow_admitted} (
     workflow text COLLATE "C" PRIMARY KEY,
     tenant text COLLATE "C" NOT NULL,
     running boolean NOT NULL
 );
 CREATE TABLE IF NOT EXISTS {workflow_tenant_counts} (
-    tenant text COLLATE "C" PRIMARY KEY,
+    tenant text COLLATE "C" NOT NULL,
+    shard smallint NOT NULL DEFAULT 0,
     running bigint NOT NULL,
-    started bigint NOT NULL
+    started bigint NOT NULL,
+    PRIMARY KEY (tenant, shard)
 );
+ALTER TABLE {workflow_tenant_counts} ADD COLUMN IF NOT EXISTS shard smallint NOT NULL
+    DEFAULT 0;
+DO $$
+DECLARE
+    single text;
+BEGIN
+    SELECT conname INTO single FROM pg_constraint
+    WHERE conrelid = '{workflow_tenant_counts_text}'::regclass AND contype = 'p'
+      AND cardinality(conkey) = 1;
+    IF single IS NOT NULL THEN
+        EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I, ADD PRIMARY KEY (tenant, shard)',
+                       '{workflow_tenant_counts_text}', single);
+    END IF;
+END
+$$;
 
 -- The workflow catalog (version 5): every workflow an App started, with its tenant, kind,
 -- parent key, creation time (microseconds) and current status; each operator listing reads
 -- one index below newest first. Triggers keep `status` with every status write and the
--- counts (spread over 8 shards per kind and status, so concurrent passes of one kind do
+-- counts (spread over 16 shards per kind and status, 8 before version 6, so concurrent
+-- passes of one kind do
 -- not queue on one row) with every catalog write, in the same transaction; tenant '' (no
 -- tenant's name) counts every tenant's together.
 CREATE TABLE IF NOT EXISTS {workflow_catalog} (
@@ -358,15 +379,18 @@ CREATE TABLE IF NOT EXISTS {workflow_counts} (
 CREATE OR REPLACE FUNCTION {workflow_catalog_count}() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+    -- Upserts both ways: a row counted on a shard of version 5 (& 7) leaves from its
+    -- shard of version 6, which may not have a row yet (the sums stay exact).
     IF TG_OP IN ('DELETE', 'UPDATE') THEN
-        UPDATE {workflow_counts} SET n = n - 1
-        WHERE tenant IN (OLD.tenant, '') AND kind = OLD.kind AND status = OLD.status
-          AND shard = hashtext(OLD.workflow) & 7;
+        INSERT INTO {workflow_counts} AS c (tenant, kind, status, shard, n)
+        VALUES (OLD.tenant, OLD.kind, OLD.status, hashtext(OLD.workflow) & 15, -1),
+               ('', OLD.kind, OLD.status, hashtext(OLD.workflow) & 15, -1)
+        ON CONFLICT (tenant, kind, status, shard) DO UPDATE SET n = c.n - 1;
     END IF;
     IF TG_OP IN ('INSERT', 'UPDATE') THEN
         INSERT INTO {workflow_counts} AS c (tenant, kind, status, shard, n)
-        VALUES (NEW.tenant, NEW.kind, NEW.status, hashtext(NEW.workflow) & 7, 1),
-               ('', NEW.kind, NEW.status, hashtext(NEW.workflow) & 7, 1)
+        VALUES (NEW.tenant, NEW.kind, NEW.status, hashtext(NEW.workflow) & 15, 1),
+               ('', NEW.kind, NEW.status, hashtext(NEW.workflow) & 15, 1)
         ON CONFLICT (tenant, kind, status, shard) DO UPDATE SET n = c.n + 1;
     END IF;
     RETURN NULL;
@@ -399,15 +423,15 @@ CREATE TABLE IF NOT EXISTS {claim_check} (
 CREATE INDEX IF NOT EXISTS {claim_check_name}_by_expiry ON {claim_check} (expires_at);
 
 INSERT INTO {schema_version} (version)
-SELECT 5 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
+SELECT 6 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
 -- Version 2 prefixed the workflow tables with durably_ (`migrate` renames a version-1
 -- database's tables before this script runs; applied by hand, rename them first).
 -- Version 3 added the rotation ({rota}, {waiting}); version 4 the workflow rotation
 -- ({workflow_tenants}); version 5 the per-tenant counts ({workflow_admitted},
 -- {workflow_tenant_counts}), the kept dedupe keys ({dedupe_keys}), the workflow catalog
 -- ({workflow_catalog}), the flow gates ({gates}, {throttles}) and the schedules' ticks
--- ({schedule_ticks}).
-UPDATE {schema_version} SET version = 5 WHERE version < 5;
+-- ({schedule_ticks}); version 6 the shards of the per-tenant counts.
+UPDATE {schema_version} SET version = 6 WHERE version < 6;
 
 -- name: schema_version
 SELECT version FROM {schema_version};
