@@ -174,13 +174,31 @@ async def test_migrate_puts_a_version_2_databases_queued_tenants_into_the_rotati
 
 async def _as_version_5(pool: Any, names: dict[str, str]) -> None:
     """Lay the per-tenant and catalog counts out as version 5 kept them: one tenant counts
-    row per tenant, catalog counts on 8 shards."""
+    row per tenant, and catalog entries moved and counted by triggers on status writes."""
     counts = names["workflow_tenant_counts"]
     await fetch(pool, f"DELETE FROM {counts} WHERE shard <> 0")
-    await fetch(
-        pool, f"ALTER TABLE {counts} DROP CONSTRAINT {names['workflow_tenant_counts_name']}_pkey"
-    )
+    pkey = f"{names['workflow_tenant_counts_name']}_pkey"
+    await fetch(pool, f"ALTER TABLE {counts} DROP CONSTRAINT {pkey}")
     await fetch(pool, f"ALTER TABLE {counts} DROP COLUMN shard, ADD PRIMARY KEY (tenant)")
+    await fetch(
+        pool,
+        f"CREATE FUNCTION {names['workflow_catalog_follow']}() RETURNS trigger "
+        f"LANGUAGE plpgsql AS $$ BEGIN UPDATE {names['workflow_catalog']} "
+        "SET status = NEW.status WHERE workflow = NEW.workflow AND status <> NEW.status; "
+        "RETURN NULL; END $$",
+    )
+    await fetch(
+        pool,
+        f"CREATE TRIGGER {names['workflow_status_name']}_catalogued AFTER INSERT OR UPDATE "
+        f"OF status ON {names['workflow_status']} FOR EACH ROW EXECUTE FUNCTION "
+        f"{names['workflow_catalog_follow']}()",
+    )
+    await fetch(
+        pool,
+        f"CREATE OR REPLACE TRIGGER {names['workflow_catalog_name']}_counted AFTER INSERT "
+        f"OR DELETE OR UPDATE OF status ON {names['workflow_catalog']} FOR EACH ROW "
+        f"EXECUTE FUNCTION {names['workflow_catalog_count']}()",
+    )
     await fetch(pool, f"UPDATE {names['schema_version']} SET version = 5")
 
 

@@ -29,6 +29,31 @@ moved AS (
 -- The shard of the tenant counts that workflow $1 moves.
 hashtext($1::text) & 15
 
+-- name: _follow
+-- Under the fence: the catalog entry, if the workflow has one, takes the status this write
+-- reports (`told`), and the catalog's counts move with it on the workflow's shard, out of
+-- the old status and into the new, for its tenant and for tenant '' (every tenant's). The
+-- entry is locked as it is read, so a move that waited reads the status it leaves.
+caught AS (
+    SELECT c.workflow, c.tenant, c.kind, c.status AS was, told.status AS now
+    FROM {workflow_catalog} AS c, told
+    WHERE c.workflow = $1::text AND c.status <> told.status AND EXISTS (SELECT 1 FROM fence)
+    FOR UPDATE OF c
+),
+followed AS (
+    UPDATE {workflow_catalog} AS c SET status = caught.now
+    FROM caught WHERE c.workflow = caught.workflow
+),
+recounted AS (
+    INSERT INTO {workflow_counts} AS k (tenant, kind, status, shard, n)
+    SELECT v.tenant, caught.kind, v.status, hashtext($1::text) & 15, v.n
+    FROM caught, LATERAL (
+        VALUES (caught.tenant, caught.was, -1), ('', caught.was, -1),
+               (caught.tenant, caught.now, 1), ('', caught.now, 1)
+    ) AS v(tenant, status, n)
+    ON CONFLICT (tenant, kind, status, shard) DO UPDATE SET n = k.n + excluded.n
+)
+
 -- name: _inbox_lock
 -- The lock on a workflow's inbox, held to the commit: appends take it, and so does a report
 -- that ends the workflow.
@@ -184,6 +209,8 @@ WITH turn AS (
 ),
 running AS (SELECT NOT $6::boolean AS running),
 {_recount},
+told AS (SELECT $3::text AS status),
+{_follow},
 reported AS (
     INSERT INTO {workflow_status} AS s (workflow, status, attempts, last_error, updated_at)
     SELECT $1::text, $3::text, $4::integer, $5::text, now() FROM fence
@@ -216,6 +243,8 @@ written AS (
 ),
 running AS (SELECT false AS running),
 {_recount},
+told AS (SELECT $5::text AS status),
+{_follow},
 reported AS (
     INSERT INTO {workflow_status} AS s (workflow, status, attempts, last_error, updated_at)
     SELECT $1::text, $5::text, $6::integer, $7::text, now() FROM fence
@@ -319,7 +348,9 @@ reported AS (
             last_error = excluded.last_error, updated_at = excluded.updated_at
 ),
 running AS (SELECT true AS running),
-{_recount}
+{_recount},
+told AS (SELECT $6::text AS status),
+{_follow}
 SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM gone);
 
 -- name: lock_counts

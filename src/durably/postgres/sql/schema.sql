@@ -339,11 +339,10 @@ $$;
 
 -- The workflow catalog (version 5): every workflow an App started, with its tenant, kind,
 -- parent key, creation time (microseconds) and current status; each operator listing reads
--- one index below newest first. Triggers keep `status` with every status write and the
--- counts (spread over 16 shards per kind and status, 8 before version 6, so concurrent
--- passes of one kind do
--- not queue on one row) with every catalog write, in the same transaction; tenant '' (no
--- tenant's name) counts every tenant's together.
+-- one index below newest first. Every status write moves `status` and the counts in its
+-- own statement, and a trigger counts entries and removals; the counts are spread over 16
+-- shards per kind and status (8 before version 6) so concurrent passes of one kind do not
+-- queue on one row; tenant '' (no tenant's name) counts every tenant's together.
 CREATE TABLE IF NOT EXISTS {workflow_catalog} (
     workflow text COLLATE "C" PRIMARY KEY,
     tenant text COLLATE "C" NOT NULL,
@@ -381,13 +380,13 @@ LANGUAGE plpgsql AS $$
 BEGIN
     -- Upserts both ways: a row counted on a shard of version 5 (& 7) leaves from its
     -- shard of version 6, which may not have a row yet (the sums stay exact).
-    IF TG_OP IN ('DELETE', 'UPDATE') THEN
+    IF TG_OP = 'DELETE' THEN
         INSERT INTO {workflow_counts} AS c (tenant, kind, status, shard, n)
         VALUES (OLD.tenant, OLD.kind, OLD.status, hashtext(OLD.workflow) & 15, -1),
                ('', OLD.kind, OLD.status, hashtext(OLD.workflow) & 15, -1)
         ON CONFLICT (tenant, kind, status, shard) DO UPDATE SET n = c.n - 1;
     END IF;
-    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+    IF TG_OP = 'INSERT' THEN
         INSERT INTO {workflow_counts} AS c (tenant, kind, status, shard, n)
         VALUES (NEW.tenant, NEW.kind, NEW.status, hashtext(NEW.workflow) & 15, 1),
                ('', NEW.kind, NEW.status, hashtext(NEW.workflow) & 15, 1)
@@ -396,22 +395,14 @@ BEGIN
     RETURN NULL;
 END
 $$;
+-- Entries and removals only: a status write moves the entry and its counts itself, in
+-- the same statement (checkpointer.sql's _follow); version 5 did it by two more triggers.
 CREATE OR REPLACE TRIGGER {workflow_catalog_name}_counted
-    AFTER INSERT OR DELETE OR UPDATE OF status ON {workflow_catalog}
+    AFTER INSERT OR DELETE ON {workflow_catalog}
     FOR EACH ROW
     EXECUTE FUNCTION {workflow_catalog_count}();
-
-CREATE OR REPLACE FUNCTION {workflow_catalog_follow}() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    UPDATE {workflow_catalog} SET status = NEW.status
-    WHERE workflow = NEW.workflow AND status <> NEW.status;
-    RETURN NULL;
-END
-$$;
-CREATE OR REPLACE TRIGGER {workflow_status_name}_catalogued
-    AFTER INSERT OR UPDATE OF status ON {workflow_status}
-    FOR EACH ROW EXECUTE FUNCTION {workflow_catalog_follow}();
+DROP TRIGGER IF EXISTS {workflow_status_name}_catalogued ON {workflow_status};
+DROP FUNCTION IF EXISTS {workflow_catalog_follow}();
 
 -- Claim-check blobs, one per distinct content: `digest` is the SHA-256 of `data`,
 -- `expires_at` the store's clock time it lapses at ('Infinity': never).
