@@ -1,13 +1,15 @@
 """The workloads the pool-bound tests run on each backing: a body gathering many steps
-beside many handles waiting at once, and a body whose batches of steps a stalled store
-holds back. Steps count their own runs, so a step run twice shows."""
+beside many handles waiting at once, a body whose batches of steps a stalled store holds
+back, and every kind of waiter idle at once. Steps count their own runs, so a step run
+twice shows."""
 
 from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Awaitable, Callable
 
-from durably import App, Context, Workflow
+from durably import App, Context, Topic, Workflow, WorkflowStatus
 from tests.serving import served
 
 
@@ -83,3 +85,43 @@ class Batches:
     def ran_each_once(self) -> bool:
         """Whether every step ran, and ran once."""
         return sorted(self.ran) == list(range(3 * self.size)) and set(self.ran.values()) == {1}
+
+
+GO = Topic("go", str)
+
+
+async def every_waiter_at_once(app: App, while_waiting: Callable[[], Awaitable[None]]) -> None:
+    """Serve two workflow kinds and a task queue while a handle waits for a workflow
+    blocked on a message: once the task ran, each kind handed out a workflow and all of
+    them wait idle, call ``while_waiting``; then the message ends the workflow (its waiter
+    wakes) and the task ran once."""
+    ran: Counter[int] = Counter()
+
+    @app.task
+    async def note(n: int) -> None:
+        ran[n] += 1
+
+    @app.workflow
+    async def gated(ctx: Context) -> str | None:
+        return await ctx.recv(GO)
+
+    @app.workflow
+    async def quick(ctx: Context) -> int:
+        return 1
+
+    handle = await gated.start()
+    async with served(app):
+        waiting = asyncio.ensure_future(handle.result(timeout=60))
+        assert await (await quick.start()).result(timeout=60) == 1
+        await note.enqueue(1)
+        for _ in range(600):
+            if ran and (await handle.status()).status is WorkflowStatus.BLOCKED:
+                break
+            await asyncio.sleep(0.05)
+        assert ran
+        assert (await handle.status()).status is WorkflowStatus.BLOCKED
+        await asyncio.sleep(0.3)  # the worker's loops settle into their waits
+        await while_waiting()
+        await handle.send(GO, "go")
+        assert await waiting == "go"
+    assert ran == {1: 1}

@@ -21,6 +21,7 @@ import pytest
 
 from durably.app import App
 from durably.stores.status import WorkflowStatus
+from durably.stores.work import WorkItem
 from tests.conftest import service_missing
 from tests.dashboard_world import HOSTILE, World, dsn_of, fill, register
 from tests.pg_service import postgres_dsn
@@ -128,7 +129,12 @@ async def test_every_page_in_a_browser_and_its_actions(
                 context = await browser.new_context(viewport={"width": 1200, "height": 800})
                 page = await context.new_page()
                 ran: list[str] = []
-                page.on("dialog", lambda dialog: ran.append(dialog.message))
+
+                async def answer(dialog: Any) -> None:  # only the purge's confirm may ask
+                    ran.append(f"{dialog.type}: {dialog.message}")
+                    await dialog.accept()
+
+                page.on("dialog", answer)
 
                 refused = await page.goto(f"{server.base}/")
                 assert refused is not None
@@ -139,6 +145,15 @@ async def test_every_page_in_a_browser_and_its_actions(
                 await expect(page.locator("h1")).to_have_text("Overview")
                 await expect(page.get_by_role("link", name=w.queue).first).to_be_visible()
                 await expect(page.get_by_text(w.run_tenant)).to_be_visible()
+                # The throughput panel counts what the fill finished: its dead letter, and
+                # the greeting, the parent's child and the parent, the failed one.
+                queue_rate = page.locator(f'tr.rate[data-what="queue"][data-name="{w.queue}"]')
+                await expect(queue_rate.locator(".failed")).to_have_text("1")
+                await expect(queue_rate.locator(".completed")).to_have_text("0")
+                greet_rate = page.locator('tr.rate[data-name="dash-greet"]')
+                await expect(greet_rate.locator(".completed")).to_have_text("2")
+                broken_rate = page.locator('tr.rate[data-name="dash-broken"]')
+                await expect(broken_rate.locator(".failed")).to_have_text("1")
                 await page.screenshot(path=shots / "overview.png", full_page=True)
 
                 await page.goto(f"{server.base}/workflows")
@@ -178,6 +193,32 @@ async def test_every_page_in_a_browser_and_its_actions(
                 )
                 await expect(page.get_by_text("No dead letters.")).to_be_visible(timeout=WAIT_MS)
 
+                # Two new dead letters appear without a reload; one is purged by its
+                # button, then the rest by the queue's; a forged form is refused.
+                for n in range(2):
+                    await _dead_letter(stores, w, f"doomed-{n}")
+                doomed = page.locator("tr.dead-letter", has_text="doomed-1")
+                await expect(doomed).to_be_visible(timeout=WAIT_MS)
+                assert await _forged_purge(page, w.queue) == 403
+                await doomed.get_by_role("button", name="Purge").click()
+                await expect(page.locator(".notice")).to_have_text("purged doomed-1")
+                await expect(page.locator("tr.dead-letter")).to_have_count(1)
+                await page.get_by_role("button", name="Purge every dead letter").click()
+                await expect(page.locator(".notice")).to_have_text("purged 1 dead letter(s)")
+                await expect(page.get_by_text("No dead letters.")).to_be_visible()
+                assert await stores.queue.dead_letters(queue=w.queue) == []
+
+                # The overview's panel counts the requeued item's completion and the two
+                # dead letters, and follows a completion made while it is open.
+                await page.goto(f"{server.base}/")
+                await expect(queue_rate.locator(".completed")).to_have_text("1")
+                await expect(queue_rate.locator(".failed")).to_have_text("3")
+                await stores.queue.enqueue(WorkItem(id="late", tenant=w.tenant, queue=w.queue))
+                late = await stores.queue.claim(worker="browser-test", queue=w.queue)
+                assert late is not None
+                await stores.queue.complete(late.id, tenant=late.tenant, worker="browser-test")
+                await expect(queue_rate.locator(".completed")).to_have_text("2", timeout=WAIT_MS)
+
                 # Cancel the workflow waiting on a message; its pass ends it.
                 await page.goto(f"{server.base}/workflow?id={w.waiting}")
                 await expect(page.locator("#status")).to_have_text("blocked")
@@ -189,12 +230,19 @@ async def test_every_page_in_a_browser_and_its_actions(
                 assert status.status is WorkflowStatus.CANCELLED
 
                 assert await page.evaluate("typeof window.__pwned") == "undefined"
-                assert ran == []  # no script opened a dialog either
+                # No script opened a dialog either: only the purge's confirm asked.
+                assert ran == [
+                    f"confirm: Delete every dead letter of {w.queue}? They cannot be requeued "
+                    "after."
+                ]
                 content = await page.content()
                 assert dsn not in content
 
                 if reader is not None:
+                    await _dead_letter(stores, w, "kept")
                     await _read_only_refuses(await browser.new_page(), reader.wait(), w)
+                    kept = await stores.queue.dead_letters(queue=w.queue)
+                    assert [item.id for item in kept] == ["kept"]
             finally:
                 await browser.close()
     finally:
@@ -202,6 +250,29 @@ async def test_every_page_in_a_browser_and_its_actions(
         if reader is not None:
             reader.stop()
     assert dsn not in server.log.read_text()
+
+
+async def _dead_letter(stores: Any, w: World, item_id: str) -> None:
+    """Queue ``item_id`` and fail it for good."""
+    await stores.queue.enqueue(WorkItem(id=item_id, tenant=w.tenant, queue=w.queue))
+    held = await stores.queue.claim(worker="browser-test", queue=w.queue)
+    assert held is not None
+    await stores.queue.fail(
+        held.id, tenant=held.tenant, worker="browser-test", error="gone", retryable=False
+    )
+
+
+async def _forged_purge(page: Any, queue: str) -> int:
+    """The status of a purge posted from the page with a CSRF value not its cookie's."""
+    status: int = await page.evaluate(
+        """async (queue) => {
+            const body = new URLSearchParams({queue: queue, csrf: 'x'.repeat(43)});
+            const r = await fetch('/actions/purge', {method: 'POST', body: body});
+            return r.status;
+        }""",
+        queue,
+    )
+    return status
 
 
 async def _read_only_refuses(page: Any, reader: Server, w: World) -> None:
@@ -221,3 +292,7 @@ async def _read_only_refuses(page: Any, reader: Server, w: World) -> None:
         w.parent,
     )
     assert answer == 403
+    await page.goto(f"{reader.base}/queue?name={w.queue}")
+    await expect(page.locator("tr.dead-letter", has_text="kept")).to_be_visible()
+    await expect(page.get_by_role("button", name="Purge")).to_have_count(0)
+    assert await _forged_purge(page, w.queue) == 403

@@ -6,6 +6,9 @@ nothing else stored changes, and ``durably workflows list/show/delete`` run arou
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import io
 import json
 import os
 import sqlite3
@@ -20,6 +23,7 @@ from typing import Any
 import pytest
 
 from durably.app import App, Context, Topic, Workflow
+from durably.cli import main as cli_main
 from durably.clock import ManualClock
 from durably.errors import DurablyError, IncompatibleRecordError, UnreadableRecordError
 from durably.stores.status import WorkflowStatus
@@ -342,6 +346,7 @@ async def test_a_damaged_status_row_gives_typed_errors_and_a_pass_parks_the_work
 
 
 def _cli(dsn: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``durably workflows ...`` in a process of its own (the real entry point)."""
     env = {**os.environ, "PYTHONPATH": SRC}
     return subprocess.run(
         [sys.executable, "-m", "durably", "workflows", *argv, "--dsn", dsn],
@@ -351,6 +356,25 @@ def _cli(dsn: str, *argv: str) -> subprocess.CompletedProcess[str]:
         timeout=60,
         check=False,
     )
+
+
+async def _cli_here(dsn: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    """The same command run by the CLI's `main` in this process (in a thread: it runs an
+    event loop of its own), its output captured: what a subprocess would print, without a
+    second interpreter's start-up for each of the many calls below. An exception escaping
+    `main` fails the test, as a traceback would."""
+    args = ["workflows", *argv, "--dsn", dsn]
+
+    def run() -> int:
+        try:
+            return cli_main(args)
+        except SystemExit as exit:  # how the CLI ends on a usage error, as the process would
+            return int(exit.code or 0)
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = await asyncio.to_thread(run)
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 async def test_the_workflows_cli_lists_shows_and_deletes_around_damaged_rows(
@@ -397,26 +421,28 @@ async def test_the_workflows_cli_lists_shows_and_deletes_around_damaged_rows(
     assert unreadable_status.id not in filtered.stdout  # its status is none of them
 
     for workflow in damaged:
-        shown = _cli(backing.dsn, "show", workflow)
+        shown = await _cli_here(backing.dsn, "show", workflow)
         outputs.append(shown)
         assert shown.returncode == 0
         assert "cannot be read" in shown.stdout
         assert STEP in shown.stdout
-    shown = _cli(backing.dsn, "show", unreadable_status.id)
+    shown = await _cli_here(backing.dsn, "show", unreadable_status.id)
     outputs.append(shown)
     assert shown.returncode == 0
     assert "status cannot be read" in shown.stdout
 
     # The kind of a workflow whose start record is damaged is not known: say so.
-    refused = _cli(backing.dsn, "delete", start.id)
+    refused = await _cli_here(backing.dsn, "delete", start.id)
     outputs.append(refused)
     assert refused.returncode == 2
     assert "--kind" in refused.stderr
     for workflow, kind in [(start.id, "corrupt.waits"), *((w, "") for w in damaged)]:
-        deleted = _cli(backing.dsn, "delete", workflow, *(("--kind", kind) if kind else ()))
+        deleted = await _cli_here(
+            backing.dsn, "delete", workflow, *(("--kind", kind) if kind else ())
+        )
         outputs.append(deleted)
         assert deleted.returncode == 0, deleted.stderr
-        gone = _cli(backing.dsn, "show", workflow)
+        gone = await _cli_here(backing.dsn, "show", workflow)
         assert gone.returncode == 1
     for output in outputs:
         assert "Traceback" not in output.stdout + output.stderr

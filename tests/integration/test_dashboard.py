@@ -24,6 +24,7 @@ httpx = pytest.importorskip("httpx")
 from durably.app import App  # noqa: E402
 from durably.dashboard import dashboard  # noqa: E402
 from durably.stores.status import WorkflowStatus  # noqa: E402
+from durably.stores.work import WorkItem  # noqa: E402
 from tests.dashboard_world import HOSTILE, World, dsn_of, empty_redis, fill, register  # noqa: E402
 from tests.pg_service import postgres_dsn  # noqa: E402
 
@@ -53,6 +54,18 @@ def client(site: Any) -> Any:
     return httpx.AsyncClient(
         transport=httpx.ASGITransport(app=site), base_url="http://127.0.0.1:8321"
     )
+
+
+def rate_of(page: str, what: str, name: str) -> tuple[int, int]:
+    """The completed and failed totals of the overview's throughput row of ``name``."""
+    row = re.search(
+        rf'data-what="{what}" data-name="{re.escape(name)}">.*?'
+        r'class="n completed">([\d,]+)<.*?class="n failed[^"]*">([\d,]+)<',
+        page,
+        re.S,
+    )
+    assert row is not None, (what, name)
+    return int(row.group(1).replace(",", "")), int(row.group(2).replace(",", ""))
 
 
 def _secret_parts(dsn: str) -> list[str]:
@@ -88,6 +101,11 @@ async def test_every_page_shows_what_the_store_holds_escaped(
                 assert secret not in page.text, name
     assert world.queue in pages["overview"].text
     assert world.run_tenant in pages["overview"].text
+    # The throughput panel: the dead letter, and the workflows that ended, per minute.
+    assert rate_of(pages["overview"].text, "queue", world.queue) == (0, 1)
+    assert rate_of(pages["overview"].text, "workflows", "dash-greet") == (2, 0)  # and a child
+    assert rate_of(pages["overview"].text, "workflows", "dash-parent") == (1, 0)
+    assert rate_of(pages["overview"].text, "workflows", "dash-broken") == (0, 1)
     assert world.dead_item in pages["queue"].text
     assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in pages["queue"].text
     for workflow in (world.waiting, world.hostile, world.failed, world.parent):
@@ -170,6 +188,8 @@ async def test_actions_are_refused_unless_allowed_and_without_the_csrf_value(
         csrf = http.cookies["durably_dashboard_csrf"]
         refused = await http.post("/actions/cancel", data={"csrf": csrf, "id": world.waiting})
         assert refused.status_code == 403
+        purge = {"csrf": csrf, "queue": world.queue}
+        assert (await http.post("/actions/purge", data=purge)).status_code == 403
     async with client(dashboard(app, queues=(world.queue,), allow_actions=True)) as http:
         await http.get("/")
         csrf = http.cookies["durably_dashboard_csrf"]
@@ -181,8 +201,12 @@ async def test_actions_are_refused_unless_allowed_and_without_the_csrf_value(
             headers={"Origin": "http://evil.example"},
         )
         assert elsewhere.status_code == 403
+        forged = await http.post("/actions/purge", data={"csrf": "x" * 43, "queue": world.queue})
+        assert forged.status_code == 403
     status = await (await app.get_handle(world.waiting)).status()
     assert status.status is WorkflowStatus.BLOCKED  # nothing was cancelled
+    stores = await app.stores()
+    assert (await stores.queue.stats(queue=world.queue)).dead_lettered == 1  # nor purged
 
 
 async def test_requeue_and_cancel_act_on_the_store(filled: tuple[App, World, str]) -> None:
@@ -211,6 +235,23 @@ async def test_requeue_and_cancel_act_on_the_store(filled: tuple[App, World, str
             "/actions/cancel", data={"csrf": csrf, "id": world.waiting, "tenant": world.tenant}
         )
         assert cancelled.status_code == 303
+        for n in range(3):  # three dead letters: one purged by id, then the rest
+            await stores.queue.enqueue(
+                WorkItem(id=f"doomed-{n}", tenant=world.tenant, queue=world.queue)
+            )
+            held = await stores.queue.claim(worker="after", queue=world.queue)
+            assert held is not None
+            await stores.queue.fail(
+                held.id, tenant=held.tenant, worker="after", error="x", retryable=False
+            )
+        one = {"csrf": csrf, "queue": world.queue, "tenant": world.tenant, "item": "doomed-1"}
+        purged = await http.post("/actions/purge", data=one)
+        assert purged.status_code == 303
+        assert "purged+doomed-1" in purged.headers["location"]
+        left = await stores.queue.dead_letters(queue=world.queue)
+        assert sorted(item.id for item in left) == ["doomed-0", "doomed-2"]
+        rest = await http.post("/actions/purge", data={"csrf": csrf, "queue": world.queue})
+        assert "purged+2+dead+letter" in rest.headers["location"]
     await app.run_until_idle()
     status = await (await app.get_handle(world.waiting)).status()
     assert status.status is WorkflowStatus.CANCELLED

@@ -364,3 +364,26 @@ async def test_queue_names_and_purge_leave_running_items_and_dead_letters(
         await stores.queue.purge(queue="")
     with pytest.raises(InvalidInputError, match="limit"):
         await stores.queue.queue_names(limit=0)
+
+
+async def test_a_purge_of_more_dead_letters_than_a_batch_goes_batch_after_batch(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import durably.postgres.queue
+    import durably.redis.queue
+    import durably.sqlite.queue
+    import durably.stores.work
+
+    for module in (durably.stores.work, durably.sqlite.queue, durably.postgres.queue):
+        monkeypatch.setattr(module, "DEAD_PURGE_BATCH", 2)
+    monkeypatch.setattr(durably.redis.queue, "DEAD_PURGE_BATCH", 2)
+    queue, tenants = fresh("q"), [fresh("t"), fresh("t")]
+    for tenant in tenants:
+        await stores.queue.enqueue_many(items(tenant, queue, 5, dedupe_key=None))
+    for _ in range(10):
+        held = await stores.queue.claim(worker="w", queue=queue)
+        assert held is not None
+        await stores.queue.fail(held.id, tenant=held.tenant, worker="w", error="x", retryable=False)
+    assert await stores.queue.purge_dead_letters(queue=queue, tenant=tenants[0]) == 5
+    assert await stores.queue.purge_dead_letters(queue=queue) == 5
+    assert (await stores.queue.stats(queue=queue)).dead_lettered == 0

@@ -178,3 +178,24 @@ async def test_an_enqueue_whose_answer_was_lost_returns_its_own_live_item(
     assert claimed.id == enqueued.id == "lost-reply"
     assert await queue.claim(worker="w") is None
     assert (await queue.stats()).duplicates_suppressed == 0
+
+
+async def test_a_batch_whose_answer_was_lost_queues_each_item_once(
+    dropping_queue: tuple[WorkQueue, ReplyDropper],
+) -> None:
+    queue, dropper = dropping_queue
+    batch = [
+        WorkItem(id="lost-reply", tenant="t", payload={"n": "1"}),
+        WorkItem(id="b", tenant="t"),
+        WorkItem(id="lost-reply", tenant="t", payload={"n": "2"}),  # a duplicate of the first
+    ]
+    answers = await queue.enqueue_many(batch)
+    assert dropper.dropped == 1
+    assert [(item.id, item.payload) for item in answers] == [
+        ("lost-reply", {"n": "1"}),
+        ("b", {}),
+        ("lost-reply", {"n": "1"}),
+    ]
+    claimed = [await queue.claim(worker="w") for _ in range(3)]
+    assert sorted(item.id for item in claimed if item is not None) == ["b", "lost-reply"]
+    assert claimed[2] is None

@@ -15,6 +15,7 @@ import pytest
 from durably.stores.catalog import SCAN_PER_PAGE, CatalogEntry, Cataloguing, Filter, Line, page
 from durably.stores.opening import Stores, open_stores
 from durably.stores.status import WorkflowStatus
+from durably.stores.throughput import Minute
 from durably.stores.workflows import finish_workflow
 from tests.pg_service import create_database
 from tests.redis_service import durable_server
@@ -256,3 +257,32 @@ async def test_statuses_move_workflows_between_lines_and_counts_stay_exact(
     assert swept == 1
     assert sum((await checkpointer.tally()).values()) == 28
     assert await checkpointer.listed(Line(status=WorkflowStatus.COMPLETED)) == []
+
+
+async def test_workflows_that_end_are_counted_once_in_their_kinds_minute(stores: Stores) -> None:
+    checkpointer = stores.checkpointer
+    assert isinstance(checkpointer, Cataloguing)
+    before = await checkpointer.finished_per_minute()
+    for n in range(6):
+        await checkpointer.catalog(_key(n), _entry(n))
+    ends = {0: WorkflowStatus.COMPLETED, 1: WorkflowStatus.FAILED, 2: WorkflowStatus.RUNNING}
+    ends |= {3: WorkflowStatus.COMPLETED, 4: WorkflowStatus.CANCELLED}
+    await _report(stores, ends)
+    holder = await checkpointer.claim(_key(5), 30, 30)
+    assert holder is not None
+    await finish_workflow(checkpointer, holder, "durably:result", 1)
+    await checkpointer.set_status(holder, WorkflowStatus.COMPLETED)  # reported again: once
+    await checkpointer.release(holder)
+    after = await checkpointer.finished_per_minute()
+
+    def totals(found: dict[str, list[Minute]], kind: str) -> tuple[int, int]:
+        minutes = found.get(kind, [])
+        return sum(m.completed for m in minutes), sum(m.failed for m in minutes)
+
+    # Kinds by n % 3: 0 and 3 triage, 1 and 4 notify, 2 and 5 bill.
+    wanted = {"triage": (2, 0), "notify": (0, 1), "bill": (1, 0)}
+    for kind, (completed, failed) in wanted.items():
+        was = totals(before, kind)
+        assert totals(after, kind) == (was[0] + completed, was[1] + failed), kind
+    now = datetime.now(UTC).timestamp() // 60
+    assert all(now - 15 < m.minute <= now for ms in after.values() for m in ms)

@@ -173,7 +173,8 @@ async def test_a_parent_waiting_on_fifty_children_wakes_on_the_last(app: App) ->
             await each.send(GO, "go")
         for each in children[:-1]:
             await each.result(timeout=30)
-        assert (await handle.status()).status is WorkflowStatus.BLOCKED
+        # Each child's end wakes the parent for a pass; it blocks again on the last.
+        await _until_status(handle, WorkflowStatus.BLOCKED)
         await asyncio.sleep(1.0)  # no wake but the last child's
         started = time.perf_counter()
         await children[-1].send(GO, "go")
@@ -358,6 +359,27 @@ async def test_a_restarted_redis_falls_back_and_recovers() -> None:
         await _falls_back_and_recovers(app, restart)
     finally:
         await app.close()
+        server.kill()
+
+
+async def test_a_redis_app_whose_connections_are_killed_falls_back_and_recovers() -> None:
+    redis_asyncio = pytest.importorskip("redis.asyncio")
+    server = start_server()
+    app = App(server.url)
+    admin = redis_asyncio.Redis(host="127.0.0.1", port=server.port)
+
+    async def kill() -> None:
+        # The subscription first, then every other connection of the App (its idle waits
+        # for work included); the admin's own is skipped.
+        assert await admin.client_kill_filter(_type="pubsub") == 1
+        await admin.client_kill_filter(_type="normal", skipme=True)
+        await _until(lambda: not app._core.waiters.live, timeout=10)
+
+    try:
+        await _falls_back_and_recovers(app, kill)
+    finally:
+        await app.close()
+        await admin.aclose()
         server.kill()
 
 

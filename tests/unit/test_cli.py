@@ -156,6 +156,22 @@ def test_queue_stats_dead_letters_and_requeue_work_together(
     assert (stats["depth"], stats["dead_lettered"]) == (1, 0)
 
 
+def test_queue_purge_dead_letters_deletes_the_named_one_and_refuses_an_item_alone(
+    seeded: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ("queue", "purge", "mail", "--dsn", dsn(seeded), "--dead-letters")
+    code, _, err = run_cli(capsys, *base, "--item", "job:1")
+    assert code == 2
+    assert "--item" in err
+    code, out, _ = run_cli(capsys, *base, "--tenant", "acme", "--item", "job:2", "--json")
+    assert (code, json.loads(out)["purged"]) == (0, 0)
+    code, out, _ = run_cli(capsys, *base, "--tenant", "acme", "--item", "job:1")
+    assert code == 0
+    assert "purged 1 dead letter(s) of queue 'mail'" in out
+    code, out, _ = run_cli(capsys, "queue", "stats", "--dsn", dsn(seeded), "--queue", "mail")
+    assert out.splitlines()[2].split()[:4] == ["mail", "0", "0", "0"]
+
+
 def test_requeue_of_a_dead_letter_whose_dedupe_key_a_live_item_holds_is_not_reported_done(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import subprocess
 import sys
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pytest
 import durably
 from durably import RunRecord, WorkItem
 from durably.cli import build_parser, main
-from durably.cli.demo import command_name
+from durably.cli.demo import MISSING_EXTRA, command_name
 from durably.engine.worker import start_workflow
 from durably.stores import QueuePolicy
 from durably.stores.opening import open_stores
@@ -246,3 +247,51 @@ def test_workflows_show_prints_the_apps_instants_as_utc_times(
     assert rows["durably:recv:go#1:deadline"] == "2026-01-01T01:01:00.000Z"
     assert rows["flaky#1:retry#1"].startswith("2026-01-01T01:01:")  # its backoff is jittered
     assert str(int(start)) not in out
+
+
+def test_the_demo_without_pydantic_ai_says_to_install_the_extra_in_one_line(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "demo.db"
+    blocked = (
+        "import sys; sys.modules['pydantic_ai'] = None; from durably.cli import main; "
+        f"sys.exit(main(['demo', '--db', {str(path)!r}]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", blocked], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [MISSING_EXTRA]
+    assert "pip install 'durably[pydantic-ai]'" in done.stderr
+    assert done.stdout == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_demo_exits_1_and_names_each_paid_step_that_ran_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from durably.demo import scenario
+
+    repeated = "acme/b1-research research-agent.model[model-2] x2"
+    report = scenario.Report(
+        path=str(tmp_path / "demo.db"),
+        batch=1,
+        earlier_batches=0,
+        killed_pid=1,
+        billed_before_kill=1,
+        in_flight_at_kill=0,
+        repeated_paid_steps=[repeated],
+        records_differing_from_bill=["acme/b1-research"],
+    )
+
+    async def told(self: scenario.Demo) -> scenario.Report:
+        return report
+
+    monkeypatch.setattr(scenario.Demo, "run", told)
+    assert main(["demo", "--db", str(tmp_path / "demo.db")]) == 1
+    out = capsys.readouterr().out
+    assert f"PAID STEP RAN TWICE: {repeated}" in out
+    assert "No paid step ran twice." not in out
+    assert "RUN RECORDS DIFFER FROM THE BILL: acme/b1-research" in out
+    assert main(["demo", "--db", str(tmp_path / "demo.db"), "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["no_paid_step_ran_twice"] is False

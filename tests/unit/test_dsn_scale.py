@@ -76,21 +76,20 @@ def test_neither_password_of_a_pooled_dsn_is_printed() -> None:
 
 
 @pytest.mark.parametrize(
-    ("dsn", "kinds", "pooled", "listening"),
+    ("dsn", "pooled", "listening"),
     [
-        ("postgresql://h/db?pool_size=5", 2, 5, 2),
-        ("postgresql://h/db", 1, 10, 1),
-        (POOLED, 3, 0, 3),
-        ("postgresql://h/db?pooler=transaction", 3, 0, 0),
-        ("postgresql://h/db?pooler=session&pool_size=4", 2, 4, 2),
-        ("redis://h/0?pool_size=20", 5, 20, 0),
-        ("redis+cluster://a:1,b:2/", 5, 50, 0),
-        ("sqlite:///x.db", 1, 0, 0),
+        ("postgresql://h/db?pool_size=5", 5, 1),
+        ("postgresql://h/db", 10, 1),
+        ("postgresql+asyncpg://h/db", 10, 0),
+        (POOLED, 0, 1),
+        ("postgresql://h/db?pooler=transaction", 0, 0),
+        ("postgresql://h/db?pooler=session&pool_size=4", 4, 1),
+        ("redis://h/0?pool_size=20", 20, 0),
+        ("redis+cluster://a:1,b:2/", 50, 0),
+        ("sqlite:///x.db", 0, 0),
     ],
 )
-def test_the_connection_budget_per_process(
-    dsn: str, kinds: int, pooled: int, listening: int
-) -> None:
-    planned = budget(dsn, kinds)
+def test_the_connection_budget_per_process(dsn: str, pooled: int, listening: int) -> None:
+    planned = budget(dsn)
     assert (planned.pooled, planned.listening) == (pooled, listening)
     assert planned.per_process == pooled + listening

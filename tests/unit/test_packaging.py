@@ -37,10 +37,10 @@ NAMESPACES = {
     WorkflowStatus RunRecord RunState SessionRecord StateKey ToolCall Usage WorkItem WorkState
     WorkPriority QueueStats Throttle""",
     "durably.stores": """StateStore StateDelta StatePage StateQuery RunRecord RunState
-    SessionRecord StateKey ToolCall Usage WorkQueue QueuePolicy QueueStats WorkItem WorkState
-    WorkPriority Checkpointer Scheduler Durable SplitDurable CheckpointCodec JsonCodec Pass
-    Entry Written Recorded Finish Restart Blocked Sleeping Completed Delivery WorkflowInfo
-    WorkflowStatus Stores open_stores Throttle""",
+    SessionRecord StateKey ToolCall Usage WorkQueue QueuePolicy QueueStats DeadLetterPage
+    WorkItem WorkState WorkPriority Checkpointer Scheduler Durable SplitDurable CheckpointCodec
+    JsonCodec Pass Entry Written Recorded Finish Restart Blocked Sleeping Completed Delivery
+    WorkflowInfo WorkflowStatus Stores open_stores Throttle""",
     "durably.engine": """Execution advance resume Worker start_workflow QueueService
     WorkflowService ServiceContext Body Handler Schedule tick_of""",
     "durably.otel": """INSTALLED OTHER STATUS_BOUND STEP_LABELS TENANT_LABELS Gauges

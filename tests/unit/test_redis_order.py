@@ -22,3 +22,12 @@ def test_a_member_is_sixteen_digits_of_microseconds_then_the_id() -> None:
     order = EnqueueOrder()
     assert order.member(1.5, "id:é") == "0000000001500000id:é"
     assert order.member(4_000_000_000.25, "b") == "4000000000250000b"
+
+
+def test_a_reserved_run_of_numbers_sorts_between_the_members_drawn_around_it() -> None:
+    order = EnqueueOrder()
+    before = order.member(1000.0, "x")
+    first = order.reserve(1000.0, 3)
+    after = order.member(1000.0, "x")
+    reserved = [f"{number:016d}x" for number in range(first, first + 3)]
+    assert sorted([after, *reserved, before]) == [before, *reserved, after]

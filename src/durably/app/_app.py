@@ -6,6 +6,7 @@ engine's `Worker`.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import logging
 import os
@@ -27,10 +28,12 @@ from durably.app._steps import Step
 from durably.app._tasks import DEFAULT_DEDUPE_TTL, DEFAULT_RETRY, Task, TaskOptions
 from durably.app._values import Duration, seconds_of
 from durably.app._workflow import Workflow
+from durably.app._workflow_gates import WorkflowGates
 from durably.clock import Clock, SystemClock
 from durably.engine.schedules import Schedule
 from durably.errors import ConfigurationError, DurablyError, InvalidInputError
 from durably.stores.dsn import DSN_ENV, describe, parse, redacted
+from durably.stores.flow import Throttle
 from durably.stores.opening import Stores
 from durably.stores.work import DEFAULT_QUEUE, dedupe_window
 from durably.validation import identifier
@@ -213,6 +216,13 @@ class App(Operating):
         retry: Retry | None = None,
         timeout: Duration | None = None,
         max_recovery_attempts: int = 100,
+        cron: str | None = None,
+        tz: str | None = None,
+        debounce: Duration | None = None,
+        debounce_key: Callable[..., str] | None = None,
+        concurrency: int | None = None,
+        concurrency_key: Callable[..., str] | None = None,
+        throttle: Throttle | str | None = None,
     ) -> Callable[[Callable[Concatenate[Context, P], Awaitable[R]]], Workflow[P, R]]: ...
 
     def workflow(
@@ -224,6 +234,13 @@ class App(Operating):
         retry: Retry | None = None,
         timeout: Duration | None = None,
         max_recovery_attempts: int = 100,
+        cron: str | None = None,
+        tz: str | None = None,
+        debounce: Duration | None = None,
+        debounce_key: Callable[..., str] | None = None,
+        concurrency: int | None = None,
+        concurrency_key: Callable[..., str] | None = None,
+        throttle: Throttle | str | None = None,
     ) -> Any:
         """Register a workflow body, as ``@app.workflow`` or ``@app.workflow(name=...)``.
 
@@ -243,6 +260,25 @@ class App(Operating):
                 timedelta (default: never); ``start(timeout=...)`` overrides it.
             max_recovery_attempts: How many passes may end without reporting (a dead
                 worker, a lost claim) before the workflow is parked.
+            cron: A five-field cron expression: every worker `serve` runs starts one
+                workflow per tick, once however many run, with the id ``KIND@TICK``
+                (the tick in ISO 8601, UTC) in the App's tenant; a body with one
+                ``datetime`` parameter receives the tick's time.
+            tz: The IANA time zone of ``cron=`` (default UTC).
+            debounce: A window, in seconds or a timedelta: a start while a start of the
+                same key is pending (its body not begun) joins that workflow, giving it
+                its arguments and pushing its begin back to now plus the window; the
+                body runs once, with the last arguments. The start returns the pending
+                workflow's handle.
+            debounce_key: A callable of the body's arguments answering the debounce key
+                (a string); default one key per kind. Keys are per tenant.
+            concurrency: The most workflows of this kind admitted and unfinished at
+                once (waiting, sleeping and parked included), across every worker; a
+                start past it is `WorkflowStatus.QUEUED` until one of them finishes.
+            concurrency_key: With ``concurrency``, a function of a start's arguments
+                (as the body takes them) returning a string: the limit holds per key.
+            throttle: At most this rate of starts begin (a `durably.Throttle` or text
+                such as ``"10/minute"``); a start past it begins later, never dropped.
 
         Returns:
             The `Workflow`; with options alone, a decorator that makes it.
@@ -252,16 +288,29 @@ class App(Operating):
                 and a worker importing it would disagree on it), a kind registered twice,
                 a body that is not ``async def`` or whose first parameter is not annotated
                 as the Context, a parameter named ``id``, ``tenant`` or ``timeout``,
-                ``*args`` or ``**kwargs``, a missing or unencodable annotation; at the call, a
-                ``max_recovery_attempts`` that is not an int of at least 1.
-            InvalidInputError: A ``timeout`` that is not a positive duration; at
-                decoration, a kind that is empty, over 400 bytes or not storable text.
+                ``*args`` or ``**kwargs``, a missing or unencodable annotation, a cron
+                workflow with parameters other than one ``datetime``, a schedule of its
+                kind registered already; at the call, a ``max_recovery_attempts`` that is
+                not an int of at least 1.
+            InvalidInputError: A ``timeout`` that is not a positive duration, a
+                ``concurrency`` that is no int from 1, a ``concurrency_key`` that is not
+                callable or comes without ``concurrency``, a ``throttle`` that is no
+                rate or comes with ``debounce``; at decoration, a kind that is empty,
+                over 400 bytes or not storable text, a ``cron`` that does not parse, an
+                unknown ``tz`` (or one without ``cron``), a ``debounce`` that is not a
+                positive duration, a ``debounce_key`` that is not callable (or without
+                ``debounce``).
         """
         seconds = None if timeout is None else seconds_of(timeout, "timeout")
         if isinstance(max_recovery_attempts, bool) or not isinstance(max_recovery_attempts, int):
             raise ConfigurationError("max_recovery_attempts must be an int")
         if max_recovery_attempts < 1:
             raise ConfigurationError("max_recovery_attempts must be at least 1")
+
+        gates = WorkflowGates.of(name or "", concurrency, concurrency_key, throttle)
+        if gates.throttle is not None and debounce is not None:
+            # A debounced kind's starts begin when its window says: a rate cannot also.
+            raise InvalidInputError("throttle does not apply with debounce=")
 
         def register(body: Callable[..., Awaitable[Any]]) -> Workflow[Any, Any]:
             kind = name if name is not None else _default_name(body, "workflow")
@@ -274,7 +323,15 @@ class App(Operating):
                 retry=retry,
                 timeout=seconds,
                 max_recovery_attempts=max_recovery_attempts,
+                cron=cron,
+                tz=tz,
+                debounce=debounce,
+                debounce_key=debounce_key,
+                gates=dataclasses.replace(gates, kind=kind),
             )
+            schedule = workflow.schedule()
+            if schedule is not None:
+                self._add_schedule(schedule)
             self._core.workflows[kind] = workflow
             return workflow
 
@@ -441,11 +498,7 @@ class App(Operating):
             task: Task[Any, Any] = Task(self._core, function, name=task_name, options=options)
             schedule = task.schedule()
             if schedule is not None:
-                if schedule.name in self._core.schedules:
-                    raise ConfigurationError(
-                        f"a schedule named {schedule.name!r} is registered already"
-                    )
-                self._core.schedules[schedule.name] = schedule
+                self._add_schedule(schedule)
             self._core.tasks[task_name] = task
             return task
 
@@ -490,35 +543,62 @@ class App(Operating):
 
     def schedule(
         self,
-        name: str,
+        name: str | Workflow[Any, Any] | Task[Any, Any],
         *,
         cron: str,
         tz: str = "UTC",
         queue: str = DEFAULT_QUEUE,
     ) -> Schedule:
-        """Enqueue one work item on ``queue`` at every tick of ``cron`` in time zone ``tz``.
+        """Enqueue one item on ``queue``, or start a workflow, at every tick of ``cron``.
 
-        Every worker `serve` runs ticks it, and however many run, a tick enqueues once
+        Ticks are wall-clock times in time zone ``tz``. Every worker `serve` runs ticks
+        the schedule, and however many run, a tick enqueues once
         (see the flow-control guide). The item's id and dedupe key name the schedule and
-        the tick; its payload carries the tick (`durably.engine.tick_of`). Register
-        schedules at start-up, in code.
+        the tick; its payload carries the tick (`durably.engine.tick_of`). Given a
+        registered `Workflow`, a tick starts one workflow of its kind instead, as
+        ``@app.workflow(cron=...)`` does; given a registered `Task`, a tick queues one run
+        of it, as ``@app.task(cron=...)`` does. Register schedules at start-up, in code.
 
         Args:
-            name: The schedule's name, one per App.
+            name: The schedule's name, one per App; or a workflow the ticks start, or a
+                task they queue (the schedule named after it).
             cron: A five-field cron expression, e.g. ``"*/15 * * * *"``.
             tz: An IANA time zone; ticks are wall-clock times there.
-            queue: The queue the tick's items go to.
+            queue: The queue the tick's items go to (not for a workflow or a task: a
+                task's items go to its own queue).
 
         Raises:
             InvalidInputError: A cron expression that does not parse, an unknown time
                 zone, or a bad name or queue (before any I/O).
-            ConfigurationError: A schedule of this name is registered already.
+            ConfigurationError: A schedule of this name is registered already; a workflow
+                or task of another App, or whose parameters a tick cannot fill.
         """
-        schedule = Schedule(name, cron, tz=tz, queue=queue, tenant=self._core.tenant)
-        if name in self._core.schedules:
-            raise ConfigurationError(f"a schedule named {name!r} is registered already")
-        self._core.schedules[name] = schedule
+        if not isinstance(name, Workflow | Task):  # a name, checked as every id is
+            schedule = Schedule(name, cron, tz=tz, queue=queue, tenant=self._core.tenant)
+        else:
+            registered: object = (
+                self._core.workflows.get(name.kind)
+                if isinstance(name, Workflow)
+                else self._core.tasks.get(name.name)
+            )
+            known = name.kind if isinstance(name, Workflow) else name.name
+            if registered is not name:
+                raise ConfigurationError(f"{known!r} is not registered on this App")
+            if known in self._core.schedules:
+                raise ConfigurationError(f"a schedule named {known!r} is registered already")
+            schedule = name.on_cron(cron, tz)
+        self._add_schedule(schedule)
         return schedule
+
+    @property
+    def schedules(self) -> tuple[Schedule, ...]:
+        """Every cron schedule registered (tasks', workflows' and `schedule`'s), in order."""
+        return tuple(self._core.schedules.values())
+
+    def _add_schedule(self, schedule: Schedule) -> None:
+        if schedule.name in self._core.schedules:
+            raise ConfigurationError(f"a schedule named {schedule.name!r} is registered already")
+        self._core.schedules[schedule.name] = schedule
 
     # --- serving ---------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ import asyncio
 import contextvars
 import functools
 import inspect
+import itertools
 import logging
 import uuid
 from collections import deque
@@ -340,17 +341,33 @@ class Context:
         not_before = self._start.get("not_before")
         if not isinstance(not_before, int | float) or isinstance(not_before, bool):
             return
-        key = layout.BEGINS
-        self._meet(key)
-        self._room(key)
-        due = self._run.recorded.get(key)
-        if not isinstance(due, int | float) or due > self._run.clock.now():
-            await self._look()
-            self._deliver_cancel()  # a cancel while it waits to begin is seen here
-        await self._run.sleep_until(key, float(not_before))
+        await self._sleep_at(layout.BEGINS, float(not_before))
+
+    async def _wait_for_debounce(self, take: Callable[[], Awaitable[object]]) -> str | None:
+        """Wait until a debounced workflow's slot lets it begin; the arguments to run with.
+
+        ``take`` asks the store (`WorkQueue.begin_debounced`) and answers a `Begun` as a
+        dict; each answer is recorded, and each later due time slept to durably, so every
+        pass reads the same ones. None: run with the start record's arguments.
+        """
+        for round in itertools.count():
+            key = f"{layout.DEBOUNCED}#{round}"
+            self._meet(key)
+            self._room(key)
+            taken: object = await self._run.step(key, take)
+            answer = taken if isinstance(taken, dict) else {}
+            due = answer.get("due")
+            if not isinstance(due, int | float) or isinstance(due, bool):
+                args = answer.get("args")
+                return args if isinstance(args, str) else None
+            await self._sleep_at(f"{layout.DEBOUNCED}:wait#{round}", float(due))
+        return None  # pragma: no cover - the loop returns
 
     async def _sleep_until(self, deadline: float) -> None:
-        key = self._next(f"{layout.PREFIX}sleep")
+        await self._sleep_at(self._next(f"{layout.PREFIX}sleep"), deadline)
+
+    async def _sleep_at(self, key: str, deadline: float) -> None:
+        """Sleep durably under ``key`` until ``deadline`` (the first pass's, once recorded)."""
         self._meet(key)
         self._room(key)
         due = self._run.recorded.get(key)

@@ -167,7 +167,9 @@ class Core:
         try:
             info = await checkpointer.get_status(id)
             status = WorkflowStatus.PENDING if info is None else info.status
-            if status is not (WorkflowStatus.PARKED if parked else WorkflowStatus.PENDING):
+            # A queued workflow admitted meanwhile is pending: ended the same way.
+            unrun = (WorkflowStatus.PENDING, WorkflowStatus.QUEUED)
+            if status not in ((WorkflowStatus.PARKED,) if parked else unrun):
                 return False
             stored = await checkpointer.load(id)
             if layout.generation(stored) != generation:

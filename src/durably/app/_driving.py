@@ -20,6 +20,7 @@ from durably.engine.schedules import tick
 from durably.engine.service import retryable
 from durably.engine.worker import LOGGER_NAME
 from durably.errors import ConfigurationError, DurablyError, UnreadableRecordError
+from durably.stores.gates import Gating
 from durably.stores.status import WorkflowInfo, WorkflowStatus
 from durably.stores.work import QueuePolicy, WorkItem, WorkQueue
 
@@ -148,6 +149,14 @@ class Driver:
 
         return await stores.checkpointer.sweep(finished_before=before, limit=limit, on_swept=swept)
 
+    async def repair_gates(self, limit: int = SWEEP_LIMIT) -> int:
+        """One bounded round of the gates' repair (a store whose gate moves are steps
+        finishes the ones a killed process left undone): the number repaired."""
+        checkpointer = (await self._core.stores()).checkpointer
+        if not isinstance(checkpointer, Gating):
+            return 0
+        return await checkpointer.repair_gates(limit=limit)
+
     async def unserved(self, limit: int = UNSERVED_LIMIT) -> list[tuple[str, str]]:
         """Up to ``limit`` more unfinished workflows (sleeping, blocked or running; a
         rolling look over every round) whose kind this App has no body for, as
@@ -203,6 +212,12 @@ class Driver:
                     )
             except Exception:
                 logger.exception("looking for workflows without a body failed")
+            try:
+                repaired = await self.repair_gates()
+                if repaired:
+                    logger.info("repaired %d gated workflow(s) a stopped process left", repaired)
+            except Exception:
+                logger.exception("the workflow gates' repair failed; trying again later")
             try:
                 swept = await self.sweep()
             except Exception:

@@ -437,13 +437,19 @@ class WorkflowHandle(Generic[R]):
         generation = layout.generation(stored)
         # A marker of this call's own: of two cancels, only the one whose marker landed
         # changed anything.
-        recorded = await self._core.durable(self._kind).arrive(
-            self._key, layout.cancel_key(generation), uuid.uuid4().hex, tenant=self._tenant
-        )
-        self._core.cancels.asked(self._key, layout.cancel_key(generation))
-        if info.status in (WorkflowStatus.PARKED, WorkflowStatus.PENDING):
-            # No pass runs a parked workflow, and none has begun on a pending one (never
-            # run, or resumed and not run since): either ends cancelled here, at once.
+        marker = layout.cancel_key(generation)
+        if info.status is WorkflowStatus.QUEUED:
+            # Not woken: a queued workflow is handed to no worker (it ends here).
+            checkpointer = (await self._core.stores()).checkpointer
+            recorded = await checkpointer.supply(self._key, marker, uuid.uuid4().hex)
+        else:
+            recorded = await self._core.durable(self._kind).arrive(
+                self._key, marker, uuid.uuid4().hex, tenant=self._tenant
+            )
+        self._core.cancels.asked(self._key, marker)
+        if info.status in (WorkflowStatus.PARKED, WorkflowStatus.PENDING, WorkflowStatus.QUEUED):
+            # No pass runs a parked or queued workflow, and none has begun on a pending
+            # one (never run, or resumed and not run since): each ends cancelled here.
             parked = info.status is WorkflowStatus.PARKED
             await self._core.end_cancelled(self._key, generation, parked=parked)
         await cancel_children(self._core, stored, parent=self._id, tenant=self._tenant)

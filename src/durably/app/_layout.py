@@ -6,6 +6,7 @@ may not, so a user's record never collides with one of these.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -30,6 +31,9 @@ created, timeout, depth, and the run (1, plus one per `Context.continue_as_new`,
 rewrites it; absent: 1)."""
 START_TRACE = START_FIELD
 """The start record's field holding the trace context of the code that started it."""
+START_CALL = "writer"
+"""The start record's field holding a random token of the call that wrote it (named to
+sort last, after what a reader looks for)."""
 RESULT = "durably:result"
 """The encoded return value: written with the COMPLETED status in one write
 (`durably.workflows.Finish`), or by a child before it wakes its parent."""
@@ -50,6 +54,9 @@ STARTED = "durably:start:"
 BEGINS = "durably:begins"
 """The durable sleep of a delayed start (``start(delay=)``/``start(at=)``) before its
 body begins: its deadline, as a sleep records one."""
+DEBOUNCED = "durably:debounced"
+"""``durably:debounced#N``: what a debounced workflow's N-th ask to begin was answered (the
+arguments to run with, or when to ask again); ``durably:debounced:wait#N`` its sleep."""
 TIMEOUT = "durably:timeout"
 """The wakeup at a workflow's ``timeout`` deadline (never recorded)."""
 RESUMES = "durably:resume"
@@ -233,12 +240,20 @@ def start_record(
     timeout_at: float | None = None,
     depth: int = 0,
     not_before: float | None = None,
+    gate: str | None = None,
 ) -> dict[str, Any]:
     """What `start` supplies under `START` (first writer wins). A child's ``parent`` is
     its parent's id (in the same tenant) and ``parent_key`` the key its end wakes.
     ``depth`` counts the workflow bodies that started it, one above another (0: started
-    from outside one); ``not_before`` is when its body may begin (a delayed start)."""
+    from outside one); ``not_before`` is when its body may begin (a delayed start);
+    ``gate`` is the concurrency gate it is admitted through (its kind, or kind:key).
+
+    Each record carries a token of its own call (`START_CALL`): the store answers a retried
+    write of the very bytes it holds as the first, so two calls must never write the same
+    bytes, even at one instant of a still clock.
+    """
     record: dict[str, Any] = {
+        START_CALL: secrets.token_hex(8),
         "kind": kind,
         "args": args,
         "tenant": tenant,
@@ -252,6 +267,8 @@ def start_record(
         record["parent_key"] = parent_key
     if not_before is not None:
         record["not_before"] = not_before
+    if gate is not None:
+        record["gate"] = gate
     carrier = current_carrier()
     if carrier is not None:  # the trace that started it goes on in its passes
         record[START_TRACE] = carrier
@@ -306,6 +323,8 @@ _START_FIELDS: dict[str, tuple[tuple[type, ...], bool]] = {
     "timeout_at": ((int, float), True),
     "depth": ((int,), True),
     "not_before": ((int, float), True),
+    "debounce": ((str,), True),
+    "gate": ((str,), True),
 }
 
 

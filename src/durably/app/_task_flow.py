@@ -52,38 +52,27 @@ class TaskFlow:
         concurrency = more.get("concurrency")
         if concurrency is not None:
             flow_limit(concurrency, "concurrency")
-        key_of = more.get("concurrency_key")
-        if key_of is not None:
-            if not callable(key_of):
-                raise InvalidInputError(
-                    f"concurrency_key must be a callable of the task's arguments, got {key_of!r}"
-                )
-            if concurrency is None:
-                raise InvalidInputError("concurrency_key needs concurrency= (the limit per key)")
+        key_of = key_function(
+            more.get("concurrency_key"),
+            "concurrency_key",
+            "task",
+            needs=None if concurrency is not None else "concurrency= (the limit per key)",
+        )
         throttle = _throttle(more.get("throttle"))
-        cron, tz = more.get("cron"), more.get("tz")
-        tick_parameter = None
-        if cron is None:
-            if tz is not None:
-                raise InvalidInputError("tz applies to cron= only: give cron= too")
-        else:
-            if not isinstance(cron, str):
-                raise InvalidInputError(f"cron must be a cron expression string, got {cron!r}")
-            if tz is not None and not isinstance(tz, str):
-                raise InvalidInputError(f"tz must be an IANA time zone name, got {tz!r}")
-            if key_of is not None:
-                raise InvalidInputError(
-                    "concurrency_key does not apply to a cron task: its ticks share one key"
-                )
-            Schedule(name, cron, tz="UTC" if tz is None else tz)  # the cron and tz parse
-            tick_parameter = _tick_parameter(name, signature)
+        cron, tz, tick_parameter = cron_of(
+            f"cron task {name!r}", name, more.get("cron"), more.get("tz"), signature
+        )
+        if cron is not None and key_of is not None:
+            raise InvalidInputError(
+                "concurrency_key does not apply to a cron task: its ticks share one key"
+            )
         return cls(
             name=name,
             concurrency=concurrency if isinstance(concurrency, int) else None,
             key_of=key_of if callable(key_of) else None,
             throttle=throttle,
-            cron=cron if isinstance(cron, str) else None,
-            tz=tz if isinstance(tz, str) else "UTC",
+            cron=cron,
+            tz=tz,
             tick_parameter=tick_parameter,
         )
 
@@ -97,20 +86,7 @@ class TaskFlow:
             return {}
         key = None
         if self.concurrency is not None:
-            key = self.name
-            if self.key_of is not None:
-                try:
-                    value = self.key_of(*args, **kwargs)
-                except Exception as exc:
-                    raise InvalidInputError(
-                        f"task {self.name!r}: concurrency_key failed: {exc!r}"
-                    ) from None
-                if not isinstance(value, str):
-                    raise InvalidInputError(
-                        f"task {self.name!r}: concurrency_key must return a string, "
-                        f"got {type(value).__name__}"
-                    )
-                key = identifier(f"{self.name}:{identifier(value, 'concurrency_key')}", "key")
+            key = flow_key(f"task {self.name!r}", self.name, self.key_of, args, kwargs)
         return flow_fields(
             concurrency_key=key,
             concurrency_limit=self.concurrency,
@@ -133,6 +109,55 @@ class TaskFlow:
         )
 
 
+def flow_key(
+    what: str,
+    name: str,
+    key_of: Callable[..., object] | None,
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+) -> str:
+    """The concurrency key of one call of ``what`` (a task or a workflow kind).
+
+    That is ``name``, or ``name:key`` where ``key_of`` is given, called with the call's
+    arguments.
+
+    Raises:
+        InvalidInputError: ``key_of`` failed, or answered no string, an unusable one or
+            one too long (naming ``concurrency_key``).
+    """
+    if key_of is None:
+        return name
+    key = key_answer(key_of, args, kwargs, what, "concurrency_key")
+    return identifier(f"{name}:{key}", "concurrency_key")
+
+
+def key_function(
+    value: object, option: str, whose: str, *, needs: str | None
+) -> Callable[..., object] | None:
+    """Key option ``option`` (``value``) of a ``whose`` (a task or a workflow), checked.
+
+    Raises `InvalidInputError` for one that is not callable, or given while the option
+    it needs is not (``needs`` names that option; None: it is given).
+    """
+    if value is None:
+        return None
+    if not callable(value):
+        raise InvalidInputError(
+            f"{option} must be a callable of the {whose}'s arguments, got {value!r}"
+        )
+    if needs is not None:
+        raise InvalidInputError(f"{option} needs {needs}")
+    return value
+
+
+def flow_throttle(value: object) -> Throttle | None:
+    """A ``throttle=`` option as a `Throttle` (text such as ``'10/s'`` parsed), or None.
+
+    Raises `InvalidInputError` for anything else.
+    """
+    return _throttle(value)
+
+
 def _throttle(value: object) -> Throttle | None:
     if value is None or isinstance(value, Throttle):
         return value
@@ -143,20 +168,73 @@ def _throttle(value: object) -> Throttle | None:
     )
 
 
-def _tick_parameter(name: str, signature: Signature) -> str | None:
-    """The parameter of a cron task that receives the tick's time, if it has one.
+def key_answer(
+    key_of: Callable[..., object],
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    what: str,
+    option: str,
+) -> str:
+    """What key callable ``option`` of ``what`` answers for one call's arguments.
 
-    That is its one parameter, annotated `datetime`; `ConfigurationError` for any other.
+    `InvalidInputError` when it fails or answers no usable string (an id's bounds).
+    """
+    try:
+        value = key_of(*args, **kwargs)
+    except Exception as exc:
+        raise InvalidInputError(f"{what}: {option} failed: {exc!r}") from None
+    if not isinstance(value, str):
+        raise InvalidInputError(
+            f"{what}: {option} must return a string, got {type(value).__name__}"
+        )
+    return identifier(value, option)
+
+
+def cron_of(
+    what: str, name: str, cron: object, tz: object, signature: Signature
+) -> tuple[str | None, str, str | None]:
+    """The ``cron=`` and ``tz=`` of ``what`` (a cron task or workflow ``name``), checked.
+
+    Returns the cron expression (None: none), the time zone and the parameter that
+    receives the tick's time. Raises `InvalidInputError` naming a bad option and
+    `ConfigurationError` for parameters a tick cannot fill.
+    """
+    if cron is None:
+        if tz is not None:
+            raise InvalidInputError("tz applies to cron= only: give cron= too")
+        return None, "UTC", None
+    if not isinstance(cron, str):
+        raise InvalidInputError(f"cron must be a cron expression string, got {cron!r}")
+    if tz is not None and not isinstance(tz, str):
+        raise InvalidInputError(f"tz must be an IANA time zone name, got {tz!r}")
+    zone = "UTC" if tz is None else tz
+    Schedule(name, cron, tz=zone)  # the cron and tz parse
+    return cron, zone, tick_parameter_of(what, signature)
+
+
+def tick_parameter_of(what: str, signature: Signature) -> str | None:
+    """The parameter of a cron task or workflow (``what``) that receives the tick's time.
+
+    That is its one parameter (a workflow's beside the Context), annotated `datetime`;
+    None for none, `ConfigurationError` for any other.
     """
     if not signature.parameters:
         return None
     only, *rest = signature.parameters
     if rest or signature.hints.get(only.name) is not datetime:
         raise ConfigurationError(
-            f"cron task {name!r}: it may take no parameter, or one annotated datetime (the "
-            "tick's time)"
+            f"{what}: it may take no parameter, or one annotated datetime (the tick's time)"
         )
     return str(only.name)
 
 
-__all__ = ["OPTIONS", "TaskFlow"]
+__all__ = [
+    "OPTIONS",
+    "TaskFlow",
+    "cron_of",
+    "flow_key",
+    "flow_throttle",
+    "key_answer",
+    "key_function",
+    "tick_parameter_of",
+]

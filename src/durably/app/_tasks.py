@@ -8,6 +8,7 @@ so a producer and a worker cannot disagree on how the item is retried.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import json
 import math
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 from pydantic import SecretStr
 
 from durably.app._context import is_async
+from durably.app._formats import compact
 from durably.app._retry import Retry
 from durably.app._task_flow import TaskFlow
 from durably.app._values import Duration, Signature, seconds_of
@@ -138,6 +140,28 @@ class Task(Generic[P, R]):
         payload = {TASK_KEY: self.name, ARGS_KEY: "{}", RETRY_KEY: self._retry_text}
         return self.flow.schedule(self.queue, self._core.tenant, payload)
 
+    def on_cron(self, cron: str, tz: str) -> Schedule:
+        """The schedule queueing a run of this task at every tick of ``cron`` in ``tz``.
+
+        `App.schedule` registers it.
+
+        Args:
+            cron: A five-field cron expression.
+            tz: The IANA time zone of its ticks.
+
+        Raises:
+            InvalidInputError: A ``cron`` that does not parse, an unknown ``tz``, a
+                ``concurrency_key`` (a cron task's ticks share one key).
+            ConfigurationError: A task whose parameters a tick cannot fill.
+        """
+        more = {**self.options.more, "cron": cron, "tz": tz}
+        self.flow = TaskFlow.of(self.name, more, self.signature)
+        self.options = dataclasses.replace(self.options, more=more)
+        schedule = self.schedule()
+        if schedule is None:  # pragma: no cover - a cron was given
+            raise ConfigurationError(f"task {self.name!r}: no cron given")
+        return schedule
+
     def retarget(self, dsn: SecretStr) -> None:
         """Point the task's App at another store before it opens.
 
@@ -218,9 +242,13 @@ class Task(Generic[P, R]):
         keys: Sequence[str | None] = [None] * len(listed) if dedupe_keys is None else dedupe_keys
         if isinstance(keys, str) or len(keys) != len(listed):
             raise InvalidInputError("dedupe_keys must hold one key (or None) per call")
+        common = self._common(delay, priority, tenant)
+        ids = secrets.token_hex(16 * len(listed))  # one draw for every item's id
         items = []
         for n, (call, key) in enumerate(zip(listed, keys, strict=True)):
-            if isinstance(call, Mapping):
+            if type(call) is tuple:  # the usual call, without the ABC checks below
+                positional, keywords = call, {}
+            elif isinstance(call, Mapping):
                 positional, keywords = (), dict(call)
             elif isinstance(call, Sequence) and not isinstance(call, str | bytes):
                 positional, keywords = tuple(call), {}
@@ -229,16 +257,7 @@ class Task(Generic[P, R]):
                     f"calls[{n}] must be a tuple of arguments or a mapping of keyword "
                     f"arguments, got {type(call).__name__}"
                 )
-            items.append(
-                self._item(
-                    positional,
-                    keywords,
-                    delay=delay,
-                    priority=priority,
-                    tenant=tenant,
-                    dedupe_key=key,
-                )
-            )
+            items.append(self._made(common, positional, keywords, key, ids[32 * n : 32 * n + 32]))
         if not items:
             return []
         queue = (await self._core.stores()).queue
@@ -256,41 +275,61 @@ class Task(Generic[P, R]):
         dedupe_key: str | None = None,
     ) -> WorkItem:
         """The work item of one call, every argument checked (no I/O)."""
-        encoded = self.signature.encode_args(args, kwargs)
+        common = self._common(delay, priority, tenant)
+        return self._made(common, args, kwargs, dedupe_key, secrets.token_hex(16))
+
+    def _common(
+        self, delay: Duration | None, priority: WorkPriority | None, tenant: str | None
+    ) -> dict[str, object]:
+        """The fields every item of one enqueue call shares, each checked (no I/O)."""
         seconds = 0.0 if delay is None else _delay(delay)
-        if dedupe_key is not None:
-            identifier(dedupe_key, "dedupe_key")
         if priority is not None and not isinstance(priority, WorkPriority):
             raise InvalidInputError(f"priority must be a durably.WorkPriority, got {priority!r}")
+        return {
+            "tenant": self._core.tenant if tenant is None else identifier(tenant, "tenant"),
+            "queue": self.queue,
+            "priority": WorkPriority.NORMAL if priority is None else priority,
+            "attempts": 0,
+            "state": WorkState.QUEUED,
+            "worker": None,
+            "enqueued_at": None,
+            "available_at": self._core.clock.now() + seconds if seconds else None,
+            "lease_expires_at": None,
+            "first_claimed_at": None,
+            "claimed_at": None,
+            "failures": (),
+            "concurrency_key": None,
+            "concurrency_limit": None,
+            "throttle_key": None,
+            "throttle_seconds": None,
+            "throttle_burst": None,
+        }
+
+    def _made(
+        self,
+        common: dict[str, object],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        dedupe_key: str | None,
+        item_id: str,
+    ) -> WorkItem:
+        """One call's item, its arguments and ``dedupe_key`` checked (no I/O)."""
+        encoded = self.signature.encode_args(args, kwargs)
+        if dedupe_key is not None:
+            identifier(dedupe_key, "dedupe_key")
         payload = {
             TASK_KEY: self.name,
-            ARGS_KEY: _compact(encoded),
+            ARGS_KEY: compact(encoded),
             RETRY_KEY: self._retry_text,
         }
         # Every field is checked above or made here (the queue checks the ids again before
         # any I/O): built without pydantic's validation, on every enqueue's path.
         return stored_item(
             {
-                "id": secrets.token_hex(16),
-                "tenant": self._core.tenant if tenant is None else identifier(tenant, "tenant"),
-                "queue": self.queue,
+                **common,
+                "id": item_id,
                 "payload": payload,
-                "priority": WorkPriority.NORMAL if priority is None else priority,
                 "dedupe_key": dedupe_key,
-                "attempts": 0,
-                "state": WorkState.QUEUED,
-                "worker": None,
-                "enqueued_at": None,
-                "available_at": self._core.clock.now() + seconds if seconds else None,
-                "lease_expires_at": None,
-                "first_claimed_at": None,
-                "claimed_at": None,
-                "failures": (),
-                "concurrency_key": None,
-                "concurrency_limit": None,
-                "throttle_key": None,
-                "throttle_seconds": None,
-                "throttle_burst": None,
                 **self.flow.fields(args, kwargs),
             }
         )
@@ -396,7 +435,6 @@ def _retry_text(retry: Retry) -> str:
     )
 
 
-_compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _RETRIES_KEPT = 256
 _retries: dict[tuple[str, Retry], Retry] = {}
 

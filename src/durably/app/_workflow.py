@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -32,7 +33,10 @@ from durably.app._handles import WorkflowHandle, cancel_children, find_handle
 from durably.app._options import OPTIONS, WorkflowOptions
 from durably.app._retry import Retry
 from durably.app._values import Duration, Signature, decoded_record, seconds_of, stored_text
+from durably.app._workflow_flow import WorkflowFlow
+from durably.app._workflow_gates import WorkflowGates
 from durably.engine.runtime import Execution
+from durably.engine.schedules import Schedule, tick_text
 from durably.engine.tasks import cancel_requested
 from durably.errors import (
     ConfigurationError,
@@ -49,9 +53,9 @@ from durably.errors import (
     WorkflowStopped,
 )
 from durably.otel.tracing import annotate, producing
-from durably.stores.admission import admit_workflow
+from durably.stores.gates import admit_through
 from durably.stores.runs import StateDelta
-from durably.stores.workflows import Finish, Restart, value_refused
+from durably.stores.workflows import Checkpointer, Finish, Restart, value_refused
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -100,6 +104,11 @@ class Workflow(Generic[P, R]):
         retry: Retry | None,
         timeout: float | None,
         max_recovery_attempts: int,
+        cron: str | None = None,
+        tz: str | None = None,
+        debounce: Duration | None = None,
+        debounce_key: Callable[..., str] | None = None,
+        gates: WorkflowGates | None = None,
     ) -> None:
         self._core = core
         self.fn = fn
@@ -107,6 +116,7 @@ class Workflow(Generic[P, R]):
         self.retry = retry
         self.timeout = timeout
         self.max_recovery_attempts = max_recovery_attempts
+        self.gates = gates if gates is not None else WorkflowGates(self.kind)
         what = f"workflow {kind!r}"
         if not is_async(fn):
             raise ConfigurationError(f"{what}: a workflow body is an async def")
@@ -130,6 +140,17 @@ class Workflow(Generic[P, R]):
                 raise ConfigurationError(
                     f"{what}: parameter {name!r} collides with start()'s {name}= option"
                 )
+        self.flow = WorkflowFlow.of(
+            self.kind,
+            self.signature,
+            cron=cron,
+            tz=tz,
+            debounce=debounce,
+            debounce_key=debounce_key,
+        )
+        if self.flow.debounce is not None and timeout is not None:
+            # Counted from a begin each later start pushes back: it could end it unbegun.
+            raise InvalidInputError(f"{what}: timeout= does not apply with debounce=")
         self.__name__ = getattr(fn, "__name__", kind)
         self.__doc__ = fn.__doc__
 
@@ -273,10 +294,19 @@ class Workflow(Generic[P, R]):
         # A producer span (with tracing on): the start record carries its context, and
         # every pass of the workflow continues its trace.
         with producing("start", self.kind, {"durably.workflow.kind": self.kind}):
-            start = self.prepare(
-                args, kwargs, tenant=tenant, timeout=timeout, begins=Begins(delay, at)
-            )
+            if self.flow.debounce is not None:
+                if delay is not None or at is not None or timeout is not None:
+                    raise InvalidInputError(
+                        f"workflow {self.kind!r} is debounced: its window sets when it "
+                        "begins, so start() takes no delay=, at= or timeout="
+                    )
+                begins = Begins(delay=self.flow.debounce)
+            else:
+                begins = Begins(delay, at)
+            start = self.prepare(args, kwargs, tenant=tenant, timeout=timeout, begins=begins)
             workflow = tenancy.new_id(id) if id is not None else str(uuid.uuid4())
+            if self.flow.debounce is not None:
+                workflow = await self._debounce(workflow, start, args, kwargs)
             annotate(
                 {
                     "messaging.message.id": workflow,
@@ -287,6 +317,80 @@ class Workflow(Generic[P, R]):
             key, created = await self.launch(workflow, start)
             annotate({"durably.workflow.created": created})
         return self.handle(workflow, start["tenant"], created=created, key=key)
+
+    async def _debounce(
+        self,
+        workflow: str,
+        start: dict[str, Any],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+    ) -> str:
+        """The id of the pending workflow a debounced start joins, or ``workflow`` made so.
+
+        The store gives the pending one these arguments and pushes its begin back.
+        """
+        slot = self.flow.slot(str(start["tenant"]), args, kwargs)
+        start["debounce"] = slot
+        queue = (await self._core.stores()).queue
+        debounce = getattr(queue, "debounce", None)
+        if debounce is None:
+            raise ConfigurationError(f"{type(queue).__name__} keeps no debounce slots")
+        pending: str = await debounce(
+            slot, workflow, _compact(start["args"]), float(start["not_before"])
+        )
+        return pending
+
+    async def _begin_debounced(self, slot: str, workflow: str) -> dict[str, object]:
+        """Ask the store whether debounced ``workflow`` may begin now (a `Begun`, as a dict)."""
+        queue = (await self._core.stores()).queue
+        begun = await queue.begin_debounced(  # type: ignore[attr-defined]
+            slot, workflow, self._core.clock.now()
+        )
+        if begun.args is not None:
+            return {"args": begun.args}
+        return {} if begun.due is None else {"due": begun.due}
+
+    def schedule(self) -> Schedule | None:
+        """The cron schedule of a workflow registered with ``cron=`` (None: none).
+
+        Each tick starts one workflow, its id the kind and the tick (``KIND@TICK``), its
+        time given to the body's datetime parameter.
+        """
+        return self.flow.schedule(self._core.tenant, self._start_tick)
+
+    def on_cron(self, cron: str, tz: str) -> Schedule:
+        """The schedule starting this workflow at every tick of ``cron`` in ``tz``.
+
+        `App.schedule` registers it.
+
+        Args:
+            cron: A five-field cron expression.
+            tz: The IANA time zone of its ticks.
+
+        Raises:
+            InvalidInputError: A ``cron`` that does not parse, an unknown ``tz``.
+            ConfigurationError: A body whose parameters a tick cannot fill.
+        """
+        flow = WorkflowFlow.of(
+            self.kind,
+            self.signature,
+            cron=cron,
+            tz=tz,
+            debounce=self.flow.debounce,
+            debounce_key=self.flow.key_of,
+        )
+        schedule = flow.schedule(self._core.tenant, self._start_tick)
+        if schedule is None:  # pragma: no cover - a cron was given
+            raise ConfigurationError(f"workflow {self.kind!r}: no cron given")
+        self.flow = flow
+        return schedule
+
+    async def _start_tick(self, tick: float) -> None:
+        """Start the workflow of cron tick ``tick`` (a repeat finds the one started)."""
+        stamp = tick_text(tick)
+        positional = () if self.flow.tick_parameter is None else (datetime.fromisoformat(stamp),)
+        start = self.prepare(positional, {}, tenant=self._core.tenant, timeout=None)
+        await self.launch(tenancy.new_id(f"{self.kind}@{stamp}"), start)
 
     def prepare(
         self,
@@ -305,6 +409,7 @@ class Workflow(Generic[P, R]):
         now = self._core.clock.now()
         not_before = begins.not_before(now)
         encoded = self.signature.encode_args(args, kwargs)
+        gate = self.gates.gate_name(args, kwargs)
         owner = tenancy.tenant_of(tenant, current_tenant(self._core.tenant))
         limit = timeout if timeout is not None else self.timeout
         seconds = None if limit is None else seconds_of(limit, "timeout")
@@ -320,6 +425,7 @@ class Workflow(Generic[P, R]):
             timeout_at=None if seconds is None else begin + seconds,
             depth=depth,
             not_before=not_before,
+            gate=gate,
         )
 
     async def launch(self, workflow: str, start: dict[str, Any]) -> tuple[str, bool]:
@@ -339,11 +445,20 @@ class Workflow(Generic[P, R]):
                 self._adoptable(workflow, older[layout.START], start)
                 await self._ready(workflow, tenant, first=False)
                 return workflow, False
+        start = await self._throttled(checkpointer, start)
         try:
             # Counted under its tenant by the store in the same write, and refused there
-            # (WorkflowLimitError, nothing written) past the tenant's caps.
-            recorded = await admit_workflow(
-                checkpointer, key, layout.START, start, tenant=tenant, caps=self._core.caps
+            # (WorkflowLimitError, nothing written) past the tenant's caps; past its
+            # gate's limit, queued there (status QUEUED) and made ready by the store
+            # when a slot frees.
+            admission = await admit_through(
+                checkpointer,
+                key,
+                layout.START,
+                start,
+                tenant=tenant,
+                caps=self._core.caps,
+                gate=self.gates.gate(start.get("gate")),
             )
         except (StatePersistenceError, InvalidInputError) as exc:
             # Refused by the store's own checks (its size limit, its codec), which run
@@ -353,14 +468,32 @@ class Workflow(Generic[P, R]):
             raise InvalidInputError(
                 f"workflow {self.kind!r}: the store refuses its arguments: {exc}"
             ) from None
+        recorded = admission.recorded
         self._adoptable(workflow, recorded.value, start)
         if recorded.first:
             # Before its wakeup, so no pass reports a status its run record lacks.
             await runs.open_run(stores.state, tenant, workflow, self.kind, key)
         # Every start catalogues (a repeat repairs a start that crashed before it did).
         await catalogue(checkpointer, key, recorded.value)
-        await self._ready(key, tenant, first=recorded.first)
+        if not admission.queued:  # a queued one is made ready by the write admitting it
+            await self._ready(key, tenant, first=recorded.first)
         return key, recorded.first
+
+    async def _throttled(
+        self, checkpointer: Checkpointer[Any], start: dict[str, Any]
+    ) -> dict[str, Any]:
+        """``start`` delayed to the slot ``throttle=`` reserves for it, if that is later.
+
+        Its timeout moves with it.
+        """
+        created = float(start["created"])
+        slot = await self.gates.begins(checkpointer, created)
+        begin = start.get("not_before") or created
+        if slot is None or slot <= begin:
+            return start
+        timeout_at = start.get("timeout_at")
+        moved = None if timeout_at is None else timeout_at + (slot - begin)
+        return {**start, "not_before": slot, "timeout_at": moved}
 
     def _adoptable(self, workflow: str, existing: object, start: Mapping[str, Any]) -> None:
         """Refuse to hand out workflow ``workflow`` whose start record is ``existing``.
@@ -668,6 +801,12 @@ class Workflow(Generic[P, R]):
         """
         try:
             await ctx._wait_to_begin()
+            slot = ctx._start.get("debounce")
+            if isinstance(slot, str):  # the last arguments given within the window
+                take = functools.partial(self._begin_debounced, slot, ctx.id)
+                encoded = await ctx._wait_for_debounce(take)
+                if encoded is not None:
+                    positional, keywords = self.arguments(ctx.id, {"args": json.loads(encoded)})
             return await self.fn(ctx, *positional, **keywords)
         except BaseExceptionGroup as group:
             if ctx._continued is not None and group.subgroup(ContinueAsNew) is not None:
@@ -688,6 +827,7 @@ class Workflow(Generic[P, R]):
             await run.forget(taken)
         fresh = {**start, "args": request.arguments, "run": int(start.get("run", 1)) + 1}
         fresh.pop("not_before", None)  # a delayed start delays its first run only
+        fresh.pop("debounce", None)  # and a debounced one debounces it only
         return Restart(layout.START, fresh, layout.KEPT_ACROSS_RUNS)
 
     async def _failed(self, run: Execution, ctx: Context, exc: BaseException) -> BodyFailed:
@@ -729,5 +869,7 @@ class Workflow(Generic[P, R]):
 def _cancelled(workflow: str, timed_out: bool) -> str:
     return str(WorkflowCancelledError(workflow, timed_out=timed_out))
 
+
+_compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 
 __all__ = ["BodyFailed", "Cancelled", "Workflow"]

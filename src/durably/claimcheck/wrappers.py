@@ -16,8 +16,17 @@ from durably.claimcheck.policy import ClaimCheckPolicy
 from durably.errors import ConfigurationError
 from durably.stores.catalog import CatalogEntry, Cataloguing, Line, Listed, Mark
 from durably.stores.codec import CheckpointCodec
+from durably.stores.debounce import Begun
 from durably.stores.status import WorkflowInfo, WorkflowStatus
-from durably.stores.work import DEFAULT_QUEUE, QueuePolicy, QueueStats, WorkItem, WorkQueue
+from durably.stores.throughput import Minute
+from durably.stores.work import (
+    DEFAULT_QUEUE,
+    DeadLetterPage,
+    QueuePolicy,
+    QueueStats,
+    WorkItem,
+    WorkQueue,
+)
 from durably.stores.workflows import (
     INBOX_PREFIX,
     Checkpointer,
@@ -183,6 +192,9 @@ class ClaimCheckedCheckpointer(Generic[EffectT]):
 
     async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
         return await self._cataloguing().tally(tenant)
+
+    async def finished_per_minute(self) -> dict[str, list[Minute]]:
+        return await self._cataloguing().finished_per_minute()
 
     async def sweep(
         self,
@@ -378,8 +390,25 @@ class ClaimCheckedQueue:
     ) -> list[WorkItem]:
         return await self._inner.dead_letters(tenant=tenant, limit=limit, queue=queue)
 
+    async def dead_letter_page(
+        self,
+        *,
+        tenant: str | None = None,
+        queue: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> DeadLetterPage:
+        return await self._inner.dead_letter_page(
+            tenant=tenant, queue=queue, limit=limit, after=after
+        )
+
     async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
         return await self._inner.stats(queue=queue)
+
+    async def last_tick(self, name: str) -> float | None:
+        """The wrapped queue's schedule mark (cron schedules need no claim check)."""
+        last: float | None = await self._inner_call("last_tick")(name)
+        return last
 
     async def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
         """The wrapped queue's schedule mark (cron schedules need no claim check)."""
@@ -389,8 +418,32 @@ class ClaimCheckedQueue:
         moved: tuple[bool, float | None] = await advance(name, tick)
         return moved
 
+    async def debounce(self, slot: str, workflow: str, args: str, due: float) -> str:
+        """The wrapped queue's debounce slot (its arguments are the start record's)."""
+        pending: str = await self._inner_call("debounce")(slot, workflow, args, due)
+        return pending
+
+    async def begin_debounced(self, slot: str, workflow: str, now: float) -> Begun:
+        """The wrapped queue's debounce slot, taken by a workflow that is due."""
+        begun: Begun = await self._inner_call("begin_debounced")(slot, workflow, now)
+        return begun
+
+    def _inner_call(self, name: str) -> Any:
+        found = getattr(self._inner, name, None)
+        if found is None:
+            raise ConfigurationError(f"{type(self._inner).__name__} has no {name}")
+        return found
+
     async def purge(self, *, queue: str, tenant: str | None = None) -> int:
         return await self._inner.purge(queue=queue, tenant=tenant)
+
+    async def finished_per_minute(self, *, queues: Sequence[str]) -> dict[str, list[Minute]]:
+        return await self._inner.finished_per_minute(queues=queues)
+
+    async def purge_dead_letters(
+        self, *, queue: str, tenant: str | None = None, item_id: str | None = None
+    ) -> int:
+        return await self._inner.purge_dead_letters(queue=queue, tenant=tenant, item_id=item_id)
 
     async def queue_names(self, *, limit: int = 1000) -> list[str]:
         return await self._inner.queue_names(limit=limit)

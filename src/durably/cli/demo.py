@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import shutil
 import sys
@@ -11,23 +12,30 @@ from typing import Any
 from durably.cli.render import dollars, emit_json, table
 
 DEFAULT_PATH = "durably-demo.db"
-HEADERS = [
+RUN_HEADERS = [
     "tenant",
     "run",
+    "agent",
     "state",
-    "steps run",
-    "replayed",
     "paid calls",
-    "tool calls",
+    "after kill",
+    "tool runs",
+    "tool retries",
     "tokens",
     "cost",
-    "tool retries",
 ]
+TENANT_HEADERS = ["tenant", "runs", "paid calls", "tokens", "cost", "billed"]
 LEGEND = (
-    "steps run: the agent's steps executed, over every pass of the run (model calls, tool\n"
-    "  calls and the usage each charged with ctx.transact).\n"
-    "replayed: those steps a pass answered from the record instead of running them again.\n"
-    "tool retries: tool attempts that failed and were tried again (durably.Retry)."
+    "paid calls: model requests the provider billed (its own table, not durably's records);\n"
+    "  after kill: those billed to worker 2, which resumed each run from its records.\n"
+    "tool runs: tool calls that ran, as the tools logged them; tool retries: attempts that\n"
+    "  failed and were retried as a durable step (durably.Retry).\n"
+    "tokens, cost: the run records (DurableAgent's ctx.add_usage at its price table);\n"
+    "  billed: what the provider charged those runs."
+)
+MISSING_EXTRA = (
+    "durably demo: the demo runs pydantic-ai agents, which need the extra: "
+    "pip install 'durably[pydantic-ai]'"
 )
 
 
@@ -36,10 +44,11 @@ def register(commands: Any) -> None:
     demo = commands.add_parser(
         "demo",
         help="agent runs survive a worker killed with SIGKILL (SQLite, under a minute)",
-        description="Queue six agent runs of three tenants as durable workflows in a SQLite "
-        "file, start a worker process, kill it with SIGKILL mid-run, and let a second worker "
-        "finish every run without repeating a paid model call. Each invocation adds a new "
-        "batch of runs to the file (earlier batches are kept); --reset starts afresh.",
+        description="Start six runs of pydantic-ai agents (made durable with DurableAgent) "
+        "for three tenants in a SQLite file, start a worker process, kill it with SIGKILL "
+        "mid-run, and let a second worker finish every run without repeating a paid model "
+        "call. Each invocation adds a new batch of runs to the file (earlier batches are "
+        "kept); --reset starts afresh. Needs the pydantic-ai extra.",
     )
     demo.add_argument(
         "--db", default=DEFAULT_PATH, help=f"the SQLite file (default {DEFAULT_PATH})"
@@ -50,7 +59,11 @@ def register(commands: Any) -> None:
 
 
 async def run_demo(args: argparse.Namespace) -> int:
-    """Run the demo; exit 0 only when every run finished and no paid step ran twice."""
+    """Run the demo; exit 0 only when every run finished, no paid step ran twice and
+    every run record charged what the provider billed; 2 without pydantic-ai."""
+    if not _importable("pydantic_ai"):
+        print(MISSING_EXTRA, file=sys.stderr)
+        return 2
     from durably.demo.scenario import Demo, DemoError
 
     say = (lambda line: print(line, file=sys.stderr)) if args.json else print
@@ -62,49 +75,14 @@ async def run_demo(args: argparse.Namespace) -> int:
     if args.json:
         emit_json({**_fields(report), "no_paid_step_ran_twice": report.no_paid_step_twice})
         return 0 if report.ok else 1
-    rows = [
-        [
-            r.tenant,
-            r.run_id,
-            r.state,
-            r.steps_run,
-            r.steps_replayed,
-            r.paid_calls,
-            r.tool_calls,
-            r.tokens,
-            dollars(r.cost_micros),
-            r.tool_retries,
-        ]
-        for r in report.runs
-    ]
-    total_tokens = sum(r.tokens for r in report.runs)
-    total_cost = sum(r.cost_micros for r in report.runs)
-    rows.append(
-        [
-            "total",
-            "",
-            "",
-            sum(r.steps_run for r in report.runs),
-            sum(r.steps_replayed for r in report.runs),
-            report.paid_calls_billed,
-            sum(r.tool_calls for r in report.runs),
-            total_tokens,
-            dollars(total_cost),
-            sum(r.tool_retries for r in report.runs),
-        ]
-    )
-    print()
-    print(table(rows, HEADERS, right=tuple(range(3, len(HEADERS)))))
-    print()
-    print(LEGEND)
-    print()
+    _print_tables(report)
+    billed = report.paid_calls_billed
     print(
-        f"Paid model calls billed: {report.paid_calls_billed}, for "
-        f"{report.distinct_paid_steps} distinct paid steps; "
-        f"{report.billed_before_kill} were recorded before the kill and none ran again."
+        f"Paid model calls billed: {billed}, for {report.distinct_paid_steps} distinct paid "
+        f"steps; {report.billed_before_kill} were recorded before the kill and none ran again."
         if not report.recorded_before_kill_rerun
-        else f"Paid model calls billed: {report.paid_calls_billed}, for "
-        f"{report.distinct_paid_steps} distinct paid steps."
+        else f"Paid model calls billed: {billed}, for {report.distinct_paid_steps} distinct "
+        "paid steps."
     )
     if report.no_paid_step_twice:
         print("No paid step ran twice.")
@@ -113,6 +91,11 @@ async def run_demo(args: argparse.Namespace) -> int:
             print(f"PAID STEP RAN TWICE: {line}")
         for line in report.recorded_before_kill_rerun:
             print(f"RECORDED PAID STEP RAN AGAIN: {line}")
+    if report.records_differing_from_bill:
+        differing = ", ".join(report.records_differing_from_bill)
+        print(f"RUN RECORDS DIFFER FROM THE BILL: {differing}")
+    else:
+        print("Every run record's tokens and cost equal what the provider billed for it.")
     if report.unfinished:
         print(f"UNFINISHED RUNS: {', '.join(report.unfinished)}")
     state = (
@@ -126,6 +109,66 @@ async def run_demo(args: argparse.Namespace) -> int:
         f"--dsn sqlite:///{args.db} --tenant acme"
     )
     return 0 if report.ok else 1
+
+
+def _print_tables(report: Any) -> None:
+    runs = report.runs
+    rows: list[list[object]] = [
+        [
+            r.tenant,
+            r.run_id,
+            r.agent,
+            r.state,
+            r.paid_calls,
+            r.paid_after_kill,
+            r.tool_runs,
+            r.tool_retries,
+            r.tokens,
+            dollars(r.cost_micros),
+        ]
+        for r in runs
+    ]
+    rows.append(
+        [
+            "total",
+            "",
+            "",
+            "",
+            report.paid_calls_billed,
+            sum(r.paid_after_kill for r in runs),
+            sum(r.tool_runs for r in runs),
+            sum(r.tool_retries for r in runs),
+            sum(r.tokens for r in runs),
+            dollars(sum(r.cost_micros for r in runs)),
+        ]
+    )
+    tenants = [
+        [
+            t.tenant,
+            t.runs,
+            t.paid_calls,
+            t.tokens,
+            dollars(t.cost_micros),
+            dollars(t.billed_cost_micros),
+        ]
+        for t in report.tenants
+    ]
+    print()
+    print(table(rows, RUN_HEADERS, right=tuple(range(4, len(RUN_HEADERS)))))
+    print()
+    print(table(tenants, TENANT_HEADERS, right=tuple(range(1, len(TENANT_HEADERS)))))
+    print()
+    print(LEGEND)
+    print()
+
+
+def _importable(module: str) -> bool:
+    """Whether ``module`` can be imported, found without importing it (the demo's first
+    worker starts while this process imports pydantic-ai, not after)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ValueError:  # set to None in sys.modules: its import is blocked
+        return False
 
 
 def command_name() -> str:

@@ -1,15 +1,18 @@
 """``durably doctor``: how many server connections one worker process takes over a DSN,
 and what ``--workers N`` of them take against what the server allows.
 
-Per worker process, from the DSN's ``?pool_size=`` (P) and the workflow kinds it serves
-(K, ``--kinds``), each served kind's scheduler holding one listening connection:
+Per worker process, from the DSN's ``?pool_size=`` (P), however many workflow kinds,
+task queues and waiting handles it serves (they share one listening connection):
 
-- PostgreSQL: P + K connections to the server;
+- PostgreSQL over psycopg: P + 1 connections to the server (the pool and the listening
+  connection);
+- PostgreSQL over asyncpg: P (the listening connection is one of the pool's);
 - PostgreSQL through a transaction pooler (``?pooler=transaction``): P client connections
-  to the pooler, which shares its own server connections among every client; and K
-  direct listening connections to the server with ``?listen=`` (none without: waiters
+  to the pooler, which shares its own server connections among every client; and one
+  direct listening connection to the server with ``?listen=`` (none without: waiters
   poll);
-- Redis: P connections (waits hold a pooled connection; there is no listener);
+- Redis: P connections (the change feed's subscription is one of them, and an idle wait
+  for work holds one while it waits);
 - Redis Cluster: up to P connections to each master.
 """
 
@@ -30,7 +33,7 @@ class Budget:
     pooled: int
     """The pool's, at most (through a transaction pooler: none to the server itself)."""
     listening: int
-    """Dedicated listening connections, straight to the server."""
+    """Listening connections outside the pool, straight to the server (0 or 1)."""
     note: str
     """How the figures were counted, in a line."""
 
@@ -40,26 +43,31 @@ class Budget:
         return self.pooled + self.listening
 
 
-def budget(dsn: Any, kinds: int) -> Budget:
-    """The connection budget of one worker process serving ``kinds`` workflow kinds over
-    ``dsn`` (no I/O)."""
+def budget(dsn: Any) -> Budget:
+    """The connection budget of one worker process over ``dsn`` (no I/O)."""
     parsed = parse(dsn)
     if parsed.backing not in DEFAULT_POOL_SIZE:
         return Budget(0, 0, f"{parsed.backing} opens no server connections")
     pool = parsed.pool_size or DEFAULT_POOL_SIZE[parsed.backing]
     if parsed.backing == "redis":
         where = "each master" if parsed.cluster else "the server"
-        return Budget(pool, 0, f"pool of {pool} to {where}; waits hold a pooled connection")
+        return Budget(
+            pool,
+            0,
+            f"pool of {pool} to {where}; the subscription and idle waits hold pooled connections",
+        )
     if parsed.pooler == "transaction":
-        listening = kinds if parsed.listen is not None else 0
-        how = "direct listening" if listening else "no listener (waiters poll)"
+        listening = 1 if parsed.listen is not None else 0
+        how = "one direct listening connection" if listening else "no listener (waiters poll)"
         return Budget(
             0,
             listening,
             f"pool of {pool} client connections to the pooler (its server pool is shared by "
             f"every client); {how}",
         )
-    return Budget(pool, kinds, f"pool of {pool} + one listening connection per workflow kind")
+    if parsed.driver == "asyncpg":
+        return Budget(pool, 0, f"pool of {pool}, one of them listening for every store")
+    return Budget(pool, 1, f"pool of {pool} + one listening connection for every store")
 
 
 def register(commands: Any) -> None:
@@ -68,17 +76,12 @@ def register(commands: Any) -> None:
         help="connections per worker process against the server's limit",
         description=(
             "Print how many server connections one worker process takes over --dsn (pool "
-            "+ listeners) and what --workers processes take against the server's limit."
+            "+ its listening connection) and what --workers processes take against the "
+            "server's limit."
         ),
     )
     add_dsn(doctor)
     doctor.add_argument("--workers", type=_positive, default=1, help="worker processes (default 1)")
-    doctor.add_argument(
-        "--kinds",
-        type=_positive,
-        default=1,
-        help="workflow kinds each process serves: one listener each (default 1)",
-    )
     doctor.set_defaults(run=run_doctor)
 
 
@@ -90,7 +93,7 @@ def _positive(text: str) -> int:
 
 async def run_doctor(args: argparse.Namespace) -> int:
     async with opened(args) as stores:
-        planned = budget(args.dsn, args.kinds)
+        planned = budget(args.dsn)
         print(f"store: {stores.location}")
         print(
             f"per worker process: {planned.pooled} pooled + {planned.listening} listening "

@@ -48,6 +48,12 @@ def register(commands: Any) -> None:
     add_dsn(purge)
     purge.add_argument("queue", metavar="QUEUE", help="the queue to purge")
     purge.add_argument("--tenant", help="only this tenant's items (default: every tenant's)")
+    purge.add_argument(
+        "--dead-letters",
+        action="store_true",
+        help="delete the queue's dead letters instead (queued and running items stay)",
+    )
+    purge.add_argument("--item", help="with --dead-letters and --tenant: only this dead letter")
     purge.add_argument("--json", action="store_true", help="JSON for scripts")
     purge.set_defaults(run=purge_queue)
 
@@ -103,19 +109,28 @@ async def list_queues(args: argparse.Namespace) -> int:
 
 
 async def purge_queue(args: argparse.Namespace) -> int:
-    """Delete the queued items of one queue (one tenant's, or every tenant's)."""
-    for value, name in ((args.queue, "QUEUE"), (args.tenant, "--tenant")):
+    """Delete the queued items of one queue (one tenant's, or every tenant's), or with
+    ``--dead-letters`` its dead letters (one tenant's, or the one ``--item``)."""
+    if args.item is not None and not (args.dead_letters and args.tenant):
+        raise UsageError("--item: only with --dead-letters and --tenant")
+    for value, name in ((args.queue, "QUEUE"), (args.tenant, "--tenant"), (args.item, "--item")):
         if value is not None:
             try:
                 identifier(value, name)
             except InvalidInputError as exc:
                 raise UsageError(str(exc)) from None
     async with opened(args) as stores:
-        deleted = await stores.queue.purge(queue=args.queue, tenant=args.tenant)
+        if args.dead_letters:
+            deleted = await stores.queue.purge_dead_letters(
+                queue=args.queue, tenant=args.tenant, item_id=args.item
+            )
+        else:
+            deleted = await stores.queue.purge(queue=args.queue, tenant=args.tenant)
+    what = "dead letter(s)" if args.dead_letters else "queued item(s)"
     if args.json:
         emit_json({"queue": args.queue, "purged": deleted})
     else:
-        print(f"purged {deleted} queued item(s) of queue {args.queue!r}")
+        print(f"purged {deleted} {what} of queue {args.queue!r}")
     return 0
 
 

@@ -1,4 +1,7 @@
-"""``durably schedules list``: the cron schedules a module registers, with their next tick."""
+"""``durably schedules list``: the cron schedules a module registers, with their next tick.
+
+A task's schedule enqueues on its queue; a workflow's starts its kind (WORKFLOW).
+"""
 
 from __future__ import annotations
 
@@ -23,8 +26,8 @@ def register(commands: Any) -> None:
         help="the schedules MODULE:ATTR registers, with their next tick",
         description=(
             "List the cron schedules of MODULE:ATTR: a Schedule, a list of them, or an "
-            "object with a `schedules` attribute (a Worker). Schedules live in code, so "
-            "nothing is read from a store."
+            "object with a `schedules` attribute (an App, a Worker). Schedules live in "
+            "code, so nothing is read from a store."
         ),
     )
     listing.add_argument("target", metavar="MODULE:ATTR")
@@ -42,7 +45,7 @@ def schedules_of(found: object, target: str) -> list[Schedule]:
         listed = list(held)
         if all(isinstance(schedule, Schedule) for schedule in listed):
             return listed
-    raise UsageError(f"{target!r} holds no cron schedules (a Schedule, a list, or a Worker)")
+    raise UsageError(f"{target!r} holds no cron schedules (a Schedule, a list, an App or a Worker)")
 
 
 async def list_schedules(args: argparse.Namespace) -> int:
@@ -57,7 +60,8 @@ async def list_schedules(args: argparse.Namespace) -> int:
                 "name": schedule.name,
                 "cron": schedule.cron,
                 "tz": schedule.tz,
-                "queue": schedule.queue,
+                "queue": None if schedule.workflow is not None else schedule.queue,
+                "workflow": schedule.workflow,
                 "tenant": schedule.tenant,
                 "next": upcoming.isoformat(),
             }
@@ -68,8 +72,11 @@ async def list_schedules(args: argparse.Namespace) -> int:
     if not rows:
         print("no schedules")
         return 0
-    headers = ["NAME", "CRON", "TZ", "QUEUE", "TENANT", "NEXT"]
-    cells = [[printable(str(row[key.lower()])) for key in headers] for row in rows]
+    headers = ["NAME", "CRON", "TZ", "QUEUE", "WORKFLOW", "TENANT", "NEXT"]
+    cells = [
+        [printable("-" if row[key.lower()] is None else str(row[key.lower()])) for key in headers]
+        for row in rows
+    ]
     print(table(cells, headers))
     return 0
 

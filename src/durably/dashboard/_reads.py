@@ -11,8 +11,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from durably.app import App
+from durably.stores.catalog import Cataloguing
 from durably.stores.runs import RunRecord, StateQuery
 from durably.stores.status import WorkflowInfo, WorkflowStatus
+from durably.stores.throughput import MINUTES, NAMES_MOST, Minute, minute_of
 from durably.stores.work import QueueStats, WorkItem
 
 PAGE = 50
@@ -26,6 +28,9 @@ RUNS_TOTALLED = 1000
 
 TENANTS_TTL = 60.0
 """Seconds the list of tenants with runs is kept before it is read again."""
+
+BAR_STEPS = 8
+"""Heights a minute's bar takes (the stylesheet draws each; no inline style is allowed)."""
 
 VALUE_SHOWN = 2000
 """Characters of a stored value shown at most (the rest is cut, and says so)."""
@@ -51,6 +56,27 @@ class TenantRuns:
 
 
 @dataclass(frozen=True)
+class MinuteCell:
+    """One minute of a throughput row: its counts and its bar's height (0 to `BAR_STEPS`)."""
+
+    label: str
+    completed: int
+    failed: int
+    level: int
+
+
+@dataclass(frozen=True)
+class RateRow:
+    """What finished of one queue or workflow kind over the last minutes."""
+
+    what: str
+    name: str
+    completed: int
+    failed: int
+    minutes: list[MinuteCell]
+
+
+@dataclass(frozen=True)
 class Overview:
     """The overview page."""
 
@@ -59,6 +85,7 @@ class Overview:
     by_kind: dict[str, dict[str, int]]
     runs: list[TenantRuns]
     more_tenants: bool
+    rates: list[RateRow]
 
 
 @dataclass(frozen=True)
@@ -129,8 +156,8 @@ async def tenant_runs(app: App, tenants: list[str]) -> list[TenantRuns]:
 
 class RunTenants:
     """The first `RUN_TENANTS` tenants with runs, read again at most every ``ttl``
-    seconds: Redis answers by scanning its keys, too much for a page polled every few
-    seconds."""
+    seconds: the SQL backings find distinct tenants by walking the runs index, which reads
+    every run of the first tenants, too much for a page polled every few seconds."""
 
     def __init__(self, ttl: float = TENANTS_TTL) -> None:
         self._ttl = ttl
@@ -146,8 +173,46 @@ class RunTenants:
         return self._read[1], self._read[2]
 
 
+def _rate_rows(what: str, names: list[str], found: dict[str, list[Minute]]) -> list[RateRow]:
+    """A row per name, each with every one of the last `MINUTES` minutes (none: zero),
+    ending at the newest minute of any row or this one, whichever is later."""
+    newest = max([minute_of(time.time())] + [m.minute for ms in found.values() for m in ms])
+    first = newest - MINUTES + 1
+    busiest = max([1] + [m.completed + m.failed for ms in found.values() for m in ms])
+    rows: list[RateRow] = []
+    for name in names:
+        by_minute = {m.minute: m for m in found.get(name, [])}
+        cells = []
+        for minute in range(first, newest + 1):
+            held = by_minute.get(minute, Minute(minute, 0, 0))
+            total = held.completed + held.failed
+            label = datetime.fromtimestamp(minute * 60, UTC).strftime("%H:%M")
+            level = -(-BAR_STEPS * total // busiest)  # rounded up: one item shows
+            cells.append(MinuteCell(label, held.completed, held.failed, level))
+        done = sum(c.completed for c in cells)
+        failed = sum(c.failed for c in cells)
+        rows.append(RateRow(what, name, done, failed, cells))
+    return rows
+
+
+async def rates(app: App, queues: tuple[str, ...]) -> list[RateRow]:
+    """Items of each shown queue and workflows of each kind finished per minute over the
+    last `MINUTES` minutes: two reads of the rings the stores keep, whatever they hold."""
+    stores = await app.stores()
+    named = list(queues[:NAMES_MOST])
+    items = await stores.queue.finished_per_minute(queues=named)
+    rows = _rate_rows("queue", named, items)
+    checkpointer = stores.checkpointer
+    if isinstance(checkpointer, Cataloguing):
+        ended = await checkpointer.finished_per_minute()
+        kinds = sorted(set(ended) | set(app.workflows))
+        rows += _rate_rows("workflows", kinds, ended)
+    return rows
+
+
 async def overview(app: App, queues: tuple[str, ...], known: RunTenants) -> Overview:
-    """The overview: queues, workflows by status and by kind, run totals by tenant."""
+    """The overview: queues, throughput, workflows by status and by kind, run totals by
+    tenant."""
     rows = await queue_rows(app, queues)
     counts = await app.workflow_counts()
     tenants, more = await known.get(app)
@@ -160,6 +225,7 @@ async def overview(app: App, queues: tuple[str, ...], known: RunTenants) -> Over
         },
         runs=await tenant_runs(app, tenants),
         more_tenants=more,
+        rates=await rates(app, queues),
     )
 
 
@@ -228,8 +294,10 @@ async def runs_page(
 
 __all__ = [
     "PAGE",
+    "MinuteCell",
     "Overview",
     "QueueRow",
+    "RateRow",
     "Record",
     "RunTenants",
     "TenantRuns",
@@ -237,6 +305,7 @@ __all__ = [
     "dead_letters",
     "overview",
     "queue_rows",
+    "rates",
     "runs_page",
     "shown",
     "when",

@@ -78,6 +78,7 @@ class Site:
         ]
         actions: list[tuple[str, Handler]] = [
             ("/actions/requeue", self.requeue),
+            ("/actions/purge", self.purge),
             ("/actions/cancel", self.cancel),
             ("/actions/resume", self.resume),
             ("/actions/fork", self.fork),
@@ -258,6 +259,21 @@ class Site:
             if queued.id == item_id
             else f"{item_id} not requeued: live item {queued.id} holds its dedupe key"
         )
+        return self._back(request, "/queue", notice, name=queue)
+
+    async def purge(self, request: Request) -> Response:
+        """Delete one dead letter (``item`` and ``tenant``) or every dead letter of the
+        queue (of ``tenant`` only, when given)."""
+        form: dict[str, str] = request.state.form
+        queue = identifier(form.get("queue", ""), "queue")
+        tenant = form.get("tenant") or None
+        item_id = form.get("item") or None
+        stores = await self.app.stores()
+        purged = await stores.queue.purge_dead_letters(queue=queue, tenant=tenant, item_id=item_id)
+        if item_id is not None:
+            notice = f"purged {item_id}" if purged else f"{item_id} is not dead-lettered"
+        else:
+            notice = f"purged {purged:,} dead letter(s)"
         return self._back(request, "/queue", notice, name=queue)
 
     async def _handle(self, request: Request) -> tuple[Any, str, str, dict[str, str]]:

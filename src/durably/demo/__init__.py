@@ -1,3 +1,4 @@
-"""The ``durably demo``: agent runs of several tenants as durable workflows over an
-embedded SQLite file, a worker process killed mid-run, and a second one finishing every
-run without repeating a paid step. See `durably.demo.scenario` and ``docs/cli.md``."""
+"""The ``durably demo``: runs of pydantic-ai agents made durable with `DurableAgent`, for
+several tenants, over an embedded SQLite file; a worker process killed mid-run, and a
+second one finishing every run without repeating a paid model request. Needs the
+``pydantic-ai`` extra. See `durably.demo.scenario` and ``docs/cli.md``."""

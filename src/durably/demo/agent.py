@@ -1,233 +1,187 @@
-"""The demo's agent, written on the application layer: a ``@app.workflow`` that alternates
-paid model calls and tool calls (``@app.step``), keeps its `RunRecord` (state, tokens,
-cost) up to date, waits for a human approval on a `durably.Topic` and sleeps durably.
+"""The demo's agents: pydantic-ai agents made durable with `DurableAgent` on the demo's
+App (`durably.demo.app`), which importing this module registers them on.
+
+Each agent's model is a pydantic-ai `FunctionModel` playing a scripted model: for the task
+it is given, it calls that task's tools one per turn, then answers. Every request goes to
+the simulated provider, which bills it in its own table. `DurableAgent` makes each request
+and each tool call a step, and adds each response's tokens and cost (at `PRICES`) to the
+run's record with ``ctx.add_usage``. The sales agent's ``send_email`` needs a human's
+approval; the weather tool fails its first attempt and is retried as a durable step. One
+run first sleeps durably: the `digest` workflow sleeps, then runs its agent as a child.
 
 Served by ``durably worker durably.demo.agent:app --dsn sqlite:///durably-demo.db``.
-
-The demo also notes in its ledger which steps ran and which a pass answered from the
-record. Those notes are the demo's own observation (to print its table), not workflow
-state; an application's body would not write them.
 """
 
 from __future__ import annotations
 
 import os
-import sqlite3
 import time
-from typing import Literal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
 
-from pydantic import BaseModel
+from pydantic_ai import Agent, Tool
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
 
 import durably
-from durably.demo.ledger import Ledger, StepOutcome
-from durably.demo.provider import SimulatedModel, use_tool
-from durably.errors import ConfigurationError, StateConflictError
-from durably.sqlite import Database, SqliteStateStore, Transaction
-from durably.stores.runs import RunState, StateDelta, StateKey, Usage
+from durably.demo.app import SCRIPTS, WORKER_ENV, agent_run_id, app, batch_of
+from durably.demo.ledger import Ledger, Origin
+from durably.demo.provider import (
+    INPUT_MICROS_PER_TOKEN,
+    MODEL,
+    OUTPUT_MICROS_PER_TOKEN,
+    FlakyToolError,
+    SimulatedProvider,
+    upstream,
+)
+from durably.pydantic_ai import DurableAgent, Price
 
-KIND = "demo-agent"
-"""The workflow kind the demo's runs are started and served under."""
-
-LEASE = 2.0
-"""Seconds a dead worker keeps its workflows before another worker takes them over."""
-WORKER_ENV = "DURABLY_DEMO_WORKER"
-"""The name a demo worker process notes in the ledger (set by the demo when it spawns it)."""
-
-app = durably.App(os.environ.get("DURABLY_DSN") or "sqlite:///durably-demo.db", lease=LEASE)
-
-APPROVAL = durably.Topic("approval", str)
-"""Who approved the run's pending action (sent with ``handle.send``)."""
-
-
-class Action(BaseModel):
-    """One action of a run's plan; each follows a model call."""
-
-    kind: Literal["tool", "approval", "sleep"]
-    tool: str = ""
-    arg: str = ""
-    seconds: float = 0.0
+PRICES = {MODEL: Price(input=INPUT_MICROS_PER_TOKEN, output=OUTPUT_MICROS_PER_TOKEN)}
+"""What the runs' records charge per token: the provider's own prices."""
+TOOL_RETRY = durably.Retry(max_attempts=3, initial=0.5, maximum=2.0)
+"""How a failed tool call is retried: as a durable step, after a backoff."""
+_BY_TASK = {script.task: script for script in SCRIPTS}
 
 
-class Brief(BaseModel):
-    """What a run is started with."""
-
-    batch: int
-    tenant: str
-    run_id: str
-    task: str
-    plan: list[Action]
+# --- the simulated model and the tools (each runs inside its durable step) ---------------
 
 
-class Reply(BaseModel):
-    """What the model answered, what it cost, and the step key it was recorded under."""
-
-    step: str
-    text: str
-    input_tokens: int
-    output_tokens: int
-    cost_micros: int
-
-
-class ToolResult(BaseModel):
-    """What a tool returned, and the step key it was recorded under."""
-
-    step: str
-    output: dict[str, object]
-
-
-class Answer(BaseModel):
-    """The run's result."""
-
-    answer: str
+async def scripted_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """The task's next tool call, or its answer once every call is made; each request is
+    billed by the provider when it answers."""
+    script = _BY_TASK[_task_of(messages)]
+    turn = 1 + sum(isinstance(m, ModelResponse) for m in messages)
+    bill = await SimulatedProvider(await _ledger()).complete(_origin())
+    usage = RequestUsage(input_tokens=bill.input_tokens, output_tokens=bill.output_tokens)
+    if turn > len(script.calls):
+        tools = ", ".join(tool for tool, _ in script.calls)
+        return ModelResponse(
+            parts=[TextPart(f"{script.task}: done ({tools})")], usage=usage, model_name=MODEL
+        )
+    tool, argument = script.calls[turn - 1]
+    call = ToolCallPart(tool, {_parameter(info, tool): argument}, tool_call_id=f"call-{turn}")
+    return ModelResponse(parts=[call], usage=usage, model_name=MODEL)
 
 
-# --- steps: the paid model call, the tools, the run record's state ---------------------
+def _task_of(messages: list[ModelMessage]) -> str:
+    first = messages[0]
+    assert isinstance(first, ModelRequest)
+    prompt = next(part for part in first.parts if isinstance(part, UserPromptPart))
+    return str(prompt.content)
 
 
-@app.step(name="model")
-async def think(batch: int, prompt: str) -> Reply:
-    """A paid model call: the provider bills it when it answers."""
-    step = durably.context()
-    ledger = await _ledger()
-    reply = await SimulatedModel(ledger, worker=_worker()).complete(
-        batch, step.workflow, step.step, prompt
-    )
-    await ledger.record_step(batch, step.workflow, step.step, "ran", _worker(), time.time())
-    return Reply(
-        step=step.step,
-        text=reply.text,
-        input_tokens=reply.input_tokens,
-        output_tokens=reply.output_tokens,
-        cost_micros=reply.cost_micros,
-    )
+def _parameter(info: AgentInfo, tool: str) -> str:
+    """The name of ``tool``'s one parameter, read from the schema the agent offers."""
+    definition = next(t for t in info.function_tools if t.name == tool)
+    return str(next(iter(definition.parameters_json_schema["properties"])))
 
 
-@app.step(name="tool", retry=durably.Retry(max_attempts=3, initial=0.5, maximum=2.0))
-async def call_tool(batch: int, tool: str, arg: str) -> ToolResult:
-    """A tool call; the weather tool fails on its first attempt and is retried."""
-    step = durably.context()
-    ledger = await _ledger()
+async def search(query: str) -> list[str]:
+    """Search the company's documents."""
+    async with _tool_call("search", query):
+        return [f"{query}: source {n}" for n in range(1, 4)]
+
+
+async def calculator(expression: str) -> float:
+    """Work out a figure."""
+    async with _tool_call("calculator", expression) as draw:
+        return round(draw % 100_000 / 100, 2)
+
+
+async def draft_email(topic: str) -> dict[str, object]:
+    """Draft an e-mail."""
+    async with _tool_call("draft_email", topic) as draw:
+        return {"subject": f"About {topic}", "words": 120 + draw % 80}
+
+
+async def send_email(subject: str) -> str:
+    """Send the drafted e-mail (a human approves it first)."""
+    async with _tool_call("send_email", subject) as draw:
+        return f"sent {subject!r} as msg-{draw % 1_000_000:06d}"
+
+
+async def weather(city: str) -> dict[str, object]:
+    """The forecast for a city (its upstream times out on a first attempt)."""
+    async with _tool_call("weather", city) as draw:
+        if durably.context().attempt == 1:
+            raise FlakyToolError("weather service timed out (HTTP 504)")
+        return {"city": city, "forecast": ("sun", "rain", "wind")[draw % 3]}
+
+
+async def lookup_order(order: str) -> dict[str, object]:
+    """Look an order up."""
+    async with _tool_call("lookup_order", order) as draw:
+        return {"order": order, "total": round(draw % 50_000 / 100, 2), "damaged": True}
+
+
+async def refund(order: str) -> str:
+    """Refund an order."""
+    async with _tool_call("refund", order) as draw:
+        return f"refunded {order} as rf-{draw % 100_000:05d}"
+
+
+@asynccontextmanager
+async def _tool_call(tool: str, argument: str) -> AsyncIterator[int]:
+    """A tool's call to its simulated upstream; the tool logs each attempt, ran or failed.
+
+    Yields a number drawn from the request, for the tool to derive its answer from.
+    """
+    origin, ledger = _origin(), await _ledger()
+    draw = await upstream(tool, argument)
     try:
-        output = await use_tool(tool, arg, first_try=step.attempt == 1)
-    except Exception:
-        await ledger.record_step(batch, step.workflow, step.step, "failed", _worker(), time.time())
+        yield draw
+    except FlakyToolError:
+        await ledger.record_tool_run(origin, tool, "failed", time.time())
         raise
-    await ledger.record_step(batch, step.workflow, step.step, "ran", _worker(), time.time())
-    return ToolResult(step=step.step, output=output)
-
-
-@app.step(name="run-state")
-async def set_state(tenant: str, run_id: str, state: RunState, awaiting: str | None) -> None:
-    """Set the `RunRecord`'s state (idempotent, so running it again is harmless)."""
-    store = (await app.stores()).state
-    key = StateKey(tenant=tenant, id=run_id)
-    for _ in range(10):
-        record = await store.get_run(key)
-        if record is None or (record.state, record.awaiting_approval) == (state, awaiting):
-            return
-        try:
-            await store.put_run(
-                record.model_copy(update={"state": state, "awaiting_approval": awaiting})
-            )
-            return
-        except StateConflictError:
-            continue
-
-
-# --- the workflow ------------------------------------------------------------------------
-
-
-@app.workflow(name=KIND)
-async def agent(ctx: durably.Context, brief: Brief) -> Answer:
-    """Think, act, think again; an approval waits for a message, a sleep frees the worker."""
-    await set_state(brief.tenant, brief.run_id, RunState.RUNNING, None)
-    notes = [brief.task]
-    for action in brief.plan:
-        reply = await _think(ctx, brief, " / ".join(notes))
-        notes.append(reply.text)
-        if action.kind == "approval":
-            await set_state(brief.tenant, brief.run_id, RunState.SUSPENDED, action.tool)
-            approver = await ctx.recv(APPROVAL)
-            await set_state(brief.tenant, brief.run_id, RunState.RUNNING, None)
-            notes.append(f"approved by {approver}")
-        elif action.kind == "sleep":
-            await set_state(brief.tenant, brief.run_id, RunState.SUSPENDED, None)
-            await ctx.sleep(action.seconds)
-            await set_state(brief.tenant, brief.run_id, RunState.RUNNING, None)
-            continue
-        result = await _act(ctx, brief, action)
-        notes.append(str(result.output))
-    final = await _think(ctx, brief, " / ".join(notes))
-    await set_state(brief.tenant, brief.run_id, RunState.COMPLETED, None)
-    return Answer(answer=final.text)
-
-
-async def _think(ctx: durably.Context, brief: Brief, prompt: str) -> Reply:
-    """A paid model call, then its tokens and cost added to the run record in the same
-    commit as that addition's own record: a replay neither calls the model nor charges
-    the run again."""
-    replaying = ctx.replaying
-    reply = await think(brief.batch, prompt)
-    if replaying:
-        await _note(brief.batch, ctx.id, reply.step, "replayed")
-    delta = StateDelta(
-        usage=Usage(input_tokens=reply.input_tokens, output_tokens=reply.output_tokens, requests=1),
-        cost_micros=reply.cost_micros,
-        iterations=1,
-    )
-    await _charge(ctx, brief, f"usage:{reply.step}", delta)
-    return reply
-
-
-async def _act(ctx: durably.Context, brief: Brief, action: Action) -> ToolResult:
-    """A tool call, then one tool call added to the run's usage, counted once."""
-    replaying = ctx.replaying
-    result = await call_tool(brief.batch, action.tool, action.arg)
-    if replaying:
-        await _note(brief.batch, ctx.id, result.step, "replayed")
-    await _charge(ctx, brief, f"usage:{result.step}", StateDelta(usage=Usage(tool_calls=1)))
-    return result
-
-
-async def _charge(ctx: durably.Context, brief: Brief, key: str, delta: StateDelta) -> None:
-    """``ctx.transact``: the patch of the run record commits with its step record."""
-    stores = await app.stores()
-    state, database = stores.state, stores.database
-    if not isinstance(state, SqliteStateStore) or not isinstance(database, Database):
-        raise ConfigurationError("the demo agent runs over SQLite: use a sqlite:/// DSN")
-    run = StateKey(tenant=brief.tenant, id=brief.run_id)
-
-    def patch(cursor: sqlite3.Cursor) -> int:
-        state.bound(Transaction(database, cursor.connection)).patch_run(run, delta)
-        return delta.cost_micros
-
-    first = not ctx.replaying
-    await ctx.transact(key, patch)
-    await _note(brief.batch, ctx.id, key, "ran" if first else "replayed")
+    await ledger.record_tool_run(origin, tool, "ran", time.time())
 
 
 async def _ledger() -> Ledger:
     return Ledger((await app.stores()).database)
 
 
-async def _note(batch: int, workflow: str, step: str, outcome: StepOutcome) -> None:
-    await (await _ledger()).record_step(batch, workflow, step, outcome, _worker(), time.time())
+def _origin() -> Origin:
+    step = durably.context()
+    worker = os.environ.get(WORKER_ENV) or f"pid-{os.getpid()}"
+    return Origin(batch_of(step.workflow), step.tenant, step.workflow, step.step, worker)
 
 
-def _worker() -> str:
-    return os.environ.get(WORKER_ENV) or f"pid-{os.getpid()}"
+# --- the agents and the workflow that sleeps first ----------------------------------------
+
+TOOLS: dict[str, tuple[Tool[None], ...]] = {
+    "research-agent": (Tool(search), Tool(calculator)),
+    "sales-agent": (Tool(draft_email), Tool(send_email, requires_approval=True)),
+    "ops-agent": (Tool(weather), Tool(calculator)),
+    "support-agent": (Tool(lookup_order), Tool(refund), Tool(search)),
+}
 
 
-__all__ = [
-    "APPROVAL",
-    "KIND",
-    "LEASE",
-    "WORKER_ENV",
-    "Action",
-    "Answer",
-    "Brief",
-    "Reply",
-    "ToolResult",
-    "agent",
-    "app",
-]
+def _durable(name: str, tools: tuple[Tool[None], ...]) -> DurableAgent[None, str]:
+    agent = Agent(FunctionModel(scripted_model, model_name=MODEL), name=name, tools=tools)
+    return DurableAgent(agent, app, prices=PRICES, tool_retry=TOOL_RETRY)
+
+
+AGENTS = {name: _durable(name, tools) for name, tools in TOOLS.items()}
+"""The durable agents, by name (each name is its workflow kind)."""
+
+
+@app.workflow(name="digest")
+async def digest(ctx: durably.Context, task: str, seconds: float) -> str:
+    """Wait for the incident window to close (a durable sleep: no process holds the run),
+    then run the research agent on ``task`` as a child workflow."""
+    await ctx.sleep(seconds)
+    research = AGENTS["research-agent"].workflow.options(id=agent_run_id(ctx.id))
+    answer: Any = await ctx.child(research, task)
+    return str(answer)
+
+
+__all__ = ["AGENTS", "PRICES", "TOOLS", "TOOL_RETRY", "app", "digest", "scripted_model"]

@@ -1,7 +1,8 @@
-"""The demo's bookkeeping in the demo file: batches, the model provider's bill, and which
-steps ran or were replayed by which worker.
+"""The demo's bookkeeping in the demo file: batches, the model provider's bill, and the
+tools' own log of what they ran.
 
-None of it is durably's own state: it is what the demo reads to tell (and prove) its story.
+None of it is durably's own state: the provider and the tools write it, and the demo reads
+it to tell (and prove) its story.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any, Literal
 
-StepOutcome = Literal["ran", "replayed", "failed"]
+ToolOutcome = Literal["ran", "failed"]
 
 _NAME = re.compile(r"^--\s*name:\s*(\S+)\s*$", re.MULTILINE)
 
@@ -23,13 +24,25 @@ def _statements() -> dict[str, str]:
 
 
 _SQL = _statements()
-_TABLES = ("create_batches", "create_calls", "create_steps", "create_control")
+_TABLES = ("create_batches", "create_bill", "create_tool_runs", "create_control")
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Who asked: the batch, the run's tenant and workflow, the step, the worker process."""
+
+    batch: int
+    tenant: str
+    workflow: str
+    step: str
+    worker: str
 
 
 @dataclass(frozen=True, slots=True)
 class Call:
     """One request to the simulated model; billed when ``billed_at`` is set."""
 
+    tenant: str
     workflow: str
     step: str
     worker: str
@@ -46,11 +59,13 @@ class Call:
 
 
 @dataclass(frozen=True, slots=True)
-class StepEvent:
-    """A step of a workflow that ran, was answered from the record, or failed."""
+class ToolRun:
+    """One attempt of a tool, as the tool itself noted it."""
 
+    tenant: str
     workflow: str
     step: str
+    tool: str
     outcome: str
     worker: str
 
@@ -83,11 +98,10 @@ class Ledger:
         value = "answering" if answering else "stalled"
         await self._db.transaction(lambda tx: tx.execute(_SQL["set_provider"], (value,)))
 
-    async def start_call(
-        self, batch: int, workflow: str, step: str, worker: str, now: float
-    ) -> int:
+    async def start_call(self, origin: Origin, now: float) -> int:
         """Note a request as sent (not yet billed); its id."""
-        return int(await self._one(_SQL["start_call"], (batch, workflow, step, worker, now)))
+        params = (origin.batch, origin.tenant, origin.workflow, origin.step, origin.worker, now)
+        return int(await self._one(_SQL["start_call"], params))
 
     async def bill_call(
         self, call_id: int, *, now: float, input_tokens: int, output_tokens: int, cost_micros: int
@@ -99,12 +113,21 @@ class Ledger:
         )
         return bool(count)
 
-    async def record_step(
-        self, batch: int, workflow: str, step: str, outcome: StepOutcome, worker: str, now: float
+    async def record_tool_run(
+        self, origin: Origin, tool: str, outcome: ToolOutcome, now: float
     ) -> None:
-        """Note that ``step`` ran, was replayed or failed in ``worker``."""
-        params = (batch, workflow, step, outcome, worker, now)
-        await self._db.transaction(lambda tx: tx.execute(_SQL["record_step"], params))
+        """Note that ``tool`` ran or failed for ``origin``."""
+        params = (
+            origin.batch,
+            origin.tenant,
+            origin.workflow,
+            origin.step,
+            tool,
+            outcome,
+            origin.worker,
+            now,
+        )
+        await self._db.transaction(lambda tx: tx.execute(_SQL["record_tool_run"], params))
 
     async def calls(self, batch: int) -> list[Call]:
         """Every model request of the batch, in the order sent."""
@@ -113,28 +136,29 @@ class Ledger:
         )
         return [
             Call(
-                workflow=r[0],
-                step=r[1],
-                worker=r[2],
-                started_at=r[3],
-                billed_at=r[4],
-                input_tokens=r[5] or 0,
-                output_tokens=r[6] or 0,
-                cost_micros=r[7] or 0,
+                tenant=r[0],
+                workflow=r[1],
+                step=r[2],
+                worker=r[3],
+                started_at=r[4],
+                billed_at=r[5],
+                input_tokens=r[6] or 0,
+                output_tokens=r[7] or 0,
+                cost_micros=r[8] or 0,
             )
             for r in rows
         ]
 
-    async def steps(self, batch: int) -> list[StepEvent]:
-        """Every step event of the batch, in order."""
+    async def tool_runs(self, batch: int) -> list[ToolRun]:
+        """Every tool attempt of the batch, in order."""
         rows = await self._db.transaction(
-            lambda tx: tx.all(_SQL["steps_of_batch"], (batch,)), write=False
+            lambda tx: tx.all(_SQL["tool_runs_of_batch"], (batch,)), write=False
         )
-        return [StepEvent(workflow=r[0], step=r[1], outcome=r[2], worker=r[3]) for r in rows]
+        return [ToolRun(*row) for row in rows]
 
     async def _one(self, sql: str, params: tuple[Any, ...]) -> Any:
         row = await self._db.transaction(lambda tx: tx.one(sql, params))
         return None if row is None else row[0]
 
 
-__all__ = ["Call", "Ledger", "StepEvent", "StepOutcome"]
+__all__ = ["Call", "Ledger", "Origin", "ToolOutcome", "ToolRun"]

@@ -1,6 +1,7 @@
 -- The demo's own tables, beside durably's in the demo file. The simulated model provider
--- writes `demo_model_calls` itself (it is the provider's bill, not durably's checkpoint),
--- which is what lets the demo prove that no paid step ran twice.
+-- writes `demo_bill` itself (it is the provider's bill, not durably's checkpoint), and the
+-- tools write `demo_tool_runs`: that is what lets the demo prove, from outside durably's
+-- records, that no paid step ran twice.
 
 -- name: create_batches
 CREATE TABLE IF NOT EXISTS demo_batches (
@@ -8,10 +9,11 @@ CREATE TABLE IF NOT EXISTS demo_batches (
     started_at REAL NOT NULL
 );
 
--- name: create_calls
-CREATE TABLE IF NOT EXISTS demo_model_calls (
+-- name: create_bill
+CREATE TABLE IF NOT EXISTS demo_bill (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     batch INTEGER NOT NULL,
+    tenant TEXT NOT NULL,
     workflow TEXT NOT NULL,
     step TEXT NOT NULL,
     worker TEXT NOT NULL,
@@ -22,12 +24,14 @@ CREATE TABLE IF NOT EXISTS demo_model_calls (
     cost_micros INTEGER
 );
 
--- name: create_steps
-CREATE TABLE IF NOT EXISTS demo_steps (
+-- name: create_tool_runs
+CREATE TABLE IF NOT EXISTS demo_tool_runs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     batch INTEGER NOT NULL,
+    tenant TEXT NOT NULL,
     workflow TEXT NOT NULL,
     step TEXT NOT NULL,
+    tool TEXT NOT NULL,
     outcome TEXT NOT NULL,
     worker TEXT NOT NULL,
     at REAL NOT NULL
@@ -52,31 +56,32 @@ INSERT INTO demo_control (name, value) VALUES ('provider', ?)
 ON CONFLICT (name) DO UPDATE SET value = excluded.value;
 
 -- name: start_call
-INSERT INTO demo_model_calls (batch, workflow, step, worker, started_at)
-VALUES (?, ?, ?, ?, ?)
+INSERT INTO demo_bill (batch, tenant, workflow, step, worker, started_at)
+VALUES (?, ?, ?, ?, ?, ?)
 RETURNING id;
 
 -- A call is billed only while the provider answers: the check and the bill are one
 -- statement, so once the demo has stalled the provider no further call can be billed.
 -- name: bill_call
-UPDATE demo_model_calls
+UPDATE demo_bill
 SET billed_at = ?, input_tokens = ?, output_tokens = ?, cost_micros = ?
 WHERE id = ?
   AND coalesce((SELECT value FROM demo_control WHERE name = 'provider'), 'answering')
       = 'answering';
 
 -- name: calls_of_batch
-SELECT workflow, step, worker, started_at, billed_at, input_tokens, output_tokens, cost_micros
-FROM demo_model_calls
+SELECT tenant, workflow, step, worker, started_at, billed_at, input_tokens, output_tokens,
+       cost_micros
+FROM demo_bill
 WHERE batch = ?
 ORDER BY id;
 
--- name: record_step
-INSERT INTO demo_steps (batch, workflow, step, outcome, worker, at)
-VALUES (?, ?, ?, ?, ?, ?);
+-- name: record_tool_run
+INSERT INTO demo_tool_runs (batch, tenant, workflow, step, tool, outcome, worker, at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?);
 
--- name: steps_of_batch
-SELECT workflow, step, outcome, worker
-FROM demo_steps
+-- name: tool_runs_of_batch
+SELECT tenant, workflow, step, tool, outcome, worker
+FROM demo_tool_runs
 WHERE batch = ?
 ORDER BY id;

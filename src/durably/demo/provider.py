@@ -1,8 +1,9 @@
-"""The simulated world the demo agent works in: a paid model that bills per call, and tools.
+"""The simulated world the demo agents work in: a paid model provider that bills per call,
+and the upstream services their tools call.
 
-Answers, token counts and latencies are derived from a hash of the request, so a run of
-the demo is reproducible apart from timing. The model bills a call when it answers; a
-call whose caller dies first is never answered and never billed.
+Token counts and latencies are derived from a hash of the request, so a run of the demo
+is reproducible apart from timing. The provider bills a call when it answers; a call whose
+caller dies first is never answered and never billed.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ import hashlib
 import time
 from dataclasses import dataclass
 
-from durably.demo.ledger import Ledger
+from durably.demo.ledger import Ledger, Origin
 
-# What the simulated model charges, in millionths of a dollar per token ($3 / $15 per 1M).
+MODEL = "demo-model"
+"""The simulated model's name, as its responses give it and the price table keys it."""
+# What the provider charges, in millionths of a dollar per token ($3 / $15 per 1M).
 INPUT_MICROS_PER_TOKEN = 3
 OUTPUT_MICROS_PER_TOKEN = 15
 STALL_POLL_SECONDS = 0.05
@@ -26,34 +29,32 @@ def _draw(*parts: str) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class Reply:
-    """What the model answered and what it cost."""
+class Bill:
+    """What one answered call used and cost, as the provider billed it."""
 
-    text: str
     input_tokens: int
     output_tokens: int
     cost_micros: int
 
 
-class SimulatedModel:
+class SimulatedProvider:
     """A paid model API: every answered call is billed in the ledger, by the provider."""
 
-    def __init__(self, ledger: Ledger, *, worker: str, latency: float = 0.25) -> None:
+    def __init__(self, ledger: Ledger, *, latency: float = 0.25) -> None:
         self._ledger = ledger
-        self._worker = worker
         self._latency = latency
 
-    async def complete(self, batch: int, workflow: str, step: str, prompt: str) -> Reply:
-        """Answer ``prompt`` after some latency and bill the call.
+    async def complete(self, origin: Origin) -> Bill:
+        """Answer one request after some latency and bill it.
 
         While the provider is stalled (the demo does that just before it kills a worker)
         the call waits, unanswered and unbilled.
         """
-        draw = _draw(workflow, step, prompt)
+        draw = _draw(origin.tenant, origin.workflow, origin.step)
         input_tokens = 300 + draw % 1200
         output_tokens = 60 + (draw >> 16) % 340
         cost = input_tokens * INPUT_MICROS_PER_TOKEN + output_tokens * OUTPUT_MICROS_PER_TOKEN
-        call = await self._ledger.start_call(batch, workflow, step, self._worker, time.time())
+        call = await self._ledger.start_call(origin, time.time())
         await asyncio.sleep(self._latency * (0.6 + (draw >> 32) % 100 / 100))
         while not await self._ledger.bill_call(
             call,
@@ -63,41 +64,27 @@ class SimulatedModel:
             cost_micros=cost,
         ):
             await asyncio.sleep(STALL_POLL_SECONDS)
-        return Reply(
-            text=f"[{step}] plan for {prompt[:40]!r} (#{draw % 10_000:04d})",
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cost_micros=cost,
-        )
+        return Bill(input_tokens=input_tokens, output_tokens=output_tokens, cost_micros=cost)
 
 
 class FlakyToolError(Exception):
     """A tool's upstream failed; trying again later helps."""
 
 
-async def use_tool(name: str, argument: str, *, first_try: bool) -> dict[str, object]:
-    """Run the simulated tool ``name``; the ``weather`` tool fails on its first try."""
-    await asyncio.sleep(0.03 + _draw(name, argument) % 50 / 1000)
-    if name == "weather" and first_try:
-        raise FlakyToolError("weather service timed out (HTTP 504)")
-    draw = _draw(name, argument)
-    results: dict[str, dict[str, object]] = {
-        "search": {"hits": [f"{argument} — source {i + 1}" for i in range(3)]},
-        "calculator": {"value": round((draw % 100_000) / 100, 2)},
-        "draft_email": {"subject": f"About {argument}", "words": 120 + draw % 80},
-        "send_email": {"sent": True, "message_id": f"msg-{draw % 1_000_000:06d}"},
-        "weather": {"forecast": ["sun", "rain", "wind"][draw % 3], "celsius": draw % 30},
-        "lookup_order": {"order": argument, "total": round((draw % 50_000) / 100, 2)},
-        "refund": {"refunded": True, "reference": f"rf-{draw % 100_000:05d}"},
-    }
-    return {"tool": name, **results.get(name, {"echo": argument})}
+async def upstream(tool: str, argument: str) -> int:
+    """Wait for a tool's simulated upstream; a number drawn from the request, for the
+    tool to derive its answer from."""
+    draw = _draw(tool, argument)
+    await asyncio.sleep(0.03 + draw % 50 / 1000)
+    return draw
 
 
 __all__ = [
     "INPUT_MICROS_PER_TOKEN",
+    "MODEL",
     "OUTPUT_MICROS_PER_TOKEN",
+    "Bill",
     "FlakyToolError",
-    "Reply",
-    "SimulatedModel",
-    "use_tool",
+    "SimulatedProvider",
+    "upstream",
 ]

@@ -1,15 +1,19 @@
 """Cron schedules: a `Schedule` enqueues one work item per tick of its cron expression,
 however many workers tick it.
 
-The store keeps each schedule's last fired tick. A worker's maintenance asks the store to
-move it on to the latest tick at or before now (`tick`); the store moves it for one caller
-per tick, and that caller enqueues the tick's item, whose id and dedupe key name the tick.
-A worker whose clock lags asks for a tick already passed and moves nothing. After a spell
-with no worker, the latest tick that passed fires once: at most one catch-up run.
+The store keeps each schedule's last fired tick. A worker's maintenance (`tick`) reads it;
+when a later tick is due (the latest at or before now), it enqueues the tick's item, whose
+id and dedupe key name the tick, and only then moves the mark on. Workers that fire one
+tick together enqueue one item (the second enqueue finds the first), and a worker killed
+between the enqueue and the move leaves the tick to the next round, which finds the item
+there: no tick is lost and none fires twice. A worker whose clock lags sees its due tick
+already marked and fires nothing. After a spell with no worker, the latest tick that
+passed fires once: at most one catch-up run.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -56,6 +60,10 @@ class Schedule:
         tenant: The tenant of the tick's items.
         payload: Extra payload of every tick's item (its ``tick`` key is the tick's time).
         gates: The flow gates of every tick's item (`durably.stores.work.flow_fields`).
+        workflow: The workflow kind a tick starts instead of enqueueing an item (None:
+            an item). The App sets it for ``@app.workflow(cron=...)``.
+        starts: What starts that workflow for a tick (its instant, seconds since the
+            epoch); it names the workflow by the tick, so a repeated start finds it.
 
     Raises:
         InvalidInputError: a cron expression that does not parse, an unknown time zone or
@@ -69,9 +77,15 @@ class Schedule:
     tenant: str = "default"
     payload: dict[str, str] = field(default_factory=dict)
     gates: FlowFields = field(default_factory=lambda: FlowFields())
+    workflow: str | None = None
+    starts: Callable[[float], Awaitable[object]] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         identifier(self.name, "name")
+        if (self.workflow is None) != (self.starts is None):
+            raise InvalidInputError("a workflow schedule needs both workflow= and starts=")
         identifier(self.queue, "queue")
         identifier(self.tenant, "tenant")
         payload_text(self.payload)
@@ -117,6 +131,12 @@ class Schedule:
         )
 
 
+TICK_KEPT_SECONDS = 86_400.0
+"""How long a tick's item keeps its dedupe key after it finishes: a worker that fires the
+tick again (it read the mark before another moved it, or the one that fired was killed
+before moving it) finds the item however quickly it ran."""
+
+
 def tick_text(tick: float) -> str:
     """A tick as its items carry it: ISO 8601 in UTC, to the second."""
     return datetime.fromtimestamp(tick, UTC).isoformat()
@@ -130,22 +150,32 @@ def tick_of(item: WorkItem) -> datetime | None:
 
 async def tick(queue: WorkQueue, schedule: Schedule, *, now: float) -> WorkItem | None:
     """One round of ``schedule`` at ``now`` on ``queue``: if a tick has come since the last
-    one fired, move the schedule's mark on to the latest such tick and enqueue its item;
-    the item enqueued (or found live), if any.
+    one fired, enqueue its item (or, for a workflow schedule, start its workflow), then
+    move the schedule's mark on to it; the item enqueued (or found live), if any.
 
-    Safe to call from any number of workers at once: the store moves the mark once per
-    tick (``advance_tick``), and only the call that moved it enqueues. A schedule seen for
-    the first time only takes its mark: it fires from its next tick on. Raises
-    `ConfigurationError` for a queue that keeps no ticks.
+    Safe to call from any number of workers at once, and to be cut short anywhere: a
+    tick's item and workflow are named by the tick, so firing it again finds the first,
+    and the mark moves only once the tick fired. A schedule seen for the first time only
+    takes its mark: it fires from its next tick on. Raises `ConfigurationError` for a
+    queue that keeps no ticks.
     """
+    last_tick = getattr(queue, "last_tick", None)
     advance = getattr(queue, "advance_tick", None)
-    if advance is None:
+    if last_tick is None or advance is None:
         raise ConfigurationError(f"{type(queue).__name__} keeps no schedule ticks")
     due = schedule.latest_at_or_before(now)
-    moved, previous = await advance(schedule.name, due)
-    if not moved or previous is None:
+    last = await last_tick(schedule.name)
+    if last is None:
+        await advance(schedule.name, due)
         return None
-    enqueued: WorkItem = await queue.enqueue(schedule.tick_item(due))
+    if due <= last:
+        return None
+    enqueued: WorkItem | None = None
+    if schedule.starts is not None:
+        await schedule.starts(due)
+    else:
+        enqueued = await queue.enqueue(schedule.tick_item(due), dedupe_ttl=TICK_KEPT_SECONDS)
+    await advance(schedule.name, due)
     return enqueued
 
 

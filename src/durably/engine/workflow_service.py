@@ -170,6 +170,12 @@ class WorkflowService(Service):
             # why, in a status that reads again; no pass until it is resumed.
             await self._settle_failure(ctx, delivery, holder, 0, unreadable, fields, probe)
             return False
+        if info is not None and info.status is WorkflowStatus.QUEUED:
+            # Woken while its gate still queues it (a message sent to it): its gate makes
+            # it ready when it admits it, and the message waits for then.
+            await self.durable.scheduler.done(delivery)
+            _note(probe, "queued")
+            return False
         if info is not None and info.status is WorkflowStatus.PARKED:
             # No pass until it is resumed (which sets it pending): a message or a wakeup
             # that arrived meanwhile is kept for then, and runs nothing now.

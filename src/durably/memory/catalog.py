@@ -21,6 +21,11 @@ class MemoryCatalog:
         """Keep ``entry`` for ``workflow`` unless one is there."""
         self._entries.setdefault(workflow, entry)
 
+    def kind_of(self, workflow: str) -> str | None:
+        """The kind of a catalogued ``workflow``, or None."""
+        entry = self._entries.get(workflow)
+        return None if entry is None else entry.kind
+
     def drop(self, workflow: str) -> None:
         """Take ``workflow`` out of every line."""
         self._entries.pop(workflow, None)

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from durably.errors import Fenced
 from durably.memory.catalog import MemoryCatalog
+from durably.memory.gates import MemoryGates
 from durably.stores.admission import TenantCaps, TenantCounts, refuse_over
 from durably.stores.catalog import CatalogEntry, Line, Listed, Mark, line_read, tallied
 from durably.stores.changes import ENDED, RECORDS, LocalChanges
@@ -25,9 +26,11 @@ from durably.stores.codec import (
     decoded_records,
     screened_encode,
 )
+from durably.stores.gates import Admission, GateCounts, WorkflowGate
 from durably.stores.retention import FINISHED, sweep_arguments
 from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.stores.status import WorkflowInfo, WorkflowStatus, checked_report
+from durably.stores.throughput import RATED_STATUSES, Minute, Ring
 from durably.stores.workflows import (
     INBOX_PREFIX,
     Entry,
@@ -110,7 +113,12 @@ class MemoryCheckpointer:
         # counts per tenant, [running, started], kept with every write that moves them.
         self._admitted: dict[str, tuple[str, bool]] = {}
         self._counts: dict[str, list[int]] = {}
+        # Workflow gates, and how a workflow they admit is made ready for its kind
+        # (registered by each MemoryDurable: its scheduler's namespace).
+        self._gates = MemoryGates()
+        self._wakers: dict[str, Callable[[str, str | None], None]] = {}
         self._catalog = MemoryCatalog(self._info_of)
+        self._finished = Ring()  # workflows ended per minute, by kind
         self._changes = LocalChanges()
 
     async def close(self) -> None:
@@ -256,6 +264,47 @@ class MemoryCheckpointer:
             counts[1] += 1
         return recorded
 
+    async def admit_gated(
+        self,
+        workflow: str,
+        key: str,
+        value: object,
+        *,
+        tenant: str,
+        caps: TenantCaps,
+        gate: WorkflowGate,
+    ) -> Admission:
+        """`admit` through ``gate``: admitted while it has room, else queued (status
+        QUEUED); a start already recorded changes nothing."""
+        fresh = key not in self._records.get(workflow, {})
+        recorded = await self.admit(workflow, key, value, tenant=tenant, caps=caps)
+        if fresh and not self._gates.knows(workflow) and self._gates.admit(workflow, tenant, gate):
+            self._statuses[workflow] = _Status(WorkflowStatus.QUEUED, 0, None, time.time())
+        return Admission(recorded, self._gates.queued(workflow))
+
+    async def gate_counts(self, gate: str) -> GateCounts:
+        """Gate ``gate``'s admitted and queued workflows."""
+        return self._gates.counts(gate)
+
+    async def repair_gates(self, *, limit: int = 500) -> int:
+        """Nothing to repair: the write that frees a slot admits the next itself."""
+        positive_int(limit, "limit")
+        return 0
+
+    async def throttle_start(self, key: str, now: float, interval: float, burst: int) -> float:
+        """Reserve a start under throttle ``key``: the earliest it may begin."""
+        return self._gates.throttle(key, now, interval, burst)
+
+    def _wake_in(self, namespace: str, wake: Callable[[str, str | None], None]) -> None:
+        """Make the workflows gates admit for kind ``namespace`` ready through ``wake``."""
+        self._wakers[namespace] = wake
+
+    def _admitted_from_line(self, workflow: str, tenant: str, namespace: str) -> None:
+        self._statuses[workflow] = _Status(WorkflowStatus.PENDING, 0, None, time.time())
+        wake = self._wakers.get(namespace)
+        if wake is not None:
+            wake(workflow, tenant)
+
     async def tenant_counts(self, tenant: str) -> TenantCounts:
         """``tenant``'s admitted workflows, running and started."""
         identifier(tenant, "tenant")
@@ -320,6 +369,7 @@ class MemoryCheckpointer:
         status, error = checked_report(status, attempts, error)
         self._fence(holder)
         stored = _Status(status, attempts, error, time.time())
+        self._count_finished(holder.workflow, stored)
         self._statuses[holder.workflow] = stored
         self._recount(holder.workflow, status)
         if status.finished:
@@ -344,6 +394,7 @@ class MemoryCheckpointer:
         self._insert(holder.workflow, key, encoded)
         self._touch(claim)
         stored = _Status(status, attempts, error, time.time())
+        self._count_finished(holder.workflow, stored)
         self._statuses[holder.workflow] = stored
         self._recount(holder.workflow, status)
         self._changes.announce(holder.workflow, ENDED)
@@ -431,6 +482,11 @@ class MemoryCheckpointer:
         line_read(line, since_us, limit)
         return self._catalog.listed(line, before, since_us, limit)
 
+    async def finished_per_minute(self) -> dict[str, list[Minute]]:
+        """Catalogued workflows of each kind completed and failed in each of the last
+        minutes (wall clock, as the statuses' times), oldest first."""
+        return self._finished.read(None, time.time())
+
     async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
         """How many catalogued workflows each (kind, status) pair has."""
         if tenant is not None:
@@ -478,6 +534,7 @@ class MemoryCheckpointer:
 
     def _recount(self, workflow: str, status: WorkflowStatus) -> None:
         """Move the running count of an admitted ``workflow`` now at ``status``."""
+        self._gates.moved(workflow, status.finished, self._admitted_from_line)
         admitted = self._admitted.get(workflow)
         if admitted is None:
             return
@@ -487,8 +544,20 @@ class MemoryCheckpointer:
             self._admitted[workflow] = (tenant, now)
             self._counts[tenant][0] += 1 if now else -1
 
+    def _count_finished(self, workflow: str, stored: _Status) -> None:
+        """Count a catalogued ``workflow`` that ``stored`` ends (completed or failed) in its
+        kind's minute, unless it had ended so already."""
+        if stored.status not in RATED_STATUSES:
+            return
+        previous = self._statuses.get(workflow)
+        kind = self._catalog.kind_of(workflow)
+        if kind is not None and (previous is None or previous.status is not stored.status):
+            failed = stored.status is WorkflowStatus.FAILED
+            self._finished.count(kind, stored.updated_at, failed=failed)
+
     def _uncount(self, workflow: str) -> None:
         """Forget an admitted ``workflow`` deleted from the store."""
+        self._gates.forget(workflow, self._admitted_from_line)
         admitted = self._admitted.pop(workflow, None)
         if admitted is None:
             return

@@ -15,6 +15,8 @@ class MemoryDurable:
     def __init__(self, checkpointer: MemoryCheckpointer, scheduler: MemoryScheduler) -> None:
         self._checkpointer = checkpointer
         self._scheduler = scheduler
+        # A workflow a gate admits is made ready in the write that frees its slot.
+        checkpointer._wake_in(scheduler.namespace, scheduler._make_ready_now)
 
     async def close(self) -> None:
         """Close the checkpointer and the scheduler (idempotent)."""

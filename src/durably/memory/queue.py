@@ -12,11 +12,14 @@ from dataclasses import dataclass, field
 from durably.clock import Clock, SystemClock
 from durably.errors import DurablyError, LeaseLostError, WorkItemNotFoundError
 from durably.memory.rotation import Rotation
+from durably.stores.debounce import Begun, begin_call, debounce_call
 from durably.stores.flow import throttle_admits
+from durably.stores.throughput import Minute, Ring, rated_queues
 from durably.stores.work import (
     DEDUPE_SWEEP_BATCH,
     DEFAULT_QUEUE,
     QUEUE_NAMES_MOST,
+    DeadLetterPage,
     QueuePolicy,
     QueueStats,
     Settlement,
@@ -25,13 +28,15 @@ from durably.stores.work import (
     batch_items,
     batch_limit,
     checked_item,
-    dead_letter_limit,
+    dead_letter_query,
+    dead_letter_target,
     dedupe_window,
     failure_text,
     names_limit,
     payload_text,
     queued_copy,
     retry_instant,
+    sequence_cursor,
     settle_keys,
     tick_mark,
 )
@@ -79,6 +84,18 @@ class _Tables:
     running: Counter[tuple[str, str]] = field(default_factory=Counter)
     arrivals: dict[tuple[str, str], float] = field(default_factory=dict)
     ticks: dict[str, float] = field(default_factory=dict)  # schedule -> last fired tick
+    debounces: dict[str, _Pending] = field(default_factory=dict)  # debounce slot -> its state
+    finished: Ring = field(default_factory=Ring)  # items finished per minute, by queue
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A debounce slot: its pending (or begun) workflow, the last arguments, when due."""
+
+    workflow: str
+    args: str
+    due: float
+    begun: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +180,7 @@ class MemoryWorkQueue:
         """`enqueue` of each of ``items``, in order, as one step (nothing else runs between
         them); every item is checked before any is queued."""
         ttl = None if dedupe_ttl is None else dedupe_window(dedupe_ttl)
-        return [self._enqueue(item, ttl) for item in batch_items(items)]
+        return [self._enqueue(item, ttl) for item in batch_items(items)[0]]
 
     async def claim(
         self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None
@@ -336,22 +353,39 @@ class MemoryWorkQueue:
     ) -> list[WorkItem]:
         """Dead-lettered items of ``tenant`` (every tenant when None; optionally of one
         queue), oldest first."""
-        if tenant is not None:
-            identifier(tenant, "tenant")
-        if queue is not None:
-            identifier(queue, "queue")
-        dead_letter_limit(limit)
+        page = await self.dead_letter_page(tenant=tenant, queue=queue, limit=limit)
+        return page.items
+
+    async def dead_letter_page(
+        self,
+        *,
+        tenant: str | None = None,
+        queue: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> DeadLetterPage:
+        """A page of `dead_letters` after ``after`` (each item's place in enqueue order)."""
+        since = sequence_cursor(dead_letter_query(tenant, queue, limit, after))
         dead = sorted(
             (
                 (slot.sequence, item)
                 for (owner, _), slot in self._tables.items.items()
                 if (tenant is None or owner == tenant)
+                and (since is None or slot.sequence > since)
                 and (item := slot.item()).state is WorkState.DEAD_LETTERED
                 and (queue is None or item.queue == queue)
             ),
             key=lambda pair: pair[0],
         )
-        return [item for _, item in dead[:limit]]
+        more = len(dead) > limit
+        return DeadLetterPage(
+            [item for _, item in dead[:limit]], str(dead[limit - 1][0]) if more else None
+        )
+
+    async def last_tick(self, name: str) -> float | None:
+        """Schedule ``name``'s last fired tick (None: no mark yet). Raises
+        `InvalidInputError` before any I/O."""
+        return self._tables.ticks.get(identifier(name, "schedule"))
 
     async def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
         """Move schedule ``name``'s last fired tick on to ``tick`` if it is later than the
@@ -364,6 +398,29 @@ class MemoryWorkQueue:
             return False, None
         self._tables.ticks[name] = tick
         return True, previous
+
+    async def debounce(self, slot: str, workflow: str, args: str, due: float) -> str:
+        """Join debounce ``slot``'s pending workflow, giving it ``args`` and pushing it to
+        ``due``, or (none pending) make the slot name ``workflow``: the pending workflow's
+        id. Raises `InvalidInputError` before any I/O."""
+        slot, workflow, args, due = debounce_call(slot, workflow, args, due)
+        held = self._tables.debounces.get(slot)
+        if held is not None and not held.begun:
+            held.args, held.due = args, due
+            return held.workflow
+        self._tables.debounces[slot] = _Pending(workflow, args, due)
+        return workflow
+
+    async def begin_debounced(self, slot: str, workflow: str, now: float) -> Begun:
+        """Let ``workflow`` take debounce ``slot`` if it is due at ``now`` (see `Begun`)."""
+        slot, workflow, now = begin_call(slot, workflow, now)
+        held = self._tables.debounces.get(slot)
+        if held is None or held.workflow != workflow:
+            return Begun()
+        if not held.begun and held.due > now:
+            return Begun(due=held.due)
+        held.begun = True
+        return Begun(args=held.args)
 
     async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
         """Depth, claimed, dead-lettered, oldest due age and cumulative counters."""
@@ -406,6 +463,39 @@ class MemoryWorkQueue:
             tables.gates.pop(key, None)
             del tables.items[key]
         return len(doomed)
+
+    async def purge_dead_letters(
+        self, *, queue: str, tenant: str | None = None, item_id: str | None = None
+    ) -> int:
+        """Delete dead letters of ``queue``: the one ``item_id`` of ``tenant``, every one of
+        ``tenant``, or every tenant's, with the dedupe keys they keep; the number deleted."""
+        dead_letter_target(queue, tenant, item_id)
+        tables = self._tables
+        doomed = [
+            key
+            for key, slot in tables.items.items()
+            if slot.queue == queue
+            and slot.state is WorkState.DEAD_LETTERED
+            and (tenant is None or key[0] == tenant)
+            and (item_id is None or key[1] == item_id)
+        ]
+        for key in doomed:
+            item = tables.items[key].item()
+            tables.sizes[(queue, WorkState.DEAD_LETTERED)] -= 1
+            kept = (item.tenant, queue, item.dedupe_key or "")
+            held = tables.kept.get(kept)
+            if held is not None and WorkItem.model_validate_json(held[1]).id == item.id:
+                del tables.kept[kept]
+            self._forget_dedupe(item)
+            tables.gates.pop(key, None)
+            del tables.items[key]
+        return len(doomed)
+
+    async def finished_per_minute(self, *, queues: Sequence[str]) -> dict[str, list[Minute]]:
+        """Items of each of ``queues`` completed and dead-lettered in each of the last
+        minutes, oldest first."""
+        names = rated_queues(queues)
+        return self._tables.finished.read(names, self._clock.now())
 
     async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
         """The queues that hold items or counters, sorted, at most ``limit``."""
@@ -510,6 +600,9 @@ class MemoryWorkQueue:
         if previous is not None:
             tables.sizes[(slot.queue, previous)] -= 1
         tables.sizes[(slot.queue, state)] += 1
+        if previous is WorkState.CLAIMED and state.terminal:
+            failed = state is WorkState.DEAD_LETTERED
+            tables.finished.count(slot.queue, self._clock.now(), failed=failed)
         gate = tables.gates.get(key) if previous is not None else _Gate.of(item)
         if state is WorkState.CLAIMED:
             tables.claimed.add(key)

@@ -11,6 +11,7 @@ from durably.postgres import statements
 from durably.postgres.executor import Session
 from durably.stores.catalog import PENDING_TEXT, CatalogEntry, Line, Listed, Mark, status_text
 from durably.stores.status import WorkflowInfo, read_status
+from durably.stores.throughput import Minute, rated
 
 _TEMPLATES = statements.load("catalog.sql")
 _FAR = 10**16
@@ -56,6 +57,13 @@ class PostgresCatalog:
         """(kind, status text) counts of ``tenant`` (None: every tenant)."""
         rows = await session.fetch(self._sql["tally"], tenant)
         return {(str(row[0]), str(row[1])): int(row[2]) for row in rows}
+
+    async def finished_per_minute(self, session: Session) -> dict[str, list[Minute]]:
+        """Catalogued workflows of each kind ended per minute, by the server's clock."""
+        rows = await session.fetch(self._sql["finished_per_minute"])
+        now = float(rows[0][4])
+        kept = [(str(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows if r[0] is not None]
+        return rated(kept, now)
 
 
 def _listed(row: Any) -> Listed:

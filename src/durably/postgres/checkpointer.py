@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any, Self, TypeVar
 
@@ -19,12 +19,13 @@ from durably.postgres.changes import PostgresChanges
 from durably.postgres.connection import Access
 from durably.postgres.executor import Row, Session
 from durably.postgres.failures import EffectFailed, RetryBudget, state_errors
+from durably.postgres.gates import PostgresGates
 from durably.postgres.jsonb import jsonb_text
 from durably.postgres.migrate import verify
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
 from durably.postgres.sweep import sweep_finished
-from durably.stores.admission import TenantCaps, TenantCounts, refuse_over
+from durably.stores.admission import NO_CAPS, TenantCaps, TenantCounts, refuse_over
 from durably.stores.catalog import CatalogEntry, Line, Listed, Mark, line_read, tallied
 from durably.stores.codec import (
     CheckpointCodec,
@@ -34,9 +35,11 @@ from durably.stores.codec import (
     renders_json,
     screened_encode,
 )
+from durably.stores.gates import Admission, GateCounts, WorkflowGate
 from durably.stores.retention import FINISHED
 from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.stores.status import WorkflowInfo, WorkflowStatus, checked_report, read_status
+from durably.stores.throughput import Minute
 from durably.stores.workflows import INBOX_DIGITS as _DIGITS
 from durably.stores.workflows import (
     INBOX_PREFIX,
@@ -99,6 +102,7 @@ class PostgresCheckpointer:
         self._sql = statements.render_all(_TEMPLATES, self._tables.names)
         self._catalog = PostgresCatalog(self._tables.names)
         self._channel = self._tables.channel("changes")
+        self._gates = PostgresGates(self._tables)
         self._changes = PostgresChanges(self._access.database, self._channel)
 
     async def close(self) -> None:
@@ -304,25 +308,89 @@ class PostgresCheckpointer:
             )
 
         async def run(session: Session) -> Recorded[object]:
-            await session.fetch(self._sql["lock_counts"], tenant)
-            if not await session.count(self._sql["supply"], workflow, key, encoded, self._channel):
-                return await self._stored(session, workflow, key, encoded)
-            # Read after the lock, so the counts include the previous turn's commit.
-            running, started = (await session.fetch(self._sql["tenant_counts"], tenant))[0]
-            counts = TenantCounts(int(running), int(started))
-            refuse_over(caps, counts, tenant=tenant, workflow=workflow)  # rolls back
-            await session.fetch(self._sql["admit"], workflow, tenant)
-            return Recorded(self._codec.decode(encoded), True)
+            return (await self._admit_on(session, workflow, key, encoded, tenant, caps))[0]
 
         return await self._access.run(run, errors=state_errors, transaction=True)
+
+    async def _admit_on(
+        self,
+        session: Session,
+        workflow: str,
+        key: str,
+        encoded: str,
+        tenant: str,
+        caps: TenantCaps,
+    ) -> tuple[Recorded[object], bool]:
+        """`admit` on ``session``, inside a transaction the caller opened; the record and
+        whether this call wrote it."""
+        if not caps.capped:
+            written = await session.fetch(
+                self._sql["admit_uncapped"], workflow, key, encoded, tenant
+            )
+            if int(written[0][0]):
+                return Recorded(self._codec.decode(encoded), True), True
+            return await self._stored(session, workflow, key, encoded), False
+        await session.fetch(self._sql["lock_counts"], tenant)
+        if not await session.count(self._sql["supply"], workflow, key, encoded, self._channel):
+            return await self._stored(session, workflow, key, encoded), False
+        # Read after the lock, so the counts include the previous turn's commit.
+        running, started = (await session.fetch(self._sql["tenant_counts"], tenant))[0]
+        counts = TenantCounts(int(running), int(started))
+        refuse_over(caps, counts, tenant=tenant, workflow=workflow)  # rolls back
+        await session.fetch(self._sql["admit"], workflow, tenant)
+        return Recorded(self._codec.decode(encoded), True), True
 
     async def _admit_uncapped(
         self, session: Session, workflow: str, key: str, encoded: str, tenant: str
     ) -> Recorded[object]:
-        written = await session.fetch(self._sql["admit_uncapped"], workflow, key, encoded, tenant)
-        if int(written[0][0]):
-            return Recorded(self._codec.decode(encoded), True)
-        return await self._stored(session, workflow, key, encoded)
+        return (await self._admit_on(session, workflow, key, encoded, tenant, NO_CAPS))[0]
+
+    async def admit_gated(
+        self,
+        workflow: str,
+        key: str,
+        value: object,
+        *,
+        tenant: str,
+        caps: TenantCaps,
+        gate: WorkflowGate,
+    ) -> Admission:
+        """`admit` through ``gate``, in one transaction that holds the gate's row:
+        admitted while it has room, else queued (status QUEUED) in the gate's line."""
+        identifier(workflow, "workflow")
+        identifier(tenant, "tenant")
+        step_key(key)
+        encoded = self._encode(value)
+
+        async def run(session: Session) -> Admission:
+            recorded, wrote = await self._admit_on(session, workflow, key, encoded, tenant, caps)
+            if wrote:
+                queued = await self._gates.admit(session, workflow, tenant, gate)
+            else:
+                queued = await self._gates.queued(session, workflow)
+            return Admission(recorded, queued)
+
+        return await self._access.run(run, errors=state_errors, transaction=True)
+
+    async def gate_counts(self, gate: str) -> GateCounts:
+        """Gate ``gate``'s admitted and queued workflows."""
+        identifier(gate, "gate")
+        return await self._run(lambda s: self._gates.counts(s, gate))
+
+    async def repair_gates(self, *, limit: int = 500) -> int:
+        """Nothing to repair: the write that frees a slot admits the next itself."""
+        positive_int(limit, "limit")
+        return 0
+
+    async def throttle_start(self, key: str, now: float, interval: float, burst: int) -> float:
+        """Reserve a start under throttle ``key``, in one transaction that holds its row:
+        the earliest it may begin."""
+        identifier(key, "key")
+
+        async def run(session: Session) -> float:
+            return await self._gates.throttle(session, key, now, interval, burst)
+
+        return await self._access.run(run, errors=state_errors, transaction=True)
 
     async def tenant_counts(self, tenant: str) -> TenantCounts:
         """``tenant``'s admitted workflows, running and started."""
@@ -426,6 +494,7 @@ class PostgresCheckpointer:
         rows = await session.fetch(self._sql["discard_records"], workflow)
         await session.fetch(self._sql["discard_status"], workflow, self._channel)
         await session.fetch(self._sql["discard_admitted"], workflow)
+        await self._gates.forget(session, workflow)
         return int(rows[0][0])
 
     async def sweep(
@@ -458,8 +527,10 @@ class PostgresCheckpointer:
         workflow = identifier(holder.workflow, "workflow")
         status, error = checked_report(status, attempts, error)
         ends = status.finished
-        rows = await self._run(
-            lambda s: s.fetch(
+        moves = ends or status is WorkflowStatus.PENDING  # an end frees a slot, a resume takes one
+
+        def report(gated: bool) -> Callable[[Session], Awaitable[Sequence[Row]]]:
+            return lambda s: s.fetch(
                 self._sql["set_status"],
                 workflow,
                 holder.token,
@@ -468,11 +539,37 @@ class PostgresCheckpointer:
                 error,
                 ends,
                 self._channel,
+                gated or not moves,
             )
-        )
+
+        rows = await self._run(report(False))
+        if not rows and moves:
+            rows = await self._regated(workflow, report(True), finished=ends)
         if not rows:
             raise Fenced(workflow, holder.token)
         return WorkflowInfo(workflow, status, attempts, error, _utc(rows[0][0]))
+
+    async def _regated(
+        self,
+        workflow: str,
+        report: Callable[[Session], Awaitable[Sequence[Row]]],
+        *,
+        finished: bool,
+    ) -> Sequence[Row]:
+        """``report`` (a fenced status write: no rows when fenced), then the gate moves
+        of ``workflow`` now ``finished`` or not, in one transaction.
+
+        The status statements leave a gated workflow alone when run on their own (no row
+        back, as when fenced): an ungated workflow's report stays one statement, and only
+        a gated (or fenced) one pays for the transaction."""
+
+        async def run(session: Session) -> Sequence[Row]:
+            rows = await report(session)
+            if rows:
+                await self._gates.moved(session, workflow, finished)
+            return rows
+
+        return await self._access.run(run, errors=state_errors, transaction=True)
 
     async def finish(
         self,
@@ -489,8 +586,9 @@ class PostgresCheckpointer:
         step_key(key)
         encoded = self._encode(value)
         status, error = checked_report(WorkflowStatus.COMPLETED, attempts, error)
-        rows = await self._run(
-            lambda s: s.fetch(
+
+        def report(gated: bool) -> Callable[[Session], Awaitable[Sequence[Row]]]:
+            return lambda s: s.fetch(
                 self._sql["finish"],
                 workflow,
                 holder.token,
@@ -500,8 +598,12 @@ class PostgresCheckpointer:
                 attempts,
                 error,
                 self._channel,
+                gated,
             )
-        )
+
+        rows = await self._run(report(False))
+        if not rows:
+            rows = await self._regated(workflow, report(True), finished=True)
         if not rows:
             raise Fenced(workflow, holder.token)
         return WorkflowInfo(workflow, status, attempts, error, _utc(rows[0][0]))
@@ -541,6 +643,11 @@ class PostgresCheckpointer:
         index range."""
         line_read(line, since_us, limit)
         return await self._run(lambda s: self._catalog.listed(s, line, before, since_us, limit))
+
+    async def finished_per_minute(self) -> dict[str, list[Minute]]:
+        """Catalogued workflows of each kind completed and failed in each of the last
+        minutes, oldest first: the ring the status trigger keeps (schema.sql)."""
+        return await self._run(self._catalog.finished_per_minute)
 
     async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
         """How many catalogued workflows each (kind, status) pair has (exact)."""

@@ -24,11 +24,15 @@ from durably.postgres.migrate import verify
 from durably.postgres.notify import Listener
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
+from durably.stores.debounce import Begun, begin_call, debounce_call
 from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
+from durably.stores.throughput import Minute, first_minute, rated, rated_queues
 from durably.stores.work import (
+    DEAD_PURGE_BATCH,
     DEDUPE_SWEEP_BATCH,
     DEFAULT_QUEUE,
     QUEUE_NAMES_MOST,
+    DeadLetterPage,
     QueuePolicy,
     QueueStats,
     WorkItem,
@@ -37,12 +41,16 @@ from durably.stores.work import (
     batch_items,
     checked_item,
     dead_letter_limit,
+    dead_letter_query,
+    dead_letter_target,
     dedupe_window,
     failure_text,
+    in_batches,
     names_limit,
     payload_text,
     queued_copy,
     retry_instant,
+    sequence_cursor,
     settle_keys,
     stored_item,
     tick_mark,
@@ -178,15 +186,12 @@ class PostgresWorkQueue:
         or none. Per item, in order, what `enqueue` would have answered. An item the
         statement could not write (its id or dedupe key held, or given twice) is settled
         as `enqueue` settles it, in the same transaction."""
-        checked = batch_items(items)
+        checked, texts = batch_items(items)
         ttl = None if dedupe_ttl is None else dedupe_window(dedupe_ttl)
         if not checked:
             return []
         now = self._clock.now()
-        payloads = [
-            within_size(payload_text(item.payload), self._max_bytes, "payload", "postgres")
-            for item in checked
-        ]
+        payloads = [within_size(text, self._max_bytes, "payload", "postgres") for text in texts]
         tokens = [secrets.token_hex(8) for _ in checked]
         columns = (
             [item.tenant for item in checked],
@@ -544,6 +549,57 @@ class PostgresWorkQueue:
         )
         return [_item(row) for row in rows]
 
+    async def debounce(self, slot: str, workflow: str, args: str, due: float) -> str:
+        """Join debounce ``slot``'s pending workflow, giving it ``args`` and pushing it to
+        ``due``, or (none pending) make the slot name ``workflow``: the pending workflow's
+        id, in one statement. Raises `InvalidInputError` before any I/O."""
+        slot, workflow, args, due = debounce_call(slot, workflow, args, due)
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["debounce"], slot, workflow, args, due), "debounce", "*"
+        )
+        return str(rows[0][0])
+
+    async def begin_debounced(self, slot: str, workflow: str, now: float) -> Begun:
+        """Let ``workflow`` take debounce ``slot`` if it is due at ``now`` (see `Begun`)."""
+        slot, workflow, now = begin_call(slot, workflow, now)
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["begin_debounced"], slot, workflow, now),
+            "begin_debounced",
+            "*",
+        )
+        args, due = rows[0][0], rows[0][1]
+        if args is not None:
+            return Begun(args=str(args))
+        return Begun() if due is None else Begun(due=float(due))
+
+    async def dead_letter_page(
+        self,
+        *,
+        tenant: str | None = None,
+        queue: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> DeadLetterPage:
+        """A page of `dead_letters` after ``after`` (an item's place in enqueue order)."""
+        since = sequence_cursor(dead_letter_query(tenant, queue, limit, after))
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["dead_letter_page"], tenant, queue, limit, since),
+            "dead_letters",
+            queue or DEFAULT_QUEUE,
+        )
+        more = len(rows) > limit
+        return DeadLetterPage(
+            [_item(tuple(row)[:-1]) for row in rows[:limit]],
+            str(rows[limit - 1][-1]) if more else None,
+        )
+
+    async def last_tick(self, name: str) -> float | None:
+        """Schedule ``name``'s last fired tick (None: no mark yet). Raises
+        `InvalidInputError` before any I/O."""
+        name = identifier(name, "schedule")
+        rows = await self._run(lambda s: s.fetch(self._sql["last_tick"], name), "last_tick", "*")
+        return float(rows[0][0]) if rows else None
+
     async def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
         """Move schedule ``name``'s last fired tick on to ``tick`` if it is later than the
         one kept, atomically across workers: whether this call moved it and, if it did,
@@ -590,6 +646,35 @@ class PostgresWorkQueue:
             identifier(tenant, "tenant")
         rows = await self._run(lambda s: s.fetch(self._sql["purge"], queue, tenant), "purge", queue)
         return int(rows[0][0])
+
+    async def purge_dead_letters(
+        self, *, queue: str, tenant: str | None = None, item_id: str | None = None
+    ) -> int:
+        """Delete dead letters of ``queue``: the one ``item_id`` of ``tenant``, every one of
+        ``tenant``, or every tenant's, with the dedupe keys they keep, a batch a
+        statement; the number deleted."""
+        dead_letter_target(queue, tenant, item_id)
+        sql = self._sql["purge_dead_letters"]
+
+        async def batch() -> int:
+            rows = await self._run(
+                lambda s: s.fetch(sql, queue, tenant, item_id, DEAD_PURGE_BATCH), "purge", queue
+            )
+            return int(rows[0][0])
+
+        return await in_batches(batch)
+
+    async def finished_per_minute(self, *, queues: Sequence[str]) -> dict[str, list[Minute]]:
+        """Items of each of ``queues`` completed and dead-lettered in each of the last
+        minutes, oldest first (`SLOTS` times `SHARDS` rows a queue at most)."""
+        names = rated_queues(queues)
+        now = self._clock.now()
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["finished_per_minute"], names, first_minute(now)),
+            "stats",
+            DEFAULT_QUEUE,
+        )
+        return rated([(str(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows], now)
 
     async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
         """The queues that hold items or counters, sorted, at most ``limit``."""

@@ -252,4 +252,20 @@ class PostgresScheduler:
         return await self._access.run(operation, errors=state_errors, transaction=transaction)
 
 
-__all__ = ["PostgresScheduler"]
+class Readying:
+    """`PostgresScheduler.make_ready_on` for any namespace of ``tables``: what a write
+    that admits a workflow outside its kind's scheduler (a gate's) makes it ready with."""
+
+    def __init__(self, tables: StateTables) -> None:
+        self._sql = statements.render(_TEMPLATES["make_ready"], tables.names)
+        self._channel = tables.channel("workflow")
+
+    async def make_ready_on(
+        self, session: Session, namespace: str, workflow: str, tenant: str
+    ) -> None:
+        """Make ``workflow`` ready now in ``namespace``, in ``tenant``'s line, on
+        ``session`` (inside the caller's transaction)."""
+        await session.fetch(self._sql, namespace, workflow, tenant, DEFAULT_TENANT, self._channel)
+
+
+__all__ = ["PostgresScheduler", "Readying"]

@@ -40,6 +40,7 @@ class StateTables:
     enqueues: str = "durably_enqueue_tokens"
     dedupe_keys: str = "durably_dedupe_keys"
     schedule_ticks: str = "durably_schedule_ticks"
+    debounces: str = "durably_debounces"
     gates: str = "durably_queue_gates"
     throttles: str = "durably_queue_throttles"
     workflow_checkpoint: str = "durably_workflow_checkpoint"
@@ -53,6 +54,11 @@ class StateTables:
     workflow_catalog: str = "durably_workflow_catalog"
     workflow_tenant_counts: str = "durably_workflow_tenant_counts"
     workflow_counts: str = "durably_workflow_counts"
+    workflow_gated: str = "durably_workflow_gated"
+    workflow_gates: str = "durably_workflow_gates"
+    workflow_gate_turns: str = "durably_workflow_gate_turns"
+    workflow_throttles: str = "durably_workflow_throttles"
+    throughput: str = "durably_throughput"
     claim_check: str = "durably_claim_check"
 
     def __post_init__(self) -> None:
@@ -96,6 +102,7 @@ class StateTables:
         # The catalog's trigger functions, named after its table (in its schema).
         names["workflow_catalog_count"] = self.qualified(f"{self.workflow_catalog}_count")
         names["workflow_catalog_follow"] = self.qualified(f"{self.workflow_catalog}_follow")
+        names["throughput_count"] = self.qualified(f"{self.throughput}_count")
         return names
 
     def channel(self, kind: str) -> str:

@@ -24,6 +24,7 @@ from durably.redis.catalog import RedisCatalog
 from durably.redis.changes import RedisChanges
 from durably.redis.connection import RedisConnection, raw_pairs, text
 from durably.redis.effects import LuaEffect, effect_key
+from durably.redis.gates import RedisGates
 from durably.redis.preflight import preflight
 from durably.redis.retry import RetriesSpent
 from durably.redis.scripts import Script, scripts
@@ -37,6 +38,7 @@ from durably.stores.codec import (
     decoded_records,
     screened_encode,
 )
+from durably.stores.gates import Admission, GateCounts, WorkflowGate
 from durably.stores.retention import FINISHED, sweep_arguments
 from durably.stores.status import (
     WorkflowInfo,
@@ -45,6 +47,7 @@ from durably.stores.status import (
     read_status,
     text_field,
 )
+from durably.stores.throughput import Minute, rated
 from durably.stores.workflows import (
     INBOX_DIGITS,
     INBOX_PREFIX,
@@ -75,6 +78,7 @@ _LUA = scripts(
     "workflow_forget",
     "workflow_restart",
     "workflow_admit",
+    "workflow_gate_status",
     prelude="workflow_lib.lua",
 )
 _COUNTS = scripts("workflow_reserve", "workflow_count")
@@ -92,6 +96,10 @@ _FINISHED = [status.value for status in FINISHED]
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+Wake = Callable[[str, str, bool], Awaitable[bool]]
+"""Makes a workflow a gate admits ready: (workflow, tenant, only if not scheduled); whether
+it did."""
 
 
 def _us(seconds: float) -> str:
@@ -140,6 +148,10 @@ class RedisCheckpointer:
         self._catalog = RedisCatalog(self._redis, self._index, self._statuses)
         self._transacts: OrderedDict[str, Script] = OrderedDict()
         self._changes = RedisChanges(client, keys.changes_channel(self._redis.key_prefix))
+        self._gates = RedisGates(self._redis, self._run)
+        # How a workflow a gate admits is made ready for its kind (each RedisDurable
+        # registers its scheduler's): unless it is scheduled already, with ``absent``.
+        self._wakers: dict[str, Wake] = {}
 
     async def close(self) -> None:
         """Stop the feed of changes and its subscribed connection (idempotent); the client
@@ -396,22 +408,31 @@ class RedisCheckpointer:
         caps the record and the mark are written first and the count moved after (a
         kill between leaves it one lower).
         """
+        return (await self._admit(workflow, key, value, tenant, caps, ""))[0]
+
+    async def _admit(
+        self, workflow: str, key: str, value: object, tenant: str, caps: TenantCaps, gate: str
+    ) -> tuple[Recorded[object], bool]:
+        """`admit`, naming ``gate`` ('' for none) in the admitted workflow's mark; the
+        record and whether this call wrote it."""
         identifier(tenant, "tenant")
         step_key(key)
         encoded = self._encode(value, f"value of {key!r}")
+        parts = ("records", "written", "seq", "token", "status", "admitted")
         if not caps.capped:  # nothing to check: write, then count what was admitted
             reply = await self._run(
                 _LUA["workflow_admit"],
-                self._keys(workflow, "records", "written", "seq", "token", "status", "admitted"),
-                [key, encoded, self._ttl, tenant],
+                self._keys(workflow, *parts),
+                [key, encoded, self._ttl, tenant, gate],
             )
-            if int(reply[2]):
+            counted = bool(int(reply[2]))
+            if counted:
                 await self._recount(tenant, 1, 1)
-            return self._recorded(workflow, key, reply[0], reply[1], encoded)
+            return self._recorded(workflow, key, reply[0], reply[1], encoded), counted
         (records,) = self._keys(workflow, "records")
         client = self._redis.client
         if await self._redis.state(lambda: client.hexists(records, key)):
-            return await self.supply(workflow, key, value)
+            return await self.supply(workflow, key, value), False
         counts = [keys.tenant_counts_key(self._redis.key_prefix, tenant)]
         caps_args = ["" if cap is None else str(cap) for cap in (caps.running, caps.started)]
         reserved, running, started = await self._run(_COUNTS["workflow_reserve"], counts, caps_args)
@@ -422,14 +443,137 @@ class RedisCheckpointer:
         try:
             reply = await self._run(
                 _LUA["workflow_admit"],
-                self._keys(workflow, "records", "written", "seq", "token", "status", "admitted"),
-                [key, encoded, self._ttl, tenant],
+                self._keys(workflow, *parts),
+                [key, encoded, self._ttl, tenant, gate],
             )
             counted = bool(int(reply[2]))
         finally:
             if not counted:
                 await self._recount(tenant, -1, -1)
-        return self._recorded(workflow, key, reply[0], reply[1], encoded)
+        return self._recorded(workflow, key, reply[0], reply[1], encoded), counted
+
+    async def admit_gated(
+        self,
+        workflow: str,
+        key: str,
+        value: object,
+        *,
+        tenant: str,
+        caps: TenantCaps,
+        gate: WorkflowGate,
+    ) -> Admission:
+        """`admit` through ``gate``: admitted while it has room, else queued (status
+        QUEUED) in the gate's line.
+
+        Steps, each in its slot: the record and its mark (naming the gate), then the
+        gate's decision, then a queued workflow's QUEUED status. A process killed after
+        the record leaves a workflow no gate knows and no worker sees, until a repeated
+        start (which finds no status) takes it through the gate; one killed after the
+        gate queued it leaves it without the QUEUED status, until the repair pass writes
+        it or its gate admits it.
+        """
+        identifier(gate.name, "gate")
+        recorded, wrote = await self._admit(workflow, key, value, tenant, caps, gate.name)
+        if not wrote:
+            info = await self.get_status(workflow)
+            if info is not None:
+                return Admission(recorded, info.status is WorkflowStatus.QUEUED)
+            # Never run, or its start died before the gate's decision: the gate answers
+            # as it stands, or decides now.
+        queued = await self._gates.admit(workflow, tenant, gate, fresh=wrote)
+        if queued:
+            await self._gated_status(workflow, WorkflowStatus.QUEUED, over="")
+        return Admission(recorded, queued)
+
+    async def gate_counts(self, gate: str) -> GateCounts:
+        """Gate ``gate``'s admitted and queued workflows."""
+        return await self._gates.counts(identifier(gate, "gate"))
+
+    async def throttle_start(self, key: str, now: float, interval: float, burst: int) -> float:
+        """Reserve a start under throttle ``key``, in one script on its slot: the earliest
+        it may begin."""
+        return await self._gates.throttle(identifier(key, "key"), now, interval, burst)
+
+    async def repair_gates(self, *, limit: int = 500) -> int:
+        """Finish the steps of gate moves a killed process left undone, for about
+        ``limit`` more gate marks (a rolling walk over every gate): the number repaired.
+
+        A write that frees a slot is steps in several slots (see `RedisGates`); this
+        reads each mark's workflow and brings the step it lacks: an ended (or deleted)
+        workflow's gate move, a promoted workflow's PENDING status and wakeup, a queued
+        one's QUEUED status. Each step is one the write itself brings, and takes effect
+        once, so processes may repair at once, and beside the writes themselves.
+        """
+        positive_int(limit, "limit")
+        marks = await self._gates.walk(limit)
+        if not marks:
+            return 0
+        admitted = [self._keys(mark.workflow, "admitted")[0] for mark in marks]
+        fields = await self._pipelined(
+            [(key, ["tenant", "running", "gate", "moves"]) for key in admitted]
+        )
+        statuses = await self._statuses([mark.workflow for mark in marks])
+        repaired = 0
+        for mark, (tenant, running, gate, moves), info in zip(marks, fields, statuses, strict=True):
+            status = None if info is None else info.status
+            if tenant is None or text(gate or "") != mark.gate:  # deleted: its move was lost
+                done = await self._regate(mark.gate, mark.workflow, -1, 0, forget=True)
+            elif text(running) == "0" and mark.state != "free":  # ended: its move was lost
+                done = await self._regate(mark.gate, mark.workflow, -1, moves, forget=False)
+            elif mark.state == "held" and status in (WorkflowStatus.QUEUED, WorkflowStatus.PENDING):
+                # Admitted from the line: its PENDING status and wakeup may be lost.
+                pending = await self._gated_status(
+                    mark.workflow, WorkflowStatus.PENDING, over="queued"
+                )
+                woken = await self._wake(mark.namespace, mark.workflow, text(tenant), absent=True)
+                done = pending or woken
+            elif mark.state == "queued" and status is None:  # its QUEUED status was lost
+                done = await self._gated_status(mark.workflow, WorkflowStatus.QUEUED, over="")
+            else:
+                done = False
+            repaired += done
+        return repaired
+
+    def _wake_in(self, namespace: str, wake: Wake) -> None:
+        """Make the workflows gates admit for kind ``namespace`` ready through ``wake``."""
+        self._wakers[namespace] = wake
+
+    async def _wake(self, namespace: str, workflow: str, tenant: str, *, absent: bool) -> bool:
+        """Make ``workflow`` ready for kind ``namespace`` (with ``absent``, only if it is
+        not scheduled already); whether it was. False for a kind no RedisDurable here
+        serves (its own processes wake it)."""
+        wake = self._wakers.get(namespace)
+        return wake is not None and await wake(workflow, tenant, absent)
+
+    async def _gated_status(self, workflow: str, status: WorkflowStatus, *, over: str) -> bool:
+        """Write the status of a workflow its gate queued or admitted over no status or
+        ``over`` only: whether it was written."""
+        (status_key,) = self._keys(workflow, "status")
+        written = await self._run(
+            _LUA["workflow_gate_status"], [status_key], [status.value, over, self._ttl]
+        )
+        if not int(written):
+            return False
+        await self._reindex(workflow, status)
+        return True
+
+    async def _regate(
+        self, gate: object, workflow: str, moved: int, number: Any, *, forget: bool
+    ) -> bool:
+        """The second step of a write that moved gated ``workflow`` (``moved``: -1 ended,
+        1 runs again) for the ``number``-th time: its gate frees or takes a slot, and the
+        workflows it admits from its line are made PENDING and ready. Whether the gate
+        took the move (not taken before)."""
+        name = text(gate)
+        if not name or not (moved or forget):
+            return False
+        taken, admitted = await self._gates.move(
+            name, workflow, finished=moved <= 0, forget=forget, number=int(number or 0)
+        )
+        for promoted, tenant, namespace in admitted:
+            await self._gated_status(promoted, WorkflowStatus.PENDING, over="queued")
+            await self._wake(namespace, promoted, tenant, absent=False)
+        return taken
 
     async def tenant_counts(self, tenant: str) -> TenantCounts:
         """``tenant``'s admitted workflows, running and started."""
@@ -517,13 +661,14 @@ class RedisCheckpointer:
 
     async def discard(self, workflow: str) -> int:
         """Delete every record and the status and fence the current holder; the count."""
-        count, tenant, running = await self._run(
+        count, tenant, running, gate, number = await self._run(
             _LUA["workflow_discard"],
             self._keys(workflow, "claim", "token", "records", "written", "status", "admitted"),
             [self._ttl],
         )
         await self._recount(tenant, -int(running), -1)
         await self._reindex(workflow, None)
+        await self._regate(gate, workflow, -1, number, forget=True)
         return int(count)
 
     async def sweep(
@@ -605,17 +750,25 @@ class RedisCheckpointer:
             return False
         await self._recount(reply[1], -int(reply[2]), -1)
         await self._reindex(workflow, None)
+        await self._regate(reply[3], workflow, -1, reply[4], forget=True)
         return True
 
     # --- status ----------------------------------------------------------------------------
 
-    async def _reindex(self, workflow: str, status: WorkflowStatus | None) -> None:
+    async def _reindex(self, workflow: str, status: WorkflowStatus | None, at_us: str = "") -> None:
         # The index lives in its own slot, so it is kept in a second step; readers check
         # each workflow's own status, so a stale index entry is skipped, never believed.
+        # The same step counts a workflow that ends (at ``at_us``) in the throughput ring.
         await self._run(
             _INDEX,
-            [self._index + "all", *self._catalog.catalog_keys()],
-            [self._index + "status:", workflow, status.value if status else "", *_STATUSES],
+            [self._index + "all", *self._catalog.catalog_keys(), self._index + "rate"],
+            [
+                self._index + "status:",
+                workflow,
+                status.value if status else "",
+                at_us,
+                *_STATUSES,
+            ],
         )
 
     async def set_status(
@@ -693,7 +846,8 @@ class RedisCheckpointer:
         if text(reply[0]) == "fenced":
             raise Fenced(holder.workflow, holder.token)
         await self._recount(reply[2], reply[3])
-        await self._reindex(holder.workflow, status)
+        await self._reindex(holder.workflow, status, text(reply[1]))
+        await self._regate(reply[4], holder.workflow, int(reply[3]), reply[5], forget=False)
         return WorkflowInfo(holder.workflow, status, attempts, error, _utc(text(reply[1])))
 
     async def get_status(self, workflow: str) -> WorkflowInfo | None:
@@ -707,17 +861,21 @@ class RedisCheckpointer:
         """`get_status` of each workflow in one pipeline: one connection (one per node on
         a cluster), however many workflows."""
         status_keys = [self._keys(workflow, "status")[0] for workflow in workflows]
+        replies = await self._pipelined([(key, _STATUS_FIELDS) for key in status_keys])
+        return [_info(w, reply) for w, reply in zip(workflows, replies, strict=True)]
+
+    async def _pipelined(self, reads: list[tuple[str, list[str]]]) -> list[Any]:
+        """HMGET of each (hash, fields) in one pipeline, the replies in order."""
         client = self._redis.client
 
         async def read() -> list[Any]:
             async with client.pipeline(transaction=False) as pipe:
-                for status_key in status_keys:
-                    pipe.hmget(status_key, _STATUS_FIELDS)
+                for key, fields in reads:
+                    pipe.hmget(key, fields)
                 replies: list[Any] = await pipe.execute()
                 return replies
 
-        replies = await self._redis.state(read)
-        return [_info(w, reply) for w, reply in zip(workflows, replies, strict=True)]
+        return await self._redis.state(read)
 
     async def list_status(
         self, *, status: WorkflowStatus | None = None, limit: int = 50, after: str | None = None
@@ -778,6 +936,24 @@ class RedisCheckpointer:
         sorted-set range."""
         line_read(line, since_us, limit)
         return await self._catalog.listed(line, before, since_us, limit)
+
+    async def finished_per_minute(self) -> dict[str, list[Minute]]:
+        """Catalogued workflows of each kind completed and failed in each of the last
+        minutes, oldest first, by the server's clock (the one statuses are timed by): the
+        ring the status index's step keeps, one hash."""
+        client, ring = self._redis.client, self._index + "rate"
+
+        async def read() -> tuple[Any, Any]:
+            return await client.time(), await client.hgetall(ring)
+
+        clock, found = await self._redis.state(read)
+        fields = {text(k): int(v) for k, v in found.items()}
+        rows = [
+            (name[2:].split("|", 1)[1], minute, fields["c" + name[1:]], fields["f" + name[1:]])
+            for name, minute in fields.items()
+            if name.startswith("m|")
+        ]
+        return rated(rows, float(clock[0]) + float(clock[1]) / 1_000_000)
 
     async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
         """How many catalogued workflows each (kind, status) pair has."""

@@ -19,6 +19,15 @@ class RedisDurable(SplitDurable[LuaEffect]):
 
     def __init__(self, checkpointer: RedisCheckpointer, scheduler: RedisScheduler) -> None:
         super().__init__(checkpointer, scheduler)
+        self._ready = scheduler
+        # A workflow a gate admits is made ready by the step after the one freeing its slot.
+        checkpointer._wake_in(scheduler.namespace, self._wake)
+
+    async def _wake(self, workflow: str, tenant: str, absent: bool) -> bool:
+        if absent:
+            return await self._ready.make_ready_if_absent(workflow, tenant=tenant)
+        await self._ready.make_ready(workflow, tenant=tenant)
+        return True
 
 
 __all__ = ["RedisDurable"]

@@ -67,6 +67,18 @@ def session_deleting_key(ns: str, tenant: str, session_id: str) -> str:
     return f"{state_prefix(ns, tenant)}session-deleting:{segment(session_id)}"
 
 
+def state_tenants_key(ns: str) -> str:
+    """Every tenant that ever stored a run, a sorted set of score 0 (so in code point order
+    by ZRANGE BYLEX), added to before a run is first written; it has its own slot."""
+    return f"{ns}:state-tenants"
+
+
+def state_tenants_filled_key(ns: str) -> str:
+    """Set once the tenants of runs written before `state_tenants_key` existed were added
+    to it (by one scan)."""
+    return f"{ns}:state-tenants-filled"
+
+
 def queue_prefix(ns: str) -> str:
     """Every queue key of the namespace starts with this; the namespace is the hash tag."""
     return f"{ns}:queue:{{{segment(ns)}}}:"
@@ -101,6 +113,16 @@ def workflow_index_prefix(ns: str) -> str:
 def tenant_counts_key(ns: str, tenant: str) -> str:
     """A tenant's admitted workflows, running and started (a hash); the tenant is the tag."""
     return f"{ns}:wf-counts:{{{segment(tenant)}}}"
+
+
+def gate_prefix(ns: str, gate: str) -> str:
+    """Every key of one workflow gate (`durably.stores.gates`); the gate is the tag."""
+    return f"{ns}:wf-gate:{{{segment(gate)}}}:"
+
+
+def throttle_key(ns: str, key: str) -> str:
+    """A workflow throttle key's reserved instant (a string); the key is the tag."""
+    return f"{ns}:wf-throttle:{{{segment(key)}}}"
 
 
 def scheduler_prefix(ns: str, scheduler_namespace: str) -> str:
@@ -145,6 +167,7 @@ __all__ = [
     "DEFAULT_KEY_PREFIX",
     "claim_key",
     "claim_pattern",
+    "gate_prefix",
     "glob_escaped",
     "item_key",
     "item_ref",
@@ -158,6 +181,7 @@ __all__ = [
     "session_runs_key",
     "slot",
     "state_prefix",
+    "throttle_key",
     "valid_key_prefix",
     "workflow_index_prefix",
     "workflow_prefix",

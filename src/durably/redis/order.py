@@ -29,8 +29,19 @@ class EnqueueOrder:
         self._last = last = micros if micros > self._last else self._last + 1
         return f"{last % _WIDTH:016d}{item_id}"
 
+    def reserve(self, now: float, count: int) -> int:
+        """The first of ``count`` consecutive order numbers drawn at ``now``, as ``count``
+        calls of `member` would draw them: a batch's script numbers its items from it (the
+        number is ``member``'s before the modulo)."""
+        micros = int(now * 1_000_000)
+        first = micros if micros > self._last else self._last + 1
+        self._last = first + count - 1
+        return first
+
 
 # One per process: every queue of the process draws from it.
-ready_member = EnqueueOrder().member
+_ORDER = EnqueueOrder()
+ready_member = _ORDER.member
+reserve_members = _ORDER.reserve
 
-__all__ = ["EnqueueOrder", "ready_member"]
+__all__ = ["EnqueueOrder", "ready_member", "reserve_members"]

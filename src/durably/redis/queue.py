@@ -20,20 +20,24 @@ from redis.exceptions import NoScriptError
 from durably.clock import Clock, SystemClock
 from durably.errors import (
     DurablyError,
+    InvalidInputError,
     LeaseLostError,
     QueueUnavailableError,
     WorkItemNotFoundError,
 )
 from durably.redis import keys
 from durably.redis.connection import RedisConnection, number, text
-from durably.redis.order import ready_member
+from durably.redis.order import ready_member, reserve_members
 from durably.redis.preflight import preflight
 from durably.redis.retry import RetriesSpent
 from durably.redis.scripts import scripts
 from durably.redis.settings import RedisStoreSettings
+from durably.stores.throughput import SLOTS, Minute, rated, rated_queues
 from durably.stores.work import (
+    DEAD_PURGE_BATCH,
     DEFAULT_QUEUE,
     QUEUE_NAMES_MOST,
+    DeadLetterPage,
     QueuePolicy,
     QueueStats,
     WorkItem,
@@ -42,7 +46,8 @@ from durably.stores.work import (
     batch_items,
     batch_limit,
     checked_item,
-    dead_letter_limit,
+    dead_letter_query,
+    dead_letter_target,
     dedupe_window,
     failure_text,
     names_limit,
@@ -56,7 +61,7 @@ from durably.stores.work import (
 from durably.validation import identifier, non_negative
 
 _LUA = (
-    scripts("queue_enqueue", "queue_tick")
+    scripts("queue_enqueue", "queue_tick", "queue_debounce", "queue_begin_debounced")
     | scripts("queue_dead_letters", "queue_stats", prelude="queue_lib.lua")
     | scripts(
         "queue_enqueue_full",
@@ -76,6 +81,7 @@ _LUA = (
         "queue_reap",
         "queue_adopt",
         "queue_purge",
+        "queue_purge_dead",
         prelude=("queue_lib.lua", "queue_settle_lib.lua"),
     )
 )
@@ -119,6 +125,21 @@ _call_token = _CallTokens().next
 
 def _instant(value: bytes | str | None) -> float | None:
     return float(value) if value else None
+
+
+def _dead_letter_place(after: str | None) -> tuple[str, str]:
+    """The (score, ref) a `dead_letter_page` cursor (`dead_letter_cursor`) names, checked
+    before any I/O: the first page's place when None."""
+    if after is None:
+        return ("", "")
+    score, tab, ref = after.partition("\t")
+    try:
+        float(score)
+    except ValueError:
+        tab = ""
+    if not tab or not ref:
+        raise InvalidInputError("after is not a cursor this store made")
+    return score, ref
 
 
 def _text(value: bytes | str | None) -> str:
@@ -177,6 +198,23 @@ def _item(fields: Any) -> WorkItem:
             "throttle_burst": int(fields[20]) if fields[20] else None,
         }
     )
+
+
+_WIDTH_TEXT = {2: b"2", 3: b"3", 11: b"11"}
+
+
+def _width(item: WorkItem) -> int:
+    """How many fields queue_enqueue_many.lua takes for ``item``: 2 for one due at once
+    with nothing else, 3 for a delayed one, 11 for any other."""
+    if (
+        item.dedupe_key is not None
+        or item.attempts
+        or item.failures
+        or item.concurrency_key is not None
+        or item.throttle_key is not None
+    ):
+        return 11
+    return 2 if item.available_at is None else 3
 
 
 def _gates(item: WorkItem) -> tuple[str, ...]:
@@ -342,53 +380,81 @@ class RedisWorkQueue:
         """`enqueue` of each of ``items`` in one script (atomic: nothing runs between them):
         per item, in order, what `enqueue` would have answered. Every item is checked
         before the script is sent."""
-        checked = batch_items(items)
+        checked, payloads = batch_items(items)
         ttl = None if dedupe_ttl is None else dedupe_window(dedupe_ttl)
         if not checked:
             return []
         now = self._clock.now()
-        item_keys: list[str] = []
-        fields: list[object] = []
-        for item in checked:
-            payload = payload_text(item.payload)
-            failures = "".join(map(keys.segment, item.failures))
-            size = len(payload.encode()) + len(item.tenant.encode()) + len(item.id.encode())
-            size += len(failures.encode())
-            if size > self._redis.max_value_bytes:
-                self._redis.check_bytes(size, f"work item {item.id!r}".__str__)
-            carried = bool(item.attempts or item.failures)
-            item_keys.append(self._item_prefix + keys.item_ref(item.tenant, item.id))
-            fields += (
-                item.tenant,
-                ready_member(now, item.id),
-                item.queue,
-                payload,
-                _PRIORITY_TEXT.get(item.priority) or str(int(item.priority)).encode(),
-                _call_token(),  # a retry of this call finds its own items by it
-                "" if item.available_at is None else number(item.available_at),
-                item.dedupe_key or "",
-                str(item.attempts) if carried else "",
-                failures if carried else "",
-                *_gates(item),
-            )
-        script = _LUA["queue_enqueue_many"]
+        args: list[object] = [
+            self._raw_prefix,
+            number(now),
+            "" if ttl is None else number(ttl),
+            _call_token(),  # a retry of this call finds its own items by it
+            reserve_members(now, len(checked)),
+        ]
+        extend = args.extend
+        limit = self._redis.max_value_bytes >> 2
+        run: tuple[object, ...] = ()
+        count_at = 0
+        for item, payload in zip(checked, payloads, strict=True):
+            width = _width(item)
+            head = (item.tenant, item.queue, item.priority, width)
+            if head == run:
+                args[count_at] += 1  # type: ignore[operator]
+            else:  # a new run of items sharing tenant, queue, priority and width
+                run = head
+                extend(
+                    (
+                        item.tenant,
+                        item.queue,
+                        _PRIORITY_TEXT.get(item.priority) or str(int(item.priority)).encode(),
+                        _WIDTH_TEXT[width],
+                        1,
+                    )
+                )
+                count_at = len(args) - 1
+            if width == 11:
+                failures = "".join(map(keys.segment, item.failures))
+                self._check_size(item, payload, failures)
+                extend(
+                    (
+                        item.id,
+                        payload,
+                        "" if item.available_at is None else number(item.available_at),
+                        item.dedupe_key or "",
+                        str(item.attempts) if item.attempts or item.failures else "",
+                        failures,
+                        *_gates(item),
+                    )
+                )
+                continue
+            # A character is at most 4 bytes: only a long item is encoded to be counted.
+            if len(payload) + len(item.tenant) + len(item.id) > limit:
+                self._check_size(item, payload, "")
+            if width == 2:
+                extend((item.id, payload))
+            else:
+                extend((item.id, payload, number(item.available_at)))  # type: ignore[arg-type]
         try:
             replies = await self._redis.retry.call(
-                script.run,
+                _LUA["queue_enqueue_many"].run,
                 self._redis.client,
-                len(item_keys),
-                *item_keys,
-                self._raw_prefix,
-                number(now),
-                "" if ttl is None else number(ttl),
-                *fields,
+                1,
+                self._key("rota", checked[0].queue),
+                *args,
             )
         except RetriesSpent as spent:
             raise QueueUnavailableError(checked[0].queue, "enqueue", spent.detail) from None
-        return [
-            queued_copy(item, now) if reply == 1 else _item(reply)
-            for item, reply in zip(checked, replies, strict=True)
-        ]
+        answers = [queued_copy(item, now) for item in checked]
+        for at in range(0, len(replies), 2):
+            answers[replies[at] - 1] = _item(replies[at + 1])
+        return answers
+
+    def _check_size(self, item: WorkItem, payload: str, failures: str) -> None:
+        """Refuse ``item`` if what is stored of it (payload, ids, failures) is over
+        ``max_value_bytes``, as `enqueue` does, before anything is sent."""
+        size = len(payload.encode()) + len(item.tenant.encode()) + len(item.id.encode())
+        self._redis.check_bytes(size + len(failures.encode()), f"work item {item.id!r}".__str__)
 
     async def claim(
         self, *, worker: str, queue: str = DEFAULT_QUEUE, lease_seconds: float | None = None
@@ -716,6 +782,59 @@ class RedisWorkQueue:
             if not int(left):
                 return deleted
 
+    async def purge_dead_letters(
+        self, *, queue: str, tenant: str | None = None, item_id: str | None = None
+    ) -> int:
+        """Delete dead letters of ``queue``: the one ``item_id`` of ``tenant``, every one of
+        ``tenant`` (walking the tenant's dead letters of every queue), or every tenant's,
+        with the dedupe keys they keep, `DEAD_PURGE_BATCH` looked at a script; the number
+        deleted."""
+        dead_letter_target(queue, tenant, item_id)
+        if tenant is None:
+            mode, key, ref = "all", f"{self._prefix}dead:{keys.segment(queue)}", ""
+        elif item_id is None:
+            mode, key, ref = "tenant", f"{self._prefix}dead-tenant:{keys.segment(tenant)}", ""
+        else:
+            mode, key, ref = "item", self._prefix + "queues", keys.item_ref(tenant, item_id)
+        deleted, start = 0, 0
+        while start >= 0:
+            count, start = await self._call(
+                "queue_purge_dead",
+                [key],
+                [queue, mode, ref, str(start), str(DEAD_PURGE_BATCH)],
+                queue,
+                "purge",
+            )
+            deleted += int(count)
+        return deleted
+
+    async def finished_per_minute(self, *, queues: Sequence[str]) -> dict[str, list[Minute]]:
+        """Items of each of ``queues`` completed and dead-lettered in each of the last
+        minutes, oldest first: each queue's ring hash, in one pipeline."""
+        names = rated_queues(queues)
+        now = self._clock.now()
+
+        async def read() -> list[dict[Any, Any]]:
+            pipe = self._redis.client.pipeline(transaction=False)
+            for name in names:
+                pipe.hgetall(f"{self._prefix}rate:{keys.segment(name)}")
+            found: list[dict[Any, Any]] = await pipe.execute()
+            return found
+
+        try:
+            rings = await self._redis.retry.call(read)
+        except RetriesSpent as spent:
+            raise QueueUnavailableError("*", "stats", spent.detail) from None
+        rows: list[tuple[str, int, int, int]] = []
+        for name, ring in zip(names, rings, strict=True):
+            fields = {_text(k): int(v) for k, v in ring.items()}
+            for slot in range(SLOTS):
+                if f"{slot}:m" in fields:
+                    rows.append(
+                        (name, fields[f"{slot}:m"], fields[f"{slot}:c"], fields[f"{slot}:f"])
+                    )
+        return rated(rows, now)
+
     async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
         """The queues that ever held an item (the registry every enqueue adds to), sorted,
         at most ``limit``."""
@@ -733,11 +852,19 @@ class RedisWorkQueue:
     ) -> list[WorkItem]:
         """Dead-lettered items of ``tenant`` (every tenant when None; optionally of one
         queue), oldest first."""
-        if tenant is not None:
-            identifier(tenant, "tenant")
-        if queue is not None:
-            identifier(queue, "queue")
-        dead_letter_limit(limit)
+        return (await self.dead_letter_page(tenant=tenant, queue=queue, limit=limit)).items
+
+    async def dead_letter_page(
+        self,
+        *,
+        tenant: str | None = None,
+        queue: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> DeadLetterPage:
+        """A page of `dead_letters` after ``after``: the score and ref of the last item
+        of the page before, as the sets order them."""
+        cursor = _dead_letter_place(dead_letter_query(tenant, queue, limit, after))
         key = (
             f"{self._prefix}queues"
             if tenant is None
@@ -745,21 +872,34 @@ class RedisWorkQueue:
         )
         mode = "all" if tenant is None else "tenant"
         found: list[WorkItem] = []
-        after: tuple[str, str] = ("", "")  # the cursor: from the first
         # A page a script, so no single script's work grows with the dead letters kept.
         while True:
             page = min(limit - len(found), _DEAD_LETTER_PAGE)
             reply = await self._call(
                 "queue_dead_letters",
                 [key],
-                [str(page), queue or "", mode, *after, str(_DEAD_LETTER_PAGE)],
+                [str(page), queue or "", mode, *cursor, str(_DEAD_LETTER_PAGE)],
                 queue or "*",
                 "dead_letters",
             )
             found.extend(_item(flat) for flat in reply[2:])
-            if len(found) >= limit or not reply[0]:
-                return found[:limit]
-            after = (_text(reply[0]), _text(reply[1]))
+            if not reply[0]:
+                return DeadLetterPage(found, None)
+            cursor = (_text(reply[0]), _text(reply[1]))
+            if len(found) >= limit:
+                return DeadLetterPage(found, "\t".join(cursor))
+
+    async def last_tick(self, name: str) -> float | None:
+        """Schedule ``name``'s last fired tick (None: no mark yet). Raises
+        `InvalidInputError` before any I/O."""
+        name = identifier(name, "schedule")
+        try:
+            kept = await self._redis.retry.call(
+                self._redis.client.hget, self._prefix + "ticks", name
+            )
+        except RetriesSpent as spent:
+            raise QueueUnavailableError("*", "last_tick", spent.detail) from None
+        return None if kept is None else float(_text(kept))
 
     async def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
         """Move schedule ``name``'s last fired tick on to ``tick`` if it is later than the

@@ -120,6 +120,19 @@ class RedisScheduler:
         owner = "" if tenant is None else identifier(tenant, "tenant")
         await self._run("scheduler_make_ready", [workflow, owner])
 
+    async def make_ready_if_absent(self, workflow: str, *, tenant: str) -> bool:
+        """`make_ready`, unless the workflow has an entry already (ready, in flight or
+        sleeping): whether it was made ready. The gates' repair pass wakes a workflow it
+        cannot tell was woken this way, so one woken meanwhile keeps its place."""
+        identifier(workflow, "workflow")
+        return bool(
+            int(
+                await self._run(
+                    "scheduler_make_ready", [workflow, identifier(tenant, "tenant"), "1"]
+                )
+            )
+        )
+
     async def wake_at(self, delivery: Delivery, when: float) -> None:
         """Answer ``delivery`` and sleep until ``when`` (caller's clock), never pushing out
         a wakeup that arrived meanwhile."""

@@ -7,6 +7,8 @@ key of a tenant shares the tenant's hash tag, so each script touches one slot.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import secrets
 from typing import Any, Self
 
@@ -178,6 +180,9 @@ class RedisStateStore:
         self._redis.check_size(blob, f"run {record.key}")
         ns, tenant = self._redis.key_prefix, record.tenant
         prefix = self._prefix(tenant)
+        if record.version == 0:  # a first write: listed before it, so a crash loses none
+            listing = keys.state_tenants_key(ns)
+            await self._redis.state(lambda: self._redis.client.zadd(listing, {tenant: 0}))
         reply = await self._call(
             "state_put_run",
             [
@@ -270,11 +275,44 @@ class RedisStateStore:
 
     async def tenants(self, *, after: str | None = None, limit: int = 1000) -> list[str]:
         """Tenants with at least one run, in code point order (see `StateStore.tenants`):
-        read by scanning for their run indexes (on every primary of a cluster), so an
-        operator's call, not a hot path."""
+        read from the set of tenants the first write of each run adds to, a page at a
+        time, keeping those whose run index is not empty (a tenant whose runs were all
+        deleted stays in the set)."""
         listing_page(after, limit)
+        listing = keys.state_tenants_key(self._redis.key_prefix)
+        await self._fill_tenants(listing)
+        found: list[str] = []
+        start = "-" if after is None else "(" + after
+        while len(found) < limit:
+            names, kept = await self._redis.state(
+                functools.partial(self._tenants_page, listing, start, limit)
+            )
+            found += kept
+            if len(names) < limit:
+                break
+            start = "(" + names[-1]
+        return found[:limit]
+
+    async def _tenants_page(
+        self, listing: str, start: str, limit: int
+    ) -> tuple[list[str], list[str]]:
+        """Up to ``limit`` names of the set from ``start``, and those with runs."""
+        client = self._redis.client
+        names = [text(n) for n in await client.zrangebylex(listing, start, "+", start=0, num=limit)]
+        counts = await asyncio.gather(*(client.zcard(self._prefix(n) + "runs") for n in names))
+        return names, [name for name, count in zip(names, counts, strict=True) if count]
+
+    async def _fill_tenants(self, listing: str) -> None:
+        """Add the tenants of runs written before the set of tenants was kept, once per
+        store: one scan of the keys, then a mark."""
+        client = self._redis.client
+        filled = keys.state_tenants_filled_key(self._redis.key_prefix)
+        if await self._redis.state(lambda: client.exists(filled)):
+            return
         found = await self._redis.state(self._scan_tenants)
-        return sorted(t for t in found if after is None or t > after)[:limit]
+        if found:
+            await self._redis.state(lambda: client.zadd(listing, dict.fromkeys(found, 0)))
+        await self._redis.state(lambda: client.set(filled, "1"))
 
     async def _scan_tenants(self) -> set[str]:
         head = f"{self._redis.key_prefix}:state:{{"

@@ -17,6 +17,7 @@ from durably.stores.catalog import (
     status_text,
 )
 from durably.stores.status import WorkflowInfo, int_field, read_status, text_field
+from durably.stores.throughput import Minute, first_minute, rated
 
 _SQL = load_statements("catalog.sql")
 _FAR = 10**16
@@ -76,6 +77,14 @@ def tally(tx: Transaction, tenant: str | None) -> dict[tuple[str, str], int]:
     """(kind, status text) counts of ``tenant`` (None: every tenant)."""
     rows = tx.texts(_SQL["tally"], {"tenant": tenant})
     return {(text_field(row[0]), text_field(row[1])): int(row[2]) for row in rows}
+
+
+def finished_per_minute(tx: Transaction) -> dict[str, list[Minute]]:
+    """Catalogued workflows of each kind ended per minute, by SQLite's own clock (the one
+    the status writes are timed by)."""
+    now = tx.store_now
+    rows = tx.texts(_SQL["finished_per_minute"], {"first": first_minute(now)})
+    return rated([(text_field(r[0]), r[1], r[2], r[3]) for r in rows], now)
 
 
 def _listed(row: sqlite3.Row) -> Listed:

@@ -7,11 +7,14 @@ import json
 import sqlite3
 from collections.abc import Awaitable, Callable, Collection
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from durably.errors import Fenced, InvalidInputError
 from durably.sqlite import catalog as _catalog
 from durably.sqlite.changes import SqliteChanges
 from durably.sqlite.connection import Database, Transaction
+from durably.sqlite.gates import BoundSqliteGates
+from durably.sqlite.scheduler import BoundSqliteScheduler
 from durably.sqlite.statements import load_statements
 from durably.stores.admission import TenantCaps, TenantCounts, refuse_over, running_after
 from durably.stores.catalog import CatalogEntry, Line, Listed, Mark, line_read, tallied
@@ -24,6 +27,7 @@ from durably.stores.codec import (
     key_text,
     screened_encode,
 )
+from durably.stores.gates import Admission, GateCounts, WorkflowGate
 from durably.stores.retention import FINISHED, sweep_arguments
 from durably.stores.status import (
     WorkflowInfo,
@@ -33,6 +37,7 @@ from durably.stores.status import (
     read_status,
     text_field,
 )
+from durably.stores.throughput import Minute
 from durably.stores.workflows import (
     INBOX_PREFIX,
     Entry,
@@ -48,6 +53,8 @@ from durably.stores.workflows import (
     written_records,
 )
 from durably.validation import identifier, listing_page, positive, positive_int, within_size
+
+T = TypeVar("T")
 
 _SQL = load_statements("checkpointer.sql")
 _SWEEP = load_statements("sweep.sql")
@@ -91,6 +98,9 @@ class BoundSqliteCheckpointer:
     def __init__(self, tx: Transaction, codec: CheckpointCodec) -> None:
         self._tx = tx
         self._codec = codec
+        self._gates = BoundSqliteGates(tx)
+        self.woke = False
+        """Whether a write made a workflow a gate admitted ready (to notify after commit)."""
 
     def load(self, workflow: str) -> dict[str, object]:
         """Every record, decoded, in first-recorded order."""
@@ -202,6 +212,48 @@ class BoundSqliteCheckpointer:
             return Recorded(self._codec.decode(encoded), True)
         return self.insert(workflow, key, encoded)
 
+    def admit_gated(
+        self,
+        workflow: str,
+        key: str,
+        encoded: str,
+        *,
+        tenant: str,
+        caps: TenantCaps,
+        gate: WorkflowGate,
+    ) -> Admission:
+        """`admit` through ``gate``: admitted while it has room, else queued (status
+        QUEUED); a start already recorded changes nothing."""
+        fresh = self.recorded(workflow, key) is None
+        recorded = self.admit(workflow, key, encoded, tenant=tenant, caps=caps)
+        if fresh and self._gates.admit(workflow, tenant, gate):
+            self._write_status(workflow, WorkflowStatus.QUEUED)
+        return Admission(recorded, self._gates.queued(workflow))
+
+    def gate_counts(self, gate: str) -> GateCounts:
+        """Gate ``gate``'s admitted and queued workflows."""
+        return self._gates.counts(gate)
+
+    def throttle_start(self, key: str, now: float, interval: float, burst: int) -> float:
+        """Reserve a start under throttle ``key``: the earliest it may begin."""
+        return self._gates.throttle(key, now, interval, burst)
+
+    def _write_status(self, workflow: str, status: WorkflowStatus) -> None:
+        params = {
+            "workflow": workflow,
+            "status": status.value,
+            "attempts": 0,
+            "last_error": None,
+            "now": self._tx.store_now,
+        }
+        self._tx.execute(_SQL["set_status"], params)
+
+    def _admitted_from_line(self, workflow: str, tenant: str, namespace: str) -> None:
+        # Pending and ready for its kind's scheduler, in the write that freed its slot.
+        self._write_status(workflow, WorkflowStatus.PENDING)
+        BoundSqliteScheduler(self._tx, namespace, 0.0).make_ready(workflow, tenant)
+        self.woke = True
+
     def tenant_counts(self, tenant: str) -> TenantCounts:
         """``tenant``'s admitted workflows, running and started."""
         row = self._tx.one(_SQL["tenant_counts"], {"tenant": tenant})
@@ -210,6 +262,7 @@ class BoundSqliteCheckpointer:
     def _recount(self, workflow: str, status: str) -> None:
         """Move the running count of an admitted ``workflow`` now at ``status``."""
         running = int(running_after(status))
+        self._gates.moved(workflow, not running, self._admitted_from_line)
         row = self._tx.one(_SQL["flip_running"], {"workflow": workflow, "running": running})
         if row is not None:
             delta = 1 if running else -1
@@ -217,6 +270,7 @@ class BoundSqliteCheckpointer:
 
     def _uncount(self, workflow: str) -> None:
         """Forget an admitted ``workflow`` deleted from the store."""
+        self._gates.forget(workflow, self._admitted_from_line)
         row = self._tx.one(_SQL["unadmit"], {"workflow": workflow})
         if row is not None:
             params = {"tenant": row["tenant"], "running": row["running"]}
@@ -511,6 +565,62 @@ class SqliteCheckpointer:
             lambda tx: self.bound(tx).admit(workflow, key, encoded, tenant=tenant, caps=caps)
         )
 
+    async def admit_gated(
+        self,
+        workflow: str,
+        key: str,
+        value: object,
+        *,
+        tenant: str,
+        caps: TenantCaps,
+        gate: WorkflowGate,
+    ) -> Admission:
+        """`admit` through ``gate``, in one transaction: admitted while it has room, else
+        queued (status QUEUED) in the gate's line."""
+        identifier(workflow, "workflow")
+        identifier(tenant, "tenant")
+        step_key(key)
+        encoded = self.encode(value)
+        return await self._db.transaction(
+            lambda tx: self.bound(tx).admit_gated(
+                workflow, key, encoded, tenant=tenant, caps=caps, gate=gate
+            )
+        )
+
+    async def gate_counts(self, gate: str) -> GateCounts:
+        """Gate ``gate``'s admitted and queued workflows."""
+        identifier(gate, "gate")
+        return await self._db.transaction(lambda tx: self.bound(tx).gate_counts(gate), write=False)
+
+    async def repair_gates(self, *, limit: int = 500) -> int:
+        """Nothing to repair: the write that frees a slot admits the next itself."""
+        positive_int(limit, "limit")
+        return 0
+
+    async def throttle_start(self, key: str, now: float, interval: float, burst: int) -> float:
+        """Reserve a start under throttle ``key``, in one transaction: the earliest it may
+        begin."""
+        identifier(key, "key")
+        return await self._db.transaction(
+            lambda tx: self.bound(tx).throttle_start(key, now, interval, burst)
+        )
+
+    async def _moving(self, write: Callable[[BoundSqliteCheckpointer], T]) -> T:
+        """``write`` in one transaction, waking this process's schedulers after the commit
+        when it made a workflow a gate admitted ready."""
+        woke: list[bool] = []
+
+        def run(tx: Transaction) -> T:
+            bound = self.bound(tx)
+            done = write(bound)
+            woke.append(bound.woke)  # of the last try, the one committed
+            return done
+
+        done = await self._db.transaction(run)
+        if woke and woke[-1]:
+            self._db.notify_ready()
+        return done
+
     async def tenant_counts(self, tenant: str) -> TenantCounts:
         """``tenant``'s admitted workflows, running and started."""
         identifier(tenant, "tenant")
@@ -552,14 +662,12 @@ class SqliteCheckpointer:
         step_key(key)
         prefixes = kept_prefixes(keep)
         encoded = self.encode(value)
-        return await self._db.transaction(
-            lambda tx: self.bound(tx).restart(holder, key, encoded, prefixes)
-        )
+        return await self._moving(lambda bound: bound.restart(holder, key, encoded, prefixes))
 
     async def discard(self, workflow: str) -> int:
         """Delete every record and the status and fence the holder, atomically; the count."""
         identifier(workflow, "workflow")
-        deleted = await self._db.transaction(lambda tx: self.bound(tx).discard(workflow))
+        deleted = await self._moving(lambda bound: bound.discard(workflow))
         self.announce(workflow, ENDED)
         return deleted
 
@@ -608,8 +716,8 @@ class SqliteCheckpointer:
         """Report the workflow's status; `Fenced` if ``holder`` was superseded."""
         _check_pass(holder)
         status, error = checked_report(status, attempts, error)
-        info = await self._db.transaction(
-            lambda tx: self.bound(tx).set_status(holder, status, attempts=attempts, error=error)
+        info = await self._moving(
+            lambda bound: bound.set_status(holder, status, attempts=attempts, error=error)
         )
         if status.finished:
             self.announce(holder.workflow, ENDED)
@@ -630,8 +738,8 @@ class SqliteCheckpointer:
         step_key(key)
         encoded = self.encode(value)
         _, error = checked_report(WorkflowStatus.COMPLETED, attempts, error)
-        info = await self._db.transaction(
-            lambda tx: self.bound(tx).finish(holder, key, encoded, attempts=attempts, error=error)
+        info = await self._moving(
+            lambda bound: bound.finish(holder, key, encoded, attempts=attempts, error=error)
         )
         self.announce(holder.workflow, ENDED)
         return info
@@ -678,6 +786,11 @@ class SqliteCheckpointer:
         return await self._db.transaction(
             lambda tx: _catalog.listed(tx, line, before, since_us, limit), write=False
         )
+
+    async def finished_per_minute(self) -> dict[str, list[Minute]]:
+        """Catalogued workflows of each kind completed and failed in each of the last
+        minutes, oldest first: the ring the status triggers keep (schema.sql)."""
+        return await self._db.transaction(_catalog.finished_per_minute, write=False)
 
     async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
         """How many catalogued workflows each (kind, status) pair has (exact)."""

@@ -28,7 +28,7 @@ from durably.stores.backoff import pause_seconds
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The schema version this code writes and understands (`durably_schema_version`)."""
 
 _SQL = load_statements("connection.sql")

@@ -100,6 +100,7 @@ class SqliteDurable:
             return self._checkpointer.bound(tx).discard(workflow)
 
         deleted = await self._db.transaction(delete)
+        self._db.notify_ready()  # its gate may have admitted the next in line
         self._checkpointer.announce(workflow, ENDED)
         return deleted
 

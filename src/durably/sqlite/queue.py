@@ -19,11 +19,22 @@ from durably.errors import (
 )
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
+from durably.stores.debounce import Begun, begin_call, debounce_call
 from durably.stores.flow import throttle_admits
+from durably.stores.throughput import (
+    Minute,
+    first_minute,
+    minute_of,
+    rated,
+    rated_queues,
+    slot_of,
+)
 from durably.stores.work import (
+    DEAD_PURGE_BATCH,
     DEDUPE_SWEEP_BATCH,
     DEFAULT_QUEUE,
     QUEUE_NAMES_MOST,
+    DeadLetterPage,
     QueuePolicy,
     QueueStats,
     Settlement,
@@ -34,11 +45,15 @@ from durably.stores.work import (
     batch_limit,
     checked_item,
     dead_letter_limit,
+    dead_letter_query,
+    dead_letter_target,
     dedupe_window,
     failure_text,
+    in_batches,
     names_limit,
     payload_text,
     retry_instant,
+    sequence_cursor,
     settle_keys,
     tick_mark,
 )
@@ -154,7 +169,14 @@ class BoundSqliteWorkQueue:
         return _item(row)
 
     def _finished(self, item: WorkItem) -> None:
-        """Start the time to live of the just-finished ``item``'s dedupe key, if kept."""
+        """Count the just-finished ``item`` in its queue's minute, and start the time to
+        live of its dedupe key, if kept."""
+        minute = minute_of(self._clock.now())
+        failed = int(item.state is WorkState.DEAD_LETTERED)
+        self._tx.execute(
+            _SQL["count_finished"],
+            {"queue": item.queue, "slot": slot_of(minute), "minute": minute, "failed": failed},
+        )
         if item.dedupe_key is None:
             return
         self._tx.execute(
@@ -413,6 +435,24 @@ class BoundSqliteWorkQueue:
         )
         return [_item(row) for row in rows]
 
+    def dead_letter_page(
+        self, *, tenant: str | None, queue: str | None, limit: int, after: int | None
+    ) -> DeadLetterPage:
+        """A page of `dead_letters` after the item at ``after`` in enqueue order."""
+        rows = self._tx.all(
+            _SQL["dead_letter_page"],
+            {"tenant": tenant, "queue": queue, "limit": limit, "after": after},
+        )
+        more = len(rows) > limit
+        return DeadLetterPage(
+            [_item(row) for row in rows[:limit]], str(rows[limit - 1]["seq"]) if more else None
+        )
+
+    def last_tick(self, name: str) -> float | None:
+        """`SqliteWorkQueue.last_tick` inside this transaction."""
+        found = self._tx.one(_SQL["get_tick"], {"name": name})
+        return None if found is None else float(found[0])
+
     def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
         """`SqliteWorkQueue.advance_tick` inside this transaction."""
         found = self._tx.one(_SQL["get_tick"], {"name": name})
@@ -422,6 +462,23 @@ class BoundSqliteWorkQueue:
         self._tx.execute(_SQL["set_tick"], {"name": name, "tick": tick})
         return True, previous
 
+    def debounce(self, slot: str, workflow: str, args: str, due: float) -> str:
+        """`SqliteWorkQueue.debounce` inside this transaction."""
+        row = self._tx.one(
+            _SQL["debounce"], {"slot": slot, "workflow": workflow, "args": args, "due": due}
+        )
+        assert row is not None  # the upsert returns its row
+        return str(row[0])
+
+    def begin_debounced(self, slot: str, workflow: str, now: float) -> Begun:
+        """`SqliteWorkQueue.begin_debounced` inside this transaction."""
+        named = {"slot": slot, "workflow": workflow}
+        taken = self._tx.one(_SQL["begin_debounced"], {**named, "now": now})
+        if taken is not None:
+            return Begun(args=str(taken[0]))
+        due = self._tx.one(_SQL["debounce_due"], named)
+        return Begun() if due is None else Begun(due=float(due[0]))
+
     def purge(self, *, queue: str, tenant: str | None = None) -> int:
         """Delete the queued items of ``queue`` (of ``tenant`` only, when given)."""
         rows = self._tx.all(_SQL["purge"], {"queue": queue, "tenant": tenant})
@@ -430,6 +487,26 @@ class BoundSqliteWorkQueue:
                 _SQL["forget_purged_key"], {"tenant": row[0], "queue": queue, "id": row[1]}
             )
         return len(rows)
+
+    def purge_dead_letters(self, queue: str, tenant: str | None, item_id: str | None) -> int:
+        """Delete up to `DEAD_PURGE_BATCH` dead letters of ``queue`` (of ``tenant``, of the
+        one ``item_id``, when given), with their dedupe keys."""
+        rows = self._tx.all(
+            _SQL["purge_dead_letters"],
+            {"queue": queue, "tenant": tenant, "id": item_id, "limit": DEAD_PURGE_BATCH},
+        )
+        for row in rows:
+            self._tx.execute(
+                _SQL["forget_dead_key"], {"tenant": row[0], "queue": queue, "id": row[1]}
+            )
+        return len(rows)
+
+    def finished_per_minute(self, names: list[str]) -> dict[str, list[Minute]]:
+        """`SqliteWorkQueue.finished_per_minute` inside this transaction."""
+        now = self._clock.now()
+        found = {"names": json.dumps(names), "first": first_minute(now)}
+        rows = self._tx.all(_SQL["finished_per_minute"], found)
+        return rated([(r[0], r[1], r[2], r[3]) for r in rows], now)
 
     def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
         """The queues that hold items or counters, sorted, at most ``limit``."""
@@ -516,14 +593,11 @@ class SqliteWorkQueue:
     ) -> list[WorkItem]:
         """`enqueue` of each of ``items`` in one transaction: all of them or none. Per item,
         in order, what `enqueue` would have answered; every item is checked first."""
-        checked = batch_items(items)
+        checked, texts = batch_items(items)
         ttl = None if dedupe_ttl is None else dedupe_window(dedupe_ttl)
         if not checked:
             return []
-        payloads = [
-            within_size(payload_text(item.payload), self._max_bytes, "payload", "sqlite")
-            for item in checked
-        ]
+        payloads = [within_size(text, self._max_bytes, "payload", "sqlite") for text in texts]
         return await self._write(
             checked[0].queue,
             "enqueue",
@@ -669,6 +743,28 @@ class SqliteWorkQueue:
             lambda q: q.dead_letters(tenant=tenant, limit=limit, queue=queue),
         )
 
+    async def dead_letter_page(
+        self,
+        *,
+        tenant: str | None = None,
+        queue: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> DeadLetterPage:
+        """A page of `dead_letters` after ``after`` (an item's place in enqueue order)."""
+        since = sequence_cursor(dead_letter_query(tenant, queue, limit, after))
+        return await self._read(
+            queue or "*",
+            "dead_letters",
+            lambda q: q.dead_letter_page(tenant=tenant, queue=queue, limit=limit, after=since),
+        )
+
+    async def last_tick(self, name: str) -> float | None:
+        """Schedule ``name``'s last fired tick (None: no mark yet). Raises
+        `InvalidInputError` before any I/O."""
+        name = identifier(name, "schedule")
+        return await self._read("*", "last_tick", lambda q: q.last_tick(name))
+
     async def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
         """Move schedule ``name``'s last fired tick on to ``tick`` if it is later than the
         one kept, atomically across workers: whether this call moved it and, if it did,
@@ -676,6 +772,20 @@ class SqliteWorkQueue:
         `InvalidInputError` before any I/O."""
         name, tick = tick_mark(name, tick)
         return await self._write("*", "advance_tick", lambda q: q.advance_tick(name, tick))
+
+    async def debounce(self, slot: str, workflow: str, args: str, due: float) -> str:
+        """Join debounce ``slot``'s pending workflow, giving it ``args`` and pushing it to
+        ``due``, or (none pending) make the slot name ``workflow``: the pending workflow's
+        id, in one write. Raises `InvalidInputError` before any I/O."""
+        slot, workflow, args, due = debounce_call(slot, workflow, args, due)
+        return await self._write("*", "debounce", lambda q: q.debounce(slot, workflow, args, due))
+
+    async def begin_debounced(self, slot: str, workflow: str, now: float) -> Begun:
+        """Let ``workflow`` take debounce ``slot`` if it is due at ``now`` (see `Begun`)."""
+        slot, workflow, now = begin_call(slot, workflow, now)
+        return await self._write(
+            "*", "begin_debounced", lambda q: q.begin_debounced(slot, workflow, now)
+        )
 
     async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
         """A snapshot of ``queue``."""
@@ -689,6 +799,25 @@ class SqliteWorkQueue:
         if tenant is not None:
             identifier(tenant, "tenant")
         return await self._write(queue, "purge", lambda q: q.purge(queue=queue, tenant=tenant))
+
+    async def purge_dead_letters(
+        self, *, queue: str, tenant: str | None = None, item_id: str | None = None
+    ) -> int:
+        """Delete dead letters of ``queue``: the one ``item_id`` of ``tenant``, every one of
+        ``tenant``, or every tenant's, with the dedupe keys they keep, a batch a
+        transaction; the number deleted."""
+        dead_letter_target(queue, tenant, item_id)
+        return await in_batches(
+            lambda: self._write(
+                queue, "purge", lambda q: q.purge_dead_letters(queue, tenant, item_id)
+            )
+        )
+
+    async def finished_per_minute(self, *, queues: Sequence[str]) -> dict[str, list[Minute]]:
+        """Items of each of ``queues`` completed and dead-lettered in each of the last
+        minutes, oldest first (`SLOTS` rows a queue)."""
+        names = rated_queues(queues)
+        return await self._read("*", "stats", lambda q: q.finished_per_minute(names))
 
     async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
         """The queues that hold items or counters, sorted, at most ``limit``."""

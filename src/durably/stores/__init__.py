@@ -23,6 +23,7 @@ from durably.stores.runs import (
 )
 from durably.stores.status import WorkflowInfo, WorkflowStatus
 from durably.stores.work import (
+    DeadLetterPage,
     QueuePolicy,
     QueueStats,
     WorkItem,
@@ -52,6 +53,7 @@ __all__ = [
     "CheckpointCodec",
     "Checkpointer",
     "Completed",
+    "DeadLetterPage",
     "Delivery",
     "Durable",
     "Entry",

@@ -20,6 +20,7 @@ from typing import Protocol, runtime_checkable
 
 from durably.errors import InvalidInputError, UnreadableRecordError
 from durably.stores.status import STATUS_RECORD, WorkflowInfo, WorkflowStatus
+from durably.stores.throughput import Minute
 from durably.validation import identifier, positive_int
 
 SCAN_PER_PAGE = 2000
@@ -139,6 +140,13 @@ class Cataloguing(Protocol):
     async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
         """How many catalogued workflows of ``tenant`` (None: every tenant) each
         (kind, status) pair has; pairs with none are left out."""
+        ...
+
+    async def finished_per_minute(self) -> dict[str, list[Minute]]:
+        """How many catalogued workflows of each kind completed and failed in each of the
+        last `MINUTES` minutes of the store's clock, oldest first; kinds and minutes with
+        none are left out. Reads the ring of counts the status writes keep
+        (`durably.stores.throughput`), never the workflows."""
         ...
 
 

@@ -78,8 +78,8 @@ class Stores:
     verifier: Closer = _nothing
     pool_size: int | None = None
     """The most connections the stores' pool holds at once (``?pool_size=``); None where
-    there is no pool (memory; SQLite's one connection). A PostgreSQL scheduler that
-    listens for wakeups holds one more, outside the pool."""
+    there is no pool (memory; SQLite's one connection). On PostgreSQL over psycopg the
+    stores' one listening connection (shared by every store that waits) is outside it."""
     write_slots: int | None = None
     """The record writes of passes (through every `durable`) in flight at once: half the
     pool, so a gather of thousands of steps queues in the process and leaves connections
@@ -94,8 +94,8 @@ class Stores:
         """The `Durable` serving workflows of ``kind``; deliveries are leased ``lease`` s.
         A pass's record writes go through the stores' ``write_slots``, and one that finds
         the pool exhausted is tried again for up to ``lease`` s instead of failing the
-        pass. `close` closes its scheduler (on PostgreSQL, its listening connection)
-        before the connections it runs on."""
+        pass. `close` closes its scheduler (on PostgreSQL, its share of the listening
+        connection) before the connections it runs on."""
         made = self.make_durable(kind, lease)
         self.closers.append(made.scheduler.close)
         if self.write_slots is None:
@@ -302,14 +302,15 @@ async def _open_postgres(parsed: Dsn, clock: Clock, policy: QueuePolicy) -> Stor
     async def verify() -> None:
         await postgres.verify(pool, durable=parsed.durable)
 
+    queue = postgres.PostgresWorkQueue(pool, clock=clock, policy=policy, settings=settings)
     return Stores(
         backing="postgresql",
         location=describe(parsed.url),
         state=postgres.PostgresStateStore(pool, clock=clock, settings=settings),
-        queue=postgres.PostgresWorkQueue(pool, clock=clock, policy=policy, settings=settings),
+        queue=queue,
         checkpointer=checkpointer,
         make_durable=make_durable,
-        closers=[pool.close],
+        closers=[pool.close, queue.close],  # the queue's listener leaves before the pool goes
         database=pool,
         migrator=migrate,
         verifier=verify,

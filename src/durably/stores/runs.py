@@ -70,6 +70,8 @@ stored ``state`` field says; readers (``durably runs``, ``WorkflowHandle.run_rec
 show the status's."""
 
 _STATES = {
+    # Queued behind its kind's concurrency limit: not run yet, as a pending one.
+    WorkflowStatus.QUEUED: RunState.PENDING,
     WorkflowStatus.PENDING: RunState.PENDING,
     WorkflowStatus.RUNNING: RunState.RUNNING,
     WorkflowStatus.SLEEPING: RunState.SUSPENDED,
@@ -546,7 +548,7 @@ class StateStore(Protocol):
     async def tenants(self, *, after: str | None = None, limit: int = 1000) -> list[str]:
         """Tenants that have at least one run, in code point order: those after ``after``,
         at most ``limit`` (1 to 10,000). For operators (``durably runs list`` without
-        ``--tenant``), not a hot path: Redis scans its keys to answer."""
+        ``--tenant``), not a hot path."""
         ...
 
     async def get_session(self, key: StateKey) -> SessionRecord | None:

@@ -16,6 +16,9 @@ from durably.validation import non_negative_int
 class WorkflowStatus(StrEnum):
     """Where a workflow is, as of its last pass."""
 
+    QUEUED = "queued"
+    """Started, not yet admitted by its kind's concurrency limit: held by the store, never
+    handed to a worker, until an admitted workflow of its gate finishes."""
     PENDING = "pending"
     """Started, no pass run yet: reported by `durably.App` handles before the first pass,
     and held by a store for a workflow made to start over (a resume, `Checkpointer.restart`)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from json.encoder import encode_basestring
@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, field_validat
 from durably.errors import InvalidInputError
 from durably.redaction import mend_text
 from durably.stores.flow import Throttle, flow_limit
+from durably.stores.throughput import Minute
 from durably.validation import finite, identifier, positive, positive_int, storable_json
 
 DEFAULT_QUEUE = "default"
@@ -287,6 +288,85 @@ def dead_letter_limit(limit: int) -> int:
     return limit
 
 
+DEAD_LETTER_CURSOR_MOST = 2048
+"""The longest cursor `WorkQueue.dead_letter_page` takes (characters)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterPage:
+    """One page of a dead-letter listing and the cursor of the next."""
+
+    items: list[WorkItem]
+    after: str | None
+    """What to pass as ``after`` for the next page; None when no dead letter follows."""
+
+
+def dead_letter_cursor(after: str | None) -> str | None:
+    """``after`` of a `dead_letter_page` call, checked before any I/O: None or a non-empty
+    string of at most `DEAD_LETTER_CURSOR_MOST` characters. Raises `InvalidInputError`."""
+    if after is None:
+        return None
+    if not isinstance(after, str) or not after or len(after) > DEAD_LETTER_CURSOR_MOST:
+        raise InvalidInputError(
+            "after must be None or the cursor a previous page returned (a non-empty string "
+            f"of at most {DEAD_LETTER_CURSOR_MOST} characters)"
+        )
+    return after
+
+
+def dead_letter_query(
+    tenant: str | None, queue: str | None, limit: int, after: str | None
+) -> str | None:
+    """The arguments of a `dead_letter_page` call, checked before any I/O (names that are
+    identifiers, `dead_letter_limit`, `dead_letter_cursor`): the cursor. Raises
+    `InvalidInputError`."""
+    if tenant is not None:
+        identifier(tenant, "tenant")
+    if queue is not None:
+        identifier(queue, "queue")
+    dead_letter_limit(limit)
+    return dead_letter_cursor(after)
+
+
+def sequence_cursor(after: str | None) -> int | None:
+    """The place in a store's order of items (an integer, as the SQL and memory backings
+    keep it) a cursor (`dead_letter_cursor`) names, checked before any I/O. Raises
+    `InvalidInputError`."""
+    if after is None:
+        return None
+    if not after.isascii() or not after.isdigit() or len(after) > 19:
+        raise InvalidInputError("after is not a cursor this store made")
+    return int(after)
+
+
+DEAD_PURGE_BATCH = 1000
+"""Dead letters one statement or script of `WorkQueue.purge_dead_letters` deletes at
+most: a purge of many goes in batches of this size, so no single write grows with them."""
+
+
+def dead_letter_target(queue: str, tenant: str | None, item_id: str | None) -> None:
+    """The arguments of a `purge_dead_letters` call, checked before any I/O: names that
+    are identifiers, and a tenant named with an item. Raises `InvalidInputError`."""
+    identifier(queue, "queue")
+    if tenant is not None:
+        identifier(tenant, "tenant")
+    if item_id is not None:
+        identifier(item_id, "item_id")
+        if tenant is None:
+            raise InvalidInputError("item_id: name its tenant too (an id is unique per tenant)")
+
+
+async def in_batches(delete: Callable[[], Awaitable[int]]) -> int:
+    """Call ``delete`` (one statement or transaction deleting up to `DEAD_PURGE_BATCH`)
+    until a call deletes fewer; the total deleted."""
+    deleted = 0
+    while True:
+        batch = await delete()
+        deleted += batch
+        if batch < DEAD_PURGE_BATCH:
+            return deleted
+
+
 QUEUE_NAMES_MOST = 1000
 """The most queue names one `WorkQueue.queue_names` call answers."""
 
@@ -310,19 +390,22 @@ def batch_limit(limit: int) -> int:
     return min(positive_int(limit, "limit"), BATCH_MOST)
 
 
-def batch_items(items: Sequence[WorkItem]) -> list[WorkItem]:
-    """The items of an `enqueue_many` call, each checked (`checked_item`) before any I/O:
-    at most `BATCH_MOST` of them. Raises `InvalidInputError`."""
+def batch_items(items: Sequence[WorkItem]) -> tuple[list[WorkItem], list[str]]:
+    """The items of an `enqueue_many` call, each checked (`checked_item`) before any I/O,
+    and their payloads as every backing stores them (`payload_text`): at most `BATCH_MOST`
+    items. Raises `InvalidInputError`."""
     if isinstance(items, WorkItem | str | bytes) or not isinstance(items, Sequence):
         raise InvalidInputError("items must be a sequence of WorkItem")
     if len(items) > BATCH_MOST:
         raise InvalidInputError(f"items must hold at most {BATCH_MOST:,} items, got {len(items)}")
+    payloads: list[str] = []
     for item in items:
-        if not isinstance(item, WorkItem):
+        # The exact type first: a pydantic model's isinstance goes through its ABC machinery.
+        if type(item) is not WorkItem and not isinstance(item, WorkItem):
             raise InvalidInputError(f"items must hold WorkItem values, got {type(item).__name__}")
         checked_item(item)
-        payload_text(item.payload)
-    return list(items)
+        payloads.append(payload_text(item.payload))
+    return list(items), payloads
 
 
 def settle_keys(items: Sequence[tuple[str, str]], worker: str) -> list[tuple[str, str]]:
@@ -544,6 +627,22 @@ class WorkQueue(Protocol):
         queue, oldest enqueued first."""
         ...
 
+    async def dead_letter_page(
+        self,
+        *,
+        tenant: str | None = None,
+        queue: str | None = None,
+        limit: int = 50,
+        after: str | None = None,
+    ) -> DeadLetterPage:
+        """One page of the listing `dead_letters` gives (same filters, same order), from
+        the cursor ``after`` a previous page returned (None: from the first). Pages see
+        the store as it is when each is read: an item dead-lettered, requeued or purged
+        between two pages may be missed or listed in its new place. A cursor is opaque,
+        of the backing that made it; one it did not make raises `InvalidInputError`
+        before any I/O."""
+        ...
+
     async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
         """Depth, claimed, dead-lettered, oldest age and counters of ``queue``."""
         ...
@@ -554,6 +653,21 @@ class WorkQueue(Protocol):
         how many items were deleted."""
         ...
 
+    async def purge_dead_letters(
+        self, *, queue: str, tenant: str | None = None, item_id: str | None = None
+    ) -> int:
+        """Delete dead letters of ``queue``: the one ``item_id`` of ``tenant``, every one of
+        ``tenant``, or every tenant's; a dedupe key one of them keeps is freed. Queued and
+        claimed items stay. Returns how many were deleted."""
+        ...
+
+    async def finished_per_minute(self, *, queues: Sequence[str]) -> dict[str, list[Minute]]:
+        """How many items of each of ``queues`` (at most `NAMES_MOST`) completed and were
+        dead-lettered in each of the last `MINUTES` minutes of the store's clock, oldest
+        first; queues and minutes with none are left out. Reads the ring of counts the
+        finishing writes keep (`durably.stores.throughput`), never the items."""
+        ...
+
     async def queue_names(self, *, limit: int = QUEUE_NAMES_MOST) -> list[str]:
         """The names of the queues that hold items or counters, sorted, at most
         ``limit`` (up to `QUEUE_NAMES_MOST`)."""
@@ -562,10 +676,13 @@ class WorkQueue(Protocol):
 
 __all__ = [
     "DEAD_LETTERS_MOST",
+    "DEAD_LETTER_CURSOR_MOST",
+    "DEAD_PURGE_BATCH",
     "DEDUPE_SWEEP_BATCH",
     "DEDUPE_TTL_MOST",
     "DEFAULT_QUEUE",
     "QUEUE_NAMES_MOST",
+    "DeadLetterPage",
     "FlowFields",
     "QueuePolicy",
     "QueueStats",
@@ -577,8 +694,10 @@ __all__ = [
     "batch_items",
     "checked_item",
     "dead_letter_limit",
+    "dead_letter_target",
     "dedupe_window",
     "flow_fields",
+    "in_batches",
     "names_limit",
     "queued_copy",
     "requeued",

@@ -20,6 +20,8 @@ TenantSchedulerFactory = Callable[[float], Awaitable[Scheduler]]
 
 HOLD = 30.0  # a lease no test outlives
 NOISY_BURST = 2_000
+READIED_AT_ONCE = 16
+"""Calls in flight at once while a burst is made ready."""
 T1 = 2_000_000.0  # an instant on the caller's clock
 
 
@@ -31,6 +33,14 @@ def _names(label: str, count: int) -> list[str]:
 async def _ready_for(scheduler: Scheduler, tenant: str, workflows: list[str]) -> None:
     for workflow in workflows:
         await scheduler.make_ready(workflow, tenant=tenant)
+
+
+async def _ready_at_once(scheduler: Scheduler, tenant: str, workflows: list[str]) -> None:
+    """`_ready_for` with `READIED_AT_ONCE` calls in flight, where the order within the
+    tenant does not matter (a burst made ready by many producers at once)."""
+    for first in range(0, len(workflows), READIED_AT_ONCE):
+        batch = workflows[first : first + READIED_AT_ONCE]
+        await asyncio.gather(*(scheduler.make_ready(w, tenant=tenant) for w in batch))
 
 
 async def _take_all(scheduler: Scheduler, count: int) -> list[Delivery]:
@@ -61,7 +71,7 @@ class SchedulerTenantCases:
         scheduler = await scheduler_factory(HOLD)
         await scheduler.prepare()
         noisy = _names("noisy", NOISY_BURST)
-        await _ready_for(scheduler, "noisy", noisy)
+        await _ready_at_once(scheduler, "noisy", noisy)
         quiet = _names("quiet", 1)
         await _ready_for(scheduler, "quiet", quiet)
         order = [d.workflow for d in await _take_all(scheduler, 3)]

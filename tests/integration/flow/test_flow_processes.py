@@ -3,7 +3,8 @@ every tick is decided in the store, so separate processes obey them together. Ef
 are counted from outside, in a ledger the handlers write.
 
 Run as a script, this module is the worker process itself:
-``python test_flow_processes.py MODE DB NAME`` with MODE ``cron``, ``keyed`` or ``rate``.
+``python test_flow_processes.py MODE DB NAME`` with MODE ``cron``, ``keyed``, ``rate`` or
+``wfcron`` (an App serving a cron workflow).
 """
 
 from __future__ import annotations
@@ -18,16 +19,19 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
-from durably import Throttle, WorkItem
+from durably import App, Context, Throttle, WorkItem
 from durably.engine import Schedule, Worker, tick_of
 from durably.sqlite import SqliteWorkQueue, connect
 from durably.stores.work import flow_fields
 
 START = 1_800_000_030.0  # 30 s past a minute: the file clock's first reading
+KIND = "minutely-report"  # the cron workflow of mode wfcron
 RATE = 50
 RATE_ITEMS = 200  # four seconds at 50/s: short enough for the suite, long enough to measure
 
@@ -49,7 +53,24 @@ class FileClock:
 # --- the worker process --------------------------------------------------------------------
 
 
+async def serve_workflow(path: str, name: str) -> None:
+    """Serve a cron workflow whose body writes a ledger line per run."""
+    app = App(f"sqlite:///{path}", clock=FileClock(Path(path).with_suffix(".clock")))
+    ledger = Path(path).with_name(f"ledger-{name}.tsv")
+
+    @app.workflow(name=KIND, cron="* * * * *")
+    async def report(ctx: Context, tick: datetime) -> None:
+        with ledger.open("a") as sink:
+            sink.write(f"{ctx.id}\t{tick.isoformat()}\t0\t0\n")
+
+    asyncio.get_running_loop().call_soon(Path(path).with_name(f"ready-{name}").touch)
+    await app.serve(maintenance=0.05, poll=0.05)
+
+
 async def serve(mode: str, path: str, name: str) -> None:
+    if mode == "wfcron":
+        await serve_workflow(path, name)
+        return
     db = await connect(path)
     clock = FileClock(Path(path).with_suffix(".clock")) if mode == "cron" else None
     queue = SqliteWorkQueue(db, clock=clock)
@@ -152,16 +173,20 @@ async def prepared(path: Path) -> SqliteWorkQueue:
     return SqliteWorkQueue(await connect(path))
 
 
-@pytest.mark.timeout(90)
-async def test_three_worker_processes_run_one_cron_exactly_once_a_tick_over_five_ticks(
-    tmp_path: Path,
-) -> None:
+def workflows_completed(path: Path) -> int:
+    sql = "SELECT count(*) FROM durably_workflow_status WHERE status = 'completed'"
+    return int(str(rows(path, sql)[0][0]))
+
+
+async def tick_five_times(mode: str, tmp_path: Path, done: Callable[[Path], int]) -> Path:
+    """Serve ``mode`` from three processes over a file clock moved a minute five times,
+    each tick's run finished (``done`` of the file counts them) before the next; the file."""
     path = tmp_path / "cron.db"
     clock = path.with_suffix(".clock")
     clock.write_text(repr(START))
     log = tmp_path / "workers.log"
     await (await connect(path)).close()
-    workers = [spawn("cron", path, f"cron-{n}", log) for n in range(3)]
+    workers = [spawn(mode, path, f"{mode}-{n}", log) for n in range(3)]
     try:
         # Every worker runs and the schedule's mark is taken before the clock moves.
         await wait_for(lambda: ready(path) == 3, "the workers to start")
@@ -173,18 +198,35 @@ async def test_three_worker_processes_run_one_cron_exactly_once_a_tick_over_five
             clock.write_text(repr(START + 60 * ticks))
             # Completed before the clock moves again: a jump of a minute lapses every lease
             # (30 s), and a lapsed item runs again (at-least-once), which is not a tick.
-            await wait_for(
-                lambda ticks=ticks: completed(path) >= ticks,
-                f"tick {ticks}",
-            )
+            await wait_for(lambda ticks=ticks: done(path) >= ticks, f"tick {ticks}")
         await asyncio.sleep(1.0)  # time for a duplicate to show, were there one
     finally:
         for process in workers:
             process.send_signal(signal.SIGTERM)
         codes = [process.wait(timeout=20) for process in workers]
     assert codes == [0, 0, 0], read(log)
-    ran = sorted(key for _, key, _, _ in ledger(path))
-    assert ran == [f"2027-01-15T08:0{minute}:00+00:00" for minute in range(1, 6)]
+    return path
+
+
+TICKS = [f"2027-01-15T08:0{minute}:00+00:00" for minute in range(1, 6)]
+
+
+@pytest.mark.timeout(90)
+async def test_three_worker_processes_run_one_cron_exactly_once_a_tick_over_five_ticks(
+    tmp_path: Path,
+) -> None:
+    path = await tick_five_times("cron", tmp_path, completed)
+    assert sorted(key for _, key, _, _ in ledger(path)) == TICKS
+
+
+@pytest.mark.timeout(90)
+async def test_three_worker_processes_start_one_cron_workflow_a_tick_over_five_ticks(
+    tmp_path: Path,
+) -> None:
+    path = await tick_five_times("wfcron", tmp_path, workflows_completed)
+    assert sorted((item, key) for item, key, _, _ in ledger(path)) == [
+        (f"{KIND}@{tick}", tick) for tick in TICKS
+    ]
 
 
 @pytest.mark.timeout(90)

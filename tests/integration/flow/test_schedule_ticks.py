@@ -1,6 +1,7 @@
 """`advance_tick` on every backing: the store moves a schedule's mark once per tick, for
-one of many concurrent callers, and never back; a first call only takes the mark. This
-is what makes a cron tick enqueue once however many workers tick the schedule."""
+one of many concurrent callers, and never back; a first call only takes the mark. With
+the tick's item named by the tick, this is what makes a cron tick enqueue once however
+many workers tick the schedule, and however one of them is cut short."""
 
 from __future__ import annotations
 
@@ -39,6 +40,23 @@ async def _check_marks(queue: Any) -> None:
         await queue.advance_tick("", 1.0)
 
 
+class _Killed(Exception):
+    """A worker killed after it enqueued a tick's item, before it moved the mark."""
+
+
+class _KilledBeforeTheMove:
+    """``queue``, through a worker that dies at its move of a mark."""
+
+    def __init__(self, queue: Any) -> None:
+        self._queue = queue
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._queue, name)
+
+    async def advance_tick(self, name: str, tick_at: float) -> tuple[bool, float | None]:
+        raise _Killed
+
+
 async def _check_one_item_a_tick(queue: Any, clock: ManualClock) -> None:
     schedule = Schedule("minutely", "* * * * *", queue="cron")
     assert (
@@ -46,9 +64,28 @@ async def _check_one_item_a_tick(queue: Any, clock: ManualClock) -> None:
         == [None] * 4
     )
     clock.advance(60)
+    due = schedule.latest_at_or_before(clock.now())
     fired = await asyncio.gather(*(tick(queue, schedule, now=clock.now()) for _ in range(4)))
-    assert len([item for item in fired if item is not None]) == 1
+    assert {item.id for item in fired if item is not None} == {schedule.tick_item(due).id}
     assert (await queue.stats(queue="cron")).depth == 1
+    assert await tick(queue, schedule, now=clock.now()) is None  # the mark moved
+
+    # Killed between its enqueue and its move, a worker leaves the tick's item queued and
+    # the mark behind; the next round finds the item, and the one after has nothing to do.
+    clock.advance(60)
+    with pytest.raises(_Killed):
+        await tick(_KilledBeforeTheMove(queue), schedule, now=clock.now())
+    assert (await queue.stats(queue="cron")).depth == 2
+    # The tick's item runs and finishes quickly, before that next round comes.
+    for _ in range(2):
+        held = await queue.claim(worker="w", queue="cron")
+        assert held is not None
+        await queue.complete(held.id, tenant=held.tenant, worker="w")
+    again = await tick(queue, schedule, now=clock.now())
+    assert again is not None
+    assert again.id == schedule.tick_item(schedule.latest_at_or_before(clock.now())).id
+    assert (await queue.stats(queue="cron")).depth == 0  # found finished, not queued again
+    assert await tick(queue, schedule, now=clock.now()) is None
 
 
 async def test_memory_moves_a_mark_once_a_tick() -> None:

@@ -9,10 +9,12 @@ import asyncio
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
 from durably.errors import DurablyError
 from durably.postgres import PostgresCheckpointer, PostgresDurable, PostgresScheduler
 from durably.postgres.executor import database_for
+from durably.postgres.settings import PostgresStoreSettings
 from tests.pg_service import Stores
 
 pytestmark = pytest.mark.postgres
@@ -28,7 +30,9 @@ FAILURES = {
 }
 
 
-async def durable_failing_between_writes(pg_stores: Stores, failure: str) -> PostgresDurable:
+async def durable_failing_between_writes(
+    pg_stores: Stores, failure: str, dsn: str
+) -> PostgresDurable:
     tables = await pg_stores.tables()
     queue = f'"{tables.schema}"."{tables.workflow_queue}"'
     function = f'"{tables.schema}".fail_wakeup'
@@ -43,15 +47,19 @@ async def durable_failing_between_writes(pg_stores: Stores, failure: str) -> Pos
             f"FOR EACH ROW EXECUTE FUNCTION {function}()"
         )
     scheduler = pg_stores.track(PostgresScheduler(pg_stores.pool, lease=LONG, tables=tables))
-    return PostgresDurable(PostgresCheckpointer(pg_stores.pool, tables=tables), scheduler)
+    # A lost connection is retried as a failover would be: for a second here, not the
+    # default budget, since every try dies at the same trigger.
+    settings = PostgresStoreSettings(dsn=SecretStr(dsn), retry_budget_seconds=1.0)
+    checkpointer = PostgresCheckpointer(pg_stores.pool, tables=tables, settings=settings)
+    return PostgresDurable(checkpointer, scheduler)
 
 
 @pytest.mark.parametrize("failure", sorted(FAILURES))
 @pytest.mark.parametrize("transition", ["deliver", "arrive"])
 async def test_a_transition_failing_between_its_writes_leaves_neither(
-    pg_stores: Stores, failure: str, transition: str
+    pg_stores: Stores, postgres_dsn: str, failure: str, transition: str
 ) -> None:
-    durable = await durable_failing_between_writes(pg_stores, failure)
+    durable = await durable_failing_between_writes(pg_stores, failure, postgres_dsn)
 
     async def cross(workflow: str) -> Any:
         if transition == "deliver":

@@ -108,13 +108,13 @@ async def test_without_a_listening_dsn_a_waiter_wakes_by_polling_within_its_peri
     assert await _wake_latency(dsn, listens=False) < 1.0 + 1.5
 
 
-def test_doctor_counts_the_direct_listeners_and_reads_the_servers_limit(
+def test_doctor_counts_the_direct_listener_and_reads_the_servers_limit(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     dsn = through_pgbouncer(asyncio.run(_database()), listen=True)
-    assert main(["doctor", "--dsn", dsn, "--workers", "16", "--kinds", "2"]) == 0
+    assert main(["doctor", "--dsn", dsn, "--workers", "16"]) == 0
     out = capsys.readouterr().out
-    assert "0 pooled + 2 listening = 2 server connections" in out
-    assert "16 processes take 32 of " in out
+    assert "0 pooled + 1 listening = 1 server connections" in out
+    assert "16 processes take 16 of " in out
     assert "listen=" not in out  # the DSN is never printed
     assert "pooler=" not in out

@@ -126,6 +126,7 @@ async def test_migrate_renames_a_version_1_database_and_keeps_its_checkpoints(
         "durably_workflow_catalog",
         "durably_workflow_catalog_by_tenant",
         "durably_workflow_counts",
+        "durably_throughput",
     } <= relations
     rows = await fetch(pool, f'SELECT version FROM "{schema}".durably_schema_version')
     assert [tuple(r) for r in rows] == [(SCHEMA_VERSION,)] == [(6,)]

@@ -1,5 +1,6 @@
 """LISTEN/NOTIFY: an idle worker starts new work within milliseconds, not at its next poll,
-and keeps doing so after the listening connection is killed server-side."""
+and keeps doing so after the listening connection is killed server-side; every store over
+one pool listens on one connection, which UNLISTENs the channels of a closed store."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import pytest
 from pydantic import SecretStr
 
 from durably.postgres import PostgresScheduler, PostgresStoreSettings, PostgresWorkQueue
+from durably.postgres.changes import PostgresChanges
 from durably.postgres.executor import database_for
 from durably.postgres.notify import Listener
+from durably.stores.changes import MISSED
 from durably.stores.work import WorkItem
 from tests.pg_service import Stores
 
@@ -145,5 +148,133 @@ async def test_a_listener_whose_connection_asyncpg_already_released_reports_no_p
     with warnings.catch_warnings():
         # asyncpg warns that the connection still has a listener: it has, as on a close.
         warnings.simplefilter("ignore")
-        await pg_stores.pool.release(queue.listener._connection)  # what asyncpg does on close
+        await pg_stores.pool.release(queue.listener.shared.connection)  # what asyncpg does on close
     assert queue.listener.backend_pid is None
+
+
+async def backends(pool: Any, pid: int) -> int:
+    """How many server processes ``pid`` names (1 while its connection is open)."""
+    async with database_for(pool).session(5.0) as session:
+        rows = await session.fetch("SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid)
+    return int(rows[0][0])
+
+
+async def test_every_store_over_one_pool_listens_on_one_connection_until_the_last_closes(
+    pg_stores: Stores,
+) -> None:
+    tables = await pg_stores.tables()
+    queue = PostgresWorkQueue(pg_stores.pool, settings=SLOW_POLL, tables=tables)
+    kinds = [
+        PostgresScheduler(pg_stores.pool, namespace=kind, settings=SLOW_POLL, tables=tables)
+        for kind in ("a", "b")
+    ]
+    feed = PostgresChanges(database_for(pg_stores.pool), tables.channel("changes"))
+    feed.start(lambda _workflow, _what: None)
+    listeners = [queue.listener, *(kind.listener for kind in kinds), feed.listener]
+    for listener in listeners:
+        assert await listener.ready()
+    pids = {listener.backend_pid for listener in listeners}
+    assert len(pids) == 1
+    pid = pids.pop()
+    assert pid is not None
+    assert await backends(pg_stores.pool, pid) == 1
+    shared = feed.listener.shared
+    assert shared is not None
+    assert all(listener.shared is shared for listener in listeners)
+    work, workflow, changes = (tables.channel(name) for name in ("work", "workflow", "changes"))
+    assert await shared.server_channels() == sorted([work, workflow, changes])
+
+    await queue.close()  # its channel goes; the others stay on the same connection
+    assert await shared.server_channels() == sorted([workflow, changes])
+    await kinds[0].close()  # the other kind still wants the workflow channel
+    assert await shared.server_channels() == sorted([workflow, changes])
+    await kinds[1].close()
+    assert await shared.server_channels() == [changes]
+    assert feed.listener.backend_pid == pid
+
+    await feed.stop()  # the last listener: the connection closes
+    assert shared.listeners == 0
+    assert shared.connection is None
+    if pg_stores.driver == "psycopg":  # asyncpg's goes back to its pool, still open
+        for _ in range(100):
+            if await backends(pg_stores.pool, pid) == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert await backends(pg_stores.pool, pid) == 0
+
+
+async def test_a_killed_shared_connection_is_reopened_for_a_waiter_a_taker_and_the_feed(
+    pg_stores: Stores,
+) -> None:
+    tables = await pg_stores.tables()
+    queue = pg_stores.track(PostgresWorkQueue(pg_stores.pool, settings=SLOW_POLL, tables=tables))
+    scheduler = pg_stores.track(
+        PostgresScheduler(pg_stores.pool, settings=SLOW_POLL, tables=tables)
+    )
+    feed = PostgresChanges(database_for(pg_stores.pool), tables.channel("changes"))
+    announced: list[str] = []
+    feed.start(lambda _workflow, what: announced.append(what))
+    try:
+        await kill_and_recover(queue, scheduler, feed, announced, pg_stores.pool)
+    finally:
+        await feed.stop()
+
+
+async def kill_and_recover(
+    queue: PostgresWorkQueue,
+    scheduler: PostgresScheduler,
+    feed: PostgresChanges,
+    announced: list[str],
+    pool: Any,
+) -> None:
+    for listener in (queue.listener, scheduler.listener, feed.listener):
+        assert await listener.ready()
+    old = queue.listener.backend_pid
+    assert old is not None
+    announced.clear()
+    await kill(pool, old)
+    for listener in (queue.listener, scheduler.listener, feed.listener):
+        await reconnected(listener, old)
+    assert len({queue.listener.backend_pid, scheduler.listener.backend_pid}) == 1
+    assert announced.count(MISSED) >= 2  # the loss and the reconnect, each told to the feed
+    assert feed.live
+    shared = feed.listener.shared
+    assert shared is not None
+    assert len(await shared.server_channels()) == 3  # every channel LISTENed again
+
+    started = time.perf_counter()
+    producer = asyncio.create_task(enqueue_later(queue, "after-kill", 0.1))
+    assert await queue.wait_for_work(within=10.0)
+    await producer
+
+    async def ready_later() -> None:
+        await asyncio.sleep(0.1)
+        await scheduler.make_ready("wf-after-kill")
+
+    maker = asyncio.create_task(ready_later())
+    delivery = await scheduler.next_ready(10.0)
+    await maker
+    assert delivery is not None
+    assert delivery.workflow == "wf-after-kill"
+    # Both woke by NOTIFY on the new connection, long before their 10 s poll.
+    assert time.perf_counter() - started < 4.0
+
+
+async def test_notifications_sent_while_the_channels_change_each_still_wake_the_waiter(
+    pg_stores: Stores,
+) -> None:
+    tables = await pg_stores.tables()
+    queue = pg_stores.track(PostgresWorkQueue(pg_stores.pool, settings=SLOW_POLL, tables=tables))
+    assert await queue.listener.ready()
+    work = tables.channel("work")
+    for n in range(10):
+        event = await queue.listener.armed(work, 1.0)
+        # Another store joins (LISTEN on the live connection) and leaves (UNLISTEN) around
+        # the enqueue, stopping the connection's wait each time.
+        scheduler = PostgresScheduler(
+            pg_stores.pool, namespace=f"k{n}", settings=SLOW_POLL, tables=tables
+        )
+        scheduler.listener.start()
+        await queue.enqueue(WorkItem(id=f"i{n}", tenant="t"))
+        await scheduler.close()
+        assert await Listener.wait(event, 5.0), f"enqueue {n} woke nobody"

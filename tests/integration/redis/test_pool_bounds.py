@@ -1,6 +1,7 @@
-"""An App on Redis holds no more connections than its pool, counted by the server (``CLIENT
-LIST``), through a 20,000-step fan-out with 500 handles waiting, and through a server that
-pauses every write for seconds; every step runs once (counted by the steps)."""
+"""An App on Redis holds no more connections than its pool (its one pub/sub connection is
+one of them), counted by the server (``CLIENT LIST``), through a 20,000-step fan-out with
+500 handles waiting, every kind of waiter idle at once, and a server that pauses every
+write for seconds; every step runs once (counted by the steps)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from durably import App, Context
 from durably.errors import PoolExhaustedError
 from durably.stores.dsn import DEFAULT_POOL_SIZE
 from tests.connection_peak import Peak
-from tests.fan_out import Batches, fan_out_beside_waiters
+from tests.fan_out import Batches, every_waiter_at_once, fan_out_beside_waiters
 from tests.redis_service import start_server
 from tests.serving import served
 
@@ -63,6 +64,29 @@ async def test_twenty_thousand_gathered_steps_and_five_hundred_waiters_stay_with
         await app.close()
     # Every connection is the pool's: a served kind waits for work on one of them.
     assert 3 <= peak.most <= POOL, peak.most
+    assert peak.samples >= 10
+
+
+async def test_a_waiter_a_task_consumer_and_two_served_kinds_stay_within_the_pool(
+    connections: Connections,
+) -> None:
+    size = 8
+    app = App(f"{connections.dsn}&pool_size={size}")
+    subscribed: list[int] = []
+
+    async def count_subscribers() -> None:
+        clients = await connections.admin.client_list()
+        mine = [client for client in clients if client.get("name") == connections.name]
+        subscribed.append(sum(1 for client in mine if int(client.get("sub", 0)) > 0))
+
+    try:
+        async with Peak(connections.count) as peak:
+            await every_waiter_at_once(app, count_subscribers)
+    finally:
+        await app.close()
+    assert subscribed == [1]  # one pub/sub connection for the waiting handles
+    # The subscription, each kind's and the queue's idle wait hold pooled connections.
+    assert peak.most <= size, peak.most
     assert peak.samples >= 10
 
 

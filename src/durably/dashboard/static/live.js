@@ -22,4 +22,9 @@
     });
   }
   window.setInterval(refresh, every);
+  // A form that destroys much (data-confirm) asks first; no inline script may.
+  document.addEventListener("submit", function (event) {
+    var asked = event.target.getAttribute("data-confirm");
+    if (asked && !window.confirm(asked)) { event.preventDefault(); }
+  });
 })();

@@ -19,6 +19,16 @@ WHERE tenant = COALESCE($1::text, '')
 GROUP BY kind, status
 HAVING sum(n) > 0;
 
+-- name: finished_per_minute
+-- The ring of workflows ended per minute (schema.sql, {throughput}): every kind's slots of
+-- the last 15 minutes by the server's clock (the one the status writes are timed by),
+-- with that clock's reading (one row of NULLs besides it when nothing is kept).
+WITH clock AS (SELECT extract(epoch FROM now())::float8 AS now)
+SELECT t.name, t.minute, t.completed, t.failed, clock.now
+FROM clock
+LEFT JOIN {throughput} t
+    ON t.what = 'workflow' AND t.minute >= floor(clock.now / 60)::bigint - 14;
+
 -- name: line_all
 SELECT c.workflow, c.tenant, c.kind, c.parent, c.created, c.status,
        s.status, s.attempts, s.last_error, s.updated_at

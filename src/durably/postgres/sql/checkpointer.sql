@@ -200,11 +200,15 @@ WHERE workflow = $1::text;
 -- name: set_status
 -- A report that ends the workflow ($6) first takes the inbox lock `append` takes, so an
 -- append unless_finished either commits before the end or sees it (append_unless_finished).
+-- Unless its caller moves the workflow's gate in the same transaction ($8), a workflow
+-- with a gate mark is left alone (no row back, as when fenced): its caller then reports
+-- again in a transaction that moves the gate too.
 WITH turn AS (
     SELECT CASE WHEN $6::boolean THEN {_inbox_lock}::text END
 ), fence AS (
     SELECT token FROM {workflow_claim}
     WHERE workflow = $1::text AND token = $2::bigint AND EXISTS (SELECT 1 FROM turn)
+      AND ($8::boolean OR NOT EXISTS (SELECT 1 FROM {workflow_gated} WHERE workflow = $1::text))
     FOR UPDATE
 ),
 running AS (SELECT NOT $6::boolean AS running),
@@ -228,12 +232,14 @@ FROM reported;
 -- UPDATE of the claim row (renewing liveness), and both writes hang off it, so a superseded
 -- pass writes neither (no row back). The record is first-writer-wins; the status replaces.
 -- It ends the workflow, so it takes the inbox lock first, as set_status does for an end.
+-- A gated workflow is left alone unless $9, as by set_status.
 WITH turn AS (
     SELECT {_inbox_lock}
 ), fence AS (
     UPDATE {workflow_claim}
     SET alive_until = LEAST(now() + make_interval(secs => alive_for), held_until)
     WHERE workflow = $1::text AND token = $2::bigint AND EXISTS (SELECT 1 FROM turn)
+      AND ($9::boolean OR NOT EXISTS (SELECT 1 FROM {workflow_gated} WHERE workflow = $1::text))
     RETURNING token
 ),
 written AS (

@@ -4,5 +4,12 @@
 -- name: listen
 LISTEN {channel};
 
+-- name: unlisten
+UNLISTEN {channel};
+
+-- The channels the listening connection LISTENs on, as the server has them.
+-- name: channels
+SELECT pg_listening_channels();
+
 -- name: ping
 SELECT 1;

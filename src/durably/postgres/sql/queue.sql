@@ -546,7 +546,9 @@ WITH done AS (
               throttle_seconds, throttle_burst
 ),
 {_freed},
-{_kept}
+{_kept},
+ended AS (SELECT queue, state, floor($4::float8 / 60)::bigint AS minute FROM done),
+{_rated}
 SELECT * FROM done;
 
 -- name: complete_many
@@ -564,7 +566,9 @@ WITH done AS (
               w.throttle_key, w.throttle_seconds, w.throttle_burst
 ),
 {_freed},
-{_kept}
+{_kept},
+ended AS (SELECT queue, state, floor($4::float8 / 60)::bigint AS minute FROM done),
+{_rated}
 SELECT * FROM done;
 
 -- name: _kept
@@ -584,6 +588,30 @@ kept AS (
       AND k.tenant = d.tenant AND k.queue = d.queue AND k.dedupe_key = d.dedupe_key
       AND k.id = d.id AND k.expires_at IS NULL
 )
+
+-- name: _rated
+-- What the statements that finish items write after them: the items of ``ended`` (queue,
+-- state, minute) counted in their minute's slot of the ring ({throughput}, schema.sql),
+-- on this connection's shard, so concurrent finishers of one queue rarely share a row.
+rated AS (
+    INSERT INTO {throughput} AS t (what, name, slot, shard, minute, completed, failed)
+    SELECT 'item', queue, minute % 16, pg_backend_pid() & 63, minute,
+           count(*) FILTER (WHERE state = 'completed'),
+           count(*) FILTER (WHERE state = 'dead_lettered')
+    FROM ended
+    GROUP BY queue, minute
+    ON CONFLICT (what, name, slot, shard) DO UPDATE SET
+        completed = excluded.completed
+            + CASE WHEN t.minute = excluded.minute THEN t.completed ELSE 0 END,
+        failed = excluded.failed + CASE WHEN t.minute = excluded.minute THEN t.failed ELSE 0 END,
+        minute = excluded.minute
+    WHERE t.minute <= excluded.minute
+)
+
+-- name: finished_per_minute
+-- The ring's slots (every shard) of the queues in $1 counting minute $2 or later.
+SELECT name, minute, completed, failed FROM {throughput}
+WHERE what = 'item' AND name = ANY($1::text[]) AND minute >= $2::bigint;
 
 -- name: settle
 -- Fenced on the holder and the exact lease the caller saw: a concurrent heartbeat, reap or
@@ -620,6 +648,10 @@ kept AS (
 ),
 done AS (SELECT queue, concurrency_key FROM settled),
 {_freed},
+ended AS (
+    SELECT queue, state, floor($10::float8 / 60)::bigint AS minute FROM dead
+),
+{_rated},
 -- A requeued item's tenant rejoins the rotation as an enqueue's does (see enqueue).
 placed AS (
     INSERT INTO {rota} (queue, tenant, turn, available_at, seq)
@@ -670,6 +702,20 @@ WHERE ($1::text IS NULL OR tenant = $1::text) AND state = 'dead_lettered'
 ORDER BY seq
 LIMIT $3::integer;
 
+-- name: dead_letter_page
+-- $1 tenant or NULL, $2 queue or NULL, $3 the page's size, $4 the cursor's seq or NULL:
+-- one more than a page after the cursor's place in enqueue order, each with its seq.
+SELECT tenant, id, queue, payload::text, priority, dedupe_key, attempts, state, worker,
+       enqueued_at, available_at, lease_expires_at, first_claimed_at, claimed_at,
+       failures::text,
+       concurrency_key, concurrency_limit, throttle_key, throttle_seconds, throttle_burst,
+       seq
+FROM {work}
+WHERE ($1::text IS NULL OR tenant = $1::text) AND state = 'dead_lettered'
+  AND ($2::text IS NULL OR queue = $2::text) AND ($4::bigint IS NULL OR seq > $4::bigint)
+ORDER BY seq
+LIMIT $3::integer + 1;
+
 -- name: stats
 -- $1 queue, $2 now, $3 the cap. Each state is counted through its partial index and stops
 -- at the cap (the ORDER BY names the index to walk), so a figure below the cap is exact and
@@ -711,6 +757,9 @@ WHERE w.queue = $1::text AND w.state = 'queued'
 ORDER BY w.tenant, w.available_at, w.seq
 ON CONFLICT DO NOTHING;
 
+-- name: last_tick
+SELECT tick FROM {schedule_ticks} WHERE name = $1::text;
+
 -- name: advance_tick
 -- $1 schedule, $2 tick: the schedule's last fired tick moves on to $2 if that is later. A
 -- concurrent call waits for the row, then re-checks against what the other wrote, so one
@@ -720,6 +769,29 @@ INSERT INTO {schedule_ticks} AS t (name, tick) VALUES ($1::text, $2::float8)
 ON CONFLICT (name) DO UPDATE SET tick = excluded.tick, previous = t.tick
 WHERE t.tick < excluded.tick
 RETURNING t.previous;
+
+-- name: debounce
+-- $1 slot, $2 workflow, $3 args, $4 due: a pending workflow of the slot (not begun) takes
+-- the arguments and the due time; none pending, the slot names $2. A concurrent start
+-- waits for the row, then re-checks against what the other wrote. The pending workflow's id.
+INSERT INTO {debounces} AS d (slot, workflow, args, due)
+VALUES ($1::text, $2::text, $3::text, $4::float8)
+ON CONFLICT (slot) DO UPDATE SET
+    workflow = CASE WHEN d.begun THEN excluded.workflow ELSE d.workflow END,
+    args = excluded.args, due = excluded.due, begun = false
+RETURNING d.workflow;
+
+-- name: begin_debounced
+-- $1 slot, $2 workflow, $3 now: the workflow takes the slot if it is due (or took it
+-- before): its arguments; else the due time a later start pushed it to (both NULL: the
+-- slot names another workflow).
+WITH taken AS (
+    UPDATE {debounces} SET begun = true
+    WHERE slot = $1::text AND workflow = $2::text AND (begun OR due <= $3::float8)
+    RETURNING args
+)
+SELECT (SELECT args FROM taken),
+       (SELECT due FROM {debounces} WHERE slot = $1::text AND workflow = $2::text);
 
 -- name: queue_names
 -- Queues with items or counters, sorted, at most $1: the queued items' queues by a skip
@@ -740,6 +812,28 @@ UNION
 SELECT queue FROM {counters}
 ORDER BY 1
 LIMIT $1::integer;
+
+-- name: purge_dead_letters
+-- Up to $4 dead letters of $1 (of tenant $2 only, unless NULL; the one id $3, unless
+-- NULL), oldest first, with the dedupe keys they keep. Answers how many were deleted.
+WITH gone AS (
+    DELETE FROM {work}
+    WHERE seq IN (
+        SELECT seq FROM {work}
+        WHERE queue = $1::text AND state = 'dead_lettered'
+          AND ($2::text IS NULL OR tenant = $2::text) AND ($3::text IS NULL OR id = $3::text)
+        ORDER BY seq
+        LIMIT $4::integer
+    )
+    RETURNING tenant, id, dedupe_key
+),
+keys AS (
+    DELETE FROM {dedupe_keys} k
+    USING gone g
+    WHERE g.dedupe_key IS NOT NULL AND k.tenant = g.tenant AND k.queue = $1::text
+      AND k.dedupe_key = g.dedupe_key AND k.id = g.id
+)
+SELECT count(*) FROM gone;
 
 -- name: purge
 -- The queued items of $1 (of tenant $2 only, unless NULL), with the kept-key rows their

@@ -179,6 +179,16 @@ CREATE TABLE IF NOT EXISTS {schedule_ticks} (
     previous double precision
 );
 
+-- Added in version 6: each debounce slot's workflow, last arguments and due time
+-- (durably.stores.debounce). `begun`: the workflow took the slot; the next start replaces it.
+CREATE TABLE IF NOT EXISTS {debounces} (
+    slot text COLLATE "C" PRIMARY KEY,
+    workflow text NOT NULL,
+    args text NOT NULL,
+    due double precision NOT NULL,
+    begun boolean NOT NULL DEFAULT false
+);
+
 CREATE TABLE IF NOT EXISTS {counters} (
     queue text PRIMARY KEY,
     reaped bigint NOT NULL DEFAULT 0,
@@ -337,6 +347,38 @@ BEGIN
 END
 $$;
 
+-- Workflow gates (version 6, durably.stores.gates): each gated workflow's place (state
+-- 'queued' in its gate's line, 'held' holding a slot, 'free' finished), each gate's limit
+-- and admitted count (its row locked by every write that moves it: a gate's writes take
+-- turns), each tenant's last turn through a gate, and each throttle key's reserved
+-- instant. A gate's line is its queued rows in seq order.
+CREATE TABLE IF NOT EXISTS {workflow_gated} (
+    workflow text COLLATE "C" PRIMARY KEY,
+    gate text COLLATE "C" NOT NULL,
+    tenant text COLLATE "C" NOT NULL,
+    namespace text COLLATE "C" NOT NULL,
+    state text NOT NULL,
+    seq bigserial
+);
+CREATE INDEX IF NOT EXISTS {workflow_gated_name}_line ON {workflow_gated} (gate, tenant, seq)
+    WHERE state = 'queued';
+CREATE TABLE IF NOT EXISTS {workflow_gates} (
+    gate text COLLATE "C" PRIMARY KEY,
+    max_admitted bigint NOT NULL,
+    admitted bigint NOT NULL,
+    served bigint NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {workflow_gate_turns} (
+    gate text COLLATE "C" NOT NULL,
+    tenant text COLLATE "C" NOT NULL,
+    turn bigint NOT NULL,
+    PRIMARY KEY (gate, tenant)
+);
+CREATE TABLE IF NOT EXISTS {workflow_throttles} (
+    key text COLLATE "C" PRIMARY KEY,
+    tat double precision
+);
+
 -- The workflow catalog (version 5): every workflow an App started, with its tenant, kind,
 -- parent key, creation time (microseconds) and current status; each operator listing reads
 -- one index below newest first. Every status write moves `status` and the counts in its
@@ -404,6 +446,51 @@ CREATE OR REPLACE TRIGGER {workflow_catalog_name}_counted
 DROP TRIGGER IF EXISTS {workflow_status_name}_catalogued ON {workflow_status};
 DROP FUNCTION IF EXISTS {workflow_catalog_follow}();
 
+-- Items and workflows finished per minute (durably.stores.throughput, version 6): a ring of
+-- 16 slots per queue (what = 'item') or workflow kind ('workflow'), each slot spread over
+-- 64 shards so concurrent writers of one name rarely queue on one row. A slot counts a minute
+-- (since the epoch); a write for a later minute starts it afresh, one for an earlier
+-- minute than it holds is dropped. The statements that finish items count them
+-- (queue.sql, _rated); the trigger below counts catalogued workflows reaching completed
+-- or failed, by the status's own time.
+CREATE TABLE IF NOT EXISTS {throughput} (
+    what text NOT NULL,
+    name text COLLATE "C" NOT NULL,
+    slot smallint NOT NULL,
+    shard smallint NOT NULL,
+    minute bigint NOT NULL,
+    completed bigint NOT NULL,
+    failed bigint NOT NULL,
+    PRIMARY KEY (what, name, slot, shard)
+);
+
+CREATE OR REPLACE FUNCTION {throughput_count}() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    at bigint := floor(extract(epoch FROM NEW.updated_at) / 60);
+BEGIN
+    IF TG_OP = 'UPDATE' AND OLD.status = NEW.status THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO {throughput} AS t (what, name, slot, shard, minute, completed, failed)
+    SELECT 'workflow', c.kind, at % 16, hashtext(NEW.workflow) & 63, at,
+           (NEW.status = 'completed')::integer, (NEW.status = 'failed')::integer
+    FROM {workflow_catalog} c
+    WHERE c.workflow = NEW.workflow
+    ON CONFLICT (what, name, slot, shard) DO UPDATE SET
+        completed = excluded.completed
+            + CASE WHEN t.minute = excluded.minute THEN t.completed ELSE 0 END,
+        failed = excluded.failed + CASE WHEN t.minute = excluded.minute THEN t.failed ELSE 0 END,
+        minute = excluded.minute
+    WHERE t.minute <= excluded.minute;
+    RETURN NULL;
+END
+$$;
+CREATE OR REPLACE TRIGGER {workflow_status_name}_rated
+    AFTER INSERT OR UPDATE OF status ON {workflow_status}
+    FOR EACH ROW WHEN (NEW.status IN ('completed', 'failed'))
+    EXECUTE FUNCTION {throughput_count}();
+
 -- Claim-check blobs, one per distinct content: `digest` is the SHA-256 of `data`,
 -- `expires_at` the store's clock time it lapses at ('Infinity': never).
 CREATE TABLE IF NOT EXISTS {claim_check} (
@@ -421,7 +508,10 @@ SELECT 6 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
 -- ({workflow_tenants}); version 5 the per-tenant counts ({workflow_admitted},
 -- {workflow_tenant_counts}), the kept dedupe keys ({dedupe_keys}), the workflow catalog
 -- ({workflow_catalog}), the flow gates ({gates}, {throttles}) and the schedules' ticks
--- ({schedule_ticks}); version 6 the shards of the per-tenant counts.
+-- ({schedule_ticks}); version 6 the debounce slots ({debounces}), the workflow gates
+-- ({workflow_gated}, {workflow_gates}, {workflow_gate_turns}, {workflow_throttles}), the
+-- throughput ring ({throughput}) and its trigger, and the shards of the per-tenant counts
+-- (and drops the status table's catalog trigger: the status statements move the entry).
 UPDATE {schema_version} SET version = 6 WHERE version < 6;
 
 -- name: schema_version

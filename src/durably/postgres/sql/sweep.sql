@@ -45,5 +45,9 @@ uncounted AS (
 ),
 catalogued AS (
     DELETE FROM {workflow_catalog} WHERE workflow IN (SELECT workflow FROM finished)
+),
+ungated AS (
+    -- A finished workflow's gate mark holds nothing: it goes with the workflow.
+    DELETE FROM {workflow_gated} WHERE workflow IN (SELECT workflow FROM finished)
 )
 SELECT count(*) FROM finished;

@@ -15,6 +15,21 @@ local function not_held(f, worker, now, cap_seconds)
   return false
 end
 
+-- Count an item of ``queue`` finished at ``now`` ('c' completed, 'f' dead-lettered) in its
+-- minute of the queue's throughput ring (durably.stores.throughput): fields '<slot>:m'
+-- (the minute the slot counts), '<slot>:c' and '<slot>:f' of one hash.
+local function count_finished(queue, now, field)
+  local minute = math.floor(now / 60)
+  local slot = minute % 16
+  local key = qkey('rate', queue)
+  local held = tonumber(redis.call('HGET', key, slot .. ':m') or '-1')
+  if held > minute then return end  -- late for a minute the slot has moved past
+  if held < minute then
+    redis.call('HSET', key, slot .. ':m', minute, slot .. ':c', 0, slot .. ':f', 0)
+  end
+  redis.call('HINCRBY', key, slot .. ':' .. field, 1)
+end
+
 -- Apply one failed attempt to the claimed item read as ``f``. ``due`` lists, per attempt
 -- count after this failure, the instant the policy requeues at; a count beyond the list is
 -- a dead letter. Returns ``f`` as it now stands.
@@ -33,6 +48,7 @@ local function settle(ref, f, error, due, now)
     redis.call('ZADD', qkey('dead', queue), order, ref)
     redis.call('ZADD', base .. 'dead-tenant:' .. seg(tenant), order, ref)
     finish_dedupe(f, now)
+    count_finished(queue, now, 'f')
     f[STATE] = 'dead_lettered'
   else
     local at = due[attempts]
@@ -59,6 +75,7 @@ local function complete(ref, worker, now, retention)
   redis.call('SREM', base .. 'held:' .. seg(worker), ref)
   release_gate(f)
   redis.call('HSET', item, 'state', 'completed', 'lease_expires_at', '')
+  count_finished(f[QUEUE], now, 'c')
   -- A finished item whose dedupe key is kept stays readable as long as the key.
   local ttl = finish_dedupe(f, now)
   redis.call('EXPIRE', item, math.max(tonumber(retention), math.ceil(ttl or 0)))

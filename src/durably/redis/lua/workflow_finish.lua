@@ -3,7 +3,7 @@
 -- KEYS: claim, token, records, written, seq, status, admitted.
 -- ARGV: token, key, encoded value, status, attempts, has error ('1'/'0'), error, ttl (ms),
 -- running ('0').
--- Answers {'fenced'}, or {'ok', updated_at, tenant, running delta}; the record is
+-- Answers {'fenced'}, or {'ok', updated_at, tenant, running delta, gate, move}; the record is
 -- first-writer-wins (a value already under the key is kept).
 if current_token(KEYS[2]) ~= tonumber(ARGV[1]) then return {'fenced'} end
 local now = now_us()
@@ -14,4 +14,4 @@ redis.call('HSET', KEYS[6], 'status', ARGV[4], 'attempts', ARGV[5], 'has_error',
 local moved = flip_admitted(KEYS[7], ARGV[9])
 rearm(ARGV[8], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 announce(KEYS[6], 'e')
-return {'ok', fmt(now), moved[1], moved[2]}
+return {'ok', fmt(now), moved[1], moved[2], moved[3], moved[4]}

@@ -1,9 +1,13 @@
 -- Keep the status index (ordered by workflow id, byte order = code-point order) and the
 -- workflow's catalog entry (its status lines and the counts) in step.
--- KEYS: the index of every status, the catalog, the counts of every tenant.
--- ARGV: index prefix, workflow, new status or '' (gone), then every status
+-- A catalogued workflow reaching completed or failed is counted in its kind's minute of
+-- the throughput ring (durably.stores.throughput): fields 'm|<slot>|<kind>' (the minute
+-- the slot counts), 'c|...' (completed) and 'f|...' (failed) of one hash.
+-- KEYS: the index of every status, the catalog, the counts of every tenant, the ring.
+-- ARGV: index prefix, workflow, new status or '' (gone), the status's time (microseconds
+-- since the epoch, '' when gone), then every status
 local prefix, workflow, status = ARGV[1], ARGV[2], ARGV[3]
-for i = 4, #ARGV do redis.call('ZREM', prefix .. ARGV[i], workflow) end
+for i = 5, #ARGV do redis.call('ZREM', prefix .. ARGV[i], workflow) end
 if status == '' then
   redis.call('ZREM', KEYS[1], workflow)
 else
@@ -31,4 +35,15 @@ redis.call('HINCRBY', entry.ct, new, 1)
 redis.call('ZADD', entry.sp .. status, 0, entry.m)
 redis.call('ZADD', entry.tsp .. status, 0, entry.m)
 redis.call('HSET', KEYS[2], workflow, cjson.encode(entry))
+if status == 'completed' or status == 'failed' then
+  local minute = math.floor(tonumber(ARGV[4]) / 60000000)
+  local tail = '|' .. (minute % 16) .. '|' .. entry.k
+  local held = tonumber(redis.call('HGET', KEYS[4], 'm' .. tail) or '-1')
+  if held <= minute then
+    if held < minute then
+      redis.call('HSET', KEYS[4], 'm' .. tail, minute, 'c' .. tail, 0, 'f' .. tail, 0)
+    end
+    redis.call('HINCRBY', KEYS[4], (status == 'completed' and 'c' or 'f') .. tail, 1)
+  end
+end
 return 1

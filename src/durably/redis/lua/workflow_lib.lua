@@ -59,19 +59,24 @@ end
 
 -- Admission (durably.stores.admission): an admitted workflow's hash holds its tenant and
 -- whether it counts as running; its tenant's counts live in the tenant's own slot, so the
--- caller moves them in a second step with what these answer: {tenant, delta}.
+-- caller moves them in a second step with what these answer: {tenant, delta, gate, move}.
+-- A gated workflow's hash names its gate (durably.stores.gates), whose slot the caller
+-- moves in a step of its own too; `moves` numbers the workflow's crossings, so the gate
+-- takes each once and never an older one after a newer (gate_move.lua).
 local function flip_admitted(admitted, running)
-  local a = redis.call('HMGET', admitted, 'tenant', 'running')
-  if not a[1] or a[2] == running then return {'', 0} end
+  local a = redis.call('HMGET', admitted, 'tenant', 'running', 'gate')
+  if not a[1] or a[2] == running then return {'', 0, '', 0} end
   redis.call('HSET', admitted, 'running', running)
-  if running == '1' then return {a[1], 1} end
-  return {a[1], -1}
+  local move = a[3] and redis.call('HINCRBY', admitted, 'moves', 1) or 0
+  if running == '1' then return {a[1], 1, a[3] or '', move} end
+  return {a[1], -1, a[3] or '', move}
 end
 
--- A deleted workflow is no longer counted: {tenant, running (0 or 1)}, or {'', 0}.
+-- A deleted workflow is no longer counted: {tenant, running (0 or 1), gate, move}, or
+-- {'', 0, '', 0}.
 local function unadmit(admitted)
-  local a = redis.call('HMGET', admitted, 'tenant', 'running')
-  if not a[1] then return {'', 0} end
+  local a = redis.call('HMGET', admitted, 'tenant', 'running', 'gate', 'moves')
+  if not a[1] then return {'', 0, '', 0} end
   redis.call('DEL', admitted)
-  return {a[1], tonumber(a[2])}
+  return {a[1], tonumber(a[2]), a[3] or '', tonumber(a[4] or '0') + 1}
 end

@@ -19,6 +19,12 @@ DELETE FROM durably_workflow_catalog WHERE workflow = :workflow
 SELECT kind, status, n FROM durably_workflow_counts
 WHERE tenant = COALESCE(:tenant, '') AND n > 0
 
+-- name: finished_per_minute
+-- The ring of workflows ended per minute (schema.sql, durably_throughput): every kind's
+-- slots counting :first or later.
+SELECT name, minute, completed, failed FROM durably_throughput
+WHERE what = 'workflow' AND minute >= :first
+
 -- name: line_all
 SELECT c.workflow, c.tenant, c.kind, c.parent, c.created, c.status,
        s.status AS reported, s.attempts, s.last_error, s.updated_at

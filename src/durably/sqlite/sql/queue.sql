@@ -188,6 +188,14 @@ WHERE (:tenant IS NULL OR tenant = :tenant) AND state = 'dead_lettered'
 ORDER BY seq
 LIMIT :limit
 
+-- name: dead_letter_page
+-- One more than a page, after the cursor's place in enqueue order (:after, NULL: the first).
+SELECT * FROM durably_work
+WHERE (:tenant IS NULL OR tenant = :tenant) AND state = 'dead_lettered'
+    AND (:queue IS NULL OR queue = :queue) AND (:after IS NULL OR seq > :after)
+ORDER BY seq
+LIMIT :limit + 1
+
 -- name: stats
 -- Sizes from the counters the triggers keep (schema.sql); the oldest due item from the
 -- start of the due index.
@@ -207,6 +215,25 @@ SELECT tick FROM durably_schedule_ticks WHERE name = :name
 INSERT INTO durably_schedule_ticks (name, tick) VALUES (:name, :tick)
 ON CONFLICT (name) DO UPDATE SET tick = excluded.tick
 
+-- name: debounce
+-- A start with debounce slot :slot: a pending workflow (not begun) takes :args and is due
+-- at :due; none pending, the slot names :workflow. Returns the pending workflow's id.
+INSERT INTO durably_debounces (slot, workflow, args, due) VALUES (:slot, :workflow, :args, :due)
+ON CONFLICT (slot) DO UPDATE SET
+    workflow = CASE WHEN begun THEN excluded.workflow ELSE workflow END,
+    args = excluded.args, due = excluded.due, begun = 0
+RETURNING workflow
+
+-- name: begin_debounced
+-- Workflow :workflow takes slot :slot if it is due at :now (or took it before): its
+-- arguments. Nothing when it is not due or the slot names another workflow.
+UPDATE durably_debounces SET begun = 1
+WHERE slot = :slot AND workflow = :workflow AND (begun OR due <= :now)
+RETURNING args
+
+-- name: debounce_due
+SELECT due FROM durably_debounces WHERE slot = :slot AND workflow = :workflow AND NOT begun
+
 -- name: queue_names
 -- Queues with items (the sizes the triggers keep) or counters, sorted, at most :limit.
 SELECT queue FROM durably_queue_sizes WHERE n > 0
@@ -222,7 +249,42 @@ DELETE FROM durably_work
 WHERE queue = :queue AND state = 'queued' AND (:tenant IS NULL OR tenant = :tenant)
 RETURNING tenant, id
 
+-- name: purge_dead_letters
+-- Up to :limit dead letters of :queue (of :tenant only, unless NULL; the one :id, unless
+-- NULL), oldest first. The triggers keep the sizes.
+DELETE FROM durably_work
+WHERE seq IN (
+    SELECT seq FROM durably_work
+    WHERE queue = :queue AND state = 'dead_lettered' AND (:tenant IS NULL OR tenant = :tenant)
+      AND (:id IS NULL OR id = :id)
+    ORDER BY seq
+    LIMIT :limit
+)
+RETURNING tenant, id
+
+-- name: forget_dead_key
+-- A purged dead letter's dedupe key, kept since it finished or never finished.
+DELETE FROM durably_dedupe_keys WHERE tenant = :tenant AND queue = :queue AND id = :id
+
 -- name: forget_purged_key
 -- A purged item's kept-key row, written at its enqueue (it never finished).
 DELETE FROM durably_dedupe_keys WHERE tenant = :tenant AND queue = :queue AND id = :id
   AND expires_at IS NULL
+
+-- name: count_finished
+-- An item of :queue finished at :minute (completed, or dead-lettered when :failed): its
+-- slot of the ring (schema.sql, durably_throughput) counts it.
+INSERT INTO durably_throughput (what, name, slot, minute, completed, failed)
+VALUES ('item', :queue, :slot, :minute, 1 - :failed, :failed)
+ON CONFLICT (what, name, slot) DO UPDATE SET
+    completed = excluded.completed + CASE WHEN durably_throughput.minute = excluded.minute
+        THEN durably_throughput.completed ELSE 0 END,
+    failed = excluded.failed + CASE WHEN durably_throughput.minute = excluded.minute
+        THEN durably_throughput.failed ELSE 0 END,
+    minute = excluded.minute
+WHERE durably_throughput.minute <= excluded.minute
+
+-- name: finished_per_minute
+-- The ring's slots of the queues in :names (a JSON array) counting :first or later.
+SELECT name, minute, completed, failed FROM durably_throughput
+WHERE what = 'item' AND name IN (SELECT value FROM json_each(:names)) AND minute >= :first

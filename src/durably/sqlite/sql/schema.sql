@@ -1,4 +1,4 @@
--- durably's tables in an embedded SQLite file: schema version 6.
+-- durably's tables in an embedded SQLite file: schema version 7.
 -- Applied by `durably.sqlite.connect` inside one BEGIN IMMEDIATE, so processes opening a
 -- fresh file at once create it exactly once. Every statement is idempotent.
 
@@ -77,6 +77,16 @@ CREATE INDEX IF NOT EXISTS durably_work_running
 CREATE TABLE IF NOT EXISTS durably_schedule_ticks (
     name TEXT PRIMARY KEY,
     tick REAL NOT NULL
+);
+
+-- Each debounce slot's workflow, last arguments and due time (durably.stores.debounce),
+-- added in version 7. `begun`: the workflow took the slot; the next start replaces it.
+CREATE TABLE IF NOT EXISTS durably_debounces (
+    slot TEXT PRIMARY KEY,
+    workflow TEXT NOT NULL,
+    args TEXT NOT NULL,
+    due REAL NOT NULL,
+    begun INTEGER NOT NULL DEFAULT 0
 );
 
 -- Each throttle key's theoretical arrival time (the GCRA state of durably.stores.flow).
@@ -268,6 +278,41 @@ CREATE TABLE IF NOT EXISTS durably_workflow_tenant_counts (
     started INTEGER NOT NULL
 ) WITHOUT ROWID;
 
+-- Workflow gates (schema version 7, durably.stores.gates): each gated workflow's place
+-- (state 'queued' in its gate's line, 'held' holding a slot, 'free' finished), each gate's
+-- limit and admitted count, each tenant's last turn through a gate, and each throttle
+-- key's reserved instant; kept by the same transactions as the start record, the status
+-- writes, discards and the sweep. A gate's line is its queued rows in rowid order.
+CREATE TABLE IF NOT EXISTS durably_workflow_gated (
+    workflow TEXT PRIMARY KEY,
+    gate TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    state TEXT NOT NULL
+);
+
+CREATE INDEX IF NOT EXISTS durably_workflow_gated_line
+ON durably_workflow_gated (gate, tenant) WHERE state = 'queued';
+
+CREATE TABLE IF NOT EXISTS durably_workflow_gates (
+    gate TEXT PRIMARY KEY,
+    max_admitted INTEGER NOT NULL,
+    admitted INTEGER NOT NULL,
+    served INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS durably_workflow_gate_turns (
+    gate TEXT NOT NULL,
+    tenant TEXT NOT NULL,
+    turn INTEGER NOT NULL,
+    PRIMARY KEY (gate, tenant)
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS durably_workflow_throttles (
+    key TEXT PRIMARY KEY,
+    tat REAL NOT NULL
+) WITHOUT ROWID;
+
 -- Scheduler entries: queued (ready, no hand-out in flight: in its tenant's line), in flight
 -- (ready with a receipt: invisible until visible_at) or sleeping (due on the caller's
 -- clock). `tenant` added in schema version 5 (connect adds it to earlier files, set to the
@@ -400,6 +445,41 @@ AFTER UPDATE OF status ON durably_workflow_status WHEN old.status IS NOT new.sta
 BEGIN
     UPDATE durably_workflow_catalog SET status = new.status
     WHERE workflow = new.workflow AND status IS NOT new.status;
+END;
+
+-- Items and workflows finished per minute (durably.stores.throughput), added in schema
+-- version 7: a ring of 16 slots per queue (what = 'item') or workflow kind ('workflow').
+-- A slot counts one minute (since the epoch); a write for a later minute starts it afresh
+-- and a write for an earlier one than it holds is dropped. The queue's finishing writes
+-- count items; the trigger below counts catalogued workflows reaching completed or failed.
+CREATE TABLE IF NOT EXISTS durably_throughput (
+    what TEXT NOT NULL,
+    name TEXT NOT NULL,
+    slot INTEGER NOT NULL,
+    minute INTEGER NOT NULL,
+    completed INTEGER NOT NULL,
+    failed INTEGER NOT NULL,
+    PRIMARY KEY (what, name, slot)
+) WITHOUT ROWID;
+
+-- The catalog's status follows every status write (the triggers above), so a catalogued
+-- workflow reaching completed or failed is counted here, at its status's time.
+CREATE TRIGGER IF NOT EXISTS durably_workflow_catalog_rated
+AFTER UPDATE OF status ON durably_workflow_catalog
+WHEN new.status IN ('completed', 'failed') AND old.status IS NOT new.status
+BEGIN
+    INSERT INTO durably_throughput (what, name, slot, minute, completed, failed)
+    SELECT 'workflow', new.kind, CAST(s.updated_at / 60 AS INTEGER) % 16,
+           CAST(s.updated_at / 60 AS INTEGER), new.status = 'completed',
+           new.status = 'failed'
+    FROM durably_workflow_status AS s WHERE s.workflow = new.workflow
+    ON CONFLICT (what, name, slot) DO UPDATE SET
+        completed = excluded.completed + CASE WHEN durably_throughput.minute = excluded.minute
+            THEN durably_throughput.completed ELSE 0 END,
+        failed = excluded.failed + CASE WHEN durably_throughput.minute = excluded.minute
+            THEN durably_throughput.failed ELSE 0 END,
+        minute = excluded.minute
+    WHERE durably_throughput.minute <= excluded.minute;
 END;
 
 -- Claim-check blobs (added in schema version 2), one per distinct content: `digest` is

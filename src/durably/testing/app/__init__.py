@@ -21,11 +21,13 @@ from durably.testing.app.failures import AppFailures
 from durably.testing.app.fairness import AppFairness
 from durably.testing.app.fanout import AppFanOut
 from durably.testing.app.fixtures import AppFactory
+from durably.testing.app.gates import AppGates
 from durably.testing.app.lifecycle import AppLifecycle
 from durably.testing.app.messages import AppMessages
 from durably.testing.app.races import AppRaces
 from durably.testing.app.refusals import AppRefusals
 from durably.testing.app.replay import AppReplay
+from durably.testing.app.schedules import AppSchedules
 from durably.testing.app.sleeps import AppSleeps
 from durably.testing.app.tenants import AppTenants
 from durably.testing.app.upgrade import AppUpgrade
@@ -40,6 +42,7 @@ class AppConformance(
     AppLifecycle,
     AppReplay,
     AppRefusals,
+    AppSchedules,
     AppRaces,
     AppTenants,
     AppUpgrade,
@@ -47,6 +50,7 @@ class AppConformance(
     AppValues,
     AppFailures,
     AppFairness,
+    AppGates,
     AppMessages,
     AppContinueAsNew,
     AppCancels,

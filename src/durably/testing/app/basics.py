@@ -111,6 +111,16 @@ class AppBasics(AppFixtures):
         first = next(n for n, handle in enumerate(handles) if handle.created)
         assert await handles[0].result(timeout=5) == first
 
+    async def test_identical_starts_at_one_instant_report_one_creation(self, app: App) -> None:
+        @app.workflow
+        async def same(ctx: Context, n: int) -> int:
+            return n
+
+        workflow = fresh_id()  # the clock stands still: the records differ by nothing else
+        handles = await asyncio.gather(*(same.start(7, id=workflow) for _ in range(20)))
+        assert sum(handle.created for handle in handles) == 1
+        assert await app.run_until_idle() == 1
+
     async def test_the_same_id_under_another_kind_is_a_conflict(self, app: App) -> None:
         @app.workflow
         async def one(ctx: Context) -> None:

@@ -23,6 +23,7 @@ import pytest
 from durably.clock import ManualClock
 from durably.errors import InvalidInputError, LeaseLostError, WorkItemNotFoundError
 from durably.redaction import MAX_ERROR_CHARS, TRUNCATED_MARKER
+from durably.stores.throughput import Minute
 from durably.stores.work import QueuePolicy, WorkItem, WorkQueue, WorkState
 from durably.testing.queue.batches import QueueBatchCases
 from durably.testing.queue.enqueue import QueueEnqueueCases
@@ -32,6 +33,7 @@ from durably.testing.queue.fixtures import (
     QueueFixtures,
     WorkQueueFactory,
     new_item,
+    unique,
 )
 from durably.testing.queue.isolation import QueueIsolationCases
 from durably.testing.queue.order import QueueOrderCases
@@ -492,6 +494,45 @@ class QueueLeaseCases(QueueFixtures):
         assert await work_queue.claim(worker="w1", queue=queue_name) is None
         clock.advance(1000)
         assert await work_queue.claim(worker="w1", queue=queue_name) is None
+
+    async def test_finished_items_are_counted_in_their_queues_minute_then_forgotten(
+        self, work_queue: WorkQueue, tenant: str, queue_name: str, clock: ManualClock
+    ) -> None:
+        other = unique("queue")
+        minute = int(clock.now() // 60)
+        for n in range(5):
+            await work_queue.enqueue(new_item(tenant, f"job {n}", queue=queue_name))
+        await work_queue.enqueue(new_item(tenant, "elsewhere", queue=other))
+
+        async def claimed(queue: str = queue_name) -> WorkItem:
+            held = await work_queue.claim(worker="w", queue=queue)
+            assert held is not None
+            return held
+
+        await work_queue.complete((await claimed()).id, tenant=tenant, worker="w")
+        pair = [(await claimed()).id, (await claimed()).id]
+        complete_many = getattr(work_queue, "complete_many", None)  # the batched write too
+        if complete_many is not None:
+            await complete_many([(i, tenant) for i in pair], worker="w")
+        else:
+            for item_id in pair:
+                await work_queue.complete(item_id, tenant=tenant, worker="w")
+        await work_queue.fail((await claimed()).id, tenant=tenant, worker="w", error="again")
+        dead = await claimed()
+        await work_queue.fail(dead.id, tenant=tenant, worker="w", error="no", retryable=False)
+        await work_queue.complete((await claimed(other)).id, tenant=tenant, worker="w")
+        found = await work_queue.finished_per_minute(queues=[queue_name, other, unique("none")])
+        assert found == {queue_name: [Minute(minute, 3, 1)], other: [Minute(minute, 1, 0)]}
+        # Sixteen minutes on, the minute's slot counts afresh, and the old one is not read.
+        clock.advance(16 * 60)
+        assert await work_queue.finished_per_minute(queues=[queue_name]) == {}
+        await work_queue.enqueue(new_item(tenant, "later", queue=queue_name))
+        await work_queue.complete((await claimed()).id, tenant=tenant, worker="w")
+        later = await work_queue.finished_per_minute(queues=[queue_name])
+        assert later == {queue_name: [Minute(minute + 16, 1, 0)]}
+        for bad in ("one-string", [""], [f"q{n}" for n in range(101)]):
+            with pytest.raises(InvalidInputError, match="queues"):
+                await work_queue.finished_per_minute(queues=bad)
 
 
 def _holder_calls(

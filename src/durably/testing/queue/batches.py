@@ -1,6 +1,7 @@
-"""`claim_many`, `complete_many` and `complete_and_claim`, for the queues that offer them:
-each item claimed as `claim` claims it and settled as `complete` settles it, fenced on its
-own lease, with a result per item in the order asked."""
+"""`enqueue_many`, and `claim_many`, `complete_many` and `complete_and_claim` for the
+queues that offer them: each item queued as `enqueue` queues it, claimed as `claim` claims
+it and settled as `complete` settles it, fenced on its own lease, with a result per item in
+the order asked."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import pytest
 
 from durably.clock import ManualClock
 from durably.errors import InvalidInputError, LeaseLostError, WorkItemNotFoundError
-from durably.stores.work import WorkQueue, WorkState
-from durably.testing.queue.fixtures import QueueFixtures, new_item
+from durably.stores.work import WorkItem, WorkPriority, WorkQueue, WorkState
+from durably.testing.queue.fixtures import QueueFixtures, new_item, unique
+from durably.testing.queue.order import drain
 
 
 def _complete_many(work_queue: WorkQueue) -> Any:
@@ -35,8 +37,89 @@ def _claim_many(work_queue: WorkQueue) -> Any:
     return claim_many
 
 
+def _mixed_batch(tenants: dict[str, str], queue: str, now: float) -> list[WorkItem]:
+    """Items of every shape a batch may hold, tenants interleaved: priorities, delays
+    past and future, an id and a dedupe key each given twice, carried attempts, a gate."""
+
+    def item(role: str, item_id: str, **fields: object) -> WorkItem:
+        return new_item(tenants[role], item_id, queue=queue, **fields)
+
+    return [
+        item("a", "a0"),
+        item("b", "b0", priority=WorkPriority.URGENT),
+        item("a", "a1", priority=WorkPriority.LOW),
+        item("a", "a0", payload={"second": "yes"}),
+        item("c", "c0", available_at=now + 5),
+        item("b", "b1", dedupe_key="k"),
+        item("b", "b2", dedupe_key="k"),
+        item("c", "c1", available_at=now - 3),
+        item("a", "held"),
+        item("b", "b3", attempts=1, failures=("earlier",)),
+        item("a", "a2", concurrency_key="g", concurrency_limit=2),
+        item("c", "c2"),
+    ]
+
+
 class QueueBatchCases(QueueFixtures):
-    """Claiming and settling several items in one call."""
+    """Queueing, claiming and settling several items in one call."""
+
+    async def test_a_batch_is_answered_and_claimed_as_the_same_enqueues_one_by_one(
+        self, work_queue: WorkQueue, clock: ManualClock
+    ) -> None:
+        # The same items twice, under other tenants and queues: one by one, then batched.
+        seen: list[list[tuple[str, str, str, dict[str, str]]]] = []
+        orders: list[list[tuple[str, str]]] = []
+        counts: list[tuple[int, int]] = []
+        for batched in (False, True):
+            tenants = {role: unique(role) for role in "abc"}
+            roles = {tenant: role for role, tenant in tenants.items()}
+            queue = unique("queue")
+            await work_queue.enqueue(new_item(tenants["a"], "held", queue=queue))
+            plan = _mixed_batch(tenants, queue, clock.now())
+            if batched:
+                answers = await work_queue.enqueue_many(plan, dedupe_ttl=60)
+            else:
+                answers = [await work_queue.enqueue(item, dedupe_ttl=60) for item in plan]
+            seen.append([(roles[a.tenant], a.id, a.state.value, a.payload) for a in answers])
+            stats = await work_queue.stats(queue=queue)
+            counts.append((stats.depth, stats.duplicates_suppressed))
+            taken = await drain(work_queue, queue, 9)
+            assert await work_queue.claim(worker="w1", queue=queue) is None
+            clock.advance(5)
+            taken += await drain(work_queue, queue, 1)
+            orders.append([(roles[tenant], item_id) for tenant, item_id in taken])
+        assert seen[1] == seen[0]
+        assert [item_id for _, item_id, _, _ in seen[1]][3:7] == ["a0", "c0", "b1", "b1"]
+        assert seen[1][3][3] == {}  # the first "a0", not the second's payload
+        assert counts[1] == counts[0] == (10, 3)
+        assert orders[1] == orders[0]
+
+    async def test_a_batch_mixing_tenants_takes_turns_as_single_enqueues_do(
+        self, work_queue: WorkQueue, queue_name: str, clock: ManualClock
+    ) -> None:
+        loud, quiet, late = unique("loud"), unique("quiet"), unique("late")
+        await work_queue.enqueue(new_item(late, "l0", queue=queue_name))
+        assert await drain(work_queue, queue_name, 1) == [(late, "l0")]  # served: a turn
+        clock.advance(1)
+        now = clock.now()
+        # The loud tenant's oldest item comes first in its run, the quiet one's between.
+        batch = [
+            new_item(loud, f"x{n}", queue=queue_name, available_at=at)
+            for n, at in enumerate((now - 2, now, now))
+        ]
+        batch.append(new_item(quiet, "q0", queue=queue_name, available_at=now - 1))
+        batch.append(new_item(loud, "x3", queue=queue_name))
+        batch.append(new_item(late, "l1", queue=queue_name))
+        await work_queue.enqueue_many(batch)
+        taken = await drain(work_queue, queue_name, 6)
+        # Never-served tenants first, by their oldest due item; the served one after them.
+        assert [tenant for tenant, _ in taken] == [loud, quiet, late, loud, loud, loud]
+        assert [item_id for tenant, item_id in taken if tenant == loud] == [
+            "x0",
+            "x1",
+            "x2",
+            "x3",
+        ]
 
     async def test_a_batched_claim_takes_what_as_many_single_claims_would_each_leased(
         self, work_queue: WorkQueue, queue_name: str, clock: ManualClock

@@ -161,5 +161,79 @@ class QueueIsolationCases(QueueFixtures):
         assert [i.id for i in await work_queue.dead_letters(queue=elsewhere, limit=1)] == ["dead 1"]
         assert [i.id for i in await work_queue.dead_letters(tenant=other)] == ["dead 1", "dead 2"]
 
+    async def test_dead_letters_come_page_by_page_each_once_in_order_from_a_cursor(
+        self, work_queue: WorkQueue, tenant: str, queue_name: str, clock: ManualClock
+    ) -> None:
+        other = unique("other")
+        made = [(other if n % 3 == 0 else tenant, f"dead {n}") for n in range(7)]
+        for owner, item_id in made:
+            await work_queue.enqueue(new_item(owner, item_id, queue=queue_name))
+            clock.advance(1)
+        for _ in made:
+            held = await work_queue.claim(worker="w", queue=queue_name)
+            assert held is not None
+            await work_queue.fail(
+                held.id, tenant=held.tenant, worker="w", error="x", retryable=False
+            )
+
+        async def pages(**only: str) -> list[list[str]]:
+            seen: list[list[str]] = []
+            after = None
+            while True:
+                page = await work_queue.dead_letter_page(limit=3, after=after, **only)
+                seen.append([item.id for item in page.items])
+                if page.after is None:
+                    return seen
+                after = page.after
+
+        every = await pages(queue=queue_name)
+        assert [len(page) for page in every] == [3, 3, 1]
+        listed = [item.id for item in await work_queue.dead_letters(queue=queue_name)]
+        assert [n for page in every for n in page] == listed == [n for _, n in made]
+        mine = await pages(tenant=tenant)
+        assert [n for page in mine for n in page] == [n for owner, n in made if owner == tenant]
+        whole = await work_queue.dead_letter_page(queue=queue_name, limit=len(made))
+        assert (len(whole.items), whole.after) == (len(made), None)
+        for bad in ("", "x" * 3000, "not a cursor", 7):
+            with pytest.raises(InvalidInputError, match="after"):
+                await work_queue.dead_letter_page(queue=queue_name, after=bad)  # type: ignore[arg-type]
+
+    async def test_a_purge_of_dead_letters_deletes_one_or_a_tenants_or_all_and_nothing_else(
+        self, work_queue: WorkQueue, tenant: str, queue_name: str, clock: ManualClock
+    ) -> None:
+        other, elsewhere = unique("other"), unique("queue")
+        made = [(tenant, queue_name, "k"), (tenant, queue_name, None), (other, queue_name, None)]
+        made += [(tenant, elsewhere, None)]
+        for n, (owner, queue, key) in enumerate(made):
+            await work_queue.enqueue(
+                new_item(owner, f"dead {n}", queue=queue, dedupe_key=key), dedupe_ttl=3600
+            )
+        for _, queue, _ in made:
+            held = await work_queue.claim(worker="w", queue=queue)
+            assert held is not None
+            await work_queue.fail(
+                held.id, tenant=held.tenant, worker="w", error="x", retryable=False
+            )
+        await work_queue.enqueue(new_item(tenant, "alive", queue=queue_name))
+        with pytest.raises(InvalidInputError, match="item_id"):
+            await work_queue.purge_dead_letters(queue=queue_name, item_id="dead 0")
+        with pytest.raises(InvalidInputError, match="queue"):
+            await work_queue.purge_dead_letters(queue="")
+        purge = work_queue.purge_dead_letters
+        assert await purge(queue=queue_name, tenant=tenant, item_id="alive") == 0
+        assert await purge(queue=elsewhere, tenant=tenant, item_id="dead 0") == 0
+        assert await purge(queue=queue_name, tenant=tenant, item_id="dead 0") == 1
+        # Its kept dedupe key went with it: the key queues a new item.
+        again = await work_queue.enqueue(
+            new_item(tenant, "again", queue=queue_name, dedupe_key="k")
+        )
+        assert again.id == "again"
+        assert await purge(queue=queue_name, tenant=tenant) == 1
+        assert await purge(queue=queue_name) == 1
+        assert await work_queue.dead_letters(queue=queue_name) == []
+        assert [i.id for i in await work_queue.dead_letters(queue=elsewhere)] == ["dead 3"]
+        stats = await work_queue.stats(queue=queue_name)
+        assert (stats.depth, stats.dead_lettered) == (2, 0)
+
 
 __all__ = ["NEAR_IDS", "QueueIsolationCases"]

@@ -1,0 +1,121 @@
+"""`AppSchedules`: cron workflows start once per tick however many Apps tick them, and
+debounced starts fold into one pending workflow that runs once, with the last arguments.
+
+What ran is read from a ledger the bodies write, never from the App.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from durably.app import App, Context
+from durably.clock import ManualClock
+from durably.testing.app.fixtures import AppFactory, AppFixtures, fresh_id
+
+WINDOW = 60.0
+TICK = datetime(2027, 3, 1, 9, 0, tzinfo=UTC).timestamp()
+
+
+class AppSchedules(AppFixtures):
+    async def test_a_cron_workflow_ticked_by_three_apps_starts_once_a_tick(
+        self, app_factory: AppFactory
+    ) -> None:
+        clock = ManualClock(TICK + 30)
+        apps = [await app_factory(clock)]
+        if self.shares_stores:
+            apps += [await app_factory(clock), await app_factory(clock)]
+        kind = f"minutely-{fresh_id()}"
+        ledger: list[tuple[str, datetime]] = []
+        for app in apps:
+
+            @app.workflow(name=kind, cron="* * * * *")
+            async def minutely(ctx: Context, tick: datetime) -> None:
+                ledger.append((ctx.id, tick))
+
+        for _ in range(6):  # the first round takes the mark; five ticks follow
+            await asyncio.gather(*(app.run_until_idle(advance=False) for app in apps))
+            clock.advance(60)
+        ticks = [datetime.fromtimestamp(TICK + 60 * n, UTC) for n in range(1, 6)]
+        assert sorted(ledger) == [(f"{kind}@{tick.isoformat()}", tick) for tick in ticks]
+
+    async def test_fifty_debounced_starts_run_the_body_once_with_the_last_arguments(
+        self, app: App
+    ) -> None:
+        clock = app.clock
+        assert isinstance(clock, ManualClock)
+        ran: list[tuple[str, int, float]] = []
+
+        @app.workflow(name=f"debounced-{fresh_id()}", debounce=timedelta(seconds=WINDOW))
+        async def settle(ctx: Context, n: int) -> int:
+            ran.append((ctx.id, n, clock.now()))
+            return n
+
+        began = clock.now()
+        handles = []
+        for n in range(50):
+            handles.append(await settle.start(n))
+            clock.advance(1)  # each within the window of the one before
+        assert len({handle.id for handle in handles}) == 1
+        assert [handle.created for handle in handles] == [True] + [False] * 49
+        await app.run_until_idle()
+        assert ran == [(handles[0].id, 49, began + 49 + WINDOW)]
+        assert await handles[-1].result(timeout=5) == 49
+
+    async def test_a_debounced_start_begins_at_its_window_and_a_later_start_makes_another(
+        self, app: App
+    ) -> None:
+        clock = app.clock
+        assert isinstance(clock, ManualClock)
+        ran: list[tuple[str, str]] = []
+
+        @app.workflow(
+            name=f"per-key-{fresh_id()}", debounce=WINDOW, debounce_key=lambda key, n: key
+        )
+        async def settle(ctx: Context, key: str, n: int) -> None:
+            ran.append((key, str(n)))
+
+        first = await settle.start("a", 1)
+        other_key = await settle.start("b", 1)
+        assert other_key.id != first.id
+        clock.advance(WINDOW - 1)
+        again = await settle.start("a", 2)  # pushes "a" to a full window from now
+        assert again.id == first.id
+        await app.run_until_idle(advance=False)
+        clock.advance(1)  # "b" is due, "a" is not
+        await app.run_until_idle(advance=False)
+        assert ran == [("b", "1")]
+        clock.advance(WINDOW - 1)
+        await app.run_until_idle(advance=False)
+        assert ran == [("b", "1"), ("a", "2")]
+        later = await settle.start("a", 3)  # "a" has run: a new pending workflow
+        assert later.id != first.id
+        assert later.created
+        await app.run_until_idle()
+        assert ran == [("b", "1"), ("a", "2"), ("a", "3")]
+
+    async def test_debounced_starts_racing_from_two_apps_run_the_body_once(
+        self, app_factory: AppFactory
+    ) -> None:
+        if not self.shares_stores:
+            pytest.skip("two Apps over one store")
+        clock = ManualClock()
+        apps = [await app_factory(clock), await app_factory(clock)]
+        kind = f"raced-{fresh_id()}"
+        ran: list[int] = []
+        starters = []
+        for app in apps:
+
+            @app.workflow(name=kind, debounce=WINDOW)
+            async def settle(ctx: Context, n: int) -> None:
+                ran.append(n)
+
+            starters.append(settle)
+        handles = await asyncio.gather(*(starters[n % 2].start(n) for n in range(20)))
+        assert len({handle.id for handle in handles}) == 1
+        clock.advance(WINDOW)
+        await asyncio.gather(*(app.run_until_idle(advance=False) for app in apps))
+        assert len(ran) == 1
+        assert ran[0] in range(20)
