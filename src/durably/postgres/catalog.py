@@ -1,5 +1,6 @@
 """The workflow catalog in PostgreSQL (`durably.stores.catalog.Cataloguing`): a table with
-one index per line, its status and counts kept by triggers with every write."""
+one index per line; each status write moves an entry's status and counts in its own
+statement, and a trigger counts entries and removals."""
 
 from __future__ import annotations
 

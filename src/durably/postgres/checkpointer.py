@@ -296,8 +296,8 @@ class PostgresCheckpointer:
         self, workflow: str, key: str, value: object, *, tenant: str, caps: TenantCaps
     ) -> Recorded[object]:
         """`supply` the start record and count a first one under ``tenant``, in one
-        transaction that holds the tenant's counts row; `WorkflowLimitError` (rolled back,
-        nothing written) past ``caps``."""
+        transaction that holds the tenant's first counts shard; `WorkflowLimitError` (rolled
+        back, nothing written) past ``caps``."""
         identifier(workflow, "workflow")
         identifier(tenant, "tenant")
         step_key(key)
@@ -330,9 +330,11 @@ class PostgresCheckpointer:
             if int(written[0][0]):
                 return Recorded(self._codec.decode(encoded), True), True
             return await self._stored(session, workflow, key, encoded), False
-        running, started = (await session.fetch(self._sql["lock_counts"], tenant))[0]
+        await session.fetch(self._sql["lock_counts"], tenant)
         if not await session.count(self._sql["supply"], workflow, key, encoded, self._channel):
             return await self._stored(session, workflow, key, encoded), False
+        # Read after the lock, so the counts include the previous turn's commit.
+        running, started = (await session.fetch(self._sql["tenant_counts"], tenant))[0]
         counts = TenantCounts(int(running), int(started))
         refuse_over(caps, counts, tenant=tenant, workflow=workflow)  # rolls back
         await session.fetch(self._sql["admit"], workflow, tenant)

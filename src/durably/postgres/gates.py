@@ -9,7 +9,7 @@ from durably.postgres.schema import StateTables
 from durably.stores.gates import GateCounts, WorkflowGate, throttled_until
 from durably.stores.status import WorkflowStatus
 
-_TEMPLATES = statements.load("gates.sql")
+_TEMPLATES = statements.load("gates.sql", fragments_from=("checkpointer.sql",))
 QUEUED, HELD, FREE = "queued", "held", "free"
 
 

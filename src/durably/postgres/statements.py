@@ -8,8 +8,8 @@ and hashes the text on every call, and the claim's comments were a third of it),
 the text is published, as the schema is.
 
 A statement whose name starts with ``_`` is a fragment: not a statement of its own, but
-text that the file's statements take in where they write ``{_name}`` (two statements that
-must keep the same writes say them once).
+text that the file's statements (and fragments) take in where they write ``{_name}`` (two
+statements that must keep the same writes say them once).
 """
 
 from __future__ import annotations
@@ -23,9 +23,24 @@ _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 _FRAGMENT = re.compile(r"\{(_[a-z_]+)\}")
 
 
-def load(filename: str, *, keep_comments: bool = False) -> dict[str, str]:
+def load(
+    filename: str, *, keep_comments: bool = False, fragments_from: tuple[str, ...] = ()
+) -> dict[str, str]:
     """Every named statement of ``filename`` (in this package), unrendered, without its
-    whole-line comments unless ``keep_comments``."""
+    whole-line comments unless ``keep_comments``; its fragments may also be those of the
+    files ``fragments_from`` (a write that two files' statements must keep alike)."""
+    statements = _named(filename, keep_comments)
+    fragments: dict[str, str] = {}
+    for other in fragments_from:
+        fragments.update(
+            (name, body) for name, body in _named(other, keep_comments).items() if name[0] == "_"
+        )
+    fragments.update((name, statements.pop(name)) for name in list(statements) if name[0] == "_")
+    return {name: _expand(body, fragments) for name, body in statements.items()}
+
+
+def _named(filename: str, keep_comments: bool) -> dict[str, str]:
+    """Every named statement and fragment of ``filename``, as written."""
     text = resources.files(__package__).joinpath("sql", filename).read_text(encoding="utf-8")
     parts = _NAME.split(text)
     statements: dict[str, str] = {}
@@ -34,11 +49,14 @@ def load(filename: str, *, keep_comments: bool = False) -> dict[str, str]:
             lines = body.splitlines()
             body = "\n".join(line for line in lines if not line.lstrip().startswith("--"))
         statements[name] = body.strip().rstrip(";").strip()
-    fragments = {name: statements.pop(name) for name in list(statements) if name[0] == "_"}
-    return {
-        name: _FRAGMENT.sub(lambda match: fragments[match.group(1)], body)
-        for name, body in statements.items()
-    }
+    return statements
+
+
+def _expand(body: str, fragments: Mapping[str, str]) -> str:
+    """``body`` with its fragments taken in, and theirs in turn."""
+    while _FRAGMENT.search(body):
+        body = _FRAGMENT.sub(lambda match: fragments[match.group(1)], body)
+    return body
 
 
 def render(template: str, names: Mapping[str, str]) -> str:

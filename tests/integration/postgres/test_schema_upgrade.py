@@ -20,6 +20,9 @@ from durably.postgres import (
     verify,
 )
 from durably.postgres.executor import database_for
+from durably.stores.admission import TenantCaps, TenantCounts
+from durably.stores.catalog import CatalogEntry
+from durably.stores.status import WorkflowStatus
 from durably.stores.work import WorkItem
 from tests.pg_service import Stores
 
@@ -168,3 +171,78 @@ async def test_migrate_puts_a_version_2_databases_queued_tenants_into_the_rotati
     # Never-served tenants first by their oldest item, then a (turn 7), then b again.
     assert taken == ["b0", "c0", "d0", "a0", "b1"]
     assert (await queue.stats()).depth == 1  # e's delayed item, waiting apart
+
+
+async def _as_version_5(pool: Any, names: dict[str, str]) -> None:
+    """Lay the per-tenant and catalog counts out as version 5 kept them: one tenant counts
+    row per tenant, and catalog entries moved and counted by triggers on status writes."""
+    counts = names["workflow_tenant_counts"]
+    await fetch(pool, f"DELETE FROM {counts} WHERE shard <> 0")
+    pkey = f"{names['workflow_tenant_counts_name']}_pkey"
+    await fetch(pool, f"ALTER TABLE {counts} DROP CONSTRAINT {pkey}")
+    await fetch(pool, f"ALTER TABLE {counts} DROP COLUMN shard, ADD PRIMARY KEY (tenant)")
+    await fetch(
+        pool,
+        f"CREATE FUNCTION {names['workflow_catalog_follow']}() RETURNS trigger "
+        f"LANGUAGE plpgsql AS $$ BEGIN UPDATE {names['workflow_catalog']} "
+        "SET status = NEW.status WHERE workflow = NEW.workflow AND status <> NEW.status; "
+        "RETURN NULL; END $$",
+    )
+    await fetch(
+        pool,
+        f"CREATE TRIGGER {names['workflow_status_name']}_catalogued AFTER INSERT OR UPDATE "
+        f"OF status ON {names['workflow_status']} FOR EACH ROW EXECUTE FUNCTION "
+        f"{names['workflow_catalog_follow']}()",
+    )
+    await fetch(
+        pool,
+        f"CREATE OR REPLACE TRIGGER {names['workflow_catalog_name']}_counted AFTER INSERT "
+        f"OR DELETE OR UPDATE OF status ON {names['workflow_catalog']} FOR EACH ROW "
+        f"EXECUTE FUNCTION {names['workflow_catalog_count']}()",
+    )
+    await fetch(pool, f"UPDATE {names['schema_version']} SET version = 5")
+
+
+async def test_migrate_from_version_5_keeps_the_tenant_counts_and_the_catalog_counts(
+    pg_stores: Stores,
+) -> None:
+    pool = pg_stores.pool
+    tables = await pg_stores.tables()
+    names = tables.names
+    before = PostgresCheckpointer(pool, tables=tables)
+    ids = [f"wf-{n}" for n in range(6)]
+    for workflow in ids:  # six running in tenant acme, one of them done below
+        await before.admit(workflow, "start", {}, tenant="acme", caps=TenantCaps())
+        await before.catalog(workflow, CatalogEntry("acme", "k", 1))
+    await _as_version_5(pool, names)
+    # Version 5's rows: 6 running, 6 started; the catalog's 6 pending on shards & 7.
+    await fetch(pool, f"UPDATE {names['workflow_tenant_counts']} SET running = 6, started = 6")
+    await fetch(pool, f"DELETE FROM {names['workflow_counts']}")
+    await fetch(
+        pool,
+        f"INSERT INTO {names['workflow_counts']} (tenant, kind, status, shard, n) "
+        "SELECT t, 'k', 'pending', hashtext(workflow) & 7, count(*) "
+        f"FROM {names['workflow_catalog']}, unnest(ARRAY['acme', '']) AS t "
+        "GROUP BY t, hashtext(workflow) & 7",
+    )
+    with pytest.raises(Exception, match="version"):
+        await verify(pool, tables)
+
+    await migrate(pool, tables)
+    await migrate(pool, tables)  # a second run finds the shards there
+    await verify(pool, tables)
+    after = PostgresCheckpointer(pool, tables=tables)
+    assert await after.tenant_counts("acme") == TenantCounts(6, 6)
+    holder = await after.claim(ids[0], 60, 30)
+    assert holder is not None
+    await after.finish(holder, "end", 1)
+    await after.admit("wf-new", "start", {}, tenant="acme", caps=TenantCaps(running=6))
+    assert await after.tenant_counts("acme") == TenantCounts(6, 7)
+    assert (
+        await after.tally("acme")
+        == await after.tally()
+        == {
+            ("k", WorkflowStatus.PENDING): 5,
+            ("k", WorkflowStatus.COMPLETED): 1,
+        }
+    )

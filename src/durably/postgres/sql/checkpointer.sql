@@ -11,7 +11,8 @@ RETURNING token
 
 -- name: _recount
 -- Under the fence: an admitted workflow whose running flag this write moves (to the value
--- `running` selects) moves its tenant's running count with it, in the same statement.
+-- `running` selects) moves its tenant's running count with it, in the same statement, on
+-- the workflow's own shard of the counts.
 flip AS (
     UPDATE {workflow_admitted} AS a SET running = r.running
     FROM running AS r
@@ -19,9 +20,38 @@ flip AS (
     RETURNING a.tenant, a.running
 ),
 moved AS (
-    UPDATE {workflow_tenant_counts} AS c
-    SET running = c.running + CASE WHEN flip.running THEN 1 ELSE -1 END
-    FROM flip WHERE c.tenant = flip.tenant
+    INSERT INTO {workflow_tenant_counts} AS c (tenant, shard, running, started)
+    SELECT flip.tenant, {_shard}, CASE WHEN flip.running THEN 1 ELSE -1 END, 0 FROM flip
+    ON CONFLICT (tenant, shard) DO UPDATE SET running = c.running + excluded.running
+)
+
+-- name: _shard
+-- The shard of the tenant counts that workflow $1 moves.
+hashtext($1::text) & 15
+
+-- name: _follow
+-- Under the fence: the catalog entry, if the workflow has one, takes the status this write
+-- reports (`told`), and the catalog's counts move with it on the workflow's shard, out of
+-- the old status and into the new, for its tenant and for tenant '' (every tenant's). The
+-- entry is locked as it is read, so a move that waited reads the status it leaves.
+caught AS (
+    SELECT c.workflow, c.tenant, c.kind, c.status AS was, told.status AS now
+    FROM {workflow_catalog} AS c, told
+    WHERE c.workflow = $1::text AND c.status <> told.status AND EXISTS (SELECT 1 FROM fence)
+    FOR UPDATE OF c
+),
+followed AS (
+    UPDATE {workflow_catalog} AS c SET status = caught.now
+    FROM caught WHERE c.workflow = caught.workflow
+),
+recounted AS (
+    INSERT INTO {workflow_counts} AS k (tenant, kind, status, shard, n)
+    SELECT v.tenant, caught.kind, v.status, hashtext($1::text) & 15, v.n
+    FROM caught, LATERAL (
+        VALUES (caught.tenant, caught.was, -1), ('', caught.was, -1),
+               (caught.tenant, caught.now, 1), ('', caught.now, 1)
+    ) AS v(tenant, status, n)
+    ON CONFLICT (tenant, kind, status, shard) DO UPDATE SET n = k.n + excluded.n
 )
 
 -- name: _inbox_lock
@@ -183,6 +213,8 @@ WITH turn AS (
 ),
 running AS (SELECT NOT $6::boolean AS running),
 {_recount},
+told AS (SELECT $3::text AS status),
+{_follow},
 reported AS (
     INSERT INTO {workflow_status} AS s (workflow, status, attempts, last_error, updated_at)
     SELECT $1::text, $3::text, $4::integer, $5::text, now() FROM fence
@@ -217,6 +249,8 @@ written AS (
 ),
 running AS (SELECT false AS running),
 {_recount},
+told AS (SELECT $5::text AS status),
+{_follow},
 reported AS (
     INSERT INTO {workflow_status} AS s (workflow, status, attempts, last_error, updated_at)
     SELECT $1::text, $5::text, $6::integer, $7::text, now() FROM fence
@@ -320,14 +354,17 @@ reported AS (
             last_error = excluded.last_error, updated_at = excluded.updated_at
 ),
 running AS (SELECT true AS running),
-{_recount}
+{_recount},
+told AS (SELECT $6::text AS status),
+{_follow}
 SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM gone);
 
 -- name: lock_counts
--- The tenant's counts, its row locked to the commit: admissions of one tenant take turns.
-INSERT INTO {workflow_tenant_counts} AS c (tenant, running, started) VALUES ($1::text, 0, 0)
-ON CONFLICT (tenant) DO UPDATE SET tenant = c.tenant
-RETURNING running, started;
+-- The tenant's shard 0 locked to the commit: capped admissions of one tenant take turns.
+-- The counts are read after it (tenant_counts), in a statement that sees the last turn's.
+INSERT INTO {workflow_tenant_counts} AS c (tenant, shard, running, started)
+VALUES ($1::text, 0, 0, 0)
+ON CONFLICT (tenant, shard) DO UPDATE SET tenant = c.tenant;
 
 -- name: admit
 -- Count a workflow whose start record this transaction wrote (once: a row there is kept).
@@ -336,20 +373,28 @@ WITH admitted AS (
     ON CONFLICT (workflow) DO NOTHING
     RETURNING tenant
 )
-UPDATE {workflow_tenant_counts} AS c SET running = c.running + 1, started = c.started + 1
-FROM admitted WHERE c.tenant = admitted.tenant;
+{_count_admitted};
+
+-- name: _count_admitted
+INSERT INTO {workflow_tenant_counts} AS c (tenant, shard, running, started)
+SELECT tenant, {_shard}, 1, 1 FROM admitted
+ON CONFLICT (tenant, shard) DO UPDATE SET running = c.running + 1, started = c.started + 1
 
 -- name: tenant_counts
-SELECT running, started FROM {workflow_tenant_counts} WHERE tenant = $1::text;
+-- No row for a tenant never counted.
+SELECT sum(running)::bigint, sum(started)::bigint FROM {workflow_tenant_counts}
+WHERE tenant = $1::text
+HAVING count(*) > 0;
 
 -- name: discard_admitted
 -- A discarded workflow is no longer counted (inside discard's transaction).
 WITH gone AS (
     DELETE FROM {workflow_admitted} WHERE workflow = $1::text RETURNING tenant, running
 )
-UPDATE {workflow_tenant_counts} AS c
-SET running = c.running - CASE WHEN gone.running THEN 1 ELSE 0 END, started = c.started - 1
-FROM gone WHERE c.tenant = gone.tenant;
+INSERT INTO {workflow_tenant_counts} AS c (tenant, shard, running, started)
+SELECT tenant, {_shard}, CASE WHEN running THEN -1 ELSE 0 END, -1 FROM gone
+ON CONFLICT (tenant, shard) DO UPDATE
+    SET running = c.running + excluded.running, started = c.started + excluded.started;
 
 -- name: admit_uncapped
 -- `supply` of a start record that counts a first one under its tenant, in one statement
@@ -366,9 +411,5 @@ admitted AS (
     ON CONFLICT (workflow) DO NOTHING
     RETURNING tenant
 ),
-counted AS (
-    INSERT INTO {workflow_tenant_counts} AS c (tenant, running, started)
-    SELECT tenant, 1, 1 FROM admitted
-    ON CONFLICT (tenant) DO UPDATE SET running = c.running + 1, started = c.started + 1
-)
+counted AS ({_count_admitted})
 SELECT count(*) FROM written;

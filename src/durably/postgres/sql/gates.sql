@@ -60,10 +60,18 @@ FROM {workflow_gates} WHERE gate = $1::text;
 
 -- name: write_status
 -- The status of a workflow a gate queued or admitted (never run: no attempts, no error).
-INSERT INTO {workflow_status} AS s (workflow, status, attempts, last_error, updated_at)
-VALUES ($1::text, $2::text, 0, NULL, now())
-ON CONFLICT (workflow) DO UPDATE
-    SET status = excluded.status, attempts = 0, last_error = NULL, updated_at = now();
+-- Its catalog entry and counts move with it, as by every status write (checkpointer.sql's
+-- _follow, under a fence that always holds: the caller moves the gate in this transaction).
+WITH fence AS (SELECT 1),
+told AS (SELECT $2::text AS status),
+{_follow},
+reported AS (
+    INSERT INTO {workflow_status} AS s (workflow, status, attempts, last_error, updated_at)
+    VALUES ($1::text, $2::text, 0, NULL, now())
+    ON CONFLICT (workflow) DO UPDATE
+        SET status = excluded.status, attempts = 0, last_error = NULL, updated_at = now()
+)
+SELECT 1;
 
 -- name: lock_throttle
 -- The key's reserved instant (NULL: never used), its row locked to the commit.

@@ -1,4 +1,4 @@
--- durably's PostgreSQL schema, version 5. Apply it with durably.postgres.migrate() or your
+-- durably's PostgreSQL schema, version 6. Apply it with durably.postgres.migrate() or your
 -- own migration tool; durably never alters a table on its own.
 
 -- name: schema
@@ -315,17 +315,37 @@ CREATE INDEX IF NOT EXISTS {workflow_status_name}_by_age ON {workflow_status}
 -- Admission (version 5, durably.stores.admission): each workflow counted under its tenant
 -- (running while unfinished) and the counts per tenant, kept by the same statements as the
 -- start record, the status writes, discards and the sweep. Workflows a database held
--- before version 5 are not counted.
+-- before version 5 are not counted. Version 6 spreads a tenant's counts over 16 shards
+-- (a workflow moves shard hashtext(workflow) & 15; a tenant's count is the sum), so the
+-- ends of one tenant's concurrent passes do not queue on one row held to each commit;
+-- capped starts still take turns on shard 0. A version-5 row becomes shard 0.
 CREATE TABLE IF NOT EXISTS {workflow_admitted} (
     workflow text COLLATE "C" PRIMARY KEY,
     tenant text COLLATE "C" NOT NULL,
     running boolean NOT NULL
 );
 CREATE TABLE IF NOT EXISTS {workflow_tenant_counts} (
-    tenant text COLLATE "C" PRIMARY KEY,
+    tenant text COLLATE "C" NOT NULL,
+    shard smallint NOT NULL DEFAULT 0,
     running bigint NOT NULL,
-    started bigint NOT NULL
+    started bigint NOT NULL,
+    PRIMARY KEY (tenant, shard)
 );
+ALTER TABLE {workflow_tenant_counts} ADD COLUMN IF NOT EXISTS shard smallint NOT NULL
+    DEFAULT 0;
+DO $$
+DECLARE
+    single text;
+BEGIN
+    SELECT conname INTO single FROM pg_constraint
+    WHERE conrelid = '{workflow_tenant_counts_text}'::regclass AND contype = 'p'
+      AND cardinality(conkey) = 1;
+    IF single IS NOT NULL THEN
+        EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I, ADD PRIMARY KEY (tenant, shard)',
+                       '{workflow_tenant_counts_text}', single);
+    END IF;
+END
+$$;
 
 -- Workflow gates (version 6, durably.stores.gates): each gated workflow's place (state
 -- 'queued' in its gate's line, 'held' holding a slot, 'free' finished), each gate's limit
@@ -361,10 +381,10 @@ CREATE TABLE IF NOT EXISTS {workflow_throttles} (
 
 -- The workflow catalog (version 5): every workflow an App started, with its tenant, kind,
 -- parent key, creation time (microseconds) and current status; each operator listing reads
--- one index below newest first. Triggers keep `status` with every status write and the
--- counts (spread over 8 shards per kind and status, so concurrent passes of one kind do
--- not queue on one row) with every catalog write, in the same transaction; tenant '' (no
--- tenant's name) counts every tenant's together.
+-- one index below newest first. Every status write moves `status` and the counts in its
+-- own statement, and a trigger counts entries and removals; the counts are spread over 16
+-- shards per kind and status (8 before version 6) so concurrent passes of one kind do not
+-- queue on one row; tenant '' (no tenant's name) counts every tenant's together.
 CREATE TABLE IF NOT EXISTS {workflow_catalog} (
     workflow text COLLATE "C" PRIMARY KEY,
     tenant text COLLATE "C" NOT NULL,
@@ -400,36 +420,31 @@ CREATE TABLE IF NOT EXISTS {workflow_counts} (
 CREATE OR REPLACE FUNCTION {workflow_catalog_count}() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF TG_OP IN ('DELETE', 'UPDATE') THEN
-        UPDATE {workflow_counts} SET n = n - 1
-        WHERE tenant IN (OLD.tenant, '') AND kind = OLD.kind AND status = OLD.status
-          AND shard = hashtext(OLD.workflow) & 7;
-    END IF;
-    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+    -- Upserts both ways: a row counted on a shard of version 5 (& 7) leaves from its
+    -- shard of version 6, which may not have a row yet (the sums stay exact).
+    IF TG_OP = 'DELETE' THEN
         INSERT INTO {workflow_counts} AS c (tenant, kind, status, shard, n)
-        VALUES (NEW.tenant, NEW.kind, NEW.status, hashtext(NEW.workflow) & 7, 1),
-               ('', NEW.kind, NEW.status, hashtext(NEW.workflow) & 7, 1)
+        VALUES (OLD.tenant, OLD.kind, OLD.status, hashtext(OLD.workflow) & 15, -1),
+               ('', OLD.kind, OLD.status, hashtext(OLD.workflow) & 15, -1)
+        ON CONFLICT (tenant, kind, status, shard) DO UPDATE SET n = c.n - 1;
+    END IF;
+    IF TG_OP = 'INSERT' THEN
+        INSERT INTO {workflow_counts} AS c (tenant, kind, status, shard, n)
+        VALUES (NEW.tenant, NEW.kind, NEW.status, hashtext(NEW.workflow) & 15, 1),
+               ('', NEW.kind, NEW.status, hashtext(NEW.workflow) & 15, 1)
         ON CONFLICT (tenant, kind, status, shard) DO UPDATE SET n = c.n + 1;
     END IF;
     RETURN NULL;
 END
 $$;
+-- Entries and removals only: a status write moves the entry and its counts itself, in
+-- the same statement (checkpointer.sql's _follow); version 5 did it by two more triggers.
 CREATE OR REPLACE TRIGGER {workflow_catalog_name}_counted
-    AFTER INSERT OR DELETE OR UPDATE OF status ON {workflow_catalog}
+    AFTER INSERT OR DELETE ON {workflow_catalog}
     FOR EACH ROW
     EXECUTE FUNCTION {workflow_catalog_count}();
-
-CREATE OR REPLACE FUNCTION {workflow_catalog_follow}() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    UPDATE {workflow_catalog} SET status = NEW.status
-    WHERE workflow = NEW.workflow AND status <> NEW.status;
-    RETURN NULL;
-END
-$$;
-CREATE OR REPLACE TRIGGER {workflow_status_name}_catalogued
-    AFTER INSERT OR UPDATE OF status ON {workflow_status}
-    FOR EACH ROW EXECUTE FUNCTION {workflow_catalog_follow}();
+DROP TRIGGER IF EXISTS {workflow_status_name}_catalogued ON {workflow_status};
+DROP FUNCTION IF EXISTS {workflow_catalog_follow}();
 
 -- Items and workflows finished per minute (durably.stores.throughput, version 6): a ring of
 -- 16 slots per queue (what = 'item') or workflow kind ('workflow'), each slot spread over
@@ -582,9 +597,10 @@ SELECT 6 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
 -- {workflow_tenant_counts}), the kept dedupe keys ({dedupe_keys}), the workflow catalog
 -- ({workflow_catalog}), the flow gates ({gates}, {throttles}) and the schedules' ticks
 -- ({schedule_ticks}); version 6 the debounce slots ({debounces}), the workflow gates
--- ({workflow_gated}, {workflow_gates}, {workflow_gate_turns}, {workflow_throttles}) and the
--- throughput ring ({throughput}) and its trigger, and the run totals ({run_totals}) and
--- theirs.
+-- ({workflow_gated}, {workflow_gates}, {workflow_gate_turns}, {workflow_throttles}), the
+-- throughput ring ({throughput}) and its trigger, the run totals ({run_totals}) and theirs,
+-- and the shards of the per-tenant counts (and drops the status table's catalog trigger:
+-- the status statements move the entry).
 UPDATE {schema_version} SET version = 6 WHERE version < 6;
 
 -- name: schema_version

@@ -36,14 +36,12 @@ unadmitted AS (
     RETURNING tenant, running
 ),
 uncounted AS (
-    -- One row per tenant: an UPDATE joined to several rows of one tenant applies one.
-    UPDATE {workflow_tenant_counts} AS c
-    SET running = c.running - u.running, started = c.started - u.started
-    FROM (
-        SELECT tenant, count(*) FILTER (WHERE running) AS running, count(*) AS started
-        FROM unadmitted GROUP BY tenant
-    ) AS u
-    WHERE c.tenant = u.tenant
+    -- On the workflow's shard of its tenant's counts (checkpointer.sql's _shard).
+    INSERT INTO {workflow_tenant_counts} AS c (tenant, shard, running, started)
+    SELECT tenant, hashtext($1::text) & 15, CASE WHEN running THEN -1 ELSE 0 END, -1
+    FROM unadmitted
+    ON CONFLICT (tenant, shard) DO UPDATE
+        SET running = c.running + excluded.running, started = c.started + excluded.started
 ),
 catalogued AS (
     DELETE FROM {workflow_catalog} WHERE workflow IN (SELECT workflow FROM finished)

@@ -75,6 +75,8 @@ class AppGates(AppFixtures):
         assert (await handles[2].run_record()).state is RunState.PENDING
         listed = await app.list_workflows(status=WorkflowStatus.QUEUED, kind=kind)
         assert {info.workflow for info in listed.workflows} == {h.id for h in handles[2:]}
+        counted = (await app.workflow_counts()).by_kind[kind]
+        assert (counted.get(WorkflowStatus.QUEUED), counted.get(WorkflowStatus.BLOCKED)) == (4, 2)
         # Finishing one admits exactly the next, oldest first.
         await handles[0].send(NOTE, "done")
         await app.run_until_idle(advance=False)
@@ -139,6 +141,14 @@ class AppGates(AppFixtures):
         await app.run_until_idle(advance=False)
         assert (await queued.status()).status is WorkflowStatus.QUEUED
         assert await (await app.stores()).durable(kind).delete(held._key) > 0
+        # Admitted by the delete, not run yet: its catalog entry and counts moved with the
+        # status the gate wrote.
+        assert (await queued.status()).status is WorkflowStatus.PENDING
+        counted = (await app.workflow_counts()).by_kind[kind]
+        assert counted.get(WorkflowStatus.QUEUED, 0) == 0
+        assert counted.get(WorkflowStatus.PENDING) == 1
+        listed = await app.list_workflows(status=WorkflowStatus.PENDING, kind=kind)
+        assert [info.workflow for info in listed.workflows] == [queued.id]
         await app.run_until_idle(advance=False)
         assert (await queued.status()).status is WorkflowStatus.BLOCKED
         assert await gates.gate_counts(kind) == GateCounts(admitted=1)
