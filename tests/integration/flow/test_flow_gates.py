@@ -218,4 +218,6 @@ async def test_concurrent_claimers_never_run_more_of_a_key_than_its_limit(
             done += len(gated_items)
 
     await asyncio.wait_for(asyncio.gather(*(claimer(f"w{n}") for n in range(6))), 60)
-    assert peak == 2
+    # Never past the limit; whether two ever ran at once is the machine's timing (that a
+    # key holds its whole limit is the first case's to show).
+    assert 1 <= peak <= 2
