@@ -335,10 +335,25 @@ class Workflow(Generic[P, R]):
         debounce = getattr(queue, "debounce", None)
         if debounce is None:
             raise ConfigurationError(f"{type(queue).__name__} keeps no debounce slots")
-        pending: str = await debounce(
-            slot, workflow, _compact(start["args"]), float(start["not_before"])
+        args_text, due = _compact(start["args"]), float(start["not_before"])
+        stores = await self._core.stores()
+        for _ in range(_DEBOUNCE_TRIES):
+            pending: str = await debounce(slot, workflow, args_text, due)
+            if pending == workflow:
+                return pending
+            info = await stores.checkpointer.get_status(
+                tenancy.workflow_key(str(start["tenant"]), pending)
+            )
+            if info is None or not info.status.finished:
+                return pending
+            # Ended before it began (a cancel): it will never take its slot, so this start
+            # takes it in its stead and asks for a slot of its own.
+            await queue.begin_debounced(  # type: ignore[attr-defined]
+                slot, pending, due + _LATER
+            )
+        raise ConfigurationError(
+            f"workflow {self.kind!r}: debounce slot {slot!r} kept naming ended workflows"
         )
-        return pending
 
     async def _begin_debounced(self, slot: str, workflow: str) -> dict[str, object]:
         """Ask the store whether debounced ``workflow`` may begin now (a `Begun`, as a dict)."""
@@ -871,5 +886,9 @@ def _cancelled(workflow: str, timed_out: bool) -> str:
 
 
 _compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+_DEBOUNCE_TRIES = 3
+"""Times a debounced start asks for a slot past workflows that ended before they began."""
+_LATER = 1e9
+"""Seconds past a start's due time at which any pending workflow of its slot is due."""
 
 __all__ = ["BodyFailed", "Cancelled", "Workflow"]

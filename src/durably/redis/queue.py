@@ -32,6 +32,7 @@ from durably.redis.preflight import preflight
 from durably.redis.retry import RetriesSpent
 from durably.redis.scripts import scripts
 from durably.redis.settings import RedisStoreSettings
+from durably.stores.debounce import Begun, begin_call, debounce_call
 from durably.stores.throughput import SLOTS, Minute, rated, rated_queues
 from durably.stores.work import (
     DEAD_PURGE_BATCH,
@@ -900,6 +901,34 @@ class RedisWorkQueue:
         except RetriesSpent as spent:
             raise QueueUnavailableError("*", "last_tick", spent.detail) from None
         return None if kept is None else float(_text(kept))
+
+    async def debounce(self, slot: str, workflow: str, args: str, due: float) -> str:
+        """Join debounce ``slot``'s pending workflow, giving it ``args`` and pushing it to
+        ``due``, or (none pending) make the slot name ``workflow``: the pending workflow's
+        id, in one script. Raises `InvalidInputError` before any I/O."""
+        slot, workflow, args, due = debounce_call(slot, workflow, args, due)
+        reply = await self._call(
+            "queue_debounce",
+            [f"{self._prefix}debounce:{slot}"],
+            [workflow, args, number(due)],
+            "*",
+            "debounce",
+        )
+        return text(reply)
+
+    async def begin_debounced(self, slot: str, workflow: str, now: float) -> Begun:
+        """Let ``workflow`` take debounce ``slot`` if it is due at ``now`` (see `Begun`)."""
+        slot, workflow, now = begin_call(slot, workflow, now)
+        args, due = await self._call(
+            "queue_begin_debounced",
+            [f"{self._prefix}debounce:{slot}"],
+            [workflow, number(now)],
+            "*",
+            "begin_debounced",
+        )
+        if args is not None:
+            return Begun(args=text(args))
+        return Begun() if due is None else Begun(due=float(text(due)))
 
     async def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
         """Move schedule ``name``'s last fired tick on to ``tick`` if it is later than the

@@ -13,6 +13,7 @@ import pytest
 
 from durably.app import App, Context
 from durably.clock import ManualClock
+from durably.stores.status import WorkflowStatus
 from durably.testing.app.fixtures import AppFactory, AppFixtures, fresh_id
 
 WINDOW = 60.0
@@ -95,6 +96,24 @@ class AppSchedules(AppFixtures):
         assert later.created
         await app.run_until_idle()
         assert ran == [("b", "1"), ("a", "2"), ("a", "3")]
+
+    async def test_a_debounced_workflow_cancelled_before_it_began_frees_its_key(
+        self, app: App
+    ) -> None:
+        ran: list[int] = []
+
+        @app.workflow(name=f"cancelled-{fresh_id()}", debounce=WINDOW)
+        async def settle(ctx: Context, n: int) -> None:
+            ran.append(n)
+
+        first = await settle.start(1)
+        assert await first.cancel()
+        assert (await first.status()).status is WorkflowStatus.CANCELLED
+        second = await settle.start(2)  # not the ended one's handle: a workflow of its own
+        assert (second.id != first.id, second.created) == (True, True)
+        assert (await settle.start(3)).id == second.id  # and the key debounces again
+        await app.run_until_idle()
+        assert ran == [3]
 
     async def test_debounced_starts_racing_from_two_apps_run_the_body_once(
         self, app_factory: AppFactory
