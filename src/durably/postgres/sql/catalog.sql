@@ -2,6 +2,12 @@
 -- Each line reads one index of {workflow_catalog} newest first (created, workflow
 -- descending): $1, $2 the mark to read from (exclusive), $3 the earliest creation time,
 -- $4 how many, then the line's own values.
+--
+-- A line's values are bounds of one row range over its index's columns, and its order
+-- names them, rather than `tenant = $5`: with an equality the planner may read the index
+-- of every workflow and drop other tenants' rows (its generic plan does whenever a value's
+-- average share looks large), which walks the whole store for a tenant or status with no
+-- recent rows. Only the line's own index gives this order and seeks both bounds.
 
 -- name: enter
 -- An entry already there is kept; a new one takes the status the workflow reported, if any.
@@ -44,9 +50,9 @@ SELECT c.workflow, c.tenant, c.kind, c.parent, c.created, c.status,
        s.status, s.attempts, s.last_error, s.updated_at
 FROM {workflow_catalog} AS c
 LEFT JOIN {workflow_status} AS s ON s.workflow = c.workflow
-WHERE c.tenant = $5::text AND (c.created, c.workflow) < ($1::bigint, $2::text COLLATE "C")
-  AND c.created >= $3::bigint
-ORDER BY c.created DESC, c.workflow DESC
+WHERE (c.tenant, c.created, c.workflow) < ($5::text COLLATE "C", $1::bigint, $2::text COLLATE "C")
+  AND (c.tenant, c.created) >= ($5::text COLLATE "C", $3::bigint)
+ORDER BY c.tenant DESC, c.created DESC, c.workflow DESC
 LIMIT $4::integer;
 
 -- name: line_kind
@@ -54,9 +60,9 @@ SELECT c.workflow, c.tenant, c.kind, c.parent, c.created, c.status,
        s.status, s.attempts, s.last_error, s.updated_at
 FROM {workflow_catalog} AS c
 LEFT JOIN {workflow_status} AS s ON s.workflow = c.workflow
-WHERE c.kind = $5::text AND (c.created, c.workflow) < ($1::bigint, $2::text COLLATE "C")
-  AND c.created >= $3::bigint
-ORDER BY c.created DESC, c.workflow DESC
+WHERE (c.kind, c.created, c.workflow) < ($5::text COLLATE "C", $1::bigint, $2::text COLLATE "C")
+  AND (c.kind, c.created) >= ($5::text COLLATE "C", $3::bigint)
+ORDER BY c.kind DESC, c.created DESC, c.workflow DESC
 LIMIT $4::integer;
 
 -- name: line_status
@@ -64,9 +70,9 @@ SELECT c.workflow, c.tenant, c.kind, c.parent, c.created, c.status,
        s.status, s.attempts, s.last_error, s.updated_at
 FROM {workflow_catalog} AS c
 LEFT JOIN {workflow_status} AS s ON s.workflow = c.workflow
-WHERE c.status = $5::text AND (c.created, c.workflow) < ($1::bigint, $2::text COLLATE "C")
-  AND c.created >= $3::bigint
-ORDER BY c.created DESC, c.workflow DESC
+WHERE (c.status, c.created, c.workflow) < ($5::text, $1::bigint, $2::text COLLATE "C")
+  AND (c.status, c.created) >= ($5::text, $3::bigint)
+ORDER BY c.status DESC, c.created DESC, c.workflow DESC
 LIMIT $4::integer;
 
 -- name: line_parent
@@ -74,9 +80,10 @@ SELECT c.workflow, c.tenant, c.kind, c.parent, c.created, c.status,
        s.status, s.attempts, s.last_error, s.updated_at
 FROM {workflow_catalog} AS c
 LEFT JOIN {workflow_status} AS s ON s.workflow = c.workflow
-WHERE c.parent = $5::text AND (c.created, c.workflow) < ($1::bigint, $2::text COLLATE "C")
-  AND c.created >= $3::bigint
-ORDER BY c.created DESC, c.workflow DESC
+WHERE (c.parent, c.created, c.workflow) < ($5::text COLLATE "C", $1::bigint, $2::text COLLATE "C")
+  AND (c.parent, c.created) >= ($5::text COLLATE "C", $3::bigint)
+  AND c.parent IS NOT NULL
+ORDER BY c.parent DESC, c.created DESC, c.workflow DESC
 LIMIT $4::integer;
 
 -- name: line_tenant_kind
@@ -84,9 +91,9 @@ SELECT c.workflow, c.tenant, c.kind, c.parent, c.created, c.status,
        s.status, s.attempts, s.last_error, s.updated_at
 FROM {workflow_catalog} AS c
 LEFT JOIN {workflow_status} AS s ON s.workflow = c.workflow
-WHERE c.tenant = $5::text AND c.kind = $6::text AND (c.created, c.workflow) < ($1::bigint, $2::text COLLATE "C")
-  AND c.created >= $3::bigint
-ORDER BY c.created DESC, c.workflow DESC
+WHERE (c.tenant, c.kind, c.created, c.workflow) < ($5::text COLLATE "C", $6::text COLLATE "C", $1::bigint, $2::text COLLATE "C")
+  AND (c.tenant, c.kind, c.created) >= ($5::text COLLATE "C", $6::text COLLATE "C", $3::bigint)
+ORDER BY c.tenant DESC, c.kind DESC, c.created DESC, c.workflow DESC
 LIMIT $4::integer;
 
 -- name: line_tenant_status
@@ -94,7 +101,7 @@ SELECT c.workflow, c.tenant, c.kind, c.parent, c.created, c.status,
        s.status, s.attempts, s.last_error, s.updated_at
 FROM {workflow_catalog} AS c
 LEFT JOIN {workflow_status} AS s ON s.workflow = c.workflow
-WHERE c.tenant = $5::text AND c.status = $6::text AND (c.created, c.workflow) < ($1::bigint, $2::text COLLATE "C")
-  AND c.created >= $3::bigint
-ORDER BY c.created DESC, c.workflow DESC
+WHERE (c.tenant, c.status, c.created, c.workflow) < ($5::text COLLATE "C", $6::text, $1::bigint, $2::text COLLATE "C")
+  AND (c.tenant, c.status, c.created) >= ($5::text COLLATE "C", $6::text, $3::bigint)
+ORDER BY c.tenant DESC, c.status DESC, c.created DESC, c.workflow DESC
 LIMIT $4::integer;
