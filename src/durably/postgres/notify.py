@@ -334,8 +334,10 @@ class ListeningConnection:
             await line.listen(channel)
             self._listened.add(channel)
         for channel in sorted(self._listened - set(self._wanted)):
-            await line.unlisten(channel)
+            # Out of the set before the UNLISTEN is awaited: a listener joining for this
+            # channel meanwhile is not told it listens, and the next round LISTENs again.
             self._listened.discard(channel)
+            await line.unlisten(channel)
         for listener in list(self._listeners):
             if not listener.connected and self._listened.issuperset(listener.channels):
                 listener.listening()
