@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from durably.stores.changes import MISSED, ChangeFeed
+from durably.stores.changes import ENDED, MISSED, ChangeFeed
 from durably.stores.opening import Stores
 
 FIRST_LOOK = 0.01
@@ -139,7 +139,7 @@ class Waiters:
         self._announced: dict[str, int] = {}  # workflows waited for: their last number
         self._missed = 0  # the number of the last MISSED
         self._looks: dict[tuple[str, str], _Look] = {}
-        self._fresh: dict[str, None] = {}  # started here, nothing announced since
+        self._fresh: dict[str, None] = {}  # started here, no end announced since
 
     @property
     def live(self) -> bool:
@@ -164,8 +164,8 @@ class Waiters:
     def starting(self, stores: Stores, workflow: str) -> None:
         """Note that this process is about to create ``workflow`` (before its first write).
 
-        While the feed stays live and announces nothing of it, the workflow has not ended:
-        its first wait (`unannounced`) sleeps at once instead of looking first.
+        While the feed stays live and announces no end of it, the workflow has not ended:
+        its first wait for the end (`unannounced`) sleeps at once instead of looking.
         """
         self._follow(stores)
         if self.live:
@@ -174,9 +174,9 @@ class Waiters:
                 del self._fresh[next(iter(self._fresh))]
 
     def unannounced(self, workflow: str) -> bool:
-        """Whether ``workflow``, noted by `starting`, is sure to have had no change since.
+        """Whether ``workflow``, noted by `starting`, is sure not to have ended since.
 
-        True once: the answer is used up. False when anything of it was announced, when
+        True once: the answer is used up. False when its end was announced, when
         announcements may have been missed, or while the feed is down.
         """
         fresh = self._fresh.pop(workflow, False) is None
@@ -258,7 +258,8 @@ class Waiters:
                 for waiter in list(waiters):
                     waiter.wake()
             return
-        self._fresh.pop(workflow, None)
+        if what == ENDED:
+            self._fresh.pop(workflow, None)
         waiting = self._waiting.get(workflow)
         if waiting is None:
             if any(key[0] == workflow for key in self._looks):
