@@ -511,15 +511,16 @@ async def _end_of(
     """The status of the workflow keyed ``key`` and the record read beside it.
 
     The result once completed; the start record while there is no status (its tenant says
-    whether the workflow is there). Both are read at once, in one round trip's time: a
-    status that says completed with no result beside it was read after a result the
-    records read missed (the end writes both together), and the result is read again.
+    whether the workflow is there). The status and the result are read at once, in one
+    round trip's time: a status that says completed with no result beside it was read
+    after a result the other read missed (the end writes both together), and the result
+    is read again.
     """
     info, stored = await asyncio.gather(
-        checkpointer.get_status(key), checkpointer.peek(key, [layout.START, layout.RESULT])
+        checkpointer.get_status(key), checkpointer.peek(key, [layout.RESULT])
     )
     if info is None:
-        return None, stored
+        return None, await checkpointer.peek(key, [layout.START])
     if info.status is WorkflowStatus.COMPLETED:
         if layout.RESULT not in stored:
             stored = await checkpointer.peek(key, [layout.RESULT])
