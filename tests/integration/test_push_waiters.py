@@ -1,7 +1,8 @@
 """Waiting handles wake by push on every backing: a result written while a thousand
 handles wait wakes them all at once, for a shared read or two rather than one per waiter,
 and costs the store nothing while they wait; events and messages wake by push; a waiter
-of another process wakes (SQLite); a waiter that leaves leaves nothing behind; a lost
+of another process wakes (SQLite); a handle started here sleeps without a first look,
+yet sees an end announced before it waited; a waiter that leaves leaves nothing behind; a lost
 listening connection falls back to polling and recovers.
 
 Store calls are counted from outside, by a wrapper over the checkpointer's reads."""
@@ -148,6 +149,33 @@ async def test_a_result_wakes_a_thousand_waiting_handles_without_a_read_per_wait
     # The send's own check reads the start record; the wake is a few shared reads.
     assert sum(counts.values()) <= 10, f"reads after the write: {counts}"
     assert len(app._core.waiters) == 0
+
+
+async def test_a_handle_started_here_sleeps_until_its_end_is_announced(app: App) -> None:
+    gated = app.workflow(name=_kind())(_gated)
+    await gated.start()  # follows the feed
+    await _live(app)
+    handle = await gated.start()
+    counts: Counter[str] = Counter()
+    _count_reads(app, counts)  # the waiter's reads, not the start's own
+    waiting = asyncio.create_task(handle.result(timeout=30))
+    await _until(lambda: len(app._core.waiters) == 1)
+    await asyncio.sleep(0.2)
+    assert sum(counts.values()) == 0, f"a handle started here looked first: {counts}"
+    async with served(app):
+        await handle.send(GO, "done")
+        assert await waiting == "done"
+
+
+async def test_a_handle_started_here_that_ended_unwatched_returns_at_once(app: App) -> None:
+    gated = app.workflow(name=_kind())(_gated)
+    await gated.start()  # follows the feed
+    await _live(app)
+    handle = await gated.start()
+    async with served(app):
+        await handle.send(GO, "ended")
+        await _until_status(handle, WorkflowStatus.COMPLETED)
+    assert await handle.result(timeout=PUSHED) == "ended"
 
 
 PUSHED = 0.5

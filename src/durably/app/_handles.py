@@ -131,13 +131,19 @@ class WorkflowHandle(Generic[R]):
         stores = await self._core.stores()
         checkpointer = stores.checkpointer
         # Registered before the first look: a status reported after it wakes this wait.
-        with self._core.waiters.watch(stores, self._key, ENDED) as waiter:
+        waiters = self._core.waiters
+        with waiters.watch(stores, self._key, ENDED) as waiter:
+            # Started by this process with nothing announced since: it has not ended, and
+            # the first look is the announcement's (a start's look costs the store a read).
+            looks = not (self._created and waiters.unannounced(self._key))
             while True:
-                try:
-                    ended = await self._ended(checkpointer)
-                except PoolExhaustedError:
-                    ended = None  # every connection stayed busy for the pool's wait
-                    waiter.look_again()
+                ended = None
+                if looks:
+                    try:
+                        ended = await self._ended(checkpointer)
+                    except PoolExhaustedError:
+                        waiter.look_again()  # every connection stayed busy for the pool's wait
+                looks = True
                 if ended is not None:
                     value: R = ended[0]
                     return value
@@ -505,13 +511,20 @@ async def _end_of(
     """The status of the workflow keyed ``key`` and the record read beside it.
 
     The result once completed; the start record while there is no status (its tenant says
-    whether the workflow is there).
+    whether the workflow is there). The status and the result are read at once, in one
+    round trip's time: a status that says completed with no result beside it was read
+    after a result the other read missed (the end writes both together), and the result
+    is read again.
     """
-    info = await checkpointer.get_status(key)
+    info, stored = await asyncio.gather(
+        checkpointer.get_status(key), checkpointer.peek(key, [layout.RESULT])
+    )
     if info is None:
         return None, await checkpointer.peek(key, [layout.START])
     if info.status is WorkflowStatus.COMPLETED:
-        return info, await checkpointer.peek(key, [layout.RESULT])
+        if layout.RESULT not in stored:
+            stored = await checkpointer.peek(key, [layout.RESULT])
+        return info, stored
     return info, {}
 
 

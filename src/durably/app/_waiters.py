@@ -23,13 +23,16 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from durably.stores.changes import MISSED, ChangeFeed
+from durably.stores.changes import ENDED, MISSED, ChangeFeed
 from durably.stores.opening import Stores
 
 FIRST_LOOK = 0.01
 """While polling: the first pause between looks (seconds), doubled after each look."""
 FALLBACK_SECONDS = 1.0
 """While polling: the longest pause between a waiter's looks (seconds)."""
+FRESH_KEPT = 10_000
+"""The most workflows started here whose silence since is tracked (see `Waiters.starting`):
+past it the oldest is forgotten, and its first wait looks as any other does."""
 
 T = TypeVar("T")
 
@@ -136,6 +139,7 @@ class Waiters:
         self._announced: dict[str, int] = {}  # workflows waited for: their last number
         self._missed = 0  # the number of the last MISSED
         self._looks: dict[tuple[str, str], _Look] = {}
+        self._fresh: dict[str, None] = {}  # started here, no end announced since
 
     @property
     def live(self) -> bool:
@@ -156,6 +160,27 @@ class Waiters:
         waiter = Waiter(self, workflow, what)
         self._waiting.setdefault(workflow, set()).add(waiter)
         return waiter
+
+    def starting(self, stores: Stores, workflow: str) -> None:
+        """Note that this process is about to create ``workflow`` (before its first write).
+
+        While the feed stays live and announces no end of it, the workflow has not ended:
+        its first wait for the end (`unannounced`) sleeps at once instead of looking.
+        """
+        self._follow(stores)
+        if self.live:
+            self._fresh[workflow] = None
+            if len(self._fresh) > FRESH_KEPT:
+                del self._fresh[next(iter(self._fresh))]
+
+    def unannounced(self, workflow: str) -> bool:
+        """Whether ``workflow``, noted by `starting`, is sure not to have ended since.
+
+        True once: the answer is used up. False when its end was announced, when
+        announcements may have been missed, or while the feed is down.
+        """
+        fresh = self._fresh.pop(workflow, False) is None
+        return fresh and self.live
 
     def drop(self, waiter: Waiter) -> None:
         """Unregister ``waiter`` (idempotent)."""
@@ -219,6 +244,7 @@ class Waiters:
         """
         if stores is self._over:
             return
+        self._fresh.clear()  # noted on the feed followed until now
         self._over, self._feed = stores, stores.changes
         if self._feed is not None:
             self._feed.start(self._changed)
@@ -227,10 +253,13 @@ class Waiters:
         self._tick += 1
         if what == MISSED:
             self._missed = self._tick
+            self._fresh.clear()
             for waiters in list(self._waiting.values()):
                 for waiter in list(waiters):
                     waiter.wake()
             return
+        if what == ENDED:
+            self._fresh.pop(workflow, None)
         waiting = self._waiting.get(workflow)
         if waiting is None:
             if any(key[0] == workflow for key in self._looks):
@@ -246,4 +275,4 @@ async def _awaited(look: Callable[[], Awaitable[T]]) -> T:
     return await look()
 
 
-__all__ = ["FALLBACK_SECONDS", "FIRST_LOOK", "Waiter", "Waiters"]
+__all__ = ["FALLBACK_SECONDS", "FIRST_LOOK", "FRESH_KEPT", "Waiter", "Waiters"]

@@ -314,7 +314,12 @@ class Workflow(Generic[P, R]):
                     "durably.tenant": start["tenant"],
                 }
             )
+            # Noted before its first write: an announcement after it is of this start.
+            fresh = tenancy.workflow_key(str(start["tenant"]), workflow)
+            self._core.waiters.starting(await self._core.stores(), fresh)
             key, created = await self.launch(workflow, start)
+            if not created:
+                self._core.waiters.unannounced(fresh)  # an earlier workflow: forgotten
             annotate({"durably.workflow.created": created})
         return self.handle(workflow, start["tenant"], created=created, key=key)
 
@@ -485,11 +490,15 @@ class Workflow(Generic[P, R]):
             ) from None
         recorded = admission.recorded
         self._adoptable(workflow, recorded.value, start)
+        # Every start catalogues (a repeat repairs a start that crashed before it did); the
+        # first opens its run record too, before its wakeup, so no pass reports a status
+        # its run record lacks. Neither reads what the other writes: both at once.
+        writes = [catalogue(checkpointer, key, recorded.value)]
         if recorded.first:
-            # Before its wakeup, so no pass reports a status its run record lacks.
-            await runs.open_run(stores.state, tenant, workflow, self.kind, key)
-        # Every start catalogues (a repeat repairs a start that crashed before it did).
-        await catalogue(checkpointer, key, recorded.value)
+            writes.append(runs.open_run(stores.state, tenant, workflow, self.kind, key))
+        for outcome in await asyncio.gather(*writes, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                raise outcome
         if not admission.queued:  # a queued one is made ready by the write admitting it
             await self._ready(key, tenant, first=recorded.first)
         return key, recorded.first
