@@ -47,6 +47,7 @@ class RedisChanges:
         self._on_change: OnChange | None = None
         self._task: asyncio.Task[None] | None = None
         self._subscribed = False
+        self._stopping = False
 
     @property
     def channel(self) -> str:
@@ -59,11 +60,15 @@ class RedisChanges:
 
     def start(self, on_change: OnChange) -> None:
         self._on_change = on_change
+        self._stopping = False
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
         task, self._task = self._task, None
+        # Besides the cancel: a cancel that lands as redis-py's read times out is taken for
+        # the timeout and lost, and the loop would read on; it checks this flag each second.
+        self._stopping = True
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -86,11 +91,11 @@ class RedisChanges:
 
     async def _run(self) -> None:
         delay = RECONNECT_SECONDS
-        while True:
+        while not self._stopping:
             pubsub = self._client.pubsub()
             try:
                 await pubsub.subscribe(self._channel)
-                while True:
+                while not self._stopping:
                     message = await pubsub.get_message(timeout=1.0)
                     if message is None:
                         continue
@@ -122,6 +127,8 @@ class RedisChanges:
                 if not dropped:
                     with contextlib.suppress(Exception):
                         await asyncio.wait_for(pubsub.aclose(), 1.0)
+            if self._stopping:
+                return
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 
