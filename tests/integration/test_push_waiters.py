@@ -10,6 +10,7 @@ Store calls are counted from outside, by a wrapper over the checkpointer's reads
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import os
 import sys
@@ -108,6 +109,14 @@ async def _until(check: Callable[[], bool], timeout: float = 30.0) -> None:
         await asyncio.sleep(0.005)
 
 
+async def _follow_the_feed(app: App, handle: Any) -> None:
+    """Have ``app`` follow its store's announcements, live: a handle that waits opens the
+    subscription (a start alone does not)."""
+    with contextlib.suppress(TimeoutError):
+        await handle.result(timeout=0.05)
+    await _live(app)
+
+
 async def _live(app: App) -> None:
     """Wait until the App's subscription delivers (its listening connection is up)."""
     await _until(lambda: app._core.waiters.live)
@@ -153,8 +162,7 @@ async def test_a_result_wakes_a_thousand_waiting_handles_without_a_read_per_wait
 
 async def test_a_handle_started_here_sleeps_until_its_end_is_announced(app: App) -> None:
     gated = app.workflow(name=_kind())(_gated)
-    await gated.start()  # follows the feed
-    await _live(app)
+    await _follow_the_feed(app, await gated.start())
     handle = await gated.start()
     counts: Counter[str] = Counter()
     _count_reads(app, counts)  # the waiter's reads, not the start's own
@@ -169,8 +177,7 @@ async def test_a_handle_started_here_sleeps_until_its_end_is_announced(app: App)
 
 async def test_a_handle_started_here_that_ended_unwatched_returns_at_once(app: App) -> None:
     gated = app.workflow(name=_kind())(_gated)
-    await gated.start()  # follows the feed
-    await _live(app)
+    await _follow_the_feed(app, await gated.start())
     handle = await gated.start()
     async with served(app):
         await handle.send(GO, "ended")

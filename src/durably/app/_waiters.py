@@ -167,8 +167,9 @@ class Waiters:
         While the feed stays live and announces no end of it, the workflow has not ended:
         its first wait for the end (`unannounced`) sleeps at once instead of looking.
         """
-        self._follow(stores)
-        if self.live:
+        # Only on a feed already followed and live: a start never opens the feed itself
+        # (a program that only starts workflows holds no listening connection for it).
+        if stores is self._over and self.live:
             self._fresh[workflow] = None
             if len(self._fresh) > FRESH_KEPT:
                 del self._fresh[next(iter(self._fresh))]

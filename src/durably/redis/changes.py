@@ -38,6 +38,20 @@ def workflow_of(message: bytes) -> tuple[str, str] | None:
     return rest[:size].decode(errors="replace"), what
 
 
+async def _next_message(pubsub: Any) -> Any:
+    """The next message of ``pubsub`` within a second (None: none came).
+
+    Read in a task of its own and awaited through a shield: a cancel of the caller then
+    always reaches the caller, which redis-py may otherwise take for the read's timeout and
+    lose (the read, cancelled too, ends within its second either way)."""
+    reading = asyncio.ensure_future(pubsub.get_message(timeout=1.0))
+    try:
+        return await asyncio.shield(reading)
+    except asyncio.CancelledError:
+        reading.cancel()
+        raise
+
+
 class RedisChanges:
     """A `durably.stores.changes.ChangeFeed` over SUBSCRIBE on ``channel``."""
 
@@ -96,7 +110,7 @@ class RedisChanges:
             try:
                 await pubsub.subscribe(self._channel)
                 while not self._stopping:
-                    message = await pubsub.get_message(timeout=1.0)
+                    message = await _next_message(pubsub)
                     if message is None:
                         continue
                     kind = message.get("type")
