@@ -49,6 +49,8 @@ async def _next_message(pubsub: Any) -> Any:
         return await asyncio.shield(reading)
     except asyncio.CancelledError:
         reading.cancel()
+        # Nobody awaits it now: its end (an error of a connection being closed) is read here.
+        reading.add_done_callback(lambda done: done.cancelled() or done.exception())
         raise
 
 
