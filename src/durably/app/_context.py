@@ -343,12 +343,16 @@ class Context:
             return
         await self._sleep_at(layout.BEGINS, float(not_before))
 
-    async def _wait_for_debounce(self, take: Callable[[], Awaitable[object]]) -> str | None:
+    async def _wait_for_debounce(
+        self, take: Callable[[], Awaitable[object]], release: Callable[[], Awaitable[object]]
+    ) -> str | None:
         """Wait until a debounced workflow's slot lets it begin; the arguments to run with.
 
         ``take`` asks the store (`WorkQueue.begin_debounced`) and answers a `Begun` as a
         dict; each answer is recorded, and each later due time slept to durably, so every
-        pass reads the same ones. None: run with the start record's arguments.
+        pass reads the same ones. None: run with the start record's arguments. Once the
+        arguments taken are recorded, ``release`` deletes the slot (a recorded step too,
+        so it runs once): a pass that dies before the record takes them again.
         """
         for round in itertools.count():
             key = f"{layout.DEBOUNCED}#{round}"
@@ -359,7 +363,10 @@ class Context:
             due = answer.get("due")
             if not isinstance(due, int | float) or isinstance(due, bool):
                 args = answer.get("args")
-                return args if isinstance(args, str) else None
+                if not isinstance(args, str):
+                    return None
+                await self._record(f"{layout.DEBOUNCED}:released", release)
+                return args
             await self._sleep_at(f"{layout.DEBOUNCED}:wait#{round}", float(due))
         return None  # pragma: no cover - the loop returns
 

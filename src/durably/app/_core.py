@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 _logger = logging.getLogger("durably.app")
 
 CLAIM_WAIT = 5.0
-"""How long `resume` and a parked workflow's cancel wait for a claim another worker holds
-(seconds of real time)."""
+"""How long `resume` and a parked or queued workflow's cancel wait for a claim another
+worker holds (seconds of real time)."""
 CLAIM_PAUSE = 0.05
 
 
@@ -148,20 +148,22 @@ class Core:
         await self.durable(kind).scheduler.make_ready(id, tenant=layout.tenant_of(stored))
         return True
 
-    async def end_cancelled(self, id: str, generation: int, *, parked: bool) -> bool:
+    async def end_cancelled(self, id: str, generation: int, *, seen: WorkflowStatus) -> bool:
         """End the workflow keyed ``id`` cancelled here, as its body's cancelled end would
         (the record of the end, the status, its parent woken), where no pass will run to
-        see the cancel: it is parked (``parked``), or no pass of its generation
-        ``generation`` has begun (its status pending). Resumable, as any cancelled
-        workflow.
+        see the cancel: it is parked, queued in its gate's line, or no pass of its
+        generation ``generation`` has begun (pending); ``seen`` is the status the cancel
+        read. Resumable, as any cancelled workflow.
 
         Done under the workflow's claim, so no pass runs meanwhile; the status is looked at
-        again under it. A parked workflow's claim is waited for (a worker that took its
-        delivery holds it only while it reads the status); a pending one's is tried once:
-        a pass holding it sees the cancel itself. False when nothing was ended here (a
-        pass holds it or ran it, or a resume opened another generation)."""
+        again under it. A parked or queued workflow's claim is waited for (a worker that
+        took its delivery holds it only while it reads the status); a pending one's is
+        tried once: a pass holding it sees the cancel itself. False when nothing was ended
+        here (a pass holds it or ran it, or a resume opened another generation)."""
         checkpointer = (await self.stores()).checkpointer
-        holder = await (self._claim_briefly(id) if parked else checkpointer.claim(id, 30.0, 30.0))
+        parked = seen is WorkflowStatus.PARKED
+        waits = parked or seen is WorkflowStatus.QUEUED
+        holder = await (self._claim_briefly(id) if waits else checkpointer.claim(id, 30.0, 30.0))
         if holder is None:
             return False
         try:
@@ -188,10 +190,20 @@ class Core:
                 # Its wakeup from the start would only run a pass that reports this end.
                 await self.durable(kind).scheduler.cancel(id)
             if isinstance(start, dict):
+                await self._release_debounced(id, start)
                 await self.wake_parent(start)
         finally:
             await checkpointer.release(holder)
         return True
+
+    async def _release_debounced(self, id: str, start: Mapping[str, Any]) -> None:
+        """Delete the debounce slot of the workflow keyed ``id`` (start record ``start``),
+        ended before it began: no pass will take it, and its key starts afresh."""
+        slot = start.get("debounce")
+        if isinstance(slot, str):
+            queue = (await self.stores()).queue
+            _, workflow = tenancy.scope(id, start)
+            await queue.release_debounced(slot, workflow)  # type: ignore[attr-defined]
 
     async def wake_parent(self, start: Mapping[str, Any]) -> None:
         """Make ready the parent a child's start record names (it waits for the child's

@@ -15,6 +15,7 @@ from durably.app import _tenancy as tenancy
 from durably.app._catalogue import catalogue
 from durably.app._core import Core
 from durably.errors import InvalidInputError, WorkflowConflictError
+from durably.stores.gates import WorkflowGate, admit_through
 from durably.stores.workflows import Written
 
 MAX_NOTED = 8
@@ -63,17 +64,19 @@ def fork_start(
 ) -> dict[str, Any]:
     """The start record of a fork of the workflow whose start record is ``start``.
 
-    Its kind, arguments and tenant, created now, with no parent (a fork is started from
-    outside), naming the workflow it was forked from.
+    Its kind, arguments, tenant and gate, created now, with no parent (a fork is started
+    from outside), naming the workflow it was forked from.
     """
     now = core.clock.now()
     timeout_at = start.get("timeout_at")
+    gate = start.get("gate")
     record = layout.start_record(
         kind=str(start["kind"]),
         args=dict(start["args"]),
         tenant=str(start["tenant"]),
         created=now,
         timeout_at=None if timeout_at is None else now + (timeout_at - start["created"]),
+        gate=gate if isinstance(gate, str) else None,
     )
     record["forked_from"] = {"id": id, "from_step": from_step}
     return record
@@ -100,16 +103,37 @@ async def fork(
     for record, value in records.items():
         await checkpointer.supply(fresh_key, record, value)
     begun = fork_start(core, start, id, from_step)
-    recorded = await checkpointer.supply(fresh_key, layout.START, begun)
-    if recorded.value != begun:
+    core.durable(kind)  # its scheduler open: the admission may make workflows ready
+    # Through the original's gate, as a start is (QUEUED while it is full); counted under
+    # its tenant, never refused by the tenant's caps (an operator's action, as a resume).
+    admission = await admit_through(
+        checkpointer, fresh_key, layout.START, begun, tenant=tenant, gate=_gate(core, begun)
+    )
+    if admission.recorded.value != begun:
         raise WorkflowConflictError(fresh, kind, kind, reason=taken)
     await catalogue(checkpointer, fresh_key, begun)
     note = {"id": fresh, "from_step": from_step}
     number = 1 + sum(1 for k in history if k.startswith(layout.FORK))
     while not (await checkpointer.supply(key, f"{layout.FORK}{number}", note)).first:
         number += 1  # a concurrent fork took this number
-    await core.durable(kind).scheduler.make_ready(fresh_key, tenant=tenant)
+    if not admission.queued:  # a queued one is made ready by the write admitting it
+        await core.durable(kind).scheduler.make_ready(fresh_key, tenant=tenant)
     return fresh, fresh_key, kind
+
+
+def _gate(core: Core, start: Mapping[str, Any]) -> WorkflowGate | None:
+    """The gate a fork with start record ``start`` goes through (None: none).
+
+    As this App registers its kind (none if the kind has no ``concurrency=`` now), else
+    with the limit the gate keeps (a fork from the command line).
+    """
+    name, kind = start.get("gate"), str(start["kind"])
+    if not isinstance(name, str):
+        return None
+    registered = core.workflows.get(kind)
+    if registered is None:
+        return WorkflowGate(name, None, kind)
+    return registered.gates.gate(name)
 
 
 __all__ = ["MAX_NOTED", "copied", "fork", "fork_start"]

@@ -456,8 +456,7 @@ class WorkflowHandle(Generic[R]):
         if info.status in (WorkflowStatus.PARKED, WorkflowStatus.PENDING, WorkflowStatus.QUEUED):
             # No pass runs a parked or queued workflow, and none has begun on a pending
             # one (never run, or resumed and not run since): each ends cancelled here.
-            parked = info.status is WorkflowStatus.PARKED
-            await self._core.end_cancelled(self._key, generation, parked=parked)
+            await self._core.end_cancelled(self._key, generation, seen=info.status)
         await cancel_children(self._core, stored, parent=self._id, tenant=self._tenant)
         return recorded.first
 

@@ -352,10 +352,8 @@ class Workflow(Generic[P, R]):
             if info is None or not info.status.finished:
                 return pending
             # Ended before it began (a cancel): it will never take its slot, so this start
-            # takes it in its stead and asks for a slot of its own.
-            await queue.begin_debounced(  # type: ignore[attr-defined]
-                slot, pending, due + _LATER
-            )
+            # deletes it and asks for a slot of its own.
+            await queue.release_debounced(slot, pending)  # type: ignore[attr-defined]
         raise ConfigurationError(
             f"workflow {self.kind!r}: debounce slot {slot!r} kept naming ended workflows"
         )
@@ -369,6 +367,15 @@ class Workflow(Generic[P, R]):
         if begun.args is not None:
             return {"args": begun.args}
         return {} if begun.due is None else {"due": begun.due}
+
+    async def _release_debounced(self, slot: str, workflow: str) -> bool:
+        """Delete the slot debounced ``workflow`` took: whether it was deleted.
+
+        A later start that named another workflow in the slot keeps it.
+        """
+        queue = (await self._core.stores()).queue
+        released: bool = await queue.release_debounced(slot, workflow)  # type: ignore[attr-defined]
+        return released
 
     def schedule(self) -> Schedule | None:
         """The cron schedule of a workflow registered with ``cron=`` (None: none).
@@ -466,6 +473,9 @@ class Workflow(Generic[P, R]):
                 await self._ready(workflow, tenant, first=False)
                 return workflow, False
         start = await self._throttled(checkpointer, start)
+        # The kind's scheduler is opened first: a start that admits workflows from the line
+        # (a raised limit) makes them ready through it.
+        self._core.durable(self.kind)
         try:
             # Counted under its tenant by the store in the same write, and refused there
             # (WorkflowLimitError, nothing written) past the tenant's caps; past its
@@ -750,6 +760,9 @@ class Workflow(Generic[P, R]):
                 raise await self._failed(run, ctx, StrayCancellationError("the body")) from exc
             ending = layout.TIMED_OUT if ctx._timed_out else "cancelled"
             await self._end(run, ctx, layout.CANCELLED, ending)
+            slot = start.get("debounce")
+            if isinstance(slot, str):  # cancelled in its window: its key starts afresh
+                await self._release_debounced(slot, ctx.id)
             # Its children end with it (a timeout is a cancel; a child started just
             # before the cancel was seen is not in the records `cancel` read).
             await cancel_children(self._core, run.recorded, parent=ctx.id, tenant=ctx.tenant)
@@ -828,7 +841,8 @@ class Workflow(Generic[P, R]):
             slot = ctx._start.get("debounce")
             if isinstance(slot, str):  # the last arguments given within the window
                 take = functools.partial(self._begin_debounced, slot, ctx.id)
-                encoded = await ctx._wait_for_debounce(take)
+                release = functools.partial(self._release_debounced, slot, ctx.id)
+                encoded = await ctx._wait_for_debounce(take, release)
                 if encoded is not None:
                     positional, keywords = self.arguments(ctx.id, {"args": json.loads(encoded)})
             return await self.fn(ctx, *positional, **keywords)
@@ -897,7 +911,5 @@ def _cancelled(workflow: str, timed_out: bool) -> str:
 _compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _DEBOUNCE_TRIES = 3
 """Times a debounced start asks for a slot past workflows that ended before they began."""
-_LATER = 1e9
-"""Seconds past a start's due time at which any pending workflow of its slot is due."""
 
 __all__ = ["BodyFailed", "Cancelled", "Workflow"]

@@ -10,10 +10,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from durably.app._task_flow import flow_key, flow_throttle, key_function
+from durably.app._task_flow import flow_throttle, key_answer, key_function
 from durably.stores.flow import Throttle, flow_limit
-from durably.stores.gates import WorkflowGate, gating
+from durably.stores.gates import WorkflowGate, gate_name, gating
 from durably.stores.workflows import Checkpointer
+from durably.validation import identifier
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +58,10 @@ class WorkflowGates:
         """
         if self.concurrency is None:
             return None
-        return flow_key(f"workflow {self.kind!r}", self.kind, self.key_of, args, kwargs)
+        if self.key_of is None:
+            return gate_name(self.kind)
+        key = key_answer(self.key_of, args, kwargs, f"workflow {self.kind!r}", "concurrency_key")
+        return identifier(gate_name(self.kind, key), "concurrency_key")
 
     def gate(self, name: object) -> WorkflowGate | None:
         """The gate named ``name`` in a start record, with this kind's limit."""

@@ -278,7 +278,11 @@ class MemoryCheckpointer:
         QUEUED); a start already recorded changes nothing."""
         fresh = key not in self._records.get(workflow, {})
         recorded = await self.admit(workflow, key, value, tenant=tenant, caps=caps)
-        if fresh and not self._gates.knows(workflow) and self._gates.admit(workflow, tenant, gate):
+        if (
+            fresh
+            and not self._gates.knows(workflow)
+            and self._gates.admit(workflow, tenant, gate, self._admitted_from_line)
+        ):
             self._statuses[workflow] = _Status(WorkflowStatus.QUEUED, 0, None, time.time())
         return Admission(recorded, self._gates.queued(workflow))
 

@@ -23,10 +23,13 @@ class MemoryGates:
         self._order = count(1)
         self._throttles: dict[str, float] = {}
 
-    def admit(self, workflow: str, tenant: str, gate: WorkflowGate) -> bool:
-        """Take ``workflow`` (first start) through ``gate``; True when it is queued."""
-        line = self._lines.setdefault(gate.name, GateLine(gate.limit))
-        line.limit = gate.limit  # the code deployed now says how many
+    def admit(self, workflow: str, tenant: str, gate: WorkflowGate, admitted: Admitted) -> bool:
+        """Take ``workflow`` (first start) through ``gate``; True when it is queued. A
+        limit raised since the last start first admits from the line up to it."""
+        line = self._lines.setdefault(gate.name, GateLine(gate.limit or 1))
+        if gate.limit is not None:
+            line.limit = gate.limit  # the code deployed now says how many
+        self._admit_next(gate.name, line, admitted)
         if line.admitted < line.limit and line.next_tenant() is None:
             line.admitted += 1
             line.serve(tenant)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from durably.clock import Clock, SystemClock
 from durably.errors import DurablyError, LeaseLostError, WorkItemNotFoundError
 from durably.memory.rotation import Rotation
-from durably.stores.debounce import Begun, begin_call, debounce_call
+from durably.stores.debounce import Begun, begin_call, debounce_call, release_call, slot_call
 from durably.stores.flow import throttle_admits
 from durably.stores.throughput import Minute, Ring, rated_queues
 from durably.stores.work import (
@@ -421,6 +421,21 @@ class MemoryWorkQueue:
             return Begun(due=held.due)
         held.begun = True
         return Begun(args=held.args)
+
+    async def release_debounced(self, slot: str, workflow: str) -> bool:
+        """Delete debounce ``slot`` if it still names ``workflow`` (which began, or ended
+        before it could): whether it did."""
+        slot, workflow = release_call(slot, workflow)
+        held = self._tables.debounces.get(slot)
+        if held is None or held.workflow != workflow:
+            return False
+        del self._tables.debounces[slot]
+        return True
+
+    async def debounced(self, slot: str) -> str | None:
+        """The workflow debounce ``slot`` names, pending or begun (None: no slot)."""
+        held = self._tables.debounces.get(slot_call(slot))
+        return None if held is None else held.workflow
 
     async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
         """Depth, claimed, dead-lettered, oldest due age and cumulative counters."""

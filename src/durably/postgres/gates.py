@@ -25,7 +25,9 @@ class PostgresGates:
     async def admit(self, session: Session, workflow: str, tenant: str, gate: WorkflowGate) -> bool:
         """Take ``workflow`` (its first start, just written) through ``gate``; True when
         it is queued (its status written QUEUED)."""
-        admitted, most = (await session.fetch(self._sql["lock_gate"], gate.name, gate.limit))[0]
+        await session.fetch(self._sql["lock_gate"], gate.name, gate.limit)
+        # A limit raised since the last start admits from the line up to it first.
+        admitted, most = await self._admit_next(session, gate.name)
         queued = admitted >= most or bool(await session.fetch(self._sql["next_in_line"], gate.name))
         state = QUEUED if queued else HELD
         await session.fetch(self._sql["mark"], workflow, gate.name, tenant, gate.namespace, state)
@@ -80,17 +82,21 @@ class PostgresGates:
         await session.fetch(self._sql["set_throttle"], key, after)
         return begins
 
-    async def _admit_next(self, session: Session, gate: str) -> None:
-        admitted, most = (await session.fetch(self._sql["relock_gate"], gate))[0]
-        for _ in range(max(int(most) - int(admitted), 0)):
+    async def _admit_next(self, session: Session, gate: str) -> tuple[int, int]:
+        """Admit from ``gate``'s line while it has room: its admitted count and limit."""
+        row = (await session.fetch(self._sql["relock_gate"], gate))[0]
+        admitted, most = int(row[0]), int(row[1])
+        while admitted < most:
             rows = await session.fetch(self._sql["next_in_line"], gate)
             if not rows:
-                return
+                break
+            admitted += 1
             workflow, tenant, namespace = (str(value) for value in rows[0])
             await session.fetch(self._sql["move_mark"], workflow, HELD)
             await session.fetch(self._sql["serve"], gate, tenant)
             await session.fetch(self._sql["write_status"], workflow, WorkflowStatus.PENDING.value)
             await self._readying.make_ready_on(session, namespace, workflow, tenant)
+        return admitted, most
 
 
 __all__ = ["PostgresGates"]

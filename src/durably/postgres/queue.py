@@ -24,7 +24,7 @@ from durably.postgres.migrate import verify
 from durably.postgres.notify import Listener
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
-from durably.stores.debounce import Begun, begin_call, debounce_call
+from durably.stores.debounce import Begun, begin_call, debounce_call, release_call, slot_call
 from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.stores.throughput import Minute, first_minute, rated, rated_queues
 from durably.stores.work import (
@@ -571,6 +571,23 @@ class PostgresWorkQueue:
         if args is not None:
             return Begun(args=str(args))
         return Begun() if due is None else Begun(due=float(due))
+
+    async def release_debounced(self, slot: str, workflow: str) -> bool:
+        """Delete debounce ``slot`` if it still names ``workflow`` (which began, or ended
+        before it could): whether it did."""
+        slot, workflow = release_call(slot, workflow)
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["release_debounced"], slot, workflow),
+            "release_debounced",
+            "*",
+        )
+        return bool(rows)
+
+    async def debounced(self, slot: str) -> str | None:
+        """The workflow debounce ``slot`` names, pending or begun (None: no slot)."""
+        slot = slot_call(slot)
+        rows = await self._run(lambda s: s.fetch(self._sql["debounced"], slot), "debounced", "*")
+        return str(rows[0][0]) if rows else None
 
     async def dead_letter_page(
         self,

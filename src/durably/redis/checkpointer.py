@@ -480,7 +480,8 @@ class RedisCheckpointer:
                 return Admission(recorded, info.status is WorkflowStatus.QUEUED)
             # Never run, or its start died before the gate's decision: the gate answers
             # as it stands, or decides now.
-        queued = await self._gates.admit(workflow, tenant, gate, fresh=wrote)
+        queued, admitted = await self._gates.admit(workflow, tenant, gate, fresh=wrote)
+        await self._promote(admitted)
         if queued:
             await self._gated_status(workflow, WorkflowStatus.QUEUED, over="")
         return Admission(recorded, queued)
@@ -570,10 +571,15 @@ class RedisCheckpointer:
         taken, admitted = await self._gates.move(
             name, workflow, finished=moved <= 0, forget=forget, number=int(number or 0)
         )
+        await self._promote(admitted)
+        return taken
+
+    async def _promote(self, admitted: list[tuple[str, str, str]]) -> None:
+        """The steps after a gate admitted ``admitted`` from its line (workflow, tenant,
+        namespace): each one's PENDING status, then its wakeup."""
         for promoted, tenant, namespace in admitted:
             await self._gated_status(promoted, WorkflowStatus.PENDING, over="queued")
             await self._wake(namespace, promoted, tenant, absent=False)
-        return taken
 
     async def tenant_counts(self, tenant: str) -> TenantCounts:
         """``tenant``'s admitted workflows, running and started."""

@@ -65,10 +65,13 @@ class RedisGates:
         prefix = keys.gate_prefix(self._ns, gate)
         return [prefix + "meta"], prefix
 
-    async def admit(self, workflow: str, tenant: str, gate: WorkflowGate, *, fresh: bool) -> bool:
-        """Take ``workflow`` through ``gate`` (``fresh``: its record was just written);
-        True when it is queued. The gate is registered first, so the repair pass finds
-        its marks."""
+    async def admit(
+        self, workflow: str, tenant: str, gate: WorkflowGate, *, fresh: bool
+    ) -> tuple[bool, list[tuple[str, str, str]]]:
+        """Take ``workflow`` through ``gate`` (``fresh``: its record was just written):
+        whether it is queued, and the workflows a limit raised since the last start
+        admitted from the line first, as (workflow, tenant, namespace). The gate is
+        registered first, so the repair pass finds its marks."""
         if gate.name not in self._known:
             client = self._redis.client
             await self._redis.state(lambda: client.sadd(self._registry, gate.name))
@@ -76,8 +79,10 @@ class RedisGates:
                 self._known.clear()
             self._known.add(gate.name)
         meta, prefix = self._keys(gate.name)
-        args = [prefix, workflow, tenant, gate.namespace, str(gate.limit), "1" if fresh else "0"]
-        return bool(int(await self._run(_GATES["gate_admit"], meta, args)))
+        limit = "" if gate.limit is None else str(gate.limit)
+        args = [prefix, workflow, tenant, gate.namespace, limit, "1" if fresh else "0"]
+        queued, *flat = [text(value) for value in await self._run(_GATES["gate_admit"], meta, args)]
+        return queued == "1", _admitted(flat)
 
     async def move(
         self, gate: str, workflow: str, *, finished: bool, forget: bool = False, number: int = 0
@@ -96,8 +101,7 @@ class RedisGates:
             str(number) if number else "",
         ]
         taken, *flat = [text(value) for value in await self._run(_GATES["gate_move"], meta, args)]
-        admitted = [(flat[n], flat[n + 1], flat[n + 2]) for n in range(0, len(flat), 3)]
-        return taken == "1", admitted
+        return taken == "1", _admitted(flat)
 
     async def counts(self, gate: str) -> GateCounts:
         """Gate ``gate``'s admitted and queued workflows."""
@@ -163,6 +167,11 @@ class RedisGates:
         self._space = "" if space is None else text(space)
         self._marks_cursor = 0
         return True
+
+
+def _admitted(flat: list[str]) -> list[tuple[str, str, str]]:
+    """A script's flat answer of workflows admitted from a line, as triples."""
+    return [(flat[n], flat[n + 1], flat[n + 2]) for n in range(0, len(flat), 3)]
 
 
 __all__ = ["GateMark", "RedisGates"]

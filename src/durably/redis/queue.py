@@ -32,7 +32,7 @@ from durably.redis.preflight import preflight
 from durably.redis.retry import RetriesSpent
 from durably.redis.scripts import scripts
 from durably.redis.settings import RedisStoreSettings
-from durably.stores.debounce import Begun, begin_call, debounce_call
+from durably.stores.debounce import Begun, begin_call, debounce_call, release_call, slot_call
 from durably.stores.throughput import SLOTS, Minute, rated, rated_queues
 from durably.stores.work import (
     DEAD_PURGE_BATCH,
@@ -62,7 +62,13 @@ from durably.stores.work import (
 from durably.validation import identifier, non_negative
 
 _LUA = (
-    scripts("queue_enqueue", "queue_tick", "queue_debounce", "queue_begin_debounced")
+    scripts(
+        "queue_enqueue",
+        "queue_tick",
+        "queue_debounce",
+        "queue_begin_debounced",
+        "queue_release_debounced",
+    )
     | scripts("queue_dead_letters", "queue_stats", prelude="queue_lib.lua")
     | scripts(
         "queue_enqueue_full",
@@ -929,6 +935,28 @@ class RedisWorkQueue:
         if args is not None:
             return Begun(args=text(args))
         return Begun() if due is None else Begun(due=float(text(due)))
+
+    async def release_debounced(self, slot: str, workflow: str) -> bool:
+        """Delete debounce ``slot`` if it still names ``workflow`` (which began, or ended
+        before it could): whether it did."""
+        slot, workflow = release_call(slot, workflow)
+        reply = await self._call(
+            "queue_release_debounced",
+            [f"{self._prefix}debounce:{slot}"],
+            [workflow],
+            "*",
+            "release_debounced",
+        )
+        return bool(int(reply))
+
+    async def debounced(self, slot: str) -> str | None:
+        """The workflow debounce ``slot`` names, pending or begun (None: no slot)."""
+        key = f"{self._prefix}debounce:{slot_call(slot)}"
+        try:
+            held = await self._redis.retry.call(self._redis.client.hget, key, "workflow")
+        except RetriesSpent as spent:
+            raise QueueUnavailableError("*", "debounced", spent.detail) from None
+        return None if held is None else text(held)
 
     async def advance_tick(self, name: str, tick: float) -> tuple[bool, float | None]:
         """Move schedule ``name``'s last fired tick on to ``tick`` if it is later than the

@@ -226,7 +226,7 @@ class BoundSqliteCheckpointer:
         QUEUED); a start already recorded changes nothing."""
         fresh = self.recorded(workflow, key) is None
         recorded = self.admit(workflow, key, encoded, tenant=tenant, caps=caps)
-        if fresh and self._gates.admit(workflow, tenant, gate):
+        if fresh and self._gates.admit(workflow, tenant, gate, self._admitted_from_line):
             self._write_status(workflow, WorkflowStatus.QUEUED)
         return Admission(recorded, self._gates.queued(workflow))
 

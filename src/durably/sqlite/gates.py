@@ -22,10 +22,12 @@ class BoundSqliteGates:
     def __init__(self, tx: Transaction) -> None:
         self._tx = tx
 
-    def admit(self, workflow: str, tenant: str, gate: WorkflowGate) -> bool:
-        """Take ``workflow`` (first start) through ``gate``; True when it is queued."""
+    def admit(self, workflow: str, tenant: str, gate: WorkflowGate, admitted: Admitted) -> bool:
+        """Take ``workflow`` (first start) through ``gate``; True when it is queued. A
+        limit raised since the last start first admits from the line up to it."""
         params = {"gate": gate.name, "workflow": workflow, "tenant": tenant}
         self._tx.execute(_SQL["set_limit"], {**params, "limit": gate.limit})
+        self._admit_next(gate.name, admitted)
         row = self._tx.row(_SQL["gate"], params)
         room = row["admitted"] < row["max_admitted"]
         queued = not room or self._tx.one(_SQL["next_in_line"], params) is not None

@@ -19,7 +19,7 @@ from durably.errors import (
 )
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
-from durably.stores.debounce import Begun, begin_call, debounce_call
+from durably.stores.debounce import Begun, begin_call, debounce_call, release_call, slot_call
 from durably.stores.flow import throttle_admits
 from durably.stores.throughput import (
     Minute,
@@ -479,6 +479,16 @@ class BoundSqliteWorkQueue:
         due = self._tx.one(_SQL["debounce_due"], named)
         return Begun() if due is None else Begun(due=float(due[0]))
 
+    def release_debounced(self, slot: str, workflow: str) -> bool:
+        """`SqliteWorkQueue.release_debounced` inside this transaction."""
+        named = {"slot": slot, "workflow": workflow}
+        return bool(self._tx.execute(_SQL["release_debounced"], named).rowcount)
+
+    def debounced(self, slot: str) -> str | None:
+        """`SqliteWorkQueue.debounced` inside this transaction."""
+        row = self._tx.one(_SQL["debounced"], {"slot": slot})
+        return None if row is None else str(row[0])
+
     def purge(self, *, queue: str, tenant: str | None = None) -> int:
         """Delete the queued items of ``queue`` (of ``tenant`` only, when given)."""
         rows = self._tx.all(_SQL["purge"], {"queue": queue, "tenant": tenant})
@@ -786,6 +796,19 @@ class SqliteWorkQueue:
         return await self._write(
             "*", "begin_debounced", lambda q: q.begin_debounced(slot, workflow, now)
         )
+
+    async def release_debounced(self, slot: str, workflow: str) -> bool:
+        """Delete debounce ``slot`` if it still names ``workflow`` (which began, or ended
+        before it could): whether it did."""
+        slot, workflow = release_call(slot, workflow)
+        return await self._write(
+            "*", "release_debounced", lambda q: q.release_debounced(slot, workflow)
+        )
+
+    async def debounced(self, slot: str) -> str | None:
+        """The workflow debounce ``slot`` names, pending or begun (None: no slot)."""
+        slot = slot_call(slot)
+        return await self._read("*", "debounced", lambda q: q.debounced(slot))
 
     async def stats(self, *, queue: str = DEFAULT_QUEUE) -> QueueStats:
         """A snapshot of ``queue``."""

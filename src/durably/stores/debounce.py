@@ -3,9 +3,11 @@
 A slot holds the id of the workflow a debounced start made, the last arguments given and
 when it is due. A start with the slot while it is pending replaces the arguments and pushes
 the due time back (`WorkQueue.debounce`, one write); the workflow, once due, takes the slot
-(`WorkQueue.begin_debounced`, one write) and runs with the arguments it holds. A start after
-that makes a new pending workflow. Every backing applies the same rule in one statement or
-script, so two processes starting at once join one workflow.
+(`WorkQueue.begin_debounced`, one write) and runs with the arguments it holds. Once that
+answer is recorded the slot is deleted (`WorkQueue.release_debounced`), so a key keeps no
+row once its workflow began; a start after that makes a new pending workflow. Every
+backing applies the same rule in one statement or script, so two processes starting at
+once join one workflow.
 """
 
 from __future__ import annotations
@@ -46,6 +48,16 @@ def begin_call(slot: str, workflow: str, now: float) -> tuple[str, str, float]:
     return _slot(slot), identifier(workflow, "workflow"), finite(now, "now")
 
 
+def release_call(slot: str, workflow: str) -> tuple[str, str]:
+    """The arguments of a ``release_debounced`` call, checked before any I/O."""
+    return _slot(slot), identifier(workflow, "workflow")
+
+
+def slot_call(slot: str) -> str:
+    """The argument of a ``debounced`` read, checked before any I/O."""
+    return _slot(slot)
+
+
 def _slot(slot: str) -> str:
     identifier(slot, "slot")
     if len(slot) != SLOT_BYTES:
@@ -53,4 +65,4 @@ def _slot(slot: str) -> str:
     return slot
 
 
-__all__ = ["SLOT_BYTES", "Begun", "begin_call", "debounce_call"]
+__all__ = ["SLOT_BYTES", "Begun", "begin_call", "debounce_call", "release_call", "slot_call"]

@@ -1,13 +1,15 @@
 """Workflow gates: at most N admitted, unfinished workflows per gate, kept by the store.
 
 A workflow kind registered with ``concurrency=N`` starts each workflow through a gate
-named by its kind (``kind:key`` with a concurrency key). The store admits a start while
+named by its kind and concurrency key (`gate_name`). The store admits a start while
 fewer than N workflows of the gate are admitted and unfinished (waiting, sleeping and
 parked included); past that it writes the start with status `WorkflowStatus.QUEUED` into
 the gate's line and hands it to no worker. The status write that finishes an admitted
 workflow of the gate (completed, failed, cancelled) or deletes it admits the line's next
 workflow in the same write: marked admitted, status PENDING, made ready for its kind's
-scheduler. A queued workflow cancelled or deleted leaves the line and frees nothing.
+scheduler. A queued workflow cancelled or deleted leaves the line and frees nothing. A
+start that brings a higher limit than the gate kept (a deploy raising ``concurrency=``)
+first admits from the line up to it, in the same write.
 
 The line rotates tenants: the next admitted is the head of the line of the tenant whose
 last admission through the gate is oldest (a tenant never admitted first), ties to the
@@ -29,14 +31,25 @@ from durably.stores.flow import throttle_tolerance
 from durably.stores.workflows import Checkpointer, Recorded
 
 
+def gate_name(kind: str, key: str | None = None) -> str:
+    """The gate of workflow kind ``kind`` (with concurrency key ``key``, if any).
+
+    The kind's length leads, so no kind and key name another's gate: kind ``a:b`` keyed
+    ``c`` is ``3:a:b:c``, kind ``a`` keyed ``b:c`` is ``1:a:b:c``.
+    """
+    name = f"{len(kind)}:{kind}"
+    return name if key is None else f"{name}:{key}"
+
+
 @dataclass(frozen=True, slots=True)
 class WorkflowGate:
-    """Where a start is admitted: the gate's name (``kind`` or ``kind:key``), the most
-    workflows it admits at once (``limit``) and the scheduler namespace (the kind) that
-    serves the workflows it admits."""
+    """Where a start is admitted: the gate's name (`gate_name`), the most workflows it
+    admits at once (``limit``; None: the limit the gate keeps, for a start from a process
+    that does not register the kind, as a fork from the command line) and the scheduler
+    namespace (the kind) that serves the workflows it admits."""
 
     name: str
-    limit: int
+    limit: int | None
     namespace: str
 
 
@@ -170,6 +183,7 @@ __all__ = [
     "Gating",
     "WorkflowGate",
     "admit_through",
+    "gate_name",
     "gating",
     "throttled_until",
 ]

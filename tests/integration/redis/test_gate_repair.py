@@ -18,7 +18,7 @@ import pytest
 from durably.app import App, Context, Workflow, WorkflowHandle
 from durably.clock import ManualClock
 from durably.redis.checkpointer import RedisCheckpointer
-from durably.stores.gates import GateCounts
+from durably.stores.gates import GateCounts, gate_name
 from durably.stores.status import WorkflowStatus
 from durably.testing.app.fixtures import NOTE, fresh_id
 from tests.redis_service import cluster_servers, flushed_database
@@ -144,13 +144,13 @@ async def test_an_ended_workflow_whose_gate_move_was_lost_frees_its_slot_on_repa
     assert skipped
     assert await first.result(timeout=5) == "done"
     assert (await second.status()).status is WorkflowStatus.QUEUED
-    assert await checkpointer.gate_counts(waits.kind) == GateCounts(admitted=1, queued=1)
+    assert await checkpointer.gate_counts(gate_name(waits.kind)) == GateCounts(admitted=1, queued=1)
     assert await _repair(app) == 1
     assert await _repair(app) == 0  # taken once
     await app.run_until_idle(advance=False)
     assert ran == ["w0", "w1"]
     assert (await second.status()).status is WorkflowStatus.BLOCKED
-    assert await checkpointer.gate_counts(waits.kind) == GateCounts(admitted=1)
+    assert await checkpointer.gate_counts(gate_name(waits.kind)) == GateCounts(admitted=1)
 
 
 @pytest.mark.parametrize("lost", ["status", "wakeup"])
@@ -193,12 +193,12 @@ async def test_a_start_killed_before_its_gate_decided_is_taken_through_it_when_r
     with pytest.raises(Killed):  # after the record, before the gate's decision
         await waits.start("w1", id="again")
     assert lost
-    assert await checkpointer.gate_counts(waits.kind) == GateCounts(admitted=1)
+    assert await checkpointer.gate_counts(gate_name(waits.kind)) == GateCounts(admitted=1)
     await app.run_until_idle(advance=False)
     assert ran == ["w0"]  # no gate knows it, no worker sees it
     again = await waits.start("w1", id="again")
     assert (await again.status()).status is WorkflowStatus.QUEUED
-    assert await checkpointer.gate_counts(waits.kind) == GateCounts(admitted=1, queued=1)
+    assert await checkpointer.gate_counts(gate_name(waits.kind)) == GateCounts(admitted=1, queued=1)
     await first.send(NOTE, "done")
     await app.run_until_idle(advance=False)
     assert ran == ["w0", "w1"]
@@ -228,7 +228,7 @@ async def test_a_repair_racing_a_normal_end_frees_the_slot_once(
         WorkflowStatus.BLOCKED,
         WorkflowStatus.QUEUED,
     ]
-    assert await checkpointer.gate_counts(waits.kind) == GateCounts(admitted=1, queued=1)
+    assert await checkpointer.gate_counts(gate_name(waits.kind)) == GateCounts(admitted=1, queued=1)
 
 
 async def test_a_repair_that_read_an_end_before_a_resume_does_not_free_the_resumed_slot(
@@ -251,7 +251,7 @@ async def test_a_repair_that_read_an_end_before_a_resume_does_not_free_the_resum
     assert ran == ["w0"]
     assert (await first.status()).status is WorkflowStatus.BLOCKED
     assert (await second.status()).status is WorkflowStatus.QUEUED
-    assert await checkpointer.gate_counts(waits.kind) == GateCounts(admitted=1, queued=1)
+    assert await checkpointer.gate_counts(gate_name(waits.kind)) == GateCounts(admitted=1, queued=1)
 
 
 async def test_an_id_started_again_after_a_delete_whose_gate_move_was_lost_is_counted(
@@ -271,7 +271,7 @@ async def test_an_id_started_again_after_a_delete_whose_gate_move_was_lost_is_co
     again = await waits.start("w1", id="same")
     other = await waits.start("w2")
     await app.run_until_idle(advance=False)
-    assert await checkpointer.gate_counts(waits.kind) == GateCounts(admitted=1, queued=1)
+    assert await checkpointer.gate_counts(gate_name(waits.kind)) == GateCounts(admitted=1, queued=1)
     await again.send(NOTE, "done")  # its first crossing: the earlier one's is forgotten
     await app.run_until_idle(advance=False)
     assert ran == ["w0", "w1", "w2"]

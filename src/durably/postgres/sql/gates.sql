@@ -3,10 +3,11 @@
 
 -- name: lock_gate
 -- The gate's row, created with its limit or given the limit deployed now, locked to the
--- commit: the writes of one gate take turns.
+-- commit: the writes of one gate take turns. A NULL limit (a start from a process not
+-- registering the kind) keeps the gate's, or 1 for a gate never used.
 INSERT INTO {workflow_gates} AS g (gate, max_admitted, admitted, served)
-VALUES ($1::text, $2::bigint, 0, 0)
-ON CONFLICT (gate) DO UPDATE SET max_admitted = excluded.max_admitted
+VALUES ($1::text, coalesce($2::bigint, 1), 0, 0)
+ON CONFLICT (gate) DO UPDATE SET max_admitted = coalesce($2::bigint, g.max_admitted)
 RETURNING admitted, max_admitted;
 
 -- name: relock_gate

@@ -793,6 +793,15 @@ WITH taken AS (
 SELECT (SELECT args FROM taken),
        (SELECT due FROM {debounces} WHERE slot = $1::text AND workflow = $2::text);
 
+-- name: release_debounced
+-- $1 slot, $2 workflow: the slot, once the workflow it names began (its arguments
+-- recorded) or ended unbegun.
+DELETE FROM {debounces} WHERE slot = $1::text AND workflow = $2::text
+RETURNING slot;
+
+-- name: debounced
+SELECT workflow FROM {debounces} WHERE slot = $1::text;
+
 -- name: queue_names
 -- Queues with items or counters, sorted, at most $1: the queued items' queues by a skip
 -- scan of the oldest index (one descent a queue), then those of claimed items and dead

@@ -4,9 +4,11 @@
 SELECT max_admitted, admitted FROM durably_workflow_gates WHERE gate = :gate;
 
 -- name: set_limit
+-- The limit deployed now; NULL (a start from a process not registering the kind) keeps
+-- the gate's, or 1 for a gate never used.
 INSERT INTO durably_workflow_gates (gate, max_admitted, admitted, served)
-VALUES (:gate, :limit, 0, 0)
-ON CONFLICT (gate) DO UPDATE SET max_admitted = excluded.max_admitted;
+VALUES (:gate, coalesce(:limit, 1), 0, 0)
+ON CONFLICT (gate) DO UPDATE SET max_admitted = coalesce(:limit, max_admitted);
 
 -- name: mark
 INSERT INTO durably_workflow_gated (workflow, gate, tenant, namespace, state)

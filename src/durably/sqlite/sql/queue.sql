@@ -234,6 +234,13 @@ RETURNING args
 -- name: debounce_due
 SELECT due FROM durably_debounces WHERE slot = :slot AND workflow = :workflow AND NOT begun
 
+-- name: release_debounced
+-- The slot, once the workflow it names began (its arguments recorded) or ended unbegun.
+DELETE FROM durably_debounces WHERE slot = :slot AND workflow = :workflow
+
+-- name: debounced
+SELECT workflow FROM durably_debounces WHERE slot = :slot
+
 -- name: queue_names
 -- Queues with items (the sizes the triggers keep) or counters, sorted, at most :limit.
 SELECT queue FROM durably_queue_sizes WHERE n > 0

@@ -9,18 +9,19 @@ from the App's memory.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import timedelta
 
 import pytest
 
-from durably.app import App, Context
+from durably.app import App, Context, Workflow
 from durably.clock import ManualClock
 from durably.errors import InvalidInputError
 from durably.stores.flow import Throttle
-from durably.stores.gates import GateCounts, Gating
+from durably.stores.gates import GateCounts, Gating, gate_name
 from durably.stores.runs import RunState
 from durably.stores.status import WorkflowStatus
-from durably.testing.app.fixtures import NOTE, AppFixtures, fresh_id
+from durably.testing.app.fixtures import NOTE, AppFactory, AppFixtures, fresh_id
 
 
 class Ledger:
@@ -44,6 +45,27 @@ async def _gates(app: App) -> Gating:
     checkpointer = (await app.stores()).checkpointer
     assert isinstance(checkpointer, Gating)  # every shipped checkpointer gates starts
     return checkpointer
+
+
+async def _opened(app_factory: AppFactory) -> tuple[ManualClock, App, Gating]:
+    """An App of ``app_factory`` on a clock of its own, and its store's gates."""
+    clock = ManualClock()
+    app = await app_factory(clock)
+    return clock, app, await _gates(app)
+
+
+def _waiter(app: App, kind: str, concurrency: int, ledger: Ledger) -> Workflow[[str], str]:
+    """Register gated ``kind`` on ``app``: each body notes its begin (by id) in ``ledger``,
+    waits for a note, notes its end and returns the note."""
+
+    @app.workflow(name=kind, concurrency=concurrency)
+    async def waits(ctx: Context, name: str) -> str:
+        ledger.begin(ctx.id)
+        note = str(await ctx.recv(NOTE))
+        ledger.end(ctx.id)
+        return note
+
+    return waits
 
 
 class AppGates(AppFixtures):
@@ -71,7 +93,7 @@ class AppGates(AppFixtures):
         assert statuses.count(WorkflowStatus.BLOCKED) == 2
         assert statuses.count(WorkflowStatus.QUEUED) == 4
         assert ledger.began == ["w0", "w1"]
-        assert await gates.gate_counts(kind) == GateCounts(admitted=2, queued=4)
+        assert await gates.gate_counts(gate_name(kind)) == GateCounts(admitted=2, queued=4)
         assert (await handles[2].run_record()).state is RunState.PENDING
         listed = await app.list_workflows(status=WorkflowStatus.QUEUED, kind=kind)
         assert {info.workflow for info in listed.workflows} == {h.id for h in handles[2:]}
@@ -82,23 +104,23 @@ class AppGates(AppFixtures):
         await app.run_until_idle(advance=False)
         assert await handles[0].result(timeout=5) == "done"
         assert ledger.began == ["w0", "w1", "w2"]
-        assert await gates.gate_counts(kind) == GateCounts(admitted=2, queued=3)
+        assert await gates.gate_counts(gate_name(kind)) == GateCounts(admitted=2, queued=3)
         # Cancelling an admitted one admits the next; a queued one ends at once, freeing
         # nothing (it held nothing).
         assert await handles[1].cancel()
         assert await handles[5].cancel()
         assert (await handles[5].status()).status is WorkflowStatus.CANCELLED
-        assert await gates.gate_counts(kind) == GateCounts(admitted=2, queued=2)
+        assert await gates.gate_counts(gate_name(kind)) == GateCounts(admitted=2, queued=2)
         await app.run_until_idle(advance=False)
         assert (await handles[1].status()).status is WorkflowStatus.CANCELLED
         assert ledger.began == ["w0", "w1", "w2", "w3"]
-        assert await gates.gate_counts(kind) == GateCounts(admitted=2, queued=1)
+        assert await gates.gate_counts(gate_name(kind)) == GateCounts(admitted=2, queued=1)
         for handle in handles[2:5]:  # w4 is admitted when w2 ends
             await handle.send(NOTE, "done")
             await app.run_until_idle(advance=False)
         assert ledger.began == ["w0", "w1", "w2", "w3", "w4"]  # w5 never ran
         assert ledger.most == 2
-        assert await gates.gate_counts(kind) == GateCounts()
+        assert await gates.gate_counts(gate_name(kind)) == GateCounts()
 
     async def test_a_limit_per_key_holds_one_key_and_lets_the_others_run(self, app: App) -> None:
         gates = await _gates(app)
@@ -116,7 +138,7 @@ class AppGates(AppFixtures):
         await app.run_until_idle(advance=False)
         assert sorted(ledger.began) == ["a1", "b1"]
         assert (await second.status()).status is WorkflowStatus.QUEUED
-        assert await gates.gate_counts(f"{kind}:a") == GateCounts(admitted=1, queued=1)
+        assert await gates.gate_counts(gate_name(kind, "a")) == GateCounts(admitted=1, queued=1)
         # A message to a queued workflow waits for it; it does not run it.
         await second.send(NOTE, "early")
         await app.run_until_idle(advance=False)
@@ -151,7 +173,7 @@ class AppGates(AppFixtures):
         assert [info.workflow for info in listed.workflows] == [queued.id]
         await app.run_until_idle(advance=False)
         assert (await queued.status()).status is WorkflowStatus.BLOCKED
-        assert await gates.gate_counts(kind) == GateCounts(admitted=1)
+        assert await gates.gate_counts(gate_name(kind)) == GateCounts(admitted=1)
 
     async def test_a_gate_repair_changes_nothing_where_no_step_was_lost(self, app: App) -> None:
         gates = await _gates(app)
@@ -174,7 +196,110 @@ class AppGates(AppFixtures):
         await handles[1].send(NOTE, "done")
         await app.run_until_idle(advance=False)
         assert ran == ["w0", "w1", "w2"]
-        assert await gates.gate_counts(kind) == GateCounts(admitted=1)
+        assert await gates.gate_counts(gate_name(kind)) == GateCounts(admitted=1)
+
+    async def test_a_raised_limit_admits_the_line_at_the_next_start_and_never_past_it(
+        self, app_factory: AppFactory
+    ) -> None:
+        clock, app, gates = await _opened(app_factory)
+        ledger, kind = Ledger(), f"raised-{fresh_id()}"
+        old = _waiter(app, kind, 2, ledger)
+        handles = [await old.start(f"w{n}") for n in range(6)]
+        await app.run_until_idle(advance=False)
+        assert await gates.gate_counts(gate_name(kind)) == GateCounts(admitted=2, queued=4)
+        # The deploy raising 2 to 5: two Apps of it start at once (one App playing it,
+        # where two Apps cannot share the store).
+        if self.shares_stores:
+            deployed = [await app_factory(clock), await app_factory(clock)]
+            new = [_waiter(other, kind, 5, ledger) for other in deployed]
+        else:
+            deployed = [app]
+            old.gates = dataclasses.replace(old.gates, concurrency=5)
+            new = [old, old]
+        await asyncio.gather(*(new[n % 2].start(f"n{n}") for n in range(4)))
+        # The line's three oldest are admitted; the new starts queue behind its last.
+        assert await gates.gate_counts(gate_name(kind)) == GateCounts(admitted=5, queued=5)
+        await asyncio.gather(*(each.run_until_idle(advance=False) for each in deployed))
+        assert sorted(ledger.began) == sorted(handle.id for handle in handles[:5])
+        assert ledger.most == 5
+
+    async def test_a_fork_of_a_gated_workflow_waits_in_its_gate_line(
+        self, app_factory: AppFactory
+    ) -> None:
+        clock, app, gates = await _opened(app_factory)
+        ledger, kind = Ledger(), f"forked-{fresh_id()}"
+        first = await _waiter(app, kind, 1, ledger).start("w")
+        await app.run_until_idle(advance=False)
+        fork = await first.fork()
+        assert (await fork.status()).status is WorkflowStatus.QUEUED
+        assert await gates.gate_counts(gate_name(kind)) == GateCounts(admitted=1, queued=1)
+        if self.shares_stores:  # a fork from an App that does not register the kind
+            bare = await app_factory(clock)
+            again = await (await bare.get_handle(first.id)).fork()
+            assert (await again.status()).status is WorkflowStatus.QUEUED
+            assert await gates.gate_counts(gate_name(kind)) == GateCounts(admitted=1, queued=2)
+        await app.run_until_idle(advance=False)
+        assert ledger.began == [first.id]
+        await first.send(NOTE, "done")
+        await app.run_until_idle(advance=False)
+        assert ledger.began == [first.id, fork.id]
+        assert ledger.most == 1
+
+    async def test_a_kind_holding_a_colon_never_shares_a_gate_with_a_keyed_kind(
+        self, app: App
+    ) -> None:
+        gates = await _gates(app)
+        base = f"colon-{fresh_id()}"
+        ledger = Ledger()
+
+        @app.workflow(name=f"{base}:x", concurrency=1)
+        async def plain(ctx: Context) -> str:
+            ledger.begin(ctx.id)
+            return str(await ctx.recv(NOTE))
+
+        @app.workflow(name=base, concurrency=1, concurrency_key=lambda key: key)
+        async def keyed(ctx: Context, key: str) -> str:
+            ledger.begin(ctx.id)
+            return str(await ctx.recv(NOTE))
+
+        first = await plain.start()
+        second = await keyed.start("x")
+        await app.run_until_idle(advance=False)
+        assert (await second.status()).status is WorkflowStatus.BLOCKED
+        assert sorted(ledger.began) == sorted([first.id, second.id])
+        assert gate_name(f"{base}:x") != gate_name(base, "x")
+        assert await gates.gate_counts(gate_name(base, "x")) == GateCounts(admitted=1)
+
+    async def test_a_queued_workflow_whose_claim_a_worker_holds_ends_cancelled(
+        self, app: App
+    ) -> None:
+        gates = await _gates(app)
+        kind = f"claimed-{fresh_id()}"
+        ran: list[str] = []
+
+        @app.workflow(name=kind, concurrency=1)
+        async def waits(ctx: Context, name: str) -> str:
+            ran.append(name)
+            return str(await ctx.recv(NOTE))
+
+        held = await waits.start("held")
+        queued = await waits.start("queued")
+        await app.run_until_idle(advance=False)
+        checkpointer = (await app.stores()).checkpointer
+        # A worker that took a delivery of the queued workflow (a message woke it) holds
+        # its claim while it reads the status.
+        holder = await checkpointer.claim(queued._key, 30.0, 30.0)
+        assert holder is not None
+        cancelling = asyncio.create_task(queued.cancel())
+        await asyncio.sleep(0.2)
+        await checkpointer.release(holder)
+        assert await asyncio.wait_for(cancelling, 10)
+        assert (await queued.status()).status is WorkflowStatus.CANCELLED
+        # It held no slot, so it freed none: the held one still holds the only one.
+        assert await gates.gate_counts(gate_name(kind)) == GateCounts(admitted=1)
+        await app.run_until_idle(advance=False)
+        assert ran == ["held"]
+        assert (await held.status()).status is WorkflowStatus.BLOCKED
 
     async def test_queued_tenants_take_turns_through_a_gate(self, app: App) -> None:
         await _gates(app)

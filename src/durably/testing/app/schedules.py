@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
-from durably.app import App, Context
+from durably.app import App, Context, WorkflowHandle
 from durably.clock import ManualClock
 from durably.stores.status import WorkflowStatus
 from durably.testing.app.fixtures import AppFactory, AppFixtures, fresh_id
@@ -107,13 +108,50 @@ class AppSchedules(AppFixtures):
             ran.append(n)
 
         first = await settle.start(1)
+        slot = await _slot(app, first)
+        assert await _debounced(app, slot) == first.id
         assert await first.cancel()
         assert (await first.status()).status is WorkflowStatus.CANCELLED
+        assert await _debounced(app, slot) is None  # its end deleted the key's slot
         second = await settle.start(2)  # not the ended one's handle: a workflow of its own
         assert (second.id != first.id, second.created) == (True, True)
         assert (await settle.start(3)).id == second.id  # and the key debounces again
         await app.run_until_idle()
         assert ran == [3]
+
+    async def test_a_debounced_key_keeps_no_slot_once_its_workflow_began(self, app: App) -> None:
+        clock = app.clock
+        assert isinstance(clock, ManualClock)
+        ran: list[tuple[str, int]] = []
+
+        @app.workflow(name=f"swept-{fresh_id()}", debounce=WINDOW, debounce_key=lambda n: "k")
+        async def settle(ctx: Context, n: int) -> None:
+            ran.append((ctx.id, n))
+
+        first = await settle.start(1)
+        assert (await settle.start(2)).id == first.id
+        slot = await _slot(app, first)
+        assert await _debounced(app, slot) == first.id
+        clock.advance(WINDOW)
+        await app.run_until_idle(advance=False)
+        assert ran == [(first.id, 2)]
+        assert await _debounced(app, slot) is None
+        later = await settle.start(3)  # the key debounces afresh
+        assert (later.id != first.id, later.created) == (True, True)
+        assert await _debounced(app, slot) == later.id
+        assert (await settle.start(4)).id == later.id
+        await app.run_until_idle()
+        assert ran == [(first.id, 2), (later.id, 4)]
+        assert await _debounced(app, slot) is None
+        # Cancelled while it sleeps in its window: its end deletes the slot too.
+        sleeping = await settle.start(5)
+        await app.run_until_idle(advance=False)
+        assert (await sleeping.status()).status is WorkflowStatus.SLEEPING
+        assert await sleeping.cancel()
+        await app.run_until_idle(advance=False)
+        assert (await sleeping.status()).status is WorkflowStatus.CANCELLED
+        assert await _debounced(app, slot) is None
+        assert ran == [(first.id, 2), (later.id, 4)]
 
     async def test_debounced_starts_racing_from_two_apps_run_the_body_once(
         self, app_factory: AppFactory
@@ -138,3 +176,17 @@ class AppSchedules(AppFixtures):
         await asyncio.gather(*(app.run_until_idle(advance=False) for app in apps))
         assert len(ran) == 1
         assert ran[0] in range(20)
+
+
+async def _slot(app: App, handle: WorkflowHandle[Any]) -> str:
+    """The debounce slot the start record of ``handle``'s workflow names."""
+    start = (await (await app.stores()).checkpointer.load(handle._key))["durably:start"]
+    assert isinstance(start, dict)
+    return str(start["debounce"])
+
+
+async def _debounced(app: App, slot: str) -> str | None:
+    """The workflow debounce ``slot`` names in the store (None: the store keeps no slot)."""
+    queue = (await app.stores()).queue
+    named: str | None = await queue.debounced(slot)  # type: ignore[attr-defined]
+    return named
