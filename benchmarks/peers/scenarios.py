@@ -26,7 +26,7 @@ from multiprocessing.sharedctypes import Synchronized
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from benchmarks.peers.systems import Arq, BareRedis, Durably, PgQueuer, Saq, System
+from benchmarks.peers.systems import Arq, BareRedis, Durably, DurablyTasks, PgQueuer, Saq, System
 from benchmarks.redis import server
 
 ADMIN_DSN = os.environ.get(
@@ -60,8 +60,11 @@ Recipe = tuple[str, str, str]  # (system, DSN or URL, queue name): rebuilt in ea
 def build(recipe: Recipe) -> System:
     """The system a recipe names (in this process)."""
     kind, where, name = recipe
+    backing = "postgres" if where.startswith("postgresql") else "redis"
     if kind == "durably":
-        return Durably(where, "postgres" if where.startswith("postgresql") else "redis", name)
+        return Durably(where, backing, name)
+    if kind == "tasks":
+        return DurablyTasks(where, backing, name)
     if kind == "PgQueuer":
         return PgQueuer(where, name)
     if kind == "SAQ":
@@ -234,8 +237,10 @@ def one_round(number: int) -> Figures:
             recipes: list[tuple[str, Recipe]] = []
             for label, kind, where in (
                 ("durably (postgres)", "durably", dsn),
+                ("durably tasks (postgres)", "tasks", dsn),
                 ("PgQueuer", "PgQueuer", dsn),
                 ("durably (redis)", "durably", redis_url),
+                ("durably tasks (redis)", "tasks", redis_url),
                 ("SAQ", "SAQ", redis_url),
                 ("arq", "arq", redis_url),
             ):
@@ -247,7 +252,7 @@ def one_round(number: int) -> Figures:
             ]
             for label, value in asyncio.run(enqueue_rates(fresh)).items():
                 figures.setdefault(label, {})["enqueue/s"] = value
-                print(f"  round {number + 1}: {label:<20} {'enqueue/s':<16} {value:>10,.1f}")
+                print(f"  round {number + 1}: {label:<26} {'enqueue/s':<16} {value:>10,.1f}")
             scenarios: list[tuple[str, Callable[[Recipe], Any]]] = [
                 (DRAIN_ONE, drain_rate),
                 (DRAIN_MANY, drain_processes_rate),
@@ -257,12 +262,12 @@ def one_round(number: int) -> Figures:
                     recipe = (kind, where, f"q{uuid.uuid4().hex[:8]}")
                     value = asyncio.run(scenario(recipe))
                     figures.setdefault(label, {})[figure] = value
-                    print(f"  round {number + 1}: {label:<20} {figure:<16} {value:>10,.1f}")
+                    print(f"  round {number + 1}: {label:<26} {figure:<16} {value:>10,.1f}")
             for label, (kind, where, _) in turn:
                 recipe = (kind, where, f"q{uuid.uuid4().hex[:8]}")
                 p50, p99 = asyncio.run(idle_latencies(recipe))
                 figures[label]["idle p50 ms"], figures[label]["idle p99 ms"] = p50, p99
-                print(f"  round {number + 1}: {label:<20} idle p50/p99 ms  {p50:.1f} / {p99:.1f}")
+                print(f"  round {number + 1}: {label:<26} idle p50/p99 ms  {p50:.1f} / {p99:.1f}")
     finally:
         _admin(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
     return figures
@@ -276,21 +281,22 @@ def report(rounds: list[Figures]) -> None:
         for s in systems
     }
     print(f"\nmedians of {len(rounds)} round(s), {JOBS} jobs, concurrency {CONCURRENCY}")
-    print(f"{'system':<20}" + "".join(f"{f:>18}" for f in FIGURES))
+    print(f"{'system':<26}" + "".join(f"{f:>18}" for f in FIGURES))
     for system in systems:
         cells = (f"{median[system][f]:,.1f}" if f in median[system] else "-" for f in FIGURES)
-        print(f"{system:<20}" + "".join(f"{cell:>18}" for cell in cells))
+        print(f"{system:<26}" + "".join(f"{cell:>18}" for cell in cells))
     print("\ndurably ÷ peer, each round's ratio then their median (rates: higher is better; ")
     print("latencies: lower is better)")
     for backing, peers in PEERS.items():
-        ours = f"durably ({backing})"
-        for peer in peers:
+        # The engine's Worker over the queue, and the task API an App user writes.
+        pairs = [(f"durably{api} ({backing})", peer) for api in ("", " tasks") for peer in peers]
+        for ours, peer in pairs:
             for figure in FIGURES:
                 ratios = [r[ours][figure] / r[peer][figure] for r in rounds]
                 better = "higher" if figure in HIGHER_IS_BETTER else "lower"
                 shown = ", ".join(f"{x:.2f}" for x in ratios)
                 print(
-                    f"  {ours} ÷ {peer:<9} {figure:<16} {statistics.median(ratios):>6.2f}"
+                    f"  {ours:<24} ÷ {peer:<9} {figure:<16} {statistics.median(ratios):>6.2f}"
                     f"   ({shown}; {better} is better)"
                 )
     print("\nthe Redis enqueue's ceiling: durably's script from a bare socket (`BareRedis`)")

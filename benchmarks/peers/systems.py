@@ -107,6 +107,58 @@ class Durably:
             await self._stores.close()
 
 
+class DurablyTasks:
+    """durably's task API: a function registered with ``@app.task``, its runs queued with
+    `Task.enqueue` and run by ``app.serve()``, as an App user writes it."""
+
+    def __init__(self, dsn: str, backing: str, queue: str) -> None:
+        self.name = f"durably tasks ({backing})"
+        self.backing = backing
+        self._dsn = dsn
+        self._queue = queue
+        self._app: Any = None
+        self._task: Any = None
+        self._done: Done | None = None
+
+    async def open(self) -> None:
+        from durably import App
+
+        app = App(self._dsn)
+
+        # Named by the queue, so every process of a scenario runs the same task.
+        @app.task(name=f"bench.{self._queue}", queue=self._queue)
+        async def bench(sent: float) -> None:
+            if self._done is not None:
+                self._done(sent)
+
+        self._app, self._task = app, bench
+        await app.stores()  # opened (and migrated) before anything is timed
+
+    async def enqueue(self, sent: float) -> None:
+        await self._task.enqueue(sent)
+
+    async def fill(self, count: int) -> None:
+        sent = time.monotonic()
+        for _ in range(count):
+            await self.enqueue(sent)
+
+    async def work(self, concurrency: int, done: Done, stop: asyncio.Event) -> None:
+        self._done = done
+        running = asyncio.ensure_future(
+            self._app.serve(queues=[self._queue], concurrency=concurrency, signals=False)
+        )
+        try:
+            await _until(stop, running)
+        finally:
+            running.cancel()  # serve's own stop: in-flight runs are given back
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+
+    async def close(self) -> None:
+        if self._app is not None:
+            await self._app.close()
+
+
 class PgQueuer:
     """PgQueuer's `QueueManager` over asyncpg (its own recommended driver)."""
 
@@ -381,11 +433,23 @@ def everything(postgres_dsn: str, redis_url: str) -> list[System]:
     name = f"bench-{uuid.uuid4().hex[:8]}"
     return [
         Durably(postgres_dsn, "postgres", name),
+        DurablyTasks(postgres_dsn, "postgres", name),
         PgQueuer(postgres_dsn, name),
         Durably(redis_url, "redis", name),
+        DurablyTasks(redis_url, "redis", name),
         Saq(redis_url, name),
         Arq(redis_url, name),
     ]
 
 
-__all__ = ["Arq", "BareRedis", "Done", "Durably", "PgQueuer", "Saq", "System", "everything"]
+__all__ = [
+    "Arq",
+    "BareRedis",
+    "Done",
+    "Durably",
+    "DurablyTasks",
+    "PgQueuer",
+    "Saq",
+    "System",
+    "everything",
+]
