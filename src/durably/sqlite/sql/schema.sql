@@ -521,84 +521,20 @@ GROUP BY tenant, state;
 CREATE TRIGGER IF NOT EXISTS durably_runs_totalled_insert
 AFTER INSERT ON durably_runs
 BEGIN
-    INSERT INTO durably_run_totals (
-        tenant, state, runs, input_tokens, output_tokens, cached_tokens, cache_write_tokens,
-        reasoning_tokens, requests, tool_calls, cost_micros
-    )
-    VALUES (
-        new.tenant, new.state, 1,
-        json_extract(new.record, '$.usage.input_tokens'),
-        json_extract(new.record, '$.usage.output_tokens'),
-        json_extract(new.record, '$.usage.cached_tokens'),
-        json_extract(new.record, '$.usage.cache_write_tokens'),
-        json_extract(new.record, '$.usage.reasoning_tokens'),
-        json_extract(new.record, '$.usage.requests'),
-        json_extract(new.record, '$.usage.tool_calls'),
-        json_extract(new.record, '$.cost_micros')
-    )
-    ON CONFLICT (tenant, state) DO UPDATE SET runs = runs + 1,
-        input_tokens = input_tokens + excluded.input_tokens,
-        output_tokens = output_tokens + excluded.output_tokens,
-        cached_tokens = cached_tokens + excluded.cached_tokens,
-        cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
-        reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens,
-        requests = requests + excluded.requests,
-        tool_calls = tool_calls + excluded.tool_calls,
-        cost_micros = cost_micros + excluded.cost_micros;
+    {_run_totals_add_new};
 END;
 
 CREATE TRIGGER IF NOT EXISTS durably_runs_totalled_delete
 AFTER DELETE ON durably_runs
 BEGIN
-    UPDATE durably_run_totals SET runs = runs - 1,
-        input_tokens = input_tokens - json_extract(old.record, '$.usage.input_tokens'),
-        output_tokens = output_tokens - json_extract(old.record, '$.usage.output_tokens'),
-        cached_tokens = cached_tokens - json_extract(old.record, '$.usage.cached_tokens'),
-        cache_write_tokens = cache_write_tokens - json_extract(old.record, '$.usage.cache_write_tokens'),
-        reasoning_tokens = reasoning_tokens - json_extract(old.record, '$.usage.reasoning_tokens'),
-        requests = requests - json_extract(old.record, '$.usage.requests'),
-        tool_calls = tool_calls - json_extract(old.record, '$.usage.tool_calls'),
-        cost_micros = cost_micros - json_extract(old.record, '$.cost_micros')
-    WHERE tenant = old.tenant AND state = old.state;
+    {_run_totals_take_old};
 END;
 
 CREATE TRIGGER IF NOT EXISTS durably_runs_totalled_update
 AFTER UPDATE OF record ON durably_runs
 BEGIN
-    UPDATE durably_run_totals SET runs = runs - 1,
-        input_tokens = input_tokens - json_extract(old.record, '$.usage.input_tokens'),
-        output_tokens = output_tokens - json_extract(old.record, '$.usage.output_tokens'),
-        cached_tokens = cached_tokens - json_extract(old.record, '$.usage.cached_tokens'),
-        cache_write_tokens = cache_write_tokens - json_extract(old.record, '$.usage.cache_write_tokens'),
-        reasoning_tokens = reasoning_tokens - json_extract(old.record, '$.usage.reasoning_tokens'),
-        requests = requests - json_extract(old.record, '$.usage.requests'),
-        tool_calls = tool_calls - json_extract(old.record, '$.usage.tool_calls'),
-        cost_micros = cost_micros - json_extract(old.record, '$.cost_micros')
-    WHERE tenant = old.tenant AND state = old.state;
-    INSERT INTO durably_run_totals (
-        tenant, state, runs, input_tokens, output_tokens, cached_tokens, cache_write_tokens,
-        reasoning_tokens, requests, tool_calls, cost_micros
-    )
-    VALUES (
-        new.tenant, new.state, 1,
-        json_extract(new.record, '$.usage.input_tokens'),
-        json_extract(new.record, '$.usage.output_tokens'),
-        json_extract(new.record, '$.usage.cached_tokens'),
-        json_extract(new.record, '$.usage.cache_write_tokens'),
-        json_extract(new.record, '$.usage.reasoning_tokens'),
-        json_extract(new.record, '$.usage.requests'),
-        json_extract(new.record, '$.usage.tool_calls'),
-        json_extract(new.record, '$.cost_micros')
-    )
-    ON CONFLICT (tenant, state) DO UPDATE SET runs = runs + 1,
-        input_tokens = input_tokens + excluded.input_tokens,
-        output_tokens = output_tokens + excluded.output_tokens,
-        cached_tokens = cached_tokens + excluded.cached_tokens,
-        cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
-        reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens,
-        requests = requests + excluded.requests,
-        tool_calls = tool_calls + excluded.tool_calls,
-        cost_micros = cost_micros + excluded.cost_micros;
+    {_run_totals_take_old};
+    {_run_totals_add_new};
 END;
 
 -- Claim-check blobs (added in schema version 2), one per distinct content: `digest` is
@@ -608,3 +544,45 @@ CREATE TABLE IF NOT EXISTS durably_claim_check (
     data BLOB NOT NULL,
     expires_at REAL NOT NULL
 );
+
+-- Fragments: text the statements above take in where they write `{_name}` (SQLite's
+-- triggers cannot share a body, so the two that add a run's new row, and the two that
+-- take its old row out, are rendered from one text each).
+
+-- name: _run_totals_add_new
+INSERT INTO durably_run_totals (
+    tenant, state, runs, input_tokens, output_tokens, cached_tokens, cache_write_tokens,
+    reasoning_tokens, requests, tool_calls, cost_micros
+)
+VALUES (
+    new.tenant, new.state, 1,
+    json_extract(new.record, '$.usage.input_tokens'),
+    json_extract(new.record, '$.usage.output_tokens'),
+    json_extract(new.record, '$.usage.cached_tokens'),
+    json_extract(new.record, '$.usage.cache_write_tokens'),
+    json_extract(new.record, '$.usage.reasoning_tokens'),
+    json_extract(new.record, '$.usage.requests'),
+    json_extract(new.record, '$.usage.tool_calls'),
+    json_extract(new.record, '$.cost_micros')
+)
+ON CONFLICT (tenant, state) DO UPDATE SET runs = runs + 1,
+    input_tokens = input_tokens + excluded.input_tokens,
+    output_tokens = output_tokens + excluded.output_tokens,
+    cached_tokens = cached_tokens + excluded.cached_tokens,
+    cache_write_tokens = cache_write_tokens + excluded.cache_write_tokens,
+    reasoning_tokens = reasoning_tokens + excluded.reasoning_tokens,
+    requests = requests + excluded.requests,
+    tool_calls = tool_calls + excluded.tool_calls,
+    cost_micros = cost_micros + excluded.cost_micros
+
+-- name: _run_totals_take_old
+UPDATE durably_run_totals SET runs = runs - 1,
+    input_tokens = input_tokens - json_extract(old.record, '$.usage.input_tokens'),
+    output_tokens = output_tokens - json_extract(old.record, '$.usage.output_tokens'),
+    cached_tokens = cached_tokens - json_extract(old.record, '$.usage.cached_tokens'),
+    cache_write_tokens = cache_write_tokens - json_extract(old.record, '$.usage.cache_write_tokens'),
+    reasoning_tokens = reasoning_tokens - json_extract(old.record, '$.usage.reasoning_tokens'),
+    requests = requests - json_extract(old.record, '$.usage.requests'),
+    tool_calls = tool_calls - json_extract(old.record, '$.usage.tool_calls'),
+    cost_micros = cost_micros - json_extract(old.record, '$.cost_micros')
+WHERE tenant = old.tenant AND state = old.state
