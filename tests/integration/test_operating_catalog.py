@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from durably.errors import InvalidInputError
 from durably.stores.catalog import SCAN_PER_PAGE, CatalogEntry, Cataloguing, Filter, Line, page
 from durably.stores.opening import Stores, open_stores
 from durably.stores.status import WorkflowStatus
@@ -286,3 +287,18 @@ async def test_workflows_that_end_are_counted_once_in_their_kinds_minute(stores:
         assert totals(after, kind) == (was[0] + completed, was[1] + failed), kind
     now = datetime.now(UTC).timestamp() // 60
     assert all(now - 15 < m.minute <= now for ms in after.values() for m in ms)
+
+
+async def test_a_catalog_in_step_has_nothing_to_repair_and_a_bad_limit_is_refused(
+    stores: Stores,
+) -> None:
+    checkpointer = stores.checkpointer
+    assert isinstance(checkpointer, Cataloguing)
+    for n in range(4):
+        await checkpointer.catalog(_key(n), _entry(n))
+    await _report(stores, {0: WorkflowStatus.COMPLETED, 1: WorkflowStatus.SLEEPING})
+    before = await checkpointer.tally()
+    assert await checkpointer.repair_catalog(limit=100) == 0
+    assert await checkpointer.tally() == before
+    with pytest.raises(InvalidInputError, match="limit"):
+        await checkpointer.repair_catalog(limit=0)

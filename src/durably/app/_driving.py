@@ -20,6 +20,7 @@ from durably.engine.schedules import tick
 from durably.engine.service import retryable
 from durably.engine.worker import LOGGER_NAME
 from durably.errors import ConfigurationError, DurablyError, UnreadableRecordError
+from durably.stores.catalog import Cataloguing
 from durably.stores.gates import Gating
 from durably.stores.status import WorkflowInfo, WorkflowStatus
 from durably.stores.work import QueuePolicy, WorkItem, WorkQueue
@@ -157,6 +158,15 @@ class Driver:
             return 0
         return await checkpointer.repair_gates(limit=limit)
 
+    async def repair_catalog(self, limit: int = SWEEP_LIMIT) -> int:
+        """One bounded round of the catalog's repair (a store whose status writes keep the
+        catalog in a second step brings the ones a killed process left undone): the
+        number of workflows repaired."""
+        checkpointer = (await self._core.stores()).checkpointer
+        if not isinstance(checkpointer, Cataloguing):
+            return 0
+        return await checkpointer.repair_catalog(limit=limit)
+
     async def unserved(self, limit: int = UNSERVED_LIMIT) -> list[tuple[str, str]]:
         """Up to ``limit`` more unfinished workflows (sleeping, blocked or running; a
         rolling look over every round) whose kind this App has no body for, as
@@ -218,6 +228,14 @@ class Driver:
                     logger.info("repaired %d gated workflow(s) a stopped process left", repaired)
             except Exception:
                 logger.exception("the workflow gates' repair failed; trying again later")
+            try:
+                repaired = await self.repair_catalog()
+                if repaired:
+                    logger.info(
+                        "repaired the catalog of %d workflow(s) a stopped process left", repaired
+                    )
+            except Exception:
+                logger.exception("the workflow catalog's repair failed; trying again later")
             try:
                 swept = await self.sweep()
             except Exception:

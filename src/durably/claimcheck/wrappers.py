@@ -190,6 +190,9 @@ class ClaimCheckedCheckpointer(Generic[EffectT]):
     ) -> list[Listed]:
         return await self._cataloguing().listed(line, before=before, since_us=since_us, limit=limit)
 
+    async def repair_catalog(self, *, limit: int = 500) -> int:
+        return await self._cataloguing().repair_catalog(limit=limit)
+
     async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
         return await self._cataloguing().tally(tenant)
 

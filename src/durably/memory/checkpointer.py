@@ -491,6 +491,11 @@ class MemoryCheckpointer:
         minutes (wall clock, as the statuses' times), oldest first."""
         return self._finished.read(None, time.time())
 
+    async def repair_catalog(self, *, limit: int = 500) -> int:
+        """Nothing to repair: the status write keeps the catalog itself."""
+        positive_int(limit, "limit")
+        return 0
+
     async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
         """How many catalogued workflows each (kind, status) pair has."""
         if tenant is not None:

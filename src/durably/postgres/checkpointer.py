@@ -649,6 +649,11 @@ class PostgresCheckpointer:
         minutes, oldest first: the ring the status trigger keeps (schema.sql)."""
         return await self._run(self._catalog.finished_per_minute)
 
+    async def repair_catalog(self, *, limit: int = 500) -> int:
+        """Nothing to repair: the status write keeps the catalog itself."""
+        positive_int(limit, "limit")
+        return 0
+
     async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
         """How many catalogued workflows each (kind, status) pair has (exact)."""
         if tenant is not None:

@@ -25,6 +25,7 @@ from durably.redis.changes import RedisChanges
 from durably.redis.connection import RedisConnection, raw_pairs, text
 from durably.redis.effects import LuaEffect, effect_key
 from durably.redis.gates import RedisGates
+from durably.redis.indexing import GRACE_SECONDS, StatusIndex
 from durably.redis.preflight import preflight
 from durably.redis.retry import RetriesSpent
 from durably.redis.scripts import Script, scripts
@@ -62,7 +63,7 @@ from durably.stores.workflows import (
     step_key,
     written_records,
 )
-from durably.validation import identifier, listing_page, positive, positive_int
+from durably.validation import identifier, listing_page, non_negative, positive, positive_int
 
 _LUA = scripts(
     "workflow_claim",
@@ -84,13 +85,11 @@ _LUA = scripts(
 _COUNTS = scripts("workflow_reserve", "workflow_count")
 # Without the prelude: the hot path is written out flat in the script itself.
 _RECORD = scripts("workflow_record")["workflow_record"]
-_INDEX = scripts("workflow_index")["workflow_index"]
 _SWEEP = scripts("workflow_sweep", prelude="workflow_lib.lua")["workflow_sweep"]
 _SWEEP_BATCH = 200
 _SWEEP_GRACE_MS = str(3_600_000)  # how long a swept token key outlives the clock passing it
 _TRANSACT = Script.load("workflow_transact.lua", "workflow_lib.lua").source
 _MARKER = "--@effect"
-_STATUSES = [status.value for status in WorkflowStatus]
 _STATUS_FIELDS = ["status", "attempts", "has_error", "error", "updated_at"]
 _FINISHED = [status.value for status in FINISHED]
 
@@ -146,6 +145,7 @@ class RedisCheckpointer:
         self._record_prefixes: dict[str, bytes] = {}
         self._index = keys.workflow_index_prefix(self._redis.key_prefix)
         self._catalog = RedisCatalog(self._redis, self._index, self._statuses)
+        self._indexing = StatusIndex(self._redis, self._index, self._catalog, self._reported)
         self._transacts: OrderedDict[str, Script] = OrderedDict()
         self._changes = RedisChanges(client, keys.changes_channel(self._redis.key_prefix))
         self._gates = RedisGates(self._redis, self._run)
@@ -550,12 +550,13 @@ class RedisCheckpointer:
         """Write the status of a workflow its gate queued or admitted over no status or
         ``over`` only: whether it was written."""
         (status_key,) = self._keys(workflow, "status")
-        written = await self._run(
-            _LUA["workflow_gate_status"], [status_key], [status.value, over, self._ttl]
+        intent, written = await self._indexing.written(
+            workflow, _LUA["workflow_gate_status"], [status_key], [status.value, over, self._ttl]
         )
         if not int(written):
+            await self._indexing.forget(intent)
             return False
-        await self._reindex(workflow, status)
+        await self._indexing.step(workflow, status, text(written), (intent,))
         return True
 
     async def _regate(
@@ -652,7 +653,8 @@ class RedisCheckpointer:
         step_key(key)
         prefixes = kept_prefixes(keep)
         encoded = self._encode(value, f"value of {key!r}")
-        reply = await self._run(
+        intent, reply = await self._indexing.written(
+            holder.workflow,
             _LUA["workflow_restart"],
             self._keys(
                 holder.workflow, "claim", "token", "records", "written", "seq", "status", "admitted"
@@ -660,20 +662,25 @@ class RedisCheckpointer:
             [str(holder.token), key, encoded, WorkflowStatus.PENDING.value, self._ttl, *prefixes],
         )
         if int(reply[0]) < 0:
+            await self._indexing.forget(intent)
             raise Fenced(holder.workflow, holder.token)
         await self._recount(reply[1], reply[2])
-        await self._reindex(holder.workflow, WorkflowStatus.PENDING)
+        await self._indexing.step(
+            holder.workflow, WorkflowStatus.PENDING, text(reply[3]), (intent,)
+        )
         return int(reply[0])
 
     async def discard(self, workflow: str) -> int:
         """Delete every record and the status and fence the current holder; the count."""
-        count, tenant, running, gate, number = await self._run(
+        intent, reply = await self._indexing.written(
+            workflow,
             _LUA["workflow_discard"],
             self._keys(workflow, "claim", "token", "records", "written", "status", "admitted"),
             [self._ttl],
         )
+        count, tenant, running, gate, number = reply
         await self._recount(tenant, -int(running), -1)
-        await self._reindex(workflow, None)
+        await self._indexing.step(workflow, None, "", (intent,))
         await self._regate(gate, workflow, -1, number, forget=True)
         return int(count)
 
@@ -751,31 +758,16 @@ class RedisCheckpointer:
         keys_ = self._keys(
             workflow, "claim", "token", "records", "written", "seq", "status", "admitted"
         )
-        reply = await self._run(_SWEEP, keys_, args)
+        intent, reply = await self._indexing.written(workflow, _SWEEP, keys_, args)
         if not int(reply[0]):
+            await self._indexing.forget(intent)
             return False
         await self._recount(reply[1], -int(reply[2]), -1)
-        await self._reindex(workflow, None)
+        await self._indexing.step(workflow, None, "", (intent,))
         await self._regate(reply[3], workflow, -1, reply[4], forget=True)
         return True
 
     # --- status ----------------------------------------------------------------------------
-
-    async def _reindex(self, workflow: str, status: WorkflowStatus | None, at_us: str = "") -> None:
-        # The index lives in its own slot, so it is kept in a second step; readers check
-        # each workflow's own status, so a stale index entry is skipped, never believed.
-        # The same step counts a workflow that ends (at ``at_us``) in the throughput ring.
-        await self._run(
-            _INDEX,
-            [self._index + "all", *self._catalog.catalog_keys(), self._index + "rate"],
-            [
-                self._index + "status:",
-                workflow,
-                status.value if status else "",
-                at_us,
-                *_STATUSES,
-            ],
-        )
 
     async def set_status(
         self,
@@ -835,7 +827,8 @@ class RedisCheckpointer:
         """Run a status-reporting ``script`` over the workflow's ``parts`` (the token,
         then ``written``, then the report), then keep the status index; `Fenced` if
         ``holder`` was superseded."""
-        reply = await self._run(
+        intent, reply = await self._indexing.written(
+            holder.workflow,
             _LUA[script],
             self._keys(holder.workflow, *parts),
             [
@@ -850,9 +843,10 @@ class RedisCheckpointer:
             ],
         )
         if text(reply[0]) == "fenced":
+            await self._indexing.forget(intent)
             raise Fenced(holder.workflow, holder.token)
         await self._recount(reply[2], reply[3])
-        await self._reindex(holder.workflow, status, text(reply[1]))
+        await self._indexing.step(holder.workflow, status, text(reply[1]), (intent,))
         await self._regate(reply[4], holder.workflow, int(reply[3]), reply[5], forget=False)
         return WorkflowInfo(holder.workflow, status, attempts, error, _utc(text(reply[1])))
 
@@ -869,6 +863,26 @@ class RedisCheckpointer:
         status_keys = [self._keys(workflow, "status")[0] for workflow in workflows]
         replies = await self._pipelined([(key, _STATUS_FIELDS) for key in status_keys])
         return [_info(w, reply) for w, reply in zip(workflows, replies, strict=True)]
+
+    async def _reported(self, workflows: list[str]) -> list[tuple[str, str, bool]]:
+        """Each workflow's status and its time as stored ('' for none) and whether it has
+        records, in one pipeline (for `StatusIndex.repair`)."""
+        client = self._redis.client
+
+        async def read() -> list[Any]:
+            async with client.pipeline(transaction=False) as pipe:
+                for workflow in workflows:
+                    status_key, records = self._keys(workflow, "status", "records")
+                    pipe.hmget(status_key, ["status", "updated_at"])
+                    pipe.exists(records)
+                replies: list[Any] = await pipe.execute()
+                return replies
+
+        replies = await self._redis.state(read)
+        return [
+            (text(status or ""), text(at or ""), bool(int(exists)))
+            for (status, at), exists in zip(replies[::2], replies[1::2], strict=True)
+        ]
 
     async def _pipelined(self, reads: list[tuple[str, list[str]]]) -> list[Any]:
         """HMGET of each (hash, fields) in one pipeline, the replies in order."""
@@ -960,6 +974,17 @@ class RedisCheckpointer:
             if name.startswith("m|")
         ]
         return rated(rows, float(clock[0]) + float(clock[1]) / 1_000_000)
+
+    async def repair_catalog(self, *, limit: int = 500, grace: float = GRACE_SECONDS) -> int:
+        """Bring the status index's and catalog's step of up to ``limit`` status writes a
+        killed process left undone (their intent older than ``grace`` seconds), from each
+        workflow's status as it stands: the number of workflows stepped.
+
+        Reads the intents left over, never the index or the workflows, so a round costs
+        what was lost, whatever the store holds; safe beside the writes and other repairs.
+        """
+        positive_int(limit, "limit")
+        return await self._indexing.repair(limit=limit, grace=non_negative(grace, "grace"))
 
     async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
         """How many catalogued workflows each (kind, status) pair has."""

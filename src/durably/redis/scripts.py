@@ -156,6 +156,26 @@ class Script:
         replies: list[Any] = await pipe.execute(raise_on_error=False)
         return replies
 
+    async def run_after(
+        self, client: Any, before: tuple[str, ...], numkeys: int, *keys_and_args: Any
+    ) -> Any:
+        """`run`, after the plain command ``before`` (its reply dropped: the caller only
+        needs it to land first). On a plain client both go out in one write, which the
+        server runs in order and a cut connection delivers a prefix of, so the script
+        never lands without the command; otherwise one round trip each, in order."""
+        pool = _direct_pool(client)
+        packed = None if pool is None else _packed(self._evalsha, numkeys, keys_and_args)
+        if packed is None:
+            await client.execute_command(*before)
+            return await self.run(client, numkeys, *keys_and_args)
+        first = b"".join(_bulk(part.encode()) for part in before)
+        _, reply = await _sent_many(pool, b"*%d\r\n%b%b" % (len(before), first, packed), 2)
+        if isinstance(reply, NoScriptError):
+            return await _sent(pool, ("EVAL", self.source, numkeys, *keys_and_args))
+        if isinstance(reply, ResponseError):
+            raise reply
+        return reply
+
     async def __call__(self, client: Any, keys: list[str], args: list[Any]) -> Any:
         """Run the script with ``keys`` (routing uses the first) and ``args``."""
         return await self.run(client, len(keys), *keys, *args)
@@ -178,6 +198,11 @@ def _packed(head: bytes, numkeys: int, rest: tuple[Any, ...]) -> bytes | None:
             return None
         append(b"$%d\r\n%b\r\n" % (len(arg), arg))
     return b"".join(parts)
+
+
+def _bulk(value: bytes) -> bytes:
+    """``value`` as a bulk string of the protocol."""
+    return b"$%d\r\n%b\r\n" % (len(value), value)
 
 
 async def _connection(pool: Any) -> Any:

@@ -792,6 +792,11 @@ class SqliteCheckpointer:
         minutes, oldest first: the ring the status triggers keep (schema.sql)."""
         return await self._db.transaction(_catalog.finished_per_minute, write=False)
 
+    async def repair_catalog(self, *, limit: int = 500) -> int:
+        """Nothing to repair: the status write keeps the catalog itself."""
+        positive_int(limit, "limit")
+        return 0
+
     async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
         """How many catalogued workflows each (kind, status) pair has (exact)."""
         if tenant is not None:

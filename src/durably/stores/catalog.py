@@ -137,6 +137,13 @@ class Cataloguing(Protocol):
         after ``since_us``. Reads a slice of one ordered index, whatever the store holds."""
         ...
 
+    async def repair_catalog(self, *, limit: int = 500) -> int:
+        """Bring the catalog's step of up to ``limit`` status writes that a killed process
+        left undone, from each workflow's status as it stands: the number of workflows
+        stepped. Safe beside other repairs and the writes themselves. A store whose status
+        write keeps the catalog in the same write has nothing to repair (0)."""
+        ...
+
     async def tally(self, tenant: str | None = None) -> dict[tuple[str, WorkflowStatus], int]:
         """How many catalogued workflows of ``tenant`` (None: every tenant) each
         (kind, status) pair has; pairs with none are left out."""

@@ -151,3 +151,24 @@ async def test_calls_sent_together_answer_each_in_order_errors_in_place(
         assert all(type(reply).__name__ == "NoScriptError" for reply in missing), missing
     finally:
         await client.aclose()
+
+
+@pytest.mark.parametrize("client_kind", ["plain", "subclass"])
+async def test_a_script_run_after_a_command_finds_it_landed_even_when_sent_whole(
+    redis_server: RedisServer, client_kind: str
+) -> None:
+    kind = Redis if client_kind == "plain" else _Counting
+    client = kind(host="127.0.0.1", port=redis_server.port)
+    client.sent = []  # type: ignore[attr-defined]  # read by _Counting only
+    reads = Script("return redis.call('GET', KEYS[1])", "reads_back.lua")
+    try:
+        await client.script_flush()
+        for n in range(2):  # missing from the cache, then cached
+            before = ("SET", "landed", f"first {n}")
+            assert await reads.run_after(client, before, 1, "landed") == f"first {n}".encode()
+        with pytest.raises(ResponseError, match="refused on purpose"):
+            await _FAILS.run_after(client, ("SET", "landed", "again"), 1, "k")
+        assert await client.get("landed") == b"again"
+        assert await _ECHOES(client, ["k"], ["still here"]) == b"still here"
+    finally:
+        await client.aclose()

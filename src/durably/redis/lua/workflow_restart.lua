@@ -3,8 +3,8 @@
 -- status (PENDING, no attempts, no error) and renew the holder, in one step.
 -- KEYS: claim, token, records, written, seq, status, admitted.
 -- ARGV: token, key, encoded value, status, ttl (ms), then the kept prefixes.
--- Answers {deleted, tenant, running delta} (flip_admitted: it runs again), or {-1} when
--- fenced (nothing changed).
+-- Answers {deleted, tenant, running delta, the status's time} (flip_admitted: it runs
+-- again), or {-1} when fenced (nothing changed).
 if current_token(KEYS[2]) ~= tonumber(ARGV[1]) then return {-1} end
 local now = now_us()
 local deleted = 0
@@ -27,4 +27,4 @@ redis.call('HSET', KEYS[6], 'status', ARGV[4], 'attempts', '0', 'has_error', '0'
   'error', '', 'updated_at', fmt(now))
 local moved = flip_admitted(KEYS[7], '1')
 rearm(ARGV[5], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
-return {deleted, moved[1], moved[2]}
+return {deleted, moved[1], moved[2], fmt(now)}

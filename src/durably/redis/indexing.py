@@ -1,0 +1,136 @@
+"""Keeping the status index and the catalog in step with the workflows' own statuses.
+
+A workflow's status lives in its own slot, the index and the catalog (lines, counts, the
+throughput ring) in the index's, so a cluster cannot move both in one script: the status
+write is followed by a second step. Before the status write, an *intent* (a member of
+the unindexed set, scored by the time it was written) names the workflow in the index's
+slot; the second step takes it out in the same script. An intent left over names a
+write whose step a killed process never ran, and `StatusIndex.repair` brings that step
+from the workflow's status as it stands: it reads the intents older than a grace, never
+the index or the workflows, so its cost follows the steps lost, not the store's size.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from durably.redis.catalog import RedisCatalog
+from durably.redis.connection import RedisConnection, text
+from durably.redis.scripts import Script, scripts
+from durably.stores.status import WorkflowStatus
+
+_INDEX = scripts("workflow_index")["workflow_index"]
+_STATUSES = [status.value for status in WorkflowStatus]
+
+GRACE_SECONDS = 60.0
+"""How old an intent is before the repair takes it for a lost step (a live writer's
+second step follows its status write within milliseconds)."""
+
+Reported = Callable[[list[str]], Awaitable[list[tuple[str, str, bool]]]]
+"""Reads each workflow's status and its time as stored ('' and '' for none) and whether
+it has records, in one pipeline."""
+
+
+class StatusIndex:
+    """The status index and catalog of one key prefix (``index``: the index's key prefix),
+    and the intents that make their second step repairable."""
+
+    def __init__(
+        self,
+        redis: RedisConnection,
+        index: str,
+        catalog: RedisCatalog,
+        reported: Reported,
+    ) -> None:
+        self._redis = redis
+        self._index = index
+        self._keys = [index + "all", *catalog.catalog_keys(), index + "rate", index + "unindexed"]
+        self._unindexed = index + "unindexed"
+        self._reported = reported
+        # An intent is unique to its write: this process, then a count.
+        self._mine = os.urandom(6).hex()
+        self._count = itertools.count()
+
+    async def written(
+        self, workflow: str, script: Script, keys: list[str], args: list[str]
+    ) -> tuple[str, Any]:
+        """Run ``script`` (a status write of ``workflow``, over ``keys`` and ``args``) after
+        naming the write in an intent, in one write where the client allows: the intent
+        its `step` takes out, and the script's reply."""
+        intent = f"{self._mine}{next(self._count):x}|{workflow}"
+        before = ("ZADD", self._unindexed, repr(time.time()), intent)
+        client = self._redis.client
+        reply = await self._redis.state(
+            lambda: script.run_after(client, before, len(keys), *keys, *args)
+        )
+        return intent, reply
+
+    async def step(
+        self,
+        workflow: str,
+        status: WorkflowStatus | None,
+        at_us: str = "",
+        intents: tuple[str, ...] = (),
+    ) -> None:
+        """Move ``workflow`` to ``status`` (None: gone) written at ``at_us`` ('': not
+        known) in the index and the catalog, and take ``intents`` out, in one script. A
+        catalogued workflow already showing a later status keeps it."""
+        client = self._redis.client
+        args = [
+            self._index + "status:",
+            workflow,
+            status.value if status else "",
+            at_us,
+            str(len(intents)),
+            *intents,
+            *_STATUSES,
+        ]
+        await self._redis.state(lambda: _INDEX(client, self._keys, args))
+
+    async def repair(self, *, limit: int, grace: float = GRACE_SECONDS) -> int:
+        """Bring the second step of up to ``limit`` status writes whose intent is older
+        than ``grace`` seconds, from each workflow's status as it stands now: the number
+        of workflows stepped. Safe beside the writes and other repairs: a step never puts
+        back a status older than the one the catalog shows."""
+        client = self._redis.client
+        found = await self._redis.state(
+            functools.partial(
+                client.zrangebyscore,
+                self._unindexed,
+                "-inf",
+                time.time() - grace,
+                start=0,
+                num=limit,
+            )
+        )
+        held: dict[str, list[str]] = {}
+        for intent in (text(member) for member in found):
+            held.setdefault(intent.partition("|")[2], []).append(intent)
+        if not held:
+            return 0
+        workflows = list(held)
+        for workflow, (status, at_us, recorded) in zip(
+            workflows, await self._reported(workflows), strict=True
+        ):
+            intents = tuple(held[workflow])
+            if status in _STATUSES:
+                await self.step(workflow, WorkflowStatus(status), at_us, intents)
+            elif not status and not recorded:  # deleted
+                await self.step(workflow, None, "", intents)
+            else:  # a start in flight (records, no status yet), or a status nobody can read
+                await self.forget(*intents)
+        return len(workflows)
+
+    async def forget(self, *intents: str) -> None:
+        """Take ``intents`` out without a step (their write wrote nothing, or their
+        workflow has nothing to index)."""
+        client = self._redis.client
+        await self._redis.state(lambda: client.zrem(self._unindexed, *intents))
+
+
+__all__ = ["GRACE_SECONDS", "StatusIndex"]
