@@ -69,7 +69,10 @@ _LUA = (
         "queue_begin_debounced",
         "queue_release_debounced",
     )
-    | scripts("queue_dead_letters", "queue_stats", prelude="queue_lib.lua")
+    | scripts(
+        "queue_dead_letters", "queue_purge_dead", prelude=("queue_lib.lua", "queue_dead_lib.lua")
+    )
+    | scripts("queue_stats", prelude="queue_lib.lua")
     | scripts(
         "queue_enqueue_full",
         "queue_enqueue_many",
@@ -88,7 +91,6 @@ _LUA = (
         "queue_reap",
         "queue_adopt",
         "queue_purge",
-        "queue_purge_dead",
         prelude=("queue_lib.lua", "queue_settle_lib.lua"),
     )
 )
@@ -803,17 +805,21 @@ class RedisWorkQueue:
             mode, key, ref = "tenant", f"{self._prefix}dead-tenant:{keys.segment(tenant)}", ""
         else:
             mode, key, ref = "item", self._prefix + "queues", keys.item_ref(tenant, item_id)
-        deleted, start = 0, 0
-        while start >= 0:
-            count, start = await self._call(
+        # The walk goes on after the last entry each window looked at (not from a rank),
+        # so dead letters landing or leaving meanwhile never shift one that was there past it.
+        deleted, after, after_ref = 0, "", ""
+        while True:
+            count, after, after_ref = await self._call(
                 "queue_purge_dead",
                 [key],
-                [queue, mode, ref, str(start), str(DEAD_PURGE_BATCH)],
+                [queue, mode, ref, after, after_ref, str(DEAD_PURGE_BATCH)],
                 queue,
                 "purge",
             )
             deleted += int(count)
-        return deleted
+            after, after_ref = _text(after), _text(after_ref)
+            if not after:
+                return deleted
 
     async def finished_per_minute(self, *, queues: Sequence[str]) -> dict[str, list[Minute]]:
         """Items of each of ``queues`` completed and dead-lettered in each of the last

@@ -11,34 +11,14 @@
 local limit, queue = tonumber(ARGV[2]), ARGV[3]
 local after, after_ref = ARGV[5], ARGV[6]
 
--- Up to `count` {score, ref} of `key` after the cursor, in order. Refs tying with the
--- cursor's score (two producers' items in one microsecond) are read apart and kept when
--- their ref sorts after the cursor's; a set orders equal scores by ref alike.
-local function following(key, count)
-  local found = {}
-  local refs
-  if after == '' then
-    refs = redis.call('ZRANGE', key, 0, count - 1, 'WITHSCORES')
-  else
-    local ties = redis.call('ZRANGE', key, after, after, 'BYSCORE')
-    for _, ref in ipairs(ties) do
-      if ref > after_ref and #found < count then found[#found + 1] = {tonumber(after), ref} end
-    end
-    refs = redis.call('ZRANGE', key, '(' .. after, '+inf', 'BYSCORE', 'LIMIT', 0,
-      count - #found, 'WITHSCORES')
-  end
-  for i = 1, #refs, 2 do found[#found + 1] = {tonumber(refs[i + 1]), refs[i]} end
-  return found
-end
-
-local function cursor(entry) return string.format('%.17g', entry[1]) end
-
 local out = {'', ''}
 if ARGV[4] == 'all' then
   local queues = queue ~= '' and {queue} or redis.call('SMEMBERS', KEYS[1])
   local found = {}
   for _, q in ipairs(queues) do
-    for _, entry in ipairs(following(qkey('dead', q), limit + 1)) do found[#found + 1] = entry end
+    for _, entry in ipairs(following(qkey('dead', q), limit + 1, after, after_ref)) do
+      found[#found + 1] = entry
+    end
   end
   table.sort(found, function(a, b)
     if a[1] ~= b[1] then return a[1] < b[1] end
@@ -51,7 +31,7 @@ if ARGV[4] == 'all' then
   return out
 end
 local look = tonumber(ARGV[7])
-local refs = following(KEYS[1], look)
+local refs = following(KEYS[1], look, after, after_ref)
 for i, entry in ipairs(refs) do
   local f = read_item(item_key(entry[2]))
   if queue == '' or f[QUEUE] == queue then

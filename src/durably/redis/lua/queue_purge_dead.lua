@@ -1,17 +1,24 @@
 -- Delete dead letters of a queue from one window of a dead-letter set, with the dedupe
 -- keys they keep. KEYS: the set walked: the queue's dead letters ('all'), the tenant's of
--- every queue ('tenant'), or ('item') the queue registry, naming the queues' slot. ARGV: prefix, queue, mode ('all' | 'tenant' |
--- 'item'), the item's ref ('item'), the window's start, its length.
--- Answers {deleted, where the next window starts, or -1 when the set is walked}.
-local queue, mode, start, look = ARGV[2], ARGV[3], tonumber(ARGV[5]), tonumber(ARGV[6])
-local refs
+-- every queue ('tenant'), or ('item') the queue registry, naming the queues' slot.
+-- ARGV: prefix, queue, mode ('all' | 'tenant' | 'item'), the item's ref ('item'), the
+-- window's cursor (score, '' for the first, and ref: the window starts after it), its
+-- length.
+-- Answers {deleted, the next window's cursor score and ref}, the score '' once the set is
+-- walked. The window starts after the last entry looked at, kept or deleted, so entries
+-- another caller adds or removes meanwhile shift nothing: a dead letter that was there
+-- when the walk started and stays is looked at; one landing during it is looked at or
+-- not, whole either way (each is read and deleted in one script).
+local queue, mode, look = ARGV[2], ARGV[3], tonumber(ARGV[7])
+local entries
 if mode == 'item' then
-  refs = {ARGV[4]}
+  entries = {{0, ARGV[4]}}
 else
-  refs = redis.call('ZRANGE', KEYS[1], start, start + look - 1)
+  entries = following(KEYS[1], look, ARGV[5], ARGV[6])
 end
 local deleted = 0
-for _, ref in ipairs(refs) do
+for _, entry in ipairs(entries) do
+  local ref = entry[2]
   local item = item_key(ref)
   local f = read_item(item)
   if f[STATE] == 'dead_lettered' and f[QUEUE] == queue then
@@ -28,5 +35,6 @@ for _, ref in ipairs(refs) do
     deleted = deleted + 1
   end
 end
-if mode == 'item' or #refs < look then return {deleted, -1} end
-return {deleted, start + #refs - deleted}
+if mode == 'item' or #entries < look then return {deleted, '', ''} end
+local last = entries[#entries]
+return {deleted, cursor(last), last[2]}
