@@ -18,6 +18,7 @@ SECTIONS = (
     "app",
     "tasks",
     "waiters",
+    "messages",
     "scale",
     "handouts",
     "otel",
