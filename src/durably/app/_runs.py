@@ -1,9 +1,11 @@
 """Agent runs: the `RunRecord` every workflow started through the App has.
 
 A workflow's run record is kept under the workflow's tenant and id, with the workflow's kind
-as its agent name. Its state is never a second copy of the workflow's status: it is read
-from the status row the worker writes at each pass (`durably.stores.runs.run_state`), so the
-two cannot disagree, and following the workflow costs no write. The record's counters (tokens and
+as its agent name, and names the workflow's key in its metadata (`FOLLOWS`). The store moves
+its state with each status write of the workflow (`durably.stores.runs.run_state`), in the
+same transaction, so a reader of the `StateStore` sees it; the App's own readers still take
+the state from the status they read beside it (a record stored before the state followed,
+on Redis, moves at the workflow's next status write). The record's counters (tokens and
 cost) live in the run store and grow server-side through `Context.add_usage`.
 """
 
@@ -14,6 +16,7 @@ from durably.stores.runs import (
     COUNTER_LIMIT,
     FOLLOWS,
     RunRecord,
+    RunState,
     StateDelta,
     StateKey,
     StateStore,
@@ -92,7 +95,7 @@ async def add_usage(
     """Add ``delta`` to the counters of workflow ``id``'s run, server-side.
 
     Concurrent additions all land. The record is opened first if its start did not (a
-    workflow started before runs were kept).
+    workflow started before runs were kept), as running: a step of it adds the usage.
     """
     key = StateKey(tenant=tenant, id=id)
     while True:
@@ -104,7 +107,11 @@ async def add_usage(
         try:
             await state.put_run(
                 opened_run(tenant, id, kind, workflow).model_copy(
-                    update={"usage": delta.usage, "cost_micros": delta.cost_micros}
+                    update={
+                        "state": RunState.RUNNING,
+                        "usage": delta.usage,
+                        "cost_micros": delta.cost_micros,
+                    }
                 )
             )
             return

@@ -26,6 +26,11 @@ class MemoryCatalog:
         entry = self._entries.get(workflow)
         return None if entry is None else entry.kind
 
+    def tenant_of(self, workflow: str) -> str | None:
+        """The tenant of a catalogued ``workflow``, or None."""
+        entry = self._entries.get(workflow)
+        return None if entry is None else entry.tenant
+
     def drop(self, workflow: str) -> None:
         """Take ``workflow`` out of every line."""
         self._entries.pop(workflow, None)

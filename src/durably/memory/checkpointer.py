@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from durably.errors import Fenced
 from durably.memory.catalog import MemoryCatalog
 from durably.memory.gates import MemoryGates
+from durably.memory.state import MemoryStateStore
 from durably.stores.admission import TenantCaps, TenantCounts, refuse_over
 from durably.stores.catalog import CatalogEntry, Line, Listed, Mark, line_read, tallied
 from durably.stores.changes import ENDED, RECORDS, LocalChanges
@@ -28,6 +29,7 @@ from durably.stores.codec import (
 )
 from durably.stores.gates import Admission, GateCounts, WorkflowGate
 from durably.stores.retention import FINISHED, sweep_arguments
+from durably.stores.runs import run_state
 from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.stores.status import WorkflowInfo, WorkflowStatus, checked_report
 from durably.stores.throughput import RATED_STATUSES, Minute, Ring
@@ -118,6 +120,7 @@ class MemoryCheckpointer:
         self._gates = MemoryGates()
         self._wakers: dict[str, Callable[[str, str | None], None]] = {}
         self._catalog = MemoryCatalog(self._info_of)
+        self._runs: MemoryStateStore | None = None  # whose followed runs move with statuses
         self._finished = Ring()  # workflows ended per minute, by kind
         self._changes = LocalChanges()
 
@@ -283,7 +286,7 @@ class MemoryCheckpointer:
             and not self._gates.knows(workflow)
             and self._gates.admit(workflow, tenant, gate, self._admitted_from_line)
         ):
-            self._statuses[workflow] = _Status(WorkflowStatus.QUEUED, 0, None, time.time())
+            self._store_status(workflow, _Status(WorkflowStatus.QUEUED, 0, None, time.time()))
         return Admission(recorded, self._gates.queued(workflow))
 
     async def gate_counts(self, gate: str) -> GateCounts:
@@ -304,7 +307,7 @@ class MemoryCheckpointer:
         self._wakers[namespace] = wake
 
     def _admitted_from_line(self, workflow: str, tenant: str, namespace: str) -> None:
-        self._statuses[workflow] = _Status(WorkflowStatus.PENDING, 0, None, time.time())
+        self._store_status(workflow, _Status(WorkflowStatus.PENDING, 0, None, time.time()))
         wake = self._wakers.get(namespace)
         if wake is not None:
             wake(workflow, tenant)
@@ -351,7 +354,8 @@ class MemoryCheckpointer:
         self._records[holder.workflow] = kept
         self._insert(holder.workflow, key, encoded)
         self._touch(claim)
-        self._statuses[holder.workflow] = _Status(WorkflowStatus.PENDING, 0, None, time.time())
+        pending = _Status(WorkflowStatus.PENDING, 0, None, time.time())
+        self._store_status(holder.workflow, pending)
         self._recount(holder.workflow, WorkflowStatus.PENDING)
         return deleted
 
@@ -374,7 +378,7 @@ class MemoryCheckpointer:
         self._fence(holder)
         stored = _Status(status, attempts, error, time.time())
         self._count_finished(holder.workflow, stored)
-        self._statuses[holder.workflow] = stored
+        self._store_status(holder.workflow, stored)
         self._recount(holder.workflow, status)
         if status.finished:
             self._changes.announce(holder.workflow, ENDED)
@@ -399,10 +403,21 @@ class MemoryCheckpointer:
         self._touch(claim)
         stored = _Status(status, attempts, error, time.time())
         self._count_finished(holder.workflow, stored)
-        self._statuses[holder.workflow] = stored
+        self._store_status(holder.workflow, stored)
         self._recount(holder.workflow, status)
         self._changes.announce(holder.workflow, ENDED)
         return _info(holder.workflow, stored)
+
+    def follow_runs(self, runs: MemoryStateStore) -> None:
+        """Move the run records of ``runs`` that follow a workflow with its status writes."""
+        self._runs = runs
+
+    def _store_status(self, workflow: str, stored: _Status) -> None:
+        """Store ``workflow``'s status and, before any await, its run's state."""
+        self._statuses[workflow] = stored
+        tenant = self._catalog.tenant_of(workflow)
+        if self._runs is not None and tenant is not None:
+            self._runs.follow(tenant, workflow, run_state(stored.status))
 
     async def get_status(self, workflow: str) -> WorkflowInfo | None:
         """The last reported status, or None (never reported, or discarded)."""

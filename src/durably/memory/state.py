@@ -13,6 +13,7 @@ from durably.errors import (
 )
 from durably.stores.runs import (
     RunRecord,
+    RunState,
     Scrubber,
     SessionRecord,
     StateDelta,
@@ -20,6 +21,8 @@ from durably.stores.runs import (
     StatePage,
     StateQuery,
     checked_delta,
+    followed,
+    followed_workflow,
     listing_start,
     patched_run,
     stored_run,
@@ -48,6 +51,8 @@ class _Tables:
     # a cursor tells a tenant nothing about other tenants' runs)
     sequences: dict[str, int] = field(default_factory=dict)
     totals: Tally = field(default_factory=Tally)
+    # (tenant, workflow key) -> the run id of the record following that workflow
+    follows: dict[_Key, str] = field(default_factory=dict)
 
 
 def _key(key: StateKey) -> _Key:
@@ -104,6 +109,9 @@ class MemoryStateStore:
         self._move_session(record.tenant, record.run_id, current.session_id, saved.session_id)
         current.text = text
         current.session_id = saved.session_id
+        workflow = followed_workflow(saved)
+        if workflow is not None:
+            self._tables.follows[(record.tenant, workflow)] = record.run_id
         return saved
 
     async def patch_run(self, key: StateKey, delta: StateDelta) -> RunRecord:
@@ -118,6 +126,25 @@ class MemoryStateStore:
         self._tables.totals.count(record, -1)
         self._tables.totals.count(merged, 1)
         return merged
+
+    def follow(self, tenant: str, workflow: str, state: RunState) -> None:
+        """Move the run of ``tenant`` following ``workflow`` (if any) to ``state``.
+
+        What the checkpointer calls in each status write (`durably.stores.runs.run_state`
+        of the new status), without awaiting, so the two move together; a run already in
+        ``state`` is left as it is (no new version).
+        """
+        run_id = self._tables.follows.get((tenant, workflow))
+        stored = None if run_id is None else self._tables.runs.get((tenant, run_id))
+        if stored is None:
+            return
+        record = RunRecord.model_validate_json(stored.text)
+        if record.state is state or followed_workflow(record) != workflow:
+            return
+        moved = followed(record, state)
+        stored.text = moved.model_dump_json()
+        self._tables.totals.count(record, -1)
+        self._tables.totals.count(moved, 1)
 
     async def delete_run(self, key: StateKey) -> bool:
         """Delete the run; False if there was none."""

@@ -37,6 +37,7 @@ from durably.stores.codec import (
 )
 from durably.stores.gates import Admission, GateCounts, WorkflowGate
 from durably.stores.retention import FINISHED
+from durably.stores.runs import run_state
 from durably.stores.settings import DEFAULT_MAX_VALUE_BYTES
 from durably.stores.status import WorkflowInfo, WorkflowStatus, checked_report, read_status
 from durably.stores.throughput import Minute
@@ -466,6 +467,7 @@ class PostgresCheckpointer:
                 encoded,
                 prefixes,
                 pending,
+                run_state(WorkflowStatus.PENDING).value,
             )
         )
         return self._fenced_count(holder, rows)
@@ -540,6 +542,7 @@ class PostgresCheckpointer:
                 ends,
                 self._channel,
                 gated or not moves,
+                run_state(status).value,
             )
 
         rows = await self._run(report(False))
@@ -599,6 +602,7 @@ class PostgresCheckpointer:
                 error,
                 self._channel,
                 gated,
+                run_state(status).value,
             )
 
         rows = await self._run(report(False))

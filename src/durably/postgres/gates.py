@@ -7,6 +7,7 @@ from durably.postgres.executor import Session
 from durably.postgres.scheduler import Readying
 from durably.postgres.schema import StateTables
 from durably.stores.gates import GateCounts, WorkflowGate, throttled_until
+from durably.stores.runs import run_state
 from durably.stores.status import WorkflowStatus
 
 _TEMPLATES = statements.load("gates.sql", fragments_from=("checkpointer.sql",))
@@ -32,7 +33,7 @@ class PostgresGates:
         state = QUEUED if queued else HELD
         await session.fetch(self._sql["mark"], workflow, gate.name, tenant, gate.namespace, state)
         if queued:
-            await session.fetch(self._sql["write_status"], workflow, WorkflowStatus.QUEUED.value)
+            await self._write_status(session, workflow, WorkflowStatus.QUEUED)
         else:
             await session.fetch(self._sql["serve"], gate.name, tenant)
         return queued
@@ -82,6 +83,11 @@ class PostgresGates:
         await session.fetch(self._sql["set_throttle"], key, after)
         return begins
 
+    async def _write_status(self, session: Session, workflow: str, status: WorkflowStatus) -> None:
+        """Store ``status`` for ``workflow``; its catalog entry and run record follow."""
+        state = run_state(status).value
+        await session.fetch(self._sql["write_status"], workflow, status.value, state)
+
     async def _admit_next(self, session: Session, gate: str) -> tuple[int, int]:
         """Admit from ``gate``'s line while it has room: its admitted count and limit."""
         row = (await session.fetch(self._sql["relock_gate"], gate))[0]
@@ -94,7 +100,7 @@ class PostgresGates:
             workflow, tenant, namespace = (str(value) for value in rows[0])
             await session.fetch(self._sql["move_mark"], workflow, HELD)
             await session.fetch(self._sql["serve"], gate, tenant)
-            await session.fetch(self._sql["write_status"], workflow, WorkflowStatus.PENDING.value)
+            await self._write_status(session, workflow, WorkflowStatus.PENDING)
             await self._readying.make_ready_on(session, namespace, workflow, tenant)
         return admitted, most
 

@@ -3,6 +3,7 @@ alters). Nothing else applies schema: not import, not construction, not ``open()
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from durably.errors import ConfigurationError
@@ -12,6 +13,7 @@ from durably.postgres.executor import Session, database_for
 from durably.postgres.failures import RetryBudget, classify, state_errors
 from durably.postgres.pooler import pooled, refuse_migrate
 from durably.postgres.schema import SCHEMA_VERSION, StateTables, schema_queries, schema_statements
+from durably.stores.runs import RUN_STATES
 
 _RENAMES = statements.load("migrate.sql")
 
@@ -47,13 +49,26 @@ async def migrate(pool: Any, tables: StateTables | None = None) -> None:
         if tables.schema is not None:
             await session.fetch(queries["create_schema"])
         await _rename_version_1(session, tables)
+        stored = await _stored_version(session, tables)
         for statement in schema_statements(tables):
             await session.fetch(statement)
+        if stored is not None and stored < 7:  # runs opened before their state followed
+            follow = statements.render(_RENAMES["follow_runs"], tables.names)
+            await session.fetch(follow, json.dumps(RUN_STATES))
         for table, suffix in _DROPPED_INDEXES:
             dropped = tables.qualified(f"{getattr(tables, table)}_{suffix}")
             await session.fetch(statements.render(_RENAMES["drop_index"], {"old": dropped}))
 
     await Access.over(pool, RetryBudget()).run(apply, errors=state_errors, transaction=True)
+
+
+async def _stored_version(session: Session, tables: StateTables) -> int | None:
+    """The schema version the database holds before this migration; None when new."""
+    if not await _exists(session, tables.qualified(tables.schema_version)):
+        return None
+    query = statements.render(_RENAMES["stored_version"], tables.names)
+    version = (await session.fetch(query))[0][0]
+    return None if version is None else int(version)
 
 
 async def _rename_version_1(session: Session, tables: StateTables) -> None:

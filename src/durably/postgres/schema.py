@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 from durably.errors import ConfigurationError
 from durably.postgres import statements
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The schema version this release reads and writes; `verify` refuses any other."""
 
 # Lower-case, unquoted-safe names only: a table name is interpolated (a placeholder cannot

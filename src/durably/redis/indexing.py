@@ -19,9 +19,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from durably.redis import keys
 from durably.redis.catalog import RedisCatalog
 from durably.redis.connection import RedisConnection, text
 from durably.redis.scripts import Script, scripts
+from durably.redis.state import follow_run
+from durably.stores.runs import run_state
 from durably.stores.status import WorkflowStatus
 
 _INDEX = scripts("workflow_index")["workflow_index"]
@@ -49,7 +52,13 @@ class StatusIndex:
     ) -> None:
         self._redis = redis
         self._index = index
-        self._keys = [index + "all", *catalog.catalog_keys(), index + "rate", index + "unindexed"]
+        self._keys = [
+            index + "all",
+            *catalog.catalog_keys(),
+            index + "rate",
+            index + "unindexed",
+            keys.followed_runs_key(redis.key_prefix),
+        ]
         self._unindexed = index + "unindexed"
         self._reported = reported
         # An intent is unique to its write: this process, then a count.
@@ -79,7 +88,11 @@ class StatusIndex:
     ) -> None:
         """Move ``workflow`` to ``status`` (None: gone) written at ``at_us`` ('': not
         known) in the index and the catalog, and take ``intents`` out, in one script. A
-        catalogued workflow already showing a later status keeps it."""
+        catalogued workflow already showing a later status keeps it.
+
+        When the catalog's status moved, the script names the run record following the
+        workflow (`durably.stores.runs.FOLLOWS`): in its tenant's slot, a third script
+        moves it to the new run state, if that changed."""
         client = self._redis.client
         args = [
             self._index + "status:",
@@ -90,7 +103,12 @@ class StatusIndex:
             *intents,
             *_STATUSES,
         ]
-        await self._redis.state(lambda: _INDEX(client, self._keys, args))
+        run = await self._redis.state(lambda: _INDEX(client, self._keys, args))
+        if status is not None and isinstance(run, list):
+            tenant, run_id, was = (text(part) for part in run)
+            state = run_state(status)
+            if state is not run_state(WorkflowStatus(was)):
+                await follow_run(self._redis, tenant, run_id, workflow, state)
 
     async def repair(self, *, limit: int, grace: float = GRACE_SECONDS) -> int:
         """Bring the second step of up to ``limit`` status writes whose intent is older

@@ -115,6 +115,18 @@ def workflow_index_prefix(ns: str) -> str:
     return f"{ns}:wf-index:{{{segment(ns)}}}:"
 
 
+def followed_runs_key(ns: str) -> str:
+    """The run record following each workflow in its tenant (a hash: `followed_run_field` to
+    the run id), in the status index's slot, so the script keeping the index on a status
+    write reads it."""
+    return f"{workflow_index_prefix(ns)}runs"
+
+
+def followed_run_field(tenant: str, workflow: str) -> str:
+    """The field of `followed_runs_key` naming the run of ``tenant`` following ``workflow``."""
+    return segment(tenant) + workflow
+
+
 def tenant_counts_key(ns: str, tenant: str) -> str:
     """A tenant's admitted workflows, running and started (a hash); the tenant is the tag."""
     return f"{ns}:wf-counts:{{{segment(tenant)}}}"

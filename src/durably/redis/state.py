@@ -30,6 +30,7 @@ from durably.stores.runs import (
     TERMINAL_STATES,
     USAGE_FIELDS,
     RunRecord,
+    RunState,
     Scrubber,
     SessionRecord,
     StateDelta,
@@ -38,6 +39,7 @@ from durably.stores.runs import (
     StateQuery,
     Usage,
     checked_delta,
+    followed_workflow,
     listing_start,
     stored_run,
     stored_session,
@@ -56,6 +58,7 @@ _LUA = scripts(
     "state_delete_session_runs",
     "state_session_live",
     "state_count_runs",
+    "state_follow",
     prelude="state_lib.lua",
 )
 _USAGE = tuple(f"usage.{name}" for name in USAGE_FIELDS)
@@ -91,12 +94,14 @@ def _increments(delta: StateDelta) -> list[str]:
 
 
 def _merged(blob: object, meta_flat: Any) -> RunRecord:
-    """The blob with the hash's version, time and counters laid over it."""
+    """The blob with the hash's version, state, time and counters laid over it (the
+    state of a run following a workflow moves in the hash alone)."""
     record = RunRecord.model_validate_json(text(blob))
     meta = pairs(meta_flat)
     usage = Usage(**{name: int(meta.get(f"usage.{name}", "0")) for name in USAGE_FIELDS})
     return record.model_copy(
         update={
+            "state": RunState(meta.get("state", record.state)),
             "version": int(meta["version"]),
             "updated_at": float(meta["updated_at"]),
             "usage": usage,
@@ -105,6 +110,18 @@ def _merged(blob: object, meta_flat: Any) -> RunRecord:
             "message_cursor": int(meta.get("message_cursor", "0")),
         }
     )
+
+
+async def follow_run(
+    redis: RedisConnection, tenant: str, run_id: str, workflow: str, state: RunState
+) -> None:
+    """Move the run ``run_id`` of ``tenant`` to ``state`` if it follows ``workflow``: what
+    a status write of that workflow does in the tenant's slot, after its own script."""
+    ns = redis.key_prefix
+    meta = keys.run_meta_key(ns, tenant, run_id)
+    totals = keys.state_prefix(ns, tenant) + "totals"
+    script, client = _LUA["state_follow"], redis.client
+    await redis.state(lambda: script(client, [meta, totals], [workflow, state.value]))
 
 
 class RedisStateStore:
@@ -189,6 +206,10 @@ class RedisStateStore:
         if record.version == 0:  # a first write: listed before it, so a crash loses none
             listing = keys.state_tenants_key(ns)
             await self._redis.state(lambda: self._redis.client.zadd(listing, {tenant: 0}))
+        workflow = followed_workflow(stored)
+        if workflow is not None:  # found by the workflow's status writes from now on
+            pointers, field = keys.followed_runs_key(ns), keys.followed_run_field(tenant, workflow)
+            await self._redis.state(lambda: self._redis.client.hset(pointers, field, record.run_id))
         reply = await self._call(
             "state_put_run",
             [
@@ -208,6 +229,8 @@ class RedisStateStore:
                 record.session_id or "",
                 secrets.token_hex(8),  # tells a retry of this write from another writer's
                 *_counters(stored),
+                "follows",
+                workflow or "",
             ],
         )
         if text(reply[0]) == "conflict":

@@ -29,6 +29,7 @@ from durably.stores.codec import (
 )
 from durably.stores.gates import Admission, GateCounts, WorkflowGate
 from durably.stores.retention import FINISHED, sweep_arguments
+from durably.stores.runs import run_state
 from durably.stores.status import (
     WorkflowInfo,
     WorkflowStatus,
@@ -238,15 +239,22 @@ class BoundSqliteCheckpointer:
         """Reserve a start under throttle ``key``: the earliest it may begin."""
         return self._gates.throttle(key, now, interval, burst)
 
-    def _write_status(self, workflow: str, status: WorkflowStatus) -> None:
+    def _write_status(
+        self, workflow: str, status: WorkflowStatus, attempts: int = 0, error: str | None = None
+    ) -> None:
+        """Store ``workflow``'s status and, in the same transaction, the state of the run
+        record following it (`durably.stores.runs.FOLLOWS`) where that state changes."""
         params = {
             "workflow": workflow,
             "status": status.value,
-            "attempts": 0,
-            "last_error": None,
+            "attempts": attempts,
+            "last_error": error,
             "now": self._tx.store_now,
         }
         self._tx.execute(_SQL["set_status"], params)
+        self._tx.execute(
+            _SQL["follow_run"], {"workflow": workflow, "state": run_state(status).value}
+        )
 
     def _admitted_from_line(self, workflow: str, tenant: str, namespace: str) -> None:
         # Pending and ready for its kind's scheduler, in the write that freed its slot.
@@ -306,14 +314,7 @@ class BoundSqliteCheckpointer:
         self._tx.execute(_SQL["delete_record"], {"workflow": workflow, "key": key})
         self.insert(workflow, key, encoded)
         self._touch(holder)
-        status = {
-            "workflow": workflow,
-            "status": WorkflowStatus.PENDING.value,
-            "attempts": 0,
-            "last_error": None,
-            "now": self._tx.store_now,
-        }
-        self._tx.execute(_SQL["set_status"], status)
+        self._write_status(workflow, WorkflowStatus.PENDING)
         self._recount(workflow, WorkflowStatus.PENDING.value)
         return deleted
 
@@ -369,15 +370,8 @@ class BoundSqliteCheckpointer:
     ) -> WorkflowInfo:
         """Store the status for ``holder`` (fenced)."""
         self.fence(holder)
-        params = {
-            "workflow": holder.workflow,
-            "status": status.value,
-            "attempts": attempts,
-            "last_error": error,
-            "now": self._tx.store_now,
-        }
-        self._tx.execute(_SQL["set_status"], params)
-        self._recount(holder.workflow, str(params["status"]))
+        self._write_status(holder.workflow, status, attempts, error)
+        self._recount(holder.workflow, status.value)
         return _info(self._tx.row(_SQL["get_status"], {"workflow": holder.workflow}))
 
     def finish(
@@ -385,15 +379,8 @@ class BoundSqliteCheckpointer:
     ) -> WorkflowInfo:
         """`record` ``key`` and store the COMPLETED status for ``holder`` (fenced once)."""
         self.record(holder, key, encoded)
-        params = {
-            "workflow": holder.workflow,
-            "status": WorkflowStatus.COMPLETED.value,
-            "attempts": attempts,
-            "last_error": error,
-            "now": self._tx.store_now,
-        }
-        self._tx.execute(_SQL["set_status"], params)
-        self._recount(holder.workflow, str(params["status"]))
+        self._write_status(holder.workflow, WorkflowStatus.COMPLETED, attempts, error)
+        self._recount(holder.workflow, WorkflowStatus.COMPLETED.value)
         return _info(self._tx.row(_SQL["get_status"], {"workflow": holder.workflow}))
 
     def get_status(self, workflow: str) -> WorkflowInfo | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import os
 import random
 import sqlite3
@@ -25,10 +26,11 @@ from durably.errors import ConfigurationError, DurablyError, StatePersistenceErr
 from durably.sqlite.settings import SqliteStoreSettings
 from durably.sqlite.statements import load_script, load_statements
 from durably.stores.backoff import pause_seconds
+from durably.stores.runs import RUN_STATES
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """The schema version this code writes and understands (`durably_schema_version`)."""
 
 _SQL = load_statements("connection.sql")
@@ -520,6 +522,8 @@ def _migrate(connection: sqlite3.Connection, path: str) -> None:
             _add_work_flow(connection)
             for statement in _SCHEMA:
                 connection.execute(statement)
+            if found < 8:  # runs opened before their state followed their workflow
+                connection.execute(_SQL["follow_runs"], {"states": json.dumps(RUN_STATES)})
             connection.execute(_SQL["set_schema_version"], {"version": SCHEMA_VERSION})
         connection.commit()
     except BaseException:

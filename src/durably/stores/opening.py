@@ -234,6 +234,8 @@ def _backing(module: str, label: str) -> Any:
 def _open_memory(clock: Clock, policy: QueuePolicy) -> Stores:
     memory = _backing("durably.memory", "memory")
     checkpointer = memory.MemoryCheckpointer()
+    state = memory.MemoryStateStore(clock=clock)
+    checkpointer.follow_runs(state)
     schedulers: dict[str, Any] = {}
 
     def make_durable(kind: str, lease: float) -> Durable[Any]:
@@ -248,7 +250,7 @@ def _open_memory(clock: Clock, policy: QueuePolicy) -> Stores:
     return Stores(
         backing="memory",
         location="memory (this process only)",
-        state=memory.MemoryStateStore(clock=clock),
+        state=state,
         queue=memory.MemoryWorkQueue(clock=clock, policy=policy),
         checkpointer=checkpointer,
         make_durable=make_durable,

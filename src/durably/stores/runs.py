@@ -70,9 +70,9 @@ TERMINAL_STATES = frozenset(state for state in RunState if state.terminal)
 
 FOLLOWS = "durably_workflow"
 """The metadata key of a run record the App opened for a workflow, holding the workflow's
-engine key: the run's state follows that workflow's status (`run_state`), whatever the
-stored ``state`` field says; readers (``durably runs``, ``WorkflowHandle.run_record``)
-show the status's."""
+engine key: every status write of that workflow (in the run's tenant) stores the run's
+``state`` as `run_state` of the new status, in the same transaction, statement or script
+(on Redis in the same pass, a second script), so a `StateStore` reader sees it."""
 
 _STATES = {
     # Queued behind its kind's concurrency limit: not run yet, as a pending one.
@@ -89,10 +89,29 @@ _STATES = {
 }
 
 
+RUN_STATES = {status.value: state.value for status, state in _STATES.items()}
+"""`run_state` as text to text (status to run state), for a store's upgrade statement."""
+
+
 def run_state(status: WorkflowStatus | None) -> RunState:
     """The run state of a workflow whose status is ``status`` (None: no pass reported yet):
     sleeping, waiting and parked workflows are suspended."""
     return RunState.PENDING if status is None else _STATES[status]
+
+
+def followed_workflow(record: RunRecord) -> str | None:
+    """The engine key of the workflow whose status ``record`` follows (`FOLLOWS`), or None."""
+    workflow = record.metadata.get(FOLLOWS)
+    return workflow if isinstance(workflow, str) else None
+
+
+def followed(record: RunRecord, state: RunState) -> RunRecord:
+    """``record`` as a status write of its workflow moves it to ``state``.
+
+    A new version (a compare-and-set writer holding the old one conflicts), its
+    ``updated_at`` kept: that is the time of the record's own last write.
+    """
+    return record.model_copy(update={"state": state, "version": record.version + 1})
 
 
 class StateKey(BaseModel):
@@ -582,6 +601,7 @@ class StateStore(Protocol):
 __all__ = [
     "COUNTER_LIMIT",
     "FOLLOWS",
+    "RUN_STATES",
     "TERMINAL_STATES",
     "USAGE_FIELDS",
     "RunRecord",
@@ -601,6 +621,8 @@ __all__ = [
     "checked_run",
     "checked_session",
     "cursor_position",
+    "followed",
+    "followed_workflow",
     "listing_start",
     "patched_run",
     "run_state",

@@ -54,6 +54,6 @@ async def test_a_version_5_file_gains_flow_control_when_opened(tmp_path: Path) -
         version = await database.transaction(
             lambda tx: tx.row("SELECT version FROM durably_schema_version")[0], write=False
         )
-        assert version == SCHEMA_VERSION == 7
+        assert version == SCHEMA_VERSION == 8
     finally:
         await database.close()

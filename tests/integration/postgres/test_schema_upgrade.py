@@ -129,7 +129,7 @@ async def test_migrate_renames_a_version_1_database_and_keeps_its_checkpoints(
         "durably_throughput",
     } <= relations
     rows = await fetch(pool, f'SELECT version FROM "{schema}".durably_schema_version')
-    assert [tuple(r) for r in rows] == [(SCHEMA_VERSION,)] == [(6,)]
+    assert [tuple(r) for r in rows] == [(SCHEMA_VERSION,)] == [(7,)]
 
 
 async def test_a_fresh_database_has_only_prefixed_tables(pg_stores: Stores) -> None:

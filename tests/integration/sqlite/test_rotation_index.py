@@ -146,7 +146,7 @@ async def test_a_version_5_file_gains_kept_dedupe_keys_and_keeps_its_items(
         version = await database.transaction(
             lambda tx: tx.row("SELECT version FROM durably_schema_version")[0], write=False
         )
-        assert version == SCHEMA_VERSION == 7
+        assert version == SCHEMA_VERSION == 8
         queue = SqliteWorkQueue(database, clock=clock)
         held = await queue.enqueue(WorkItem(id="a1", tenant="a", queue="q", dedupe_key="k"))
         assert held.id == "a0"  # the old live item still holds its key

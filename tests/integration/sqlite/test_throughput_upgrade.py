@@ -47,5 +47,5 @@ async def test_a_version_6_file_gains_the_throughput_ring_and_counts_from_then_o
         ended = await stores.checkpointer.finished_per_minute()
         assert sum(m.completed for m in ended["short"]) == 1
     with sqlite3.connect(path) as db:
-        assert db.execute("SELECT version FROM durably_schema_version").fetchone()[0] == 7
-    assert SCHEMA_VERSION == 7
+        assert db.execute("SELECT version FROM durably_schema_version").fetchone()[0] == 8
+    assert SCHEMA_VERSION == 8

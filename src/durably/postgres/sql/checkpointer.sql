@@ -33,7 +33,10 @@ hashtext($1::text) & 15
 -- Under the fence: the catalog entry, if the workflow has one, takes the status this write
 -- reports (`told`), and the catalog's counts move with it on the workflow's shard, out of
 -- the old status and into the new, for its tenant and for tenant '' (every tenant's). The
--- entry is locked as it is read, so a move that waited reads the status it leaves.
+-- entry is locked as it is read, so a move that waited reads the status it leaves. The run
+-- record following the workflow in its tenant (its metadata names it) takes the run state
+-- `told` carries unless it holds it: a new version, the record's own time kept (the run
+-- totals move with it, by the runs' trigger).
 caught AS (
     SELECT c.workflow, c.tenant, c.kind, c.status AS was, told.status AS now
     FROM {workflow_catalog} AS c, told
@@ -52,6 +55,14 @@ recounted AS (
                (caught.tenant, caught.now, 1), ('', caught.now, 1)
     ) AS v(tenant, status, n)
     ON CONFLICT (tenant, kind, status, shard) DO UPDATE SET n = k.n + excluded.n
+),
+ran AS (
+    UPDATE {runs} AS r
+    SET state = told.state, version = r.version + 1,
+        body = jsonb_set(r.body, ARRAY['state'], to_jsonb(told.state))
+    FROM caught, told
+    WHERE r.tenant = caught.tenant AND r.body -> 'metadata' ->> 'durably_workflow' = $1::text
+      AND r.state <> told.state
 )
 
 -- name: _inbox_lock
@@ -213,7 +224,7 @@ WITH turn AS (
 ),
 running AS (SELECT NOT $6::boolean AS running),
 {_recount},
-told AS (SELECT $3::text AS status),
+told AS (SELECT $3::text AS status, $9::text AS state),
 {_follow},
 reported AS (
     INSERT INTO {workflow_status} AS s (workflow, status, attempts, last_error, updated_at)
@@ -249,7 +260,7 @@ written AS (
 ),
 running AS (SELECT false AS running),
 {_recount},
-told AS (SELECT $5::text AS status),
+told AS (SELECT $5::text AS status, $10::text AS state),
 {_follow},
 reported AS (
     INSERT INTO {workflow_status} AS s (workflow, status, attempts, last_error, updated_at)
@@ -355,7 +366,7 @@ reported AS (
 ),
 running AS (SELECT true AS running),
 {_recount},
-told AS (SELECT $6::text AS status),
+told AS (SELECT $6::text AS status, $7::text AS state),
 {_follow}
 SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM gone);
 

@@ -64,7 +64,7 @@ FROM {workflow_gates} WHERE gate = $1::text;
 -- Its catalog entry and counts move with it, as by every status write (checkpointer.sql's
 -- _follow, under a fence that always holds: the caller moves the gate in this transaction).
 WITH fence AS (SELECT 1),
-told AS (SELECT $2::text AS status),
+told AS (SELECT $2::text AS status, $3::text AS state),
 {_follow},
 reported AS (
     INSERT INTO {workflow_status} AS s (workflow, status, attempts, last_error, updated_at)

@@ -1,4 +1,4 @@
--- durably's PostgreSQL schema, version 6. Apply it with durably.postgres.migrate() or your
+-- durably's PostgreSQL schema, version 7. Apply it with durably.postgres.migrate() or your
 -- own migration tool; durably never alters a table on its own.
 
 -- name: schema
@@ -47,6 +47,12 @@ CREATE TABLE IF NOT EXISTS {run_seq} (
 );
 CREATE INDEX IF NOT EXISTS {runs_name}_by_session ON {runs} (tenant, session_id)
     WHERE session_id IS NOT NULL;
+-- Added in version 7: the run record following a workflow (an App's, whose metadata names
+-- the workflow's key), found by each status write of that workflow, which stores the run's
+-- state in the same statement (checkpointer.sql's _follow).
+CREATE INDEX IF NOT EXISTS {runs_name}_following
+    ON {runs} (tenant, (body -> 'metadata' ->> 'durably_workflow'))
+    WHERE body -> 'metadata' ->> 'durably_workflow' IS NOT NULL;
 
 CREATE TABLE IF NOT EXISTS {sessions} (
     tenant text NOT NULL,
@@ -530,36 +536,39 @@ BEGIN
         WHERE tenant = NEW.tenant AND state = NEW.state AND shard = hashtext(NEW.run_id) & 7;
         RETURN NULL;
     END IF;
-    IF TG_OP IN ('DELETE', 'UPDATE') THEN
-        UPDATE {run_totals} SET runs = runs - 1,
-            input_tokens = input_tokens - OLD.input_tokens,
-            output_tokens = output_tokens - OLD.output_tokens,
-            cached_tokens = cached_tokens - OLD.cached_tokens,
-            cache_write_tokens = cache_write_tokens - OLD.cache_write_tokens,
-            reasoning_tokens = reasoning_tokens - OLD.reasoning_tokens,
-            requests = requests - OLD.requests,
-            tool_calls = tool_calls - OLD.tool_calls,
-            cost_micros = cost_micros - OLD.cost_micros
-        WHERE tenant = OLD.tenant AND state = OLD.state AND shard = hashtext(OLD.run_id) & 7;
-    END IF;
-    IF TG_OP IN ('INSERT', 'UPDATE') THEN
-        INSERT INTO {run_totals} AS t (
-            tenant, state, shard, runs, input_tokens, output_tokens, cached_tokens,
-            cache_write_tokens, reasoning_tokens, requests, tool_calls, cost_micros
-        )
-        VALUES (NEW.tenant, NEW.state, hashtext(NEW.run_id) & 7, 1, NEW.input_tokens,
-                NEW.output_tokens, NEW.cached_tokens, NEW.cache_write_tokens,
-                NEW.reasoning_tokens, NEW.requests, NEW.tool_calls, NEW.cost_micros)
-        ON CONFLICT (tenant, state, shard) DO UPDATE SET runs = t.runs + 1,
-            input_tokens = t.input_tokens + excluded.input_tokens,
-            output_tokens = t.output_tokens + excluded.output_tokens,
-            cached_tokens = t.cached_tokens + excluded.cached_tokens,
-            cache_write_tokens = t.cache_write_tokens + excluded.cache_write_tokens,
-            reasoning_tokens = t.reasoning_tokens + excluded.reasoning_tokens,
-            requests = t.requests + excluded.requests,
-            tool_calls = t.tool_calls + excluded.tool_calls,
-            cost_micros = t.cost_micros + excluded.cost_micros;
-    END IF;
+    -- An insert adds the run, a delete takes it out, a state change (a status write moves
+    -- App runs on the hot path) does both in one statement. The rows are taken in state
+    -- order, so two runs of one shard crossing each other's states (running to suspended
+    -- and back) never lock the two rows in opposite orders. OLD or NEW is NULL where the
+    -- operation has none.
+    INSERT INTO {run_totals} AS t (
+        tenant, state, shard, runs, input_tokens, output_tokens, cached_tokens,
+        cache_write_tokens, reasoning_tokens, requests, tool_calls, cost_micros
+    )
+    SELECT v.tenant, v.state, hashtext(v.run_id) & 7, v.sign, v.sign * v.input_tokens,
+           v.sign * v.output_tokens, v.sign * v.cached_tokens, v.sign * v.cache_write_tokens,
+           v.sign * v.reasoning_tokens, v.sign * v.requests, v.sign * v.tool_calls,
+           v.sign * v.cost_micros
+    FROM (VALUES
+        (OLD.tenant, OLD.run_id, OLD.state, -1, OLD.input_tokens, OLD.output_tokens,
+         OLD.cached_tokens, OLD.cache_write_tokens, OLD.reasoning_tokens, OLD.requests,
+         OLD.tool_calls, OLD.cost_micros),
+        (NEW.tenant, NEW.run_id, NEW.state, 1, NEW.input_tokens, NEW.output_tokens,
+         NEW.cached_tokens, NEW.cache_write_tokens, NEW.reasoning_tokens, NEW.requests,
+         NEW.tool_calls, NEW.cost_micros)
+    ) AS v(tenant, run_id, state, sign, input_tokens, output_tokens, cached_tokens,
+           cache_write_tokens, reasoning_tokens, requests, tool_calls, cost_micros)
+    WHERE v.state IS NOT NULL
+    ORDER BY v.state
+    ON CONFLICT (tenant, state, shard) DO UPDATE SET runs = t.runs + excluded.runs,
+        input_tokens = t.input_tokens + excluded.input_tokens,
+        output_tokens = t.output_tokens + excluded.output_tokens,
+        cached_tokens = t.cached_tokens + excluded.cached_tokens,
+        cache_write_tokens = t.cache_write_tokens + excluded.cache_write_tokens,
+        reasoning_tokens = t.reasoning_tokens + excluded.reasoning_tokens,
+        requests = t.requests + excluded.requests,
+        tool_calls = t.tool_calls + excluded.tool_calls,
+        cost_micros = t.cost_micros + excluded.cost_micros;
     RETURN NULL;
 END
 $$;
@@ -589,7 +598,7 @@ CREATE TABLE IF NOT EXISTS {claim_check} (
 CREATE INDEX IF NOT EXISTS {claim_check_name}_by_expiry ON {claim_check} (expires_at);
 
 INSERT INTO {schema_version} (version)
-SELECT 6 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
+SELECT 7 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
 -- Version 2 prefixed the workflow tables with durably_ (`migrate` renames a version-1
 -- database's tables before this script runs; applied by hand, rename them first).
 -- Version 3 added the rotation ({rota}, {waiting}); version 4 the workflow rotation
@@ -600,8 +609,9 @@ SELECT 6 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
 -- ({workflow_gated}, {workflow_gates}, {workflow_gate_turns}, {workflow_throttles}), the
 -- throughput ring ({throughput}) and its trigger, the run totals ({run_totals}) and theirs,
 -- and the shards of the per-tenant counts (and drops the status table's catalog trigger:
--- the status statements move the entry).
-UPDATE {schema_version} SET version = 6 WHERE version < 6;
+-- the status statements move the entry); version 7 the index of the run records that
+-- follow a workflow (`migrate` moves those stored before to their workflow's state).
+UPDATE {schema_version} SET version = 7 WHERE version < 7;
 
 -- name: schema_version
 SELECT version FROM {schema_version};

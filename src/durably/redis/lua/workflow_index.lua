@@ -9,8 +9,12 @@
 -- kept as text: cjson would round a number of 16 digits.
 -- The status write's intents (members of the unindexed set, written before the status)
 -- are taken out in the same script: what stays there is a step a process never ran.
+-- A catalogued workflow moving to a new status answers {tenant, run id, old status} of the
+-- run record following it in its tenant (the followed runs hash, field: tenant segment,
+-- then workflow) for its caller to move; otherwise 0 or 1. A catalogued workflow gone
+-- leaves that hash.
 -- KEYS: the index of every status, the catalog, the counts of every tenant, the ring,
--- the unindexed intents.
+-- the unindexed intents, the followed runs.
 -- ARGV: index prefix, workflow, new status or '' (gone), the status's time (microseconds
 -- since the epoch, '' when gone or not known), how many intents n, the n intents, then
 -- every status
@@ -35,6 +39,7 @@ if entry.s == status then
   end
   return 1
 end
+local was = entry.s
 local old = cjson.encode({entry.k, entry.s})
 redis.call('HINCRBY', KEYS[3], old, -1)
 redis.call('HINCRBY', entry.ct, old, -1)
@@ -43,6 +48,7 @@ redis.call('ZREM', entry.tsp .. entry.s, entry.m)
 if status == '' then
   for _, line in ipairs(entry.l) do redis.call('ZREM', line, entry.m) end
   redis.call('HDEL', KEYS[2], workflow)
+  redis.call('HDEL', KEYS[6], #entry.t .. ':' .. entry.t .. workflow)
   return 1
 end
 entry.s = status
@@ -53,6 +59,7 @@ redis.call('HINCRBY', entry.ct, new, 1)
 redis.call('ZADD', entry.sp .. status, 0, entry.m)
 redis.call('ZADD', entry.tsp .. status, 0, entry.m)
 redis.call('HSET', KEYS[2], workflow, cjson.encode(entry))
+local run = redis.call('HGET', KEYS[6], #entry.t .. ':' .. entry.t .. workflow)
 if at and (status == 'completed' or status == 'failed') then
   local minute = math.floor(at / 60000000)
   local tail = '|' .. (minute % 16) .. '|' .. entry.k
@@ -64,4 +71,5 @@ if at and (status == 'completed' or status == 'failed') then
     redis.call('HINCRBY', KEYS[4], (status == 'completed' and 'c' or 'f') .. tail, 1)
   end
 end
+if run then return {entry.t, run, was} end
 return 1

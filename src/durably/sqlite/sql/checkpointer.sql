@@ -73,6 +73,17 @@ ON CONFLICT (workflow) DO UPDATE
 SET status = excluded.status, attempts = excluded.attempts,
     last_error = excluded.last_error, updated_at = excluded.updated_at
 
+-- name: follow_run
+-- The run record following workflow :workflow (its metadata names it) in the workflow's
+-- catalogued tenant takes run state :state, unless it holds it already: a new version, the
+-- record's own time kept. The run totals move with it (the runs' update trigger).
+UPDATE durably_runs
+SET state = :state, version = version + 1,
+    record = json_set(record, '$.state', :state, '$.version', version + 1)
+WHERE json_extract(record, '$.metadata.durably_workflow') = :workflow
+  AND tenant = (SELECT tenant FROM durably_workflow_catalog WHERE workflow = :workflow)
+  AND state <> :state
+
 -- name: get_status
 SELECT workflow, status, attempts, last_error, updated_at FROM durably_workflow_status
 WHERE workflow = :workflow

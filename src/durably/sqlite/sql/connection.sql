@@ -62,3 +62,17 @@ ALTER TABLE durably_work ADD COLUMN concurrency_limit INTEGER;
 ALTER TABLE durably_work ADD COLUMN throttle_key TEXT;
 ALTER TABLE durably_work ADD COLUMN throttle_seconds REAL;
 ALTER TABLE durably_work ADD COLUMN throttle_burst INTEGER
+
+-- name: follow_runs
+-- The upgrade to version 8: each run record following a catalogued workflow takes the run
+-- state of the workflow's status (:states maps status to run state), as every status write
+-- stores it from then on.
+UPDATE durably_runs
+SET state = m.value, version = durably_runs.version + 1,
+    record = json_set(record, '$.state', m.value, '$.version', durably_runs.version + 1)
+FROM durably_workflow_catalog AS c
+JOIN durably_workflow_status AS s ON s.workflow = c.workflow
+JOIN json_each(:states) AS m ON m.key = s.status
+WHERE json_extract(durably_runs.record, '$.metadata.durably_workflow') = c.workflow
+  AND durably_runs.tenant = c.tenant
+  AND durably_runs.state <> m.value

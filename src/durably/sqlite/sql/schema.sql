@@ -1,4 +1,4 @@
--- durably's tables in an embedded SQLite file: schema version 7.
+-- durably's tables in an embedded SQLite file: schema version 8.
 -- Applied by `durably.sqlite.connect` inside one BEGIN IMMEDIATE, so processes opening a
 -- fresh file at once create it exactly once. Every statement is idempotent.
 
@@ -32,6 +32,13 @@ CREATE TABLE IF NOT EXISTS durably_run_seq (
 
 CREATE INDEX IF NOT EXISTS durably_runs_by_session
     ON durably_runs (tenant, session_id) WHERE session_id IS NOT NULL;
+
+-- Added in schema version 8: the run record following a workflow (an App's, whose metadata
+-- names the workflow's key), found by each status write of that workflow, which stores the
+-- run's state in the same transaction.
+CREATE INDEX IF NOT EXISTS durably_runs_following
+    ON durably_runs (json_extract(record, '$.metadata.durably_workflow'))
+    WHERE json_extract(record, '$.metadata.durably_workflow') IS NOT NULL;
 
 CREATE TABLE IF NOT EXISTS durably_sessions (
     tenant TEXT NOT NULL,

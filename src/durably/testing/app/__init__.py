@@ -27,6 +27,7 @@ from durably.testing.app.messages import AppMessages
 from durably.testing.app.races import AppRaces
 from durably.testing.app.refusals import AppRefusals
 from durably.testing.app.replay import AppReplay
+from durably.testing.app.runs import AppRuns
 from durably.testing.app.schedules import AppSchedules
 from durably.testing.app.sleeps import AppSleeps
 from durably.testing.app.tenants import AppTenants
@@ -44,6 +45,7 @@ class AppConformance(
     AppRefusals,
     AppSchedules,
     AppRaces,
+    AppRuns,
     AppTenants,
     AppUpgrade,
     AppFanOut,
