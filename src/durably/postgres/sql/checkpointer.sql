@@ -32,8 +32,11 @@ hashtext($1::text) & 15
 -- name: _follow
 -- Under the fence: the catalog entry, if the workflow has one, takes the status this write
 -- reports (`told`), and the catalog's counts move with it on the workflow's shard, out of
--- the old status and into the new, for its tenant and for tenant '' (every tenant's). The
--- entry is locked as it is read, so a move that waited reads the status it leaves. The run
+-- the old status and into the new, for its tenant and for tenant '' (every tenant's),
+-- taken in the order every writer of those rows takes them (the tenant's rows before
+-- every tenant's, statuses in order), so two moves crossing each other's statuses never
+-- wait on each other in a cycle. The entry is locked as it is read, so a move that waited
+-- reads the status it leaves. The run
 -- record following the workflow in its tenant (its metadata names it) takes the run state
 -- `told` carries unless it holds it: a new version, the record's own time kept (the run
 -- totals move with it, by the runs' trigger).
@@ -54,6 +57,7 @@ recounted AS (
         VALUES (caught.tenant, caught.was, -1), ('', caught.was, -1),
                (caught.tenant, caught.now, 1), ('', caught.now, 1)
     ) AS v(tenant, status, n)
+    ORDER BY v.tenant DESC, v.status
     ON CONFLICT (tenant, kind, status, shard) DO UPDATE SET n = k.n + excluded.n
 ),
 ran AS (
