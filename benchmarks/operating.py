@@ -132,8 +132,9 @@ def _shapes(filled: int) -> dict[str, tuple[Filter, Mark | None]]:
         "page by status": (Filter(status=WorkflowStatus.BLOCKED), None),
         "page by tenant+kind": (Filter(tenant=busy, kind=KINDS[2]), None),
         "page by tenant+status": (Filter(tenant=busy, status=WorkflowStatus.PENDING), None),
-        "page by kind+status (checked)": (
-            Filter(kind=KINDS[2], status=WorkflowStatus.PENDING),
+        "page by kind+status": (Filter(kind=KINDS[2], status=WorkflowStatus.PENDING), None),
+        "page by all three (checked)": (
+            Filter(tenant=busy, kind=KINDS[2], status=WorkflowStatus.PENDING),
             None,
         ),
         "page in a created range": (Filter(since_us=middle - 200_000, until_us=middle), None),

@@ -13,7 +13,15 @@ from pathlib import Path
 import pytest
 
 from durably.errors import InvalidInputError
-from durably.stores.catalog import SCAN_PER_PAGE, CatalogEntry, Cataloguing, Filter, Line, page
+from durably.stores.catalog import (
+    MAX_CATALOG_BATCH,
+    SCAN_PER_PAGE,
+    CatalogEntry,
+    Cataloguing,
+    Filter,
+    Line,
+    page,
+)
 from durably.stores.opening import Stores, open_stores
 from durably.stores.status import WorkflowStatus
 from durably.stores.throughput import Minute
@@ -185,9 +193,17 @@ async def test_paging_each_filter_sees_each_workflow_once_newest_first(stores: S
             lambda n: _tenant(n) == _tenant(5) and status_of(n) is WorkflowStatus.PENDING,
         ),
         (
-            # No line answers a kind and a status: pages may come short, never wrong.
             Filter(kind="notify", status=WorkflowStatus.RUNNING),
             lambda n: KINDS[n % 3] == "notify" and status_of(n) is WorkflowStatus.RUNNING,
+        ),
+        (
+            # No line answers a tenant, a kind and a status: pages may come short, never wrong.
+            Filter(tenant=_tenant(4), kind="notify", status=WorkflowStatus.PENDING),
+            lambda n: (
+                _tenant(n) == _tenant(4)
+                and KINDS[n % 3] == "notify"
+                and status_of(n) is WorkflowStatus.PENDING
+            ),
         ),
         (
             Filter(since_us=since, until_us=until),
@@ -209,12 +225,21 @@ async def test_paging_each_filter_sees_each_workflow_once_newest_first(stores: S
 async def test_a_page_reads_a_bounded_stretch_and_says_where_to_go_on(stores: Stores) -> None:
     checkpointer = stores.checkpointer
     assert isinstance(checkpointer, Cataloguing)
-    # The oldest pending workflow is the only one of its kind: the pending line (which a
-    # kind and a status read) holds it behind SCAN_PER_PAGE others.
+    # The crowd's oldest pending workflow is the only one of its kind: the crowd's pending
+    # line (which its tenant, a kind and a status read) holds it behind SCAN_PER_PAGE others.
     count = SCAN_PER_PAGE + 300
-    await _fill(stores, count)
-    await checkpointer.catalog("rare", CatalogEntry("tenant-000", "rare", BASE_US - 1))
-    selection = Filter(kind="rare", status=WorkflowStatus.PENDING)
+    for start in range(0, count, MAX_CATALOG_BATCH):
+        await checkpointer.catalog_many(
+            [
+                (f"crowd-{n}", CatalogEntry("crowd", "triage", BASE_US + n))
+                for n in range(start, min(start + MAX_CATALOG_BATCH, count))
+            ]
+        )
+    await checkpointer.catalog("rare", CatalogEntry("crowd", "rare", BASE_US - 1))
+    # A kind and a status alone are a line of their own: the first page finds it.
+    alone = await page(checkpointer, Filter(kind="rare", status=WorkflowStatus.PENDING), limit=10)
+    assert [row.workflow for row in alone.rows] == ["rare"]
+    selection = Filter(tenant="crowd", kind="rare", status=WorkflowStatus.PENDING)
     first = await page(checkpointer, selection, limit=10)
     assert first.rows == []
     assert first.next is not None
@@ -302,3 +327,28 @@ async def test_a_catalog_in_step_has_nothing_to_repair_and_a_bad_limit_is_refuse
     assert await checkpointer.tally() == before
     with pytest.raises(InvalidInputError, match="limit"):
         await checkpointer.repair_catalog(limit=0)
+
+
+async def test_a_batch_enters_as_single_calls_do_and_bad_batches_write_nothing(
+    stores: Stores,
+) -> None:
+    checkpointer = stores.checkpointer
+    assert isinstance(checkpointer, Cataloguing)
+    await checkpointer.catalog(_key(0), _entry(0))
+    await _report(stores, {1: WorkflowStatus.FAILED})  # reported before it is catalogued
+    kept = CatalogEntry("other", "other", 5)
+    for bad in ([(_key(2), kept)] * (MAX_CATALOG_BATCH + 1), [(_key(2), "entry")], "abc"):
+        with pytest.raises(InvalidInputError):
+            await checkpointer.catalog_many(bad)  # type: ignore[arg-type]
+    assert await checkpointer.tally() == {(KINDS[0], WorkflowStatus.PENDING): 1}
+    await checkpointer.catalog_many(
+        [(_key(0), kept), (_key(1), _entry(1)), (_key(2), _entry(2)), (_key(2), kept)]
+    )
+    rows = await checkpointer.listed(Line(), limit=10)
+    assert [(r.workflow, r.entry, r.status) for r in rows] == [
+        (_key(2), _entry(2), WorkflowStatus.PENDING),  # of a key named twice, the first
+        (_key(1), _entry(1), WorkflowStatus.FAILED),  # under the status it reported
+        (_key(0), _entry(0), WorkflowStatus.PENDING),  # an entry already there is kept
+    ]
+    assert sum((await checkpointer.tally()).values()) == 3
+    await checkpointer.catalog_many([])

@@ -11,7 +11,14 @@ from typing import Any
 
 from durably.app import _layout as layout
 from durably.app import _tenancy as tenancy
-from durably.stores.catalog import CatalogEntry, Cataloguing, Listed, micros, moment
+from durably.stores.catalog import (
+    MAX_CATALOG_BATCH,
+    CatalogEntry,
+    Cataloguing,
+    Listed,
+    micros,
+    moment,
+)
 from durably.stores.status import WorkflowInfo
 from durably.stores.workflows import Checkpointer
 
@@ -31,12 +38,20 @@ async def catalogue(checkpointer: Checkpointer[Any], key: str, start: object) ->
 
     Only when ``start`` is a start record an App wrote; an entry there already is kept.
     """
-    if isinstance(checkpointer, Cataloguing) and isinstance(start, dict):
-        try:
-            entry = entry_of(start)
-        except (KeyError, TypeError, ValueError):
-            return  # not a start record of this shape: nothing to list it by
-        await checkpointer.catalog(key, entry)
+    if isinstance(checkpointer, Cataloguing):
+        entry = _entry_or_none(start)
+        if entry is not None:
+            await checkpointer.catalog(key, entry)
+
+
+def _entry_or_none(start: object) -> CatalogEntry | None:
+    """The catalog entry of start record ``start``; None for one not of an App's shape."""
+    if not isinstance(start, dict):
+        return None
+    try:
+        return entry_of(start)
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 async def catalogue_earlier(checkpointer: Checkpointer[Any], *, page: int = 1000) -> int:
@@ -49,11 +64,17 @@ async def catalogue_earlier(checkpointer: Checkpointer[Any], *, page: int = 1000
     after: str | None = None
     while True:
         keys = await checkpointer.workflows(after=after, limit=page)
+        entries: list[tuple[str, CatalogEntry]] = []
         for key in keys:
             start = (await checkpointer.peek(key, [layout.START])).get(layout.START)
             if start is not None:
-                await catalogue(checkpointer, key, start)
                 seen += 1
+                entry = _entry_or_none(start)
+                if entry is not None:
+                    entries.append((key, entry))
+        if entries and isinstance(checkpointer, Cataloguing):
+            for first in range(0, len(entries), MAX_CATALOG_BATCH):  # one write a batch
+                await checkpointer.catalog_many(entries[first : first + MAX_CATALOG_BATCH])
         if len(keys) < page:
             return seen
         after = keys[-1]

@@ -29,8 +29,8 @@ class Operating:
         """Return a page of workflows, newest first, in bounded time at any store size.
 
         Each page reads a bounded stretch of one index the store keeps with its writes
-        (never the whole store): a filter no single index answers (a kind and a status
-        across every tenant, say) may return a short page, even an empty one, with a
+        (never the whole store): a filter no single index answers (a tenant, a kind and
+        a status together, say) may return a short page, even an empty one, with a
         cursor to go on from.
 
         Args:

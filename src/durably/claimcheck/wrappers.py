@@ -185,6 +185,9 @@ class ClaimCheckedCheckpointer(Generic[EffectT]):
     async def catalog(self, workflow: str, entry: CatalogEntry) -> None:
         await self._cataloguing().catalog(workflow, entry)
 
+    async def catalog_many(self, entries: Sequence[tuple[str, CatalogEntry]]) -> None:
+        await self._cataloguing().catalog_many(entries)
+
     async def listed(
         self, line: Line, *, before: Mark | None = None, since_us: int = 0, limit: int = 100
     ) -> list[Listed]:

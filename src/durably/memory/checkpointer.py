@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -18,7 +18,15 @@ from durably.memory.catalog import MemoryCatalog
 from durably.memory.gates import MemoryGates
 from durably.memory.state import MemoryStateStore
 from durably.stores.admission import TenantCaps, TenantCounts, refuse_over
-from durably.stores.catalog import CatalogEntry, Line, Listed, Mark, line_read, tallied
+from durably.stores.catalog import (
+    CatalogEntry,
+    Line,
+    Listed,
+    Mark,
+    catalog_batch,
+    line_read,
+    tallied,
+)
 from durably.stores.changes import ENDED, RECORDS, LocalChanges
 from durably.stores.codec import (
     CheckpointCodec,
@@ -493,6 +501,11 @@ class MemoryCheckpointer:
         """Enter ``workflow`` in the catalog (an entry already there is kept)."""
         identifier(workflow, "workflow")
         self._catalog.enter(workflow, entry)
+
+    async def catalog_many(self, entries: Sequence[tuple[str, CatalogEntry]]) -> None:
+        """Enter each (workflow, entry) in the catalog (an entry already there is kept)."""
+        for workflow, entry in catalog_batch(entries):
+            self._catalog.enter(workflow, entry)
 
     async def listed(
         self, line: Line, *, before: Mark | None = None, since_us: int = 0, limit: int = 100

@@ -36,6 +36,26 @@ class PostgresCatalog:
             PENDING_TEXT,
         )
 
+    async def enter_many(self, session: Session, entries: list[tuple[str, CatalogEntry]]) -> None:
+        """Catalogue each workflow of ``entries`` that is not: one statement, after the
+        one that takes its count rows in order (inside the caller's transaction)."""
+        await session.fetch(
+            self._sql["lock_counts_many"],
+            [workflow for workflow, _ in entries],
+            [entry.tenant for _, entry in entries],
+            [entry.kind for _, entry in entries],
+            PENDING_TEXT,
+        )
+        await session.fetch(
+            self._sql["enter_many"],
+            [workflow for workflow, _ in entries],
+            [entry.tenant for _, entry in entries],
+            [entry.kind for _, entry in entries],
+            [entry.parent for _, entry in entries],
+            [entry.created_us for _, entry in entries],
+            PENDING_TEXT,
+        )
+
     async def listed(
         self, session: Session, line: Line, before: Mark | None, since_us: int, limit: int
     ) -> list[Listed]:

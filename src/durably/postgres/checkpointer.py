@@ -26,7 +26,15 @@ from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
 from durably.postgres.sweep import sweep_finished
 from durably.stores.admission import NO_CAPS, TenantCaps, TenantCounts, refuse_over
-from durably.stores.catalog import CatalogEntry, Line, Listed, Mark, line_read, tallied
+from durably.stores.catalog import (
+    CatalogEntry,
+    Line,
+    Listed,
+    Mark,
+    catalog_batch,
+    line_read,
+    tallied,
+)
 from durably.stores.codec import (
     CheckpointCodec,
     JsonCodec,
@@ -639,6 +647,15 @@ class PostgresCheckpointer:
         """Enter ``workflow`` in the catalog (an entry already there is kept)."""
         identifier(workflow, "workflow")
         await self._run(lambda s: self._catalog.enter(s, workflow, entry))
+
+    async def catalog_many(self, entries: Sequence[tuple[str, CatalogEntry]]) -> None:
+        """Enter each (workflow, entry) in the catalog in one statement (an entry already
+        there is kept)."""
+        batch = catalog_batch(entries)
+        if batch:
+            await self._access.run(
+                lambda s: self._catalog.enter_many(s, batch), errors=state_errors, transaction=True
+            )
 
     async def listed(
         self, line: Line, *, before: Mark | None = None, since_us: int = 0, limit: int = 100

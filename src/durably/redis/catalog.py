@@ -15,6 +15,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from redis.exceptions import NoScriptError
+
 from durably.redis.connection import RedisConnection, text
 from durably.redis.keys import segment
 from durably.redis.scripts import scripts
@@ -57,6 +59,8 @@ class RedisCatalog:
             return f"{self._lines}tk:{segment(line.tenant)}{segment(line.kind)}"
         if line.tenant is not None and line.status is not None:
             return f"{self._lines}ts:{segment(line.tenant)}{line.status.value}"
+        if line.kind is not None and line.status is not None:
+            return f"{self._lines}ks:{segment(line.kind)}{line.status.value}"
         if line.tenant is not None:
             return f"{self._lines}t:{segment(line.tenant)}"
         if line.kind is not None:
@@ -89,6 +93,7 @@ class RedisCatalog:
             "l": lines,
             "sp": f"{self._lines}s:",
             "tsp": f"{self._lines}ts:{segment(entry.tenant)}",
+            "ksp": f"{self._lines}ks:{segment(entry.kind)}",
             "ct": self._tenant_counts(entry.tenant),
         }
         keys = [self._hash, self._all_counts, self._tenant_counts(entry.tenant)]
@@ -99,6 +104,25 @@ class RedisCatalog:
         keys, args = self.entering(workflow, entry, status)
         client = self._redis.client
         await self._redis.state(lambda: _ENTER(client, keys, args))
+
+    async def enter_many(self, entries: list[tuple[str, CatalogEntry, WorkflowStatus]]) -> None:
+        """`enter` each (workflow, entry, status), the scripts sent in one pipeline."""
+        calls = [self.entering(workflow, entry, status) for workflow, entry, status in entries]
+        client = self._redis.client
+
+        async def send() -> list[Any]:
+            async with client.pipeline(transaction=False) as pipe:
+                for keys, args in calls:
+                    pipe.execute_command("EVALSHA", _ENTER.sha, len(keys), *keys, *args)
+                replies: list[Any] = await pipe.execute(raise_on_error=False)
+                return replies
+
+        replies = await self._redis.state(send)
+        for (keys, args), reply in zip(calls, replies, strict=True):
+            if isinstance(reply, NoScriptError):  # a server that lost its scripts: one by one
+                await self._redis.state(functools.partial(_ENTER, client, keys, args))
+            elif isinstance(reply, Exception):
+                raise reply
 
     async def listed(
         self, line: Line, before: Mark | None, since_us: int, limit: int

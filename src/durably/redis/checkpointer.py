@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Self
 
@@ -31,7 +31,15 @@ from durably.redis.retry import RetriesSpent
 from durably.redis.scripts import Script, scripts
 from durably.redis.settings import RedisStoreSettings
 from durably.stores.admission import TenantCaps, TenantCounts, refuse_over
-from durably.stores.catalog import CatalogEntry, Line, Listed, Mark, line_read, tallied
+from durably.stores.catalog import (
+    CatalogEntry,
+    Line,
+    Listed,
+    Mark,
+    catalog_batch,
+    line_read,
+    tallied,
+)
 from durably.stores.codec import (
     CheckpointCodec,
     JsonCodec,
@@ -948,6 +956,20 @@ class RedisCheckpointer:
         await self._catalog.enter(
             workflow, entry, WorkflowStatus.PENDING if info is None else info.status
         )
+
+    async def catalog_many(self, entries: Sequence[tuple[str, CatalogEntry]]) -> None:
+        """Enter each (workflow, entry) in the catalog (an entry already there is kept),
+        under the status each reported: their statuses read in one pipeline, the entries
+        written in another."""
+        batch = catalog_batch(entries)
+        if batch:
+            infos = await self._statuses([workflow for workflow, _ in batch])
+            await self._catalog.enter_many(
+                [
+                    (workflow, entry, WorkflowStatus.PENDING if info is None else info.status)
+                    for (workflow, entry), info in zip(batch, infos, strict=True)
+                ]
+            )
 
     async def listed(
         self, line: Line, *, before: Mark | None = None, since_us: int = 0, limit: int = 100

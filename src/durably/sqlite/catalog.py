@@ -47,17 +47,23 @@ def line_params(line: Line, before: Mark | None, since_us: int, limit: int) -> d
 
 def enter(tx: Transaction, workflow: str, entry: CatalogEntry) -> None:
     """Catalogue ``workflow`` unless it is."""
-    tx.execute(
-        _SQL["enter"],
-        {
-            "workflow": workflow,
-            "tenant": entry.tenant,
-            "kind": entry.kind,
-            "parent": entry.parent,
-            "created": entry.created_us,
-            "pending": PENDING_TEXT,
-        },
-    )
+    tx.execute(_SQL["enter"], _entered(workflow, entry))
+
+
+def enter_many(tx: Transaction, entries: list[tuple[str, CatalogEntry]]) -> None:
+    """Catalogue each workflow of ``entries`` that is not."""
+    tx.cursor().executemany(_SQL["enter"], [_entered(w, e) for w, e in entries])
+
+
+def _entered(workflow: str, entry: CatalogEntry) -> dict[str, object]:
+    return {
+        "workflow": workflow,
+        "tenant": entry.tenant,
+        "kind": entry.kind,
+        "parent": entry.parent,
+        "created": entry.created_us,
+        "pending": PENDING_TEXT,
+    }
 
 
 def drop(tx: Transaction, workflow: str) -> None:
@@ -110,4 +116,4 @@ def _listed(row: sqlite3.Row) -> Listed:
     return Listed(workflow, entry, status_text(text_field(row["status"]), workflow), info)
 
 
-__all__ = ["drop", "enter", "line_params", "line_statement", "listed", "tally"]
+__all__ = ["drop", "enter", "enter_many", "line_params", "line_statement", "listed", "tally"]

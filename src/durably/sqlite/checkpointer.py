@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -17,7 +17,15 @@ from durably.sqlite.gates import BoundSqliteGates
 from durably.sqlite.scheduler import BoundSqliteScheduler
 from durably.sqlite.statements import load_statements
 from durably.stores.admission import TenantCaps, TenantCounts, refuse_over, running_after
-from durably.stores.catalog import CatalogEntry, Line, Listed, Mark, line_read, tallied
+from durably.stores.catalog import (
+    CatalogEntry,
+    Line,
+    Listed,
+    Mark,
+    catalog_batch,
+    line_read,
+    tallied,
+)
 from durably.stores.changes import ENDED, RECORDS
 from durably.stores.codec import (
     CheckpointCodec,
@@ -763,6 +771,12 @@ class SqliteCheckpointer:
         """Enter ``workflow`` in the catalog (an entry already there is kept)."""
         identifier(workflow, "workflow")
         await self._db.transaction(lambda tx: _catalog.enter(tx, workflow, entry))
+
+    async def catalog_many(self, entries: Sequence[tuple[str, CatalogEntry]]) -> None:
+        """Enter each (workflow, entry) in the catalog in one transaction (an entry
+        already there is kept)."""
+        batch = catalog_batch(entries)
+        await self._db.transaction(lambda tx: _catalog.enter_many(tx, batch))
 
     async def listed(
         self, line: Line, *, before: Mark | None = None, since_us: int = 0, limit: int = 100

@@ -4,16 +4,17 @@ workflows (newest first, by any filter) reads a bounded slice of one line and ne
 whole store.
 
 A line is one ordering of catalogued workflows by (creation time, key), newest first:
-every workflow, those of a tenant, a kind, a status, a parent, a tenant's of one kind or
-a tenant's with one status. `page` picks the line a filter reads and drops the rows of
-it that miss the rest of the filter, examining at most `SCAN_PER_PAGE` rows per page: a
-page may hold fewer rows than asked, with a mark to go on from.
+every workflow, those of a tenant, a kind, a status, a parent, a tenant's of one kind, a
+tenant's with one status or a kind's with one status. `page` picks the line a filter
+reads and drops the rows of it that miss the rest of the filter, examining at most
+`SCAN_PER_PAGE` rows per page: a page may hold fewer rows than asked, with a mark to go
+on from.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
@@ -25,10 +26,13 @@ from durably.validation import identifier, positive_int
 
 SCAN_PER_PAGE = 2000
 """The most catalogued rows one `page` examines: a filter a line does not answer alone
-(say a kind and a status across tenants) returns a short page rather than read on."""
+(say a tenant, a kind and a status) returns a short page rather than read on."""
 
 MAX_LINE_READ = 1000
 """The most rows one `Cataloguing.listed` call returns."""
+
+MAX_CATALOG_BATCH = 1000
+"""The most workflows one `Cataloguing.catalog_many` call enters."""
 
 PENDING_TEXT = WorkflowStatus.PENDING.value
 """The status of a catalogued workflow that has reported none yet."""
@@ -62,8 +66,9 @@ class CatalogEntry:
 @dataclass(frozen=True, slots=True)
 class Line:
     """Which line of the catalog a read follows: every workflow (no field set), or those
-    of ``parent``, ``tenant``, ``kind``, ``status``, ``tenant`` and ``kind``, or
-    ``tenant`` and ``status``. Any other combination is not a line (`InvalidInputError`)."""
+    of ``parent``, ``tenant``, ``kind``, ``status``, ``tenant`` and ``kind``, ``tenant`` and
+    ``status``, or ``kind`` and ``status``. Any other combination is not a line
+    (`InvalidInputError`)."""
 
     tenant: str | None = None
     kind: str | None = None
@@ -94,6 +99,7 @@ _LINES: tuple[set[str], ...] = (
     {"parent"},
     {"tenant", "kind"},
     {"tenant", "status"},
+    {"kind", "status"},
 )
 
 
@@ -127,6 +133,12 @@ class Cataloguing(Protocol):
         """Enter ``workflow`` in the catalog with ``entry``; an entry already there is kept
         (a repeated call changes nothing). Its status is the one it reported, else
         pending."""
+        ...
+
+    async def catalog_many(self, entries: Sequence[tuple[str, CatalogEntry]]) -> None:
+        """Enter each ``(workflow, entry)`` as `catalog` does, up to `MAX_CATALOG_BATCH` of
+        them in one write (one transaction on SQLite and PostgreSQL, one pipeline on
+        Redis); of one workflow named twice the first entry is kept."""
         ...
 
     async def listed(
@@ -176,9 +188,7 @@ class Filter:
             return Line(tenant=self.tenant, status=self.status)
         if self.tenant is not None:
             return Line(tenant=self.tenant, kind=self.kind)
-        if self.status is not None:
-            return Line(status=self.status)
-        return Line(kind=self.kind)
+        return Line(kind=self.kind, status=self.status)
 
     def answered(self) -> bool:
         """Whether `line` alone answers this filter (no row of it is dropped)."""
@@ -276,6 +286,26 @@ def tallied(rows: Mapping[tuple[str, str], int]) -> dict[tuple[str, WorkflowStat
     return counts
 
 
+def catalog_batch(entries: object) -> list[tuple[str, CatalogEntry]]:
+    """The entries of a `Cataloguing.catalog_many` call, each workflow once (its first
+    entry), refused before any I/O when they are not (workflow, `CatalogEntry`) pairs or
+    more than `MAX_CATALOG_BATCH`."""
+    if isinstance(entries, (str, bytes)) or not isinstance(entries, Sequence):
+        raise InvalidInputError(
+            f"entries must be a sequence of (workflow, CatalogEntry), got {type(entries).__name__}"
+        )
+    if len(entries) > MAX_CATALOG_BATCH:
+        raise InvalidInputError(
+            f"entries must be at most {MAX_CATALOG_BATCH} a call, got {len(entries)}"
+        )
+    kept: dict[str, CatalogEntry] = {}
+    for pair in entries:
+        if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[1], CatalogEntry)):
+            raise InvalidInputError(f"each entry must be (workflow, CatalogEntry), got {pair!r}")
+        kept.setdefault(identifier(pair[0], "workflow"), pair[1])
+    return list(kept.items())
+
+
 def line_read(line: object, since_us: object, limit: object) -> None:
     """Refuse a `Cataloguing.listed` call's arguments before any I/O."""
     if not isinstance(line, Line):
@@ -288,6 +318,7 @@ def line_read(line: object, since_us: object, limit: object) -> None:
 
 
 __all__ = [
+    "MAX_CATALOG_BATCH",
     "MAX_LINE_READ",
     "PENDING_TEXT",
     "SCAN_PER_PAGE",
@@ -298,6 +329,7 @@ __all__ = [
     "Listed",
     "Mark",
     "Page",
+    "catalog_batch",
     "line_read",
     "micros",
     "moment",

@@ -40,6 +40,7 @@ LINES: dict[str, tuple[str, tuple[str, ...]]] = {
     "line_parent": ("_by_parent", ("durably:t3:t00:p",)),
     "line_tenant_kind": ("_by_tk", ("t01", "bill")),
     "line_tenant_status": ("_by_ts", ("t01", "failed")),
+    "line_kind_status": ("_by_ks", ("bill", "failed")),
 }
 
 

@@ -26,6 +26,7 @@ LINES = {
     "durably_workflow_catalog_by_parent": Line(parent="durably:t3:t00:p"),
     "durably_workflow_catalog_by_tenant_kind": Line(tenant="t03", kind="bill"),
     "durably_workflow_catalog_by_tenant_status": Line(tenant="t03", status=WorkflowStatus.FAILED),
+    "durably_workflow_catalog_by_kind_status": Line(kind="bill", status=WorkflowStatus.FAILED),
 }
 
 

@@ -18,6 +18,28 @@ VALUES (
 )
 ON CONFLICT (workflow) DO NOTHING;
 
+-- name: lock_counts_many
+-- Before `enter_many`, in its transaction: the count rows its entries' trigger will add to,
+-- taken in one order (each tenant's rows, then every tenant's: the order a single entry's
+-- trigger takes them in), so two batches, or a batch and a single entry, never wait on
+-- each other in a cycle. Adds nothing.
+INSERT INTO {workflow_counts} AS c (tenant, kind, status, shard, n)
+SELECT DISTINCT t.tenant, e.kind, COALESCE(s.status, $4::text), hashtext(e.workflow) & 15, 0
+FROM unnest($1::text[], $2::text[], $3::text[]) AS e (workflow, tenant, kind)
+CROSS JOIN LATERAL (VALUES (e.tenant), ('')) AS t (tenant)
+LEFT JOIN {workflow_status} AS s ON s.workflow = e.workflow
+ORDER BY 1 DESC, 2, 3, 4
+ON CONFLICT (tenant, kind, status, shard) DO UPDATE SET n = c.n;
+
+-- name: enter_many
+-- `enter` for many workflows at once: $1 to $5 their columns as arrays.
+INSERT INTO {workflow_catalog} (workflow, tenant, kind, parent, created, status)
+SELECT e.workflow, e.tenant, e.kind, e.parent, e.created, COALESCE(s.status, $6::text)
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[])
+    AS e (workflow, tenant, kind, parent, created)
+LEFT JOIN {workflow_status} AS s ON s.workflow = e.workflow
+ON CONFLICT (workflow) DO NOTHING;
+
 -- name: tally
 -- Tenant '' holds every tenant's counts together.
 SELECT kind, status, sum(n)::bigint FROM {workflow_counts}
@@ -104,4 +126,14 @@ LEFT JOIN {workflow_status} AS s ON s.workflow = c.workflow
 WHERE (c.tenant, c.status, c.created, c.workflow) < ($5::text COLLATE "C", $6::text, $1::bigint, $2::text COLLATE "C")
   AND (c.tenant, c.status, c.created) >= ($5::text COLLATE "C", $6::text, $3::bigint)
 ORDER BY c.tenant DESC, c.status DESC, c.created DESC, c.workflow DESC
+LIMIT $4::integer;
+
+-- name: line_kind_status
+SELECT c.workflow, c.tenant, c.kind, c.parent, c.created, c.status,
+       s.status, s.attempts, s.last_error, s.updated_at
+FROM {workflow_catalog} AS c
+LEFT JOIN {workflow_status} AS s ON s.workflow = c.workflow
+WHERE (c.kind, c.status, c.created, c.workflow) < ($5::text COLLATE "C", $6::text, $1::bigint, $2::text COLLATE "C")
+  AND (c.kind, c.status, c.created) >= ($5::text COLLATE "C", $6::text, $3::bigint)
+ORDER BY c.kind DESC, c.status DESC, c.created DESC, c.workflow DESC
 LIMIT $4::integer;

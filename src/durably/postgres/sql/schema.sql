@@ -413,6 +413,9 @@ CREATE INDEX IF NOT EXISTS {workflow_catalog_name}_by_tk ON {workflow_catalog}
     (tenant, kind, created, workflow);
 CREATE INDEX IF NOT EXISTS {workflow_catalog_name}_by_ts ON {workflow_catalog}
     (tenant, status, created, workflow);
+-- Added in version 7: a kind's workflows in one status, so that filter reads its own line.
+CREATE INDEX IF NOT EXISTS {workflow_catalog_name}_by_ks ON {workflow_catalog}
+    (kind, status, created, workflow);
 
 CREATE TABLE IF NOT EXISTS {workflow_counts} (
     tenant text COLLATE "C" NOT NULL,
@@ -610,7 +613,8 @@ SELECT 7 WHERE NOT EXISTS (SELECT 1 FROM {schema_version});
 -- throughput ring ({throughput}) and its trigger, the run totals ({run_totals}) and theirs,
 -- and the shards of the per-tenant counts (and drops the status table's catalog trigger:
 -- the status statements move the entry); version 7 the index of the run records that
--- follow a workflow (`migrate` moves those stored before to their workflow's state).
+-- follow a workflow (`migrate` moves those stored before to their workflow's state) and
+-- the catalog's (kind, status) index.
 UPDATE {schema_version} SET version = 7 WHERE version < 7;
 
 -- name: schema_version

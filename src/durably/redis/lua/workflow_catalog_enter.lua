@@ -10,6 +10,7 @@ redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(entry))
 for i = 5, #ARGV do redis.call('ZADD', ARGV[i], 0, entry.m) end
 redis.call('ZADD', entry.sp .. entry.s, 0, entry.m)
 redis.call('ZADD', entry.tsp .. entry.s, 0, entry.m)
+redis.call('ZADD', entry.ksp .. entry.s, 0, entry.m)
 local field = cjson.encode({entry.k, entry.s})
 redis.call('HINCRBY', KEYS[2], field, 1)
 redis.call('HINCRBY', KEYS[3], field, 1)

@@ -45,6 +45,8 @@ redis.call('HINCRBY', KEYS[3], old, -1)
 redis.call('HINCRBY', entry.ct, old, -1)
 redis.call('ZREM', entry.sp .. entry.s, entry.m)
 redis.call('ZREM', entry.tsp .. entry.s, entry.m)
+-- ksp: the kind's status lines, absent from entries catalogued before they were kept.
+if entry.ksp then redis.call('ZREM', entry.ksp .. entry.s, entry.m) end
 if status == '' then
   for _, line in ipairs(entry.l) do redis.call('ZREM', line, entry.m) end
   redis.call('HDEL', KEYS[2], workflow)
@@ -58,6 +60,7 @@ redis.call('HINCRBY', KEYS[3], new, 1)
 redis.call('HINCRBY', entry.ct, new, 1)
 redis.call('ZADD', entry.sp .. status, 0, entry.m)
 redis.call('ZADD', entry.tsp .. status, 0, entry.m)
+if entry.ksp then redis.call('ZADD', entry.ksp .. status, 0, entry.m) end
 redis.call('HSET', KEYS[2], workflow, cjson.encode(entry))
 local run = redis.call('HGET', KEYS[6], #entry.t .. ':' .. entry.t .. workflow)
 if at and (status == 'completed' or status == 'failed') then

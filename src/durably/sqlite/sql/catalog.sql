@@ -87,3 +87,12 @@ LEFT JOIN durably_workflow_status AS s ON s.workflow = c.workflow
 WHERE c.tenant = :tenant AND c.status = :status AND (c.created, c.workflow) < (:created, :workflow) AND c.created >= :since
 ORDER BY c.created DESC, c.workflow DESC
 LIMIT :limit
+
+-- name: line_kind_status
+SELECT c.workflow, c.tenant, c.kind, c.parent, c.created, c.status,
+       s.status AS reported, s.attempts, s.last_error, s.updated_at
+FROM durably_workflow_catalog AS c
+LEFT JOIN durably_workflow_status AS s ON s.workflow = c.workflow
+WHERE c.kind = :kind AND c.status = :status AND (c.created, c.workflow) < (:created, :workflow) AND c.created >= :since
+ORDER BY c.created DESC, c.workflow DESC
+LIMIT :limit

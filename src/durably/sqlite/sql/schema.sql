@@ -403,6 +403,9 @@ CREATE INDEX IF NOT EXISTS durably_workflow_catalog_by_tenant_kind
     ON durably_workflow_catalog (tenant, kind, created, workflow);
 CREATE INDEX IF NOT EXISTS durably_workflow_catalog_by_tenant_status
     ON durably_workflow_catalog (tenant, status, created, workflow);
+-- Added in version 7: a kind's workflows in one status, so that filter reads its own line.
+CREATE INDEX IF NOT EXISTS durably_workflow_catalog_by_kind_status
+    ON durably_workflow_catalog (kind, status, created, workflow);
 
 -- How many catalogued workflows each tenant has of each kind in each status (exact), and
 -- under tenant '' (no tenant's name: tenants are never empty) every tenant's together, so
