@@ -395,11 +395,12 @@ async def connect(
     A write lock still busy after the busy timeout is tried again ``max_attempts`` times
     in all, pausing between tries on ``clock`` (`SystemClock` by default).
 
-    The file is put in WAL mode with ``synchronous=FULL`` and the settings' busy timeout;
-    the schema is created idempotently under the write lock. Raises `ConfigurationError`
-    naming the file when it cannot be opened or written, is not a SQLite database, or has
-    a schema version newer than this code understands; `StatePersistenceError(reason=
-    "contended")` when another connection keeps the file locked past the busy timeout.
+    The file is put in WAL mode with ``synchronous=FULL``, the settings' busy timeout and
+    page cache; the schema is created idempotently under the write lock. Raises
+    `ConfigurationError` naming the file when it cannot be opened or written, is not a
+    SQLite database, or has a schema version newer than this code understands;
+    `StatePersistenceError(reason="contended")` when another connection keeps the file
+    locked past the busy timeout.
     """
     if settings is None:
         if path is None:
@@ -439,6 +440,7 @@ def _open(path: str, settings: SqliteStoreSettings) -> sqlite3.Connection:
     try:
         _journal_wal(connection, settings)
         connection.execute(_SQL["synchronous_full"])
+        connection.execute(_SQL["page_cache"].format(kib=int(settings.page_cache_mib) * 1024))
         _migrate(connection, path)
     except ConfigurationError:
         connection.close()

@@ -20,6 +20,13 @@ class _Nulls(dict[str, object]):
         return None
 
 
+class _Ones(dict[str, object]):
+    """Formats 1 into every named field of a statement's text."""
+
+    def __missing__(self, key: str) -> object:
+        return 1
+
+
 @pytest.mark.parametrize("filename", SQL_FILES)
 async def test_every_named_statement_compiles_against_the_schema(
     tmp_path: Path, filename: str
@@ -34,6 +41,8 @@ async def test_every_named_statement_compiles_against_the_schema(
                 # An upgrade step adds what the current schema already has, so it cannot
                 # compile here; the upgrade tests run it against an older file.
                 continue
+            if "{" in statement:  # a PRAGMA binds no parameter: its value is formatted in
+                statement = statement.format_map(_Ones())
             try:
                 raw.execute(f"EXPLAIN {statement}", _Nulls())
             except sqlite3.Error as exc:

@@ -34,6 +34,11 @@ PRAGMA journal_mode = WAL
 -- name: synchronous_full
 PRAGMA synchronous = FULL
 
+-- name: page_cache
+-- The connection's page cache, {kib} KiB (a negative size is in KiB; PRAGMA binds no
+-- parameter, so the caller formats in the validated whole number).
+PRAGMA cache_size = -{kib}
+
 -- name: data_version
 -- Changes when another connection commits to the file (never for this connection's own).
 PRAGMA data_version
