@@ -23,8 +23,16 @@ from durably.redis.scripts import scripts
 from durably.stores.catalog import CatalogEntry, Line, Listed, Mark, status_text
 from durably.stores.status import WorkflowInfo, WorkflowStatus
 
-_ENTER = scripts("workflow_catalog_enter")["workflow_catalog_enter"]
+_SCRIPTS = scripts(
+    "workflow_catalog_enter", "workflow_catalog_enter_many", prelude="workflow_catalog_lib.lua"
+)
+_ENTER = _SCRIPTS["workflow_catalog_enter"]
+_ENTER_MANY = _SCRIPTS["workflow_catalog_enter_many"]
 _DIGITS = 16
+
+ENTRIES_PER_SCRIPT = 100
+"""The most workflows one batch script catalogues: a script holds the server for its whole
+run, so a batch of a thousand goes as a few scripts of a millisecond or two."""
 
 
 def member(created_us: int, workflow: str) -> str:
@@ -53,37 +61,42 @@ class RedisCatalog:
 
     def line_key(self, line: Line) -> str:
         """The sorted set of ``line``."""
-        if line.parent is not None:
-            return f"{self._lines}p:{segment(line.parent)}"
-        if line.tenant is not None and line.kind is not None:
-            return f"{self._lines}tk:{segment(line.tenant)}{segment(line.kind)}"
-        if line.tenant is not None and line.status is not None:
-            return f"{self._lines}ts:{segment(line.tenant)}{line.status.value}"
-        if line.kind is not None and line.status is not None:
-            return f"{self._lines}ks:{segment(line.kind)}{line.status.value}"
-        if line.tenant is not None:
-            return f"{self._lines}t:{segment(line.tenant)}"
-        if line.kind is not None:
-            return f"{self._lines}k:{segment(line.kind)}"
-        if line.status is not None:
-            return f"{self._lines}s:{line.status.value}"
+        status = None if line.status is None else line.status.value
+        return self._line(line.tenant, line.kind, status, line.parent)
+
+    def _line(
+        self,
+        tenant: str | None = None,
+        kind: str | None = None,
+        status: str | None = None,
+        parent: str | None = None,
+    ) -> str:
+        """`line_key` of fields already checked (a status line's prefix for status '')."""
+        if parent is not None:
+            return f"{self._lines}p:{segment(parent)}"
+        if tenant is not None and kind is not None:
+            return f"{self._lines}tk:{segment(tenant)}{segment(kind)}"
+        if tenant is not None and status is not None:
+            return f"{self._lines}ts:{segment(tenant)}{status}"
+        if kind is not None and status is not None:
+            return f"{self._lines}ks:{segment(kind)}{status}"
+        if tenant is not None:
+            return f"{self._lines}t:{segment(tenant)}"
+        if kind is not None:
+            return f"{self._lines}k:{segment(kind)}"
+        if status is not None:
+            return f"{self._lines}s:{status}"
         return f"{self._lines}a"
 
     def _tenant_counts(self, tenant: str) -> str:
         return f"{self._all_counts}:{segment(tenant)}"
 
-    def entering(
-        self, workflow: str, entry: CatalogEntry, status: WorkflowStatus
-    ) -> tuple[list[str], list[str]]:
-        """The keys and arguments of the script that catalogues ``workflow``."""
-        lines = [
-            self.line_key(Line()),
-            self.line_key(Line(tenant=entry.tenant)),
-            self.line_key(Line(kind=entry.kind)),
-            self.line_key(Line(tenant=entry.tenant, kind=entry.kind)),
-        ]
+    def _stored(self, workflow: str, entry: CatalogEntry) -> str:
+        """The catalog hash's entry of ``workflow`` (without its status), as JSON."""
+        tenant, kind = entry.tenant, entry.kind
+        lines = [self._line(), self._line(tenant), self._line(kind=kind), self._line(tenant, kind)]
         if entry.parent is not None:
-            lines.append(self.line_key(Line(parent=entry.parent)))
+            lines.append(self._line(parent=entry.parent))
         stored = {
             "t": entry.tenant,
             "k": entry.kind,
@@ -91,36 +104,34 @@ class RedisCatalog:
             "c": entry.created_us,
             "m": member(entry.created_us, workflow),
             "l": lines,
-            "sp": f"{self._lines}s:",
-            "tsp": f"{self._lines}ts:{segment(entry.tenant)}",
-            "ksp": f"{self._lines}ks:{segment(entry.kind)}",
-            "ct": self._tenant_counts(entry.tenant),
+            "sp": self._line(status=""),
+            "tsp": self._line(tenant, status=""),
+            "ksp": self._line(kind=kind, status=""),
+            "ct": self._tenant_counts(tenant),
         }
-        keys = [self._hash, self._all_counts, self._tenant_counts(entry.tenant)]
-        return keys, [workflow, json.dumps(stored), status.value, "", *lines]
+        return json.dumps(stored)
 
     async def enter(self, workflow: str, entry: CatalogEntry, status: WorkflowStatus) -> None:
         """Catalogue ``workflow`` (reporting ``status``) unless it is."""
-        keys, args = self.entering(workflow, entry, status)
+        keys = [self._hash, self._all_counts, self._tenant_counts(entry.tenant)]
+        args = [workflow, self._stored(workflow, entry), status.value]
         client = self._redis.client
         await self._redis.state(lambda: _ENTER(client, keys, args))
 
     async def enter_many(self, entries: list[tuple[str, CatalogEntry, WorkflowStatus]]) -> None:
-        """`enter` each (workflow, entry, status), the scripts sent in one pipeline."""
-        calls = [self.entering(workflow, entry, status) for workflow, entry, status in entries]
+        """`enter` each (workflow, entry, status): `ENTRIES_PER_SCRIPT` to a script, the
+        scripts sent together (every key is in the catalog's slot)."""
+        calls: list[tuple[str, ...]] = []
+        for first in range(0, len(entries), ENTRIES_PER_SCRIPT):
+            arguments = [self._hash, self._all_counts]
+            for workflow, entry, status in entries[first : first + ENTRIES_PER_SCRIPT]:
+                arguments += (workflow, self._stored(workflow, entry), status.value)
+            calls.append(tuple(arguments))
         client = self._redis.client
-
-        async def send() -> list[Any]:
-            async with client.pipeline(transaction=False) as pipe:
-                for keys, args in calls:
-                    pipe.execute_command("EVALSHA", _ENTER.sha, len(keys), *keys, *args)
-                replies: list[Any] = await pipe.execute(raise_on_error=False)
-                return replies
-
-        replies = await self._redis.state(send)
-        for (keys, args), reply in zip(calls, replies, strict=True):
-            if isinstance(reply, NoScriptError):  # a server that lost its scripts: one by one
-                await self._redis.state(functools.partial(_ENTER, client, keys, args))
+        replies = await self._redis.state(lambda: _ENTER_MANY.run_many(client, calls))
+        for sent, reply in zip(calls, replies, strict=True):
+            if isinstance(reply, NoScriptError):  # a server that lost its scripts: sent whole
+                await self._redis.state(functools.partial(_ENTER_MANY.run, client, 1, *sent))
             elif isinstance(reply, Exception):
                 raise reply
 

@@ -1,6 +1,7 @@
 """Redis's batched calls run their batch in scripts of several items each: a batched claim
-takes what as many single claims would, across scripts and around promotions, and a
-batched completion answers per item across scripts; both survive a flushed script cache."""
+takes what as many single claims would, across scripts and around promotions, a batched
+completion answers per item across scripts, and a catalog batch enters what single calls
+do; all survive a flushed script cache."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import pytest
 
 from durably import ManualClock, WorkItem, WorkState
 from durably.errors import LeaseLostError
-from durably.redis import RedisWorkQueue
+from durably.redis import RedisCheckpointer, RedisWorkQueue
+from durably.stores.catalog import CatalogEntry, Line
 from tests.redis_service import namespace_for
 
 pytestmark = pytest.mark.redis
@@ -94,3 +96,34 @@ async def test_batched_calls_load_their_scripts_again_after_a_flush(any_redis: A
     await any_redis.script_flush()
     results = await queue.complete_many([(i.id, i.tenant) for i in taken], worker="w")
     assert [getattr(r, "state", r) for r in results] == [WorkState.COMPLETED] * 20
+
+
+async def test_a_catalog_batch_spans_scripts_survives_a_flush_and_enters_as_single_calls(
+    any_redis: Any,
+) -> None:
+    batched = RedisCheckpointer(any_redis, key_prefix=namespace_for(any_redis))
+    single = RedisCheckpointer(any_redis, key_prefix=namespace_for(any_redis))
+    entries = [
+        (f"w{n}", CatalogEntry(f"t{n % 7}", f"k{n % 3}", 1000 + n, "w0" if n % 5 else None))
+        for n in range(250)  # three scripts' worth
+    ]
+    await batched.catalog("w3", CatalogEntry("kept", "kept", 7))  # already there: kept
+    await single.catalog("w3", CatalogEntry("kept", "kept", 7))
+    await any_redis.script_flush()
+    await batched.catalog_many(entries)
+    for workflow, entry in entries:
+        await single.catalog(workflow, entry)
+    for line in (
+        Line(),
+        Line(tenant="t2"),
+        Line(kind="k1"),
+        Line(parent="w0"),
+        Line(tenant="kept"),
+    ):
+        rows = await batched.listed(line, limit=1000)
+        assert [(r.workflow, r.entry, r.status) for r in rows] == [
+            (r.workflow, r.entry, r.status) for r in await single.listed(line, limit=1000)
+        ], line
+    assert len(await batched.listed(Line(), limit=1000)) == 250
+    assert await batched.tally() == await single.tally()
+    assert await batched.tally(tenant="t2") == await single.tally(tenant="t2")
