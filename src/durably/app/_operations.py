@@ -7,6 +7,7 @@ filter (tenant included) it was made under.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
@@ -21,12 +22,16 @@ from durably.app._core import Core
 from durably.app._handles import WorkflowHandle
 from durably.app._values import ANY
 from durably.errors import ConfigurationError, InvalidInputError
-from durably.stores.catalog import Cataloguing, Filter, Mark, micros, page
+from durably.stores.catalog import Cataloguing, Filter, Listed, Mark, micros, page
 from durably.stores.status import WorkflowInfo, WorkflowStatus
 from durably.validation import identifier
 
 MAX_PAGE = 1000
 """The most workflows one `App.list_workflows` page, or one bulk call, takes."""
+
+BULK_IN_FLIGHT = 8
+"""How many of a page's workflows one bulk call cancels or resumes at once: fewer than a
+store's default pool holds, so workers serving beside it keep connections."""
 
 _RESUMABLE = (WorkflowStatus.PARKED, WorkflowStatus.FAILED, WorkflowStatus.CANCELLED)
 
@@ -231,18 +236,29 @@ async def bulk(core: Core, checked: Query, *, limit: int, after: object, action:
     found = await page(store, checked.selection, limit=limit, after=mark)
     if mark is None and not found.rows and found.next is None:
         raise InvalidInputError(f"no workflow matches the filter: nothing to {action}")
-    changed: list[WorkflowInfo] = []
-    for row in found.rows:
+    gate = asyncio.Semaphore(BULK_IN_FLIGHT)
+
+    async def change(row: Listed) -> WorkflowInfo | None:
         info = info_of(row)
         handle: WorkflowHandle[Any] = WorkflowHandle(
             core, row.workflow, info.workflow, row.entry.tenant, row.entry.kind, ANY, False
         )
-        if action == "cancel":
-            done = not info.status.finished and await handle._cancel()
-        else:
-            done = info.status in _RESUMABLE and await core.resume(row.workflow, row.entry.kind)
-        if done:
-            changed.append(info)
+        async with gate:
+            if action == "cancel":
+                done = not info.status.finished and await handle._cancel()
+            else:
+                done = info.status in _RESUMABLE and await core.resume(row.workflow, row.entry.kind)
+        return info if done else None
+
+    # Side by side, a few at a time: each is its workflow's own cancel or resume (of two on
+    # one workflow, as of a parent's cascade and its child's own, one changes it). The
+    # first failure stops the rest and is raised as one call would raise it.
+    try:
+        async with asyncio.TaskGroup() as group:
+            changes = [group.create_task(change(row)) for row in found.rows]
+    except ExceptionGroup as failed:
+        raise failed.exceptions[0] from None
+    changed = [info for task in changes if (info := task.result()) is not None]
     return BulkResult(changed, len(found.rows), cursor(checked, found.next))
 
 
