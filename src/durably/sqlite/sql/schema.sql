@@ -403,7 +403,7 @@ CREATE INDEX IF NOT EXISTS durably_workflow_catalog_by_tenant_kind
     ON durably_workflow_catalog (tenant, kind, created, workflow);
 CREATE INDEX IF NOT EXISTS durably_workflow_catalog_by_tenant_status
     ON durably_workflow_catalog (tenant, status, created, workflow);
--- Added in version 7: a kind's workflows in one status, so that filter reads its own line.
+-- Added in version 8: a kind's workflows in one status, so that filter reads its own line.
 CREATE INDEX IF NOT EXISTS durably_workflow_catalog_by_kind_status
     ON durably_workflow_catalog (kind, status, created, workflow);
 
