@@ -37,7 +37,7 @@ WAITERS = 1000
 IDLE_SECONDS = 5.0
 TRIPS = 200
 BACKINGS = ("memory", "sqlite", "postgres", "redis")
-READS = ("get_status", "peek", "load", "history")
+READS = ("look", "get_status", "peek", "load", "history")
 NEVER = Topic("never", str)
 
 

@@ -36,7 +36,7 @@ REDIS_DB = 10
 """The Redis database index these tests own on the shared test server."""
 
 BACKINGS = ["memory", "sqlite", "postgresql", "redis"]
-READS = ("get_status", "peek", "load", "history")
+READS = ("look", "get_status", "peek", "load", "history")
 """The checkpointer reads a waiting handle may make."""
 
 WAITERS = 1000

@@ -29,7 +29,7 @@ from durably.errors import (
 from durably.stores.changes import ENDED, RECORDS
 from durably.stores.runs import RunRecord
 from durably.stores.status import WorkflowInfo, WorkflowStatus
-from durably.stores.workflows import Checkpointer
+from durably.stores.workflows import Checkpointer, look_at
 
 R = TypeVar("R")
 
@@ -509,20 +509,14 @@ async def _end_of(
 ) -> tuple[WorkflowInfo | None, dict[str, object]]:
     """The status of the workflow keyed ``key`` and the record read beside it.
 
-    The result once completed; the start record while there is no status (its tenant says
-    whether the workflow is there). The status and the result are read at once, in one
-    round trip's time: a status that says completed with no result beside it was read
-    after a result the other read missed (the end writes both together), and the result
-    is read again.
+    The result once completed, read with the status (one read, where the store has
+    `Looking`); the start record while there is no status (its tenant says whether the
+    workflow is there).
     """
-    info, stored = await asyncio.gather(
-        checkpointer.get_status(key), checkpointer.peek(key, [layout.RESULT])
-    )
+    info, stored = await look_at(checkpointer, key, [layout.RESULT])
     if info is None:
         return None, await checkpointer.peek(key, [layout.START])
     if info.status is WorkflowStatus.COMPLETED:
-        if layout.RESULT not in stored:
-            stored = await checkpointer.peek(key, [layout.RESULT])
         return info, stored
     return info, {}
 

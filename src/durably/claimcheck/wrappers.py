@@ -37,6 +37,7 @@ from durably.stores.workflows import (
     Scheduler,
     Written,
     finish_workflow,
+    look_at,
 )
 
 EffectT = TypeVar("EffectT")
@@ -84,6 +85,12 @@ class ClaimCheckedCheckpointer(Generic[EffectT]):
     async def peek(self, workflow: str, keys: Collection[str]) -> dict[str, object]:
         records = await self._inner.peek(workflow, keys)
         return {key: await self._value(value) for key, value in records.items()}
+
+    async def look(
+        self, workflow: str, keys: Collection[str]
+    ) -> tuple[WorkflowInfo | None, dict[str, object]]:
+        info, records = await look_at(self._inner, workflow, keys)
+        return info, {key: await self._value(value) for key, value in records.items()}
 
     async def history(self, workflow: str) -> dict[str, Written]:
         records = await self._inner.history(workflow)

@@ -156,11 +156,22 @@ class MemoryCheckpointer:
 
     async def peek(self, workflow: str, keys: Collection[str]) -> dict[str, object]:
         """The records under ``keys`` that exist, decoded, in the order asked."""
+        return self._peeked(workflow, keys)
+
+    def _peeked(self, workflow: str, keys: Collection[str]) -> dict[str, object]:
         identifier(workflow, "workflow")
         wanted = named_keys(keys)
         records = self._records.get(workflow, {})
         rows = [(key, records[key].encoded) for key in wanted if key in records]
         return decoded_records(self._codec, workflow, rows)
+
+    async def look(
+        self, workflow: str, keys: Collection[str]
+    ) -> tuple[WorkflowInfo | None, dict[str, object]]:
+        """The status and the records under ``keys`` that exist, read together."""
+        records = self._peeked(workflow, keys)
+        stored = self._statuses.get(workflow)
+        return (_info(workflow, stored) if stored is not None else None), records
 
     async def history(self, workflow: str) -> dict[str, Written]:
         """Every record with the (aware, UTC) time it landed, in first-recorded order."""

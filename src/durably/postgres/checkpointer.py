@@ -161,6 +161,17 @@ class PostgresCheckpointer:
         found = {str(key): text for key, text in rows}
         return decoded_records(self._codec, workflow, [(k, found[k]) for k in wanted if k in found])
 
+    async def look(
+        self, workflow: str, keys: Collection[str]
+    ) -> tuple[WorkflowInfo | None, dict[str, object]]:
+        identifier(workflow, "workflow")
+        wanted = named_keys(keys)
+        rows = await self._run(lambda s: s.fetch(self._sql["look"], workflow, wanted))
+        info = next((_info(row[1:6]) for row in rows if row[0]), None)
+        found = {str(row[6]): row[7] for row in rows if not row[0]}
+        records = [(k, found[k]) for k in wanted if k in found]
+        return info, decoded_records(self._codec, workflow, records)
+
     async def history(self, workflow: str) -> dict[str, Written]:
         identifier(workflow, "workflow")
         rows = await self._run(lambda s: s.fetch(self._sql["load"], workflow))

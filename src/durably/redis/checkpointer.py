@@ -93,6 +93,7 @@ _LUA = scripts(
 _COUNTS = scripts("workflow_reserve", "workflow_count")
 # Without the prelude: the hot path is written out flat in the script itself.
 _RECORD = scripts("workflow_record")["workflow_record"]
+_LOOK = scripts("workflow_look")["workflow_look"]
 _SWEEP = scripts("workflow_sweep", prelude="workflow_lib.lua")["workflow_sweep"]
 _SWEEP_BATCH = 200
 _SWEEP_GRACE_MS = str(3_600_000)  # how long a swept token key outlives the clock passing it
@@ -275,6 +276,21 @@ class RedisCheckpointer:
             (key, value) for key, value in zip(wanted, values, strict=True) if value is not None
         ]
         return decoded_records(self._codec, workflow, rows)
+
+    async def look(
+        self, workflow: str, keys: Collection[str]
+    ) -> tuple[WorkflowInfo | None, dict[str, object]]:
+        """The status and the records under ``keys`` that exist, in one script."""
+        wanted = named_keys(keys)
+        status, values = await self._run(
+            _LOOK,
+            self._keys(workflow, "status", "records"),
+            [str(len(_STATUS_FIELDS)), *_STATUS_FIELDS, *wanted],
+        )
+        rows = [
+            (key, value) for key, value in zip(wanted, values, strict=True) if value is not None
+        ]
+        return _info(workflow, status), decoded_records(self._codec, workflow, rows)
 
     async def history(self, workflow: str) -> dict[str, Written]:
         """Every record with the (aware, UTC) server time it landed, in first-recorded order."""

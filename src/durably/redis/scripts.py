@@ -43,6 +43,7 @@ _READS = frozenset(
         "state_list_runs.lua",
         "state_session_live.lua",
         "workflow_load.lua",
+        "workflow_look.lua",
     }
 )
 _READ_ONLY: set[bytes | str] = set()  # their SHAs (as sent) and sources

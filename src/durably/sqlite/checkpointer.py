@@ -122,6 +122,18 @@ class BoundSqliteCheckpointer:
         found = {key_text(row[0]): row[1] for row in rows}
         return decoded_records(self._codec, workflow, [(k, found[k]) for k in keys if k in found])
 
+    def look(self, workflow: str, keys: list[str]) -> tuple[WorkflowInfo | None, dict[str, object]]:
+        """The status and the records under ``keys`` that exist, in one statement."""
+        info: WorkflowInfo | None = None
+        found: dict[str, str | bytes] = {}
+        for row in self._tx.texts(_SQL["look"], {"workflow": workflow, "keys": json.dumps(keys)}):
+            if row["part"] == 0:
+                info = _info(row)
+            else:
+                found[key_text(row["key"])] = row["value"]
+        rows = [(k, found[k]) for k in keys if k in found]
+        return info, decoded_records(self._codec, workflow, rows)
+
     def history(self, workflow: str) -> dict[str, Written]:
         """Every record with the time it landed, in first-recorded order."""
         rows = self._tx.texts(_SQL["history"], {"workflow": workflow})
@@ -472,6 +484,16 @@ class SqliteCheckpointer:
         wanted = named_keys(keys)
         return await self._db.transaction(
             lambda tx: self.bound(tx).peek(workflow, wanted), write=False
+        )
+
+    async def look(
+        self, workflow: str, keys: Collection[str]
+    ) -> tuple[WorkflowInfo | None, dict[str, object]]:
+        """The status and the records under ``keys`` that exist, in one statement."""
+        identifier(workflow, "workflow")
+        wanted = named_keys(keys)
+        return await self._db.transaction(
+            lambda tx: self.bound(tx).look(workflow, wanted), write=False
         )
 
     async def history(self, workflow: str) -> dict[str, Written]:

@@ -304,6 +304,18 @@ SELECT key, value::text
 FROM {workflow_checkpoint}
 WHERE workflow = $1::text AND key = ANY($2::text[]);
 
+-- name: look
+-- The status (the row whose first column is true, if any) and the records under the keys
+-- $2, in one statement: one snapshot.
+SELECT true, workflow, status, attempts, last_error, updated_at, NULL::text, NULL::text
+FROM {workflow_status}
+WHERE workflow = $1::text
+UNION ALL
+SELECT false, NULL::text, NULL::text, NULL::integer, NULL::text, NULL::timestamptz, key,
+       value::text
+FROM {workflow_checkpoint}
+WHERE workflow = $1::text AND key = ANY($2::text[]);
+
 -- name: inbox_turn
 -- The lock on a workflow's inbox (as append takes it), held to the commit: taken in a
 -- statement of its own before append_unless_finished, whose snapshot then holds every

@@ -109,6 +109,16 @@ DELETE FROM durably_workflow_status WHERE workflow = :workflow
 SELECT key, value FROM durably_workflow_checkpoint
 WHERE workflow = :workflow AND key IN (SELECT value FROM json_each(:keys))
 
+-- name: look
+-- The status (the row whose part is 0, if any) and the records under the keys asked, in
+-- one statement: one snapshot.
+SELECT 0 AS part, workflow, status, attempts, last_error, updated_at, NULL AS key,
+       NULL AS value
+FROM durably_workflow_status WHERE workflow = :workflow
+UNION ALL
+SELECT 1, NULL, NULL, NULL, NULL, NULL, key, value FROM durably_workflow_checkpoint
+WHERE workflow = :workflow AND key IN (SELECT value FROM json_each(:keys))
+
 -- name: forget_records
 DELETE FROM durably_workflow_checkpoint
 WHERE workflow = :workflow AND key IN (SELECT value FROM json_each(:keys))

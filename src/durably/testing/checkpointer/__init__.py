@@ -27,6 +27,7 @@ from durably.testing.checkpointer.finish import CheckpointerFinishCases
 from durably.testing.checkpointer.fixtures import LONG, CheckpointerFactory, claimed, lapse, wf
 from durably.testing.checkpointer.inputs import CheckpointerInputCases
 from durably.testing.checkpointer.isolation import CheckpointerIsolationCases
+from durably.testing.checkpointer.looks import CheckpointerLookCases
 from durably.testing.checkpointer.messages import CheckpointerMessageCases
 from durably.testing.checkpointer.races import CheckpointerRaceCases
 from durably.testing.checkpointer.records import CheckpointerRecordCases
@@ -228,6 +229,7 @@ class CheckpointerConformance(
     CheckpointerInputCases,
     CheckpointerStatusCases,
     CheckpointerFinishCases,
+    CheckpointerLookCases,
     CheckpointerIsolationCases,
     CheckpointerSweepCases,
     CheckpointerMessageCases,
