@@ -38,10 +38,12 @@ async def catalogue(checkpointer: Checkpointer[Any], key: str, start: object) ->
 
     Only when ``start`` is a start record an App wrote; an entry there already is kept.
     """
-    if isinstance(checkpointer, Cataloguing):
+    # Not isinstance(Cataloguing): a protocol check of four methods on every start.
+    enter = getattr(checkpointer, "catalog", None)
+    if enter is not None:
         entry = _entry_or_none(start)
         if entry is not None:
-            await checkpointer.catalog(key, entry)
+            await enter(key, entry)
 
 
 def _entry_or_none(start: object) -> CatalogEntry | None:
