@@ -4,6 +4,8 @@ it: an awaited handle reads its workflow's end in one store call."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import durably
@@ -73,7 +75,9 @@ async def test_looking_without_look_reads_the_status_before_the_records() -> Non
     assert reads.calls == ["look"]
 
 
-async def test_an_awaited_handle_reads_its_end_in_one_call() -> None:
+@contextlib.asynccontextmanager
+async def ended() -> AsyncIterator[tuple[durably.WorkflowHandle[int], Reads]]:
+    """A handle of a one-step workflow that completed, and the reads made from here on."""
     async with durably.App("memory://") as app:
 
         @app.workflow(name="one")
@@ -82,7 +86,21 @@ async def test_an_awaited_handle_reads_its_end_in_one_call() -> None:
 
         handle = await one.start()
         await app.run_until_idle()
-        checkpointer: Any = (await app.stores()).checkpointer
-        reads = Reads(checkpointer)
+        yield handle, Reads((await app.stores()).checkpointer)
+
+
+async def test_an_awaited_handle_reads_its_end_in_one_call() -> None:
+    async with ended() as (handle, reads):
         assert await asyncio.wait_for(handle.result(), 5) == 7
         assert reads.calls == ["look"]  # the status and the result together
+
+
+async def test_a_handle_reads_its_status_in_one_call() -> None:
+    async with ended() as (handle, reads):
+        info = await handle.status()
+        assert (info.status, info.kind, info.workflow) == (
+            durably.WorkflowStatus.COMPLETED,
+            "one",
+            handle.id,
+        )
+        assert reads.calls == ["look"]  # the status with the start record

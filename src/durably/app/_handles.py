@@ -192,10 +192,11 @@ class WorkflowHandle(Generic[R]):
             IncompatibleRecordError: The start record is not of the shape an App writes.
         """
         checkpointer = (await self._core.stores()).checkpointer
-        # Not its whole history: the start record and the first forks made of it.
+        # Not its whole history: the start record and the first forks made of it, read
+        # with the status.
         notes = [f"{layout.FORK}{n}" for n in range(1, MAX_NOTED + 1)]
-        stored = await checkpointer.peek(self._key, [layout.START, *notes])
-        return self._described(stored, await checkpointer.get_status(self._key))
+        info, stored = await look_at(checkpointer, self._key, [layout.START, *notes])
+        return self._described(stored, info)
 
     async def run_record(self) -> RunRecord:
         """Return the workflow's agent run record.
