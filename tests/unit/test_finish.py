@@ -159,11 +159,13 @@ async def test_a_child_writes_its_result_before_it_wakes_its_parent() -> None:
         scheduler = app._core.durable("parent").scheduler
         make_ready = scheduler.make_ready
 
-        async def woken(workflow: str, *, tenant: str | None = None) -> None:
+        async def woken(
+            workflow: str, *, tenant: str | None = None, priority: int | None = None
+        ) -> None:
             started = await checkpointer.load("c")
             if workflow == "p" and layout.START in started:  # the child wakes its parent
                 seen.append(layout.RESULT in started)
-            await make_ready(workflow, tenant=tenant)
+            await make_ready(workflow, tenant=tenant, priority=priority)
 
         scheduler.make_ready = woken  # type: ignore[method-assign]
         handle = await parent.start(id="p")

@@ -15,7 +15,9 @@ from durably.testing.durable import DurableFactory
 class BrokenScheduler(MemoryScheduler):
     """A scheduler whose datastore is down for every write."""
 
-    async def make_ready(self, workflow: str, *, tenant: str | None = None) -> None:
+    async def make_ready(
+        self, workflow: str, *, tenant: str | None = None, priority: int | None = None
+    ) -> None:
         raise ConnectionError("scheduler unavailable")
 
     async def cancel(self, workflow: str) -> None:

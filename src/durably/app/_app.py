@@ -27,7 +27,7 @@ from durably.app._retry import Retry
 from durably.app._steps import Step
 from durably.app._tasks import DEFAULT_DEDUPE_TTL, DEFAULT_RETRY, Task, TaskOptions
 from durably.app._values import Duration, seconds_of
-from durably.app._workflow import Workflow
+from durably.app._workflow import Workflow, workflow_priority
 from durably.app._workflow_gates import WorkflowGates
 from durably.clock import Clock, SystemClock
 from durably.engine.schedules import Schedule
@@ -35,7 +35,7 @@ from durably.errors import ConfigurationError, DurablyError, InvalidInputError
 from durably.stores.dsn import DSN_ENV, describe, parse, redacted
 from durably.stores.flow import Throttle
 from durably.stores.opening import Stores
-from durably.stores.work import DEFAULT_QUEUE, dedupe_window
+from durably.stores.work import DEFAULT_QUEUE, WorkPriority, dedupe_window
 from durably.validation import identifier
 
 if TYPE_CHECKING:
@@ -223,6 +223,7 @@ class App(Operating):
         concurrency: int | None = None,
         concurrency_key: Callable[..., str] | None = None,
         throttle: Throttle | str | None = None,
+        priority: WorkPriority | None = None,
     ) -> Callable[[Callable[Concatenate[Context, P], Awaitable[R]]], Workflow[P, R]]: ...
 
     def workflow(
@@ -241,6 +242,7 @@ class App(Operating):
         concurrency: int | None = None,
         concurrency_key: Callable[..., str] | None = None,
         throttle: Throttle | str | None = None,
+        priority: WorkPriority | None = None,
     ) -> Any:
         """Register a workflow body, as ``@app.workflow`` or ``@app.workflow(name=...)``.
 
@@ -279,6 +281,9 @@ class App(Operating):
                 (as the body takes them) returning a string: the limit holds per key.
             throttle: At most this rate of starts begin (a `durably.Throttle` or text
                 such as ``"10/minute"``); a start past it begins later, never dropped.
+            priority: The `durably.WorkPriority` its workflows are served at within their
+                tenant's turn (default NORMAL): higher first, then older, as a task's
+                items; ``wf.options(priority=...)`` overrides it per start.
 
         Returns:
             The `Workflow`; with options alone, a decorator that makes it.
@@ -299,9 +304,10 @@ class App(Operating):
                 over 400 bytes or not storable text, a ``cron`` that does not parse, an
                 unknown ``tz`` (or one without ``cron``), a ``debounce`` that is not a
                 positive duration, a ``debounce_key`` that is not callable (or without
-                ``debounce``).
+                ``debounce``), a ``priority`` that is not a `durably.WorkPriority`.
         """
         seconds = None if timeout is None else seconds_of(timeout, "timeout")
+        workflow_priority(priority)
         if isinstance(max_recovery_attempts, bool) or not isinstance(max_recovery_attempts, int):
             raise ConfigurationError("max_recovery_attempts must be an int")
         if max_recovery_attempts < 1:
@@ -328,6 +334,7 @@ class App(Operating):
                 debounce=debounce,
                 debounce_key=debounce_key,
                 gates=dataclasses.replace(gates, kind=kind),
+                priority=priority,
             )
             schedule = workflow.schedule()
             if schedule is not None:

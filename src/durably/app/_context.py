@@ -45,7 +45,8 @@ from durably.errors import (
     WorkflowStopped,
 )
 from durably.stores.runs import StateDelta
-from durably.stores.workflows import is_inbox_key
+from durably.stores.work import WorkPriority
+from durably.stores.workflows import DEFAULT_PRIORITY, is_inbox_key
 from durably.validation import identifier
 
 if TYPE_CHECKING:
@@ -715,9 +716,9 @@ class Context:
             IncompatibleRecordError: The child's result no longer fits its annotated type;
                 the workflow parks.
         """
-        fn, id, timeout = child_options(fn, id)
+        fn, id, timeout, priority = child_options(fn, id)
         key, handle = await self._start_workflow(
-            fn, args, kwargs, id=id, tenant=None, timeout=timeout, child=True
+            fn, args, kwargs, id=id, tenant=None, timeout=timeout, child=True, priority=priority
         )
         end = layout.end_key(key)
         self._meet(end)
@@ -782,9 +783,9 @@ class Context:
                 `Limits` allow, the child would be deeper than they allow, or its
                 tenant holds as many workflows as its per-tenant caps allow.
         """
-        fn, id, timeout = child_options(fn, id)
+        fn, id, timeout, priority = child_options(fn, id)
         _, handle = await self._start_workflow(
-            fn, args, kwargs, id=id, tenant=None, timeout=timeout, child=True
+            fn, args, kwargs, id=id, tenant=None, timeout=timeout, child=True, priority=priority
         )
         return handle
 
@@ -799,6 +800,7 @@ class Context:
         timeout: Duration | None,
         child: bool,
         begins: Begins = AT_ONCE,
+        priority: WorkPriority | None = None,
     ) -> tuple[str, WorkflowHandle[T]]:
         if not callable(getattr(fn, "prepare", None)) or not isinstance(
             getattr(fn, "kind", None), str
@@ -857,6 +859,9 @@ class Context:
             parent_key=self._key if child else None,
             depth=depth,
             begins=begins,
+            priority=priority,
+            # A child's end wakes its parent, at the parent's priority.
+            parent_priority=layout.start_priority(self._start) if child else DEFAULT_PRIORITY,
         )
 
         async def launch() -> object:

@@ -145,7 +145,9 @@ class Core:
                 await checkpointer.set_status(holder, WorkflowStatus.PENDING)
             finally:
                 await checkpointer.release(holder)
-        await self.durable(kind).scheduler.make_ready(id, tenant=layout.tenant_of(stored))
+        await self.durable(kind).scheduler.make_ready(
+            id, tenant=layout.tenant_of(stored), priority=layout.priority_of(stored)
+        )
         return True
 
     async def end_cancelled(self, id: str, generation: int, *, seen: WorkflowStatus) -> bool:
@@ -210,9 +212,14 @@ class Core:
         end, which was just recorded)."""
         parent, kind = layout.parent_key(start), start.get("parent_kind")
         if parent is not None and kind is not None:
-            # A child runs for its parent's tenant: the parent wakes in that tenant's turn.
+            # A child runs for its parent's tenant: the parent wakes in that tenant's turn,
+            # at its own priority (kept in the child's start record).
             scheduler = self.durable(str(kind)).scheduler
-            await scheduler.make_ready(parent, tenant=start.get("tenant"))
+            await scheduler.make_ready(
+                parent,
+                tenant=start.get("tenant"),
+                priority=layout.start_priority(start, "parent_priority"),
+            )
 
     async def _claim_briefly(self, id: str) -> Pass | None:
         """A claim on workflow ``id`` for a status change made outside a pass, waiting up

@@ -117,7 +117,9 @@ async def fork(
     while not (await checkpointer.supply(key, f"{layout.FORK}{number}", note)).first:
         number += 1  # a concurrent fork took this number
     if not admission.queued:  # a queued one is made ready by the write admitting it
-        await core.durable(kind).scheduler.make_ready(fresh_key, tenant=tenant)
+        await core.durable(kind).scheduler.make_ready(
+            fresh_key, tenant=tenant, priority=layout.start_priority(begun)
+        )
     return fresh, fresh_key, kind
 
 

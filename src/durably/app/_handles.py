@@ -325,11 +325,11 @@ class WorkflowHandle(Generic[R]):
         message = {"topic": topic.name, "value": data}
 
         async def deliver() -> object:
-            await self._accepting()
+            priority = await self._accepting()
             # The status is read in the same atomic write as the append: a workflow that
             # finished meanwhile refuses it (`WorkflowFinishedError`), writing nothing.
             entry = await self._core.durable(self._kind).deliver(
-                self._key, message, tenant=self._tenant, unless_finished=True
+                self._key, message, tenant=self._tenant, priority=priority, unless_finished=True
             )
             return entry.key
 
@@ -339,11 +339,11 @@ class WorkflowHandle(Generic[R]):
         else:  # inside a body: sent once, recorded
             await ctx._outside("send", deliver)
 
-    async def _accepting(self) -> None:
+    async def _accepting(self) -> int:
         """Check that the workflow exists and no cancel of it is pending.
 
-        Reads only its start record and its cancel and resume markers, whatever else it
-        holds.
+        Returns the priority its start record names. Reads only its start record and its
+        cancel and resume markers, whatever else it holds.
 
         Raises:
             WorkflowNotFoundError: No workflow has this id (never started, or swept).
@@ -358,8 +358,10 @@ class WorkflowHandle(Generic[R]):
             names += [layout.cancel_key(g) for g in span]
             names += [layout.occurrence(layout.RESUMES, g + 1) for g in span]
             found = await checkpointer.peek(self._key, names)
-            if names[0] == layout.START and not tenancy.belongs(found, self._tenant):
-                raise self._not_found()
+            if names[0] == layout.START:
+                if not tenancy.belongs(found, self._tenant):
+                    raise self._not_found()
+                priority = layout.priority_of(found)
             while generation in span and layout.occurrence(layout.RESUMES, generation + 1) in found:
                 generation += 1
             if generation in span:
@@ -370,6 +372,7 @@ class WorkflowHandle(Generic[R]):
             raise WorkflowFinishedError(
                 f"workflow {self._id!r} is being cancelled: it takes no messages"
             )
+        return priority
 
     async def get_event(
         self, key: str, timeout: Duration | None = None, *, type: Any = None
@@ -451,7 +454,11 @@ class WorkflowHandle(Generic[R]):
             recorded = await checkpointer.supply(self._key, marker, uuid.uuid4().hex)
         else:
             recorded = await self._core.durable(self._kind).arrive(
-                self._key, marker, uuid.uuid4().hex, tenant=self._tenant
+                self._key,
+                marker,
+                uuid.uuid4().hex,
+                tenant=self._tenant,
+                priority=layout.priority_of(stored),
             )
         self._core.cancels.asked(self._key, marker)
         if info.status in (WorkflowStatus.PARKED, WorkflowStatus.PENDING, WorkflowStatus.QUEUED):

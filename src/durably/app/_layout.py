@@ -21,7 +21,7 @@ from durably.errors import (
 )
 from durably.otel.tracing import START_FIELD, current_carrier
 from durably.redaction import mend_text
-from durably.stores.workflows import INBOX_PREFIX, Checkpointer
+from durably.stores.workflows import DEFAULT_PRIORITY, INBOX_PREFIX, Checkpointer
 from durably.validation import MAX_ID_BYTES, identifier
 
 PREFIX = "durably:"
@@ -242,12 +242,16 @@ def start_record(
     depth: int = 0,
     not_before: float | None = None,
     gate: str | None = None,
+    priority: int = DEFAULT_PRIORITY,
+    parent_priority: int = DEFAULT_PRIORITY,
 ) -> dict[str, Any]:
     """What `start` supplies under `START` (first writer wins). A child's ``parent`` is
     its parent's id (in the same tenant) and ``parent_key`` the key its end wakes.
     ``depth`` counts the workflow bodies that started it, one above another (0: started
     from outside one); ``not_before`` is when its body may begin (a delayed start);
-    ``gate`` is the concurrency gate it is admitted through (its kind, or kind:key).
+    ``gate`` is the concurrency gate it is admitted through (its kind, or kind:key);
+    ``priority`` the one it is served at, ``parent_priority`` its parent's (each kept
+    only when not NORMAL), so every wakeup names them.
 
     Each record carries a token of its own call (`START_CALL`): the store answers a retried
     write of the very bytes it holds as the first, so two calls must never write the same
@@ -270,6 +274,10 @@ def start_record(
         record["not_before"] = not_before
     if gate is not None:
         record["gate"] = gate
+    if priority != DEFAULT_PRIORITY:
+        record["priority"] = priority
+    if parent_priority != DEFAULT_PRIORITY:
+        record["parent_priority"] = parent_priority
     carrier = current_carrier()
     if carrier is not None:  # the trace that started it goes on in its passes
         record[START_TRACE] = carrier
@@ -303,6 +311,19 @@ def tenant_of(stored: Mapping[str, object]) -> str | None:
     start = stored.get(START)
     tenant = start.get("tenant") if isinstance(start, dict) else None
     return tenant if isinstance(tenant, str) else None
+
+
+def priority_of(stored: Mapping[str, object]) -> int:
+    """The priority a workflow's start record in ``stored`` names (NORMAL without one):
+    what its wakeups are served at."""
+    return start_priority(stored.get(START))
+
+
+def start_priority(start: object, field: str = "priority") -> int:
+    """The priority start record ``start`` names (NORMAL without one); with
+    ``field="parent_priority"``, its parent's."""
+    found = start.get(field) if isinstance(start, dict) else None
+    return found if type(found) is int else DEFAULT_PRIORITY
 
 
 def depth_of(start: Mapping[str, object]) -> int:

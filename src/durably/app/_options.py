@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Generic, ParamSpec, TypeVar
 
 from durably.app._values import Duration
 from durably.errors import InvalidInputError
+from durably.stores.work import WorkPriority
 
 if TYPE_CHECKING:
     from durably.app._handles import WorkflowHandle
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 R = TypeVar("R")
 
-OPTIONS = ("id", "tenant", "timeout", "delay", "at")
+OPTIONS = ("id", "tenant", "timeout", "delay", "at", "priority")
 """Keyword options of `Workflow.start`; a body parameter may not take these names."""
 
 
@@ -42,6 +43,8 @@ class WorkflowOptions(Generic[P, R]):
             it was registered with.
         delay: How long from the start before its body may begin (never for a child).
         at: When its body may begin instead of ``delay`` (never for a child).
+        priority: The `durably.WorkPriority` it is served at within its tenant's turn,
+            instead of the one it was registered with.
     """
 
     workflow: Workflow[P, R]
@@ -50,6 +53,7 @@ class WorkflowOptions(Generic[P, R]):
     timeout: Duration | None = None
     delay: Duration | None = None
     at: datetime | None = None
+    priority: WorkPriority | None = None
 
     async def start(self, *args: P.args, **kwargs: P.kwargs) -> WorkflowHandle[R]:
         """Start the workflow with these options and return its handle (`Workflow.start`).
@@ -73,6 +77,7 @@ class WorkflowOptions(Generic[P, R]):
             timeout=self.timeout,
             delay=self.delay,
             at=self.at,
+            priority=self.priority,
             **kwargs,
         )
 
@@ -99,18 +104,21 @@ class WorkflowOptions(Generic[P, R]):
             timeout=self.timeout,
             delay=self.delay,
             at=self.at,
+            priority=self.priority,
             **kwargs,
         )
 
 
-def child_options(fn: object, id: str | None) -> tuple[object, str | None, Duration | None]:
-    """The workflow, id and timeout of a child a body starts with ``fn`` and ``id``.
+def child_options(
+    fn: object, id: str | None
+) -> tuple[object, str | None, Duration | None, WorkPriority | None]:
+    """The workflow, id, timeout and priority of a child started with ``fn`` and ``id``.
 
     ``fn`` is a workflow or its `WorkflowOptions`. `InvalidInputError` for a ``tenant``
     option (a child runs in its parent's tenant) or an id given both ways.
     """
     if not isinstance(fn, WorkflowOptions):
-        return fn, id, None
+        return fn, id, None, None
     if fn.tenant is not None:
         raise InvalidInputError(
             "a child workflow runs in its parent's tenant: give its options no tenant= "
@@ -123,7 +131,7 @@ def child_options(fn: object, id: str | None) -> tuple[object, str | None, Durat
         )
     if id is not None and fn.id is not None:
         raise InvalidInputError("child workflow: id= is given twice (in its options and the call)")
-    return fn.workflow, id if id is not None else fn.id, fn.timeout
+    return fn.workflow, id if id is not None else fn.id, fn.timeout, fn.priority
 
 
 __all__ = ["OPTIONS", "WorkflowOptions", "child_options"]

@@ -55,10 +55,29 @@ from durably.errors import (
 from durably.otel.tracing import annotate, producing
 from durably.stores.gates import admit_through
 from durably.stores.runs import StateDelta
-from durably.stores.workflows import Checkpointer, Finish, Restart, value_refused
+from durably.stores.work import WorkPriority
+from durably.stores.workflows import (
+    DEFAULT_PRIORITY,
+    Checkpointer,
+    Finish,
+    Restart,
+    ready_priority,
+    value_refused,
+)
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+def workflow_priority(priority: object) -> int:
+    """``priority`` as stored: NORMAL for None, else a `WorkPriority` (a task's too).
+
+    `InvalidInputError` naming it otherwise, before any I/O.
+    """
+    if priority is not None and not isinstance(priority, WorkPriority):
+        raise InvalidInputError(f"priority must be a durably.WorkPriority, got {priority!r}")
+    rank = ready_priority(priority)
+    return DEFAULT_PRIORITY if rank is None else rank
 
 
 class BodyFailed(DurablyError):
@@ -109,8 +128,10 @@ class Workflow(Generic[P, R]):
         debounce: Duration | None = None,
         debounce_key: Callable[..., str] | None = None,
         gates: WorkflowGates | None = None,
+        priority: WorkPriority | None = None,
     ) -> None:
         self._core = core
+        self.priority = workflow_priority(priority)
         self.fn = fn
         self.kind = layout.bounded(kind, "workflow kind")
         self.retry = retry
@@ -162,6 +183,7 @@ class Workflow(Generic[P, R]):
         timeout: Duration | None = None,
         delay: Duration | None = None,
         at: datetime | None = None,
+        priority: WorkPriority | None = None,
     ) -> WorkflowOptions[P, R]:
         """Return this workflow with start options, for a start whose arguments are checked.
 
@@ -176,11 +198,12 @@ class Workflow(Generic[P, R]):
             timeout: How long after its start the workflow is cancelled, as for `start`.
             delay: How long before its body may begin, as for `start` (never for a child).
             at: When its body may begin, as for `start` (never for a child).
+            priority: The `durably.WorkPriority` it is served at, as for `start`.
 
         Returns:
             The options, with `WorkflowOptions.start` and `WorkflowOptions.run`.
         """
-        return WorkflowOptions(self, id, tenant, timeout, delay, at)
+        return WorkflowOptions(self, id, tenant, timeout, delay, at, priority)
 
     @overload
     async def start(self, *args: P.args, **kwargs: P.kwargs) -> WorkflowHandle[R]: ...
@@ -194,6 +217,7 @@ class Workflow(Generic[P, R]):
         timeout: Duration | None = None,
         delay: Duration | None = None,
         at: datetime | None = None,
+        priority: WorkPriority | None = None,
         **kwargs: Any,
     ) -> WorkflowHandle[R]: ...
 
@@ -205,6 +229,7 @@ class Workflow(Generic[P, R]):
         timeout: Duration | None = None,
         delay: Duration | None = None,
         at: datetime | None = None,
+        priority: WorkPriority | None = None,
         **kwargs: Any,
     ) -> WorkflowHandle[R]: ...
 
@@ -215,16 +240,33 @@ class Workflow(Generic[P, R]):
         timeout: Duration | None,
         delay: Duration | None = None,
         at: datetime | None = None,
+        priority: WorkPriority | None = None,
         **kwargs: Any,
     ) -> WorkflowHandle[R]: ...
 
     @overload
     async def start(
-        self, *args: Any, delay: Duration | None, at: datetime | None = None, **kwargs: Any
+        self,
+        *args: Any,
+        delay: Duration | None,
+        at: datetime | None = None,
+        priority: WorkPriority | None = None,
+        **kwargs: Any,
     ) -> WorkflowHandle[R]: ...
 
     @overload
-    async def start(self, *args: Any, at: datetime | None, **kwargs: Any) -> WorkflowHandle[R]: ...
+    async def start(
+        self,
+        *args: Any,
+        at: datetime | None,
+        priority: WorkPriority | None = None,
+        **kwargs: Any,
+    ) -> WorkflowHandle[R]: ...
+
+    @overload
+    async def start(
+        self, *args: Any, priority: WorkPriority | None, **kwargs: Any
+    ) -> WorkflowHandle[R]: ...
 
     # A body's own parameter named like an option is refused at registration, which a
     # type checker cannot know: to it, the options might take the body's keywords.
@@ -236,6 +278,7 @@ class Workflow(Generic[P, R]):
         timeout: Duration | None = None,
         delay: Duration | None = None,
         at: datetime | None = None,
+        priority: WorkPriority | None = None,
         **kwargs: Any,
     ) -> WorkflowHandle[R]:
         """Start this workflow and return its handle.
@@ -264,6 +307,9 @@ class Workflow(Generic[P, R]):
                 worker and reports `WorkflowStatus.SLEEPING` once a worker saw it.
             at: When its body may begin instead, a timezone-aware datetime on the App's
                 clock (one in the past begins at once). Not with ``delay``.
+            priority: The `durably.WorkPriority` it is served at within its tenant's
+                turn, instead of the one it was registered with: higher first, then
+                older, as a task's items.
             **kwargs: The body's keyword arguments.
 
         Returns:
@@ -271,7 +317,8 @@ class Workflow(Generic[P, R]):
 
         Raises:
             InvalidInputError: Arguments that do not fit the body's parameters or
-                annotations, or a bad ``id``, ``tenant`` or ``timeout`` (before any I/O):
+                annotations, or a bad ``id``, ``tenant``, ``timeout`` or ``priority``
+                (before any I/O):
                 an id of the form durably derives for a body's children
                 (``…/child:KIND#N``) or starting with ``durably:``, or a tenant and id
                 too long together, included; arguments the store refuses (too large).
@@ -289,6 +336,7 @@ class Workflow(Generic[P, R]):
                 timeout=timeout,
                 child=False,
                 begins=Begins(delay, at),
+                priority=priority,
             )
             return handle
         # A producer span (with tracing on): the start record carries its context, and
@@ -303,7 +351,9 @@ class Workflow(Generic[P, R]):
                 begins = Begins(delay=self.flow.debounce)
             else:
                 begins = Begins(delay, at)
-            start = self.prepare(args, kwargs, tenant=tenant, timeout=timeout, begins=begins)
+            start = self.prepare(
+                args, kwargs, tenant=tenant, timeout=timeout, begins=begins, priority=priority
+            )
             workflow = tenancy.new_id(id) if id is not None else str(uuid.uuid4())
             if self.flow.debounce is not None:
                 workflow = await self._debounce(workflow, start, args, kwargs)
@@ -431,8 +481,11 @@ class Workflow(Generic[P, R]):
         parent_key: str | None = None,
         depth: int = 0,
         begins: Begins = AT_ONCE,
+        priority: WorkPriority | None = None,
+        parent_priority: int = DEFAULT_PRIORITY,
     ) -> dict[str, Any]:
         """The start record for a call with ``args``, checked before any I/O."""
+        rank = self.priority if priority is None else workflow_priority(priority)
         now = self._core.clock.now()
         not_before = begins.not_before(now)
         encoded = self.signature.encode_args(args, kwargs)
@@ -453,6 +506,8 @@ class Workflow(Generic[P, R]):
             depth=depth,
             not_before=not_before,
             gate=gate,
+            priority=rank,
+            parent_priority=parent_priority,
         )
 
     async def launch(self, workflow: str, start: dict[str, Any]) -> tuple[str, bool]:
@@ -470,7 +525,7 @@ class Workflow(Generic[P, R]):
             older = await checkpointer.load(workflow)
             if tenancy.belongs(older, tenant):  # started before tenants scoped ids
                 self._adoptable(workflow, older[layout.START], start)
-                await self._ready(workflow, tenant, first=False)
+                await self._ready(workflow, tenant, older[layout.START], first=False)
                 return workflow, False
         start = await self._throttled(checkpointer, start)
         # The kind's scheduler is opened first: a start that admits workflows from the line
@@ -510,7 +565,7 @@ class Workflow(Generic[P, R]):
             if isinstance(outcome, BaseException):
                 raise outcome
         if not admission.queued:  # a queued one is made ready by the write admitting it
-            await self._ready(key, tenant, first=recorded.first)
+            await self._ready(key, tenant, recorded.value, first=recorded.first)
         return key, recorded.first
 
     async def _throttled(
@@ -558,12 +613,15 @@ class Workflow(Generic[P, R]):
                 "only for the children it started",
             )
 
-    async def _ready(self, key: str, tenant: str, *, first: bool) -> None:
+    async def _ready(self, key: str, tenant: str, start: object, *, first: bool) -> None:
         # A start that crashed between its record and its wakeup is repaired by the next.
         checkpointer = (await self._core.stores()).checkpointer
         if first or await checkpointer.get_status(key) is None:
-            # Served in its tenant's turn (the scheduler's fairness order).
-            await self._core.durable(self.kind).scheduler.make_ready(key, tenant=tenant)
+            # Served in its tenant's turn (the scheduler's fairness order), at the priority
+            # the first start recorded.
+            await self._core.durable(self.kind).scheduler.make_ready(
+                key, tenant=tenant, priority=layout.start_priority(start)
+            )
 
     def handle(
         self, id: str, tenant: str | None = None, *, created: bool = False, key: str | None = None
@@ -642,6 +700,7 @@ class Workflow(Generic[P, R]):
         timeout: Duration | None = None,
         delay: Duration | None = None,
         at: datetime | None = None,
+        priority: WorkPriority | None = None,
         **kwargs: Any,
     ) -> R:
         """Start this workflow and wait for its result, for as long as it takes.
@@ -657,6 +716,7 @@ class Workflow(Generic[P, R]):
             timeout: As for `start`.
             delay: As for `start`.
             at: As for `start`.
+            priority: As for `start`.
             **kwargs: The body's keyword arguments.
 
         Returns:
@@ -675,7 +735,14 @@ class Workflow(Generic[P, R]):
                 "the pass; use ctx.child"
             )
         handle = await self.start(
-            *args, id=id, tenant=tenant, timeout=timeout, delay=delay, at=at, **kwargs
+            *args,
+            id=id,
+            tenant=tenant,
+            timeout=timeout,
+            delay=delay,
+            at=at,
+            priority=priority,
+            **kwargs,
         )
         return await handle.result()
 

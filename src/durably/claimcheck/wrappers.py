@@ -245,13 +245,19 @@ class ClaimCheckedDurable(Generic[EffectT]):
         return self._inner.scheduler
 
     async def arrive(
-        self, workflow: str, key: str, value: object, *, tenant: str | None = None
+        self,
+        workflow: str,
+        key: str,
+        value: object,
+        *,
+        tenant: str | None = None,
+        priority: int | None = None,
     ) -> Recorded[object]:
         return await checked_write(
             self._claims,
             self._checkpointer.codec,
             value,
-            lambda v: self._inner.arrive(workflow, key, v, tenant=tenant),
+            lambda v: self._inner.arrive(workflow, key, v, tenant=tenant, priority=priority),
         )
 
     async def deliver(
@@ -260,6 +266,7 @@ class ClaimCheckedDurable(Generic[EffectT]):
         value: object,
         *,
         tenant: str | None = None,
+        priority: int | None = None,
         unless_finished: bool = False,
     ) -> Entry:
         return await checked_entry(
@@ -267,7 +274,7 @@ class ClaimCheckedDurable(Generic[EffectT]):
             self._checkpointer.codec,
             value,
             lambda v: self._inner.deliver(
-                workflow, v, tenant=tenant, unless_finished=unless_finished
+                workflow, v, tenant=tenant, priority=priority, unless_finished=unless_finished
             ),
         )
 

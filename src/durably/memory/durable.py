@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from durably.memory.checkpointer import MemoryCheckpointer, MemoryEffect
 from durably.memory.scheduler import MemoryScheduler
-from durably.stores.workflows import Entry, Recorded
+from durably.stores.workflows import Entry, Recorded, ready_priority
 from durably.validation import identifier
 
 
@@ -34,14 +34,22 @@ class MemoryDurable:
         return self._scheduler
 
     async def arrive(
-        self, workflow: str, key: str, value: object, *, tenant: str | None = None
+        self,
+        workflow: str,
+        key: str,
+        value: object,
+        *,
+        tenant: str | None = None,
+        priority: int | None = None,
     ) -> Recorded[object]:
-        """Supply ``key`` (first writer wins) and make the workflow ready for ``tenant``."""
+        """Supply ``key`` (first writer wins) and make the workflow ready for ``tenant``
+        at ``priority``."""
         identifier(workflow, "workflow")
         if tenant is not None:
             identifier(tenant, "tenant")
+        ready_priority(priority)
         recorded = self._checkpointer._supply_now(workflow, key, value)
-        self._scheduler._make_ready_now(workflow, tenant)
+        self._scheduler._make_ready_now(workflow, tenant, priority)
         return recorded
 
     async def deliver(
@@ -50,16 +58,18 @@ class MemoryDurable:
         value: object,
         *,
         tenant: str | None = None,
+        priority: int | None = None,
         unless_finished: bool = False,
     ) -> Entry:
-        """Append a message and make the workflow ready for ``tenant``; with
-        ``unless_finished``, `WorkflowFinishedError` for a finished workflow (nothing
+        """Append a message and make the workflow ready for ``tenant`` at ``priority``;
+        with ``unless_finished``, `WorkflowFinishedError` for a finished workflow (nothing
         written or woken)."""
         identifier(workflow, "workflow")
         if tenant is not None:
             identifier(tenant, "tenant")
+        ready_priority(priority)
         entry = self._checkpointer._append_now(workflow, value, unless_finished)
-        self._scheduler._make_ready_now(workflow, tenant)
+        self._scheduler._make_ready_now(workflow, tenant, priority)
         return entry
 
     async def delete(self, workflow: str) -> int:

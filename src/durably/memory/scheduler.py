@@ -27,9 +27,11 @@ from durably.memory.rotation import Rotation
 from durably.stores.workflows import (
     DEFAULT_LEASE,
     DEFAULT_NAMESPACE,
+    DEFAULT_PRIORITY,
     DEFAULT_TENANT,
     LAPSED_PER_TAKE,
     Delivery,
+    ready_priority,
 )
 from durably.validation import finite, identifier, non_negative, positive
 
@@ -44,6 +46,7 @@ class _Entry:
     due: float  # caller's clock; meaningful while sleeping
     receipt: str | None = None  # set while a hand-out is in flight
     taken_at: float = 0.0
+    priority: int = DEFAULT_PRIORITY
 
 
 class MemoryScheduler:
@@ -92,10 +95,12 @@ class MemoryScheduler:
     async def prepare(self) -> None:
         """Nothing to set up in memory."""
 
-    async def make_ready(self, workflow: str, *, tenant: str | None = None) -> None:
-        """Make the workflow runnable now in ``tenant``'s turn (None: the tenant it has);
-        a delivery in flight no longer answers it."""
-        self._make_ready_now(workflow, tenant)
+    async def make_ready(
+        self, workflow: str, *, tenant: str | None = None, priority: int | None = None
+    ) -> None:
+        """Make the workflow runnable now in ``tenant``'s turn at ``priority`` (None: the
+        tenant and priority it has); a delivery in flight no longer answers it."""
+        self._make_ready_now(workflow, tenant, priority)
 
     async def wake_at(self, delivery: Delivery, when: float) -> None:
         """Answer ``delivery`` and sleep the workflow until ``when`` (caller's clock),
@@ -190,10 +195,13 @@ class MemoryScheduler:
 
     # --- synchronous steps, shared with MemoryDurable so it never awaits between writes ---
 
-    def _make_ready_now(self, workflow: str, tenant: str | None = None) -> None:
+    def _make_ready_now(
+        self, workflow: str, tenant: str | None = None, priority: int | None = None
+    ) -> None:
         identifier(workflow, "workflow")
         if tenant is not None:
             identifier(tenant, "tenant")
+        rank = ready_priority(priority)
         now = self._now()
         entry = self._entries.get(workflow)
         if entry is None:
@@ -204,6 +212,8 @@ class MemoryScheduler:
                 self._rotation.discard(entry.tenant, workflow, now)
                 entry.tenant = tenant
             entry.ready = True
+        if rank is not None:
+            entry.priority = rank  # its line's old row is stale once `_queue` re-adds it
         self._queue(workflow, entry, now, now)
         self._notify()
 
@@ -221,7 +231,12 @@ class MemoryScheduler:
         entry.receipt = None
         entry.visible_at = visible_at
         self._rotation.add(
-            entry.tenant, workflow, priority=0, available_at=visible_at, sequence=workflow, now=now
+            entry.tenant,
+            workflow,
+            priority=entry.priority,
+            available_at=visible_at,
+            sequence=workflow,
+            now=now,
         )
 
     def _take(self, now: float) -> Delivery | None:

@@ -11,7 +11,7 @@ from durably.postgres.checkpointer import PostgresCheckpointer, PostgresEffect
 from durably.postgres.executor import Session
 from durably.postgres.failures import state_errors
 from durably.postgres.scheduler import PostgresScheduler
-from durably.stores.workflows import Entry, Recorded, step_key
+from durably.stores.workflows import Entry, Recorded, ready_priority, step_key
 from durably.validation import identifier
 
 T = TypeVar("T")
@@ -42,17 +42,24 @@ class PostgresDurable:
         return self._scheduler
 
     async def arrive(
-        self, workflow: str, key: str, value: object, *, tenant: str | None = None
+        self,
+        workflow: str,
+        key: str,
+        value: object,
+        *,
+        tenant: str | None = None,
+        priority: int | None = None,
     ) -> Recorded[object]:
         identifier(workflow, "workflow")
         step_key(key)
         if tenant is not None:
             identifier(tenant, "tenant")
+        rank = ready_priority(priority)
         encoded = self._checkpointer.encode(value)
 
         async def run(session: Session) -> Recorded[object]:
             recorded = await self._checkpointer.supply_on(session, workflow, key, encoded)
-            await self._scheduler.make_ready_on(session, workflow, tenant)
+            await self._scheduler.make_ready_on(session, workflow, tenant, rank)
             return recorded
 
         return await self._transaction(run)
@@ -63,16 +70,18 @@ class PostgresDurable:
         value: object,
         *,
         tenant: str | None = None,
+        priority: int | None = None,
         unless_finished: bool = False,
     ) -> Entry:
         identifier(workflow, "workflow")
         if tenant is not None:
             identifier(tenant, "tenant")
+        rank = ready_priority(priority)
         encoded = self._checkpointer.encode(value)
 
         async def run(session: Session) -> Entry:
             entry = await self._checkpointer.append_on(session, workflow, encoded, unless_finished)
-            await self._scheduler.make_ready_on(session, workflow, tenant)
+            await self._scheduler.make_ready_on(session, workflow, tenant, rank)
             return entry
 
         return await self._transaction(run)

@@ -21,9 +21,11 @@ from durably.postgres.settings import PostgresStoreSettings
 from durably.stores.workflows import (
     DEFAULT_LEASE,
     DEFAULT_NAMESPACE,
+    DEFAULT_PRIORITY,
     DEFAULT_TENANT,
     LAPSED_PER_TAKE,
     Delivery,
+    ready_priority,
 )
 from durably.validation import finite, identifier, non_negative, positive
 
@@ -101,13 +103,18 @@ class PostgresScheduler:
     async def prepare(self) -> None:
         """Nothing to do: the schema is applied by `migrate`, never implicitly."""
 
-    async def make_ready(self, workflow: str, *, tenant: str | None = None) -> None:
+    async def make_ready(
+        self, workflow: str, *, tenant: str | None = None, priority: int | None = None
+    ) -> None:
         identifier(workflow, "workflow")
         if tenant is not None:
             identifier(tenant, "tenant")
-        await self._run(lambda s: self.make_ready_on(s, workflow, tenant))
+        rank = ready_priority(priority)
+        await self._run(lambda s: self.make_ready_on(s, workflow, tenant, rank))
 
-    async def make_ready_on(self, session: Session, workflow: str, tenant: str | None) -> None:
+    async def make_ready_on(
+        self, session: Session, workflow: str, tenant: str | None, priority: int | None = None
+    ) -> None:
         """`make_ready` on ``session`` (for `PostgresDurable`)."""
         await session.fetch(
             self._sql["make_ready"],
@@ -116,6 +123,8 @@ class PostgresScheduler:
             tenant,
             DEFAULT_TENANT,
             self._channel,
+            priority,
+            DEFAULT_PRIORITY,
         )
 
     async def next_ready(self, within: float) -> Delivery | None:
@@ -261,11 +270,26 @@ class Readying:
         self._channel = tables.channel("workflow")
 
     async def make_ready_on(
-        self, session: Session, namespace: str, workflow: str, tenant: str
+        self,
+        session: Session,
+        namespace: str,
+        workflow: str,
+        tenant: str,
+        priority: int | None = None,
     ) -> None:
-        """Make ``workflow`` ready now in ``namespace``, in ``tenant``'s line, on
-        ``session`` (inside the caller's transaction)."""
-        await session.fetch(self._sql, namespace, workflow, tenant, DEFAULT_TENANT, self._channel)
+        """Make ``workflow`` ready now in ``namespace``, in ``tenant``'s line at
+        ``priority`` (None: the one it has), on ``session`` (inside the caller's
+        transaction)."""
+        await session.fetch(
+            self._sql,
+            namespace,
+            workflow,
+            tenant,
+            DEFAULT_TENANT,
+            self._channel,
+            priority,
+            DEFAULT_PRIORITY,
+        )
 
 
 __all__ = ["PostgresScheduler", "Readying"]

@@ -16,12 +16,15 @@ from durably.redis.connection import RedisConnection, number, text
 from durably.redis.preflight import preflight
 from durably.redis.scripts import Script, scripts
 from durably.redis.settings import RedisStoreSettings
+from durably.stores.work import WorkPriority
 from durably.stores.workflows import (
     DEFAULT_LEASE,
     DEFAULT_NAMESPACE,
+    DEFAULT_PRIORITY,
     DEFAULT_TENANT,
     LAPSED_PER_TAKE,
     Delivery,
+    ready_priority,
 )
 from durably.validation import finite, identifier, non_negative, positive
 
@@ -113,12 +116,16 @@ class RedisScheduler:
     async def prepare(self) -> None:
         """Nothing to set up: keys appear on first use."""
 
-    async def make_ready(self, workflow: str, *, tenant: str | None = None) -> None:
-        """Make the workflow runnable now in ``tenant``'s turn (None: the tenant it has);
-        survives a pass in flight."""
+    async def make_ready(
+        self, workflow: str, *, tenant: str | None = None, priority: int | None = None
+    ) -> None:
+        """Make the workflow runnable now in ``tenant``'s turn at ``priority`` (None: the
+        tenant or priority it has); survives a pass in flight."""
         identifier(workflow, "workflow")
         owner = "" if tenant is None else identifier(tenant, "tenant")
-        await self._run("scheduler_make_ready", [workflow, owner])
+        rank = ready_priority(priority)
+        offset = "" if rank is None else _OFFSETS[rank]
+        await self._run("scheduler_make_ready", [workflow, owner, "", offset])
 
     async def make_ready_if_absent(self, workflow: str, *, tenant: str) -> bool:
         """`make_ready`, unless the workflow has an entry already (ready, in flight or
@@ -191,6 +198,16 @@ class RedisScheduler:
         """Answer ``delivery``; a wakeup that arrived meanwhile stays."""
         identifier(delivery.workflow, "workflow")
         await self._run("scheduler_done", [delivery.workflow, delivery.receipt])
+
+
+# A line's score is a priority offset plus the visibility (scheduler_lib.lua): a multiple
+# of 2^51 us per step from NORMAL, below it for a higher priority, so one ZRANGE 0 0 takes
+# the highest priority first, then the oldest, and every score stays exact in a double.
+_RANKED = sorted(int(priority) for priority in WorkPriority)
+_OFFSETS = {
+    value: str((_RANKED.index(DEFAULT_PRIORITY) - _RANKED.index(value)) * 2**51)
+    for value in _RANKED
+}
 
 
 __all__ = ["RedisScheduler"]

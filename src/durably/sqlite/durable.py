@@ -7,7 +7,7 @@ from durably.sqlite.checkpointer import SqliteCheckpointer, SqliteEffect
 from durably.sqlite.connection import Transaction
 from durably.sqlite.scheduler import SqliteScheduler
 from durably.stores.changes import ENDED, RECORDS
-from durably.stores.workflows import Entry, Recorded, step_key
+from durably.stores.workflows import Entry, Recorded, ready_priority, step_key
 from durably.validation import identifier
 
 
@@ -45,19 +45,26 @@ class SqliteDurable:
         return self._scheduler
 
     async def arrive(
-        self, workflow: str, key: str, value: object, *, tenant: str | None = None
+        self,
+        workflow: str,
+        key: str,
+        value: object,
+        *,
+        tenant: str | None = None,
+        priority: int | None = None,
     ) -> Recorded[object]:
-        """Supply ``key`` (first writer wins) and make the workflow ready for ``tenant``,
-        in one commit."""
+        """Supply ``key`` (first writer wins) and make the workflow ready for ``tenant``
+        at ``priority``, in one commit."""
         identifier(workflow, "workflow")
         step_key(key)
         if tenant is not None:
             identifier(tenant, "tenant")
+        rank = ready_priority(priority)
         encoded = self._checkpointer.encode(value)
 
         def arrive(tx: Transaction) -> Recorded[object]:
             recorded = self._checkpointer.bound(tx).insert(workflow, key, encoded)
-            self._scheduler.bound(tx).make_ready(workflow, tenant)
+            self._scheduler.bound(tx).make_ready(workflow, tenant, rank)
             return recorded
 
         recorded = await self._db.transaction(arrive)
@@ -71,19 +78,21 @@ class SqliteDurable:
         value: object,
         *,
         tenant: str | None = None,
+        priority: int | None = None,
         unless_finished: bool = False,
     ) -> Entry:
-        """Append a message and make the workflow ready for ``tenant``, in one commit;
-        with ``unless_finished``, `WorkflowFinishedError` for a finished workflow (nothing
-        written or woken)."""
+        """Append a message and make the workflow ready for ``tenant`` at ``priority``, in
+        one commit; with ``unless_finished``, `WorkflowFinishedError` for a finished
+        workflow (nothing written or woken)."""
         identifier(workflow, "workflow")
         if tenant is not None:
             identifier(tenant, "tenant")
+        rank = ready_priority(priority)
         encoded = self._checkpointer.encode(value)
 
         def deliver(tx: Transaction) -> Entry:
             entry = self._checkpointer.bound(tx).append(workflow, encoded, unless_finished)
-            self._scheduler.bound(tx).make_ready(workflow, tenant)
+            self._scheduler.bound(tx).make_ready(workflow, tenant, rank)
             return entry
 
         entry = await self._db.transaction(deliver)

@@ -11,9 +11,11 @@ from durably.sqlite.statements import load_statements
 from durably.stores.workflows import (
     DEFAULT_LEASE,
     DEFAULT_NAMESPACE,
+    DEFAULT_PRIORITY,
     DEFAULT_TENANT,
     LAPSED_PER_TAKE,
     Delivery,
+    ready_priority,
 )
 from durably.validation import finite, identifier, non_negative, positive
 
@@ -33,14 +35,19 @@ class BoundSqliteScheduler:
         self._namespace = namespace
         self._lease = lease
 
-    def make_ready(self, workflow: str, tenant: str | None = None) -> None:
+    def make_ready(
+        self, workflow: str, tenant: str | None = None, priority: int | None = None
+    ) -> None:
         """Create or set the entry ready, visible now, any hand-out forgotten, in
-        ``tenant``'s line (None: the tenant it has)."""
+        ``tenant``'s line at ``priority`` (None: the tenant or priority it has)."""
         key = {"namespace": self._namespace, "workflow": workflow}
         entry = self._tx.one(_SQL["get_entry"], key)
         owner = tenant or (entry["tenant"] if entry is not None else DEFAULT_TENANT)
+        if priority is None:
+            priority = DEFAULT_PRIORITY if entry is None else entry["priority"]
         now = self._tx.store_now
-        self._tx.execute(_SQL["make_ready"], {**key, "tenant": owner, "now": now})
+        params = {**key, "tenant": owner, "priority": priority, "now": now}
+        self._tx.execute(_SQL["make_ready"], params)
         if entry is not None and _queued(entry):
             self._settle(entry["tenant"], served=False)  # its line lost or moved this one
             if entry["tenant"] == owner:
@@ -201,13 +208,16 @@ class SqliteScheduler:
     async def prepare(self) -> None:
         """Nothing to do: `connect` created the tables."""
 
-    async def make_ready(self, workflow: str, *, tenant: str | None = None) -> None:
-        """Make the workflow runnable now in ``tenant``'s turn (None: the tenant it has);
-        survives a pass in flight."""
+    async def make_ready(
+        self, workflow: str, *, tenant: str | None = None, priority: int | None = None
+    ) -> None:
+        """Make the workflow runnable now in ``tenant``'s turn at ``priority`` (None: the
+        tenant or priority it has); survives a pass in flight."""
         identifier(workflow, "workflow")
         if tenant is not None:
             identifier(tenant, "tenant")
-        await self._db.transaction(lambda tx: self.bound(tx).make_ready(workflow, tenant))
+        rank = ready_priority(priority)
+        await self._db.transaction(lambda tx: self.bound(tx).make_ready(workflow, tenant, rank))
         self._db.notify_ready()
 
     async def wake_at(self, delivery: Delivery, when: float) -> None:

@@ -113,9 +113,15 @@ class PacedDurable(Generic[EffectT]):
         return self._inner.scheduler
 
     async def arrive(
-        self, workflow: str, key: str, value: object, *, tenant: str | None = None
+        self,
+        workflow: str,
+        key: str,
+        value: object,
+        *,
+        tenant: str | None = None,
+        priority: int | None = None,
     ) -> Recorded[object]:
-        return await self._inner.arrive(workflow, key, value, tenant=tenant)
+        return await self._inner.arrive(workflow, key, value, tenant=tenant, priority=priority)
 
     async def deliver(
         self,
@@ -123,10 +129,11 @@ class PacedDurable(Generic[EffectT]):
         value: object,
         *,
         tenant: str | None = None,
+        priority: int | None = None,
         unless_finished: bool = False,
     ) -> Entry:
         return await self._inner.deliver(
-            workflow, value, tenant=tenant, unless_finished=unless_finished
+            workflow, value, tenant=tenant, priority=priority, unless_finished=unless_finished
         )
 
     async def delete(self, workflow: str) -> int:

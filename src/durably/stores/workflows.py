@@ -17,6 +17,7 @@ from durably.errors import (
 )
 from durably.stores.codec import CheckpointCodec, decoded_records, key_text
 from durably.stores.status import WorkflowInfo, WorkflowStatus
+from durably.stores.work import WorkPriority
 from durably.validation import identifier
 
 EffectT = TypeVar("EffectT")
@@ -39,19 +40,37 @@ written before schedulers kept tenants are this tenant's."""
 
 # Fairness, the one order every `Scheduler` hands out ready workflows in: the work queue's
 # order (durably.stores.work), with a workflow's visibility as an item's availability and
-# no priorities:
+# its priority (a `WorkPriority` value, the queue's) as an item's priority:
 #   1. among tenants with a visible ready workflow, the one whose turn is lowest (a tenant
 #      never served has turn 0; ties go to the tenant whose ready workflow has waited
 #      longest, then by tenant);
 #   2. handing one out sets the tenant's turn above every other turn of the namespace;
-#   3. within the tenant, the workflow visible longest, then the lowest workflow id.
+#   3. within the tenant, the highest priority, then the workflow visible longest, then
+#      the lowest workflow id.
 # A hand-out whose lease lapsed is visible again from the lapse: the next hand-out returns
 # it to its tenant's ready workflows (forgetting the lapsed receipt) and serves in this order.
+
+DEFAULT_PRIORITY = int(WorkPriority.NORMAL)
+"""The priority a new entry is served at when none is named: a task's default too."""
 
 LAPSED_PER_TAKE = 200
 """The most lapsed hand-outs one `Scheduler.next_ready` returns to their tenants' lines
 (earliest first), so no take runs long when thousands lapse at once; the rest follow over
 the next takes."""
+
+
+def ready_priority(priority: object) -> int | None:
+    """``priority`` as the int a scheduler stores: None (keep the entry's), or one of the
+    `WorkPriority` values a task's item may have. `InvalidInputError` naming it otherwise,
+    before any I/O."""
+    if priority is None:
+        return None
+    if type(priority) is WorkPriority or (type(priority) is int and priority in _PRIORITIES):
+        return int(priority)
+    raise InvalidInputError(f"priority must be a durably.WorkPriority, got {priority!r}")
+
+
+_PRIORITIES = frozenset(int(priority) for priority in WorkPriority)
 
 
 def inbox_key(position: int) -> str:
@@ -506,10 +525,14 @@ class Scheduler(Protocol):
         pool, client or database passed in stays open for its owner. Idempotent."""
         ...
 
-    async def make_ready(self, workflow: str, *, tenant: str | None = None) -> None:
-        """Make the workflow runnable now, served in ``tenant``'s turn; survives a pass in
-        flight. ``tenant`` None keeps the tenant the entry has (`DEFAULT_TENANT` for a new
-        one); a wakeup that names none (an engine caller) never moves a workflow."""
+    async def make_ready(
+        self, workflow: str, *, tenant: str | None = None, priority: int | None = None
+    ) -> None:
+        """Make the workflow runnable now, served in ``tenant``'s turn at ``priority``
+        (`ready_priority`); survives a pass in flight. ``tenant`` None keeps the tenant the
+        entry has (`DEFAULT_TENANT` for a new one), ``priority`` None its priority
+        (`DEFAULT_PRIORITY` for a new one); a wakeup that names neither (an engine caller)
+        never moves a workflow."""
         ...
 
     async def wake_at(self, delivery: Delivery, when: float) -> None:
@@ -559,10 +582,16 @@ class Durable(Protocol[EffectT_contra]):
         ...
 
     async def arrive(
-        self, workflow: str, key: str, value: object, *, tenant: str | None = None
+        self,
+        workflow: str,
+        key: str,
+        value: object,
+        *,
+        tenant: str | None = None,
+        priority: int | None = None,
     ) -> Recorded[object]:
-        """Supply ``key`` (first writer wins) and make the workflow ready (for ``tenant``,
-        as `Scheduler.make_ready` takes it)."""
+        """Supply ``key`` (first writer wins) and make the workflow ready (for ``tenant``
+        at ``priority``, as `Scheduler.make_ready` takes them)."""
         ...
 
     async def deliver(
@@ -571,10 +600,11 @@ class Durable(Protocol[EffectT_contra]):
         value: object,
         *,
         tenant: str | None = None,
+        priority: int | None = None,
         unless_finished: bool = False,
     ) -> Entry:
-        """Append a message and make the workflow ready (for ``tenant``, as
-        `Scheduler.make_ready` takes it); with ``unless_finished``, a finished workflow
+        """Append a message and make the workflow ready (for ``tenant`` at ``priority``, as
+        `Scheduler.make_ready` takes them); with ``unless_finished``, a finished workflow
         refuses it (`WorkflowFinishedError`), as `Checkpointer.append` does, and is not
         woken."""
         ...
@@ -588,10 +618,11 @@ class Durable(Protocol[EffectT_contra]):
         ...
 
 
-def _tenant(tenant: str | None) -> None:
-    """Refuse an unusable ``tenant`` before the first of two writes."""
+def _tenant(tenant: str | None, priority: int | None = None) -> None:
+    """Refuse an unusable ``tenant`` or ``priority`` before the first of two writes."""
     if tenant is not None:
         identifier(tenant, "tenant")
+    ready_priority(priority)
 
 
 class SplitDurable(Generic[EffectT]):
@@ -614,11 +645,17 @@ class SplitDurable(Generic[EffectT]):
         return self._scheduler
 
     async def arrive(
-        self, workflow: str, key: str, value: object, *, tenant: str | None = None
+        self,
+        workflow: str,
+        key: str,
+        value: object,
+        *,
+        tenant: str | None = None,
+        priority: int | None = None,
     ) -> Recorded[object]:
-        _tenant(tenant)
+        _tenant(tenant, priority)
         recorded = await self._checkpointer.supply(workflow, key, value)
-        await self._scheduler.make_ready(workflow, tenant=tenant)
+        await self._scheduler.make_ready(workflow, tenant=tenant, priority=priority)
         return recorded
 
     async def deliver(
@@ -627,11 +664,12 @@ class SplitDurable(Generic[EffectT]):
         value: object,
         *,
         tenant: str | None = None,
+        priority: int | None = None,
         unless_finished: bool = False,
     ) -> Entry:
-        _tenant(tenant)
+        _tenant(tenant, priority)
         entry = await self._checkpointer.append(workflow, value, unless_finished=unless_finished)
-        await self._scheduler.make_ready(workflow, tenant=tenant)
+        await self._scheduler.make_ready(workflow, tenant=tenant, priority=priority)
         return entry
 
     async def delete(self, workflow: str) -> int:
@@ -647,6 +685,7 @@ class SplitDurable(Generic[EffectT]):
 __all__ = [
     "DEFAULT_LEASE",
     "DEFAULT_NAMESPACE",
+    "DEFAULT_PRIORITY",
     "DEFAULT_TENANT",
     "INBOX_PREFIX",
     "LAPSED_PER_TAKE",
@@ -675,6 +714,7 @@ __all__ = [
     "look_at",
     "message_keys",
     "named_keys",
+    "ready_priority",
     "refuse_finished",
     "step_key",
     "value_refused",

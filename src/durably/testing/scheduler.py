@@ -21,6 +21,7 @@ import pytest
 from durably.errors import InvalidInputError
 from durably.stores.workflows import Delivery, Scheduler
 from durably.testing.refused import UNUSABLE_IDS
+from durably.testing.scheduler_priorities import SchedulerPriorityCases
 from durably.testing.scheduler_tenants import SchedulerTenantCases
 
 SchedulerFactory = Callable[[float], Awaitable[Scheduler]]
@@ -466,5 +467,7 @@ class SchedulerIsolationCases:
         assert await scheduler.extend(delivery, LONG)
 
 
-class SchedulerConformance(SchedulerCases, SchedulerIsolationCases, SchedulerTenantCases):
+class SchedulerConformance(
+    SchedulerCases, SchedulerIsolationCases, SchedulerTenantCases, SchedulerPriorityCases
+):
     """Every test here must pass for every `Scheduler` durably ships."""

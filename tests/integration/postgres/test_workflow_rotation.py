@@ -15,7 +15,7 @@ import pytest
 from durably.postgres import PostgresScheduler, StateTables, migrate, verify
 from durably.postgres import statements as sql_files
 from durably.postgres.executor import database_for, session_for
-from durably.stores.workflows import DEFAULT_TENANT, Scheduler
+from durably.stores.workflows import DEFAULT_PRIORITY, DEFAULT_TENANT, Scheduler
 from durably.testing.scheduler import take
 from tests.handout_cost import check_handout_ratio
 from tests.pg_service import Stores
@@ -84,7 +84,14 @@ async def test_a_tidy_leaves_a_tenant_whose_make_ready_has_not_committed(
         # A make_ready inside an open transaction: its entry is invisible to others, and
         # its tenant's row locked until the commit.
         await session_for(writer).fetch(
-            sql["make_ready"], "default", "second", "a", DEFAULT_TENANT, "nobody"
+            sql["make_ready"],
+            "default",
+            "second",
+            "a",
+            DEFAULT_TENANT,
+            "nobody",
+            None,
+            DEFAULT_PRIORITY,
         )
         assert await scheduler.next_ready(0) is None  # reads "a", cannot tidy it
         assert await _active(pg_stores.pool, tables, "a")
@@ -99,7 +106,14 @@ async def test_a_take_emptying_a_line_keeps_a_tenant_whose_make_ready_holds_its_
     await scheduler.make_ready("first", tenant="a")
     async with await psycopg.AsyncConnection.connect(postgres_dsn) as writer:
         await session_for(writer).fetch(
-            sql["make_ready"], "default", "second", "a", DEFAULT_TENANT, "nobody"
+            sql["make_ready"],
+            "default",
+            "second",
+            "a",
+            DEFAULT_TENANT,
+            "nobody",
+            None,
+            DEFAULT_PRIORITY,
         )
         await take(scheduler, "first")  # its line looks empty; the row is held
         await writer.commit()
@@ -168,7 +182,14 @@ async def test_a_hand_out_at_ten_thousand_tenants_costs_at_most_twice_one_tenant
         ):
             for workflow, tenant in names:
                 await session.fetch(
-                    sql["make_ready"], scheduler.namespace, workflow, tenant, DEFAULT_TENANT, "-"
+                    sql["make_ready"],
+                    scheduler.namespace,
+                    workflow,
+                    tenant,
+                    DEFAULT_TENANT,
+                    "-",
+                    None,
+                    DEFAULT_PRIORITY,
                 )
 
     await check_handout_ratio(make, fill)

@@ -32,6 +32,7 @@ PARAMS = {
     "idle": 0.0,
     "within": 1.0,
     "due": 1.0,
+    "priority": 20,
 }
 HOT = (
     "take_first",
@@ -84,12 +85,14 @@ async def test_a_hand_out_at_ten_thousand_tenants_costs_at_most_twice_one_tenant
 
 
 def _back_to_version_4(path: Path) -> None:
-    """The layout a version-4 file has: entries without a tenant, one index of them all."""
+    """The layout a version-4 file has: entries without a tenant or a priority, one index
+    of them all."""
     with sqlite3.connect(path) as raw:
-        for index in ("lines", "in_flight", "sleeping"):
+        for index in ("lines", "ranks", "in_flight", "sleeping"):
             raw.execute(f"DROP INDEX durably_workflow_queue_{index}")
         raw.execute("DROP TABLE durably_workflow_tenants")
         raw.execute("ALTER TABLE durably_workflow_queue DROP COLUMN tenant")
+        raw.execute("ALTER TABLE durably_workflow_queue DROP COLUMN priority")
         raw.execute(
             "CREATE INDEX durably_workflow_queue_visible "
             "ON durably_workflow_queue (namespace, state, visible_at, workflow)"

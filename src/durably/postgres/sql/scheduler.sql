@@ -43,13 +43,16 @@ placed AS (
 
 -- name: make_ready
 -- $1 namespace, $2 workflow, $3 its tenant (NULL: the one it has), $4 the default tenant
--- (a new entry named none), $5 the channel to notify.
+-- (a new entry named none), $5 the channel to notify, $6 its priority (NULL: the one it
+-- has), $7 the default priority.
 WITH queued AS (
-    INSERT INTO {workflow_queue} AS q (namespace, workflow, tenant, state, visible_at)
-    VALUES ($1::text, $2::text, coalesce($3::text, $4::text), 'ready', now())
+    INSERT INTO {workflow_queue} AS q (namespace, workflow, tenant, state, visible_at, priority)
+    VALUES ($1::text, $2::text, coalesce($3::text, $4::text), 'ready', now(),
+            coalesce($6::smallint, $7::smallint))
     ON CONFLICT (namespace, workflow) DO UPDATE
         SET tenant = coalesce($3::text, q.tenant), state = 'ready', visible_at = now(),
-            due = NULL, receipt = NULL, taken_at = NULL
+            due = NULL, receipt = NULL, taken_at = NULL,
+            priority = coalesce($6::smallint, q.priority)
     RETURNING q.tenant, q.visible_at, q.workflow
 ),
 {_place}
@@ -60,7 +63,7 @@ SELECT pg_notify($5::text, $1::text)::text;
 -- $5 whether to look for lapsed hand-outs first.
 -- Reads the first $4 tenants of the rotation (one descent of the rotation index, then one
 -- probe of the lines index each) and takes, from the first whose line has a workflow no
--- concurrent take holds, that line's head (SKIP LOCKED: a held one is passed over). The
+-- concurrent take holds, that line's first by priority, then age (SKIP LOCKED: a held one is passed over). The
 -- served tenant's turn goes to the back, and it leaves the rotation when its line is
 -- empty; a row another statement is writing right now is skipped, not waited for (that
 -- order is off by one turn, once, and a tidy checks the line).
@@ -101,7 +104,7 @@ picked AS (
         SELECT q.workflow, q.tenant FROM {workflow_queue} q
         WHERE q.namespace = $1::text AND q.tenant = c.tenant AND q.state = 'ready'
           AND q.receipt IS NULL
-        ORDER BY q.visible_at, q.workflow
+        ORDER BY q.priority DESC, q.visible_at, q.workflow
         LIMIT 1
         FOR UPDATE SKIP LOCKED
     ) line

@@ -270,6 +270,13 @@ ALTER TABLE {workflow_queue} ADD COLUMN IF NOT EXISTS tenant text COLLATE "C" NO
     DEFAULT 'default';
 CREATE INDEX IF NOT EXISTS {workflow_queue_name}_lines ON {workflow_queue}
     (namespace, tenant, visible_at, workflow) WHERE state = 'ready' AND receipt IS NULL;
+-- Version 6: a `WorkPriority` value per entry (earlier entries NORMAL), and each line in
+-- the order its tenant gives it out (highest priority, then visible longest), what a take
+-- seeks; the lines index above keeps each line's oldest.
+ALTER TABLE {workflow_queue} ADD COLUMN IF NOT EXISTS priority smallint NOT NULL DEFAULT 20;
+CREATE INDEX IF NOT EXISTS {workflow_queue_name}_ranks ON {workflow_queue}
+    (namespace, tenant, priority DESC, visible_at, workflow)
+    WHERE state = 'ready' AND receipt IS NULL;
 CREATE INDEX IF NOT EXISTS {workflow_queue_name}_in_flight ON {workflow_queue}
     (namespace, visible_at) WHERE receipt IS NOT NULL;
 CREATE INDEX IF NOT EXISTS {workflow_queue_name}_sleeping ON {workflow_queue}

@@ -7,4 +7,5 @@ redis.call('ZREM', in_flight, workflow)
 redis.call('HDEL', receipts, workflow)
 redis.call('HDEL', taken, workflow)
 redis.call('HDEL', tenant_of, workflow)
+redis.call('HDEL', priority_of, workflow)
 return 1

@@ -8,4 +8,5 @@ redis.call('ZREM', sleeping, workflow)
 redis.call('HDEL', receipts, workflow)
 redis.call('HDEL', taken, workflow)
 redis.call('HDEL', tenant_of, workflow)
+redis.call('HDEL', priority_of, workflow)
 return 1

@@ -2,7 +2,9 @@
 -- ready entry lived in before schedulers kept tenants (relaid out below); ARGV[1] the
 -- scheduler's key prefix (which carries its hash tag), ARGV[2] the default tenant.
 --   line:<tenant>  the tenant's queued workflows (ready, no hand-out in flight), scored by
---                  when they became visible (us); ties by workflow id;
+--                  priority, then when they became visible: the entry's priority offset
+--                  (a multiple of 2^51, 0 for NORMAL, below for higher) plus its
+--                  visibility in us since EPOCH_US, exact in a double; ties by workflow id;
 --   rota           served tenants with a queued workflow, scored by their turn;
 --   fresh          never-served tenants with a queued workflow, scored by their head's
 --                  visibility, member the head's workflow, NUL, the tenant (the tie-break
@@ -10,7 +12,8 @@
 --   turns          every served tenant's last turn (kept while it has nothing queued);
 --   in-flight      hand-outs by when their lease lapses (us); receipts, taken beside them;
 --   sleeping       sleeping entries by due time (the caller's clock);
---   tenant-of      every entry's tenant.
+--   tenant-of      every entry's tenant;
+--   priority-of    the priority offset of every entry not at NORMAL.
 -- A tenant with a queued workflow is in exactly one of rota and fresh (the fairness order
 -- in durably.stores.workflows: fresh first by head, then rota by turn).
 local prefix, default_tenant = ARGV[1], ARGV[2]
@@ -19,12 +22,19 @@ local sleeping, in_flight = prefix .. 'sleeping', prefix .. 'in-flight'
 local receipts, taken = prefix .. 'receipts', prefix .. 'taken'
 local rota, fresh, fresh_of = prefix .. 'rota', prefix .. 'fresh', prefix .. 'fresh-of'
 local turns, tenant_of = prefix .. 'turns', prefix .. 'tenant-of'
+local priority_of = prefix .. 'priority-of'
+local RANK_US, EPOCH_US = 2251799813685248, 1700000000000000  -- 2^51 us; Nov 2023
 local function now_us()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local function fmt(n) return string.format('%.0f', n) end
 local function line(tenant) return prefix .. 'line:' .. #tenant .. ':' .. tenant end
+-- A line's score for ``workflow`` visible since ``at`` (us), and back to ``at``.
+local function rank(workflow, at)
+  return fmt(tonumber(redis.call('HGET', priority_of, workflow) or '0') + at - EPOCH_US)
+end
+local function seen_at(score) return fmt(tonumber(score) % RANK_US + EPOCH_US) end
 local function owner(workflow) return redis.call('HGET', tenant_of, workflow) or default_tenant end
 local function ring()
   -- The doorbell an idle next_ready blocks on; bounded so nobody has to drain it.
@@ -53,7 +63,7 @@ end
 -- rotation (by its turn if it was ever served, else among the fresh by its head).
 local function place(tenant, workflow, at)
   redis.call('HSET', tenant_of, workflow, tenant)
-  redis.call('ZADD', line(tenant), fmt(at), workflow)
+  redis.call('ZADD', line(tenant), rank(workflow, at), workflow)
   if redis.call('ZSCORE', rota, tenant) then return end
   local turn = redis.call('HGET', turns, tenant)
   if turn then
@@ -77,7 +87,7 @@ local function settle(tenant)
   elseif had then
     redis.call('ZREM', fresh, had)
     local member = first[1] .. '\0' .. tenant
-    redis.call('ZADD', fresh, first[2], member)
+    redis.call('ZADD', fresh, seen_at(first[2]), member)
     redis.call('HSET', fresh_of, tenant, member)
   end
 end

@@ -58,6 +58,9 @@ SELECT name FROM pragma_table_info('durably_workflow_queue')
 -- name: add_workflow_tenant
 ALTER TABLE durably_workflow_queue ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default'
 
+-- name: add_workflow_priority
+ALTER TABLE durably_workflow_queue ADD COLUMN priority INTEGER NOT NULL DEFAULT 20
+
 -- name: work_columns
 SELECT name FROM pragma_table_info('durably_work')
 

@@ -6,16 +6,16 @@
 -- durably.sqlite.scheduler and only applied here.
 
 -- name: get_entry
-SELECT tenant, state, due, receipt FROM durably_workflow_queue
+SELECT tenant, state, due, receipt, priority FROM durably_workflow_queue
 WHERE namespace = :namespace AND workflow = :workflow
 
 -- name: make_ready
 INSERT INTO durably_workflow_queue
-    (namespace, workflow, tenant, state, visible_at, due, receipt, taken_at)
-VALUES (:namespace, :workflow, :tenant, 'ready', :now, NULL, NULL, NULL)
+    (namespace, workflow, tenant, state, visible_at, due, receipt, taken_at, priority)
+VALUES (:namespace, :workflow, :tenant, 'ready', :now, NULL, NULL, NULL, :priority)
 ON CONFLICT (namespace, workflow) DO UPDATE
 SET tenant = :tenant, state = 'ready', visible_at = :now, due = NULL, receipt = NULL,
-    taken_at = NULL
+    taken_at = NULL, priority = :priority
 
 -- name: place_tenant
 -- ``tenant`` has a newly queued workflow (:at, :workflow): the tenant joins the rotation
@@ -29,7 +29,7 @@ WHERE NOT active OR excluded.head_at < head_at
 
 -- name: take_first
 -- Fairness steps 1 and 3 in one statement: the first tenant of the rotation index, and its
--- workflow visible longest, then by id.
+-- highest priority workflow visible longest, then by id (one seek of the ranked lines).
 UPDATE durably_workflow_queue
 SET visible_at = :now + :lease, receipt = :receipt, taken_at = :now
 WHERE namespace = :namespace AND workflow = (
@@ -41,7 +41,7 @@ WHERE namespace = :namespace AND workflow = (
           ORDER BY turn, head_at, head_workflow, tenant
           LIMIT 1
       )
-    ORDER BY q.visible_at, q.workflow
+    ORDER BY q.priority DESC, q.visible_at, q.workflow
     LIMIT 1
 )
 RETURNING workflow, tenant

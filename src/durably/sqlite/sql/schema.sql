@@ -323,7 +323,8 @@ CREATE TABLE IF NOT EXISTS durably_workflow_throttles (
 -- Scheduler entries: queued (ready, no hand-out in flight: in its tenant's line), in flight
 -- (ready with a receipt: invisible until visible_at) or sleeping (due on the caller's
 -- clock). `tenant` added in schema version 5 (connect adds it to earlier files, set to the
--- default tenant, before this script runs).
+-- default tenant, before this script runs); `priority` (a `WorkPriority` value) in version
+-- 7 (added likewise, set to NORMAL).
 CREATE TABLE IF NOT EXISTS durably_workflow_queue (
     namespace TEXT NOT NULL,
     workflow TEXT NOT NULL,
@@ -333,6 +334,7 @@ CREATE TABLE IF NOT EXISTS durably_workflow_queue (
     receipt TEXT,
     taken_at REAL,
     tenant TEXT NOT NULL DEFAULT 'default',
+    priority INTEGER NOT NULL DEFAULT 20,
     PRIMARY KEY (namespace, workflow)
 );
 
@@ -342,6 +344,12 @@ DROP INDEX IF EXISTS durably_workflow_queue_visible;
 
 CREATE INDEX IF NOT EXISTS durably_workflow_queue_lines
     ON durably_workflow_queue (namespace, tenant, visible_at, workflow)
+    WHERE state = 'ready' AND receipt IS NULL;
+
+-- Version 7: each line in the order a tenant gives it out (highest priority, then visible
+-- longest), what a take seeks; the lines index above keeps each line's oldest, its head.
+CREATE INDEX IF NOT EXISTS durably_workflow_queue_ranks
+    ON durably_workflow_queue (namespace, tenant, priority DESC, visible_at, workflow)
     WHERE state = 'ready' AND receipt IS NULL;
 
 CREATE INDEX IF NOT EXISTS durably_workflow_queue_in_flight

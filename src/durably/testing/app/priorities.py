@@ -1,0 +1,88 @@
+"""`AppPriorities`: ``priority=`` orders a tenant's workflows, never the tenants' turns.
+
+Order is read from outside: each body appends to a ledger of its own as it runs.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from durably.app import App, Context
+from durably.errors import InvalidInputError, WorkflowNotFoundError
+from durably.stores.work import WorkPriority
+from durably.testing.app.fixtures import NOTE, AppFixtures, fresh_id
+
+
+class AppPriorities(AppFixtures):
+    async def test_five_high_priority_starts_after_fifty_low_ones_run_first(self, app: App) -> None:
+        ran: list[str] = []
+
+        @app.workflow(priority=WorkPriority.LOW)
+        async def job(ctx: Context) -> None:
+            ran.append(ctx.id)
+
+        low = [(await job.start()).id for _ in range(50)]
+        high = [(await job.options(priority=WorkPriority.HIGH).start()).id for _ in range(5)]
+        await app.run_until_idle(advance=False)
+        assert ran[:5] == high
+        assert sorted(ran[5:]) == sorted(low)
+
+    async def test_an_urgent_tenant_still_takes_turns_with_a_low_one(self, app: App) -> None:
+        ran: list[str] = []
+
+        @app.workflow
+        async def job(ctx: Context) -> None:
+            ran.append(ctx.tenant)
+
+        for _ in range(4):
+            await job.options(tenant="loud", priority=WorkPriority.URGENT).start()
+        await job.options(tenant="quiet", priority=WorkPriority.LOW).start()
+        await app.run_until_idle(advance=False)
+        assert "quiet" in ran[:2], ran
+
+    async def test_a_priority_survives_a_message_a_cancel_and_a_resume(self, app: App) -> None:
+        ran: list[str] = []
+
+        @app.workflow
+        async def listener(ctx: Context) -> str:
+            note = await ctx.recv(NOTE)
+            ran.append(ctx.id)
+            return str(note)
+
+        plain = [await listener.start(id=f"a-{fresh_id()}") for _ in range(3)]
+        urgent = await listener.options(id=f"z-{fresh_id()}", priority=WorkPriority.URGENT).start()
+        everyone = [*plain, urgent]
+        await app.run_until_idle(advance=False)  # each waits for its message
+        for handle in everyone:  # the urgent one's last
+            await handle.send(NOTE, "hi")
+        await app.run_until_idle(advance=False)
+        assert ran[0] == urgent.id, ran
+        ran.clear()
+        waiting = [await listener.start(id=f"a-{fresh_id()}") for _ in range(3)]
+        later = await listener.options(id=f"z-{fresh_id()}", priority=WorkPriority.URGENT).start()
+        await app.run_until_idle(advance=False)
+        for handle in [*waiting, later]:
+            await handle.cancel()
+        await app.run_until_idle(advance=False)
+        for handle in [*waiting, later]:  # resumed in id order, the urgent one last
+            assert await handle.resume()
+        await app.run_until_idle(advance=False)
+        for handle in [*waiting, later]:
+            await handle.send(NOTE, "again")
+        await app.run_until_idle(advance=False)
+        assert ran[0] == later.id, ran
+
+    async def test_a_priority_that_is_no_work_priority_is_refused_before_any_write(
+        self, app: App
+    ) -> None:
+        @app.workflow
+        async def job(ctx: Context) -> None:
+            return None
+
+        for bad in (20, 99, "high", 2.5):
+            with pytest.raises(InvalidInputError, match="priority"):
+                await job.options(id="refused", priority=bad).start()  # type: ignore[arg-type]
+        with pytest.raises(InvalidInputError, match="priority"):
+            app.workflow(name=f"k-{fresh_id()}", priority=40)  # type: ignore[call-overload]
+        with pytest.raises(WorkflowNotFoundError):
+            await job.get_handle("refused")  # nothing was stored
