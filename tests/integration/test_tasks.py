@@ -307,3 +307,57 @@ async def test_a_dedupe_key_reused_after_completion_is_suppressed_until_its_ttl(
     assert later.id != first.id
     await app.run_until_idle()
     assert sent == ["ada", "ada"]
+
+
+async def _lapse(app: App, queue: str) -> durably.WorkItem:
+    """Claim the one due item of ``queue`` as a worker that dies mid-handler, let the lease
+    lapse and reap it: the item as the reap left it."""
+    store = (await app.stores()).queue
+    held = await store.claim(worker="dies", queue=queue, lease_seconds=1.0)
+    assert held is not None, "the item was not due"
+    app.clock.advance(2.0)  # type: ignore[attr-defined]
+    reaped = [item for item in await store.reap() if item.queue == queue]
+    assert [item.id for item in reaped] == [held.id]
+    return reaped[0]
+
+
+async def test_a_lapsed_lease_is_retried_by_the_tasks_policy_then_dead_lettered(
+    app: App,
+) -> None:
+    queue = queue_name()
+
+    @app.task(name="dies", queue=queue, retry=Retry(max_attempts=2, initial=7.0, maximum=7.0))
+    async def dies() -> None:
+        raise AssertionError("never reached: its worker dies first")
+
+    await dies.enqueue()
+    first = await _lapse(app, queue)
+    assert first.state is WorkState.QUEUED
+    assert first.attempts == 1
+    # The task's wait (7 s), not the queue's (1 s).
+    assert first.available_at == pytest.approx(app.clock.now() + 7.0)
+    app.clock.advance(7.0)  # type: ignore[attr-defined]
+    second = await _lapse(app, queue)
+    assert second.state is WorkState.DEAD_LETTERED
+    assert second.attempts == 2
+
+
+async def test_a_lapsed_lease_is_retried_past_the_queues_five_attempts_when_the_task_says(
+    app: App,
+) -> None:
+    queue = queue_name()
+
+    @app.task(name="dies", queue=queue, retry=Retry(max_attempts=8, initial=0.5, maximum=0.5))
+    async def dies() -> None:
+        raise AssertionError("never reached: its worker dies first")
+
+    await dies.enqueue()
+    states = []
+    for _ in range(8):
+        lapsed = await _lapse(app, queue)
+        states.append((lapsed.attempts, lapsed.state))
+        app.clock.advance(0.5)  # type: ignore[attr-defined]
+    assert states == [
+        *((n, WorkState.QUEUED) for n in range(1, 8)),
+        (8, WorkState.DEAD_LETTERED),
+    ]

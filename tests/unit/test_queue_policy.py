@@ -7,7 +7,7 @@ import math
 import pytest
 
 from durably.errors import InvalidInputError
-from durably.stores.work import QueuePolicy
+from durably.stores.work import ITEM_RETRY_FIELD, QueuePolicy
 
 
 def test_the_defaults_are_the_documented_ones() -> None:
@@ -87,3 +87,29 @@ def test_a_policy_duration_that_is_not_positive_is_refused(field: str, value: fl
 def test_a_policy_without_a_first_attempt_is_refused(attempts: int) -> None:
     with pytest.raises(ValueError, match="max_attempts"):
         QueuePolicy(max_attempts=attempts)
+
+
+def test_an_item_carrying_a_retry_policy_is_settled_by_its_attempts_and_waits() -> None:
+    queue = QueuePolicy(max_attempts=5, backoff_seconds=1.0)
+    carried = queue.for_item({ITEM_RETRY_FIELD: "[8,3.0,20.0,3.0]"})
+    assert carried.max_attempts == 8
+    assert [carried.backoff_for(n) for n in (1, 2, 3)] == [3.0, 9.0, 20.0]
+    assert carried.lease_seconds == queue.lease_seconds
+    assert not carried.settle_failure(6, retryable=True, now=0.0).dead
+    assert carried.settle_failure(7, retryable=True, now=0.0).dead
+    # A task's `Retry(initial=0)`: requeued at once, in effect.
+    assert queue.for_item({ITEM_RETRY_FIELD: "[2,0,0,1]"}).backoff_for(1) <= 1e-6
+
+
+def test_an_item_carrying_no_readable_retry_policy_is_settled_by_the_queues() -> None:
+    queue = QueuePolicy()
+    for payload in (
+        {},
+        {ITEM_RETRY_FIELD: "not json"},
+        {ITEM_RETRY_FIELD: "[0,1,1,2]"},
+        {ITEM_RETRY_FIELD: "[2,1,1,0.5]"},
+        {ITEM_RETRY_FIELD: "[2,1]"},
+        {ITEM_RETRY_FIELD: '{"max": 2}'},
+        {ITEM_RETRY_FIELD: "[2,NaN,1,2]"},
+    ):
+        assert queue.for_item(payload) is queue, payload

@@ -38,6 +38,7 @@ from durably.stores.backoff import full_jitter_seconds
 from durably.stores.work import (
     BATCH_MOST,
     DEFAULT_QUEUE,
+    ITEM_RETRY_FIELD,
     WorkItem,
     WorkPriority,
     WorkState,
@@ -62,7 +63,7 @@ RESERVED = frozenset({"delay", "priority", "tenant", "dedupe_key"})
 # with. A payload holds text only (every backing stores it alike).
 TASK_KEY = "task"
 ARGS_KEY = "args"
-RETRY_KEY = "retry"
+RETRY_KEY = ITEM_RETRY_FIELD
 
 
 @dataclass(frozen=True, slots=True)

@@ -329,7 +329,8 @@ class MemoryWorkQueue:
         for item in self._claimed_items():
             lapsed = item.lease_expires_at is not None and item.lease_expires_at <= now
             if lapsed:
-                settlement = self._policy.settle_failure(item.attempts, retryable=True, now=now)
+                policy = self._policy.for_item(item.payload)  # the item's own retries
+                settlement = policy.settle_failure(item.attempts, retryable=True, now=now)
                 reaped.append(self._settle(item, settlement, _LEASE_EXPIRED))
                 self._tables.reaped[item.queue] += 1
         return reaped
@@ -342,7 +343,7 @@ class MemoryWorkQueue:
         adopted: list[WorkItem] = []
         for item in self._claimed_items():
             if item.worker == worker:
-                settlement = self._policy.settle_failure(
+                settlement = self._policy.for_item(item.payload).settle_failure(
                     item.attempts, retryable=True, now=now, immediate=True
                 )
                 adopted.append(self._settle(item, settlement, _ADOPTED))

@@ -499,7 +499,9 @@ class PostgresWorkQueue:
         )
         reaped: list[WorkItem] = []
         for row in lapsed:
-            settled = await self._settle(_item(row), error="lease expired", retryable=True, now=now)
+            settled = await self._settle(
+                _item(row), error="lease expired", retryable=True, now=now, lapsed=True
+            )
             if settled is not None:
                 reaped.append(settled)
         for queue, count in Counter(item.queue for item in reaped).items():
@@ -527,7 +529,12 @@ class PostgresWorkQueue:
         adopted: list[WorkItem] = []
         for row in held:
             settled = await self._settle(
-                _item(row), error="adopted after restart", retryable=True, now=now, immediate=True
+                _item(row),
+                error="adopted after restart",
+                retryable=True,
+                now=now,
+                immediate=True,
+                lapsed=True,
             )
             if settled is not None:
                 adopted.append(settled)
@@ -719,8 +726,12 @@ class PostgresWorkQueue:
         now: float,
         immediate: bool = False,
         retry_at: float | None = None,
+        lapsed: bool = False,
     ) -> WorkItem | None:
-        settlement = self._policy.settle_failure(
+        # A lapse or a hold given back (no word from the handler) follows the item's own
+        # retries; a handler's failure is settled as it says.
+        policy = self._policy.for_item(item.payload) if lapsed else self._policy
+        settlement = policy.settle_failure(
             item.attempts, retryable=retryable, now=now, immediate=immediate, retry_at=retry_at
         )
         rows = await self._run(

@@ -64,6 +64,12 @@ _REAPED_ERROR = "lease expired"
 _ADOPTED_ERROR = "adopted after restart"
 
 
+def _payload(row: sqlite3.Row) -> dict[str, str]:
+    """The payload of an item's row, decoded."""
+    payload: dict[str, str] = json.loads(row["payload"])
+    return payload
+
+
 def _item(row: sqlite3.Row) -> WorkItem:
     return WorkItem(
         id=row["id"],
@@ -403,7 +409,8 @@ class BoundSqliteWorkQueue:
         now = self._clock.now()
         reaped: list[WorkItem] = []
         for row in self._tx.all(_SQL["lapsed_leases"], {"now": now}):
-            settlement = self._policy.settle_failure(row["attempts"], retryable=True, now=now)
+            policy = self._policy.for_item(_payload(row))  # the item's own retries
+            settlement = policy.settle_failure(row["attempts"], retryable=True, now=now)
             settled = self._settle(row, settlement, _REAPED_ERROR)
             if settled is not None:
                 reaped.append(settled)
@@ -418,7 +425,7 @@ class BoundSqliteWorkQueue:
         now = self._clock.now()
         adopted: list[WorkItem] = []
         for row in self._tx.all(_SQL["held_by_worker"], {"worker": worker}):
-            settlement = self._policy.settle_failure(
+            settlement = self._policy.for_item(_payload(row)).settle_failure(
                 row["attempts"], retryable=True, now=now, immediate=True
             )
             settled = self._settle(row, settlement, _ADOPTED_ERROR)

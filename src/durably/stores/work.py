@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -472,6 +473,16 @@ class Settlement:
     available_at: float | None
 
 
+ITEM_RETRY_FIELD = "retry"
+"""The payload field an item may carry its own retry policy in (a task's `Retry` does):
+JSON ``[max_attempts, initial, maximum, multiplier]``. A lapsed lease or a hold given back
+at a worker's restart is settled by it (`QueuePolicy.for_item`), not by the queue's
+attempts and backoff: the handler's own failures say when to retry anyway."""
+
+_CARRIED_KEPT = 256
+_carried: dict[tuple[str, QueuePolicy], QueuePolicy] = {}
+
+
 @dataclass(frozen=True, slots=True)
 class QueuePolicy:
     """Leases, retries, backoff and the dead letter: decided here, applied by every backing."""
@@ -481,6 +492,7 @@ class QueuePolicy:
     backoff_seconds: float = 1.0
     backoff_cap_seconds: float = 300.0
     max_lease_seconds: float = 3600.0
+    backoff_multiplier: float = 2.0
 
     def __post_init__(self) -> None:
         positive(self.lease_seconds, "lease_seconds")
@@ -489,18 +501,52 @@ class QueuePolicy:
         positive(self.max_lease_seconds, "max_lease_seconds")
         if isinstance(self.max_attempts, bool) or self.max_attempts < 1:
             raise ValueError(f"max_attempts must be at least 1, got {self.max_attempts!r}")
+        if not finite(self.backoff_multiplier, "backoff_multiplier") >= 1.0:
+            raise ValueError(f"backoff_multiplier must be 1 or more, got {self.backoff_multiplier}")
 
     def backoff_for(self, attempts: int) -> float:
-        """Delay before retry number ``attempts``: ``min(base * 2**(n-1), cap)``, 0 for n <= 0."""
+        """Delay before retry number ``attempts``: ``min(base * multiplier**(n-1), cap)``,
+        0 for n <= 0."""
         if attempts <= 0:
             return 0.0
         # Cap the exponent so a huge attempt count cannot overflow a float.
         exponent = min(attempts - 1, 1024)
         try:
-            delay = self.backoff_seconds * 2.0**exponent
+            delay = self.backoff_seconds * self.backoff_multiplier**exponent
         except OverflowError:
             delay = self.backoff_cap_seconds
         return min(delay, self.backoff_cap_seconds)
+
+    def for_item(self, payload: Mapping[str, str]) -> QueuePolicy:
+        """The policy a lapsed lease (or an adopted hold) of an item with ``payload`` is
+        settled by: the attempts and waits of the retry policy it carries
+        (`ITEM_RETRY_FIELD`), this one's lease and caps otherwise; this policy when it
+        carries none, or none that reads."""
+        text = payload.get(ITEM_RETRY_FIELD)
+        if text is None:
+            return self
+        known = _carried.get((text, self))
+        if known is None:
+            if len(_carried) >= _CARRIED_KEPT:
+                _carried.clear()
+            known = _carried[(text, self)] = self._carrying(text)
+        return known
+
+    def _carrying(self, text: str) -> QueuePolicy:
+        try:
+            attempts, initial, maximum, multiplier = json.loads(text)
+            # A wait of 0 (a task's `Retry(initial=0)`) is kept a microsecond: a policy's
+            # backoff is positive.
+            return QueuePolicy(
+                lease_seconds=self.lease_seconds,
+                max_attempts=attempts,
+                backoff_seconds=max(float(initial), 1e-6),
+                backoff_cap_seconds=max(float(maximum), 1e-6),
+                max_lease_seconds=self.max_lease_seconds,
+                backoff_multiplier=float(multiplier),
+            )
+        except (ValueError, TypeError, InvalidInputError):
+            return self
 
     def settle_failure(
         self,
@@ -681,6 +727,7 @@ __all__ = [
     "DEDUPE_SWEEP_BATCH",
     "DEDUPE_TTL_MOST",
     "DEFAULT_QUEUE",
+    "ITEM_RETRY_FIELD",
     "QUEUE_NAMES_MOST",
     "DeadLetterPage",
     "FlowFields",

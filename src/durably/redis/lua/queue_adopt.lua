@@ -5,6 +5,7 @@ local due = {}
 for i = 4, #ARGV do due[#due + 1] = ARGV[i] end
 local moved = {}
 for _, ref in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  moved[#moved + 1] = settle(ref, read_item(item_key(ref)), ARGV[3], due, now)
+  local f = read_item(item_key(ref))
+  moved[#moved + 1] = settle(ref, f, ARGV[3], carried_due(f, due, now, true), now)
 end
 return moved

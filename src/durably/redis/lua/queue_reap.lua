@@ -25,7 +25,8 @@ for _, queue in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   local lapsed = redis.call('ZRANGEBYSCORE', qkey('leases', queue), '-inf', ARGV[2],
     'LIMIT', 0, batch - #moved)
   for _, ref in ipairs(lapsed) do
-    moved[#moved + 1] = settle(ref, read_item(item_key(ref)), error, due, now)
+    local f = read_item(item_key(ref))
+    moved[#moved + 1] = settle(ref, f, error, carried_due(f, due, now, false), now)
     redis.call('HINCRBY', qkey('stats', queue), 'reaped', 1)
   end
   if #moved >= batch then break end

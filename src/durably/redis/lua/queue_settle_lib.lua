@@ -30,6 +30,31 @@ local function count_finished(queue, now, field)
   redis.call('HINCRBY', key, slot .. ':' .. field, 1)
 end
 
+-- The requeue instants (as ``settle`` takes them) of a lapsed or given-back item read as
+-- ``f``: by the retry policy its payload carries (durably.stores.work.ITEM_RETRY_FIELD,
+-- [max_attempts, initial, maximum, multiplier], waits as QueuePolicy.backoff_for reckons
+-- them), else the queue's ``due``. Only the entry its next attempt reads is meaningful.
+local function carried_due(f, due, now, immediate)
+  local read, payload = pcall(cjson.decode, f[PAYLOAD] or '')
+  if not read or type(payload) ~= 'table' or type(payload.retry) ~= 'string' then
+    return due
+  end
+  local parsed, r = pcall(cjson.decode, payload.retry)
+  if not parsed or type(r) ~= 'table' then return due end
+  local most, initial, cap, grow = tonumber(r[1]), tonumber(r[2]), tonumber(r[3]), tonumber(r[4])
+  if not (most and initial and cap and grow) or most < 1 or grow < 1 then return due end
+  local attempts = (tonumber(f[ATTEMPTS]) or 0) + 1
+  if attempts >= most then return {} end
+  local wait = 0
+  if not immediate then
+    wait = math.min(math.max(initial, 1e-6) * grow ^ math.min(attempts - 1, 1024),
+      math.max(cap, 1e-6))
+  end
+  local at, instants = string.format('%.17g', now + wait), {}
+  for n = 1, attempts do instants[n] = at end
+  return instants
+end
+
 -- Apply one failed attempt to the claimed item read as ``f``. ``due`` lists, per attempt
 -- count after this failure, the instant the policy requeues at; a count beyond the list is
 -- a dead letter. Returns ``f`` as it now stands.
