@@ -32,15 +32,26 @@ def test_a_throttle_spaces_starts_from_the_first_and_lets_a_burst_through_after_
 def test_the_line_admits_the_tenant_served_longest_ago_first() -> None:
     line = GateLine(limit=1)
     line.serve("noisy")  # admitted directly
-    line.queued = {"noisy": [(1, "n1", "k"), (2, "n2", "k")], "quiet": [(3, "q1", "k")]}
+    line.queued = {
+        "noisy": [(-20, 1, "n1", "k"), (-20, 2, "n2", "k")],
+        "quiet": [(-20, 3, "q1", "k")],
+    }
     assert line.next_tenant() == "quiet"  # never admitted: turn 0
     line.queued["quiet"].pop(0)
     line.serve("quiet")
     assert line.next_tenant() == "noisy"
-    line.queued["quiet"] = [(4, "q2", "k")]
+    line.queued["quiet"] = [(-20, 4, "q2", "k")]
     line.serve("noisy")
     assert line.next_tenant() == "quiet"  # noisy was served last
     assert GateLine(limit=1).next_tenant() is None
+
+
+def test_between_tenants_of_one_turn_the_higher_priority_head_goes_first() -> None:
+    line = GateLine(limit=1)
+    line.queued = {"old": [(-10, 1, "o1", "k")], "urgent": [(-40, 2, "u1", "k")]}
+    assert line.next_tenant() == "urgent"  # both never admitted: priority, then age
+    line.serve("urgent")
+    assert line.next_tenant() == "old"  # a turn still outranks a priority
 
 
 def test_a_checkpointer_that_cannot_gate_refuses_a_gated_kind_naming_it() -> None:

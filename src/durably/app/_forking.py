@@ -133,9 +133,10 @@ def _gate(core: Core, start: Mapping[str, Any]) -> WorkflowGate | None:
     if not isinstance(name, str):
         return None
     registered = core.workflows.get(kind)
+    priority = layout.start_priority(start)
     if registered is None:
-        return WorkflowGate(name, None, kind)
-    return registered.gates.gate(name)
+        return WorkflowGate(name, None, kind, priority)
+    return registered.gates.gate(name, priority)
 
 
 __all__ = ["MAX_NOTED", "copied", "fork", "fork_start"]

@@ -543,7 +543,7 @@ class Workflow(Generic[P, R]):
                 start,
                 tenant=tenant,
                 caps=self._core.caps,
-                gate=self.gates.gate(start.get("gate")),
+                gate=self.gates.gate(start.get("gate"), layout.start_priority(start)),
             )
         except (StatePersistenceError, InvalidInputError) as exc:
             # Refused by the store's own checks (its size limit, its codec), which run

@@ -13,7 +13,7 @@ from typing import Any
 from durably.app._task_flow import flow_throttle, key_answer, key_function
 from durably.stores.flow import Throttle, flow_limit
 from durably.stores.gates import WorkflowGate, gate_name, gating
-from durably.stores.workflows import Checkpointer
+from durably.stores.workflows import DEFAULT_PRIORITY, Checkpointer
 from durably.validation import identifier
 
 
@@ -63,11 +63,14 @@ class WorkflowGates:
         key = key_answer(self.key_of, args, kwargs, f"workflow {self.kind!r}", "concurrency_key")
         return identifier(gate_name(self.kind, key), "concurrency_key")
 
-    def gate(self, name: object) -> WorkflowGate | None:
-        """The gate named ``name`` in a start record, with this kind's limit."""
+    def gate(self, name: object, priority: int = DEFAULT_PRIORITY) -> WorkflowGate | None:
+        """The gate named ``name`` in a start record, with this kind's limit.
+
+        For a start at ``priority``: its place in its tenant's line.
+        """
         if self.concurrency is None or not isinstance(name, str):
             return None
-        return WorkflowGate(name, self.concurrency, self.kind)
+        return WorkflowGate(name, self.concurrency, self.kind, priority)
 
     async def begins(self, checkpointer: Checkpointer[Any], now: float) -> float | None:
         """Under ``throttle=``, the slot a start at ``now`` reserves; None without one.

@@ -126,7 +126,7 @@ class MemoryCheckpointer:
         # Workflow gates, and how a workflow they admit is made ready for its kind
         # (registered by each MemoryDurable: its scheduler's namespace).
         self._gates = MemoryGates()
-        self._wakers: dict[str, Callable[[str, str | None], None]] = {}
+        self._wakers: dict[str, Callable[[str, str | None, int | None], None]] = {}
         self._catalog = MemoryCatalog(self._info_of)
         self._runs: MemoryStateStore | None = None  # whose followed runs move with statuses
         self._finished = Ring()  # workflows ended per minute, by kind
@@ -321,15 +321,17 @@ class MemoryCheckpointer:
         """Reserve a start under throttle ``key``: the earliest it may begin."""
         return self._gates.throttle(key, now, interval, burst)
 
-    def _wake_in(self, namespace: str, wake: Callable[[str, str | None], None]) -> None:
+    def _wake_in(self, namespace: str, wake: Callable[[str, str | None, int | None], None]) -> None:
         """Make the workflows gates admit for kind ``namespace`` ready through ``wake``."""
         self._wakers[namespace] = wake
 
-    def _admitted_from_line(self, workflow: str, tenant: str, namespace: str) -> None:
+    def _admitted_from_line(
+        self, workflow: str, tenant: str, namespace: str, priority: int
+    ) -> None:
         self._store_status(workflow, _Status(WorkflowStatus.PENDING, 0, None, time.time()))
         wake = self._wakers.get(namespace)
         if wake is not None:
-            wake(workflow, tenant)
+            wake(workflow, tenant, priority)
 
     async def tenant_counts(self, tenant: str) -> TenantCounts:
         """``tenant``'s admitted workflows, running and started."""

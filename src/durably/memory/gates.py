@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable
 from itertools import count
 
@@ -9,8 +10,9 @@ from durably.stores.gates import GateCounts, GateLine, WorkflowGate, throttled_u
 
 QUEUED, HELD, FREE = "queued", "held", "free"
 
-Admitted = Callable[[str, str, str], None]
-"""Called for each workflow a gate admits from its line: (workflow, tenant, namespace)."""
+Admitted = Callable[[str, str, str, int], None]
+"""Called for each workflow a gate admits from its line: (workflow, tenant, namespace,
+priority)."""
 
 
 class MemoryGates:
@@ -35,7 +37,8 @@ class MemoryGates:
             line.serve(tenant)
             self._marks[workflow] = (gate.name, HELD)
             return False
-        line.queued.setdefault(tenant, []).append((next(self._order), workflow, gate.namespace))
+        entry = (-gate.priority, next(self._order), workflow, gate.namespace)
+        bisect.insort(line.queued.setdefault(tenant, []), entry)
         self._marks[workflow] = (gate.name, QUEUED)
         return True
 
@@ -98,17 +101,17 @@ class MemoryGates:
             tenant = line.next_tenant()
             if tenant is None:
                 return
-            _, workflow, namespace = line.queued[tenant].pop(0)
+            rank, _, workflow, namespace = line.queued[tenant].pop(0)
             if not line.queued[tenant]:
                 del line.queued[tenant]
             line.admitted += 1
             line.serve(tenant)
             self._marks[workflow] = (gate, HELD)
-            admitted(workflow, tenant, namespace)
+            admitted(workflow, tenant, namespace, -rank)
 
     def _leave(self, line: GateLine, workflow: str) -> None:
         for tenant, queue in line.queued.items():
-            kept = [entry for entry in queue if entry[1] != workflow]
+            kept = [entry for entry in queue if entry[2] != workflow]
             if len(kept) != len(queue):
                 if kept:
                     line.queued[tenant] = kept

@@ -31,7 +31,9 @@ class PostgresGates:
         admitted, most = await self._admit_next(session, gate.name)
         queued = admitted >= most or bool(await session.fetch(self._sql["next_in_line"], gate.name))
         state = QUEUED if queued else HELD
-        await session.fetch(self._sql["mark"], workflow, gate.name, tenant, gate.namespace, state)
+        await session.fetch(
+            self._sql["mark"], workflow, gate.name, tenant, gate.namespace, state, gate.priority
+        )
         if queued:
             await self._write_status(session, workflow, WorkflowStatus.QUEUED)
         else:
@@ -97,11 +99,13 @@ class PostgresGates:
             if not rows:
                 break
             admitted += 1
-            workflow, tenant, namespace = (str(value) for value in rows[0])
+            workflow, tenant, namespace, priority = rows[0]
             await session.fetch(self._sql["move_mark"], workflow, HELD)
             await session.fetch(self._sql["serve"], gate, tenant)
-            await self._write_status(session, workflow, WorkflowStatus.PENDING)
-            await self._readying.make_ready_on(session, namespace, workflow, tenant)
+            await self._write_status(session, str(workflow), WorkflowStatus.PENDING)
+            await self._readying.make_ready_on(
+                session, str(namespace), str(workflow), str(tenant), int(priority)
+            )
         return admitted, most
 
 

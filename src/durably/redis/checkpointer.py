@@ -105,9 +105,9 @@ _FINISHED = [status.value for status in FINISHED]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
-Wake = Callable[[str, str, bool], Awaitable[bool]]
-"""Makes a workflow a gate admits ready: (workflow, tenant, only if not scheduled); whether
-it did."""
+Wake = Callable[[str, str, bool, int | None], Awaitable[bool]]
+"""Makes a workflow a gate admits ready: (workflow, tenant, only if not scheduled, priority
+or None for the one it has); whether it did."""
 
 
 def _us(seconds: float) -> str:
@@ -563,12 +563,20 @@ class RedisCheckpointer:
         """Make the workflows gates admit for kind ``namespace`` ready through ``wake``."""
         self._wakers[namespace] = wake
 
-    async def _wake(self, namespace: str, workflow: str, tenant: str, *, absent: bool) -> bool:
-        """Make ``workflow`` ready for kind ``namespace`` (with ``absent``, only if it is
-        not scheduled already); whether it was. False for a kind no RedisDurable here
-        serves (its own processes wake it)."""
+    async def _wake(
+        self,
+        namespace: str,
+        workflow: str,
+        tenant: str,
+        *,
+        absent: bool,
+        priority: int | None = None,
+    ) -> bool:
+        """Make ``workflow`` ready for kind ``namespace`` at ``priority`` (with ``absent``,
+        only if it is not scheduled already); whether it was. False for a kind no
+        RedisDurable here serves (its own processes wake it)."""
         wake = self._wakers.get(namespace)
-        return wake is not None and await wake(workflow, tenant, absent)
+        return wake is not None and await wake(workflow, tenant, absent, priority)
 
     async def _gated_status(self, workflow: str, status: WorkflowStatus, *, over: str) -> bool:
         """Write the status of a workflow its gate queued or admitted over no status or
@@ -599,12 +607,12 @@ class RedisCheckpointer:
         await self._promote(admitted)
         return taken
 
-    async def _promote(self, admitted: list[tuple[str, str, str]]) -> None:
+    async def _promote(self, admitted: list[tuple[str, str, str, int]]) -> None:
         """The steps after a gate admitted ``admitted`` from its line (workflow, tenant,
-        namespace): each one's PENDING status, then its wakeup."""
-        for promoted, tenant, namespace in admitted:
+        namespace, priority): each one's PENDING status, then its wakeup."""
+        for promoted, tenant, namespace, priority in admitted:
             await self._gated_status(promoted, WorkflowStatus.PENDING, over="queued")
-            await self._wake(namespace, promoted, tenant, absent=False)
+            await self._wake(namespace, promoted, tenant, absent=False, priority=priority)
 
     async def tenant_counts(self, tenant: str) -> TenantCounts:
         """``tenant``'s admitted workflows, running and started."""

@@ -23,10 +23,10 @@ class RedisDurable(SplitDurable[LuaEffect]):
         # A workflow a gate admits is made ready by the step after the one freeing its slot.
         checkpointer._wake_in(scheduler.namespace, self._wake)
 
-    async def _wake(self, workflow: str, tenant: str, absent: bool) -> bool:
+    async def _wake(self, workflow: str, tenant: str, absent: bool, priority: int | None) -> bool:
         if absent:
             return await self._ready.make_ready_if_absent(workflow, tenant=tenant)
-        await self._ready.make_ready(workflow, tenant=tenant)
+        await self._ready.make_ready(workflow, tenant=tenant, priority=priority)
         return True
 
 

@@ -21,8 +21,10 @@ from typing import Any
 
 from durably.redis import keys
 from durably.redis.connection import RedisConnection, text
+from durably.redis.order import priority_offset
 from durably.redis.scripts import Script, scripts
 from durably.stores.gates import GateCounts, WorkflowGate
+from durably.stores.workflows import DEFAULT_PRIORITY
 
 _GATES = scripts("gate_admit", "gate_move", "gate_counts", prelude="gate_lib.lua")
 _THROTTLE = scripts("gate_throttle")["gate_throttle"]
@@ -67,11 +69,11 @@ class RedisGates:
 
     async def admit(
         self, workflow: str, tenant: str, gate: WorkflowGate, *, fresh: bool
-    ) -> tuple[bool, list[tuple[str, str, str]]]:
+    ) -> tuple[bool, list[tuple[str, str, str, int]]]:
         """Take ``workflow`` through ``gate`` (``fresh``: its record was just written):
         whether it is queued, and the workflows a limit raised since the last start
-        admitted from the line first, as (workflow, tenant, namespace). The gate is
-        registered first, so the repair pass finds its marks."""
+        admitted from the line first, as (workflow, tenant, namespace, priority). The gate
+        is registered first, so the repair pass finds its marks."""
         if gate.name not in self._known:
             client = self._redis.client
             await self._redis.state(lambda: client.sadd(self._registry, gate.name))
@@ -79,18 +81,27 @@ class RedisGates:
                 self._known.clear()
             self._known.add(gate.name)
         meta, prefix = self._keys(gate.name)
-        limit = "" if gate.limit is None else str(gate.limit)
-        args = [prefix, workflow, tenant, gate.namespace, limit, "1" if fresh else "0"]
+        normal = gate.priority == DEFAULT_PRIORITY
+        args = [
+            prefix,
+            workflow,
+            tenant,
+            gate.namespace,
+            "" if gate.limit is None else str(gate.limit),
+            "1" if fresh else "0",
+            priority_offset(gate.priority),
+            "" if normal else str(gate.priority),
+        ]
         queued, *flat = [text(value) for value in await self._run(_GATES["gate_admit"], meta, args)]
         return queued == "1", _admitted(flat)
 
     async def move(
         self, gate: str, workflow: str, *, finished: bool, forget: bool = False, number: int = 0
-    ) -> tuple[bool, list[tuple[str, str, str]]]:
+    ) -> tuple[bool, list[tuple[str, str, str, int]]]:
         """``workflow`` crossed finished/unfinished (or was deleted, ``forget``) for the
         ``number``-th time (0: it is gone, whatever its crossings): whether its gate took
         the crossing, and the workflows it admitted from the line, as (workflow, tenant,
-        namespace). A crossing the gate took already, or one older than it took, changes
+        namespace, priority). A crossing the gate took already, or one older than it took, changes
         nothing."""
         meta, prefix = self._keys(gate)
         args = [
@@ -169,9 +180,13 @@ class RedisGates:
         return True
 
 
-def _admitted(flat: list[str]) -> list[tuple[str, str, str]]:
-    """A script's flat answer of workflows admitted from a line, as triples."""
-    return [(flat[n], flat[n + 1], flat[n + 2]) for n in range(0, len(flat), 3)]
+def _admitted(flat: list[str]) -> list[tuple[str, str, str, int]]:
+    """A script's flat answer of workflows admitted from a line, as (workflow, tenant,
+    namespace, priority)."""
+    return [
+        (flat[n], flat[n + 1], flat[n + 2], int(flat[n + 3] or DEFAULT_PRIORITY))
+        for n in range(0, len(flat), 4)
+    ]
 
 
 __all__ = ["GateMark", "RedisGates"]

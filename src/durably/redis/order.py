@@ -10,6 +10,9 @@ clocks, the same clocks that already order every item due at once. See docs/redi
 
 from __future__ import annotations
 
+from durably.stores.work import WorkPriority
+from durably.stores.workflows import DEFAULT_PRIORITY
+
 _WIDTH = 10**16  # 16 digits: microseconds since 1970 fit until the year 2286
 
 
@@ -44,4 +47,21 @@ _ORDER = EnqueueOrder()
 ready_member = _ORDER.member
 reserve_members = _ORDER.reserve
 
-__all__ = ["EnqueueOrder", "ready_member", "reserve_members"]
+# A line ranked by priority (a scheduler's per tenant, a gate's) scores each member by its
+# priority's offset plus its order in the line (a visibility in microseconds since an
+# epoch, a serial): a multiple of 2^51 per step from NORMAL, below it for a higher
+# priority, so the lowest score is the highest priority, then the oldest, and every
+# score stays an exact double (under 2^53 in magnitude).
+_RANKED = sorted(int(priority) for priority in WorkPriority)
+_OFFSETS = {
+    value: str((_RANKED.index(DEFAULT_PRIORITY) - _RANKED.index(value)) * 2**51)
+    for value in _RANKED
+}
+
+
+def priority_offset(priority: int) -> str:
+    """The score offset of a `WorkPriority` value in a ranked line ('0' for NORMAL)."""
+    return _OFFSETS[priority]
+
+
+__all__ = ["EnqueueOrder", "priority_offset", "ready_member", "reserve_members"]

@@ -13,14 +13,13 @@ from typing import Any, Self
 
 from durably.redis import keys
 from durably.redis.connection import RedisConnection, number, text
+from durably.redis.order import priority_offset
 from durably.redis.preflight import preflight
 from durably.redis.scripts import Script, scripts
 from durably.redis.settings import RedisStoreSettings
-from durably.stores.work import WorkPriority
 from durably.stores.workflows import (
     DEFAULT_LEASE,
     DEFAULT_NAMESPACE,
-    DEFAULT_PRIORITY,
     DEFAULT_TENANT,
     LAPSED_PER_TAKE,
     Delivery,
@@ -124,7 +123,7 @@ class RedisScheduler:
         identifier(workflow, "workflow")
         owner = "" if tenant is None else identifier(tenant, "tenant")
         rank = ready_priority(priority)
-        offset = "" if rank is None else _OFFSETS[rank]
+        offset = "" if rank is None else priority_offset(rank)
         await self._run("scheduler_make_ready", [workflow, owner, "", offset])
 
     async def make_ready_if_absent(self, workflow: str, *, tenant: str) -> bool:
@@ -198,16 +197,6 @@ class RedisScheduler:
         """Answer ``delivery``; a wakeup that arrived meanwhile stays."""
         identifier(delivery.workflow, "workflow")
         await self._run("scheduler_done", [delivery.workflow, delivery.receipt])
-
-
-# A line's score is a priority offset plus the visibility (scheduler_lib.lua): a multiple
-# of 2^51 us per step from NORMAL, below it for a higher priority, so one ZRANGE 0 0 takes
-# the highest priority first, then the oldest, and every score stays exact in a double.
-_RANKED = sorted(int(priority) for priority in WorkPriority)
-_OFFSETS = {
-    value: str((_RANKED.index(DEFAULT_PRIORITY) - _RANKED.index(value)) * 2**51)
-    for value in _RANKED
-}
 
 
 __all__ = ["RedisScheduler"]

@@ -276,10 +276,12 @@ class BoundSqliteCheckpointer:
             _SQL["follow_run"], {"workflow": workflow, "state": run_state(status).value}
         )
 
-    def _admitted_from_line(self, workflow: str, tenant: str, namespace: str) -> None:
+    def _admitted_from_line(
+        self, workflow: str, tenant: str, namespace: str, priority: int
+    ) -> None:
         # Pending and ready for its kind's scheduler, in the write that freed its slot.
         self._write_status(workflow, WorkflowStatus.PENDING)
-        BoundSqliteScheduler(self._tx, namespace, 0.0).make_ready(workflow, tenant)
+        BoundSqliteScheduler(self._tx, namespace, 0.0).make_ready(workflow, tenant, priority)
         self.woke = True
 
     def tenant_counts(self, tenant: str) -> TenantCounts:

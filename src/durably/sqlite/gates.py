@@ -11,8 +11,9 @@ from durably.stores.gates import GateCounts, WorkflowGate, throttled_until
 _SQL = load_statements("gates.sql")
 QUEUED, HELD, FREE = "queued", "held", "free"
 
-Admitted = Callable[[str, str, str], None]
-"""Called for each workflow a gate admits from its line: (workflow, tenant, namespace)."""
+Admitted = Callable[[str, str, str, int], None]
+"""Called for each workflow a gate admits from its line: (workflow, tenant, namespace,
+priority)."""
 
 
 class BoundSqliteGates:
@@ -32,7 +33,8 @@ class BoundSqliteGates:
         room = row["admitted"] < row["max_admitted"]
         queued = not room or self._tx.one(_SQL["next_in_line"], params) is not None
         state = QUEUED if queued else HELD
-        self._tx.execute(_SQL["mark"], {**params, "namespace": gate.namespace, "state": state})
+        mark = {**params, "namespace": gate.namespace, "state": state, "priority": gate.priority}
+        self._tx.execute(_SQL["mark"], mark)
         if not queued:
             self._serve(gate.name, tenant)
         return queued
@@ -89,7 +91,7 @@ class BoundSqliteGates:
                 return
             self._tx.execute(_SQL["move_mark"], {"workflow": head["workflow"], "state": HELD})
             self._serve(gate, head["tenant"])
-            admitted(head["workflow"], head["tenant"], head["namespace"])
+            admitted(head["workflow"], head["tenant"], head["namespace"], head["priority"])
 
     def _serve(self, gate: str, tenant: str) -> None:
         turn = self._tx.row(_SQL["serve"], {"gate": gate})[0]

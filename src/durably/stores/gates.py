@@ -12,8 +12,10 @@ start that brings a higher limit than the gate kept (a deploy raising ``concurre
 first admits from the line up to it, in the same write.
 
 The line rotates tenants: the next admitted is the head of the line of the tenant whose
-last admission through the gate is oldest (a tenant never admitted first), ties to the
-workflow queued first. One tenant's burst thus takes turns with another's later start.
+last admission through the gate is oldest (a tenant never admitted first); a tenant's line
+is in priority order (highest first), then the order queued; ties between tenants go to
+the higher priority head, then the one queued first. One tenant's burst thus takes turns
+with another's later start, and a priority never jumps a tenant's turn.
 
 Throttle: `throttled_until` applies the queue's GCRA (`durably.stores.flow`) to starts:
 each start reserves the key's next slot and begins no earlier than it (a delayed start),
@@ -28,7 +30,7 @@ from typing import Any, Protocol, runtime_checkable
 from durably.errors import ConfigurationError
 from durably.stores.admission import NO_CAPS, TenantCaps, admit_workflow
 from durably.stores.flow import throttle_tolerance
-from durably.stores.workflows import Checkpointer, Recorded
+from durably.stores.workflows import DEFAULT_PRIORITY, Checkpointer, Recorded
 
 
 def gate_name(kind: str, key: str | None = None) -> str:
@@ -45,12 +47,15 @@ def gate_name(kind: str, key: str | None = None) -> str:
 class WorkflowGate:
     """Where a start is admitted: the gate's name (`gate_name`), the most workflows it
     admits at once (``limit``; None: the limit the gate keeps, for a start from a process
-    that does not register the kind, as a fork from the command line) and the scheduler
-    namespace (the kind) that serves the workflows it admits."""
+    that does not register the kind, as a fork from the command line), the scheduler
+    namespace (the kind) that serves the workflows it admits, and the start's priority
+    (its place in its tenant's line, and what it is made ready at when admitted from the
+    line)."""
 
     name: str
     limit: int | None
     namespace: str
+    priority: int = DEFAULT_PRIORITY
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,18 +78,24 @@ class GateCounts:
 @dataclass(slots=True)
 class GateLine:
     """A gate's line as memory keeps it, and the one rule every backing applies to pick
-    the next admitted: the lowest tenant turn (0 = never admitted), then the oldest."""
+    the next admitted: the lowest tenant turn (0 = never admitted), then the highest
+    priority, then the oldest. Each tenant's line is kept sorted by
+    ``(-priority, order queued, workflow, namespace)``."""
 
     limit: int
     admitted: int = 0
-    queued: dict[str, list[tuple[int, str, str]]] = field(default_factory=dict)
+    queued: dict[str, list[tuple[int, int, str, str]]] = field(default_factory=dict)
     turns: dict[str, int] = field(default_factory=dict)
     served: int = 0
 
     def next_tenant(self) -> str | None:
         """The tenant whose head is admitted next, or None for an empty line."""
-        waiting = [(self.turns.get(t, 0), line[0][0], t) for t, line in self.queued.items() if line]
-        return min(waiting)[2] if waiting else None
+        waiting = [
+            (self.turns.get(t, 0), line[0][0], line[0][1], t)
+            for t, line in self.queued.items()
+            if line
+        ]
+        return min(waiting)[3] if waiting else None
 
     def serve(self, tenant: str) -> None:
         """``tenant`` had a workflow admitted: to the back of the rotation."""

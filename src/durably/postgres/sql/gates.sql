@@ -15,11 +15,11 @@ SELECT admitted, max_admitted FROM {workflow_gates} WHERE gate = $1::text FOR UP
 
 -- name: mark
 -- A first start's place (a mark left by a swept workflow of the same id is replaced).
-INSERT INTO {workflow_gated} AS m (workflow, gate, tenant, namespace, state)
-VALUES ($1::text, $2::text, $3::text, $4::text, $5::text)
+INSERT INTO {workflow_gated} AS m (workflow, gate, tenant, namespace, state, priority)
+VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::smallint)
 ON CONFLICT (workflow) DO UPDATE
     SET gate = excluded.gate, tenant = excluded.tenant, namespace = excluded.namespace,
-        state = excluded.state, seq = excluded.seq;
+        state = excluded.state, seq = excluded.seq, priority = excluded.priority;
 
 -- name: marked
 SELECT gate, state FROM {workflow_gated} WHERE workflow = $1::text;
@@ -45,13 +45,13 @@ SELECT $1::text, $2::text, served FROM served
 ON CONFLICT (gate, tenant) DO UPDATE SET turn = excluded.turn;
 
 -- name: next_in_line
--- The head of the line of the tenant with the lowest turn (never admitted: 0), ties to the
--- workflow queued first (durably.stores.gates.GateLine).
-SELECT g.workflow, g.tenant, g.namespace
+-- The head of the line of the tenant with the lowest turn (never admitted: 0): its highest
+-- priority workflow, then the one queued first (durably.stores.gates.GateLine).
+SELECT g.workflow, g.tenant, g.namespace, g.priority
 FROM {workflow_gated} AS g
 LEFT JOIN {workflow_gate_turns} AS t ON t.gate = g.gate AND t.tenant = g.tenant
 WHERE g.gate = $1::text AND g.state = 'queued'
-ORDER BY coalesce(t.turn, 0), g.seq
+ORDER BY coalesce(t.turn, 0), g.priority DESC, g.seq
 LIMIT 1;
 
 -- name: counts

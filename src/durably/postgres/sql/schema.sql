@@ -375,6 +375,8 @@ CREATE TABLE IF NOT EXISTS {workflow_gated} (
 );
 CREATE INDEX IF NOT EXISTS {workflow_gated_name}_line ON {workflow_gated} (gate, tenant, seq)
     WHERE state = 'queued';
+-- A queued workflow's `WorkPriority` value: its tenant's line is by priority, then seq.
+ALTER TABLE {workflow_gated} ADD COLUMN IF NOT EXISTS priority smallint NOT NULL DEFAULT 20;
 CREATE TABLE IF NOT EXISTS {workflow_gates} (
     gate text COLLATE "C" PRIMARY KEY,
     max_admitted bigint NOT NULL,

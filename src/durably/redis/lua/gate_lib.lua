@@ -3,12 +3,14 @@
 -- held or free), `live` (the workflows marked queued or held: what the repair pass
 -- walks), `moved` (workflow: the number of its last crossing the gate took),
 -- `turns` (tenant: its last admission's serial), `waiting` (tenants with a line),
--- `tenant-of` and `space-of` (a queued workflow's tenant and scheduler namespace), and a
--- line per tenant (a sorted set by the order queued).
+-- `tenant-of`, `space-of` and `priority-of` (a queued workflow's tenant, scheduler
+-- namespace and priority, the last only when not NORMAL), and a line per tenant (a sorted
+-- set scored by priority offset plus the order queued: durably.redis.order).
 local prefix = ARGV[1]
 local meta, marks, turns = prefix .. 'meta', prefix .. 'marks', prefix .. 'turns'
 local moved, live = prefix .. 'moved', prefix .. 'live'
 local waiting, tenant_of, space_of = prefix .. 'waiting', prefix .. 'tenant-of', prefix .. 'space-of'
+local priority_of = prefix .. 'priority-of'
 
 local function line(tenant) return prefix .. 'line:' .. #tenant .. ':' .. tenant end
 
@@ -38,7 +40,7 @@ local function leave(workflow)
 end
 
 -- The tenant whose head goes next: the lowest turn (0: never admitted), ties to the head
--- queued first (durably.stores.gates.GateLine).
+-- of the highest priority, then queued first (durably.stores.gates.GateLine).
 local function next_tenant()
   local best, best_turn, best_seq
   for _, tenant in ipairs(redis.call('SMEMBERS', waiting)) do
@@ -55,7 +57,7 @@ local function next_tenant()
 end
 
 -- Admit from the line while the gate has room; each admitted appended to `out` as
--- workflow, tenant, namespace.
+-- workflow, tenant, namespace, priority ('' for NORMAL).
 local function admit_next(out)
   local limit = tonumber(redis.call('HGET', meta, 'limit') or '0')
   while admitted() < limit do
@@ -68,5 +70,6 @@ local function admit_next(out)
     out[#out + 1] = workflow
     out[#out + 1] = tenant
     out[#out + 1] = redis.call('HGET', space_of, workflow) or ''
+    out[#out + 1] = redis.call('HGET', priority_of, workflow) or ''
   end
 end

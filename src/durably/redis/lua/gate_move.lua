@@ -6,7 +6,7 @@
 -- numbered no higher than one taken already changes nothing: the repair pass and the
 -- write's own step may both bring it, and a stale one must not undo a later one.
 -- Answers whether it took the crossing (1/0), then the workflows admitted from the line,
--- flat: workflow, tenant, namespace, ...
+-- flat: workflow, tenant, namespace, priority ('' for NORMAL), ...
 local workflow, move = ARGV[2], tonumber(ARGV[5])
 local out = {0}
 local state = redis.call('HGET', marks, workflow)
@@ -33,5 +33,6 @@ if ARGV[4] == '1' then
   redis.call('HDEL', moved, workflow)
   redis.call('HDEL', tenant_of, workflow)
   redis.call('HDEL', space_of, workflow)
+  redis.call('HDEL', priority_of, workflow)
 end
 return out

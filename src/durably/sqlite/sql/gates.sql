@@ -11,8 +11,8 @@ VALUES (:gate, coalesce(:limit, 1), 0, 0)
 ON CONFLICT (gate) DO UPDATE SET max_admitted = coalesce(:limit, max_admitted);
 
 -- name: mark
-INSERT INTO durably_workflow_gated (workflow, gate, tenant, namespace, state)
-VALUES (:workflow, :gate, :tenant, :namespace, :state);
+INSERT INTO durably_workflow_gated (workflow, gate, tenant, namespace, state, priority)
+VALUES (:workflow, :gate, :tenant, :namespace, :state, :priority);
 
 -- name: marked
 SELECT gate, tenant, namespace, state FROM durably_workflow_gated WHERE workflow = :workflow;
@@ -37,13 +37,13 @@ INSERT INTO durably_workflow_gate_turns (gate, tenant, turn) VALUES (:gate, :ten
 ON CONFLICT (gate, tenant) DO UPDATE SET turn = excluded.turn;
 
 -- name: next_in_line
--- The head of the line of the tenant with the lowest turn (never admitted: 0), ties to the
--- workflow queued first (durably.stores.gates.GateLine).
-SELECT g.workflow, g.tenant, g.namespace
+-- The head of the line of the tenant with the lowest turn (never admitted: 0): its highest
+-- priority workflow, then the one queued first (durably.stores.gates.GateLine).
+SELECT g.workflow, g.tenant, g.namespace, g.priority
 FROM durably_workflow_gated AS g
 LEFT JOIN durably_workflow_gate_turns AS t ON t.gate = g.gate AND t.tenant = g.tenant
 WHERE g.gate = :gate AND g.state = 'queued'
-ORDER BY coalesce(t.turn, 0), g.rowid
+ORDER BY coalesce(t.turn, 0), g.priority DESC, g.rowid
 LIMIT 1;
 
 -- name: queued

@@ -289,13 +289,15 @@ CREATE TABLE IF NOT EXISTS durably_workflow_tenant_counts (
 -- (state 'queued' in its gate's line, 'held' holding a slot, 'free' finished), each gate's
 -- limit and admitted count, each tenant's last turn through a gate, and each throttle
 -- key's reserved instant; kept by the same transactions as the start record, the status
--- writes, discards and the sweep. A gate's line is its queued rows in rowid order.
+-- writes, discards and the sweep. A gate's line is its queued rows by priority (a
+-- `WorkPriority` value, highest first), then rowid.
 CREATE TABLE IF NOT EXISTS durably_workflow_gated (
     workflow TEXT PRIMARY KEY,
     gate TEXT NOT NULL,
     tenant TEXT NOT NULL,
     namespace TEXT NOT NULL,
-    state TEXT NOT NULL
+    state TEXT NOT NULL,
+    priority INTEGER NOT NULL DEFAULT 20
 );
 
 CREATE INDEX IF NOT EXISTS durably_workflow_gated_line

@@ -72,6 +72,31 @@ class AppPriorities(AppFixtures):
         await app.run_until_idle(advance=False)
         assert ran[0] == later.id, ran
 
+    async def test_a_gates_line_admits_by_priority_and_serves_each_at_its_own(
+        self, app: App
+    ) -> None:
+        ran: list[str] = []
+
+        @app.workflow(name=f"gated-{fresh_id()}", concurrency=1, concurrency_key=lambda n, k: k)
+        async def job(ctx: Context, name: str, key: str) -> None:
+            if name == "held":
+                await ctx.recv(NOTE)
+            ran.append(name)
+
+        urgent = job.options(priority=WorkPriority.URGENT)
+        held = await urgent.start("held", "x")
+        await app.run_until_idle(advance=False)  # holds key x's slot, waiting
+        for n in range(2):
+            await job.options(priority=WorkPriority.LOW).start(f"low{n}", "x")
+        await urgent.start("urgent", "x")  # queued last, behind the low ones
+        for n in range(3):  # each admitted at once (a key of its own), not run yet
+            await job.options(priority=WorkPriority.HIGH).start(f"high{n}", f"y{n}")
+        await held.send(NOTE, "go")
+        await app.run_until_idle(advance=False)
+        # The line admits the urgent one first, and it is served as urgent: before the
+        # high ones that were ready all along.
+        assert ran == ["held", "urgent", "high0", "high1", "high2", "low0", "low1"], ran
+
     async def test_a_priority_that_is_no_work_priority_is_refused_before_any_write(
         self, app: App
     ) -> None:
