@@ -42,3 +42,20 @@ def test_the_flow_control_guides_workflow_example_prints_what_the_page_shows(
     )
     shown = re.findall(r"```text\n(.*?)```", text, re.DOTALL)[1]
     assert printed(program, tmp_path) == shown
+
+
+def test_the_flow_control_guides_priority_example_prints_what_the_page_shows(
+    tmp_path: Path,
+) -> None:
+    text = PAGE.read_text(encoding="utf-8")
+    program = next(
+        block
+        for block in re.findall(r"```python\n(.*?)```", text, re.DOTALL)
+        if "priority=" in block
+    )
+    shown = next(
+        block
+        for block in re.findall(r"```text\n(.*?)```", text, re.DOTALL)
+        if block.startswith("shard 99")
+    )
+    assert printed(program, tmp_path) == shown
