@@ -64,8 +64,8 @@ def fork_start(
 ) -> dict[str, Any]:
     """The start record of a fork of the workflow whose start record is ``start``.
 
-    Its kind, arguments, tenant and gate, created now, with no parent (a fork is started
-    from outside), naming the workflow it was forked from.
+    Its kind, arguments, tenant, gate and priority, created now, with no parent (a fork is
+    started from outside), naming the workflow it was forked from.
     """
     now = core.clock.now()
     timeout_at = start.get("timeout_at")
@@ -77,6 +77,7 @@ def fork_start(
         created=now,
         timeout_at=None if timeout_at is None else now + (timeout_at - start["created"]),
         gate=gate if isinstance(gate, str) else None,
+        priority=layout.start_priority(start),
     )
     record["forked_from"] = {"id": id, "from_step": from_step}
     return record

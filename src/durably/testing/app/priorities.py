@@ -72,6 +72,21 @@ class AppPriorities(AppFixtures):
         await app.run_until_idle(advance=False)
         assert ran[0] == later.id, ran
 
+    async def test_a_fork_runs_at_its_originals_priority(self, app: App) -> None:
+        ran: list[str] = []
+
+        @app.workflow
+        async def job(ctx: Context, name: str) -> None:
+            ran.append(name)
+
+        original = await job.options(priority=WorkPriority.URGENT).start("original")
+        await app.run_until_idle(advance=False)
+        for n in range(3):
+            await job.start(f"plain{n}")
+        await original.fork()  # forked last, run first
+        await app.run_until_idle(advance=False)
+        assert ran == ["original", "original", "plain0", "plain1", "plain2"], ran
+
     async def test_a_gates_line_admits_by_priority_and_serves_each_at_its_own(
         self, app: App
     ) -> None:
