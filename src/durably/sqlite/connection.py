@@ -496,9 +496,13 @@ def _add_workflow_tenant(connection: sqlite3.Connection) -> None:
     columns = {row[0] for row in connection.execute(_SQL["workflow_queue_columns"])}
     if columns and "tenant" not in columns:
         connection.execute(_SQL["add_workflow_tenant"])
-    # Version 7 serves a tenant's line by priority: entries made earlier are NORMAL.
+    # Version 8 serves a tenant's line by priority, and a gate's line too: entries and
+    # gated workflows made earlier are NORMAL.
     if columns and "priority" not in columns:
         connection.execute(_SQL["add_workflow_priority"])
+    gated = {row[0] for row in connection.execute(_SQL["gated_columns"])}
+    if gated and "priority" not in gated:
+        connection.execute(_SQL["add_gated_priority"])
 
 
 def _add_work_flow(connection: sqlite3.Connection) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from durably.sqlite import SCHEMA_VERSION, SqliteScheduler, connect
 from durably.sqlite.connection import Transaction
 from durably.sqlite.statements import load_statements
+from durably.stores.work import WorkPriority
 from durably.stores.workflows import Scheduler
 from tests.handout_cost import check_handout_ratio
 from tests.written_before import check_written_before
@@ -128,5 +129,40 @@ async def test_entries_of_a_version_4_file_still_hand_out_in_the_default_tenant(
         )
         assert version == SCHEMA_VERSION
         await check_written_before(SqliteScheduler(database), ["lapsed", "queued-b", "queued-a"])
+    finally:
+        await database.close()
+
+
+async def test_a_version_7_file_gains_priorities_and_serves_the_highest_first(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "v7.db"
+    await (await connect(path)).close()
+    with sqlite3.connect(path) as raw:  # the layout version 7 wrote: no priorities
+        raw.execute("DROP INDEX durably_workflow_queue_ranks")
+        raw.execute("ALTER TABLE durably_workflow_queue DROP COLUMN priority")
+        raw.execute("ALTER TABLE durably_workflow_gated DROP COLUMN priority")
+        raw.execute(
+            "INSERT INTO durably_workflow_queue (namespace, workflow, state, visible_at) "
+            "VALUES ('default', 'older', 'ready', ?)",
+            (time.time() - 10,),
+        )
+        raw.execute("UPDATE durably_schema_version SET version = 7")
+    database = await connect(path)
+    try:
+        scheduler = SqliteScheduler(database)
+        await scheduler.make_ready("urgent", priority=int(WorkPriority.URGENT))
+        order = [(await scheduler.next_ready(0)), (await scheduler.next_ready(0))]
+        assert [d.workflow for d in order if d is not None] == ["urgent", "older"]
+        gated = await database.transaction(
+            lambda tx: [
+                row[0]
+                for row in tx.all(
+                    "SELECT name FROM pragma_table_info(?)", ("durably_workflow_gated",)
+                )
+            ],
+            write=False,
+        )
+        assert "priority" in gated
     finally:
         await database.close()

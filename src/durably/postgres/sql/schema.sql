@@ -270,7 +270,7 @@ ALTER TABLE {workflow_queue} ADD COLUMN IF NOT EXISTS tenant text COLLATE "C" NO
     DEFAULT 'default';
 CREATE INDEX IF NOT EXISTS {workflow_queue_name}_lines ON {workflow_queue}
     (namespace, tenant, visible_at, workflow) WHERE state = 'ready' AND receipt IS NULL;
--- Version 6: a `WorkPriority` value per entry (earlier entries NORMAL), and each line in
+-- Version 7: a `WorkPriority` value per entry (earlier entries NORMAL), and each line in
 -- the order its tenant gives it out (highest priority, then visible longest), what a take
 -- seeks; the lines index above keeps each line's oldest.
 ALTER TABLE {workflow_queue} ADD COLUMN IF NOT EXISTS priority smallint NOT NULL DEFAULT 20;
@@ -375,7 +375,8 @@ CREATE TABLE IF NOT EXISTS {workflow_gated} (
 );
 CREATE INDEX IF NOT EXISTS {workflow_gated_name}_line ON {workflow_gated} (gate, tenant, seq)
     WHERE state = 'queued';
--- A queued workflow's `WorkPriority` value: its tenant's line is by priority, then seq.
+-- Version 7: a queued workflow's `WorkPriority` value (earlier marks NORMAL); its
+-- tenant's line is by priority, then seq.
 ALTER TABLE {workflow_gated} ADD COLUMN IF NOT EXISTS priority smallint NOT NULL DEFAULT 20;
 CREATE TABLE IF NOT EXISTS {workflow_gates} (
     gate text COLLATE "C" PRIMARY KEY,

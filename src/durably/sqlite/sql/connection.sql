@@ -61,6 +61,12 @@ ALTER TABLE durably_workflow_queue ADD COLUMN tenant TEXT NOT NULL DEFAULT 'defa
 -- name: add_workflow_priority
 ALTER TABLE durably_workflow_queue ADD COLUMN priority INTEGER NOT NULL DEFAULT 20
 
+-- name: gated_columns
+SELECT name FROM pragma_table_info('durably_workflow_gated')
+
+-- name: add_gated_priority
+ALTER TABLE durably_workflow_gated ADD COLUMN priority INTEGER NOT NULL DEFAULT 20
+
 -- name: work_columns
 SELECT name FROM pragma_table_info('durably_work')
 

@@ -290,7 +290,8 @@ CREATE TABLE IF NOT EXISTS durably_workflow_tenant_counts (
 -- limit and admitted count, each tenant's last turn through a gate, and each throttle
 -- key's reserved instant; kept by the same transactions as the start record, the status
 -- writes, discards and the sweep. A gate's line is its queued rows by priority (a
--- `WorkPriority` value, highest first), then rowid.
+-- `WorkPriority` value, highest first; added in version 8, connect adds it to a version 7
+-- file, NORMAL), then rowid.
 CREATE TABLE IF NOT EXISTS durably_workflow_gated (
     workflow TEXT PRIMARY KEY,
     gate TEXT NOT NULL,
@@ -326,7 +327,7 @@ CREATE TABLE IF NOT EXISTS durably_workflow_throttles (
 -- (ready with a receipt: invisible until visible_at) or sleeping (due on the caller's
 -- clock). `tenant` added in schema version 5 (connect adds it to earlier files, set to the
 -- default tenant, before this script runs); `priority` (a `WorkPriority` value) in version
--- 7 (added likewise, set to NORMAL).
+-- 8 (added likewise, set to NORMAL).
 CREATE TABLE IF NOT EXISTS durably_workflow_queue (
     namespace TEXT NOT NULL,
     workflow TEXT NOT NULL,
@@ -348,7 +349,7 @@ CREATE INDEX IF NOT EXISTS durably_workflow_queue_lines
     ON durably_workflow_queue (namespace, tenant, visible_at, workflow)
     WHERE state = 'ready' AND receipt IS NULL;
 
--- Version 7: each line in the order a tenant gives it out (highest priority, then visible
+-- Version 8: each line in the order a tenant gives it out (highest priority, then visible
 -- longest), what a take seeks; the lines index above keeps each line's oldest, its head.
 CREATE INDEX IF NOT EXISTS durably_workflow_queue_ranks
     ON durably_workflow_queue (namespace, tenant, priority DESC, visible_at, workflow)
