@@ -32,7 +32,10 @@ class SchedulerPriorityCases:
     ) -> None:
         scheduler = await scheduler_factory(HOLD)
         await scheduler.prepare()
-        low, high = _names("low", 50), _names("high", 5)
+        # Ids in the order made ready: entries made ready within one tick of the store's
+        # clock tie on age and go by id.
+        low = [f"low{n:02d}-{name}" for n, name in enumerate(_names("", 50))]
+        high = [f"high{n:02d}-{name}" for n, name in enumerate(_names("", 5))]
         for workflow in low:
             await scheduler.make_ready(workflow, tenant="pa", priority=LOW)
         for workflow in high:
