@@ -108,17 +108,30 @@ async def close_pool(pool: Any) -> None:
 
 
 class Stores:
-    """Fresh table sets over one pool, and the stores to close at teardown."""
+    """Fresh table sets over one pool, and the stores to close at teardown.
 
-    def __init__(self, pool: Any, driver: str) -> None:
+    With ``reuse``, a set of tables comes emptied from an earlier test when one is free, and
+    is emptied and freed again at teardown: a migration is some sixty DDL statements (a
+    third of a second on an idle server, a second or more under load), emptying a set is
+    one statement. Only for tests that never change a schema (the conformance suites)."""
+
+    def __init__(self, pool: Any, driver: str, *, reuse: bool = False) -> None:
         self.pool = pool
         self.driver = driver
+        self._reuse = reuse
         self._closers: list[Any] = []
+        self._made: list[StateTables] = []
 
     async def tables(self) -> StateTables:
-        """A new, empty, migrated set of tables (its own PostgreSQL schema)."""
-        tables = StateTables(schema=f"t_{uuid.uuid4().hex[:16]}")
-        await migrate(self.pool, tables)
+        """An empty, migrated set of tables (a PostgreSQL schema no other test holds)."""
+        if self._reuse and _EMPTIED:
+            tables = _EMPTIED.pop()
+        else:
+            tables = StateTables(schema=f"t_{uuid.uuid4().hex[:16]}")
+            await migrate(self.pool, tables)
+            if self._reuse and not _FRESH:
+                _FRESH.extend(await _relations(self.pool, tables))
+        self._made.append(tables)
         return tables
 
     def track(self, store: Any) -> Any:
@@ -129,6 +142,60 @@ class Stores:
     async def close(self) -> None:
         for store in self._closers:
             await store.close()
+        if self._reuse:
+            for tables in self._made:
+                if await _emptied(self.pool, tables):
+                    _EMPTIED.append(tables)
+
+
+# Emptied table sets free for the next test of `Stores(reuse=True)` (one database per run).
+_EMPTIED: list[StateTables] = []
+# The relations a fresh migration makes, by kind ("r" tables, "S" sequences, "i" indexes).
+_FRESH: list[tuple[str, str]] = []
+
+
+async def _relations(pool: Any, tables: StateTables) -> list[tuple[str, str]]:
+    """The relations of ``tables``' schema: (kind, name), sorted."""
+    from durably.postgres.executor import database_for
+
+    async with database_for(pool).session(5.0) as session:
+        rows = await session.fetch(
+            "SELECT c.relkind::text, c.relname::text FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            f"WHERE n.nspname = '{_spliced(tables)}' ORDER BY 1, 2"
+        )
+    return [(str(kind), str(name)) for kind, name in rows]
+
+
+async def _emptied(pool: Any, tables: StateTables) -> bool:
+    """Empty ``tables`` (every row deleted, every sequence restarted) when it holds exactly
+    the relations a fresh migration makes; False (the set is left alone) when it does not."""
+    from durably.postgres.executor import database_for
+
+    if await _relations(pool, tables) != _FRESH:
+        return False
+    schema = _spliced(tables)
+    # Deleting a catalogued row counts its removal in a totals table (a trigger): the
+    # second pass deletes what the first one's triggers wrote.
+    async with database_for(pool).session(5.0) as session:
+        await session.fetch(
+            "DO $$ DECLARE r record; BEGIN FOR pass IN 1..2 LOOP "
+            f"FOR r IN SELECT tablename FROM pg_tables WHERE schemaname = '{schema}' LOOP "
+            f"EXECUTE format('DELETE FROM %I.%I', '{schema}', r.tablename); END LOOP; "
+            "END LOOP; "
+            f"FOR r IN SELECT sequencename FROM pg_sequences WHERE schemaname = '{schema}' "
+            f"LOOP EXECUTE format('ALTER SEQUENCE %I.%I RESTART', '{schema}', r.sequencename); "
+            "END LOOP; END $$"
+        )
+    return True
+
+
+def _spliced(tables: StateTables) -> str:
+    """``tables``' schema name, checked safe to splice into a statement."""
+    schema = tables.schema
+    assert schema is not None
+    assert schema.isidentifier(), schema
+    return schema
 
 
 @pytest.fixture(params=["psycopg", "asyncpg"])

@@ -3,6 +3,7 @@ each store on a fresh schema of tables in a database created for this run."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -39,13 +40,22 @@ from tests.pg_service import (
     effect_kit,
     pg_driver,
     pg_pool,
-    pg_stores,
     postgres_dsn,
 )
 
 pytestmark = pytest.mark.postgres
 
-__all__ = ["effect_kit", "pg_driver", "pg_pool", "pg_stores", "postgres_dsn"]
+__all__ = ["effect_kit", "pg_driver", "pg_pool", "postgres_dsn"]
+
+
+@pytest.fixture
+async def pg_stores(pg_pool: Any, pg_driver: str) -> AsyncIterator[Stores]:
+    """Stores over sets of tables emptied for reuse (no case here changes a schema)."""
+    stores = Stores(pg_pool, pg_driver, reuse=True)
+    try:
+        yield stores
+    finally:
+        await stores.close()
 
 
 @pytest.fixture
