@@ -3,15 +3,13 @@
 (gathers, a child, a message each) started over several tenants all end right, every step
 paid once, counted from a ledger file every process appends to.
 
-`make test` runs 4 processes per store (the test machine has 2 cores shared with other
-jobs); ``DURABLY_SCALE_WORKERS=16`` runs the 16 the scale guide speaks of."""
+Sixteen processes per store (``DURABLY_SCALE_WORKERS`` sets another number), forked from a
+fork server that imported durably once."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -22,12 +20,12 @@ from tests.pg_service import create_database
 from tests.pgbouncer_service import through_pgbouncer
 from tests.redis_service import cluster_servers
 from tests.scale.shop import EXPECTED, NOTE, build, expected_keys, ledger_counts
+from tests.scale.worker import start_workers
 
 pytestmark = pytest.mark.timeout(120)
 
-WORKERS = int(os.environ.get("DURABLY_SCALE_WORKERS", "4"))
+WORKERS = int(os.environ.get("DURABLY_SCALE_WORKERS", "16"))
 ORDERS = 24
-ROOT = Path(__file__).resolve().parents[2]
 
 
 async def _store(backing: str) -> str:
@@ -45,17 +43,7 @@ async def test_many_worker_processes_drain_orders_paying_each_step_once(
 ) -> None:
     dsn = await _store(backing)
     ledger = tmp_path / "ledger"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
-    workers = [
-        subprocess.Popen(  # noqa: ASYNC220 -- started once, never waited on here
-            [sys.executable, "-m", "tests.scale.worker", dsn, str(ledger), "600"],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for _ in range(WORKERS)
-    ]
+    workers = start_workers(WORKERS, dsn, ledger, 600)
     try:
         app, order = build(dsn, ledger)
         async with app:
@@ -67,11 +55,11 @@ async def test_many_worker_processes_drain_orders_paying_each_step_once(
             for handle in handles:
                 await handle.send(NOTE, "paid")
             results = await asyncio.gather(*(h.result(timeout=100) for h in handles))
-        assert all(worker.poll() is None for worker in workers)  # none crashed
+        assert all(worker.is_alive() for worker in workers)  # none crashed
     finally:
         for worker in workers:
             worker.kill()
-            worker.wait()
+            worker.join()
     assert results == [EXPECTED] * ORDERS
     paid = ledger_counts(ledger)
     assert set(paid) == expected_keys([h.id for h in handles])
