@@ -1,15 +1,12 @@
-"""The App out of one machine: over a 3-master Redis Cluster opened from a
-``redis+cluster://`` DSN, and over PostgreSQL behind PgBouncer in transaction pooling mode,
-waking on a direct listening connection (``?listen=``) or, with none, by polling.
+"""The App over PostgreSQL behind PgBouncer in transaction pooling mode: the whole
+`AppConformance` waking on a direct listening connection (``?listen=``), and its basics
+waking by polling (no listening connection; every wait costs up to a poll interval).
 
-`make test` runs the basics and tenants here (the App's code is the same
-over every store; what differs is how the store is reached); the whole `AppConformance`
-over each (some 190 cases, minutes on a shared machine) runs with
-``DURABLY_SCALE_FULL=1 pytest tests/conformance/test_app_scale.py``."""
+The whole suite over a 3-master Redis Cluster opened from a ``redis+cluster://`` DSN is in
+``tests/conformance/test_app.py`` beside the other backings."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,10 +16,8 @@ from durably.app import App
 from durably.clock import Clock
 from durably.testing.app import AppConformance, AppFactory
 from durably.testing.app.basics import AppBasics
-from durably.testing.app.tenants import AppTenants
 from tests.pg_service import create_database
 from tests.pgbouncer_service import through_pgbouncer
-from tests.redis_service import cluster_servers
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -43,28 +38,6 @@ async def _apps(dsn: str) -> AsyncIterator[AppFactory]:
             await app.close()
 
 
-def cluster_dsn() -> str:
-    """The shared test cluster as a durably DSN (every master named)."""
-    nodes = ",".join(f"127.0.0.1:{node.port}" for node in cluster_servers())
-    return f"redis+cluster://{nodes}/"
-
-
-FULL = os.environ.get("DURABLY_SCALE_FULL") == "1"
-# What `make test` runs over each: the whole suite with DURABLY_SCALE_FULL=1.
-Suite: type = AppConformance if FULL else type("Suite", (AppBasics, AppTenants), {})
-
-
-class TestRedisClusterApp(Suite):  # type: ignore[misc]
-    # The message cases run smaller (each send is a hop to the master of its slot).
-    messages_sent = 2_000
-    messages_consumed = 2_000
-
-    @pytest.fixture
-    async def app_factory(self) -> AsyncIterator[AppFactory]:
-        async for factory in _apps(cluster_dsn()):
-            yield factory
-
-
 _DIRECT: dict[str, str] = {}
 
 
@@ -82,7 +55,7 @@ async def pooled_database() -> str:
     return _DIRECT["dsn"]
 
 
-class TestPgBouncerApp(Suite):  # type: ignore[misc]
+class TestPgBouncerApp(AppConformance):
     # As on a direct PostgreSQL connection (tests/conformance/test_app.py): committed
     # sends and receives of a shared server, fewer of them.
     messages_sent = 2_000
