@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from durably.stores.workflows import DEFAULT_TENANT, Scheduler
+from durably.stores.workflows import Scheduler
 
 WORKFLOWS = 10_000
 TENANTS = (1, 10_000)
@@ -112,7 +112,6 @@ async def postgres() -> tuple[float, float]:
 
     from benchmarks.postgres import ADMIN_DSN, _dsn, _pool
     from durably.postgres import PostgresScheduler, StateTables, migrate
-    from durably.postgres import statements as sql_files
     from durably.postgres.executor import database_for
 
     name = f"durably_handouts_{uuid.uuid4().hex[:8]}"
@@ -123,7 +122,6 @@ async def postgres() -> tuple[float, float]:
     try:
         tables = StateTables()
         await migrate(pool, tables)
-        sql = sql_files.render_all(sql_files.load("scheduler.sql"), tables.names)
 
         async def make(namespace: str) -> Scheduler:
             made.append(PostgresScheduler(pool, namespace=namespace, tables=tables))
@@ -131,16 +129,10 @@ async def postgres() -> tuple[float, float]:
 
         async def fill(scheduler: Scheduler, names: Names) -> None:
             # The scheduler's own statement, in one transaction (a commit each is slow).
+            assert isinstance(scheduler, PostgresScheduler)
             async with database_for(pool).session(60.0) as session, session.transaction():
                 for workflow, tenant in names:
-                    await session.fetch(
-                        sql["make_ready"],
-                        scheduler.namespace,
-                        workflow,
-                        tenant,
-                        DEFAULT_TENANT,
-                        "-",
-                    )
+                    await scheduler.make_ready_on(session, workflow, tenant)
 
         return await measure(make, fill)
     finally:
