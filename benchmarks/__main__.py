@@ -20,6 +20,7 @@ SECTIONS = (
     "waiters",
     "messages",
     "scale",
+    "pooling",
     "handouts",
     "otel",
     "operating",

@@ -8,6 +8,12 @@ PgBouncer with a direct listener (``?listen=``) vs direct. Each figure is the me
 ``ROUNDS`` rounds, the two sides of a row alternating, so the machine's load shifts both.
 PgBouncer and the servers are started here (Debian's ``pgbouncer``; ``redis-server``).
 
+Beside each drain row, its ceiling measured in the same run: the same number of plain
+round trips (``CONNECTIONS`` clients, each sending one-statement transactions or single
+commands in turn) through the pooler vs direct, and through redis-py's cluster client vs
+its standalone client. A pooler or a cluster client that costs more per round trip than
+the bound allows puts the row out of reach whatever durably does above it.
+
 Run with ``python -m benchmarks.pooling`` (or ``make bench``).
 """
 
@@ -17,6 +23,8 @@ import asyncio
 import statistics
 import time
 import uuid
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from durably import Context
 from durably.app import App
@@ -24,6 +32,9 @@ from durably.app import App
 WORKFLOWS = 200
 ROUNDS = 3
 IDLE_SAMPLES = 10
+CONNECTIONS = 10
+TRIPS = 200
+"""Round trips per client in a ceiling row (each client one connection)."""
 
 
 def _app(dsn: str) -> tuple[App, object]:
@@ -80,6 +91,50 @@ async def idle_start(dsn: str) -> float:
             await asyncio.gather(serving, return_exceptions=True)
 
 
+async def pg_round_trips(dsn: str) -> float:
+    """Seconds for ``CONNECTIONS`` clients to each run ``TRIPS`` one-statement
+    transactions, one after another (unprepared, as through a pooler)."""
+    import psycopg
+
+    parts = urlsplit(dsn)
+    plain = urlunsplit(parts._replace(query=""))
+
+    async def client() -> None:
+        async with await psycopg.AsyncConnection.connect(plain, prepare_threshold=None) as c:
+            for n in range(TRIPS):
+                async with c.transaction():
+                    await c.execute("SELECT %s::int + 1", (n,))
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(CONNECTIONS)))
+    return time.perf_counter() - started
+
+
+async def redis_round_trips(dsn: str) -> float:
+    """Seconds for ``CONNECTIONS`` clients to each send ``TRIPS`` ``INCR`` commands to keys
+    spread over every slot, one after another (redis-py's cluster or standalone client)."""
+    from redis.asyncio import Redis, RedisCluster
+
+    if dsn.startswith("redis+cluster://"):
+        first = dsn.removeprefix("redis+cluster://").split(",", 1)[0].rstrip("/")
+        host, port = first.split(":")
+        client: Any = RedisCluster(host=host, port=int(port))
+    else:
+        client = Redis.from_url(dsn)
+    run = uuid.uuid4().hex[:8]
+
+    async def one(c: int) -> None:
+        for n in range(TRIPS):
+            await client.incr(f"ceiling-{run}-{c}-{n % 50}")
+
+    try:
+        started = time.perf_counter()
+        await asyncio.gather(*(one(c) for c in range(CONNECTIONS)))
+        return time.perf_counter() - started
+    finally:
+        await client.aclose()
+
+
 async def _row(label: str, measure, ours: str, base: str, bound: float) -> None:  # type: ignore[no-untyped-def]
     pairs = []
     for _ in range(ROUNDS):
@@ -109,6 +164,13 @@ async def run() -> None:
         1.15,
     )
     await _row(
+        f"  ceiling: {CONNECTIONS}x{TRIPS} plain transactions, PgBouncer vs direct",
+        pg_round_trips,
+        through_pgbouncer(direct),
+        direct,
+        1.15,
+    )
+    await _row(
         "idle start latency: PgBouncer with ?listen= vs direct",
         idle_start,
         through_pgbouncer(direct, listen=True),
@@ -121,6 +183,13 @@ async def run() -> None:
         f"drain {WORKFLOWS} workflows: 3-master cluster vs standalone",
         drain,
         cluster + "/",
+        standalone,
+        1.20,
+    )
+    await _row(
+        f"  ceiling: {CONNECTIONS}x{TRIPS} commands, redis-py cluster vs standalone client",
+        redis_round_trips,
+        cluster,
         standalone,
         1.20,
     )
