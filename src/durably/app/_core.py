@@ -107,7 +107,7 @@ class Core:
     async def _open(self) -> Stores:
         stores = await open_stores(self.dsn, clock=self.clock)
         try:
-            await (stores.migrate() if self.migrate else stores.verify())
+            await (stores.prepare() if self.migrate else stores.verify())
             self.older_layout = await tenancy.older_layout(stores.checkpointer, settle=True)
         except BaseException:
             await stores.close()

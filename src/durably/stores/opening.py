@@ -122,6 +122,18 @@ class Stores:
         """Refuse a store this release cannot use (`ConfigurationError`); changes nothing."""
         await self.verifier()
 
+    async def prepare(self) -> None:
+        """`verify`, and `migrate` only if it refuses: what a process opening a store
+        beside serving ones does. A schema already at this release's version is left
+        alone, so no table lock of the migration (PostgreSQL's idempotent ``ALTER TABLE``
+        still takes one) stalls the writes of the processes serving meanwhile. A layout
+        an earlier build left at the same version is not repaired here: `migrate`
+        (``durably migrate``) does that."""
+        try:
+            await self.verify()
+        except ConfigurationError:
+            await self.migrate()
+
     async def close(self) -> None:
         """Close every connection this opened and every `durable`'s scheduler, the
         schedulers first (idempotent)."""
