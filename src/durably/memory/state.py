@@ -36,36 +36,9 @@ _Key = tuple[str, str]
 
 @dataclass(slots=True)
 class _StoredRun:
-    """A run as stored: its JSON text, and that text parsed for the store's own reads.
-
-    Callers are only ever given a fresh parse of the text. A status write moving the
-    run's state (`MemoryStateStore.follow`, on the hot path of every workflow) keeps the
-    moved record, which no caller holds, and renders its text when it is next read.
-    """
-
     sequence: int  # its place among its tenant's runs, assigned at first insert
+    text: str
     session_id: str | None
-    _text: str | None = None
-    _record: RunRecord | None = None
-
-    def text(self) -> str:
-        if self._text is None:
-            assert self._record is not None
-            self._text = self._record.model_dump_json()
-        return self._text
-
-    def parsed(self) -> RunRecord:
-        if self._record is None:
-            self._record = RunRecord.model_validate_json(self.text())
-        return self._record
-
-    def write(self, text: str) -> None:
-        """Store ``text``, a record a caller holds: parsed afresh when next read."""
-        self._text, self._record = text, None
-
-    def keep(self, record: RunRecord) -> None:
-        """Store ``record``, one no caller holds."""
-        self._text, self._record = None, record
 
 
 @dataclass(slots=True)
@@ -108,7 +81,7 @@ class MemoryStateStore:
     async def get_run(self, key: StateKey) -> RunRecord | None:
         """The run at ``key``, or None."""
         stored = self._tables.runs.get(_key(key))
-        return None if stored is None else RunRecord.model_validate_json(stored.text())
+        return None if stored is None else RunRecord.model_validate_json(stored.text)
 
     async def put_run(self, record: RunRecord) -> RunRecord:
         """Compare-and-set write; raises `StateConflictError` with both versions."""
@@ -122,19 +95,19 @@ class MemoryStateStore:
         text = saved.model_dump_json()
         key = _key(record.key)
         current = self._tables.runs.get(key)
-        actual = 0 if current is None else current.parsed().version
+        actual = 0 if current is None else RunRecord.model_validate_json(current.text).version
         if actual != record.version:
             raise StateConflictError(record.key, record.version, actual)
         if current is None:
             place = self._tables.sequences.get(record.tenant, 0) + 1
             self._tables.sequences[record.tenant] = place
-            current = _StoredRun(place, None)
+            current = _StoredRun(place, "", None)
             self._tables.runs[key] = current
         else:
-            self._tables.totals.count(current.parsed(), -1)
+            self._tables.totals.count(RunRecord.model_validate_json(current.text), -1)
         self._tables.totals.count(saved, 1)
         self._move_session(record.tenant, record.run_id, current.session_id, saved.session_id)
-        current.write(text)
+        current.text = text
         current.session_id = saved.session_id
         workflow = followed_workflow(saved)
         if workflow is not None:
@@ -147,9 +120,9 @@ class MemoryStateStore:
         stored = self._tables.runs.get(_key(key))
         if stored is None:
             raise StateNotFoundError(key, "run")
-        record = stored.parsed()
+        record = RunRecord.model_validate_json(stored.text)
         merged = patched_run(record, delta, updated_at=self._clock.now())
-        stored.write(merged.model_dump_json())
+        stored.text = merged.model_dump_json()
         self._tables.totals.count(record, -1)
         self._tables.totals.count(merged, 1)
         return merged
@@ -165,11 +138,13 @@ class MemoryStateStore:
         stored = None if run_id is None else self._tables.runs.get((tenant, run_id))
         if stored is None:
             return
-        record = stored.parsed()
+        record = RunRecord.model_validate_json(stored.text)
         if record.state is state or followed_workflow(record) != workflow:
             return
-        stored.keep(followed(record, state))
-        self._tables.totals.move(record, state)
+        moved = followed(record, state)
+        stored.text = moved.model_dump_json()
+        self._tables.totals.count(record, -1)
+        self._tables.totals.count(moved, 1)
 
     async def delete_run(self, key: StateKey) -> bool:
         """Delete the run; False if there was none."""
@@ -177,7 +152,7 @@ class MemoryStateStore:
         stored = self._tables.runs.pop((tenant, run_id), None)
         if stored is None:
             return False
-        self._tables.totals.count(stored.parsed(), -1)
+        self._tables.totals.count(RunRecord.model_validate_json(stored.text), -1)
         self._move_session(tenant, run_id, stored.session_id, None)
         return True
 
@@ -189,7 +164,7 @@ class MemoryStateStore:
         for (owner, _), stored in self._tables.runs.items():
             if owner != tenant or stored.sequence <= after:
                 continue
-            record = RunRecord.model_validate_json(stored.text())
+            record = RunRecord.model_validate_json(stored.text)
             if query.state is not None and record.state != query.state:
                 continue
             if query.updated_before is not None and not record.updated_at < query.updated_before:
@@ -243,13 +218,15 @@ class MemoryStateStore:
         if cascade:
             for run_id in run_ids:
                 gone = self._tables.runs.pop((tenant, run_id))
-                self._tables.totals.count(gone.parsed(), -1)
+                self._tables.totals.count(RunRecord.model_validate_json(gone.text), -1)
             self._tables.session_runs.pop((tenant, session_id), None)
         else:
             live = tuple(
                 run_id
                 for run_id in run_ids
-                if not self._tables.runs[(tenant, run_id)].parsed().state.terminal
+                if not RunRecord.model_validate_json(
+                    self._tables.runs[(tenant, run_id)].text
+                ).state.terminal
             )
             if live:
                 raise StateInUseError(key, live)

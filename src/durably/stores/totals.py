@@ -112,15 +112,6 @@ class Tally:
         for place, amount in enumerate(amounts(record)):
             row[place] += sign * amount
 
-    def move(self, record: RunRecord, state: RunState) -> None:
-        """Move ``record``'s amounts from its state to ``state`` (its other fields kept)."""
-        columns = len(TOTALS_COLUMNS)
-        left = self.rows.setdefault((record.tenant, record.state.value), [0] * columns)
-        joined = self.rows.setdefault((record.tenant, state.value), [0] * columns)
-        for place, amount in enumerate(amounts(record)):
-            left[place] -= amount
-            joined[place] += amount
-
     def read(self, tenants: list[str] | None, after: str | None, limit: int) -> list[RunTotals]:
         """The totals of ``tenants``, or (none named) of the first ``limit`` tenants with
         runs after ``after``."""
