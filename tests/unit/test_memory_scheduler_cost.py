@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from durably.memory import MemoryScheduler
+from durably.stores.work import WorkPriority
 from durably.stores.workflows import Scheduler
 from tests.handout_cost import TENANTS, check_handout_ratio, fill_calls, named
 from tests.line_count import lines_run
@@ -95,8 +96,10 @@ async def test_waking_the_due_costs_the_same_among_two_hundred_times_the_sleeper
 
 async def test_the_heaps_stay_bounded_while_one_workflow_is_made_ready_over_and_over() -> None:
     scheduler = await _ready(10)
-    for _ in range(10_000):
-        await scheduler.make_ready("w3")
+    # Queued already at the same priority, it is left in place; at another priority it
+    # moves, leaving its old heap rows stale: alternate, so every call moves it.
+    for n in range(10_000):
+        await scheduler.make_ready("w3", priority=WorkPriority.LOW if n % 2 else WorkPriority.HIGH)
     rotation = scheduler._rotation
     line = rotation._tenants["default"]
     assert len(line.ready) <= 2 * 10 + 32 + 1
@@ -105,4 +108,4 @@ async def test_the_heaps_stay_bounded_while_one_workflow_is_made_ready_over_and_
     while (delivery := await scheduler.next_ready(0.0)) is not None:
         order.append(delivery.workflow)
     assert sorted(order) == sorted(f"w{n}" for n in range(10))
-    assert order[-1] == "w3"  # made ready last: visible the shortest, so taken last
+    assert order[-1] == "w3"  # made ready last at LOW: taken last

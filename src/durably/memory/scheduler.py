@@ -49,6 +49,18 @@ class _Entry:
     priority: int = DEFAULT_PRIORITY
 
 
+def _kept(entry: _Entry, tenant: str | None, priority: int | None, now: float) -> bool:
+    """Whether making ``entry`` ready in ``tenant``'s line at ``priority`` (None: the one it
+    has) leaves it as it is: it is queued so already, and visible (it keeps its place)."""
+    return (
+        entry.ready
+        and entry.receipt is None
+        and entry.visible_at <= now
+        and tenant in (None, entry.tenant)
+        and priority in (None, entry.priority)
+    )
+
+
 class MemoryScheduler:
     """A `Scheduler` held in this process.
 
@@ -207,6 +219,9 @@ class MemoryScheduler:
         if entry is None:
             entry = _Entry(tenant or DEFAULT_TENANT, ready=True, visible_at=now, due=now)
             self._entries[workflow] = entry
+        elif _kept(entry, tenant, rank, now):
+            self._notify()
+            return
         else:
             if tenant is not None and tenant != entry.tenant:
                 self._rotation.discard(entry.tenant, workflow, now)

@@ -46,6 +46,8 @@ class BoundSqliteScheduler:
         if priority is None:
             priority = DEFAULT_PRIORITY if entry is None else entry["priority"]
         now = self._tx.store_now
+        if entry is not None and _kept(entry, owner, priority, now):
+            return
         params = {**key, "tenant": owner, "priority": priority, "now": now}
         self._tx.execute(_SQL["make_ready"], params)
         if entry is not None and _queued(entry):
@@ -161,6 +163,17 @@ class BoundSqliteScheduler:
 def _queued(entry: sqlite3.Row) -> bool:
     """Whether ``entry`` stood in its tenant's line: ready, no hand-out in flight."""
     return bool(entry["state"] == "ready" and entry["receipt"] is None)
+
+
+def _kept(entry: sqlite3.Row, tenant: str, priority: int, now: float) -> bool:
+    """Whether making ``entry`` ready in ``tenant``'s line at ``priority`` leaves it as it
+    is: it is queued so already, and visible (it keeps its place in line)."""
+    return (
+        _queued(entry)
+        and entry["visible_at"] <= now
+        and entry["tenant"] == tenant
+        and entry["priority"] == priority
+    )
 
 
 class SqliteScheduler:

@@ -102,6 +102,22 @@ class SchedulerCases:
         await take(scheduler, second)
         assert await scheduler.next_ready(0) is None
 
+    async def test_a_queued_workflow_made_ready_again_keeps_its_place_in_line(
+        self, scheduler_factory: SchedulerFactory
+    ) -> None:
+        # A workflow sent a message while it waits in line is not sent to the back of it
+        # (nor is its entry rewritten): it still goes before one queued after it.
+        scheduler = await ready(await scheduler_factory(LONG))
+        first, second = wf("b-first"), wf("a-second")
+        await scheduler.make_ready(first)
+        await asyncio.sleep(0.02)
+        await scheduler.make_ready(second)
+        await asyncio.sleep(0.02)
+        await scheduler.make_ready(first)
+        await take(scheduler, first)
+        await take(scheduler, second)
+        assert await scheduler.next_ready(0) is None
+
     async def test_a_taken_workflow_is_invisible_for_its_lease_then_comes_back(
         self, scheduler_factory: SchedulerFactory
     ) -> None:

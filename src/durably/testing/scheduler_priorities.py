@@ -44,6 +44,19 @@ class SchedulerPriorityCases:
         assert order[:5] == high
         assert order[5:] == low  # then the oldest first, as without priorities
 
+    async def test_a_queued_workflow_made_ready_at_another_priority_takes_that_place(
+        self, scheduler_factory: TenantSchedulerFactory
+    ) -> None:
+        scheduler = await scheduler_factory(HOLD)
+        await scheduler.prepare()
+        first, second = _names("first", 1)[0], _names("second", 1)[0]
+        await scheduler.make_ready(first, tenant="pq", priority=LOW)
+        await asyncio.sleep(0.02)
+        await scheduler.make_ready(second, tenant="pq", priority=LOW)
+        # Queued already, at another priority: it moves to that priority's place.
+        await scheduler.make_ready(second, tenant="pq", priority=HIGH)
+        assert [d.workflow for d in await _take_all(scheduler, 2)] == [second, first]
+
     async def test_a_priority_never_lets_a_tenant_jump_the_rotation(
         self, scheduler_factory: TenantSchedulerFactory
     ) -> None:

@@ -74,6 +74,16 @@ ran AS (
 -- that ends the workflow.
 pg_advisory_xact_lock(hashtext('{workflow_checkpoint_text}'), hashtext($1::text))
 
+-- name: _record_of
+-- The record of workflow $1 under `k.key`, if any, as a lateral subquery: one probe of the
+-- primary key (LIMIT 1 keeps the planner from folding it into a join it might plan as a
+-- scan of the workflow's whole range).
+(
+    SELECT ctid, value FROM {workflow_checkpoint}
+    WHERE workflow = $1::text AND key = k.key
+    LIMIT 1
+) c
+
 -- name: load
 SELECT key, value::text, written_at
 FROM {workflow_checkpoint}
@@ -300,9 +310,12 @@ ORDER BY workflow COLLATE "C"
 LIMIT $3::integer;
 
 -- name: peek_records
-SELECT key, value::text
-FROM {workflow_checkpoint}
-WHERE workflow = $1::text AND key = ANY($2::text[]);
+-- One index probe per key asked for, whatever the workflow holds. (`key = ANY(...)` lets
+-- the planner scan the workflow's whole range instead when its statistics take the
+-- workflow for a small one, which one with a long inbox never is.)
+SELECT k.key, c.value::text
+FROM unnest($2::text[]) AS k(key)
+CROSS JOIN LATERAL {_record_of}
 
 -- name: look
 -- The status (the row whose first column is true, if any) and the records under the keys
@@ -311,10 +324,10 @@ SELECT true, workflow, status, attempts, last_error, updated_at, NULL::text, NUL
 FROM {workflow_status}
 WHERE workflow = $1::text
 UNION ALL
-SELECT false, NULL::text, NULL::text, NULL::integer, NULL::text, NULL::timestamptz, key,
-       value::text
-FROM {workflow_checkpoint}
-WHERE workflow = $1::text AND key = ANY($2::text[]);
+SELECT false, NULL::text, NULL::text, NULL::integer, NULL::text, NULL::timestamptz, k.key,
+       c.value::text
+FROM unnest($2::text[]) AS k(key)
+CROSS JOIN LATERAL {_record_of};
 
 -- name: inbox_turn
 -- The lock on a workflow's inbox (as append takes it), held to the commit: taken in a
@@ -346,8 +359,14 @@ SELECT (SELECT key FROM written), (SELECT status FROM ended), (SELECT count(*) F
 -- delete hangs off it, so a superseded pass deletes nothing. Answers (fenced?, deleted).
 WITH fence AS ({_fence}),
 gone AS (
+    -- The rows found by one index probe per key (as peek_records finds them), deleted by
+    -- their row address and checked again.
     DELETE FROM {workflow_checkpoint}
-    WHERE workflow = $1::text AND key = ANY($3::text[]) AND EXISTS (SELECT 1 FROM fence)
+    WHERE ctid = ANY(ARRAY(
+        SELECT c.ctid FROM unnest($3::text[]) AS k(key)
+        CROSS JOIN LATERAL {_record_of}
+    ))
+      AND workflow = $1::text AND key = ANY($3::text[]) AND EXISTS (SELECT 1 FROM fence)
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM gone);

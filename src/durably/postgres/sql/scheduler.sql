@@ -45,6 +45,10 @@ placed AS (
 -- $1 namespace, $2 workflow, $3 its tenant (NULL: the one it has), $4 the default tenant
 -- (a new entry named none), $5 the channel to notify, $6 its priority (NULL: the one it
 -- has), $7 the default priority.
+-- An entry already queued as asked (ready, unheld, visible, same tenant and priority) is
+-- left as it is: it keeps its place in line, its tenant's row is already in the rotation
+-- (the write that queued it put it there), and a workflow sent many messages does not
+-- rewrite its row, and leave a dead index entry, on every one.
 WITH queued AS (
     INSERT INTO {workflow_queue} AS q (namespace, workflow, tenant, state, visible_at, priority)
     VALUES ($1::text, $2::text, coalesce($3::text, $4::text), 'ready', now(),
@@ -53,6 +57,9 @@ WITH queued AS (
         SET tenant = coalesce($3::text, q.tenant), state = 'ready', visible_at = now(),
             due = NULL, receipt = NULL, taken_at = NULL,
             priority = coalesce($6::smallint, q.priority)
+        WHERE NOT (q.state = 'ready' AND q.receipt IS NULL AND q.visible_at <= now()
+                   AND q.tenant = coalesce($3::text, q.tenant)
+                   AND q.priority = coalesce($6::smallint, q.priority))
     RETURNING q.tenant, q.visible_at, q.workflow
 ),
 {_place}

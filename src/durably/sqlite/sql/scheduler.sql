@@ -6,7 +6,7 @@
 -- durably.sqlite.scheduler and only applied here.
 
 -- name: get_entry
-SELECT tenant, state, due, receipt, priority FROM durably_workflow_queue
+SELECT tenant, state, visible_at, due, receipt, priority FROM durably_workflow_queue
 WHERE namespace = :namespace AND workflow = :workflow
 
 -- name: make_ready
