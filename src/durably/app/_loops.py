@@ -7,6 +7,12 @@ each test a loop of its own), so the stores follow the loop: used from a later l
 the first has stopped, they are let go and opened afresh there. Memory's stores are bound
 to no loop and are kept (they hold the workflows). Two loops running at once in two
 threads cannot share them: that is refused.
+
+A loop that ends the way ``asyncio.run`` ends one (every task left is cancelled, and
+awaited) closes the stores it opened on the way out: a task of theirs may ignore that
+cancel (psycopg's pool workers catch it while they add a connection, then wait for more
+work), and the loop would wait for it forever. A keeper task, waiting for nothing, is
+cancelled beside them and closes the stores, which stops those workers.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from durably.stores.opening import Stores
 
 _logger = logging.getLogger("durably.app")
 
+_KEEPER = "durably-stores-keeper"
 LET_GO_SECONDS = 1.0
 """How long closing stores of a stopped event loop may take before they are left to the
 garbage collector (which closes their sockets)."""
@@ -59,10 +66,33 @@ class LoopStores:
                 await self._leave(self._stores, loop)
             if self._stores is None:
                 before = asyncio.all_tasks(loop)
-                self._stores = await self._opener()
+                self._stores = stores = await self._opener()
                 self._loop = loop
                 self._started = asyncio.all_tasks(loop) - before
+                if stores.bound_to_loop:
+                    self._started.add(loop.create_task(self._keep(stores), name=_KEEPER))
         return self._stores
+
+    async def _keep(self, stores: Stores) -> None:
+        """Wait until cancelled (the loop ends: see the module), then close ``stores``.
+
+        Stores this App no longer holds (closed, or let go) are left alone.
+        """
+        try:
+            await asyncio.get_running_loop().create_future()
+        except asyncio.CancelledError:
+            if self._stores is stores:
+                self._stores = self._loop = None
+                self._started = set()
+                try:
+                    await asyncio.wait_for(stores.close(), LET_GO_SECONDS)
+                except Exception as exc:
+                    _logger.debug(
+                        "closing %s as its event loop ends: %s",
+                        stores.location,
+                        type(exc).__name__,
+                    )
+            raise
 
     def _lock(self, loop: asyncio.AbstractEventLoop) -> asyncio.Lock:
         """The lock that opens the stores once on ``loop`` (a lock serves one loop)."""
@@ -93,8 +123,12 @@ class LoopStores:
         if stores is None:
             return
         if self._loop is asyncio.get_running_loop() or not stores.bound_to_loop:
+            started = self._started
             self._stores = self._loop = None
             self._started = set()
+            for task in started:
+                if task.get_name() == _KEEPER:
+                    task.cancel()  # it finds the stores no longer held: nothing to close
             await stores.close()  # closes every `Stores.durable` scheduler first
         else:
             await self._let_go()
