@@ -14,6 +14,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError, ResponseError
 
+from durably.redis.cluster import WaitingCluster
 from durably.redis.wire import bulk, direct_pool, packed_call, sent, sent_many
 
 _HERE = Path(__file__).parent / "lua"
@@ -65,7 +66,8 @@ class Script:
         ``execute_command`` adds its own retries (the stores retry, see `Retry`) and
         per-command bookkeeping that cost more client time than the round trip's own
         packing and parsing. The connection's own error handling is unchanged: a failed
-        send or read drops the connection before the error surfaces."""
+        send or read drops the connection before the error surfaces. On a cluster the
+        call goes to its slot's primary the same way (`WaitingCluster.routed`)."""
         pool = direct_pool(client)
         if pool is not None:
             try:
@@ -73,6 +75,18 @@ class Script:
                 return await sent(pool, packed or ("EVALSHA", self._sha, numkeys, *keys_and_args))
             except NoScriptError:
                 return await sent(pool, ("EVAL", self.source, numkeys, *keys_and_args))
+        if type(client) is WaitingCluster:
+            try:
+                return await client.routed(
+                    keys_and_args[0],
+                    packed_call(self._evalsha, numkeys, keys_and_args),
+                    "EVALSHA",
+                    self.sha,
+                    numkeys,
+                    *keys_and_args,
+                )
+            except NoScriptError:
+                return await client.execute_command("EVAL", self.source, numkeys, *keys_and_args)
         try:
             # The command name stays text: a cluster client routes EVALSHA by it.
             return await client.execute_command("EVALSHA", self._sha, numkeys, *keys_and_args)
@@ -110,14 +124,17 @@ class Script:
         """`run`, after the plain command ``before`` (its reply dropped: the caller only
         needs it to land first). On a plain client both go out in one write, which the
         server runs in order and a cut connection delivers a prefix of, so the script
-        never lands without the command; otherwise one round trip each, in order."""
+        never lands without the command; otherwise one round trip each, in order (on a
+        cluster each to its own slot's primary: the two keys' slots differ)."""
         pool = direct_pool(client)
         packed = None if pool is None else packed_call(self._evalsha, numkeys, keys_and_args)
         if packed is None:
-            await client.execute_command(*before)
+            if type(client) is WaitingCluster:
+                await client.routed(before[1], _command(before), *before)
+            else:
+                await client.execute_command(*before)
             return await self.run(client, numkeys, *keys_and_args)
-        first = b"".join(bulk(part.encode()) for part in before)
-        _, reply = await sent_many(pool, b"*%d\r\n%b%b" % (len(before), first, packed), 2)
+        _, reply = await sent_many(pool, _command(before) + packed, 2)
         if isinstance(reply, NoScriptError):
             return await sent(pool, ("EVAL", self.source, numkeys, *keys_and_args))
         if isinstance(reply, ResponseError):
@@ -127,6 +144,11 @@ class Script:
     async def __call__(self, client: Any, keys: list[str], args: list[Any]) -> Any:
         """Run the script with ``keys`` (routing uses the first) and ``args``."""
         return await self.run(client, len(keys), *keys, *args)
+
+
+def _command(parts: tuple[str, ...]) -> bytes:
+    """A plain command of text ``parts`` in the protocol."""
+    return b"*%d\r\n%b" % (len(parts), b"".join(bulk(part.encode()) for part in parts))
 
 
 def scripts(*names: str, prelude: str | tuple[str, ...] | None = None) -> dict[str, Script]:

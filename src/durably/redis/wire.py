@@ -50,7 +50,8 @@ def direct_pool(client: Any) -> Any:
     """The pool of ``client`` when a script may be sent on one of its connections
     directly: a plain standalone client, not pinned to one connection, with no reply
     callback of its own for scripts and redis-py's metrics off. Anything else (a cluster,
-    `ReplicaWait`, a subclass) goes through ``execute_command``."""
+    which has `WaitingCluster.routed`; `ReplicaWait`, a subclass) goes through
+    ``execute_command``."""
     if (
         type(client) is not Redis
         or client.single_connection_client
