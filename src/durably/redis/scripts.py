@@ -7,10 +7,12 @@ again, so callers never see ``NOSCRIPT``.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.exceptions import NoScriptError, ResponseError
 
@@ -31,6 +33,10 @@ _READS = frozenset(
     }
 )
 _READ_ONLY: set[bytes | str] = set()  # their SHAs (as sent) and sources
+
+T = TypeVar("T")
+Attempt = Callable[[Callable[[], Awaitable[T]]], Awaitable[T]]
+"""Runs an operation with the caller's retries (`RedisConnection.state`)."""
 
 
 def read_only(script: bytes | str) -> bool:
@@ -146,6 +152,42 @@ class Script:
         return await self.run(client, len(keys), *keys, *args)
 
 
+async def run_together(
+    client: Any, calls: Sequence[tuple[Script, list[str], list[str]]], attempt: Attempt[Any]
+) -> list[Any]:
+    """Run ``calls`` (each a script, its keys, its arguments), whose order does not matter,
+    in one round trip: the replies in order; an error reply raises.
+
+    On a plain client they go out packed in one write on one connection, which ``attempt``
+    (the caller's retries) runs as one operation: a cut connection leaves each unknown.
+    Otherwise they run at once, each its own ``attempt`` (on a cluster each goes to its
+    own slot's primary), so a call that failed is sent again alone."""
+    pool = direct_pool(client)
+    if pool is not None:
+        packed = [packed_call(s._evalsha, len(k), (*k, *a)) for s, k, a in calls]
+        if all(p is not None for p in packed):
+            joined = b"".join(p for p in packed if p is not None)
+            answered: list[Any] = await attempt(lambda: _answered(pool, calls, joined))
+            return answered
+    return list(
+        await asyncio.gather(*(attempt(functools.partial(s, client, k, a)) for s, k, a in calls))
+    )
+
+
+async def _answered(
+    pool: Any, calls: Sequence[tuple[Script, list[str], list[str]]], joined: bytes
+) -> list[Any]:
+    """The replies of ``calls``, packed as ``joined`` and sent on a connection of ``pool``:
+    one missing from the server's cache is sent again whole, an error reply raised."""
+    replies = await sent_many(pool, joined, len(calls))
+    for n, ((script, keys, args), reply) in enumerate(zip(calls, replies, strict=True)):
+        if isinstance(reply, NoScriptError):
+            replies[n] = await sent(pool, ("EVAL", script.source, len(keys), *keys, *args))
+        elif isinstance(reply, ResponseError):
+            raise reply
+    return replies
+
+
 def _command(parts: tuple[str, ...]) -> bytes:
     """A plain command of text ``parts`` in the protocol."""
     return b"*%d\r\n%b" % (len(parts), b"".join(bulk(part.encode()) for part in parts))
@@ -156,4 +198,4 @@ def scripts(*names: str, prelude: str | tuple[str, ...] | None = None) -> dict[s
     return {name: Script.load(f"{name}.lua", prelude) for name in names}
 
 
-__all__ = ["Script", "read_only", "scripts"]
+__all__ = ["Attempt", "Script", "read_only", "run_together", "scripts"]
