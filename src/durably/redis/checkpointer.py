@@ -507,7 +507,7 @@ class RedisCheckpointer:
         queued, admitted = await self._gates.admit(workflow, tenant, gate, fresh=wrote)
         await self._promote(admitted)
         if queued:
-            await self._gated_status(workflow, WorkflowStatus.QUEUED, over="")
+            await self._gated_status(workflow, WorkflowStatus.QUEUED, over="", tenant=tenant)
         return Admission(recorded, queued)
 
     async def gate_counts(self, gate: str) -> GateCounts:
@@ -548,12 +548,14 @@ class RedisCheckpointer:
             elif mark.state == "held" and status in (WorkflowStatus.QUEUED, WorkflowStatus.PENDING):
                 # Admitted from the line: its PENDING status and wakeup may be lost.
                 pending = await self._gated_status(
-                    mark.workflow, WorkflowStatus.PENDING, over="queued"
+                    mark.workflow, WorkflowStatus.PENDING, over="queued", tenant=text(tenant)
                 )
                 woken = await self._wake(mark.namespace, mark.workflow, text(tenant), absent=True)
                 done = pending or woken
             elif mark.state == "queued" and status is None:  # its QUEUED status was lost
-                done = await self._gated_status(mark.workflow, WorkflowStatus.QUEUED, over="")
+                done = await self._gated_status(
+                    mark.workflow, WorkflowStatus.QUEUED, over="", tenant=text(tenant)
+                )
             else:
                 done = False
             repaired += done
@@ -578,9 +580,11 @@ class RedisCheckpointer:
         wake = self._wakers.get(namespace)
         return wake is not None and await wake(workflow, tenant, absent, priority)
 
-    async def _gated_status(self, workflow: str, status: WorkflowStatus, *, over: str) -> bool:
-        """Write the status of a workflow its gate queued or admitted over no status or
-        ``over`` only: whether it was written."""
+    async def _gated_status(
+        self, workflow: str, status: WorkflowStatus, *, over: str, tenant: str
+    ) -> bool:
+        """Write the status of a workflow of ``tenant`` its gate queued or admitted over no
+        status or ``over`` only: whether it was written."""
         (status_key,) = self._keys(workflow, "status")
         intent, written = await self._indexing.written(
             workflow, _LUA["workflow_gate_status"], [status_key], [status.value, over, self._ttl]
@@ -588,7 +592,7 @@ class RedisCheckpointer:
         if not int(written):
             await self._indexing.forget(intent)
             return False
-        await self._indexing.step(workflow, status, text(written), (intent,))
+        await self._indexing.step(workflow, status, text(written), (intent,), tenant=tenant)
         return True
 
     async def _regate(
@@ -611,7 +615,7 @@ class RedisCheckpointer:
         """The steps after a gate admitted ``admitted`` from its line (workflow, tenant,
         namespace, priority): each one's PENDING status, then its wakeup."""
         for promoted, tenant, namespace, priority in admitted:
-            await self._gated_status(promoted, WorkflowStatus.PENDING, over="queued")
+            await self._gated_status(promoted, WorkflowStatus.PENDING, over="queued", tenant=tenant)
             await self._wake(namespace, promoted, tenant, absent=False, priority=priority)
 
     async def tenant_counts(self, tenant: str) -> TenantCounts:
@@ -624,15 +628,11 @@ class RedisCheckpointer:
         )
         return TenantCounts(int(running or 0), int(started or 0))
 
-    async def _recount(self, tenant: Any, running: Any, started: Any = 0) -> None:
-        """Move ``tenant``'s counts by ``running`` and ``started`` (the second step of a
-        write that moved an admitted workflow, as the status index is kept); nothing for
-        no tenant (a workflow never admitted)."""
-        name = text(tenant)
-        moved = [int(running), int(started)]
-        if name and any(moved):
-            counts = [keys.tenant_counts_key(self._redis.key_prefix, name)]
-            await self._run(_COUNTS["workflow_count"], counts, [str(n) for n in moved])
+    async def _recount(self, tenant: str, running: int, started: int) -> None:
+        """Move ``tenant``'s counts by ``running`` and ``started`` (an admission's second
+        step, or one given back; a status write moves them in its tenant step)."""
+        counts = [keys.tenant_counts_key(self._redis.key_prefix, tenant)]
+        await self._run(_COUNTS["workflow_count"], counts, [str(running), str(started)])
 
     async def append(self, workflow: str, value: object, *, unless_finished: bool = False) -> Entry:
         """Add a message under a store-named ``inbox:`` key that sorts in append order;
@@ -696,9 +696,13 @@ class RedisCheckpointer:
         if int(reply[0]) < 0:
             await self._indexing.forget(intent)
             raise Fenced(holder.workflow, holder.token)
-        await self._recount(reply[1], reply[2])
         await self._indexing.step(
-            holder.workflow, WorkflowStatus.PENDING, text(reply[3]), (intent,)
+            holder.workflow,
+            WorkflowStatus.PENDING,
+            text(reply[3]),
+            (intent,),
+            tenant=text(reply[1]),
+            running=int(reply[2]),
         )
         return int(reply[0])
 
@@ -711,8 +715,9 @@ class RedisCheckpointer:
             [self._ttl],
         )
         count, tenant, running, gate, number = reply
-        await self._recount(tenant, -int(running), -1)
-        await self._indexing.step(workflow, None, "", (intent,))
+        await self._indexing.step(
+            workflow, None, "", (intent,), tenant=text(tenant), running=-int(running), started=-1
+        )
         await self._regate(gate, workflow, -1, number, forget=True)
         return int(count)
 
@@ -794,8 +799,10 @@ class RedisCheckpointer:
         if not int(reply[0]):
             await self._indexing.forget(intent)
             return False
-        await self._recount(reply[1], -int(reply[2]), -1)
-        await self._indexing.step(workflow, None, "", (intent,))
+        tenant = text(reply[1])
+        await self._indexing.step(
+            workflow, None, "", (intent,), tenant=tenant, running=-int(reply[2]), started=-1
+        )
         await self._regate(reply[3], workflow, -1, reply[4], forget=True)
         return True
 
@@ -877,8 +884,14 @@ class RedisCheckpointer:
         if text(reply[0]) == "fenced":
             await self._indexing.forget(intent)
             raise Fenced(holder.workflow, holder.token)
-        await self._recount(reply[2], reply[3])
-        await self._indexing.step(holder.workflow, status, text(reply[1]), (intent,))
+        await self._indexing.step(
+            holder.workflow,
+            status,
+            text(reply[1]),
+            (intent,),
+            tenant=text(reply[2]),
+            running=int(reply[3]),
+        )
         await self._regate(reply[4], holder.workflow, int(reply[3]), reply[5], forget=False)
         return WorkflowInfo(holder.workflow, status, attempts, error, _utc(text(reply[1])))
 
@@ -896,24 +909,30 @@ class RedisCheckpointer:
         replies = await self._pipelined([(key, _STATUS_FIELDS) for key in status_keys])
         return [_info(w, reply) for w, reply in zip(workflows, replies, strict=True)]
 
-    async def _reported(self, workflows: list[str]) -> list[tuple[str, str, bool]]:
-        """Each workflow's status and its time as stored ('' for none) and whether it has
-        records, in one pipeline (for `StatusIndex.repair`)."""
+    async def _reported(self, workflows: list[str]) -> list[tuple[str, str, bool, str]]:
+        """Each workflow's status and its time as stored ('' for none), whether it has
+        records and the tenant it was admitted under ('' for none), in one pipeline (for
+        `StatusIndex.repair`)."""
         client = self._redis.client
 
         async def read() -> list[Any]:
             async with client.pipeline(transaction=False) as pipe:
                 for workflow in workflows:
-                    status_key, records = self._keys(workflow, "status", "records")
+                    status_key, records, admitted = self._keys(
+                        workflow, "status", "records", "admitted"
+                    )
                     pipe.hmget(status_key, ["status", "updated_at"])
                     pipe.exists(records)
+                    pipe.hget(admitted, "tenant")
                 replies: list[Any] = await pipe.execute()
                 return replies
 
         replies = await self._redis.state(read)
         return [
-            (text(status or ""), text(at or ""), bool(int(exists)))
-            for (status, at), exists in zip(replies[::2], replies[1::2], strict=True)
+            (text(status or ""), text(at or ""), bool(int(exists)), text(tenant or ""))
+            for (status, at), exists, tenant in zip(
+                replies[::3], replies[1::3], replies[2::3], strict=True
+            )
         ]
 
     async def _pipelined(self, reads: list[tuple[str, list[str]]]) -> list[Any]:

@@ -8,6 +8,11 @@ slot; the second step takes it out in the same script. An intent left over names
 write whose step a killed process never ran, and `StatusIndex.repair` brings that step
 from the workflow's status as it stands: it reads the intents older than a grace, never
 the index or the workflows, so its cost follows the steps lost, not the store's size.
+
+Beside the index's step, in the same round trip, a step in the workflow's tenant's slot
+moves the tenant's counts and the run record following the workflow: neither reads what
+the other writes, so they go out together (in one write on one server, at once to their
+two nodes on a cluster).
 """
 
 from __future__ import annotations
@@ -22,21 +27,21 @@ from typing import Any
 from durably.redis import keys
 from durably.redis.catalog import RedisCatalog
 from durably.redis.connection import RedisConnection, text
-from durably.redis.scripts import Script, scripts
-from durably.redis.state import follow_run
+from durably.redis.scripts import Script, run_together, scripts
 from durably.stores.runs import run_state
 from durably.stores.status import WorkflowStatus
 
 _INDEX = scripts("workflow_index")["workflow_index"]
+_TENANT = Script.load("workflow_tenant_step.lua", "state_lib.lua")
 _STATUSES = [status.value for status in WorkflowStatus]
 
 GRACE_SECONDS = 60.0
 """How old an intent is before the repair takes it for a lost step (a live writer's
 second step follows its status write within milliseconds)."""
 
-Reported = Callable[[list[str]], Awaitable[list[tuple[str, str, bool]]]]
-"""Reads each workflow's status and its time as stored ('' and '' for none) and whether
-it has records, in one pipeline."""
+Reported = Callable[[list[str]], Awaitable[list[tuple[str, str, bool, str]]]]
+"""Reads each workflow's status and its time as stored ('' and '' for none), whether it
+has records and the tenant it was admitted under ('' for none), in one pipeline."""
 
 
 class StatusIndex:
@@ -57,7 +62,6 @@ class StatusIndex:
             *catalog.catalog_keys(),
             index + "rate",
             index + "unindexed",
-            keys.followed_runs_key(redis.key_prefix),
         ]
         self._unindexed = index + "unindexed"
         self._reported = reported
@@ -85,16 +89,19 @@ class StatusIndex:
         status: WorkflowStatus | None,
         at_us: str = "",
         intents: tuple[str, ...] = (),
+        *,
+        tenant: str = "",
+        running: int = 0,
+        started: int = 0,
     ) -> None:
         """Move ``workflow`` to ``status`` (None: gone) written at ``at_us`` ('': not
         known) in the index and the catalog, and take ``intents`` out, in one script. A
         catalogued workflow already showing a later status keeps it.
 
-        When the catalog's status moved, the script names the run record following the
-        workflow (`durably.stores.runs.FOLLOWS`): in its tenant's slot, a third script
-        moves it to the new run state, if that changed."""
-        client = self._redis.client
-        args = [
+        Beside it, for a workflow admitted under ``tenant``, a script in the tenant's slot
+        moves its counts by ``running`` and ``started`` and the run record following the
+        workflow (`durably.stores.runs.FOLLOWS`) to the run state of ``status``."""
+        index_args = [
             self._index + "status:",
             workflow,
             status.value if status else "",
@@ -103,12 +110,29 @@ class StatusIndex:
             *intents,
             *_STATUSES,
         ]
-        run = await self._redis.state(lambda: _INDEX(client, self._keys, args))
-        if status is not None and isinstance(run, list):
-            tenant, run_id, was = (text(part) for part in run)
-            state = run_state(status)
-            if state is not run_state(WorkflowStatus(was)):
-                await follow_run(self._redis, tenant, run_id, workflow, state)
+        calls = [(_INDEX, self._keys, index_args)]
+        if tenant:
+            ns = self._redis.key_prefix
+            prefix = keys.state_prefix(ns, tenant)
+            calls.append(
+                (
+                    _TENANT,
+                    [
+                        keys.tenant_counts_key(ns, tenant),
+                        keys.followed_runs_key(ns, tenant),
+                        prefix + "totals",
+                    ],
+                    [
+                        str(running),
+                        str(started),
+                        prefix,
+                        workflow,
+                        run_state(status).value if status is not None else "",
+                        at_us,
+                    ],
+                )
+            )
+        await run_together(self._redis.client, calls, self._redis.state)
 
     async def repair(self, *, limit: int, grace: float = GRACE_SECONDS) -> int:
         """Bring the second step of up to ``limit`` status writes whose intent is older
@@ -132,12 +156,12 @@ class StatusIndex:
         if not held:
             return 0
         workflows = list(held)
-        for workflow, (status, at_us, recorded) in zip(
+        for workflow, (status, at_us, recorded, tenant) in zip(
             workflows, await self._reported(workflows), strict=True
         ):
             intents = tuple(held[workflow])
             if status in _STATUSES:
-                await self.step(workflow, WorkflowStatus(status), at_us, intents)
+                await self.step(workflow, WorkflowStatus(status), at_us, intents, tenant=tenant)
             elif not status and not recorded:  # deleted
                 await self.step(workflow, None, "", intents)
             else:  # a start in flight (records, no status yet), or a status nobody can read

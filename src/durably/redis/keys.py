@@ -115,16 +115,11 @@ def workflow_index_prefix(ns: str) -> str:
     return f"{ns}:wf-index:{{{segment(ns)}}}:"
 
 
-def followed_runs_key(ns: str) -> str:
-    """The run record following each workflow in its tenant (a hash: `followed_run_field` to
-    the run id), in the status index's slot, so the script keeping the index on a status
-    write reads it."""
-    return f"{workflow_index_prefix(ns)}runs"
-
-
-def followed_run_field(tenant: str, workflow: str) -> str:
-    """The field of `followed_runs_key` naming the run of ``tenant`` following ``workflow``."""
-    return segment(tenant) + workflow
+def followed_runs_key(ns: str, tenant: str) -> str:
+    """The runs of ``tenant`` following a workflow (a hash: the workflow's engine key to the
+    run id), kept by the runs' own writes in the tenant's slot, where a status write's
+    step in that slot reads it (the scripts build it from `state_prefix`)."""
+    return f"{state_prefix(ns, tenant)}following"
 
 
 def tenant_counts_key(ns: str, tenant: str) -> str:
@@ -184,6 +179,7 @@ __all__ = [
     "DEFAULT_KEY_PREFIX",
     "claim_key",
     "claim_pattern",
+    "followed_runs_key",
     "gate_prefix",
     "glob_escaped",
     "item_key",

@@ -58,7 +58,6 @@ _LUA = scripts(
     "state_delete_session_runs",
     "state_session_live",
     "state_count_runs",
-    "state_follow",
     prelude="state_lib.lua",
 )
 _USAGE = tuple(f"usage.{name}" for name in USAGE_FIELDS)
@@ -110,18 +109,6 @@ def _merged(blob: object, meta_flat: Any) -> RunRecord:
             "message_cursor": int(meta.get("message_cursor", "0")),
         }
     )
-
-
-async def follow_run(
-    redis: RedisConnection, tenant: str, run_id: str, workflow: str, state: RunState
-) -> None:
-    """Move the run ``run_id`` of ``tenant`` to ``state`` if it follows ``workflow``: what
-    a status write of that workflow does in the tenant's slot, after its own script."""
-    ns = redis.key_prefix
-    meta = keys.run_meta_key(ns, tenant, run_id)
-    totals = keys.state_prefix(ns, tenant) + "totals"
-    script, client = _LUA["state_follow"], redis.client
-    await redis.state(lambda: script(client, [meta, totals], [workflow, state.value]))
 
 
 class RedisStateStore:
@@ -206,10 +193,9 @@ class RedisStateStore:
         if record.version == 0:  # a first write: listed before it, so a crash loses none
             listing = keys.state_tenants_key(ns)
             await self._redis.state(lambda: self._redis.client.zadd(listing, {tenant: 0}))
+        # A run following a workflow is found by its status writes from now on: the script
+        # keeps the tenant's hash of them (`keys.followed_runs_key`).
         workflow = followed_workflow(stored)
-        if workflow is not None:  # found by the workflow's status writes from now on
-            pointers, field = keys.followed_runs_key(ns), keys.followed_run_field(tenant, workflow)
-            await self._redis.state(lambda: self._redis.client.hset(pointers, field, record.run_id))
         reply = await self._call(
             "state_put_run",
             [

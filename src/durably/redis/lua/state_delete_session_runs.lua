@@ -8,6 +8,7 @@ for _, id in ipairs(redis.call('SPOP', KEYS[1], tonumber(ARGV[3]))) do
   local meta = prefix .. 'meta:' .. seg
   if redis.call('HGET', meta, 'session') == ARGV[2] then
     count_run(KEYS[3], meta, '-')
+    unfollow(prefix, meta, id)
     redis.call('DEL', prefix .. 'run:' .. seg, meta)
     redis.call('ZREM', KEYS[2], id)
   end

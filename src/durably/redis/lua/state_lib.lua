@@ -38,3 +38,21 @@ local function count_run(totals, meta, sign)
     redis.call('HDEL', meta, 'totalled')
   end
 end
+
+-- The runs of a tenant following a workflow (durably.stores.runs.FOLLOWS) are found by the
+-- hash `<tenant prefix>following`: the workflow's engine key to the run id, written and
+-- taken out by the run's own writes, so a run never follows without it.
+local function follow(prefix, meta, run_id)
+  local workflow = redis.call('HGET', meta, 'follows')
+  if workflow and workflow ~= '' then
+    redis.call('HSET', prefix .. 'following', workflow, run_id)
+  end
+end
+
+local function unfollow(prefix, meta, run_id)
+  local workflow = redis.call('HGET', meta, 'follows')
+  if workflow and workflow ~= ''
+    and redis.call('HGET', prefix .. 'following', workflow) == run_id then
+    redis.call('HDEL', prefix .. 'following', workflow)
+  end
+end

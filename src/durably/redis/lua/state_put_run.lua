@@ -1,5 +1,6 @@
 -- Compare-and-set write of a run: blob, meta hash, creation sequence, session index, the
--- session's write mark and the tenant's totals (the run as it was out, as it is now in).
+-- session's write mark, the tenant's totals (the run as it was out, as it is now in) and
+-- the tenant's hash of the runs following workflows (`follows`, among the counters).
 -- KEYS: run blob, run meta, tenant sequence, tenant run index (zset by sequence), totals
 -- ARGV: tenant prefix, run id, expected version, blob, state, updated_at, session id or '',
 --       the write's token (one per put_run call, kept with the version), then field/value
@@ -22,6 +23,7 @@ if current == 0 then
   redis.call('HSET', KEYS[2], 'seq', seq)
 end
 count_run(KEYS[5], KEYS[2], '-')
+unfollow(prefix, KEYS[2], run_id)
 redis.call('SET', KEYS[1], ARGV[4])
 redis.call('HSET', KEYS[2], 'version', current + 1, 'state', ARGV[5],
   'updated_at', ARGV[6], 'session', session, 'write', ARGV[8])
@@ -29,6 +31,7 @@ for i = 9, #ARGV, 2 do
   redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1])
 end
 count_run(KEYS[5], KEYS[2], '')
+follow(prefix, KEYS[2], run_id)
 if old_session and old_session ~= '' and old_session ~= session then
   redis.call('SREM', prefix .. 'session-runs:' .. seg(old_session), run_id)
 end

@@ -9,12 +9,9 @@
 -- kept as text: cjson would round a number of 16 digits.
 -- The status write's intents (members of the unindexed set, written before the status)
 -- are taken out in the same script: what stays there is a step a process never ran.
--- A catalogued workflow moving to a new status answers {tenant, run id, old status} of the
--- run record following it in its tenant (the followed runs hash, field: tenant segment,
--- then workflow) for its caller to move; otherwise 0 or 1. A catalogued workflow gone
--- leaves that hash.
+-- Answers 0 when a later status is catalogued already, else 1.
 -- KEYS: the index of every status, the catalog, the counts of every tenant, the ring,
--- the unindexed intents, the followed runs.
+-- the unindexed intents.
 -- ARGV: index prefix, workflow, new status or '' (gone), the status's time (microseconds
 -- since the epoch, '' when gone or not known), how many intents n, the n intents, then
 -- every status
@@ -39,7 +36,6 @@ if entry.s == status then
   end
   return 1
 end
-local was = entry.s
 local old = cjson.encode({entry.k, entry.s})
 redis.call('HINCRBY', KEYS[3], old, -1)
 redis.call('HINCRBY', entry.ct, old, -1)
@@ -50,7 +46,6 @@ if entry.ksp then redis.call('ZREM', entry.ksp .. entry.s, entry.m) end
 if status == '' then
   for _, line in ipairs(entry.l) do redis.call('ZREM', line, entry.m) end
   redis.call('HDEL', KEYS[2], workflow)
-  redis.call('HDEL', KEYS[6], #entry.t .. ':' .. entry.t .. workflow)
   return 1
 end
 entry.s = status
@@ -62,7 +57,6 @@ redis.call('ZADD', entry.sp .. status, 0, entry.m)
 redis.call('ZADD', entry.tsp .. status, 0, entry.m)
 if entry.ksp then redis.call('ZADD', entry.ksp .. status, 0, entry.m) end
 redis.call('HSET', KEYS[2], workflow, cjson.encode(entry))
-local run = redis.call('HGET', KEYS[6], #entry.t .. ':' .. entry.t .. workflow)
 if at and (status == 'completed' or status == 'failed') then
   local minute = math.floor(at / 60000000)
   local tail = '|' .. (minute % 16) .. '|' .. entry.k
@@ -74,5 +68,4 @@ if at and (status == 'completed' or status == 'failed') then
     redis.call('HINCRBY', KEYS[4], (status == 'completed' and 'c' or 'f') .. tail, 1)
   end
 end
-if run then return {entry.t, run, was} end
 return 1

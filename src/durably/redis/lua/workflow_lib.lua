@@ -59,13 +59,15 @@ end
 
 -- Admission (durably.stores.admission): an admitted workflow's hash holds its tenant and
 -- whether it counts as running; its tenant's counts live in the tenant's own slot, so the
--- caller moves them in a second step with what these answer: {tenant, delta, gate, move}.
+-- caller moves them in a second step with what these answer: {tenant, delta, gate, move}
+-- (the tenant whenever the workflow was admitted: the same step moves its run record).
 -- A gated workflow's hash names its gate (durably.stores.gates), whose slot the caller
 -- moves in a step of its own too; `moves` numbers the workflow's crossings, so the gate
 -- takes each once and never an older one after a newer (gate_move.lua).
 local function flip_admitted(admitted, running)
   local a = redis.call('HMGET', admitted, 'tenant', 'running', 'gate')
-  if not a[1] or a[2] == running then return {'', 0, '', 0} end
+  if not a[1] then return {'', 0, '', 0} end
+  if a[2] == running then return {a[1], 0, '', 0} end
   redis.call('HSET', admitted, 'running', running)
   local move = a[3] and redis.call('HINCRBY', admitted, 'moves', 1) or 0
   if running == '1' then return {a[1], 1, a[3] or '', move} end
