@@ -8,11 +8,14 @@ PgBouncer with a direct listener (``?listen=``) vs direct. Each figure is the me
 ``ROUNDS`` rounds, the two sides of a row alternating, so the machine's load shifts both.
 PgBouncer and the servers are started here (Debian's ``pgbouncer``; ``redis-server``).
 
-Beside each drain row, its ceiling measured in the same run: the same number of plain
-round trips (``CONNECTIONS`` clients, each sending one-statement transactions or single
-commands in turn) through the pooler vs direct, and through redis-py's cluster client vs
-its standalone client. A pooler or a cluster client that costs more per round trip than
-the bound allows puts the row out of reach whatever durably does above it.
+Beside each drain row, its ceilings measured in the same run: for PgBouncer, the same
+drain over a direct connection run as through a transaction pooler (no prepared
+statements, so the server plans every statement: no pooler without prepared statements
+can do better); and the same number of plain round trips (``CONNECTIONS`` clients, each
+sending one-statement transactions or single commands in turn) through the pooler vs
+direct, and through redis-py's cluster client vs its standalone client. A pooler or a
+cluster client that costs more per round trip than the bound allows puts the row out of
+reach whatever durably does above it.
 
 Run with ``python -m benchmarks.pooling`` (or ``make bench``).
 """
@@ -24,7 +27,7 @@ import statistics
 import time
 import uuid
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from durably import Context
 from durably.app import App
@@ -160,6 +163,17 @@ async def run() -> None:
         f"drain {WORKFLOWS} workflows: PgBouncer (listen) vs direct",
         drain,
         through_pgbouncer(direct, listen=True),
+        direct,
+        1.15,
+    )
+    # The same drain direct, but as durably runs through any transaction pooler (no
+    # prepared statements: the server parses and plans every statement; ?listen= names
+    # the direct server itself): what the pooler's mode costs before the pooler does.
+    unprepared = f"{direct}?pooler=transaction&listen={quote(direct, safe='')}"
+    await _row(
+        "  ceiling: drain direct, unprepared (as pooled) vs direct",
+        drain,
+        unprepared,
         direct,
         1.15,
     )

@@ -146,6 +146,36 @@ def test_a_loop_ends_while_its_pool_still_opens_a_connection(
     asyncio.run(app.close())
 
 
+@pytest.mark.parametrize("backing", ["sqlite", "postgresql", "redis"])
+@pytest.mark.parametrize("closed", [0, 1])
+def test_closing_one_app_leaves_another_opened_beside_it_on_the_loop_open(
+    backing: str, closed: int, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # Two Apps open their stores at once on one loop, so the one that finishes opening
+    # last sees the other's tasks start meanwhile; closing either must close only its
+    # own (each order is a case: which one finishes last is the loop's to decide).
+    apps = [App(_dsn(backing, tmp_path, request)) for _ in range(2)]
+    kept = apps[1 - closed]
+    double, _ = _register(kept)
+
+    async def main() -> None:
+        await asyncio.gather(*(app.stores() for app in apps))
+        held = await kept.stores()
+        await apps[closed].close()
+        await asyncio.sleep(0.05)
+        assert await kept.stores() is held  # not closed under it (and opened afresh)
+        handle = await double.start(4)
+        serving = asyncio.create_task(kept.serve(signals=False, poll=0.05))
+        try:
+            assert await handle.result(timeout=20) == 8
+        finally:
+            serving.cancel()
+            await asyncio.gather(serving, return_exceptions=True)
+            await kept.close()
+
+    asyncio.run(main())
+
+
 def test_an_app_in_use_on_a_loop_still_running_in_another_thread_is_refused(
     tmp_path: Path,
 ) -> None:

@@ -44,6 +44,8 @@ class LoopStores:
         self._opening: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         self._started: set[asyncio.Task[object]] = set()
         """Tasks started on the loop while the stores opened (a pool's workers)."""
+        self._keeper: asyncio.Task[None] | None = None
+        """The task that closes the stores when their loop ends (see the module)."""
 
     @property
     def current(self) -> Stores | None:
@@ -70,7 +72,7 @@ class LoopStores:
                 self._loop = loop
                 self._started = asyncio.all_tasks(loop) - before
                 if stores.bound_to_loop:
-                    self._started.add(loop.create_task(self._keep(stores), name=_KEEPER))
+                    self._keeper = loop.create_task(self._keep(stores), name=_KEEPER)
         return self._stores
 
     async def _keep(self, stores: Stores) -> None:
@@ -82,7 +84,7 @@ class LoopStores:
             await asyncio.get_running_loop().create_future()
         except asyncio.CancelledError:
             if self._stores is stores:
-                self._stores = self._loop = None
+                self._stores = self._loop = self._keeper = None
                 self._started = set()
                 try:
                     await asyncio.wait_for(stores.close(), LET_GO_SECONDS)
@@ -123,12 +125,11 @@ class LoopStores:
         if stores is None:
             return
         if self._loop is asyncio.get_running_loop() or not stores.bound_to_loop:
-            started = self._started
-            self._stores = self._loop = None
+            keeper = self._keeper
+            self._stores = self._loop = self._keeper = None
             self._started = set()
-            for task in started:
-                if task.get_name() == _KEEPER:
-                    task.cancel()  # it finds the stores no longer held: nothing to close
+            if keeper is not None:
+                keeper.cancel()  # it finds the stores no longer held: nothing to close
             await stores.close()  # closes every `Stores.durable` scheduler first
         else:
             await self._let_go()
@@ -144,8 +145,10 @@ class LoopStores:
         rather than by the garbage collector, at some later moment, with errors of a
         closed loop that nobody can catch.
         """
-        stores, opened_on, started = self._stores, self._loop, self._started
-        self._stores, self._loop, self._started = None, None, set()
+        stores, opened_on, started = self._stores, self._loop, set(self._started)
+        if self._keeper is not None:
+            started.add(self._keeper)
+        self._stores, self._loop, self._started, self._keeper = None, None, set(), None
         if opened_on is not None and opened_on.is_closed():
             for task in started:
                 if not task.done():
