@@ -366,7 +366,7 @@ class Context:
                 args = answer.get("args")
                 if not isinstance(args, str):
                     return None
-                await self._record(f"{layout.DEBOUNCED}:released", release)
+                await self._record(layout.RELEASED, release)
                 return args
             await self._sleep_at(f"{layout.DEBOUNCED}:wait#{round}", float(due))
         return None  # pragma: no cover - the loop returns

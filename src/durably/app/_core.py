@@ -22,6 +22,7 @@ from durably.app import _tenancy as tenancy
 from durably.app._cancels import Cancels
 from durably.app._limits import Limits
 from durably.app._loops import LoopStores
+from durably.app._slots import release_slot
 from durably.app._waiters import Waiters
 from durably.clock import Clock
 from durably.engine.schedules import Schedule
@@ -180,32 +181,26 @@ class Core:
                 return False
             ended = layout.occurrence(layout.CANCELLED, generation)
             await checkpointer.record(holder, ended, "cancelled")
+            start = stored.get(layout.START)
+            if isinstance(start, dict):
+                # Before the status: a cancel that fails here leaves the workflow
+                # unfinished, and the pass that reports its recorded end lets go then.
+                await release_slot((await self.stores()).queue, id, start)
             await checkpointer.set_status(
                 holder,
                 WorkflowStatus.CANCELLED,
                 attempts=0 if info is None else info.attempts,
                 error="cancelled",
             )
-            start = stored.get(layout.START)
             kind = layout.recorded_kind(stored)
             if not parked and kind is not None:
                 # Its wakeup from the start would only run a pass that reports this end.
                 await self.durable(kind).scheduler.cancel(id)
             if isinstance(start, dict):
-                await self._release_debounced(id, start)
                 await self.wake_parent(start)
         finally:
             await checkpointer.release(holder)
         return True
-
-    async def _release_debounced(self, id: str, start: Mapping[str, Any]) -> None:
-        """Delete the debounce slot of the workflow keyed ``id`` (start record ``start``),
-        ended before it began: no pass will take it, and its key starts afresh."""
-        slot = start.get("debounce")
-        if isinstance(slot, str):
-            queue = (await self.stores()).queue
-            _, workflow = tenancy.scope(id, start)
-            await queue.release_debounced(slot, workflow)  # type: ignore[attr-defined]
 
     async def wake_parent(self, start: Mapping[str, Any]) -> None:
         """Make ready the parent a child's start record names (it waits for the child's

@@ -58,6 +58,7 @@ DEBOUNCED = "durably:debounced"
 """``durably:debounced#N``: what a debounced workflow's N-th ask to begin was answered (the
 arguments to run with, or when to ask again); ``durably:debounced:wait#N`` its sleep;
 ``durably:debounced:released`` the deletion of the slot it took."""
+RELEASED = f"{DEBOUNCED}:released"
 TIMEOUT = "durably:timeout"
 """The wakeup at a workflow's ``timeout`` deadline (never recorded)."""
 RESUMES = "durably:resume"
