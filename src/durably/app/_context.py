@@ -860,8 +860,10 @@ class Context:
             depth=depth,
             begins=begins,
             priority=priority,
-            # A child's end wakes its parent, at the parent's priority.
-            parent_priority=layout.start_priority(self._start) if child else DEFAULT_PRIORITY,
+            # A child's end wakes its parent, at the parent's priority (as it was moved).
+            parent_priority=(
+                layout.priority_of(self._run.recorded, self._start) if child else DEFAULT_PRIORITY
+            ),
         )
 
         async def launch() -> object:

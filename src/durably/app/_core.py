@@ -229,13 +229,14 @@ class Core:
         parent, kind = layout.parent_key(start), start.get("parent_kind")
         if parent is not None and kind is not None:
             # A child runs for its parent's tenant: the parent wakes in that tenant's turn,
-            # at its own priority (kept in the child's start record).
+            # at its own priority: the one it was moved to since, else the one it had when
+            # it started the child (kept in the child's start record).
+            checkpointer = (await self.stores()).checkpointer
+            priority = await layout.changed_priority(checkpointer, parent)
+            if priority is None:
+                priority = layout.start_priority(start, "parent_priority")
             scheduler = self.durable(str(kind)).scheduler
-            await scheduler.make_ready(
-                parent,
-                tenant=start.get("tenant"),
-                priority=layout.start_priority(start, "parent_priority"),
-            )
+            await scheduler.make_ready(parent, tenant=start.get("tenant"), priority=priority)
 
     async def _claim_briefly(self, id: str) -> Pass | None:
         """A claim on workflow ``id`` for a status change made outside a pass, waiting up

@@ -618,9 +618,11 @@ class Workflow(Generic[P, R]):
         checkpointer = (await self._core.stores()).checkpointer
         if first or await checkpointer.get_status(key) is None:
             # Served in its tenant's turn (the scheduler's fairness order), at the priority
-            # the first start recorded.
+            # the first start recorded, or (a repeated start) the one it was moved to since.
+            changed = None if first else await layout.changed_priority(checkpointer, key)
+            priority = layout.start_priority(start) if changed is None else changed
             await self._core.durable(self.kind).scheduler.make_ready(
-                key, tenant=tenant, priority=layout.start_priority(start)
+                key, tenant=tenant, priority=priority
             )
 
     def handle(
