@@ -4,6 +4,7 @@ database flushed first)."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,12 @@ async def _apps(dsn: str) -> AsyncIterator[AppFactory]:
             await app.close()
 
 
+async def _redis_slots(app: App) -> int:
+    """The debounce slots ``app``'s Redis keeps: its keys, scanned on every node."""
+    client: Any = (await app.stores()).database
+    return len([key async for key in client.scan_iter(match="*debounce:*", count=1000)])
+
+
 class TestMemoryApp(AppConformance):
     shares_stores = False
     store_in_process = True
@@ -51,6 +58,10 @@ class TestMemoryApp(AppConformance):
     async def app_factory(self) -> AsyncIterator[AppFactory]:
         async for factory in _apps("memory://"):
             yield factory
+
+    async def stored_slots(self, app: App) -> int:
+        queue = (await app.stores()).queue
+        return len(queue._tables.debounces)  # type: ignore[attr-defined]
 
 
 class TestSqliteApp(AppConformance):
@@ -64,8 +75,14 @@ class TestSqliteApp(AppConformance):
 
     @pytest.fixture
     async def app_factory(self, tmp_path: Path) -> AsyncIterator[AppFactory]:
-        async for factory in _apps(f"sqlite:///{tmp_path / 'app.db'}"):
+        self.path = tmp_path / "app.db"
+        async for factory in _apps(f"sqlite:///{self.path}"):
             yield factory
+
+    async def stored_slots(self, app: App) -> int:
+        with sqlite3.connect(self.path) as db:
+            (count,) = db.execute("SELECT count(*) FROM durably_debounces").fetchone()
+        return int(count)
 
 
 class TestPostgresApp(AppConformance):
@@ -82,12 +99,22 @@ class TestPostgresApp(AppConformance):
         async for factory in _apps(postgres_dsn):
             yield factory
 
+    async def stored_slots(self, app: App) -> int:
+        pool: Any = (await app.stores()).database
+        async with pool.connection() as conn:
+            cursor = await conn.execute("SELECT count(*) FROM durably_debounces")
+            (count,) = await cursor.fetchone()
+        return int(count)
+
 
 class TestRedisApp(AppConformance):
     @pytest.fixture
     async def app_factory(self) -> AsyncIterator[AppFactory]:
         async for factory in _apps(await flushed_database(REDIS_DB)):
             yield factory
+
+    async def stored_slots(self, app: App) -> int:
+        return await _redis_slots(app)
 
 
 class TestRedisClusterApp(AppConformance):
@@ -104,3 +131,6 @@ class TestRedisClusterApp(AppConformance):
             "redis+cluster://" + ",".join(f"127.0.0.1:{node.port}" for node in nodes) + "/"
         ):
             yield factory
+
+    async def stored_slots(self, app: App) -> int:
+        return await _redis_slots(app)

@@ -59,3 +59,20 @@ def test_the_flow_control_guides_priority_example_prints_what_the_page_shows(
         if block.startswith("shard 99")
     )
     assert printed(program, tmp_path) == shown
+
+
+def test_the_flow_control_guides_priority_change_example_prints_what_the_page_shows(
+    tmp_path: Path,
+) -> None:
+    text = PAGE.read_text(encoding="utf-8")
+    program = next(
+        block
+        for block in re.findall(r"```python\n(.*?)```", text, re.DOTALL)
+        if "set_priority(" in block
+    )
+    shown = next(
+        block
+        for block in re.findall(r"```text\n(.*?)```", text, re.DOTALL)
+        if block.startswith("d, a")
+    )
+    assert printed(program, tmp_path) == shown

@@ -366,7 +366,7 @@ class Context:
                 args = answer.get("args")
                 if not isinstance(args, str):
                     return None
-                await self._record(f"{layout.DEBOUNCED}:released", release)
+                await self._record(layout.RELEASED, release)
                 return args
             await self._sleep_at(f"{layout.DEBOUNCED}:wait#{round}", float(due))
         return None  # pragma: no cover - the loop returns
@@ -860,8 +860,10 @@ class Context:
             depth=depth,
             begins=begins,
             priority=priority,
-            # A child's end wakes its parent, at the parent's priority.
-            parent_priority=layout.start_priority(self._start) if child else DEFAULT_PRIORITY,
+            # A child's end wakes its parent, at the parent's priority (as it was moved).
+            parent_priority=(
+                layout.priority_of(self._run.recorded, self._start) if child else DEFAULT_PRIORITY
+            ),
         )
 
         async def launch() -> object:

@@ -10,9 +10,11 @@ the driver take a `Core`, never the `App`, so the App's own surface is only what
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import random
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
@@ -22,10 +24,12 @@ from durably.app import _tenancy as tenancy
 from durably.app._cancels import Cancels
 from durably.app._limits import Limits
 from durably.app._loops import LoopStores
+from durably.app._slots import release_slot
 from durably.app._waiters import Waiters
 from durably.clock import Clock
 from durably.engine.schedules import Schedule
 from durably.errors import ConfigurationError
+from durably.stores.backoff import Jitter, full_jitter_seconds
 from durably.stores.dsn import describe
 from durably.stores.opening import Stores, open_stores
 from durably.stores.status import WorkflowStatus
@@ -42,6 +46,22 @@ CLAIM_WAIT = 5.0
 """How long `resume` and a parked or queued workflow's cancel wait for a claim another
 worker holds (seconds of real time)."""
 CLAIM_PAUSE = 0.05
+"""The window of the first pause between two tries of a held claim (seconds)."""
+CLAIM_PAUSE_CAP = 0.4
+"""The widest window of a pause between two tries of a held claim (seconds)."""
+
+
+def claim_pauses(jitter: Jitter) -> Iterator[float]:
+    """The pauses between tries of a claim another worker holds.
+
+    The pause after try ``n`` is ``uniform(0, min(CLAIM_PAUSE_CAP, CLAIM_PAUSE * 2 **
+    (n - 1)))``, one draw of ``jitter`` scaling the whole window (full jitter, as a task's
+    retries): callers waiting for one claim (a cancel and a resume, bulk calls from
+    several processes) spread their tries instead of meeting the store together at every
+    turn, and a claim held long is asked for less and less often.
+    """
+    for attempt in itertools.count(1):
+        yield full_jitter_seconds(CLAIM_PAUSE, attempt, jitter, cap_seconds=CLAIM_PAUSE_CAP)
 
 
 class Core:
@@ -69,6 +89,8 @@ class Core:
         self.retention = retention
         self.lease = lease
         self.migrate = migrate
+        self.jitter: Jitter = random.random
+        """Where waits for a held claim draw their jitter (`claim_pauses`)."""
         self.workflows: dict[str, Workflow[Any, Any]] = {}
         self.steps: dict[str, Step[Any, Any]] = {}
         self.schedules: dict[str, Schedule] = {}
@@ -180,32 +202,26 @@ class Core:
                 return False
             ended = layout.occurrence(layout.CANCELLED, generation)
             await checkpointer.record(holder, ended, "cancelled")
+            start = stored.get(layout.START)
+            if isinstance(start, dict):
+                # Before the status: a cancel that fails here leaves the workflow
+                # unfinished, and the pass that reports its recorded end lets go then.
+                await release_slot((await self.stores()).queue, id, start)
             await checkpointer.set_status(
                 holder,
                 WorkflowStatus.CANCELLED,
                 attempts=0 if info is None else info.attempts,
                 error="cancelled",
             )
-            start = stored.get(layout.START)
             kind = layout.recorded_kind(stored)
             if not parked and kind is not None:
                 # Its wakeup from the start would only run a pass that reports this end.
                 await self.durable(kind).scheduler.cancel(id)
             if isinstance(start, dict):
-                await self._release_debounced(id, start)
                 await self.wake_parent(start)
         finally:
             await checkpointer.release(holder)
         return True
-
-    async def _release_debounced(self, id: str, start: Mapping[str, Any]) -> None:
-        """Delete the debounce slot of the workflow keyed ``id`` (start record ``start``),
-        ended before it began: no pass will take it, and its key starts afresh."""
-        slot = start.get("debounce")
-        if isinstance(slot, str):
-            queue = (await self.stores()).queue
-            _, workflow = tenancy.scope(id, start)
-            await queue.release_debounced(slot, workflow)  # type: ignore[attr-defined]
 
     async def wake_parent(self, start: Mapping[str, Any]) -> None:
         """Make ready the parent a child's start record names (it waits for the child's
@@ -213,13 +229,14 @@ class Core:
         parent, kind = layout.parent_key(start), start.get("parent_kind")
         if parent is not None and kind is not None:
             # A child runs for its parent's tenant: the parent wakes in that tenant's turn,
-            # at its own priority (kept in the child's start record).
+            # at its own priority: the one it was moved to since, else the one it had when
+            # it started the child (kept in the child's start record).
+            checkpointer = (await self.stores()).checkpointer
+            priority = await layout.changed_priority(checkpointer, parent)
+            if priority is None:
+                priority = layout.start_priority(start, "parent_priority")
             scheduler = self.durable(str(kind)).scheduler
-            await scheduler.make_ready(
-                parent,
-                tenant=start.get("tenant"),
-                priority=layout.start_priority(start, "parent_priority"),
-            )
+            await scheduler.make_ready(parent, tenant=start.get("tenant"), priority=priority)
 
     async def _claim_briefly(self, id: str) -> Pass | None:
         """A claim on workflow ``id`` for a status change made outside a pass, waiting up
@@ -227,13 +244,15 @@ class Core:
         workflow holds the claim only while it reads the status. None when a pass holds
         it all that time (a running pass, which reports its own status)."""
         checkpointer = (await self.stores()).checkpointer
-        waited = 0.0
-        while True:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CLAIM_WAIT
+        for pause in claim_pauses(self.jitter):
             holder = await checkpointer.claim(id, 30.0, 30.0)
-            if holder is not None or waited >= CLAIM_WAIT:
+            left = deadline - loop.time()
+            if holder is not None or left <= 0:
                 return holder
-            await asyncio.sleep(CLAIM_PAUSE)
-            waited += CLAIM_PAUSE
+            await asyncio.sleep(min(pause, left))
+        return None  # pragma: no cover - the pauses never run out
 
     async def close(self) -> None:
         """Close the stores and the schedulers made over them (idempotent); they open
@@ -242,4 +261,4 @@ class Core:
         await self._stores.close()
 
 
-__all__ = ["CLAIM_PAUSE", "CLAIM_WAIT", "Core"]
+__all__ = ["CLAIM_PAUSE", "CLAIM_PAUSE_CAP", "CLAIM_WAIT", "Core", "claim_pauses"]

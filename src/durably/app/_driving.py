@@ -259,6 +259,7 @@ class Driver:
             stopping=asyncio.Event(),
             note_due=self._dues.append,
             fatal=_raise,
+            jitter=self._core.jitter,
         )
         services = [
             WorkflowService(

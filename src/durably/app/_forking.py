@@ -60,12 +60,13 @@ def copied(history: Mapping[str, Written], from_step: str | None, id: str) -> di
 
 
 def fork_start(
-    core: Core, start: Mapping[str, Any], id: str, from_step: str | None
+    core: Core, start: Mapping[str, Any], id: str, from_step: str | None, priority: int
 ) -> dict[str, Any]:
     """The start record of a fork of the workflow whose start record is ``start``.
 
-    Its kind, arguments, tenant, gate and priority, created now, with no parent (a fork is
-    started from outside), naming the workflow it was forked from.
+    Its kind, arguments, tenant and gate, the original's ``priority`` (the one it is
+    served at now), created now, with no parent (a fork is started from outside), naming
+    the workflow it was forked from.
     """
     now = core.clock.now()
     timeout_at = start.get("timeout_at")
@@ -77,7 +78,7 @@ def fork_start(
         created=now,
         timeout_at=None if timeout_at is None else now + (timeout_at - start["created"]),
         gate=gate if isinstance(gate, str) else None,
-        priority=layout.start_priority(start),
+        priority=priority,
     )
     record["forked_from"] = {"id": id, "from_step": from_step}
     return record
@@ -93,7 +94,8 @@ async def fork(
     fresh_key = tenancy.workflow_key(tenant, fresh)
     checkpointer = (await core.stores()).checkpointer
     history = await checkpointer.history(key)
-    start = layout.read_start({k: w.value for k, w in history.items()}, id)
+    values = {k: w.value for k, w in history.items()}
+    start = layout.read_start(values, id)
     if start is None:
         raise InvalidInputError(f"workflow {id!r} was not started by an App: it cannot be forked")
     records = copied(history, from_step, id)
@@ -103,7 +105,7 @@ async def fork(
         raise WorkflowConflictError(fresh, kind, kind, reason=taken)
     for record, value in records.items():
         await checkpointer.supply(fresh_key, record, value)
-    begun = fork_start(core, start, id, from_step)
+    begun = fork_start(core, start, id, from_step, layout.priority_of(values))
     core.durable(kind)  # its scheduler open: the admission may make workflows ready
     # Through the original's gate, as a start is (QUEUED while it is full); counted under
     # its tenant, never refused by the tenant's caps (an operator's action, as a resume).

@@ -27,8 +27,10 @@ from durably.errors import (
     WorkflowNotFoundError,
 )
 from durably.stores.changes import ENDED, RECORDS
+from durably.stores.gates import Gating
 from durably.stores.runs import RunRecord
 from durably.stores.status import WorkflowInfo, WorkflowStatus
+from durably.stores.work import WorkPriority
 from durably.stores.workflows import Checkpointer, look_at
 
 R = TypeVar("R")
@@ -350,7 +352,8 @@ class WorkflowHandle(Generic[R]):
             WorkflowFinishedError: A cancel was asked that no pass has seen yet.
         """
         checkpointer = (await self._core.stores()).checkpointer
-        generation, names = 1, [layout.START]
+        # The priority its last `set_priority` names, read in the same look.
+        generation, names = 1, [layout.START, *layout.priority_keys(1)]
         while True:
             # Generation G is opened by resume marker G+1 (`Core.resume`); its cancel
             # marker is `layout.cancel_key(G)`.
@@ -361,7 +364,10 @@ class WorkflowHandle(Generic[R]):
             if names[0] == layout.START:
                 if not tenancy.belongs(found, self._tenant):
                     raise self._not_found()
-                priority = layout.priority_of(found)
+                changed = await layout.changed_priority(checkpointer, self._key, found)
+                if changed is None:
+                    changed = layout.start_priority(found.get(layout.START))
+                priority = changed
             while generation in span and layout.occurrence(layout.RESUMES, generation + 1) in found:
                 generation += 1
             if generation in span:
@@ -488,6 +494,67 @@ class WorkflowHandle(Generic[R]):
         ):
             return False
         return await self._core.resume(self._key, self._kind)
+
+    async def set_priority(self, priority: WorkPriority) -> bool:
+        """Serve this workflow at ``priority`` from now on, within its tenant's turn.
+
+        A ready workflow takes its new place in line at once (behind those of that
+        priority that were ready before it); one queued in its gate's line
+        (`WorkflowStatus.QUEUED`) takes its new place there; a sleeping, waiting, running
+        or parked one keeps it for every later wakeup (a timer, a message, a child's end,
+        a resume), and so do its next runs after `Context.continue_as_new` and a fork
+        made of it. Inside a workflow body the change is recorded like a step.
+
+        Args:
+            priority: A `durably.WorkPriority`.
+
+        Returns:
+            Whether this call changed it: False when the workflow had that priority.
+
+        Raises:
+            InvalidInputError: ``priority`` is not a `WorkPriority` (before any I/O).
+            WorkflowNotFoundError: No workflow has this id (never started, or swept).
+            WorkflowFinishedError: The workflow has finished.
+        """
+        if not isinstance(priority, WorkPriority):  # as a start takes it: no bare int
+            raise InvalidInputError(f"priority must be a durably.WorkPriority, got {priority!r}")
+        rank = int(priority)
+        ctx = current_workflow()
+        if ctx is None:
+            return await self._set_priority(rank)
+        return bool(await ctx._outside("set-priority", lambda: self._set_priority(rank)))
+
+    async def _set_priority(self, rank: int) -> bool:
+        checkpointer = (await self._core.stores()).checkpointer
+        found = await checkpointer.peek(self._key, [layout.START, *layout.priority_keys(1)])
+        if not tenancy.belongs(found, self._tenant):
+            raise self._not_found()
+        info = await checkpointer.get_status(self._key)
+        if info is not None and info.status.finished:
+            raise WorkflowFinishedError(
+                f"workflow {self._id!r} has finished ({info.status.value}): "
+                "its priority no longer matters"
+            )
+        changes, changed = await layout.priority_changes(checkpointer, self._key, found)
+        start = found.get(layout.START)
+        if (layout.start_priority(start) if changed is None else changed) == rank:
+            return False
+        # Recorded first, under the next number: every later wakeup reads it there.
+        n = changes + 1
+        while not (await checkpointer.supply(self._key, layout.priority_key(n), rank)).first:
+            n += 1  # a concurrent change took this number
+        gate = start.get("gate") if isinstance(start, dict) else None
+        scheduler = self._core.durable(self._kind).scheduler
+        while True:
+            if isinstance(gate, str) and isinstance(checkpointer, Gating):
+                await checkpointer.rerank_queued(self._key, gate, rank)  # if still in line
+            await scheduler.reprioritize(self._key, rank)
+            # A concurrent change numbered after this one wins, whichever moved the
+            # entry last: the last to look sees it and moves the entry to it.
+            last, latest = await layout.priority_changes(checkpointer, self._key)
+            if last <= n or latest is None:
+                return True
+            n, rank = last, latest
 
     def __repr__(self) -> str:
         return f"<WorkflowHandle {self._kind} {self._id!r} of tenant {self._tenant!r}>"

@@ -6,6 +6,7 @@ may not, so a user's record never collides with one of these.
 
 from __future__ import annotations
 
+import itertools
 import secrets
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -58,10 +59,16 @@ DEBOUNCED = "durably:debounced"
 """``durably:debounced#N``: what a debounced workflow's N-th ask to begin was answered (the
 arguments to run with, or when to ask again); ``durably:debounced:wait#N`` its sleep;
 ``durably:debounced:released`` the deletion of the slot it took."""
+RELEASED = f"{DEBOUNCED}:released"
 TIMEOUT = "durably:timeout"
 """The wakeup at a workflow's ``timeout`` deadline (never recorded)."""
 RESUMES = "durably:resume"
 """The markers `WorkflowHandle.resume` supplies (``durably:resume#1``, ...)."""
+PRIORITY = "durably:priority#"
+"""``durably:priority#N``: the priority the N-th `WorkflowHandle.set_priority` moved the
+workflow to; the highest N is the one it is served at (`priority_of`)."""
+PRIORITY_WINDOW = 4
+"""How many of those a reader that names keys asks for at once (`priority_keys`)."""
 FORK = "durably:fork#"
 """``durably:fork#N``: the N-th fork made of this workflow (`WorkflowHandle.fork`): the
 fork's id and the step it re-ran from."""
@@ -72,10 +79,10 @@ RECV = "durably:recv:"
 ``{"m": message key}`` as written before values were kept (the message is then kept
 too), or ``{"t": True}`` for a timeout."""
 _RESUME_PREFIX = f"{RESUMES}#"
-KEPT_ACROSS_RUNS = (INBOX_PREFIX, f"{CANCEL}#", _RESUME_PREFIX, FORK)
+KEPT_ACROSS_RUNS = (INBOX_PREFIX, f"{CANCEL}#", _RESUME_PREFIX, FORK, PRIORITY)
 """What `Context.continue_as_new` keeps of a workflow's records for its next run: the
-messages not yet consumed, and the cancel and resume markers (a cancel asked while the
-run ended still stops the next one)."""
+messages not yet consumed, the cancel and resume markers (a cancel asked while the run
+ended still stops the next one), and the priority it was moved to."""
 
 
 def received(message: str, data: object) -> dict[str, object]:
@@ -166,7 +173,7 @@ def bookkeeping(key: str) -> bool:
     """Whether ``key`` is the App's own bookkeeping (start, result, endings, cancel,
     resume, inbox messages) rather than work a body recorded."""
     return key in (START, RESULT) or key.startswith(
-        (CANCEL, RESUMES, FAILED, CANCELLED, FORK, "inbox:")
+        (CANCEL, RESUMES, FAILED, CANCELLED, FORK, PRIORITY, "inbox:")
     )
 
 
@@ -192,7 +199,7 @@ def survey(stored: Mapping[str, object]) -> tuple[int, set[str], bool, bool, int
             current += 1
         elif key.startswith((FAILED, CANCELLED)):
             ended = True
-        elif not (key in (START, RESULT) or key.startswith((CANCEL, RESUMES, FORK))):
+        elif not (key in (START, RESULT) or key.startswith((CANCEL, RESUMES, FORK, PRIORITY))):
             recorded.add(key)
     return current, recorded, retries, ended, messages
 
@@ -313,10 +320,67 @@ def tenant_of(stored: Mapping[str, object]) -> str | None:
     return tenant if isinstance(tenant, str) else None
 
 
-def priority_of(stored: Mapping[str, object]) -> int:
-    """The priority a workflow's start record in ``stored`` names (NORMAL without one):
-    what its wakeups are served at."""
-    return start_priority(stored.get(START))
+def priority_of(stored: Mapping[str, object], start: object = None) -> int:
+    """The priority a workflow is served at, from its records ``stored``: the last
+    `PRIORITY` record, else what its start record names (``start``, or the one in
+    ``stored``; NORMAL without one)."""
+    changed = latest_priority(stored)
+    if changed is not None:
+        return changed
+    return start_priority(stored.get(START) if start is None else start)
+
+
+def latest_priority(stored: Mapping[str, object]) -> int | None:
+    """The priority the last `PRIORITY` record in ``stored`` names (None: none)."""
+    latest: int | None = None
+    for n in itertools.count(1):
+        found = stored.get(priority_key(n), _MISSING)
+        if found is _MISSING:
+            break
+        if type(found) is int:
+            latest = found
+    return latest
+
+
+def priority_key(n: int) -> str:
+    """The key of the ``n``-th priority change (from 1)."""
+    return f"{PRIORITY}{n}"
+
+
+def priority_keys(first: int) -> list[str]:
+    """The keys of `PRIORITY_WINDOW` priority changes from the ``first``-th on."""
+    return [priority_key(n) for n in range(first, first + PRIORITY_WINDOW)]
+
+
+async def changed_priority(
+    checkpointer: Checkpointer[Any], workflow: str, found: Mapping[str, object] | None = None
+) -> int | None:
+    """The priority the last `PRIORITY` record of ``workflow`` names (None: none), read by
+    name: ``found`` is what a read of ``priority_keys(1)`` answered (None: read them
+    here); further windows are read only while each is full."""
+    return (await priority_changes(checkpointer, workflow, found))[1]
+
+
+async def priority_changes(
+    checkpointer: Checkpointer[Any], workflow: str, found: Mapping[str, object] | None = None
+) -> tuple[int, int | None]:
+    """How many `PRIORITY` records ``workflow`` has, and the priority the last names
+    (None: none); read as `changed_priority` reads them."""
+    first, latest = 1, None
+    if found is None:
+        found = await checkpointer.peek(workflow, priority_keys(first))
+    while True:
+        for n, key in enumerate(priority_keys(first), start=first):
+            changed = found.get(key, _MISSING)
+            if changed is _MISSING:
+                return n - 1, latest
+            if type(changed) is int:
+                latest = changed
+        first += PRIORITY_WINDOW
+        found = await checkpointer.peek(workflow, priority_keys(first))
+
+
+_MISSING = object()
 
 
 def start_priority(start: object, field: str = "priority") -> int:

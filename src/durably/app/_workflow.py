@@ -618,9 +618,11 @@ class Workflow(Generic[P, R]):
         checkpointer = (await self._core.stores()).checkpointer
         if first or await checkpointer.get_status(key) is None:
             # Served in its tenant's turn (the scheduler's fairness order), at the priority
-            # the first start recorded.
+            # the first start recorded, or (a repeated start) the one it was moved to since.
+            changed = None if first else await layout.changed_priority(checkpointer, key)
+            priority = layout.start_priority(start) if changed is None else changed
             await self._core.durable(self.kind).scheduler.make_ready(
-                key, tenant=tenant, priority=layout.start_priority(start)
+                key, tenant=tenant, priority=priority
             )
 
     def handle(
@@ -789,6 +791,8 @@ class Workflow(Generic[P, R]):
         )
         ended = layout.ending(recorded) if ctx._ended else None
         if ended is not None:  # a wakeup after the end: report the same end, run nothing
+            # The pass that recorded it may have died before it let go of its slot.
+            await self._let_go(run, start, ctx.id)
             if "v" in ended:
                 return decoded_record(
                     run.workflow, layout.RESULT, self.signature.result, ended["v"]
@@ -827,9 +831,6 @@ class Workflow(Generic[P, R]):
                 raise await self._failed(run, ctx, StrayCancellationError("the body")) from exc
             ending = layout.TIMED_OUT if ctx._timed_out else "cancelled"
             await self._end(run, ctx, layout.CANCELLED, ending)
-            slot = start.get("debounce")
-            if isinstance(slot, str):  # cancelled in its window: its key starts afresh
-                await self._release_debounced(slot, ctx.id)
             # Its children end with it (a timeout is a cancel; a child started just
             # before the cancel was seen is not in the records `cancel` read).
             await cancel_children(self._core, run.recorded, parent=ctx.id, tenant=ctx.tenant)
@@ -949,7 +950,18 @@ class Workflow(Generic[P, R]):
         ``ended`` is a `layout.failure` record, or how it was cancelled.
         """
         await run.step(layout.occurrence(name, ctx.generation), lambda: ended)
+        # Ended before it began (cancelled or failed in its window): its key starts afresh.
+        await self._let_go(run, ctx._start, ctx.id)
         await self._wake_parent(ctx._start)
+
+    async def _let_go(self, run: Execution, start: Mapping[str, Any], id: str) -> None:
+        """Delete the debounce slot this workflow holds (its end is recorded).
+
+        Skipped when its body took the slot and released it already.
+        """
+        slot = start.get("debounce")
+        if isinstance(slot, str) and layout.RELEASED not in run.recorded:
+            await self._release_debounced(slot, id)
 
     def _warn_unread(self, ctx: Context) -> None:
         """Warn when the body ended without reading records earlier passes left.

@@ -10,6 +10,7 @@ instead.
 from durably.app._catalogue import catalogue_earlier
 from durably.app._history import described
 from durably.app._layout import START, START_INSTANTS, instant, read_start, recorded_kind
+from durably.app._slots import delete_workflow
 from durably.app._tenancy import (
     DEFAULT_TENANT,
     earlier_workflows,
@@ -27,6 +28,7 @@ __all__ = [
     "START",
     "START_INSTANTS",
     "catalogue_earlier",
+    "delete_workflow",
     "described",
     "earlier_workflows",
     "history_of",

@@ -31,6 +31,9 @@ from durably.app.storage import (
     workflow_at,
     workflow_scope,
 )
+from durably.app.storage import (
+    delete_workflow as delete_stored,
+)
 from durably.cli import operations
 from durably.cli.render import cell, emit_json, iso, printable, table
 from durably.cli.stores import UsageError, add_dsn, dsn_from, opened
@@ -476,7 +479,7 @@ async def delete_workflow(args: argparse.Namespace) -> int:
                 f"the kind of workflow {_named(args)} is not recorded ({why}): pass --kind, "
                 "the kind its worker serves"
             )
-        deleted = await stores.durable(kind).delete(key)
+        deleted = await delete_stored(stores, key, kind)
     if args.json:
         emit_json(
             {

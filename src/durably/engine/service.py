@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -19,6 +20,7 @@ from durably.errors import (
     ConfigurationError,
     DurablyError,
 )
+from durably.stores.backoff import Jitter
 from durably.validation import positive_int
 
 
@@ -33,6 +35,8 @@ class ServiceContext:
     stopping: asyncio.Event
     note_due: Callable[[float], None]
     fatal: Callable[[BaseException], None]
+    jitter: Jitter = random.random
+    """Where the worker's waits draw their jitter (a float in [0, 1) per call)."""
 
 
 def retryable(exc: BaseException) -> bool:

@@ -21,6 +21,7 @@ from durably.errors import (
 )
 from durably.otel.passes import Describe, PassProbe
 from durably.redaction import mend_text
+from durably.stores.backoff import Jitter, full_jitter_seconds
 from durably.stores.status import WorkflowStatus
 from durably.stores.work import QueuePolicy
 from durably.stores.workflows import (
@@ -45,9 +46,24 @@ Body = Callable[[Execution], Awaitable[object]]
 GIVE_BACK_SECONDS = 0.001
 
 CONTENDED_TRIES = 10
-"""How often per ``alive`` window a workflow another pass holds is tried again: the
-holder's claim, if its worker died, lapses within one window, so the takeover follows
-within a tenth of a window (not a whole scheduler lease later)."""
+"""How often per ``alive`` window, on average, a workflow another pass holds is tried
+again: the holder's claim, if its worker died, lapses within one window, so the takeover
+follows within about a tenth of a window (not a whole scheduler lease later)."""
+
+
+def contended_wait(alive: float, jitter: Jitter) -> float:
+    """How long a delivery whose workflow another pass holds stays hidden before it is
+    tried again: ``uniform(0, 2 * alive / CONTENDED_TRIES)``, one draw of ``jitter``
+    scaling the whole window (full jitter; a tenth of ``alive`` on average).
+
+    The passes a dead worker held lapse together, and every worker that took one of their
+    deliveries would otherwise try again at the same instants; spread over the window,
+    their claims reach the store one by one. Never below `GIVE_BACK_SECONDS` (``extend``
+    takes a positive duration).
+    """
+    window = 2 * alive / CONTENDED_TRIES
+    return max(GIVE_BACK_SECONDS, full_jitter_seconds(window, 1, jitter))
+
 
 RECOVERED = "a pass ended without reporting: its worker died or lost its claim"
 """The error a recovered pass reports (workflows served with ``max_recoveries``)."""
@@ -120,7 +136,8 @@ class WorkflowService(Service):
             # try again soon rather than a whole scheduler lease later.
             ctx.logger.debug("workflow %r is held by another pass", delivery.workflow, extra=fields)
             with contextlib.suppress(Exception):
-                await self.durable.scheduler.extend(delivery, self.alive / CONTENDED_TRIES)
+                wait = contended_wait(self.alive, ctx.jitter)
+                await self.durable.scheduler.extend(delivery, wait)
             return
         claim_lost = False
         probe = PassProbe(self.kind, delivery.workflow, ctx.worker) if PassProbe.wanted() else None
@@ -471,4 +488,11 @@ def _note(probe: PassProbe | None, outcome: str) -> None:
         probe.outcome = outcome
 
 
-__all__ = ["CONTENDED_TRIES", "GIVE_BACK_SECONDS", "RECOVERED", "Body", "WorkflowService"]
+__all__ = [
+    "CONTENDED_TRIES",
+    "GIVE_BACK_SECONDS",
+    "RECOVERED",
+    "Body",
+    "WorkflowService",
+    "contended_wait",
+]

@@ -51,6 +51,7 @@ from durably.stores.workflows import (
     kept_prefixes,
     message_keys,
     named_keys,
+    new_priority,
     refuse_finished,
     step_key,
     written_records,
@@ -311,6 +312,13 @@ class MemoryCheckpointer:
     async def gate_counts(self, gate: str) -> GateCounts:
         """Gate ``gate``'s admitted and queued workflows."""
         return self._gates.counts(gate)
+
+    async def rerank_queued(self, workflow: str, gate: str, priority: int) -> bool:
+        """Give ``workflow``, queued in gate ``gate``'s line, ``priority``'s place there;
+        False when it is not queued there."""
+        identifier(workflow, "workflow")
+        identifier(gate, "gate")
+        return self._gates.rerank(workflow, gate, new_priority(priority))
 
     async def repair_gates(self, *, limit: int = 500) -> int:
         """Nothing to repair: the write that frees a slot admits the next itself."""

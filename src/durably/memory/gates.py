@@ -82,6 +82,19 @@ class MemoryGates:
             self.moved(workflow, True, admitted)
             del self._marks[workflow]
 
+    def rerank(self, workflow: str, gate: str, priority: int) -> bool:
+        """Move ``workflow``, queued in ``gate``'s line, to ``priority``'s place in its
+        tenant's line (its order queued kept); False when it is not queued there."""
+        if self._marks.get(workflow) != (gate, QUEUED):
+            return False
+        for queue in self._lines[gate].queued.values():
+            for n, (_, order, queued, namespace) in enumerate(queue):
+                if queued == workflow:
+                    del queue[n]
+                    bisect.insort(queue, (-priority, order, workflow, namespace))
+                    return True
+        return False
+
     def counts(self, gate: str) -> GateCounts:
         """Gate ``gate``'s admitted and queued workflows."""
         line = self._lines.get(gate)

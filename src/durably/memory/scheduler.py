@@ -31,6 +31,7 @@ from durably.stores.workflows import (
     DEFAULT_TENANT,
     LAPSED_PER_TAKE,
     Delivery,
+    new_priority,
     ready_priority,
 )
 from durably.validation import finite, identifier, non_negative, positive
@@ -130,6 +131,19 @@ class MemoryScheduler:
         elif not entry.ready and when < entry.due:
             entry.due = when
             self._push(self._sleeping, when, delivery.workflow, entry)
+
+    async def reprioritize(self, workflow: str, priority: int) -> bool:
+        """Serve the workflow's entry at ``priority`` from now on, its visibility kept;
+        False when it has none."""
+        identifier(workflow, "workflow")
+        rank = new_priority(priority)
+        entry = self._entries.get(workflow)
+        if entry is None:
+            return False
+        entry.priority = rank
+        if entry.ready and entry.receipt is None:  # in its tenant's line: placed again
+            self._queue(workflow, entry, entry.visible_at, self._now())
+        return True
 
     async def wake_due(self, now: float) -> int:
         """Make every sleeping entry due at or before ``now`` ready; the count woken."""

@@ -59,6 +59,7 @@ from durably.stores.workflows import (
     kept_prefixes,
     message_keys,
     named_keys,
+    new_priority,
     refuse_finished,
     step_key,
     written_records,
@@ -396,6 +397,18 @@ class PostgresCheckpointer:
         """Gate ``gate``'s admitted and queued workflows."""
         identifier(gate, "gate")
         return await self._run(lambda s: self._gates.counts(s, gate))
+
+    async def rerank_queued(self, workflow: str, gate: str, priority: int) -> bool:
+        """Give ``workflow``, queued in gate ``gate``'s line, ``priority``'s place there,
+        in one transaction that holds the gate's row; False when it is not queued there."""
+        identifier(workflow, "workflow")
+        identifier(gate, "gate")
+        rank = new_priority(priority)
+
+        async def run(session: Session) -> bool:
+            return await self._gates.rerank(session, workflow, gate, rank)
+
+        return await self._access.run(run, errors=state_errors, transaction=True)
 
     async def repair_gates(self, *, limit: int = 500) -> int:
         """Nothing to repair: the write that frees a slot admits the next itself."""

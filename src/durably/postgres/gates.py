@@ -71,6 +71,14 @@ class PostgresGates:
         await self.moved(session, workflow, True)
         await session.fetch(self._sql["unmark"], workflow)
 
+    async def rerank(self, session: Session, workflow: str, gate: str, priority: int) -> bool:
+        """Move ``workflow``, queued in ``gate``'s line, to ``priority``'s place in its
+        tenant's line, under the gate's lock (a gate's writes take turns); False when it
+        is not queued there."""
+        if not await session.fetch(self._sql["relock_gate"], gate):
+            return False
+        return bool(await session.fetch(self._sql["rerank"], workflow, gate, priority))
+
     async def counts(self, session: Session, gate: str) -> GateCounts:
         """Gate ``gate``'s admitted and queued workflows."""
         rows = await session.fetch(self._sql["counts"], gate)

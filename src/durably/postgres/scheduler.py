@@ -25,6 +25,7 @@ from durably.stores.workflows import (
     DEFAULT_TENANT,
     LAPSED_PER_TAKE,
     Delivery,
+    new_priority,
     ready_priority,
 )
 from durably.validation import finite, identifier, non_negative, positive
@@ -232,6 +233,14 @@ class PostgresScheduler:
             lambda s: s.fetch(self._sql["reclaim"], self._namespace, idle, self._channel)
         )
         return [row[0] for row in rows]
+
+    async def reprioritize(self, workflow: str, priority: int) -> bool:
+        identifier(workflow, "workflow")
+        rank = new_priority(priority)
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["reprioritize"], self._namespace, workflow, rank)
+        )
+        return bool(rows)
 
     async def extend(self, delivery: Delivery, within: float) -> bool:
         identifier(delivery.workflow, "workflow")

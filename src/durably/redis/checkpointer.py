@@ -68,6 +68,7 @@ from durably.stores.workflows import (
     kept_prefixes,
     message_keys,
     named_keys,
+    new_priority,
     step_key,
     written_records,
 )
@@ -513,6 +514,13 @@ class RedisCheckpointer:
     async def gate_counts(self, gate: str) -> GateCounts:
         """Gate ``gate``'s admitted and queued workflows."""
         return await self._gates.counts(identifier(gate, "gate"))
+
+    async def rerank_queued(self, workflow: str, gate: str, priority: int) -> bool:
+        """Give ``workflow``, queued in gate ``gate``'s line, ``priority``'s place there;
+        False when it is not queued there."""
+        identifier(workflow, "workflow")
+        identifier(gate, "gate")
+        return await self._gates.rerank(workflow, gate, new_priority(priority))
 
     async def throttle_start(self, key: str, now: float, interval: float, burst: int) -> float:
         """Reserve a start under throttle ``key``, in one script on its slot: the earliest

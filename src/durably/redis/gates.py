@@ -26,7 +26,7 @@ from durably.redis.scripts import Script, scripts
 from durably.stores.gates import GateCounts, WorkflowGate
 from durably.stores.workflows import DEFAULT_PRIORITY
 
-_GATES = scripts("gate_admit", "gate_move", "gate_counts", prelude="gate_lib.lua")
+_GATES = scripts("gate_admit", "gate_move", "gate_counts", "gate_rerank", prelude="gate_lib.lua")
 _THROTTLE = scripts("gate_throttle")["gate_throttle"]
 _KNOWN_MOST = 10_000  # gate names a process remembers having registered
 
@@ -113,6 +113,15 @@ class RedisGates:
         ]
         taken, *flat = [text(value) for value in await self._run(_GATES["gate_move"], meta, args)]
         return taken == "1", _admitted(flat)
+
+    async def rerank(self, workflow: str, gate: str, priority: int) -> bool:
+        """Move ``workflow``, queued in ``gate``'s line, to ``priority``'s place in its
+        tenant's line (in the gate's slot, one script); False when it is not queued
+        there."""
+        meta, prefix = self._keys(gate)
+        normal = priority == DEFAULT_PRIORITY
+        args = [prefix, workflow, priority_offset(priority), "" if normal else str(priority)]
+        return bool(int(await self._run(_GATES["gate_rerank"], meta, args)))
 
     async def counts(self, gate: str) -> GateCounts:
         """Gate ``gate``'s admitted and queued workflows."""

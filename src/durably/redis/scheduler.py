@@ -23,6 +23,7 @@ from durably.stores.workflows import (
     DEFAULT_TENANT,
     LAPSED_PER_TAKE,
     Delivery,
+    new_priority,
     ready_priority,
 )
 from durably.validation import finite, identifier, non_negative, positive
@@ -36,6 +37,7 @@ _LUA = scripts(
     "scheduler_reclaim",
     "scheduler_extend",
     "scheduler_cancel",
+    "scheduler_reprioritize",
     prelude="scheduler_lib.lua",
 )
 
@@ -147,6 +149,13 @@ class RedisScheduler:
             "scheduler_wake_at",
             [delivery.workflow, delivery.receipt, number(finite(when, "when"))],
         )
+
+    async def reprioritize(self, workflow: str, priority: int) -> bool:
+        """Serve the workflow's entry at ``priority`` from now on, its visibility kept;
+        False when it has none."""
+        identifier(workflow, "workflow")
+        offset = priority_offset(new_priority(priority))
+        return bool(int(await self._run("scheduler_reprioritize", [workflow, offset])))
 
     async def wake_due(self, now: float) -> int:
         """Make every sleeping entry due at or before ``now`` ready; the count woken."""

@@ -57,6 +57,7 @@ from durably.stores.workflows import (
     kept_prefixes,
     message_keys,
     named_keys,
+    new_priority,
     refuse_finished,
     step_key,
     written_records,
@@ -254,6 +255,10 @@ class BoundSqliteCheckpointer:
     def gate_counts(self, gate: str) -> GateCounts:
         """Gate ``gate``'s admitted and queued workflows."""
         return self._gates.counts(gate)
+
+    def rerank_queued(self, workflow: str, gate: str, priority: int) -> bool:
+        """`SqliteCheckpointer.rerank_queued` inside this transaction."""
+        return self._gates.rerank(workflow, gate, priority)
 
     def throttle_start(self, key: str, now: float, interval: float, burst: int) -> float:
         """Reserve a start under throttle ``key``: the earliest it may begin."""
@@ -610,6 +615,16 @@ class SqliteCheckpointer:
         """Gate ``gate``'s admitted and queued workflows."""
         identifier(gate, "gate")
         return await self._db.transaction(lambda tx: self.bound(tx).gate_counts(gate), write=False)
+
+    async def rerank_queued(self, workflow: str, gate: str, priority: int) -> bool:
+        """Give ``workflow``, queued in gate ``gate``'s line, ``priority``'s place there;
+        False when it is not queued there."""
+        identifier(workflow, "workflow")
+        identifier(gate, "gate")
+        rank = new_priority(priority)
+        return await self._db.transaction(
+            lambda tx: self.bound(tx).rerank_queued(workflow, gate, rank)
+        )
 
     async def repair_gates(self, *, limit: int = 500) -> int:
         """Nothing to repair: the write that frees a slot admits the next itself."""

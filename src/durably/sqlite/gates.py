@@ -68,6 +68,12 @@ class BoundSqliteGates:
         self.moved(workflow, True, admitted)
         self._tx.execute(_SQL["unmark"], {"workflow": workflow})
 
+    def rerank(self, workflow: str, gate: str, priority: int) -> bool:
+        """Move ``workflow``, queued in ``gate``'s line, to ``priority``'s place in its
+        tenant's line; False when it is not queued there."""
+        params = {"workflow": workflow, "gate": gate, "priority": priority}
+        return bool(self._tx.execute(_SQL["rerank"], params).rowcount)
+
     def counts(self, gate: str) -> GateCounts:
         """Gate ``gate``'s admitted and queued workflows."""
         row = self._tx.one(_SQL["gate"], {"gate": gate})

@@ -15,6 +15,7 @@ from durably.stores.workflows import (
     DEFAULT_TENANT,
     LAPSED_PER_TAKE,
     Delivery,
+    new_priority,
     ready_priority,
 )
 from durably.validation import finite, identifier, non_negative, positive
@@ -55,6 +56,11 @@ class BoundSqliteScheduler:
             if entry["tenant"] == owner:
                 return
         self._place(owner, now, workflow)
+
+    def reprioritize(self, workflow: str, priority: int) -> bool:
+        """Serve the entry at ``priority`` from now on; False when there is none."""
+        params = {"namespace": self._namespace, "workflow": workflow, "priority": priority}
+        return bool(self._tx.execute(_SQL["reprioritize"], params).rowcount)
 
     def take(self) -> Delivery | float | None:
         """Hand out the first ready workflow in the fairness order; otherwise the seconds
@@ -239,6 +245,13 @@ class SqliteScheduler:
         identifier(delivery.workflow, "workflow")
         when = finite(when, "when")
         await self._db.transaction(lambda tx: self.bound(tx).wake_at(delivery, when))
+
+    async def reprioritize(self, workflow: str, priority: int) -> bool:
+        """Serve the workflow's entry at ``priority`` from now on, its visibility kept;
+        False when it has none."""
+        identifier(workflow, "workflow")
+        rank = new_priority(priority)
+        return await self._db.transaction(lambda tx: self.bound(tx).reprioritize(workflow, rank))
 
     async def wake_due(self, now: float) -> int:
         """Make every sleeping entry due at or before ``now`` ready; the count woken."""

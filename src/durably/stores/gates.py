@@ -142,6 +142,13 @@ class Gating(Protocol):
         """Gate ``gate``'s admitted and queued workflows (zeros for one never used)."""
         ...
 
+    async def rerank_queued(self, workflow: str, gate: str, priority: int) -> bool:
+        """Give ``workflow``, queued in gate ``gate``'s line, the place of ``priority`` in
+        its tenant's line (among that priority's workflows, where its time queued puts
+        it), and the priority it is made ready at once admitted. False when it is not
+        queued there (admitted, finished, another gate's): nothing changes."""
+        ...
+
     async def throttle_start(self, key: str, now: float, interval: float, burst: int) -> float:
         """Reserve a start under throttle ``key`` at ``now`` (the caller's clock):
         the earliest it may begin (`throttled_until`)."""

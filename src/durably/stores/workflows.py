@@ -59,6 +59,15 @@ LAPSED_PER_TAKE = 200
 the next takes."""
 
 
+def new_priority(priority: object) -> int:
+    """``priority`` as `ready_priority` checks it, None refused too: the priority a
+    workflow is moved to. `InvalidInputError` naming it otherwise, before any I/O."""
+    rank = ready_priority(priority)
+    if rank is None:
+        raise InvalidInputError("priority must be a durably.WorkPriority, got None")
+    return rank
+
+
 def ready_priority(priority: object) -> int | None:
     """``priority`` as the int a scheduler stores: None (keep the entry's), or one of the
     `WorkPriority` values a task's item may have. `InvalidInputError` naming it otherwise,
@@ -540,6 +549,13 @@ class Scheduler(Protocol):
         never pushing out a wakeup that arrived meanwhile."""
         ...
 
+    async def reprioritize(self, workflow: str, priority: int) -> bool:
+        """Serve the workflow's entry at ``priority`` (`ready_priority`, not None) from
+        now on, its visibility and tenant unchanged: a ready entry takes its new place in
+        its tenant's line; a sleeping or in-flight one keeps it for when it is ready
+        again. False when the workflow has no entry (nothing changes)."""
+        ...
+
     async def wake_due(self, now: float) -> int:
         """Make every sleeping entry due at or before ``now`` ready; the count woken."""
         ...
@@ -714,6 +730,7 @@ __all__ = [
     "look_at",
     "message_keys",
     "named_keys",
+    "new_priority",
     "ready_priority",
     "refuse_finished",
     "step_key",

@@ -100,6 +100,61 @@ class SchedulerPriorityCases:
             await scheduler.make_ready(workflow)
         assert await first() == high[0]
 
+    async def test_a_ready_entry_moved_to_another_priority_keeps_its_age_in_the_new_place(
+        self, scheduler_factory: TenantSchedulerFactory
+    ) -> None:
+        scheduler = await scheduler_factory(HOLD)
+        await scheduler.prepare()
+        w = _names("w", 5)
+        for workflow in w:
+            await scheduler.make_ready(workflow, tenant="pv")
+        # Raised last-first: each keeps the age it had, so among the raised, oldest first.
+        assert await scheduler.reprioritize(w[4], URGENT)
+        assert await scheduler.reprioritize(w[1], URGENT)
+        assert await scheduler.reprioritize(w[0], LOW)  # lowered: behind every NORMAL one
+        taken = [d.workflow for d in await _take_all(scheduler, 5)]
+        assert taken == [w[1], w[4], w[2], w[3], w[0]]
+        assert await scheduler.next_ready(0) is None
+
+    async def test_a_sleeping_or_handed_out_entry_keeps_a_new_priority_for_its_next_turn(
+        self, scheduler_factory: TenantSchedulerFactory
+    ) -> None:
+        scheduler = await scheduler_factory(HOLD)
+        await scheduler.prepare()
+        w = _names("s", 4)
+        for workflow in w:
+            await scheduler.make_ready(workflow, tenant="pw")
+        taken = await _take_all(scheduler, 4)
+        for delivery in taken[:2]:
+            await scheduler.wake_at(delivery, T1)  # w0 and w1 sleep
+        # Changed while they sleep and while w2 and w3 are handed out: none is woken by it.
+        assert await scheduler.reprioritize(w[1], HIGH)
+        assert await scheduler.reprioritize(w[3], URGENT)
+        assert await scheduler.next_ready(0) is None
+        assert await scheduler.wake_due(T1) == 2
+        assert [d.workflow for d in await _take_all(scheduler, 2)] == [w[1], w[0]]
+        await scheduler.reclaim(0)  # every hand-out visible again, w3 at its new priority
+        assert (await _take_all(scheduler, 1))[0].workflow == w[3]
+        # A wakeup that names no priority keeps the one it was moved to.
+        await scheduler.reclaim(0)
+        for workflow in w:
+            await scheduler.make_ready(workflow)
+        assert [d.workflow for d in await _take_all(scheduler, 4)] == [w[3], w[1], w[0], w[2]]
+
+    async def test_moving_an_unknown_or_to_an_unusable_priority_changes_nothing(
+        self, scheduler_factory: TenantSchedulerFactory
+    ) -> None:
+        scheduler = await scheduler_factory(HOLD)
+        await scheduler.prepare()
+        absent, present = _names("x", 2)
+        assert not await scheduler.reprioritize(absent, HIGH)
+        assert await scheduler.next_ready(0) is None  # no entry made for it
+        await scheduler.make_ready(present, tenant="px", priority=LOW)
+        for bad in (None, 0, 25, "high", 20.0, True):
+            with pytest.raises(InvalidInputError, match="priority"):
+                await scheduler.reprioritize(present, bad)  # type: ignore[arg-type]
+        assert (await _take_all(scheduler, 1))[0].workflow == present
+
     async def test_an_unusable_priority_is_refused(
         self, scheduler_factory: TenantSchedulerFactory
     ) -> None:

@@ -27,6 +27,13 @@ SELECT gate, state FROM {workflow_gated} WHERE workflow = $1::text;
 -- name: move_mark
 UPDATE {workflow_gated} SET state = $2::text WHERE workflow = $1::text;
 
+-- name: rerank
+-- A queued workflow's priority: its place in its tenant's line (seq keeps its order
+-- queued among the workflows of that priority).
+UPDATE {workflow_gated} SET priority = $3::smallint
+WHERE workflow = $1::text AND gate = $2::text AND state = 'queued'
+RETURNING 1;
+
 -- name: unmark
 DELETE FROM {workflow_gated} WHERE workflow = $1::text;
 

@@ -247,6 +247,13 @@ WITH queued AS (
 -- One notification per row, folded into one by the server (same channel and payload).
 SELECT workflow, pg_notify($3::text, $1::text)::text FROM queued;
 
+-- name: reprioritize
+-- $1 namespace, $2 workflow, $3 its priority from now on. Its visibility is kept, and a
+-- tenant's head goes by age, not priority: the rotation needs no change.
+UPDATE {workflow_queue} SET priority = $3::smallint
+WHERE namespace = $1::text AND workflow = $2::text
+RETURNING 1;
+
 -- name: extend
 UPDATE {workflow_queue}
 SET visible_at = now() + make_interval(secs => $4::float8)

@@ -20,6 +20,12 @@ SELECT gate, tenant, namespace, state FROM durably_workflow_gated WHERE workflow
 -- name: move_mark
 UPDATE durably_workflow_gated SET state = :state WHERE workflow = :workflow;
 
+-- name: rerank
+-- A queued workflow's priority: its place in its tenant's line (rowid keeps its order
+-- queued among the workflows of that priority).
+UPDATE durably_workflow_gated SET priority = :priority
+WHERE workflow = :workflow AND gate = :gate AND state = 'queued';
+
 -- name: unmark
 DELETE FROM durably_workflow_gated WHERE workflow = :workflow;
 

@@ -17,6 +17,12 @@ ON CONFLICT (namespace, workflow) DO UPDATE
 SET tenant = :tenant, state = 'ready', visible_at = :now, due = NULL, receipt = NULL,
     taken_at = NULL, priority = :priority
 
+-- name: reprioritize
+-- The entry's priority, its visibility kept: a tenant's head goes by age, not priority,
+-- so the rotation needs no change.
+UPDATE durably_workflow_queue SET priority = :priority
+WHERE namespace = :namespace AND workflow = :workflow
+
 -- name: place_tenant
 -- ``tenant`` has a newly queued workflow (:at, :workflow): the tenant joins the rotation
 -- (a tenant never seen at turn 0), its head the older of the two.

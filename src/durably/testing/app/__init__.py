@@ -24,7 +24,7 @@ from durably.testing.app.fixtures import AppFactory
 from durably.testing.app.gates import AppGates
 from durably.testing.app.lifecycle import AppLifecycle
 from durably.testing.app.messages import AppMessages
-from durably.testing.app.priorities import AppPriorities
+from durably.testing.app.priorities import AppPriorities, AppPriorityChanges
 from durably.testing.app.races import AppRaces
 from durably.testing.app.refusals import AppRefusals
 from durably.testing.app.replay import AppReplay
@@ -54,6 +54,7 @@ class AppConformance(
     AppFailures,
     AppFairness,
     AppPriorities,
+    AppPriorityChanges,
     AppGates,
     AppMessages,
     AppContinueAsNew,

@@ -165,6 +165,12 @@ class AppFixtures:
     async def app(self, app_factory: AppFactory) -> App:
         return await app_factory(ManualClock())
 
+    async def stored_slots(self, app: App) -> int | None:
+        """How many debounce slots ``app``'s store keeps, counted in the store itself (its
+        rows or keys), or None where this suite does not count them. Tests compare it
+        before and after, so slots other tests left do not matter."""
+        return None
+
 
 __all__ = [
     "APPROVAL",

@@ -5,10 +5,12 @@ Order is read from outside: each body appends to a ledger of its own as it runs.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from durably.app import App, Context
-from durably.errors import InvalidInputError, WorkflowNotFoundError
+from durably.errors import InvalidInputError, WorkflowFinishedError, WorkflowNotFoundError
 from durably.stores.work import WorkPriority
 from durably.testing.app.fixtures import NOTE, AppFixtures, fresh_id
 
@@ -130,3 +132,108 @@ class AppPriorities(AppFixtures):
             app.workflow(name=f"k-{fresh_id()}", priority=40)  # type: ignore[call-overload]
         with pytest.raises(WorkflowNotFoundError):
             await job.get_handle("refused")  # nothing was stored
+
+
+class AppPriorityChanges(AppFixtures):
+    """`WorkflowHandle.set_priority` re-ranks a started workflow, for good."""
+
+    async def test_a_ready_workflow_moved_up_after_its_start_runs_first(self, app: App) -> None:
+        ran: list[str] = []
+
+        @app.workflow
+        async def job(ctx: Context, name: str) -> None:
+            ran.append(name)
+
+        handles = [await job.start(f"job{n}") for n in range(5)]
+        assert await handles[3].set_priority(WorkPriority.URGENT)
+        assert not await handles[3].set_priority(WorkPriority.URGENT)  # already so
+        assert await handles[0].set_priority(WorkPriority.LOW)
+        await app.run_until_idle(advance=False)
+        assert ran[0] == "job3", ran
+        assert ran[-1] == "job0", ran
+        assert sorted(ran[1:4]) == ["job1", "job2", "job4"], ran
+
+    async def test_a_changed_priority_is_kept_by_a_message_a_timer_and_a_childs_end(
+        self, app: App
+    ) -> None:
+        ran: list[str] = []
+
+        @app.workflow(name=f"parent-{fresh_id()}")
+        async def parent(ctx: Context, name: str) -> None:
+            await ctx.child(kid, name)
+            ran.append(f"parent {name}")
+
+        kids: dict[str, str] = {}
+
+        @app.workflow(name=f"kid-{fresh_id()}")
+        async def kid(ctx: Context, name: str) -> None:
+            kids[name] = ctx.id
+            await ctx.recv(NOTE)
+
+        @app.workflow(name=f"listener-{fresh_id()}")
+        async def listener(ctx: Context, name: str) -> None:
+            await ctx.recv(NOTE)
+            ran.append(f"heard {name}")
+            await ctx.sleep(timedelta(minutes=1))
+            ran.append(f"woke {name}")
+
+        # Ids sort the moved one last: by age or id alone it would run last.
+        plain = [await listener.start(f"a{n}", id=f"a{n}-{fresh_id()}") for n in range(3)]
+        moved = await listener.start("z", id=f"z-{fresh_id()}")
+        for n in range(3):
+            await parent.start(f"a{n}", id=f"a{n}-{fresh_id()}")
+        moved_parent = await parent.start("z", id=f"z-{fresh_id()}")
+        await app.run_until_idle(advance=False)  # all wait: no scheduler entry is left
+        assert await moved.set_priority(WorkPriority.HIGH)
+        assert await moved_parent.set_priority(WorkPriority.HIGH)
+        for handle in [*plain, moved]:
+            await handle.send(NOTE, "go")
+        for name in ["a0", "a1", "a2", "z"]:  # the moved parent's child last
+            await (await kid.get_handle(kids[name])).send(NOTE, "done")
+        await app.run_until_idle()
+        heard = [entry for entry in ran if entry.startswith("heard")]
+        woke = [entry for entry in ran if entry.startswith("woke")]
+        ended = [entry for entry in ran if entry.startswith("parent")]
+        assert heard[0] == "heard z", ran  # woken by its message
+        assert woke[0] == "woke z", ran  # by its timer
+        assert ended[0] == "parent z", ran  # by its child's end
+
+    async def test_a_workflow_moved_up_in_its_gates_line_is_admitted_next(self, app: App) -> None:
+        ran: list[str] = []
+
+        @app.workflow(name=f"gated-{fresh_id()}", concurrency=1)
+        async def job(ctx: Context, name: str) -> None:
+            if name == "held":
+                await ctx.recv(NOTE)
+            ran.append(name)
+
+        held = await job.start("held")
+        await app.run_until_idle(advance=False)  # holds the slot, waiting
+        queued = [await job.start(f"queued{n}") for n in range(3)]
+        assert (await queued[2].status()).status.value == "queued"
+        assert await queued[2].set_priority(WorkPriority.HIGH)
+        assert await queued[0].set_priority(WorkPriority.LOW)
+        await held.send(NOTE, "go")
+        await app.run_until_idle(advance=False)
+        assert ran == ["held", "queued2", "queued1", "queued0"], ran
+
+    async def test_a_bad_priority_is_refused_before_any_write_and_a_finished_one_refused(
+        self, app: App
+    ) -> None:
+        @app.workflow
+        async def job(ctx: Context) -> None:
+            await ctx.recv(NOTE)
+
+        handle = await job.start()
+        stores = await app.stores()
+        for bad in (None, 20, 99, "high", 2.5, True):
+            with pytest.raises(InvalidInputError, match="priority"):
+                await handle.set_priority(bad)  # type: ignore[arg-type]
+        assert await stores.checkpointer.peek(handle._key, ["durably:priority#1"]) == {}
+        with pytest.raises(WorkflowNotFoundError):
+            await app.get_handle(f"never-{fresh_id()}")
+        await handle.send(NOTE, "go")
+        await app.run_until_idle(advance=False)
+        with pytest.raises(WorkflowFinishedError):
+            await handle.set_priority(WorkPriority.HIGH)
+        assert await stores.checkpointer.peek(handle._key, ["durably:priority#1"]) == {}

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from durably.app import App, Context, WorkflowHandle
+from durably.app.storage import delete_workflow
 from durably.clock import ManualClock
+from durably.errors import QueueUnavailableError
 from durably.stores.status import WorkflowStatus
 from durably.testing.app.fixtures import AppFactory, AppFixtures, fresh_id
 
@@ -152,6 +154,101 @@ class AppSchedules(AppFixtures):
         assert (await sleeping.status()).status is WorkflowStatus.CANCELLED
         assert await _debounced(app, slot) is None
         assert ran == [(first.id, 2), (later.id, 4)]
+
+    async def test_a_debounced_workflow_deleted_in_its_window_leaves_no_slot(
+        self, app: App
+    ) -> None:
+        ran: list[tuple[str, int]] = []
+
+        @app.workflow(name=f"deleted-{fresh_id()}", debounce=WINDOW)
+        async def settle(ctx: Context, n: int) -> None:
+            ran.append((ctx.id, n))
+
+        before = await self.stored_slots(app)
+        first = await settle.start(1)
+        slot = await _slot(app, first)
+        assert await self.stored_slots(app) == (None if before is None else before + 1)
+        await app.run_until_idle(advance=False)  # sleeping in its window
+        stores = await app.stores()
+        assert await delete_workflow(stores, first._key, settle.kind) > 0
+        assert await _debounced(app, slot) is None
+        assert await self.stored_slots(app) == before
+        second = await settle.start(2)  # a workflow of its own, pending at once
+        assert (second.id != first.id, second.created) == (True, True)
+        assert await _debounced(app, slot) == second.id
+        await app.run_until_idle()
+        assert ran == [(second.id, 2)]
+        assert await self.stored_slots(app) == before
+
+    async def test_a_debounced_workflow_failed_in_its_window_leaves_no_slot(
+        self, app: App, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        ran: list[tuple[str, int]] = []
+
+        @app.workflow(name=f"failed-{fresh_id()}", debounce=WINDOW)
+        async def settle(ctx: Context, n: int) -> None:
+            ran.append((ctx.id, n))
+
+        before = await self.stored_slots(app)
+        first = await settle.start(1)
+        slot = await _slot(app, first)
+        queue = (await app.stores()).queue
+
+        async def refused(slot: str, workflow: str, now: float) -> object:
+            raise RuntimeError("the slot could not be read")
+
+        monkeypatch.setattr(queue, "begin_debounced", refused)
+        await app.run_until_idle()
+        assert (await first.status()).status is WorkflowStatus.FAILED
+        assert await _debounced(app, slot) is None  # its end deleted the key's slot
+        assert await self.stored_slots(app) == before
+        monkeypatch.undo()
+        second = await settle.start(2)
+        assert (second.id != first.id, second.created) == (True, True)
+        await app.run_until_idle()
+        assert ran == [(second.id, 2)]
+
+    @pytest.mark.parametrize("where", ["sleeping in its window", "pending"])
+    async def test_a_cancelled_end_whose_slot_release_failed_releases_it_on_the_next_pass(
+        self, app: App, monkeypatch: pytest.MonkeyPatch, where: str
+    ) -> None:
+        ran: list[int] = []
+
+        @app.workflow(name=f"lost-release-{fresh_id()}", debounce=WINDOW)
+        async def settle(ctx: Context, n: int) -> None:
+            ran.append(n)
+
+        before = await self.stored_slots(app)
+        first = await settle.start(1)
+        slot = await _slot(app, first)
+        if where != "pending":
+            await app.run_until_idle(advance=False)
+            assert (await first.status()).status is WorkflowStatus.SLEEPING
+        queue = (await app.stores()).queue
+        release = queue.release_debounced  # type: ignore[attr-defined]
+        failures: list[str] = []
+
+        async def unavailable_once(slot: str, workflow: str) -> bool:
+            if not failures:
+                failures.append(workflow)
+                raise QueueUnavailableError("*", "release_debounced", "connection reset")
+            released: bool = await release(slot, workflow)
+            return released
+
+        monkeypatch.setattr(queue, "release_debounced", unavailable_once)
+        try:
+            await first.cancel()
+        except QueueUnavailableError:
+            assert where == "pending"  # said to the caller: the store was away
+        await app.run_until_idle()  # the next pass sees the recorded end and lets go
+        assert failures == [first.id]
+        assert (await first.status()).status is WorkflowStatus.CANCELLED
+        assert await _debounced(app, slot) is None
+        assert await self.stored_slots(app) == before
+        second = await settle.start(2)
+        assert (second.id != first.id, second.created) == (True, True)
+        await app.run_until_idle()
+        assert ran == [2]
 
     async def test_debounced_starts_racing_from_two_apps_run_the_body_once(
         self, app_factory: AppFactory
