@@ -192,13 +192,13 @@ class Core:
                 # Its wakeup from the start would only run a pass that reports this end.
                 await self.durable(kind).scheduler.cancel(id)
             if isinstance(start, dict):
-                await self._release_debounced(id, start)
+                await self.release_debounced(id, start)
                 await self.wake_parent(start)
         finally:
             await checkpointer.release(holder)
         return True
 
-    async def _release_debounced(self, id: str, start: Mapping[str, Any]) -> None:
+    async def release_debounced(self, id: str, start: Mapping[str, Any]) -> None:
         """Delete the debounce slot of the workflow keyed ``id`` (start record ``start``),
         ended before it began: no pass will take it, and its key starts afresh."""
         slot = start.get("debounce")
