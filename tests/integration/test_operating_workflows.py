@@ -124,6 +124,34 @@ async def test_list_pages_newest_first_by_filter_and_counts_are_exact(dsn: str) 
         }
 
 
+async def test_pages_see_each_workflow_once_when_starts_are_microseconds_apart(dsn: str) -> None:
+    """Creation times a few microseconds apart (a burst of starts) order the lines and the
+    marks alike: no page repeats the last row of the one before, none skips the next."""
+    clock = ManualClock(1_780_000_000.0)
+    app = App(dsn, clock=clock)
+
+    @app.workflow(name="tick")
+    async def tick(ctx: Context, n: int) -> int:
+        return n
+
+    tenant = f"t-{uuid.uuid4().hex[:6]}"
+    async with app:
+        for n in range(24):
+            clock.advance(0.000003)
+            await tick.start(n, id=f"tick-{n:02d}", tenant=tenant)
+        for limit in (1, 2, 5):
+            seen: list[str] = []
+            after = None
+            while True:
+                page = await app.list_workflows(tenant=tenant, limit=limit, after=after)
+                seen += [w.workflow for w in page.workflows]
+                assert len(seen) <= 24, (limit, seen)  # a repeated row would loop for ever
+                if page.next_after is None:
+                    break
+                after = page.next_after
+            assert seen == [f"tick-{n:02d}" for n in reversed(range(24))], limit
+
+
 WORKFLOWS = 100_000
 TENANTS = 1_000
 # The stores on disk or a server list a fifth of it, and bulk-cancel 600, unless

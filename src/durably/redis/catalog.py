@@ -172,7 +172,12 @@ class RedisCatalog:
 
 
 def _listed(workflow: str, stored: dict[str, Any], info: WorkflowInfo | None) -> Listed:
-    entry = CatalogEntry(str(stored["t"]), str(stored["k"]), int(stored["c"]), stored.get("p"))
+    # The creation time as the entry's member holds it: the scripts that rewrite an entry
+    # re-encode its numbers to 14 significant digits (cjson), which rounds ``c`` to a
+    # tenth of a millisecond, while a line orders and a mark compares whole microseconds.
+    member_us = str(stored.get("m", ""))[:_DIGITS]
+    created = int(member_us) if member_us.isdigit() else int(stored["c"])
+    entry = CatalogEntry(str(stored["t"]), str(stored["k"]), created, stored.get("p"))
     return Listed(workflow, entry, status_text(str(stored["s"]), workflow), info)
 
 
