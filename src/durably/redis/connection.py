@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import warnings
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import SecretStr
+from redis.exceptions import NoScriptError
 
 from durably.clock import Clock, SystemClock
 from durably.errors import InvalidInputError, StatePersistenceError
@@ -16,6 +18,9 @@ from durably.redis.pool import pool_size
 from durably.redis.replication import ReplicaWait
 from durably.redis.retry import Retry
 from durably.redis.settings import DEFAULT_MAX_VALUE_BYTES, RedisStoreSettings
+
+if TYPE_CHECKING:
+    from durably.redis.scripts import Script
 
 T = TypeVar("T")
 
@@ -86,6 +91,21 @@ class RedisConnection:
                 "too_large",
                 f"{what()} is {size} bytes, over max_value_bytes={self.max_value_bytes}",
             )
+
+    async def run_many(
+        self, script: Script, calls: Sequence[tuple[Any, ...]], numkeys: int = 1
+    ) -> list[Any]:
+        """Run ``script`` once per call (``numkeys`` keys, then its arguments), all sent
+        together and retried as one (`state`): each reply in order. A call the server's
+        script cache missed runs again alone; one the script refused raises."""
+        client = self.client
+        replies = await self.state(lambda: script.run_many(client, calls, numkeys))
+        for n, (call, reply) in enumerate(zip(calls, replies, strict=True)):
+            if isinstance(reply, NoScriptError):  # the cache was flushed: this one alone
+                replies[n] = await self.state(functools.partial(script.run, client, numkeys, *call))
+            elif isinstance(reply, Exception):
+                raise reply
+        return replies
 
     async def state(self, operation: Callable[[], Awaitable[T]]) -> T:
         """Run ``operation`` with retries; `StatePersistenceError` once they are spent."""

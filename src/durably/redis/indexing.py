@@ -16,14 +16,14 @@ import functools
 import itertools
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from durably.redis import keys
 from durably.redis.catalog import RedisCatalog
 from durably.redis.connection import RedisConnection, text
 from durably.redis.scripts import Script, scripts
-from durably.redis.state import follow_run
+from durably.redis.state import follow_run, follow_runs
 from durably.stores.runs import run_state
 from durably.stores.status import WorkflowStatus
 
@@ -109,6 +109,48 @@ class StatusIndex:
             state = run_state(status)
             if state is not run_state(WorkflowStatus(was)):
                 await follow_run(self._redis, tenant, run_id, workflow, state)
+
+    async def intend(self, workflows: Sequence[str]) -> list[str]:
+        """Name a status write of each of ``workflows`` in an intent, in one write made
+        before those writes (a batch's `written`): the intents, in order."""
+        intents = [f"{self._mine}{next(self._count):x}|{workflow}" for workflow in workflows]
+        if intents:
+            at = time.time()
+            client = self._redis.client
+            await self._redis.state(
+                lambda: client.zadd(self._unindexed, dict.fromkeys(intents, at))
+            )
+        return intents
+
+    async def step_many(
+        self, steps: Sequence[tuple[str, WorkflowStatus, str, tuple[str, ...]]]
+    ) -> None:
+        """`step` each (workflow, status, time, intents), the scripts sent together, then
+        the run records whose state moved, likewise."""
+        if not steps:
+            return
+        calls = [
+            (
+                *self._keys,
+                self._index + "status:",
+                workflow,
+                status.value,
+                at_us,
+                str(len(intents)),
+                *intents,
+                *_STATUSES,
+            )
+            for workflow, status, at_us, intents in steps
+        ]
+        replies = await self._redis.run_many(_INDEX, calls, numkeys=len(self._keys))
+        moves = []
+        for (workflow, status, _, _), run in zip(steps, replies, strict=True):
+            if isinstance(run, list):
+                tenant, run_id, was = (text(part) for part in run)
+                state = run_state(status)
+                if state is not run_state(WorkflowStatus(was)):
+                    moves.append((tenant, run_id, workflow, state))
+        await follow_runs(self._redis, moves)
 
     async def repair(self, *, limit: int, grace: float = GRACE_SECONDS) -> int:
         """Bring the second step of up to ``limit`` status writes whose intent is older

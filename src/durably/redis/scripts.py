@@ -44,6 +44,7 @@ _READS = frozenset(
         "state_session_live.lua",
         "workflow_load.lua",
         "workflow_look.lua",
+        "workflow_survey.lua",
     }
 )
 _READ_ONLY: set[bytes | str] = set()  # their SHAs (as sent) and sources
@@ -132,11 +133,13 @@ class Script:
         except NoScriptError:
             return await client.execute_command("EVAL", self.source, numkeys, *keys_and_args)
 
-    async def run_many(self, client: Any, calls: Sequence[tuple[Any, ...]]) -> list[Any]:
-        """Run the script once per entry of ``calls`` (each one key, then its arguments),
-        all sent together: per call, in order, its reply or the `ResponseError` it answered
-        (`NoScriptError` included: the caller runs that one alone). A failed send or read
-        raises, as a pipeline's does.
+    async def run_many(
+        self, client: Any, calls: Sequence[tuple[Any, ...]], numkeys: int = 1
+    ) -> list[Any]:
+        """Run the script once per entry of ``calls`` (each ``numkeys`` keys, then its
+        arguments), all sent together: per call, in order, its reply or the
+        `ResponseError` it answered (`NoScriptError` included: the caller runs that one
+        alone). A failed send or read raises, as a pipeline's does.
 
         On a plain client the calls go out packed in one write on a pooled connection and
         their replies are read in turn, as `run` sends one; otherwise through a redis-py
@@ -145,7 +148,7 @@ class Script:
         if pool is not None:
             packed: list[bytes] = []
             for call in calls:
-                command = _packed(self._evalsha, 1, call)
+                command = _packed(self._evalsha, numkeys, call)
                 if command is None:
                     break  # an argument redis-py packs (or refuses): the pipeline below
                 packed.append(command)
@@ -153,7 +156,7 @@ class Script:
                 return await _sent_many(pool, b"".join(packed), len(packed))
         pipe = client.pipeline(transaction=False)
         for call in calls:
-            pipe.execute_command("EVALSHA", self.sha, 1, *call)
+            pipe.execute_command("EVALSHA", self.sha, numkeys, *call)
         replies: list[Any] = await pipe.execute(raise_on_error=False)
         return replies
 

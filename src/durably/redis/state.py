@@ -39,6 +39,7 @@ from durably.stores.runs import (
     StateQuery,
     Usage,
     checked_delta,
+    create_batch,
     followed_workflow,
     listing_start,
     stored_run,
@@ -122,6 +123,25 @@ async def follow_run(
     totals = keys.state_prefix(ns, tenant) + "totals"
     script, client = _LUA["state_follow"], redis.client
     await redis.state(lambda: script(client, [meta, totals], [workflow, state.value]))
+
+
+async def follow_runs(
+    redis: RedisConnection, moves: Sequence[tuple[str, str, str, RunState]]
+) -> None:
+    """`follow_run` of each (tenant, run id, workflow, state), the scripts sent together."""
+    if not moves:
+        return
+    ns = redis.key_prefix
+    calls = [
+        (
+            keys.run_meta_key(ns, tenant, run_id),
+            keys.state_prefix(ns, tenant) + "totals",
+            workflow,
+            state.value,
+        )
+        for tenant, run_id, workflow, state in moves
+    ]
+    await redis.run_many(_LUA["state_follow"], calls, numkeys=2)
 
 
 class RedisStateStore:
@@ -236,6 +256,62 @@ class RedisStateStore:
         if text(reply[0]) == "conflict":
             raise StateConflictError(record.key, record.version, int(text(reply[1])))
         return stored
+
+    async def create_runs(self, records: Sequence[RunRecord]) -> list[bool]:
+        """Store each record whose run does not exist yet, as `put_run` stores a first
+        write: its tenant listed and its followed workflow noted first (each one write for
+        the batch), then one script per run in its tenant's slot, sent together."""
+        now = self._clock.now()
+        ns = self._redis.key_prefix
+        listed: dict[str, int] = {}
+        pointers: dict[str, str] = {}
+        calls = []
+        for record in create_batch(records):
+            stored = stored_run(
+                record,
+                version=1,
+                updated_at=now,
+                max_bytes=self._redis.max_value_bytes,
+                store="redis",
+                scrubber=self._scrub,
+            )
+            blob = stored.model_dump_json()
+            self._redis.check_size(blob, f"run {record.key}")
+            tenant, prefix = record.tenant, self._prefix(record.tenant)
+            listed[tenant] = 0
+            workflow = followed_workflow(stored)
+            if workflow is not None:
+                pointers[keys.followed_run_field(tenant, workflow)] = record.run_id
+            calls.append(
+                (
+                    keys.run_key(ns, tenant, record.run_id),
+                    keys.run_meta_key(ns, tenant, record.run_id),
+                    prefix + "seq",
+                    prefix + "runs",
+                    prefix + "totals",
+                    prefix,
+                    record.run_id,
+                    "0",
+                    blob,
+                    stored.state.value,
+                    number(stored.updated_at),
+                    record.session_id or "",
+                    secrets.token_hex(8),
+                    *_counters(stored),
+                    "follows",
+                    workflow or "",
+                )
+            )
+        if not calls:
+            return []
+        client = self._redis.client
+        listing = keys.state_tenants_key(ns)
+        await self._redis.state(lambda: client.zadd(listing, listed))
+        if pointers:
+            followed = keys.followed_runs_key(ns)
+            await self._redis.state(lambda: client.hset(followed, mapping=pointers))
+        replies = await self._redis.run_many(_LUA["state_put_run"], calls, numkeys=5)
+        return [text(reply[0]) == "ok" for reply in replies]
 
     async def patch_run(self, key: StateKey, delta: StateDelta) -> RunRecord:
         """Add ``delta`` server-side and bump the version; `StateNotFoundError` if absent,
