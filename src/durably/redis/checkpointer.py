@@ -28,7 +28,7 @@ from durably.redis.gates import RedisGates
 from durably.redis.indexing import GRACE_SECONDS, StatusIndex
 from durably.redis.preflight import preflight
 from durably.redis.retry import RetriesSpent
-from durably.redis.scripts import Script, scripts
+from durably.redis.scripts import Script, commands_many, scripts
 from durably.redis.settings import RedisStoreSettings
 from durably.stores.admission import Admit, TenantCaps, TenantCounts, admit_batch, refuse_over
 from durably.stores.cancelling import (
@@ -1048,17 +1048,14 @@ class RedisCheckpointer:
         ]
 
     async def _pipelined(self, reads: list[tuple[str, list[str]]]) -> list[Any]:
-        """HMGET of each (hash, fields) in one pipeline, the replies in order."""
+        """HMGET of each (hash, fields), sent together, the replies in order."""
         client = self._redis.client
-
-        async def read() -> list[Any]:
-            async with client.pipeline(transaction=False) as pipe:
-                for key, fields in reads:
-                    pipe.hmget(key, fields)
-                replies: list[Any] = await pipe.execute()
-                return replies
-
-        return await self._redis.state(read)
+        commands = [("HMGET", key, *fields) for key, fields in reads]
+        replies = await self._redis.state(lambda: commands_many(client, commands))
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return replies
 
     async def list_status(
         self, *, status: WorkflowStatus | None = None, limit: int = 50, after: str | None = None

@@ -185,6 +185,48 @@ class Script:
         return await self.run(client, len(keys), *keys, *args)
 
 
+async def commands_many(client: Any, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+    """Each plain command of ``commands`` (its name, then its arguments), all sent
+    together: per command, in order, its reply or the `ResponseError` it answered.
+
+    On a plain client they go out packed in one write on a pooled connection and their
+    replies are read in turn, as `Script.run_many` sends scripts (redis-py's pipeline
+    spends tens of microseconds of client time a command on its own bookkeeping);
+    otherwise through a redis-py pipeline."""
+    pool = _direct_pool(client)
+    if pool is not None:
+        packed: list[bytes] = []
+        for command in commands:
+            one = _packed_command(command)
+            if one is None:
+                break  # an argument redis-py packs (or refuses): the pipeline below
+            packed.append(one)
+        else:
+            return await _sent_many(pool, b"".join(packed), len(packed)) if packed else []
+    pipe = client.pipeline(transaction=False)
+    for command in commands:
+        pipe.execute_command(*command)
+    replies: list[Any] = await pipe.execute(raise_on_error=False)
+    return replies
+
+
+def _packed_command(command: tuple[Any, ...]) -> bytes | None:
+    """``command`` in the protocol, as `_packed` writes a script call; None when an
+    argument is of a type left to redis-py."""
+    parts = [b"*%d\r\n" % len(command)]
+    append = parts.append
+    for arg in command:
+        kind = type(arg)
+        if kind is str:
+            arg = arg.encode()
+        elif kind is int or kind is float:
+            arg = repr(arg).encode()
+        elif kind is not bytes:
+            return None
+        append(b"$%d\r\n%b\r\n" % (len(arg), arg))
+    return b"".join(parts)
+
+
 def _packed(head: bytes, numkeys: int, rest: tuple[Any, ...]) -> bytes | None:
     """``EVALSHA sha numkeys *rest`` in the protocol (``head`` is the packed ``EVALSHA sha``),
     as redis-py's `pack_command` writes it for a UTF-8 client; None when an argument is of a
