@@ -132,7 +132,10 @@ def _batched(workflow: Workflow[Any, Any], stores: Stores) -> bool:
 async def _one_by_one(
     workflow: Workflow[Any, Any], starts: list[_Start]
 ) -> list[WorkflowHandle[Any]]:
-    """Start each through `Workflow.launch`, a few at once (in order, the handles)."""
+    """Start each through `Workflow.launch`, a few at once (in order, the handles).
+
+    Every start is made before the first refusal is raised, as a batch makes them.
+    """
     gate = asyncio.Semaphore(IN_FLIGHT)
 
     async def start(begun: _Start) -> WorkflowHandle[Any]:
@@ -140,7 +143,13 @@ async def _one_by_one(
             key, created = await workflow.launch(begun.id, begun.record)
         return workflow.handle(begun.id, begun.record["tenant"], created=created, key=key)
 
-    return list(await asyncio.gather(*(start(begun) for begun in starts)))
+    made = await asyncio.gather(*(start(begun) for begun in starts), return_exceptions=True)
+    handles: list[WorkflowHandle[Any]] = []
+    for outcome in made:
+        if isinstance(outcome, BaseException):
+            raise outcome
+        handles.append(outcome)
+    return handles
 
 
 async def _start_batch(

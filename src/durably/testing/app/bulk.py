@@ -73,12 +73,22 @@ class AppBulk(AppFixtures):
             await ctx.recv(NOTE)
             return n
 
+        @app.workflow
+        async def other(ctx: Context) -> None:
+            return None
+
         tenant = fresh_id()
         handles = await one_at_a_time.start_many([(n,) for n in range(3)], tenant=tenant)
         assert all(h.created for h in handles)
         await app.run_until_idle()
         counts = await app.workflow_counts(tenant=tenant)
         assert counts.by_status == {WorkflowStatus.BLOCKED: 1, WorkflowStatus.QUEUED: 2}
+        # One by one too, a refused start is raised once the others are made.
+        await other.start(id="taken", tenant=tenant)
+        with pytest.raises(WorkflowConflictError):
+            await one_at_a_time.start_many([(8,), (9,)], ids=["taken", "later"], tenant=tenant)
+        later = await app.get_handle("later", tenant=tenant)
+        assert (await later.status()).status is WorkflowStatus.QUEUED
 
     async def test_start_many_inside_a_body_is_refused(self, app: App) -> None:
         @app.workflow
