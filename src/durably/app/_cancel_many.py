@@ -82,7 +82,11 @@ async def _cancel_page(
     looked = await store.look_many([target.key for target in page], [layout.START], _PREFIXES)
     asks: list[CancelAsk] = []
     kept: list[tuple[int, Target, Mapping[str, Any], int]] = []
+    named: set[str] = set()
     for index, (target, seen) in enumerate(zip(page, looked, strict=True)):
+        if target.key in named:
+            continue  # named twice (a child of two cascades): cancelled once
+        named.add(target.key)
         start = seen.records.get(layout.START)
         if not isinstance(start, dict) or not tenancy.belongs(seen.records, target.tenant):
             continue  # gone (swept), or not a workflow of this tenant
