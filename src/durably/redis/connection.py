@@ -96,14 +96,26 @@ class RedisConnection:
         self, script: Script, calls: Sequence[tuple[Any, ...]], numkeys: int = 1
     ) -> list[Any]:
         """Run ``script`` once per call (``numkeys`` keys, then its arguments), all sent
-        together and retried as one (`state`): each reply in order. A call the server's
-        script cache missed runs again alone; one the script refused raises."""
+        together and retried as one (`state`): each reply in order; one the script
+        refused raises. Calls the server's script cache missed (a server that never ran
+        the script, or flushed it) go again: the first alone, which loads the script on
+        its server, then the rest together, until none misses."""
         client = self.client
         replies = await self.state(lambda: script.run_many(client, calls, numkeys))
-        for n, (call, reply) in enumerate(zip(calls, replies, strict=True)):
-            if isinstance(reply, NoScriptError):  # the cache was flushed: this one alone
-                replies[n] = await self.state(functools.partial(script.run, client, numkeys, *call))
-            elif isinstance(reply, Exception):
+        missed = [n for n, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        while missed:
+            first, rest = missed[0], missed[1:]
+            call = functools.partial(script.run, client, numkeys, *calls[first])
+            replies[first] = await self.state(call)
+            again = [calls[n] for n in rest]
+            if again:
+                send = functools.partial(script.run_many, client, again, numkeys)
+                answered = await self.state(send)
+                for n, reply in zip(rest, answered, strict=True):
+                    replies[n] = reply
+            missed = [n for n in rest if isinstance(replies[n], NoScriptError)]
+        for reply in replies:
+            if isinstance(reply, Exception):
                 raise reply
         return replies
 
