@@ -24,6 +24,7 @@ SECTIONS = (
     "handouts",
     "otel",
     "operating",
+    "bulk",
     "flow",
     "dashboard",
 )

@@ -5,7 +5,6 @@ the operations refuse before changing anything."""
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import sqlite3
 import uuid
@@ -124,13 +123,37 @@ async def test_list_pages_newest_first_by_filter_and_counts_are_exact(dsn: str) 
         }
 
 
+async def test_pages_see_each_workflow_once_when_starts_are_microseconds_apart(dsn: str) -> None:
+    """Creation times a few microseconds apart (a burst of starts) order the lines and the
+    marks alike: no page repeats the last row of the one before, none skips the next."""
+    clock = ManualClock(1_780_000_000.0)
+    app = App(dsn, clock=clock)
+
+    @app.workflow(name="tick")
+    async def tick(ctx: Context, n: int) -> int:
+        return n
+
+    tenant = f"t-{uuid.uuid4().hex[:6]}"
+    async with app:
+        for n in range(24):
+            clock.advance(0.000003)
+            await tick.start(n, id=f"tick-{n:02d}", tenant=tenant)
+        for limit in (1, 2, 5):
+            seen: list[str] = []
+            after = None
+            while True:
+                page = await app.list_workflows(tenant=tenant, limit=limit, after=after)
+                seen += [w.workflow for w in page.workflows]
+                assert len(seen) <= 24, (limit, seen)  # a repeated row would loop for ever
+                if page.next_after is None:
+                    break
+                after = page.next_after
+            assert seen == [f"tick-{n:02d}" for n in reversed(range(24))], limit
+
+
 WORKFLOWS = 100_000
 TENANTS = 1_000
-# The stores on disk or a server list a fifth of it, and bulk-cancel 600, unless
-# asked for the whole (DURABLY_FULL_SIZE=1): filling 100,000 takes them 25 to 45 seconds
-# on two shared cores and listing it as much again, past the suite's budget.
-FULL_SIZE = os.environ.get("DURABLY_FULL_SIZE") == "1"
-BULK_ON_STORES = 600
+BULK = 10_000
 KINDS = ("triage", "notify", "bill")
 BASE_US = 1_780_000_000_000_000
 
@@ -148,19 +171,20 @@ def _entry(n: int) -> CatalogEntry:
 
 
 async def _catalogue(app: App, count: int) -> dict[int, WorkflowStatus]:
-    """Catalogue ``count`` workflows through the store's batch write, in batches sent side
-    by side, and report a status for 600 of them as passes do; those statuses."""
+    """Catalogue ``count`` workflows through the store's batch write, one batch after
+    another, and report a status for 600 of them as passes do; those statuses.
+
+    One batch at a time: every batch counts workflows of every tenant, so batches side by
+    side queue on the count rows (PostgreSQL: alternating runs of 100,000 took 9.4 s and
+    8.9 s one at a time, 13.6 s and 11.8 s four at a time).
+    """
     checkpointer = (await app.stores()).checkpointer
     assert isinstance(checkpointer, Cataloguing)
-    gate = asyncio.Semaphore(4)
-
-    async def batch(first: int) -> None:
+    for first in range(0, count, MAX_CATALOG_BATCH):
         last = min(first + MAX_CATALOG_BATCH, count)
         entries = [(workflow_key(_tenant(n), f"wf-{n}"), _entry(n)) for n in range(first, last)]
-        async with gate:
-            await checkpointer.catalog_many(entries)
-
-    await asyncio.gather(*(batch(first) for first in range(0, count, MAX_CATALOG_BATCH)))
+        await checkpointer.catalog_many(entries)
+    gate = asyncio.Semaphore(4)
     rng = random.Random(11)
     chosen = {
         n: rng.choice([WorkflowStatus.RUNNING, WorkflowStatus.FAILED, WorkflowStatus.COMPLETED])
@@ -189,7 +213,7 @@ async def test_listing_100000_workflows_of_1000_tenants_by_each_filter_sees_each
             return None
 
     async with app:
-        count = WORKFLOWS if dsn == "memory://" or FULL_SIZE else WORKFLOWS // 5
+        count = WORKFLOWS
         statuses = await _catalogue(app, count)
 
         def status_of(n: int) -> WorkflowStatus:
@@ -465,22 +489,12 @@ async def test_a_bulk_cancel_side_by_side_cascades_frees_gates_and_keeps_to_its_
         assert sorted(ran) == [0, 0, 1, 1]  # acme's first two, then globex's
 
 
-# Filled by real starts, 64 in flight at a time, as a user would; cancelled a page of 1,000
-# a call (a fifth of them under 5,000). A store on disk or a server starts and cancels
-# each in several round trips of its own (a page's cancels go side by side, a few at
-# once): 10,000 take them minutes on two shared cores, so they run 600 unless asked for
-# the whole.
-@pytest.mark.parametrize(
-    ("backing", "count"),
-    [
-        ("memory", 10_000),
-        ("sqlite", 10_000 if FULL_SIZE else BULK_ON_STORES),
-        ("postgresql", 10_000 if FULL_SIZE else BULK_ON_STORES),
-        ("redis", 10_000 if FULL_SIZE else BULK_ON_STORES),
-    ],
-)
+# Filled by batches of starts (start_many, a thousand a call, as a user filling a system
+# would), cancelled a page of 1,000 a call, each page in a few store calls, while
+# workers serve them.
+@pytest.mark.parametrize("backing", ["memory", "sqlite", "postgresql", "redis"])
 async def test_a_bulk_cancel_in_bounded_calls_while_workers_serve_loses_none(
-    backing: str, count: int, tmp_path: Path
+    backing: str, tmp_path: Path
 ) -> None:
     dsn = await _dsn(backing, tmp_path)
     app = App(dsn)
@@ -499,30 +513,31 @@ async def test_a_bulk_cancel_in_bounded_calls_while_workers_serve_loses_none(
             await ctx.recv(GO)  # two in three wait for a message that never comes
         return n
 
+    count = BULK
     async with app:
-        in_flight = asyncio.Semaphore(64)
-
-        async def start(n: int) -> None:
-            async with in_flight:
-                await wait.start(n, id=f"w{n}", tenant=tenant)
-
-        await asyncio.gather(*(start(n) for n in range(count)))
-        limit = min(1000, count // 5)  # pages of 1,000, or five pages of fewer
+        for first in range(0, count, 1000):  # a thousand starts a call, as a user filling
+            batch = range(first, min(first + 1000, count))
+            handles = await wait.start_many(
+                [(n,) for n in batch], ids=[f"w{n}" for n in batch], tenant=tenant
+            )
+            assert all(handle.created for handle in handles)
+        limit = 1000
         serving = asyncio.create_task(app.serve(signals=False, poll=0.05, concurrency=8))
         try:
             await asyncio.sleep(0.5)  # workers are mid-way through them
-            changed = 0
-            calls = 0
+            changed = examined = calls = 0
             after = None
             while True:
                 result = await app.cancel_workflows(tenant=tenant, limit=limit, after=after)
                 assert result.examined <= limit
                 changed += len(result.changed)
+                examined += result.examined
                 calls += 1
                 after = result.next_after
                 if after is None:
                     break
             assert calls >= count // limit
+            assert examined == count  # each page's workflows once, none skipped
             ended = {WorkflowStatus.CANCELLED, WorkflowStatus.COMPLETED}
             deadline = asyncio.get_running_loop().time() + 90
             while True:

@@ -78,8 +78,9 @@ RECV = "durably:recv:"
 "v": its value}`` (the value kept, so the message itself can be deleted once this lands),
 ``{"m": message key}`` as written before values were kept (the message is then kept
 too), or ``{"t": True}`` for a timeout."""
-_RESUME_PREFIX = f"{RESUMES}#"
-KEPT_ACROSS_RUNS = (INBOX_PREFIX, f"{CANCEL}#", _RESUME_PREFIX, FORK, PRIORITY)
+RESUME_PREFIX = f"{RESUMES}#"
+"""What every resume marker's key starts with: their count gives the generation."""
+KEPT_ACROSS_RUNS = (INBOX_PREFIX, f"{CANCEL}#", RESUME_PREFIX, FORK, PRIORITY)
 """What `Context.continue_as_new` keeps of a workflow's records for its next run: the
 messages not yet consumed, the cancel and resume markers (a cancel asked while the run
 ended still stops the next one), and the priority it was moved to."""
@@ -113,7 +114,7 @@ def occurrence(name: str, count: int) -> str:
 
 def generation(stored: Mapping[str, object]) -> int:
     """The workflow's resume generation: 1, plus one per resume."""
-    return 1 + sum(1 for key in stored if key.startswith(_RESUME_PREFIX))
+    return 1 + sum(1 for key in stored if key.startswith(RESUME_PREFIX))
 
 
 def cancel_key(generation: int) -> str:
@@ -195,7 +196,7 @@ def survey(stored: Mapping[str, object]) -> tuple[int, set[str], bool, bool, int
                 messages += 1
             else:
                 recorded.add(key)
-        elif key.startswith(_RESUME_PREFIX):
+        elif key.startswith(RESUME_PREFIX):
             current += 1
         elif key.startswith((FAILED, CANCELLED)):
             ended = True
@@ -553,6 +554,7 @@ __all__ = [
     "RECV",
     "RESULT",
     "RESUMES",
+    "RESUME_PREFIX",
     "START",
     "STARTED",
     "START_INSTANTS",

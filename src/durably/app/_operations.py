@@ -17,11 +17,13 @@ from datetime import datetime
 from typing import Any
 
 from durably.app import _tenancy as tenancy
+from durably.app._cancel_many import Target, cancel_many
 from durably.app._catalogue import info_of
 from durably.app._core import Core
 from durably.app._handles import WorkflowHandle
 from durably.app._values import ANY
 from durably.errors import ConfigurationError, InvalidInputError
+from durably.stores.cancelling import Cancelling
 from durably.stores.catalog import Cataloguing, Filter, Listed, Mark, micros, page
 from durably.stores.status import WorkflowInfo, WorkflowStatus
 from durably.validation import identifier
@@ -30,8 +32,9 @@ MAX_PAGE = 1000
 """The most workflows one `App.list_workflows` page, or one bulk call, takes."""
 
 BULK_IN_FLIGHT = 8
-"""How many of a page's workflows one bulk call cancels or resumes at once: fewer than a
-store's default pool holds, so workers serving beside it keep connections."""
+"""How many of a page's workflows one bulk call resumes (or, on a store without a batched
+cancel, cancels) at once: fewer than a store's default pool holds, so workers serving
+beside it keep connections."""
 
 _RESUMABLE = (WorkflowStatus.PARKED, WorkflowStatus.FAILED, WorkflowStatus.CANCELLED)
 
@@ -236,6 +239,14 @@ async def bulk(core: Core, checked: Query, *, limit: int, after: object, action:
     found = await page(store, checked.selection, limit=limit, after=mark)
     if mark is None and not found.rows and found.next is None:
         raise InvalidInputError(f"no workflow matches the filter: nothing to {action}")
+    next_after = cursor(checked, found.next)
+    if action == "cancel" and isinstance(store, Cancelling):
+        # A page of cancels in a few store calls (`durably.app._cancel_many`).
+        rows = [row for row in found.rows if not row.status.finished]
+        targets = [Target(row.workflow, row.entry.tenant) for row in rows]
+        firsts = await cancel_many(core, store, targets)
+        changed = [info_of(row) for row, first in zip(rows, firsts, strict=True) if first]
+        return BulkResult(changed, len(found.rows), next_after)
     gate = asyncio.Semaphore(BULK_IN_FLIGHT)
 
     async def change(row: Listed) -> WorkflowInfo | None:
@@ -259,7 +270,7 @@ async def bulk(core: Core, checked: Query, *, limit: int, after: object, action:
     except ExceptionGroup as failed:
         raise failed.exceptions[0] from None
     changed = [info for task in changes if (info := task.result()) is not None]
-    return BulkResult(changed, len(found.rows), cursor(checked, found.next))
+    return BulkResult(changed, len(found.rows), next_after)
 
 
 __all__ = [

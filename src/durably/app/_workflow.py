@@ -10,7 +10,7 @@ import functools
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
@@ -32,6 +32,7 @@ from durably.app._drift import unread, unread_warning
 from durably.app._handles import WorkflowHandle, cancel_children, find_handle
 from durably.app._options import OPTIONS, WorkflowOptions
 from durably.app._retry import Retry
+from durably.app._start_many import start_many
 from durably.app._values import Duration, Signature, decoded_record, seconds_of, stored_text
 from durably.app._workflow_flow import WorkflowFlow
 from durably.app._workflow_gates import WorkflowGates
@@ -372,6 +373,63 @@ class Workflow(Generic[P, R]):
                 self._core.waiters.unannounced(fresh)  # an earlier workflow: forgotten
             annotate({"durably.workflow.created": created})
         return self.handle(workflow, start["tenant"], created=created, key=key)
+
+    async def start_many(
+        self,
+        calls: Iterable[Sequence[Any] | Mapping[str, Any]],
+        *,
+        ids: Sequence[str | None] | None = None,
+        tenant: str | None = None,
+        timeout: Duration | None = None,
+        delay: Duration | None = None,
+        at: datetime | None = None,
+        priority: WorkPriority | None = None,
+    ) -> list[WorkflowHandle[R]]:
+        """Start a workflow of this kind per call, in a few round trips to the store.
+
+        Each is started as `start` starts one (an id that exists in the tenant starts
+        nothing and gives its handle, ``created`` False), a batch at a time: its start
+        records in one write, their catalog entries and run records in one each, their
+        wakeups in one. A kind with ``concurrency=``, ``throttle=`` or ``debounce=``, or an
+        App with tenant caps, starts each through `start`'s own path, a few at once.
+
+        Args:
+            calls: Each workflow's arguments: a tuple of positional arguments or a
+                mapping of keyword arguments. At most 1,000.
+            ids: An id per call (None for a fresh UUID), as `start`'s ``id``.
+            tenant: The tenant they run for (default: the App's).
+            timeout: How long after its start each is cancelled, as for `start`.
+            delay: How long from now before each body may begin, as for `start`.
+            at: When each body may begin instead, as for `start`.
+            priority: The `durably.WorkPriority` each is served at, as for `start`.
+
+        Returns:
+            Per call, in order, the workflow's typed handle.
+
+        Raises:
+            InvalidInputError: Before any I/O, for any call, what `start` refuses; more
+                than 1,000 calls; ``ids`` of another length, or naming one id twice.
+            WorkflowConflictError: An id exists in the tenant under another kind (the
+                other starts of the batch are made first).
+            ConfigurationError: A call inside a workflow body, where each start is
+                recorded as a step: start them one by one there.
+        """
+        if current_workflow() is not None:
+            raise ConfigurationError(
+                f"workflow {self.kind!r}: start_many is not recorded as a step; inside a "
+                "workflow body, start each with start()"
+            )
+        with producing("start", self.kind, {"durably.workflow.kind": self.kind}):
+            return await start_many(
+                self,
+                calls,
+                ids=ids,
+                tenant=tenant,
+                timeout=timeout,
+                delay=delay,
+                at=at,
+                priority=priority,
+            )
 
     async def _debounce(
         self,

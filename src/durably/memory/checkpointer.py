@@ -17,7 +17,16 @@ from durably.errors import Fenced
 from durably.memory.catalog import MemoryCatalog
 from durably.memory.gates import MemoryGates
 from durably.memory.state import MemoryStateStore
-from durably.stores.admission import TenantCaps, TenantCounts, refuse_over
+from durably.stores.admission import Admit, TenantCaps, TenantCounts, admit_batch, refuse_over
+from durably.stores.cancelling import (
+    CancelAsk,
+    CancelOutcome,
+    Looked,
+    cancel_batch,
+    endable,
+    look_batch,
+    wanted_key,
+)
 from durably.stores.catalog import (
     CatalogEntry,
     Line,
@@ -174,6 +183,21 @@ class MemoryCheckpointer:
         stored = self._statuses.get(workflow)
         return (_info(workflow, stored) if stored is not None else None), records
 
+    async def look_many(
+        self, workflows: Sequence[str], keys: Collection[str], prefixes: Collection[str] = ()
+    ) -> list[Looked]:
+        """Each workflow's status and its records under ``keys`` or ``prefixes``, read
+        together."""
+        checked, wanted, starts = look_batch(workflows, keys, prefixes)
+        looked = []
+        for workflow in checked:
+            records = self._records.get(workflow, {})
+            rows = [(k, r.encoded) for k, r in records.items() if wanted_key(k, wanted, starts)]
+            stored = self._statuses.get(workflow)
+            info = None if stored is None else _info(workflow, stored)
+            looked.append(Looked(info, decoded_records(self._codec, workflow, rows)))
+        return looked
+
     async def history(self, workflow: str) -> dict[str, Written]:
         """Every record with the (aware, UTC) time it landed, in first-recorded order."""
         identifier(workflow, "workflow")
@@ -287,6 +311,21 @@ class MemoryCheckpointer:
             counts[1] += 1
         return recorded
 
+    async def admit_many(self, admits: Sequence[Admit]) -> list[Recorded[object]]:
+        """`admit` each start without caps, at once (nothing awaited between them)."""
+        batch = admit_batch(admits)
+        encoded = [self._encode(admit.value) for admit in batch]  # refused before any write
+        recorded = []
+        for admit, text in zip(batch, encoded, strict=True):
+            fresh = admit.key not in self._records.get(admit.workflow, {})
+            recorded.append(self._insert(admit.workflow, admit.key, text))
+            if fresh and admit.workflow not in self._admitted:
+                self._admitted[admit.workflow] = (admit.tenant, True)
+                counts = self._counts.setdefault(admit.tenant, [0, 0])
+                counts[0] += 1
+                counts[1] += 1
+        return recorded
+
     async def admit_gated(
         self,
         workflow: str,
@@ -391,6 +430,35 @@ class MemoryCheckpointer:
     async def discard(self, workflow: str) -> int:
         """Delete every record and the status and fence the current holder; the count deleted."""
         return self._discard_now(workflow)
+
+    async def cancel_many(self, asks: Sequence[CancelAsk]) -> list[CancelOutcome]:
+        """Cancel each workflow of ``asks`` (`durably.stores.cancelling`), all at once."""
+        batch = cancel_batch(asks)
+        encoded = [(self._encode(ask.value), self._encode(ask.reason)) for ask in batch]
+        return [self._cancel_now(ask, *texts) for ask, texts in zip(batch, encoded, strict=True)]
+
+    def _cancel_now(self, ask: CancelAsk, marker: str, reason: str) -> CancelOutcome:
+        workflow = ask.workflow
+        stored = self._statuses.get(workflow)
+        status = None if stored is None else stored.status
+        if status is not None and status.finished:
+            return CancelOutcome(workflow, status, first=False, ended=False)
+        first = self._insert(workflow, ask.marker, marker).first
+        claim = self._claims.get(workflow)
+        now = self._now()
+        held = claim is not None and claim.alive_until > now
+        if held or not endable(status) or ask.superseded in self._records.get(workflow, {}):
+            return CancelOutcome(workflow, status, first, ended=False, held=held)
+        if claim is not None:  # a lapsed pass is fenced out, as a claim would fence it
+            claim.token += 1
+            claim.held_until = claim.alive_until = now
+        self._insert(workflow, ask.ended, reason)
+        attempts = 0 if stored is None else stored.attempts
+        ended = _Status(WorkflowStatus.CANCELLED, attempts, ask.reason, time.time())
+        self._store_status(workflow, ended)
+        self._recount(workflow, WorkflowStatus.CANCELLED)
+        self._changes.announce(workflow, ENDED)
+        return CancelOutcome(workflow, status, first, ended=True)
 
     # --- status ----------------------------------------------------------------------------
 

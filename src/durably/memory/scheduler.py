@@ -20,7 +20,7 @@ import heapq
 import itertools
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from durably.memory.rotation import Rotation
@@ -31,8 +31,11 @@ from durably.stores.workflows import (
     DEFAULT_TENANT,
     LAPSED_PER_TAKE,
     Delivery,
+    Ready,
     new_priority,
+    ready_batch,
     ready_priority,
+    workflow_batch,
 )
 from durably.validation import finite, identifier, non_negative, positive
 
@@ -114,6 +117,16 @@ class MemoryScheduler:
         """Make the workflow runnable now in ``tenant``'s turn at ``priority`` (None: the
         tenant and priority it has); a delivery in flight no longer answers it."""
         self._make_ready_now(workflow, tenant, priority)
+
+    async def make_ready_many(self, entries: Sequence[Ready]) -> None:
+        """`make_ready` each entry, at once."""
+        for entry in ready_batch(entries):
+            self._make_ready_now(entry.workflow, entry.tenant, entry.priority)
+
+    async def cancel_many(self, workflows: Sequence[str]) -> None:
+        """`cancel` each workflow, at once."""
+        for workflow in workflow_batch(workflows):
+            self._cancel_now(workflow)
 
     async def wake_at(self, delivery: Delivery, when: float) -> None:
         """Answer ``delivery`` and sleep the workflow until ``when`` (caller's clock),

@@ -21,6 +21,7 @@ from durably.stores.runs import (
     StatePage,
     StateQuery,
     checked_delta,
+    create_batch,
     followed,
     followed_workflow,
     listing_start,
@@ -98,6 +99,29 @@ class MemoryStateStore:
         actual = 0 if current is None else RunRecord.model_validate_json(current.text).version
         if actual != record.version:
             raise StateConflictError(record.key, record.version, actual)
+        return self._write_run(record, saved, text, current)
+
+    async def create_runs(self, records: Sequence[RunRecord]) -> list[bool]:
+        """Store each record whose run does not exist yet, at once (nothing awaited)."""
+        now = self._clock.now()
+        # Every record refused or rendered before the first is written.
+        rendered = [
+            (record, stored_run(record, version=1, updated_at=now, scrubber=self._scrub))
+            for record in create_batch(records)
+        ]
+        created = []
+        for record, saved in rendered:
+            fresh = _key(record.key) not in self._tables.runs
+            if fresh:
+                self._write_run(record, saved, saved.model_dump_json(), None)
+            created.append(fresh)
+        return created
+
+    def _write_run(
+        self, record: RunRecord, saved: RunRecord, text: str, current: _StoredRun | None
+    ) -> RunRecord:
+        """Store ``saved`` (``record`` checked and rendered as ``text``) over ``current``."""
+        key = _key(record.key)
         if current is None:
             place = self._tables.sequences.get(record.tenant, 0) + 1
             self._tables.sequences[record.tenant] = place

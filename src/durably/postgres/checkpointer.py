@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from datetime import UTC, datetime
@@ -25,7 +26,22 @@ from durably.postgres.migrate import verify
 from durably.postgres.schema import StateTables
 from durably.postgres.settings import PostgresStoreSettings
 from durably.postgres.sweep import sweep_finished
-from durably.stores.admission import NO_CAPS, TenantCaps, TenantCounts, refuse_over
+from durably.stores.admission import (
+    NO_CAPS,
+    Admit,
+    TenantCaps,
+    TenantCounts,
+    admit_batch,
+    refuse_over,
+)
+from durably.stores.cancelling import (
+    CancelAsk,
+    CancelOutcome,
+    Looked,
+    cancel_batch,
+    endable,
+    look_batch,
+)
 from durably.stores.catalog import (
     CatalogEntry,
     Line,
@@ -172,6 +188,29 @@ class PostgresCheckpointer:
         found = {str(row[6]): row[7] for row in rows if not row[0]}
         records = [(k, found[k]) for k in wanted if k in found]
         return info, decoded_records(self._codec, workflow, records)
+
+    async def look_many(
+        self, workflows: Sequence[str], keys: Collection[str], prefixes: Collection[str] = ()
+    ) -> list[Looked]:
+        """Each workflow's status and its records under ``keys`` or ``prefixes``, in one
+        statement."""
+        checked, wanted, starts = look_batch(workflows, keys, prefixes)
+        if not checked:
+            return []
+        rows = await self._run(
+            lambda s: s.fetch(self._sql["look_many"], checked, wanted, list(starts))
+        )
+        infos: dict[str, WorkflowInfo] = {}
+        found: dict[str, list[tuple[str, str]]] = {}
+        for row in rows:
+            workflow = str(row[1])
+            if row[0]:
+                infos[workflow] = _info(row[1:6])
+            else:
+                found.setdefault(workflow, []).append((str(row[6]), row[7]))
+        return [
+            Looked(infos.get(w), decoded_records(self._codec, w, found.get(w, []))) for w in checked
+        ]
 
     async def history(self, workflow: str) -> dict[str, Written]:
         identifier(workflow, "workflow")
@@ -330,6 +369,33 @@ class PostgresCheckpointer:
 
         async def run(session: Session) -> Recorded[object]:
             return (await self._admit_on(session, workflow, key, encoded, tenant, caps))[0]
+
+        return await self._access.run(run, errors=state_errors, transaction=True)
+
+    async def admit_many(self, admits: Sequence[Admit]) -> list[Recorded[object]]:
+        """`admit` each start without caps, in one statement (the stored record of each
+        one found there read back in the same transaction)."""
+        batch = admit_batch(admits)
+        if not batch:
+            return []
+        encoded = [self._encode(admit.value) for admit in batch]  # refused before any I/O
+
+        async def run(session: Session) -> list[Recorded[object]]:
+            rows = await session.fetch(
+                self._sql["admit_many"],
+                [admit.workflow for admit in batch],
+                [admit.key for admit in batch],
+                encoded,
+                [admit.tenant for admit in batch],
+            )
+            written = {str(row[0]) for row in rows}
+            recorded: list[Recorded[object]] = []
+            for admit, text in zip(batch, encoded, strict=True):
+                if admit.workflow in written:
+                    recorded.append(Recorded(self._codec.decode(text), True))
+                else:
+                    recorded.append(await self._stored(session, admit.workflow, admit.key, text))
+            return recorded
 
         return await self._access.run(run, errors=state_errors, transaction=True)
 
@@ -530,6 +596,105 @@ class PostgresCheckpointer:
         await session.fetch(self._sql["discard_admitted"], workflow)
         await self._gates.forget(session, workflow)
         return int(rows[0][0])
+
+    async def cancel_many(self, asks: Sequence[CancelAsk]) -> list[CancelOutcome]:
+        """Cancel each workflow of ``asks`` (`durably.stores.cancelling`), in one
+        transaction: every workflow's locks first (`cancel_lock`), then one read, one
+        write of the markers, and one statement per workflow ended here."""
+        batch = cancel_batch(asks)
+        if not batch:
+            return []
+        encoded = [(self._encode(ask.value), self._encode(ask.reason)) for ask in batch]
+
+        async def run(session: Session) -> list[CancelOutcome]:
+            workflows = [ask.workflow for ask in batch]
+            await session.fetch(self._sql["cancel_lock"], workflows)
+            rows = await session.fetch(
+                self._sql["cancel_read"], workflows, [ask.superseded for ask in batch]
+            )
+            infos = [None if row[1] is None else _info(row[:5]) for row in rows]
+            open_ = [
+                (ask, texts)
+                for ask, texts, info in zip(batch, encoded, infos, strict=True)
+                if info is None or not info.status.finished
+            ]
+            marked = await session.fetch(
+                self._sql["cancel_mark"],
+                [ask.workflow for ask, _ in open_],
+                [ask.marker for ask, _ in open_],
+                [marker for _, (marker, _) in open_],
+                self._channel,
+            )
+            written = {str(row[0]) for row in marked}
+            outcomes: list[CancelOutcome] = []
+            ending: list[tuple[int, CancelAsk, str, int]] = []
+            for ask, (_, reason), info, row in zip(batch, encoded, infos, rows, strict=True):
+                status = None if info is None else info.status
+                if status is not None and status.finished:
+                    outcomes.append(CancelOutcome(ask.workflow, status, False, ended=False))
+                    continue
+                first, held, superseded = ask.workflow in written, bool(row[5]), bool(row[6])
+                if not (held or superseded) and endable(status):
+                    attempts = 0 if info is None else info.attempts
+                    ending.append((len(outcomes), ask, reason, attempts))
+                outcomes.append(CancelOutcome(ask.workflow, status, first, False, held))
+            for index in await self._end_many_on(session, ending):
+                outcomes[index] = dataclasses.replace(outcomes[index], ended=True)
+            return outcomes
+
+        return await self._access.run(run, errors=state_errors, transaction=True)
+
+    async def _end_many_on(
+        self, session: Session, ending: list[tuple[int, CancelAsk, str, int]]
+    ) -> list[int]:
+        """End each workflow of ``ending`` (its outcome's index, its ask, its encoded
+        reason, its attempts): the ungated ones in one statement (`cancel_end_many`), a
+        gated one with its gate moved (`cancel_end`); the indexes of those ended."""
+        if not ending:
+            return []
+        cancelled = WorkflowStatus.CANCELLED
+        state = run_state(cancelled).value
+        # One reason for the whole batch: an App cancels with one.
+        reasons = {(reason, ask.reason) for _, ask, reason, _ in ending}
+        ended: set[str] = set()
+        for reason, error in reasons:
+            group = [
+                (ask, attempts)
+                for _, ask, text, attempts in ending
+                if (text, ask.reason) == (reason, error)
+            ]
+            rows = await session.fetch(
+                self._sql["cancel_end_many"],
+                [ask.workflow for ask, _ in group],
+                [ask.ended for ask, _ in group],
+                [attempts for _, attempts in group],
+                reason,
+                cancelled.value,
+                state,
+                error,
+                self._channel,
+            )
+            ended.update(str(row[0]) for row in rows)
+        for _, ask, reason, attempts in ending:
+            if ask.workflow in ended:
+                continue
+            # Gated (left alone above): ended with its gate moved, as a gated report is.
+            rows = await session.fetch(
+                self._sql["cancel_end"],
+                ask.workflow,
+                ask.ended,
+                reason,
+                cancelled.value,
+                attempts,
+                ask.reason,
+                self._channel,
+                True,
+                state,
+            )
+            if rows:
+                await self._gates.moved(session, ask.workflow, True)
+                ended.add(ask.workflow)
+        return [index for index, ask, _, _ in ending if ask.workflow in ended]
 
     async def sweep(
         self,

@@ -25,8 +25,11 @@ from durably.stores.workflows import (
     DEFAULT_TENANT,
     LAPSED_PER_TAKE,
     Delivery,
+    Ready,
     new_priority,
+    ready_batch,
     ready_priority,
+    workflow_batch,
 )
 from durably.validation import finite, identifier, non_negative, positive
 
@@ -127,6 +130,30 @@ class PostgresScheduler:
             priority,
             DEFAULT_PRIORITY,
         )
+
+    async def make_ready_many(self, entries: Sequence[Ready]) -> None:
+        """`make_ready` each entry, in one statement."""
+        batch = ready_batch(entries)
+        if not batch:
+            return
+        await self._run(
+            lambda s: s.fetch(
+                self._sql["make_ready_many"],
+                self._namespace,
+                [entry.workflow for entry in batch],
+                [entry.tenant for entry in batch],
+                DEFAULT_TENANT,
+                self._channel,
+                [entry.priority for entry in batch],
+                DEFAULT_PRIORITY,
+            )
+        )
+
+    async def cancel_many(self, workflows: Sequence[str]) -> None:
+        """`cancel` each workflow, in one statement."""
+        batch = workflow_batch(workflows)
+        if batch:
+            await self._run(lambda s: s.fetch(self._sql["cancel_many"], self._namespace, batch))
 
     async def next_ready(self, within: float) -> Delivery | None:
         within = non_negative(within, "within")

@@ -33,6 +33,7 @@ from durably.stores.runs import (
     StatePage,
     StateQuery,
     checked_delta,
+    create_batch,
     listing_start,
     stored_run,
     stored_session,
@@ -142,6 +143,43 @@ class PostgresStateStore:
             lambda s: s.fetch(self._sql["run_version"], record.tenant, record.run_id, token)
         )
         return _own_write(stored, record.key, record.version, found)
+
+    async def create_runs(self, records: Sequence[RunRecord]) -> list[bool]:
+        """Store each record whose run does not exist yet, in one statement."""
+        now = self._clock.now()
+        rows: list[dict[str, object]] = []
+        for n, record in enumerate(create_batch(records)):
+            stored = stored_run(
+                record,
+                version=1,
+                updated_at=now,
+                max_bytes=self._max_bytes,
+                store="postgres",
+                scrubber=self._scrub,
+            )
+            body = stored.model_dump(mode="json", exclude=set(_RUN_COLUMNS | {"version"}))
+            row: dict[str, object] = {name: getattr(stored.usage, name) for name in _USAGE_COLUMNS}
+            row.update(
+                tenant=record.tenant,
+                run_id=record.run_id,
+                state=stored.state.value,
+                session_id=stored.session_id,
+                updated_at=now,
+                cost_micros=stored.cost_micros,
+                iterations=stored.iterations,
+                message_cursor=stored.message_cursor,
+                body=self._encode(body),
+                n=n,
+            )
+            rows.append(row)
+        if not rows:
+            return []
+        token = secrets.token_hex(8)
+        written = await self._run(
+            lambda s: s.fetch(self._sql["insert_runs"], json.dumps(rows), token)
+        )
+        stored_keys = {(str(tenant), str(run_id)) for tenant, run_id in written}
+        return [(str(row["tenant"]), str(row["run_id"])) in stored_keys for row in rows]
 
     async def patch_run(self, key: StateKey, delta: StateDelta) -> RunRecord:
         _valid(key)

@@ -54,6 +54,8 @@ class RedisCatalog:
         self._all_counts = index + "counts"
         self._lines = index + "line:"
         self._statuses = statuses
+        # A batch names a few tenants and kinds many times: their keys are built once.
+        self._named: dict[tuple[str, str], tuple[list[str], str, str, str]] = {}
 
     def catalog_keys(self) -> list[str]:
         """The keys `workflow_index.lua` keeps beside the status index."""
@@ -94,20 +96,37 @@ class RedisCatalog:
     def _stored(self, workflow: str, entry: CatalogEntry) -> str:
         """The catalog hash's entry of ``workflow`` (without its status), as JSON."""
         tenant, kind = entry.tenant, entry.kind
-        lines = [self._line(), self._line(tenant), self._line(kind=kind), self._line(tenant, kind)]
+        named = self._named.get((tenant, kind))
+        if named is None:
+            if len(self._named) >= 4096:
+                self._named.clear()
+            lines = [
+                self._line(),
+                self._line(tenant),
+                self._line(kind=kind),
+                self._line(tenant, kind),
+            ]
+            named = (
+                lines,
+                self._line(tenant, status=""),
+                self._line(kind=kind, status=""),
+                self._tenant_counts(tenant),
+            )
+            self._named[(tenant, kind)] = named
+        lines, tenant_statuses, kind_statuses, tenant_counts = named
         if entry.parent is not None:
-            lines.append(self._line(parent=entry.parent))
+            lines = [*lines, self._line(parent=entry.parent)]
         stored = {
-            "t": entry.tenant,
-            "k": entry.kind,
+            "t": tenant,
+            "k": kind,
             "p": entry.parent,
             "c": entry.created_us,
             "m": member(entry.created_us, workflow),
             "l": lines,
             "sp": self._line(status=""),
-            "tsp": self._line(tenant, status=""),
-            "ksp": self._line(kind=kind, status=""),
-            "ct": self._tenant_counts(tenant),
+            "tsp": tenant_statuses,
+            "ksp": kind_statuses,
+            "ct": tenant_counts,
         }
         return json.dumps(stored)
 
@@ -172,7 +191,12 @@ class RedisCatalog:
 
 
 def _listed(workflow: str, stored: dict[str, Any], info: WorkflowInfo | None) -> Listed:
-    entry = CatalogEntry(str(stored["t"]), str(stored["k"]), int(stored["c"]), stored.get("p"))
+    # The creation time as the entry's member holds it: the scripts that rewrite an entry
+    # re-encode its numbers to 14 significant digits (cjson), which rounds ``c`` to a
+    # tenth of a millisecond, while a line orders and a mark compares whole microseconds.
+    member_us = str(stored.get("m", ""))[:_DIGITS]
+    created = int(member_us) if member_us.isdigit() else int(stored["c"])
+    entry = CatalogEntry(str(stored["t"]), str(stored["k"]), created, stored.get("p"))
     return Listed(workflow, entry, status_text(str(stored["s"]), workflow), info)
 
 

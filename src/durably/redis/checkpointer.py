@@ -25,12 +25,20 @@ from durably.redis.changes import RedisChanges
 from durably.redis.connection import RedisConnection, raw_pairs, text
 from durably.redis.effects import LuaEffect, effect_key
 from durably.redis.gates import RedisGates
-from durably.redis.indexing import GRACE_SECONDS, StatusIndex
+from durably.redis.indexing import GRACE_SECONDS, StatusIndex, Step
 from durably.redis.preflight import preflight
 from durably.redis.retry import RetriesSpent
-from durably.redis.scripts import Script, scripts
+from durably.redis.scripts import Script, commands_many, scripts
 from durably.redis.settings import RedisStoreSettings
-from durably.stores.admission import TenantCaps, TenantCounts, refuse_over
+from durably.stores.admission import Admit, TenantCaps, TenantCounts, admit_batch, refuse_over
+from durably.stores.cancelling import (
+    ENDED_HERE,
+    CancelAsk,
+    CancelOutcome,
+    Looked,
+    cancel_batch,
+    look_batch,
+)
 from durably.stores.catalog import (
     CatalogEntry,
     Line,
@@ -38,6 +46,7 @@ from durably.stores.catalog import (
     Mark,
     catalog_batch,
     line_read,
+    status_text,
     tallied,
 )
 from durably.stores.codec import (
@@ -89,12 +98,14 @@ _LUA = scripts(
     "workflow_restart",
     "workflow_admit",
     "workflow_gate_status",
+    "workflow_cancel",
     prelude="workflow_lib.lua",
 )
 _COUNTS = scripts("workflow_reserve", "workflow_count")
 # Without the prelude: the hot path is written out flat in the script itself.
 _RECORD = scripts("workflow_record")["workflow_record"]
 _LOOK = scripts("workflow_look")["workflow_look"]
+_SURVEY = scripts("workflow_survey")["workflow_survey"]
 _SWEEP = scripts("workflow_sweep", prelude="workflow_lib.lua")["workflow_sweep"]
 _SWEEP_BATCH = 200
 _SWEEP_GRACE_MS = str(3_600_000)  # how long a swept token key outlives the clock passing it
@@ -102,6 +113,9 @@ _TRANSACT = Script.load("workflow_transact.lua", "workflow_lib.lua").source
 _MARKER = "--@effect"
 _STATUS_FIELDS = ["status", "attempts", "has_error", "error", "updated_at"]
 _FINISHED = [status.value for status in FINISHED]
+_ENDED_HERE = sorted(status.value for status in ENDED_HERE)
+_CANCEL_PARTS = ("claim", "token", "records", "written", "seq", "status", "admitted")
+_ADMIT_PARTS = ("records", "written", "seq", "token", "status", "admitted")
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -293,6 +307,22 @@ class RedisCheckpointer:
         ]
         return _info(workflow, status), decoded_records(self._codec, workflow, rows)
 
+    async def look_many(
+        self, workflows: Sequence[str], keys: Collection[str], prefixes: Collection[str] = ()
+    ) -> list[Looked]:
+        """Each workflow's status and its records under ``keys`` or ``prefixes``: one
+        script per workflow, in its slot, the scripts sent together."""
+        checked, wanted, starts = look_batch(workflows, keys, prefixes)
+        head = (str(len(_STATUS_FIELDS)), *_STATUS_FIELDS, str(len(wanted)), *wanted, *starts)
+        calls = [(*self._keys(workflow, "status", "records"), *head) for workflow in checked]
+        replies = await self._redis.run_many(_SURVEY, calls, numkeys=2) if calls else []
+        looked = []
+        for workflow, (status, flat) in zip(checked, replies, strict=True):
+            rows = list(zip(flat[::2], flat[1::2], strict=True))
+            records = decoded_records(self._codec, workflow, rows)
+            looked.append(Looked(_info(workflow, status), records))
+        return looked
+
     async def history(self, workflow: str) -> dict[str, Written]:
         """Every record with the (aware, UTC) server time it landed, in first-recorded order."""
         rows = [(key, encoded, _utc(at)) for _, key, encoded, at in await self._rows(workflow)]
@@ -434,6 +464,31 @@ class RedisCheckpointer:
         kill between leaves it one lower).
         """
         return (await self._admit(workflow, key, value, tenant, caps, ""))[0]
+
+    async def admit_many(self, admits: Sequence[Admit]) -> list[Recorded[object]]:
+        """`admit` each start without caps: one script per workflow in its slot, sent
+        together, then each tenant's counts moved once by the starts it admitted (a
+        process killed between leaves them lower, as `admit` does)."""
+        batch = admit_batch(admits)
+        encoded = [self._encode(a.value, f"value of {a.key!r}") for a in batch]
+        calls = [
+            (*self._keys(a.workflow, *_ADMIT_PARTS), a.key, text, self._ttl, a.tenant, "")
+            for a, text in zip(batch, encoded, strict=True)
+        ]
+        if not calls:
+            return []
+        replies = await self._redis.run_many(
+            _LUA["workflow_admit"], calls, numkeys=len(_ADMIT_PARTS)
+        )
+        counted: dict[str, int] = {}
+        for admit, reply in zip(batch, replies, strict=True):
+            if int(reply[2]):
+                counted[admit.tenant] = counted.get(admit.tenant, 0) + 1
+        await self._recount_many({tenant: (n, n) for tenant, n in counted.items()})
+        return [
+            self._recorded(a.workflow, a.key, reply[0], reply[1], text)
+            for a, reply, text in zip(batch, replies, encoded, strict=True)
+        ]
 
     async def _admit(
         self, workflow: str, key: str, value: object, tenant: str, caps: TenantCaps, gate: str
@@ -641,6 +696,86 @@ class RedisCheckpointer:
         step, or one given back; a status write moves them in its tenant step)."""
         counts = [keys.tenant_counts_key(self._redis.key_prefix, tenant)]
         await self._run(_COUNTS["workflow_count"], counts, [str(running), str(started)])
+
+    async def _recount_many(self, moves: dict[str, tuple[int, int]]) -> None:
+        """`_recount` of each tenant by its (running, started) moves, the scripts sent
+        together."""
+        calls = [
+            (keys.tenant_counts_key(self._redis.key_prefix, tenant), str(running), str(started))
+            for tenant, (running, started) in moves.items()
+            if running or started
+        ]
+        if calls:
+            await self._redis.run_many(_COUNTS["workflow_count"], calls)
+
+    async def cancel_many(self, asks: Sequence[CancelAsk]) -> list[CancelOutcome]:
+        """Cancel each workflow of ``asks`` (`durably.stores.cancelling`).
+
+        Steps, as a status write's: the intents of every workflow's status write (one
+        write), one script per workflow in its slot (sent together), then for those
+        ended their tenants' counts, the status index and catalog, and their gates.
+        """
+        batch = cancel_batch(asks)
+        if not batch:
+            return []
+        cancelled = WorkflowStatus.CANCELLED.value
+        calls = []
+        for ask in batch:
+            marker = self._encode(ask.value, f"value of {ask.marker!r}")
+            reason = self._encode(ask.reason, f"value of {ask.ended!r}")
+            calls.append(
+                (
+                    *self._keys(ask.workflow, *_CANCEL_PARTS),
+                    ask.marker,
+                    marker,
+                    ask.ended,
+                    reason,
+                    ask.superseded,
+                    ask.reason,
+                    cancelled,
+                    self._ttl,
+                    str(len(_ENDED_HERE)),
+                    *_ENDED_HERE,
+                    *_FINISHED,
+                )
+            )
+        intents = await self._indexing.intend([ask.workflow for ask in batch])
+        replies = await self._redis.run_many(
+            _LUA["workflow_cancel"], calls, numkeys=len(_CANCEL_PARTS)
+        )
+        outcomes: list[CancelOutcome] = []
+        unneeded: list[str] = []
+        steps: list[Step] = []
+        gated: list[tuple[Any, str, Any]] = []
+        for ask, intent, reply in zip(batch, intents, replies, strict=True):
+            what, seen = text(reply[0]), text(reply[1])
+            status = status_text(seen, ask.workflow) if seen else None
+            if what != "ended":
+                unneeded.append(intent)
+                first = what == "open" and int(reply[2]) == 1
+                held = what == "open" and int(reply[3]) == 1
+                outcomes.append(CancelOutcome(ask.workflow, status, first, False, held))
+                continue
+            outcomes.append(CancelOutcome(ask.workflow, status, int(reply[2]) == 1, True))
+            tenant, running, gate, number = reply[5:9]
+            steps.append(
+                Step(
+                    ask.workflow,
+                    WorkflowStatus.CANCELLED,
+                    text(reply[4]),
+                    (intent,),
+                    tenant=text(tenant),
+                    running=int(running),
+                )
+            )
+            if text(gate):
+                gated.append((gate, ask.workflow, number))
+        if unneeded:
+            await self._indexing.forget(*unneeded)
+        await self._indexing.step_many(steps)
+        for gate, workflow, number in gated:
+            await self._regate(gate, workflow, -1, number, forget=False)
+        return outcomes
 
     async def append(self, workflow: str, value: object, *, unless_finished: bool = False) -> Entry:
         """Add a message under a store-named ``inbox:`` key that sorts in append order;
@@ -944,17 +1079,14 @@ class RedisCheckpointer:
         ]
 
     async def _pipelined(self, reads: list[tuple[str, list[str]]]) -> list[Any]:
-        """HMGET of each (hash, fields) in one pipeline, the replies in order."""
+        """HMGET of each (hash, fields), sent together, the replies in order."""
         client = self._redis.client
-
-        async def read() -> list[Any]:
-            async with client.pipeline(transaction=False) as pipe:
-                for key, fields in reads:
-                    pipe.hmget(key, fields)
-                replies: list[Any] = await pipe.execute()
-                return replies
-
-        return await self._redis.state(read)
+        commands = [("HMGET", key, *fields) for key, fields in reads]
+        replies = await self._redis.state(lambda: commands_many(client, commands))
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return replies
 
     async def list_status(
         self, *, status: WorkflowStatus | None = None, limit: int = 50, after: str | None = None

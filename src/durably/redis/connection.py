@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import warnings
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import SecretStr
+from redis.exceptions import NoScriptError
 
 from durably.clock import Clock, SystemClock
 from durably.errors import InvalidInputError, StatePersistenceError
@@ -16,6 +18,9 @@ from durably.redis.pool import pool_size
 from durably.redis.replication import ReplicaWait
 from durably.redis.retry import Retry
 from durably.redis.settings import DEFAULT_MAX_VALUE_BYTES, RedisStoreSettings
+
+if TYPE_CHECKING:
+    from durably.redis.scripts import Script
 
 T = TypeVar("T")
 
@@ -86,6 +91,33 @@ class RedisConnection:
                 "too_large",
                 f"{what()} is {size} bytes, over max_value_bytes={self.max_value_bytes}",
             )
+
+    async def run_many(
+        self, script: Script, calls: Sequence[tuple[Any, ...]], numkeys: int = 1
+    ) -> list[Any]:
+        """Run ``script`` once per call (``numkeys`` keys, then its arguments), all sent
+        together and retried as one (`state`): each reply in order; one the script
+        refused raises. Calls the server's script cache missed (a server that never ran
+        the script, or flushed it) go again: the first alone, which loads the script on
+        its server, then the rest together, until none misses."""
+        client = self.client
+        replies = await self.state(lambda: script.run_many(client, calls, numkeys))
+        missed = [n for n, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        while missed:
+            first, rest = missed[0], missed[1:]
+            call = functools.partial(script.run, client, numkeys, *calls[first])
+            replies[first] = await self.state(call)
+            again = [calls[n] for n in rest]
+            if again:
+                send = functools.partial(script.run_many, client, again, numkeys)
+                answered = await self.state(send)
+                for n, reply in zip(rest, answered, strict=True):
+                    replies[n] = reply
+            missed = [n for n in rest if isinstance(replies[n], NoScriptError)]
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return replies
 
     async def state(self, operation: Callable[[], Awaitable[T]]) -> T:
         """Run ``operation`` with retries; `StatePersistenceError` once they are spent."""

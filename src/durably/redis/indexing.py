@@ -21,7 +21,8 @@ import functools
 import itertools
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from durably.redis import keys
@@ -33,6 +34,23 @@ from durably.stores.status import WorkflowStatus
 
 _INDEX = scripts("workflow_index")["workflow_index"]
 _TENANT = Script.load("workflow_tenant_step.lua", "state_lib.lua")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One status write's second step, for `StatusIndex.step_many`: ``workflow`` moved to
+    ``status`` at ``at_us``, its ``intents`` to take out, and for a workflow admitted
+    under ``tenant`` its counts' moves (``running``, ``started``)."""
+
+    workflow: str
+    status: WorkflowStatus
+    at_us: str
+    intents: tuple[str, ...]
+    tenant: str = ""
+    running: int = 0
+    started: int = 0
+
+
 _STATUSES = [status.value for status in WorkflowStatus]
 
 GRACE_SECONDS = 60.0
@@ -133,6 +151,56 @@ class StatusIndex:
                 )
             )
         await run_together(self._redis.client, calls, self._redis.state)
+
+    async def intend(self, workflows: Sequence[str]) -> list[str]:
+        """Name a status write of each of ``workflows`` in an intent, in one write made
+        before those writes (a batch's `written`): the intents, in order."""
+        intents = [f"{self._mine}{next(self._count):x}|{workflow}" for workflow in workflows]
+        if intents:
+            at = time.time()
+            client = self._redis.client
+            await self._redis.state(
+                lambda: client.zadd(self._unindexed, dict.fromkeys(intents, at))
+            )
+        return intents
+
+    async def step_many(self, steps: Sequence[Step]) -> None:
+        """`step` each of ``steps``: the catalog's scripts sent together, then the tenant
+        steps of those admitted under a tenant, likewise."""
+        if not steps:
+            return
+        calls = [
+            (
+                *self._keys,
+                self._index + "status:",
+                step.workflow,
+                step.status.value,
+                step.at_us,
+                str(len(step.intents)),
+                *step.intents,
+                *_STATUSES,
+            )
+            for step in steps
+        ]
+        await self._redis.run_many(_INDEX, calls, numkeys=len(self._keys))
+        ns = self._redis.key_prefix
+        tenant_calls = [
+            (
+                keys.tenant_counts_key(ns, step.tenant),
+                keys.followed_runs_key(ns, step.tenant),
+                keys.state_prefix(ns, step.tenant) + "totals",
+                str(step.running),
+                str(step.started),
+                keys.state_prefix(ns, step.tenant),
+                step.workflow,
+                run_state(step.status).value,
+                step.at_us,
+            )
+            for step in steps
+            if step.tenant
+        ]
+        if tenant_calls:
+            await self._redis.run_many(_TENANT, tenant_calls, numkeys=3)
 
     async def repair(self, *, limit: int, grace: float = GRACE_SECONDS) -> int:
         """Bring the second step of up to ``limit`` status writes whose intent is older

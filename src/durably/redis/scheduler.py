@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Sequence
 from typing import Any, Self
 
 from durably.redis import keys
@@ -23,8 +24,11 @@ from durably.stores.workflows import (
     DEFAULT_TENANT,
     LAPSED_PER_TAKE,
     Delivery,
+    Ready,
     new_priority,
+    ready_batch,
     ready_priority,
+    workflow_batch,
 )
 from durably.validation import finite, identifier, non_negative, positive
 
@@ -127,6 +131,28 @@ class RedisScheduler:
         rank = ready_priority(priority)
         offset = "" if rank is None else priority_offset(rank)
         await self._run("scheduler_make_ready", [workflow, owner, "", offset])
+
+    async def make_ready_many(self, entries: Sequence[Ready]) -> None:
+        """`make_ready` each entry: one script each (every entry is in the namespace's
+        slot), sent together."""
+        calls = []
+        for entry in ready_batch(entries):
+            rank = ready_priority(entry.priority)
+            offset = "" if rank is None else priority_offset(rank)
+            owner = entry.tenant or ""
+            head = (self._legacy, self._prefix, DEFAULT_TENANT)
+            calls.append((*head, entry.workflow, owner, "", offset))
+        if calls:
+            await self._redis.run_many(_LUA["scheduler_make_ready"], calls)
+
+    async def cancel_many(self, workflows: Sequence[str]) -> None:
+        """`cancel` each workflow: one script each, sent together."""
+        calls = [
+            (self._legacy, self._prefix, DEFAULT_TENANT, workflow)
+            for workflow in workflow_batch(workflows)
+        ]
+        if calls:
+            await self._redis.run_many(_LUA["scheduler_cancel"], calls)
 
     async def make_ready_if_absent(self, workflow: str, *, tenant: str) -> bool:
         """`make_ready`, unless the workflow has an entry already (ready, in flight or

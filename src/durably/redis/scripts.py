@@ -30,6 +30,7 @@ _READS = frozenset(
         "state_session_live.lua",
         "workflow_load.lua",
         "workflow_look.lua",
+        "workflow_survey.lua",
     }
 )
 _READ_ONLY: set[bytes | str] = set()  # their SHAs (as sent) and sources
@@ -99,11 +100,13 @@ class Script:
         except NoScriptError:
             return await client.execute_command("EVAL", self.source, numkeys, *keys_and_args)
 
-    async def run_many(self, client: Any, calls: Sequence[tuple[Any, ...]]) -> list[Any]:
-        """Run the script once per entry of ``calls`` (each one key, then its arguments),
-        all sent together: per call, in order, its reply or the `ResponseError` it answered
-        (`NoScriptError` included: the caller runs that one alone). A failed send or read
-        raises, as a pipeline's does.
+    async def run_many(
+        self, client: Any, calls: Sequence[tuple[Any, ...]], numkeys: int = 1
+    ) -> list[Any]:
+        """Run the script once per entry of ``calls`` (each ``numkeys`` keys, then its
+        arguments), all sent together: per call, in order, its reply or the
+        `ResponseError` it answered (`NoScriptError` included: the caller runs that one
+        alone). A failed send or read raises, as a pipeline's does.
 
         On a plain client the calls go out packed in one write on a pooled connection and
         their replies are read in turn, as `run` sends one; otherwise through a redis-py
@@ -112,7 +115,7 @@ class Script:
         if pool is not None:
             packed: list[bytes] = []
             for call in calls:
-                command = packed_call(self._evalsha, 1, call)
+                command = packed_call(self._evalsha, numkeys, call)
                 if command is None:
                     break  # an argument redis-py packs (or refuses): the pipeline below
                 packed.append(command)
@@ -120,7 +123,7 @@ class Script:
                 return await sent_many(pool, b"".join(packed), len(packed))
         pipe = client.pipeline(transaction=False)
         for call in calls:
-            pipe.execute_command("EVALSHA", self.sha, 1, *call)
+            pipe.execute_command("EVALSHA", self.sha, numkeys, *call)
         replies: list[Any] = await pipe.execute(raise_on_error=False)
         return replies
 
@@ -150,6 +153,48 @@ class Script:
     async def __call__(self, client: Any, keys: list[str], args: list[Any]) -> Any:
         """Run the script with ``keys`` (routing uses the first) and ``args``."""
         return await self.run(client, len(keys), *keys, *args)
+
+
+async def commands_many(client: Any, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
+    """Each plain command of ``commands`` (its name, then its arguments), all sent
+    together: per command, in order, its reply or the `ResponseError` it answered.
+
+    On a plain client they go out packed in one write on a pooled connection and their
+    replies are read in turn, as `Script.run_many` sends scripts (redis-py's pipeline
+    spends tens of microseconds of client time a command on its own bookkeeping);
+    otherwise through a redis-py pipeline."""
+    pool = direct_pool(client)
+    if pool is not None:
+        packed: list[bytes] = []
+        for command in commands:
+            one = _packed_command(command)
+            if one is None:
+                break  # an argument redis-py packs (or refuses): the pipeline below
+            packed.append(one)
+        else:
+            return await sent_many(pool, b"".join(packed), len(packed)) if packed else []
+    pipe = client.pipeline(transaction=False)
+    for command in commands:
+        pipe.execute_command(*command)
+    replies: list[Any] = await pipe.execute(raise_on_error=False)
+    return replies
+
+
+def _packed_command(command: tuple[Any, ...]) -> bytes | None:
+    """``command`` in the protocol, as `durably.redis.wire.packed_call` writes a script
+    call; None when an argument is of a type left to redis-py."""
+    parts = [b"*%d\r\n" % len(command)]
+    append = parts.append
+    for arg in command:
+        kind = type(arg)
+        if kind is str:
+            arg = arg.encode()
+        elif kind is int or kind is float:
+            arg = repr(arg).encode()
+        elif kind is not bytes:
+            return None
+        append(b"$%d\r\n%b\r\n" % (len(arg), arg))
+    return b"".join(parts)
 
 
 async def run_together(
@@ -198,4 +243,4 @@ def scripts(*names: str, prelude: str | tuple[str, ...] | None = None) -> dict[s
     return {name: Script.load(f"{name}.lua", prelude) for name in names}
 
 
-__all__ = ["Attempt", "Script", "read_only", "run_together", "scripts"]
+__all__ = ["Attempt", "Script", "commands_many", "read_only", "run_together", "scripts"]

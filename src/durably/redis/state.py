@@ -39,6 +39,7 @@ from durably.stores.runs import (
     StateQuery,
     Usage,
     checked_delta,
+    create_batch,
     followed_workflow,
     listing_start,
     stored_run,
@@ -222,6 +223,57 @@ class RedisStateStore:
         if text(reply[0]) == "conflict":
             raise StateConflictError(record.key, record.version, int(text(reply[1])))
         return stored
+
+    async def create_runs(self, records: Sequence[RunRecord]) -> list[bool]:
+        """Store each record whose run does not exist yet, as `put_run` stores a first
+        write: its tenant listed first (one write for the batch), then one script per run
+        in its tenant's slot, sent together (each notes the workflow its run follows in
+        the tenant's hash, as `put_run` does)."""
+        now = self._clock.now()
+        ns = self._redis.key_prefix
+        listed: dict[str, int] = {}
+        calls = []
+        for record in create_batch(records):
+            stored = stored_run(
+                record,
+                version=1,
+                updated_at=now,
+                max_bytes=self._redis.max_value_bytes,
+                store="redis",
+                scrubber=self._scrub,
+            )
+            blob = stored.model_dump_json()
+            self._redis.check_size(blob, f"run {record.key}")
+            tenant, prefix = record.tenant, self._prefix(record.tenant)
+            listed[tenant] = 0
+            workflow = followed_workflow(stored)
+            calls.append(
+                (
+                    keys.run_key(ns, tenant, record.run_id),
+                    keys.run_meta_key(ns, tenant, record.run_id),
+                    prefix + "seq",
+                    prefix + "runs",
+                    prefix + "totals",
+                    prefix,
+                    record.run_id,
+                    "0",
+                    blob,
+                    stored.state.value,
+                    number(stored.updated_at),
+                    record.session_id or "",
+                    secrets.token_hex(8),
+                    *_counters(stored),
+                    "follows",
+                    workflow or "",
+                )
+            )
+        if not calls:
+            return []
+        client = self._redis.client
+        listing = keys.state_tenants_key(ns)
+        await self._redis.state(lambda: client.zadd(listing, listed))
+        replies = await self._redis.run_many(_LUA["state_put_run"], calls, numkeys=5)
+        return [text(reply[0]) == "ok" for reply in replies]
 
     async def patch_run(self, key: StateKey, delta: StateDelta) -> RunRecord:
         """Add ``delta`` server-side and bump the version; `StateNotFoundError` if absent,

@@ -16,7 +16,23 @@ from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.gates import BoundSqliteGates
 from durably.sqlite.scheduler import BoundSqliteScheduler
 from durably.sqlite.statements import load_statements
-from durably.stores.admission import TenantCaps, TenantCounts, refuse_over, running_after
+from durably.stores.admission import (
+    NO_CAPS,
+    Admit,
+    TenantCaps,
+    TenantCounts,
+    admit_batch,
+    refuse_over,
+    running_after,
+)
+from durably.stores.cancelling import (
+    CancelAsk,
+    CancelOutcome,
+    Looked,
+    cancel_batch,
+    endable,
+    look_batch,
+)
 from durably.stores.catalog import (
     CatalogEntry,
     Line,
@@ -134,6 +150,53 @@ class BoundSqliteCheckpointer:
                 found[key_text(row["key"])] = row["value"]
         rows = [(k, found[k]) for k in keys if k in found]
         return info, decoded_records(self._codec, workflow, rows)
+
+    def look_many(
+        self, workflows: list[str], keys: list[str], prefixes: tuple[str, ...]
+    ) -> list[Looked]:
+        """Each workflow's status and its records under ``keys`` or ``prefixes``, in one
+        statement."""
+        params = {
+            "workflows": json.dumps(workflows),
+            "keys": json.dumps(keys),
+            "prefixes": json.dumps(prefixes),
+        }
+        infos: dict[str, WorkflowInfo] = {}
+        found: dict[str, list[tuple[str | bytes, str | bytes]]] = {}
+        for row in self._tx.texts(_SQL["look_many"], params):
+            workflow = text_field(row["workflow"])
+            if row["part"] == 0:
+                infos[workflow] = _info(row)
+            else:
+                found.setdefault(workflow, []).append((row["key"], row["value"]))
+        return [
+            Looked(infos.get(w), decoded_records(self._codec, w, found.get(w, [])))
+            for w in workflows
+        ]
+
+    def cancel(self, ask: CancelAsk, marker: str, reason: str) -> CancelOutcome:
+        """One workflow of `SqliteCheckpointer.cancel_many` (``marker`` and ``reason``
+        encoded): its marker, and its cancelled end when no pass runs it."""
+        workflow = ask.workflow
+        info = self.get_status(workflow)
+        status = None if info is None else info.status
+        if status is not None and status.finished:
+            return CancelOutcome(workflow, status, first=False, ended=False)
+        first = self.insert(workflow, ask.marker, marker).first
+        claim = self._tx.one(_SQL["get_claim"], {"workflow": workflow})
+        held = claim is not None and claim["alive_until"] > self._tx.store_now
+        superseded = self._tx.one(_SQL["get_record"], {"workflow": workflow, "key": ask.superseded})
+        if held or not endable(status) or superseded is not None:
+            return CancelOutcome(workflow, status, first, ended=False, held=held)
+        # Under a claim of its own, as one cancel's end: a lapsed pass is fenced out.
+        holder = self.claim(workflow, 1.0, 1.0)
+        assert holder is not None  # no live claim, under the write lock
+        self.insert(workflow, ask.ended, reason)
+        attempts = 0 if info is None else info.attempts
+        self._write_status(workflow, WorkflowStatus.CANCELLED, attempts, ask.reason)
+        self._recount(workflow, WorkflowStatus.CANCELLED.value)
+        self.release(holder)
+        return CancelOutcome(workflow, status, first, ended=True)
 
     def history(self, workflow: str) -> dict[str, Written]:
         """Every record with the time it landed, in first-recorded order."""
@@ -503,6 +566,18 @@ class SqliteCheckpointer:
             lambda tx: self.bound(tx).look(workflow, wanted), write=False
         )
 
+    async def look_many(
+        self, workflows: Sequence[str], keys: Collection[str], prefixes: Collection[str] = ()
+    ) -> list[Looked]:
+        """Each workflow's status and its records under ``keys`` or ``prefixes``, in one
+        statement."""
+        checked, wanted, starts = look_batch(workflows, keys, prefixes)
+        if not checked:
+            return []
+        return await self._db.transaction(
+            lambda tx: self.bound(tx).look_many(checked, wanted, starts), write=False
+        )
+
     async def history(self, workflow: str) -> dict[str, Written]:
         """Every record with the (UTC) time it landed, in first-recorded order."""
         identifier(workflow, "workflow")
@@ -588,6 +663,23 @@ class SqliteCheckpointer:
         return await self._db.transaction(
             lambda tx: self.bound(tx).admit(workflow, key, encoded, tenant=tenant, caps=caps)
         )
+
+    async def admit_many(self, admits: Sequence[Admit]) -> list[Recorded[object]]:
+        """`admit` each start without caps, in one transaction."""
+        batch = admit_batch(admits)
+        encoded = [self.encode(admit.value) for admit in batch]  # refused before the write
+
+        def run(tx: Transaction) -> list[Recorded[object]]:
+            bound = self.bound(tx)
+            return [
+                bound.admit(a.workflow, a.key, text, tenant=a.tenant, caps=NO_CAPS)
+                for a, text in zip(batch, encoded, strict=True)
+            ]
+
+        recorded = await self._db.transaction(run)
+        for admit in batch:
+            self.announce(admit.workflow, RECORDS)
+        return recorded
 
     async def admit_gated(
         self,
@@ -704,6 +796,23 @@ class SqliteCheckpointer:
         deleted = await self._moving(lambda bound: bound.discard(workflow))
         self.announce(workflow, ENDED)
         return deleted
+
+    async def cancel_many(self, asks: Sequence[CancelAsk]) -> list[CancelOutcome]:
+        """Cancel each workflow of ``asks`` (`durably.stores.cancelling`), in one
+        transaction."""
+        batch = cancel_batch(asks)
+        encoded = [(self.encode(ask.value), self.encode(ask.reason)) for ask in batch]
+        outcomes = await self._moving(
+            lambda bound: [
+                bound.cancel(ask, *texts) for ask, texts in zip(batch, encoded, strict=True)
+            ]
+        )
+        for outcome in outcomes:
+            if outcome.first:
+                self.announce(outcome.workflow, RECORDS)
+            if outcome.ended:
+                self.announce(outcome.workflow, ENDED)
+        return outcomes
 
     async def sweep(
         self,

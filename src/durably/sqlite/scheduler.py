@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import uuid
+from collections.abc import Sequence
 
 from durably.sqlite.connection import Database, Transaction
 from durably.sqlite.statements import load_statements
@@ -15,8 +16,11 @@ from durably.stores.workflows import (
     DEFAULT_TENANT,
     LAPSED_PER_TAKE,
     Delivery,
+    Ready,
     new_priority,
+    ready_batch,
     ready_priority,
+    workflow_batch,
 )
 from durably.validation import finite, identifier, non_negative, positive
 
@@ -238,6 +242,33 @@ class SqliteScheduler:
         rank = ready_priority(priority)
         await self._db.transaction(lambda tx: self.bound(tx).make_ready(workflow, tenant, rank))
         self._db.notify_ready()
+
+    async def make_ready_many(self, entries: Sequence[Ready]) -> None:
+        """`make_ready` each entry, in one transaction."""
+        batch = ready_batch(entries)
+        if not batch:
+            return
+
+        def run(tx: Transaction) -> None:
+            bound = self.bound(tx)
+            for entry in batch:
+                bound.make_ready(entry.workflow, entry.tenant, ready_priority(entry.priority))
+
+        await self._db.transaction(run)
+        self._db.notify_ready()
+
+    async def cancel_many(self, workflows: Sequence[str]) -> None:
+        """`cancel` each workflow, in one transaction."""
+        batch = workflow_batch(workflows)
+        if not batch:
+            return
+
+        def run(tx: Transaction) -> None:
+            bound = self.bound(tx)
+            for workflow in batch:
+                bound.cancel(workflow)
+
+        await self._db.transaction(run)
 
     async def wake_at(self, delivery: Delivery, when: float) -> None:
         """Answer ``delivery`` and sleep until ``when`` (caller's clock), never pushing out

@@ -23,6 +23,7 @@ from durably.stores.runs import (
     StatePage,
     StateQuery,
     checked_delta,
+    create_batch,
     listing_start,
     patched_run,
     stored_run,
@@ -80,6 +81,14 @@ class BoundSqliteStateStore:
             raise StateConflictError(record.key, record.version, actual)
         self._write_run(saved, insert=row is None, text=text)
         return saved
+
+    def create_run(self, record: RunRecord, saved: RunRecord, text: str) -> bool:
+        """Store ``saved`` (``record`` checked and rendered as ``text``) unless its run
+        exists: whether it was stored."""
+        if self._tx.one(_SQL["run_version"], _run_key(record.key)) is not None:
+            return False
+        self._write_run(saved, insert=True, text=text)
+        return True
 
     def patch_run(self, key: StateKey, delta: StateDelta) -> RunRecord:
         """Add ``delta`` and bump the version under the write lock; `StateNotFoundError`."""
@@ -232,6 +241,21 @@ class SqliteStateStore:
         # Checked and rendered before the transaction opens (and only then).
         saved, text = _prepared_run(record, self._clock.now(), self._max_bytes, self._scrub)
         return await self._db.transaction(lambda tx: self.bound(tx)._put_run(record, saved, text))
+
+    async def create_runs(self, records: Sequence[RunRecord]) -> list[bool]:
+        """Store each record whose run does not exist yet, in one transaction."""
+        now = self._clock.now()
+        # Every record checked and rendered before the transaction opens.
+        rendered = [
+            (record, *_prepared_run(record, now, self._max_bytes, self._scrub))
+            for record in create_batch(records)
+        ]
+
+        def run(tx: Transaction) -> list[bool]:
+            bound = self.bound(tx)
+            return [bound.create_run(*prepared) for prepared in rendered]
+
+        return await self._db.transaction(run)
 
     async def patch_run(self, key: StateKey, delta: StateDelta) -> RunRecord:
         """Add ``delta``, bump the version; `StateNotFoundError` for an absent run."""

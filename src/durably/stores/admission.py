@@ -10,12 +10,14 @@ scan. `TenantCaps` refuses an admission past either count, before anything is wr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from durably.errors import ConfigurationError, InvalidInputError, WorkflowLimitError
 from durably.stores.status import WorkflowStatus
-from durably.stores.workflows import Checkpointer, Recorded
+from durably.stores.workflows import Checkpointer, Recorded, step_key
+from durably.validation import identifier
 
 MOST_ADMITTED = 1_000_000_000
 """The largest cap a tenant may be given (0 is not "unlimited": None is)."""
@@ -103,6 +105,52 @@ class Admitting(Protocol):
         ...
 
 
+MAX_ADMIT_BATCH = 1000
+"""The most start records one `AdmittingMany.admit_many` call writes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    """One start of an `AdmittingMany.admit_many` call: ``value`` supplied under ``key``
+    of ``workflow``, counted under ``tenant`` when it is the first write."""
+
+    workflow: str
+    key: str
+    value: object
+    tenant: str
+
+
+@runtime_checkable
+class AdmittingMany(Protocol):
+    """The optional `Checkpointer` capability of many uncapped admissions in one write (a
+    bulk start). Every shipped checkpointer has it."""
+
+    async def admit_many(self, admits: Sequence[Admit]) -> list[Recorded[object]]:
+        """`Admitting.admit` each start without caps, in one write (one transaction on
+        SQLite and PostgreSQL, one round trip per slot on Redis): per start, in order,
+        what `supply` would answer. A workflow named twice is admitted once (its first
+        start; the later one answers as a repeated start). At most `MAX_ADMIT_BATCH`
+        (`InvalidInputError`, before any I/O)."""
+        ...
+
+
+def admit_batch(admits: object) -> list[Admit]:
+    """The starts of an `AdmittingMany.admit_many` call, checked before any I/O."""
+    if isinstance(admits, (str, bytes)) or not isinstance(admits, Sequence):
+        raise InvalidInputError(f"admits must be a sequence of Admit, got {type(admits).__name__}")
+    if len(admits) > MAX_ADMIT_BATCH:
+        raise InvalidInputError(
+            f"admits must be at most {MAX_ADMIT_BATCH} a call, got {len(admits)}"
+        )
+    for admit in admits:
+        if not isinstance(admit, Admit):
+            raise InvalidInputError(f"each start must be an Admit, got {admit!r}")
+        identifier(admit.workflow, "workflow")
+        identifier(admit.tenant, "tenant")
+        step_key(admit.key)
+    return list(admits)
+
+
 async def admit_workflow(
     checkpointer: Checkpointer[Any],
     workflow: str,
@@ -127,11 +175,15 @@ async def admit_workflow(
 
 
 __all__ = [
+    "MAX_ADMIT_BATCH",
     "MOST_ADMITTED",
     "NO_CAPS",
+    "Admit",
     "Admitting",
+    "AdmittingMany",
     "TenantCaps",
     "TenantCounts",
+    "admit_batch",
     "admit_workflow",
     "refuse_over",
     "running_after",

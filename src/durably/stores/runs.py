@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any, Protocol, Self, runtime_checkable
 
@@ -24,8 +24,6 @@ from durably.stores.status import WorkflowStatus
 from durably.validation import identifier, storable
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from durably.stores.totals import RunTotals
 
 _FROZEN = ConfigDict(frozen=True, strict=True, extra="forbid")
@@ -598,12 +596,58 @@ class StateStore(Protocol):
         ...
 
 
+MAX_CREATE_BATCH = 1000
+"""The most run records one `CreatingRuns.create_runs` call stores."""
+
+
+@runtime_checkable
+class CreatingRuns(Protocol):
+    """The optional `StateStore` capability of creating many run records in one write (a
+    bulk start opening its workflows' runs). Every shipped state store has it."""
+
+    async def create_runs(self, records: Sequence[RunRecord]) -> list[bool]:
+        """Store each record (each of version 0) whose run does not exist yet, as
+        `put_run` would, in one write: per record, in order, whether it was stored (a run
+        that exists is left as it is, and False). At most `MAX_CREATE_BATCH`
+        (`InvalidInputError`, before any I/O: a record of another version, two of one
+        run)."""
+        ...
+
+
+def create_batch(records: object) -> list[RunRecord]:
+    """The records of a `CreatingRuns.create_runs` call, checked before any I/O."""
+    if isinstance(records, (str, bytes)) or not isinstance(records, Sequence):
+        raise InvalidInputError(
+            f"records must be a sequence of RunRecord, got {type(records).__name__}"
+        )
+    if len(records) > MAX_CREATE_BATCH:
+        raise InvalidInputError(
+            f"records must be at most {MAX_CREATE_BATCH} a call, got {len(records)}"
+        )
+    seen: set[tuple[str, str]] = set()
+    for record in records:
+        if not isinstance(record, RunRecord):
+            raise InvalidInputError(f"each record must be a RunRecord, got {record!r}")
+        if record.version != 0:
+            raise InvalidInputError(
+                f"run {record.key}: create_runs stores new runs (version 0), got version "
+                f"{record.version}"
+            )
+        key = (record.tenant, record.run_id)
+        if key in seen:
+            raise InvalidInputError(f"run {record.key} is named twice")
+        seen.add(key)
+    return list(records)
+
+
 __all__ = [
     "COUNTER_LIMIT",
     "FOLLOWS",
+    "MAX_CREATE_BATCH",
     "RUN_STATES",
     "TERMINAL_STATES",
     "USAGE_FIELDS",
+    "CreatingRuns",
     "RunRecord",
     "RunState",
     "Scrubber",
@@ -620,6 +664,7 @@ __all__ = [
     "checked_delta",
     "checked_run",
     "checked_session",
+    "create_batch",
     "cursor_position",
     "followed",
     "followed_workflow",

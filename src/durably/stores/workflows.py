@@ -583,6 +583,63 @@ class Scheduler(Protocol):
         ...
 
 
+MAX_READY_BATCH = 1000
+"""The most entries one `ReadyingMany.make_ready_many` or `ReadyingMany.cancel_many` names."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """A wakeup of `ReadyingMany.make_ready_many`: ``workflow`` made runnable now, for
+    ``tenant`` at ``priority`` (each None: kept, as `Scheduler.make_ready` takes them)."""
+
+    workflow: str
+    tenant: str | None = None
+    priority: int | None = None
+
+
+@runtime_checkable
+class ReadyingMany(Protocol):
+    """The optional `Scheduler` capability of many wakeups in one write (a bulk start or
+    cancel). Every shipped scheduler has it."""
+
+    async def make_ready_many(self, entries: Sequence[Ready]) -> None:
+        """`Scheduler.make_ready` each entry, in one write (one transaction on SQLite and
+        PostgreSQL, one round trip on Redis); of one workflow named twice the last entry
+        stands. At most `MAX_READY_BATCH` (`InvalidInputError`, before any I/O)."""
+        ...
+
+    async def cancel_many(self, workflows: Sequence[str]) -> None:
+        """`Scheduler.cancel` each workflow, in one write. At most `MAX_READY_BATCH`
+        (`InvalidInputError`, before any I/O)."""
+        ...
+
+
+def ready_batch(entries: object) -> list[Ready]:
+    """The entries of a `ReadyingMany.make_ready_many` call, checked before any I/O."""
+    listed = _batch(entries, "entries")
+    for entry in listed:
+        if not isinstance(entry, Ready):
+            raise InvalidInputError(f"each entry must be a Ready, got {entry!r}")
+        identifier(entry.workflow, "workflow")
+        if entry.tenant is not None:
+            identifier(entry.tenant, "tenant")
+        ready_priority(entry.priority)
+    return listed
+
+
+def workflow_batch(workflows: object) -> list[str]:
+    """The workflows of a `ReadyingMany.cancel_many` call, checked before any I/O."""
+    return [identifier(workflow, "workflow") for workflow in _batch(workflows, "workflows")]
+
+
+def _batch(items: object, name: str) -> list[Any]:
+    if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
+        raise InvalidInputError(f"{name} must be a sequence, got {type(items).__name__}")
+    if len(items) > MAX_READY_BATCH:
+        raise InvalidInputError(f"{name}: at most {MAX_READY_BATCH} a call, got {len(items)}")
+    return list(items)
+
+
 @runtime_checkable
 class Durable(Protocol[EffectT_contra]):
     """A checkpointer and a scheduler, and the transitions that must cross them."""
@@ -706,6 +763,7 @@ __all__ = [
     "INBOX_PREFIX",
     "LAPSED_PER_TAKE",
     "MAX_NAMED_KEYS",
+    "MAX_READY_BATCH",
     "Blocked",
     "Checkpointer",
     "Completed",
@@ -717,6 +775,8 @@ __all__ = [
     "Looking",
     "Outcome",
     "Pass",
+    "Ready",
+    "ReadyingMany",
     "Recorded",
     "Restart",
     "Scheduler",
@@ -731,9 +791,11 @@ __all__ = [
     "message_keys",
     "named_keys",
     "new_priority",
+    "ready_batch",
     "ready_priority",
     "refuse_finished",
     "step_key",
     "value_refused",
+    "workflow_batch",
     "written_records",
 ]

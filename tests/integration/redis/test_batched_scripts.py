@@ -1,7 +1,8 @@
 """Redis's batched calls run their batch in scripts of several items each: a batched claim
 takes what as many single claims would, across scripts and around promotions, a batched
 completion answers per item across scripts, and a catalog batch enters what single calls
-do; all survive a flushed script cache."""
+do, and a batched look and cancel answer each workflow; all survive a flushed script
+cache."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import pytest
 from durably import ManualClock, WorkItem, WorkState
 from durably.errors import LeaseLostError
 from durably.redis import RedisCheckpointer, RedisWorkQueue
+from durably.stores.cancelling import CancelAsk
 from durably.stores.catalog import CatalogEntry, Line
+from durably.stores.status import WorkflowStatus
 from tests.redis_service import namespace_for
 
 pytestmark = pytest.mark.redis
@@ -127,3 +130,21 @@ async def test_a_catalog_batch_spans_scripts_survives_a_flush_and_enters_as_sing
     assert len(await batched.listed(Line(), limit=1000)) == 250
     assert await batched.tally() == await single.tally()
     assert await batched.tally(tenant="t2") == await single.tally(tenant="t2")
+
+
+async def test_a_batched_look_and_cancel_survive_a_flush(any_redis: Any) -> None:
+    checkpointer = RedisCheckpointer(any_redis, key_prefix=namespace_for(any_redis))
+    workflows = [f"c{n}" for n in range(30)]  # spread over the slots of a cluster
+    for workflow in workflows:
+        await checkpointer.supply(workflow, "start", {"n": workflow})
+    await any_redis.script_flush()
+    looked = await checkpointer.look_many(workflows, ["start"])
+    assert [found.records for found in looked] == [{"start": {"n": w}} for w in workflows]
+    await any_redis.script_flush()
+    asks = [CancelAsk(w, "cancel#1", "asked", "cancelled#1", "resume#2") for w in workflows]
+    outcomes = await checkpointer.cancel_many(asks)
+    assert [(o.first, o.ended) for o in outcomes] == [(True, True)] * len(workflows)
+    for workflow in workflows:
+        info = await checkpointer.get_status(workflow)
+        assert info is not None
+        assert info.status is WorkflowStatus.CANCELLED

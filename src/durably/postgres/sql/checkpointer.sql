@@ -459,3 +459,222 @@ admitted AS (
 ),
 counted AS ({_count_admitted})
 SELECT count(*) FROM written;
+
+-- name: look_many
+-- For each workflow of $1: its status (the rows whose first column is true) and its
+-- records under the keys $2 or starting with a prefix of $3, in one statement: one
+-- snapshot.
+WITH asked AS (SELECT DISTINCT a.workflow FROM unnest($1::text[]) AS a(workflow))
+SELECT true, s.workflow, s.status, s.attempts, s.last_error, s.updated_at, NULL::text,
+       NULL::text
+FROM {workflow_status} AS s JOIN asked ON s.workflow = asked.workflow
+UNION ALL
+SELECT false, c.workflow, NULL::text, NULL::integer, NULL::text, NULL::timestamptz, c.key,
+       c.value::text
+FROM {workflow_checkpoint} AS c JOIN asked ON c.workflow = asked.workflow
+WHERE c.key = ANY($2::text[])
+   OR EXISTS (
+       SELECT 1 FROM unnest($3::text[]) AS p(prefix)
+       WHERE left(c.key, length(p.prefix)) = p.prefix
+   );
+
+-- name: admit_many
+-- admit_uncapped of each start (the workflows $1, keys $2, records $3 as text, tenants
+-- $4), in one statement: the workflows whose record it wrote. Each tenant's shard of the
+-- counts moves once, by the workflows it admitted there, in (tenant, shard) order.
+WITH asked AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
+        AS a(workflow, key, value, tenant)
+),
+written AS (
+    INSERT INTO {workflow_checkpoint} (workflow, key, value)
+    SELECT workflow, key, value::jsonb FROM asked ORDER BY workflow
+    ON CONFLICT (workflow, key) DO NOTHING
+    RETURNING workflow
+),
+admitted AS (
+    INSERT INTO {workflow_admitted} (workflow, tenant, running)
+    SELECT asked.workflow, asked.tenant, true
+    FROM asked JOIN written ON written.workflow = asked.workflow
+    ORDER BY asked.workflow
+    ON CONFLICT (workflow) DO NOTHING
+    RETURNING workflow, tenant
+),
+counted AS (
+    INSERT INTO {workflow_tenant_counts} AS c (tenant, shard, running, started)
+    SELECT tenant, hashtext(workflow) & 15, count(*), count(*) FROM admitted
+    GROUP BY 1, 2
+    ORDER BY 1, 2
+    ON CONFLICT (tenant, shard) DO UPDATE
+        SET running = c.running + excluded.running, started = c.started + excluded.started
+)
+SELECT workflow FROM written;
+
+-- name: cancel_lock
+-- First in a batched cancel's transaction: each workflow's inbox lock (as an ending
+-- report takes it, _inbox_lock) and its claim row, in workflow order. A pass reporting
+-- meanwhile waits at its first lock, holding none of the rows shared by every workflow
+-- (the counts) that the batch's ends then take, so none waits on the other in a cycle.
+WITH asked AS MATERIALIZED (
+    SELECT DISTINCT a.workflow FROM unnest($1::text[]) AS a(workflow)
+),
+inboxes AS MATERIALIZED (
+    SELECT pg_advisory_xact_lock(hashtext('{workflow_checkpoint_text}'), hashtext(workflow))
+    FROM (SELECT workflow FROM asked ORDER BY workflow COLLATE "C") AS ordered
+)
+SELECT count(*) FROM (
+    SELECT c.workflow FROM {workflow_claim} AS c
+    WHERE c.workflow IN (SELECT workflow FROM asked) AND (SELECT count(*) FROM inboxes) >= 0
+    ORDER BY c.workflow COLLATE "C"
+    FOR UPDATE OF c
+) AS held;
+
+-- name: cancel_read
+-- Under cancel_lock, in a snapshot taken after it: each workflow's status row (NULLs for
+-- none), whether a live claim holds it, and whether its superseding key ($2) is recorded.
+SELECT a.workflow, s.status, s.attempts, s.last_error, s.updated_at,
+       EXISTS (
+           SELECT 1 FROM {workflow_claim} AS c
+           WHERE c.workflow = a.workflow AND c.alive_until > now()
+       ),
+       EXISTS (
+           SELECT 1 FROM {workflow_checkpoint} AS k
+           WHERE k.workflow = a.workflow AND k.key = a.superseded
+       )
+FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS a(workflow, superseded, n)
+LEFT JOIN {workflow_status} AS s ON s.workflow = a.workflow
+ORDER BY a.n;
+
+-- name: cancel_mark
+-- Each workflow's cancel marker (keys $2, values $3 as text), first writer wins, each
+-- write announced on the changes channel ($4): the workflows whose marker it wrote.
+WITH written AS (
+    INSERT INTO {workflow_checkpoint} (workflow, key, value)
+    SELECT workflow, key, value::jsonb
+    FROM unnest($1::text[], $2::text[], $3::text[]) AS a(workflow, key, value)
+    ORDER BY workflow
+    ON CONFLICT (workflow, key) DO NOTHING
+    RETURNING workflow
+)
+SELECT workflow, pg_notify($4::text, 'r' || workflow) FROM written;
+
+-- name: cancel_end_many
+-- Under cancel_lock, the end of each workflow $1 no pass runs (ungated: a gated one is
+-- ended by cancel_end, its gate moved with it), in one statement: its claim taken and
+-- released at once (a lapsed pass fenced out, as a claim fences it), its end record ($2,
+-- value $4) written (first writer wins), its status $5 reported with its attempts ($3)
+-- and error $7, as set_status reports an end: the running counts (_recount), the catalog
+-- entry, its counts and the followed run record (_follow, state $6) moved the same way,
+-- each shared row once, in the order single writers take them. Ends are announced on the
+-- changes channel ($8); answers the workflows ended.
+WITH asked AS (
+    SELECT a.workflow, a.ended, a.attempts
+    FROM unnest($1::text[], $2::text[], $3::integer[]) AS a(workflow, ended, attempts)
+    WHERE NOT EXISTS (SELECT 1 FROM {workflow_gated} AS g WHERE g.workflow = a.workflow)
+),
+fence AS (
+    INSERT INTO {workflow_claim} AS held (workflow, token, held_until, alive_until, alive_for)
+    SELECT workflow, nextval('{workflow_seq_text}'), now(), now(), 1
+    FROM asked
+    ORDER BY workflow COLLATE "C"
+    ON CONFLICT (workflow) DO UPDATE
+        SET token = nextval('{workflow_seq_text}'), held_until = now(), alive_until = now()
+        WHERE held.alive_until <= now()
+    RETURNING workflow
+),
+written AS (
+    INSERT INTO {workflow_checkpoint} (workflow, key, value)
+    SELECT asked.workflow, asked.ended, $4::jsonb
+    FROM asked JOIN fence ON fence.workflow = asked.workflow
+    ON CONFLICT (workflow, key) DO NOTHING
+),
+flip AS (
+    UPDATE {workflow_admitted} AS a SET running = false
+    FROM fence WHERE a.workflow = fence.workflow AND a.running
+    RETURNING a.tenant, a.workflow
+),
+moved AS (
+    INSERT INTO {workflow_tenant_counts} AS c (tenant, shard, running, started)
+    SELECT tenant, hashtext(workflow) & 15, -count(*), 0 FROM flip
+    GROUP BY 1, 2
+    ORDER BY 1, 2
+    ON CONFLICT (tenant, shard) DO UPDATE SET running = c.running + excluded.running
+),
+caught AS (
+    SELECT c.workflow, c.tenant, c.kind, c.status AS was
+    FROM {workflow_catalog} AS c JOIN fence ON fence.workflow = c.workflow
+    WHERE c.status <> $5::text
+    FOR UPDATE OF c
+),
+followed AS (
+    UPDATE {workflow_catalog} AS c SET status = $5::text
+    FROM caught WHERE c.workflow = caught.workflow
+),
+recounted AS (
+    INSERT INTO {workflow_counts} AS k (tenant, kind, status, shard, n)
+    SELECT v.tenant, caught.kind, v.status, hashtext(caught.workflow) & 15, sum(v.n)
+    FROM caught, LATERAL (
+        VALUES (caught.tenant, caught.was, -1), ('', caught.was, -1),
+               (caught.tenant, $5::text, 1), ('', $5::text, 1)
+    ) AS v(tenant, status, n)
+    GROUP BY 1, 2, 3, 4
+    ORDER BY 1 DESC, 2, 3, 4
+    ON CONFLICT (tenant, kind, status, shard) DO UPDATE SET n = k.n + excluded.n
+),
+ran AS (
+    UPDATE {runs} AS r
+    SET state = $6::text, version = r.version + 1,
+        body = jsonb_set(r.body, ARRAY['state'], to_jsonb($6::text))
+    FROM caught
+    WHERE r.tenant = caught.tenant
+      AND r.body -> 'metadata' ->> 'durably_workflow' = caught.workflow
+      AND r.state <> $6::text
+),
+reported AS (
+    INSERT INTO {workflow_status} AS s (workflow, status, attempts, last_error, updated_at)
+    SELECT asked.workflow, $5::text, asked.attempts, $7::text, now()
+    FROM asked JOIN fence ON fence.workflow = asked.workflow
+    ORDER BY asked.workflow COLLATE "C"
+    ON CONFLICT (workflow) DO UPDATE
+        SET status = excluded.status, attempts = excluded.attempts,
+            last_error = excluded.last_error, updated_at = excluded.updated_at
+    RETURNING workflow
+)
+SELECT workflow, pg_notify($8::text, 'e' || workflow) FROM reported;
+
+-- name: cancel_end
+-- Under cancel_lock, the end of a gated workflow ($1) no pass runs: its claim taken and
+-- released at once (a lapsed pass fenced out, as a claim fences it), its end record $2
+-- written with $3 (first writer wins), and status $4 reported with attempts $5 and error
+-- $6 as set_status reports an end, announced on the changes channel ($7). A gated
+-- workflow is left alone unless $8 (no row back), as by set_status. $9: the run state.
+WITH free AS (
+    SELECT 1 AS ok
+    WHERE $8::boolean OR NOT EXISTS (SELECT 1 FROM {workflow_gated} WHERE workflow = $1::text)
+),
+fence AS (
+    INSERT INTO {workflow_claim} AS held (workflow, token, held_until, alive_until, alive_for)
+    SELECT $1::text, nextval('{workflow_seq_text}'), now(), now(), 1 FROM free
+    ON CONFLICT (workflow) DO UPDATE
+        SET token = nextval('{workflow_seq_text}'), held_until = now(), alive_until = now()
+        WHERE held.alive_until <= now()
+    RETURNING token
+),
+written AS (
+    INSERT INTO {workflow_checkpoint} (workflow, key, value)
+    SELECT $1::text, $2::text, $3::jsonb FROM fence
+    ON CONFLICT (workflow, key) DO NOTHING
+),
+running AS (SELECT false AS running),
+{_recount},
+told AS (SELECT $4::text AS status, $9::text AS state),
+{_follow},
+reported AS (
+    INSERT INTO {workflow_status} AS s (workflow, status, attempts, last_error, updated_at)
+    SELECT $1::text, $4::text, $5::integer, $6::text, now() FROM fence
+    ON CONFLICT (workflow) DO UPDATE
+        SET status = excluded.status, attempts = excluded.attempts,
+            last_error = excluded.last_error, updated_at = excluded.updated_at
+    RETURNING updated_at
+)
+SELECT pg_notify($7::text, 'e' || $1::text) FROM reported;

@@ -263,3 +263,44 @@ RETURNING 1;
 -- name: cancel
 -- The tenant's row is left as it is: a take that finds its line empty tidies it.
 DELETE FROM {workflow_queue} WHERE namespace = $1::text AND workflow = $2::text;
+
+-- name: make_ready_many
+-- make_ready of each workflow $2 (tenants $3 and priorities $6, each NULL: the one it
+-- has), in one statement; of one workflow named twice the last stands. Entries are
+-- written in workflow order, then their tenants' rows in tenant order (_place).
+WITH asked AS (
+    SELECT DISTINCT ON (a.workflow) a.workflow, a.tenant, a.priority
+    FROM unnest($2::text[], $3::text[], $6::smallint[]) WITH ORDINALITY
+        AS a(workflow, tenant, priority, n)
+    ORDER BY a.workflow, a.n DESC
+),
+queued AS (
+    INSERT INTO {workflow_queue} AS q (namespace, workflow, tenant, state, visible_at, priority)
+    SELECT $1::text, a.workflow, coalesce(a.tenant, $4::text), 'ready', now(),
+           coalesce(a.priority, $7::smallint)
+    FROM asked AS a
+    ORDER BY a.workflow COLLATE "C"
+    ON CONFLICT (namespace, workflow) DO UPDATE
+        SET tenant = coalesce(
+                (SELECT a.tenant FROM asked AS a WHERE a.workflow = excluded.workflow), q.tenant
+            ),
+            state = 'ready', visible_at = now(), due = NULL, receipt = NULL, taken_at = NULL,
+            priority = coalesce(
+                (SELECT a.priority FROM asked AS a WHERE a.workflow = excluded.workflow),
+                q.priority
+            )
+        -- As make_ready: an entry queued already as asked is left in its place.
+        WHERE NOT (q.state = 'ready' AND q.receipt IS NULL AND q.visible_at <= now()
+                   AND EXISTS (
+                       SELECT 1 FROM asked AS a
+                       WHERE a.workflow = excluded.workflow
+                         AND q.tenant = coalesce(a.tenant, q.tenant)
+                         AND q.priority = coalesce(a.priority, q.priority)))
+    RETURNING q.tenant, q.visible_at, q.workflow
+),
+{_place}
+SELECT pg_notify($5::text, $1::text)::text;
+
+-- name: cancel_many
+-- cancel of each workflow $2, in one statement.
+DELETE FROM {workflow_queue} WHERE namespace = $1::text AND workflow = ANY($2::text[]);

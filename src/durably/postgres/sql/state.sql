@@ -146,3 +146,54 @@ WHERE tenant IN (
     ORDER BY tenant
     LIMIT $2::integer
 );
+
+-- name: insert_runs
+-- insert_run of each run not stored yet, in one statement: $1 the runs as a JSON array of
+-- objects (insert_run's parameters by column name, and n: the run's place in the array),
+-- $2 the write token. Each tenant's
+-- counter moves once, by its new runs, which take its places in the order given; a run
+-- written meanwhile by another writer keeps its own row (its place is skipped). Answers
+-- the runs it wrote.
+WITH asked AS (
+    SELECT a.*, row_number() OVER (PARTITION BY a.tenant ORDER BY a.n) AS nth
+    FROM jsonb_to_recordset($1::jsonb) AS a(
+        tenant text, run_id text, state text, session_id text, updated_at float8,
+        input_tokens bigint, output_tokens bigint, cached_tokens bigint,
+        cache_write_tokens bigint, reasoning_tokens bigint, requests bigint,
+        tool_calls bigint, cost_micros bigint, iterations bigint, message_cursor bigint,
+        body text, n bigint
+    )
+    WHERE NOT EXISTS (
+        SELECT 1 FROM {runs} AS r WHERE r.tenant = a.tenant AND r.run_id = a.run_id
+    )
+),
+wanted AS (SELECT tenant, count(*) AS n FROM asked GROUP BY tenant),
+place AS (
+    INSERT INTO {run_seq} AS counter (tenant, last)
+    SELECT w.tenant,
+           (SELECT coalesce(max(tenant_seq), 0) FROM {runs} WHERE tenant = w.tenant) + w.n
+    FROM wanted AS w
+    ORDER BY w.tenant
+    ON CONFLICT (tenant) DO UPDATE
+        SET last = counter.last
+            + (SELECT w.n FROM wanted AS w WHERE w.tenant = excluded.tenant)
+    RETURNING tenant, last
+)
+INSERT INTO {runs} (
+    tenant, run_id, version, state, session_id, updated_at,
+    input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens,
+    requests, tool_calls, cost_micros, iterations, message_cursor, body, write_token,
+    tenant_seq
+)
+SELECT
+    a.tenant, a.run_id, 1, a.state, a.session_id, a.updated_at,
+    a.input_tokens, a.output_tokens, a.cached_tokens, a.cache_write_tokens,
+    a.reasoning_tokens, a.requests, a.tool_calls, a.cost_micros, a.iterations,
+    a.message_cursor, a.body::jsonb, $2::text,
+    place.last - w.n + a.nth
+FROM asked AS a
+JOIN wanted AS w ON w.tenant = a.tenant
+JOIN place ON place.tenant = a.tenant
+ORDER BY a.tenant, a.run_id
+ON CONFLICT DO NOTHING
+RETURNING tenant, run_id;

@@ -165,3 +165,20 @@ DELETE FROM durably_workflow_admitted WHERE workflow = :workflow RETURNING tenan
 -- name: uncount
 UPDATE durably_workflow_tenant_counts SET running = running - :running, started = started - 1
 WHERE tenant = :tenant;
+
+-- name: look_many
+-- For each workflow named in :workflows (a JSON array): its status (the rows whose part
+-- is 0) and its records under the keys (:keys) or starting with a prefix (:prefixes)
+-- asked, in one statement: one snapshot.
+WITH asked AS (SELECT DISTINCT value AS workflow FROM json_each(:workflows))
+SELECT 0 AS part, s.workflow, s.status, s.attempts, s.last_error, s.updated_at, NULL AS key,
+       NULL AS value
+FROM durably_workflow_status AS s JOIN asked ON s.workflow = asked.workflow
+UNION ALL
+SELECT 1, c.workflow, NULL, NULL, NULL, NULL, c.key, c.value
+FROM durably_workflow_checkpoint AS c JOIN asked ON c.workflow = asked.workflow
+WHERE c.key IN (SELECT value FROM json_each(:keys))
+   OR EXISTS (
+       SELECT 1 FROM json_each(:prefixes) AS p
+       WHERE substr(c.key, 1, length(p.value)) = p.value
+   )

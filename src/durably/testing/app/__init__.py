@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from durably.testing.app.admission import AppAdmission
 from durably.testing.app.basics import AppBasics
+from durably.testing.app.bulk import AppBulk
 from durably.testing.app.cancels import AppCancels
 from durably.testing.app.concurrency import AppConcurrency
 from durably.testing.app.continuing import AppContinueAsNew
@@ -39,6 +40,7 @@ from durably.testing.app.values import AppValues
 class AppConformance(
     AppAdmission,
     AppBasics,
+    AppBulk,
     AppDelays,
     AppDeployCheck,
     AppLifecycle,
