@@ -39,7 +39,10 @@ hashtext($1::text) & 15
 -- reads the status it leaves. The run
 -- record following the workflow in its tenant (its metadata names it) takes the run state
 -- `told` carries unless it holds it: a new version, the record's own time kept (the run
--- totals move with it, by the runs' trigger).
+-- totals move with it, by the runs' trigger). The catalog's tenant is compared in the
+-- runs' own collation, so the index of followed runs is probed on both its columns (in
+-- the catalog's "C" it could match only the key, and every status write scanned the
+-- whole index for it).
 caught AS (
     SELECT c.workflow, c.tenant, c.kind, c.status AS was, told.status AS now
     FROM {workflow_catalog} AS c, told
@@ -64,8 +67,9 @@ ran AS (
     UPDATE {runs} AS r
     SET state = told.state, version = r.version + 1,
         body = jsonb_set(r.body, ARRAY['state'], to_jsonb(told.state))
-    FROM caught, told
-    WHERE r.tenant = caught.tenant AND r.body -> 'metadata' ->> 'durably_workflow' = $1::text
+    FROM told
+    WHERE r.tenant = (SELECT tenant COLLATE "default" FROM caught)
+      AND r.body -> 'metadata' ->> 'durably_workflow' = $1::text
       AND r.state <> told.state
 )
 
@@ -626,8 +630,8 @@ ran AS (
     SET state = $6::text, version = r.version + 1,
         body = jsonb_set(r.body, ARRAY['state'], to_jsonb($6::text))
     FROM caught
-    WHERE r.tenant = caught.tenant
-      AND r.body -> 'metadata' ->> 'durably_workflow' = caught.workflow
+    WHERE r.tenant = caught.tenant COLLATE "default"
+      AND r.body -> 'metadata' ->> 'durably_workflow' = caught.workflow COLLATE "default"
       AND r.state <> $6::text
 ),
 reported AS (

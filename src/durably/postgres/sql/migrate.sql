@@ -30,5 +30,6 @@ SET state = m.value, version = r.version + 1,
 FROM {workflow_catalog} AS c
 JOIN {workflow_status} AS s ON s.workflow = c.workflow
 JOIN jsonb_each_text($1::jsonb) AS m ON m.key = s.status
-WHERE r.tenant = c.tenant AND r.body -> 'metadata' ->> 'durably_workflow' = c.workflow
+WHERE r.tenant = c.tenant COLLATE "default"
+  AND r.body -> 'metadata' ->> 'durably_workflow' = c.workflow COLLATE "default"
   AND r.state <> m.value;
