@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from redis.exceptions import NoScriptError, ResponseError
 
 from durably.redis.cluster import WaitingCluster
-from durably.redis.wire import bulk, direct_pool, packed_call, sent, sent_many
+from durably.redis.wire import bulk, direct_pool, packed_call, packed_command, sent, sent_many
 
 _HERE = Path(__file__).parent / "lua"
 # The scripts that only read: no replica needs to acknowledge them (`ReplicaWait`).
@@ -167,7 +167,7 @@ async def commands_many(client: Any, commands: Sequence[tuple[Any, ...]]) -> lis
     if pool is not None:
         packed: list[bytes] = []
         for command in commands:
-            one = _packed_command(command)
+            one = packed_command(command)
             if one is None:
                 break  # an argument redis-py packs (or refuses): the pipeline below
             packed.append(one)
@@ -178,23 +178,6 @@ async def commands_many(client: Any, commands: Sequence[tuple[Any, ...]]) -> lis
         pipe.execute_command(*command)
     replies: list[Any] = await pipe.execute(raise_on_error=False)
     return replies
-
-
-def _packed_command(command: tuple[Any, ...]) -> bytes | None:
-    """``command`` in the protocol, as `durably.redis.wire.packed_call` writes a script
-    call; None when an argument is of a type left to redis-py."""
-    parts = [b"*%d\r\n" % len(command)]
-    append = parts.append
-    for arg in command:
-        kind = type(arg)
-        if kind is str:
-            arg = arg.encode()
-        elif kind is int or kind is float:
-            arg = repr(arg).encode()
-        elif kind is not bytes:
-            return None
-        append(b"$%d\r\n%b\r\n" % (len(arg), arg))
-    return b"".join(parts)
 
 
 async def run_together(

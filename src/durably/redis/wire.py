@@ -75,8 +75,21 @@ def packed_call(head: bytes, numkeys: int, rest: tuple[Any, ...]) -> bytes | Non
     type left to redis-py (which raises for it). Written out because redis-py's packing
     costs about 0.8 µs an argument and a script call carries a dozen."""
     parts = [b"*%d\r\n" % (len(rest) + 3), head, b"$%d\r\n%d\r\n" % (len(str(numkeys)), numkeys)]
+    return _packed_arguments(parts, rest)
+
+
+def packed_command(command: tuple[Any, ...]) -> bytes | None:
+    """The plain command ``command`` (its name, then its arguments) in the protocol, as
+    `packed_call` writes a script call; None when an argument is of a type left to
+    redis-py."""
+    return _packed_arguments([b"*%d\r\n" % len(command)], command)
+
+
+def _packed_arguments(parts: list[bytes], arguments: tuple[Any, ...]) -> bytes | None:
+    """``parts`` (a command's head) followed by each of ``arguments`` as a bulk string,
+    joined; None at the first argument that is not a str, int, float or bytes."""
     append = parts.append
-    for arg in rest:
+    for arg in arguments:
         kind = type(arg)
         if kind is str:
             arg = arg.encode()
