@@ -5,13 +5,13 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, PositiveFloat, SecretStr
+from pydantic import Field, SecretStr
 
 from durably.errors import ConfigurationError, DsnError
 from durably.postgres.failures import RetryBudget, connect_error
 from durably.postgres.pooler import Pooled, mark_pooled
 from durably.stores.dsn import scrub
-from durably.stores.settings import ServerStoreSettings
+from durably.stores.settings import PositiveFloat, ServerStoreSettings
 
 
 class PostgresStoreSettings(ServerStoreSettings):

@@ -8,8 +8,6 @@ from pydantic import (
     AliasChoices,
     Field,
     NonNegativeInt,
-    PositiveFloat,
-    PositiveInt,
     SecretStr,
     field_validator,
     model_validator,
@@ -18,7 +16,7 @@ from pydantic import (
 from durably.errors import DsnError
 from durably.redis.keys import DEFAULT_KEY_PREFIX, valid_key_prefix
 from durably.stores.dsn import scrub
-from durably.stores.settings import ServerStoreSettings
+from durably.stores.settings import PositiveFloat, PositiveInt, ServerStoreSettings
 
 DEFAULT_MAX_VALUE_BYTES = 256 * 1024
 """Redis holds everything in memory: a smaller limit than the SQL stores."""

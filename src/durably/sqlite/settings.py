@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field, PositiveFloat, PositiveInt, field_validator
+from pydantic import Field, field_validator
 
-from durably.stores.settings import StoreSettings
+from durably.stores.settings import PositiveFloat, PositiveInt, StoreSettings
 from durably.validation import identifier
 
 

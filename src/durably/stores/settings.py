@@ -7,15 +7,28 @@ from __future__ import annotations
 
 import os
 import random
-from typing import Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, SecretStr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr
 
 from durably.errors import ConfigurationError
 from durably.stores.backoff import FAILOVER_SECONDS, PAUSE_CAP_SECONDS, Jitter
 
 DEFAULT_MAX_VALUE_BYTES = 1024 * 1024
 """The size limit of one stored value unless a backing's settings say otherwise."""
+
+
+def _not_a_bool(value: object) -> object:
+    """Refuse ``True``/``False`` where a number is meant (pydantic takes them as 1 and 0)."""
+    if isinstance(value, bool):
+        raise ValueError("a number is needed, not a bool")
+    return value
+
+
+PositiveInt = Annotated[int, BeforeValidator(_not_a_bool), Field(gt=0)]
+"""A count setting: a whole number above zero (a bool is refused)."""
+PositiveFloat = Annotated[float, BeforeValidator(_not_a_bool), Field(gt=0)]
+"""A duration or rate setting: a number above zero (a bool is refused)."""
 
 
 class StoreSettings(BaseModel):
@@ -62,4 +75,10 @@ class ServerStoreSettings(StoreSettings):
     )
 
 
-__all__ = ["DEFAULT_MAX_VALUE_BYTES", "ServerStoreSettings", "StoreSettings"]
+__all__ = [
+    "DEFAULT_MAX_VALUE_BYTES",
+    "PositiveFloat",
+    "PositiveInt",
+    "ServerStoreSettings",
+    "StoreSettings",
+]
