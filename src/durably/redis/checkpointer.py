@@ -28,7 +28,7 @@ from durably.redis.gates import RedisGates
 from durably.redis.indexing import GRACE_SECONDS, StatusIndex, Step
 from durably.redis.preflight import preflight
 from durably.redis.retry import RetriesSpent
-from durably.redis.scripts import Script, commands_many, scripts
+from durably.redis.scripts import Script, command, commands_many, scripts
 from durably.redis.settings import RedisStoreSettings
 from durably.stores.admission import Admit, TenantCaps, TenantCounts, admit_batch, refuse_over
 from durably.stores.cancelling import (
@@ -1042,7 +1042,9 @@ class RedisCheckpointer:
         """The last reported status, or None (never reported, or discarded)."""
         (status_key,) = self._keys(workflow, "status")
         client = self._redis.client
-        reply = await self._redis.state(lambda: client.hmget(status_key, _STATUS_FIELDS))
+        reply = await self._redis.state(
+            lambda: command(client, "HMGET", status_key, *_STATUS_FIELDS)
+        )
         return _info(workflow, reply)
 
     async def _statuses(self, workflows: list[str]) -> list[WorkflowInfo | None]:

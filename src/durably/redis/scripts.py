@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from redis.exceptions import NoScriptError, ResponseError
 
 from durably.redis.cluster import WaitingCluster
-from durably.redis.wire import bulk, direct_pool, packed_call, packed_command, sent, sent_many
+from durably.redis.wire import direct_pool, packed_call, packed_command, sent, sent_many
 
 _HERE = Path(__file__).parent / "lua"
 # The scripts that only read: no replica needs to acknowledge them (`ReplicaWait`).
@@ -137,13 +137,11 @@ class Script:
         cluster each to its own slot's primary: the two keys' slots differ)."""
         pool = direct_pool(client)
         packed = None if pool is None else packed_call(self._evalsha, numkeys, keys_and_args)
-        if packed is None:
-            if type(client) is WaitingCluster:
-                await client.routed(before[1], _command(before), *before)
-            else:
-                await client.execute_command(*before)
+        first = packed_command(before)
+        if packed is None or first is None:
+            await command(client, *before)
             return await self.run(client, numkeys, *keys_and_args)
-        _, reply = await sent_many(pool, _command(before) + packed, 2)
+        _, reply = await sent_many(pool, first + packed, 2)
         if isinstance(reply, NoScriptError):
             return await sent(pool, ("EVAL", self.source, numkeys, *keys_and_args))
         if isinstance(reply, ResponseError):
@@ -153,6 +151,20 @@ class Script:
     async def __call__(self, client: Any, keys: list[str], args: list[Any]) -> Any:
         """Run the script with ``keys`` (routing uses the first) and ``args``."""
         return await self.run(client, len(keys), *keys, *args)
+
+
+async def command(client: Any, *parts: Any) -> Any:
+    """The reply to the plain command ``parts`` (its name, then its arguments), a command
+    of one key (routing uses the first argument), sent as `Script.run` sends a script
+    call: on a plain client on a pooled connection directly, on a cluster to its slot's
+    primary, otherwise through redis-py (no response callback applies: an ``HMGET`` is
+    its list of values as the connection reads them)."""
+    pool = direct_pool(client)
+    if pool is not None:
+        return await sent(pool, packed_command(parts) or parts)
+    if type(client) is WaitingCluster:
+        return await client.routed(parts[1], packed_command(parts), *parts)
+    return await client.execute_command(*parts)
 
 
 async def commands_many(client: Any, commands: Sequence[tuple[Any, ...]]) -> list[Any]:
@@ -214,11 +226,6 @@ async def _answered(
         elif isinstance(reply, ResponseError):
             raise reply
     return replies
-
-
-def _command(parts: tuple[str, ...]) -> bytes:
-    """A plain command of text ``parts`` in the protocol."""
-    return b"*%d\r\n%b" % (len(parts), b"".join(bulk(part.encode()) for part in parts))
 
 
 def scripts(*names: str, prelude: str | tuple[str, ...] | None = None) -> dict[str, Script]:

@@ -1,6 +1,7 @@
-"""On a cluster a script call goes to its slot's primary on one of that node's connections,
-not through redis-py's cluster ``execute_command``; a call the slot table sends to the
-wrong node, or over a connection the server closed, still lands once, through it."""
+"""On a cluster a script call (and a status read) goes to its slot's primary on one of
+that node's connections, not through redis-py's cluster ``execute_command``; a call the
+slot table sends to the wrong node, or over a connection the server closed, still lands
+once, through it."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ import pytest_asyncio
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
+from durably.redis import RedisCheckpointer
 from durably.redis.cluster import WaitingCluster
 from durably.redis.connection import RedisConnection
 from durably.redis.keys import slot
 from durably.redis.scripts import Script
 from durably.stores import open_stores
+from durably.stores.status import WorkflowStatus
 from tests.redis_service import cluster_servers, drop_namespaces, unique_namespace
 
 pytestmark = pytest.mark.redis
@@ -99,3 +102,29 @@ async def test_a_call_over_connections_the_server_closed_lands_once_and_frees_it
     assert await store.state(lambda: _INCR(client, [key], [])) == 5
     assert await client.get(key) == b"5"
     assert client._free_turns._value == client.turns
+
+
+async def test_a_status_read_skips_the_cluster_clients_command_path(
+    cluster: tuple[WaitingCluster, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, ns = cluster
+    checkpointer = RedisCheckpointer(client, key_prefix=ns)
+    workflows = [f"wf-{n}" for n in range(30)]  # spread over the masters
+    for workflow in workflows:
+        await checkpointer.supply(workflow, "start", {"n": workflow})
+        holder = await checkpointer.claim(workflow, 60.0, 30.0)
+        assert holder is not None
+        await checkpointer.set_status(holder, WorkflowStatus.RUNNING, attempts=2)
+        await checkpointer.release(holder)
+        assert await checkpointer.get_status(workflow) is not None  # the slot table is read
+    sent = _counting(monkeypatch)
+    for workflow in workflows:
+        info = await checkpointer.get_status(workflow)
+        assert info is not None
+        assert (info.workflow, info.status, info.attempts) == (
+            workflow,
+            WorkflowStatus.RUNNING,
+            2,
+        )
+    assert await checkpointer.get_status("wf-never") is None
+    assert sent == [], sent

@@ -172,3 +172,33 @@ async def test_a_script_run_after_a_command_finds_it_landed_even_when_sent_whole
         assert await _ECHOES(client, ["k"], ["still here"]) == b"still here"
     finally:
         await client.aclose()
+
+
+async def test_a_status_read_goes_out_on_the_direct_path_and_reads_as_before(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from durably.redis import RedisCheckpointer
+    from durably.stores.status import WorkflowStatus
+
+    client = Redis.from_pool(BlockingConnectionPool.from_url(redis_server.url, max_connections=2))
+    checkpointer = RedisCheckpointer(client, key_prefix=f"status-read-{id(client)}")
+    try:
+        await checkpointer.supply("wf", "start", {"n": 1})
+        holder = await checkpointer.claim("wf", 60.0, 30.0)
+        assert holder is not None
+        await checkpointer.set_status(holder, WorkflowStatus.FAILED, attempts=3, error="boom")
+        through: list[tuple[Any, ...]] = []
+        plain = Redis.execute_command
+
+        async def counted(self: Redis, *args: Any, **kwargs: Any) -> Any:
+            through.append(args)
+            return await plain(self, *args, **kwargs)
+
+        monkeypatch.setattr(Redis, "execute_command", counted)
+        info = await checkpointer.get_status("wf")
+        assert info is not None
+        assert (info.status, info.attempts, info.last_error) == (WorkflowStatus.FAILED, 3, "boom")
+        assert await checkpointer.get_status("other") is None
+        assert through == []
+    finally:
+        await client.aclose()
