@@ -249,6 +249,50 @@ async def test_get_event_and_recv_wake_by_push(app: App) -> None:
     assert took <= PUSHED, f"the event came {took:.2f} s after the send"
 
 
+async def test_a_pass_announces_its_events_and_not_its_steps(app: App) -> None:
+    """A step's record wakes no handle, so it goes unannounced (on PostgreSQL a notifying
+    commit waits for every other notifying commit's flush); an event is announced. Counted
+    on the store's own feed."""
+    kind = _kind()
+
+    @app.step(name=f"{kind}-step")
+    async def step(n: int) -> int:
+        return n
+
+    @app.workflow(name=kind)
+    async def body(ctx: Context, steps: int, event: bool) -> int:
+        for n in range(steps):
+            await step(n)
+        if event:
+            await ctx.set_event("done", steps)
+        return steps
+
+    seen: Counter[tuple[str, str]] = Counter()
+    async with served(app):
+        await _follow_the_feed(app, await body.start(0, False))
+        waiters = app._core.waiters
+        feed = (await app.stores()).changes
+        assert feed is not None
+
+        def heard(workflow: str, what: str) -> None:
+            seen[(workflow, what)] += 1
+            waiters._changed(workflow, what)
+
+        feed.start(heard)  # in front of the App's own subscriber, which it still feeds
+        await _live(app)
+        runs = {"bare": (0, False), "steps": (5, False), "event": (0, True), "both": (5, True)}
+        keys: dict[str, str] = {}
+        for name, (steps, event) in runs.items():
+            handle = await body.start(steps, event)
+            assert await handle.result(timeout=30) == steps
+            keys[name] = handle._key
+            await _until(lambda key=handle._key: seen[(key, "e")] == 1)
+    records = {name: seen[(key, "r")] for name, key in keys.items()}
+    assert records["steps"] == records["bare"], records
+    assert records["event"] == records["bare"] + 1, records
+    assert records["both"] == records["event"], records
+
+
 async def test_a_waiter_that_leaves_leaves_nothing_behind(app: App) -> None:
     gated = app.workflow(name=_kind())(_gated)
     handle = await gated.start()

@@ -30,6 +30,7 @@ from durably.clock import Clock
 from durably.engine.schedules import Schedule
 from durably.errors import ConfigurationError
 from durably.stores.backoff import Jitter, full_jitter_seconds
+from durably.stores.changes import AnnouncingSome
 from durably.stores.dsn import describe
 from durably.stores.opening import Stores, open_stores
 from durably.stores.status import WorkflowStatus
@@ -128,6 +129,8 @@ class Core:
 
     async def _open(self) -> Stores:
         stores = await open_stores(self.dsn, clock=self.clock)
+        if isinstance(stores.checkpointer, AnnouncingSome):
+            stores.checkpointer.announce_records(layout.announced)
         try:
             await (stores.prepare() if self.migrate else stores.verify())
             self.older_layout = await tenancy.older_layout(stores.checkpointer, settle=True)

@@ -73,6 +73,7 @@ FORK = "durably:fork#"
 """``durably:fork#N``: the N-th fork made of this workflow (`WorkflowHandle.fork`): the
 fork's id and the step it re-ran from."""
 EVENT = "durably:event:"
+"""``durably:event:KEY#N``: the N-th value `Context.set_event` published under KEY."""
 RECV = "durably:recv:"
 """``durably:recv:TOPIC#N``: what the N-th `recv` on TOPIC took: ``{"m": message key,
 "v": its value}`` (the value kept, so the message itself can be deleted once this lands),
@@ -155,6 +156,14 @@ START_INSTANTS = ("created", "timeout_at", "not_before")
 def event_key(key: str, count: int) -> str:
     """The record of the ``count``-th `set_event` of ``key``."""
     return occurrence(f"{EVENT}{key}", count)
+
+
+def announced(key: str) -> bool:
+    """Whether the store announces a record a pass writes under ``key`` to waiting
+    handles: events alone, the only records a handle waits for (`get_event`); a step's
+    record wakes nobody, and an announcement costs every notifying commit on PostgreSQL
+    and every subscriber on Redis."""
+    return key.startswith(EVENT)
 
 
 def latest_event(records: dict[str, object], key: str) -> tuple[bool, object]:

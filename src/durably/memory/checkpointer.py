@@ -36,7 +36,7 @@ from durably.stores.catalog import (
     line_read,
     tallied,
 )
-from durably.stores.changes import ENDED, RECORDS, LocalChanges
+from durably.stores.changes import ENDED, RECORDS, LocalChanges, RecordSelector, every_record
 from durably.stores.codec import (
     CheckpointCodec,
     JsonCodec,
@@ -141,6 +141,7 @@ class MemoryCheckpointer:
         self._runs: MemoryStateStore | None = None  # whose followed runs move with statuses
         self._finished = Ring()  # workflows ended per minute, by kind
         self._changes = LocalChanges()
+        self._announced: RecordSelector = every_record
 
     async def close(self) -> None:
         """Nothing to release (idempotent): everything lives in this object."""
@@ -149,6 +150,10 @@ class MemoryCheckpointer:
     def changes(self) -> LocalChanges:
         """The feed of this store's writes (`durably.stores.changes`)."""
         return self._changes
+
+    def announce_records(self, selected: RecordSelector) -> None:
+        """Announce a record a pass writes only when ``selected`` takes its key."""
+        self._announced = selected
 
     @property
     def codec(self) -> CheckpointCodec:
@@ -260,7 +265,7 @@ class MemoryCheckpointer:
         step_key(key)
         encoded = self._encode(value)
         claim = self._fence(holder)
-        recorded = self._insert(holder.workflow, key, encoded)
+        recorded = self._insert(holder.workflow, key, encoded, self._announced(key))
         self._touch(claim)
         return recorded
 
@@ -279,7 +284,7 @@ class MemoryCheckpointer:
         working = copy.deepcopy(self.data)
         value = effect(working)
         encoded = self._encode(value)
-        recorded = self._insert(holder.workflow, key, encoded)
+        recorded = self._insert(holder.workflow, key, encoded, self._announced(key))
         # Keep the dict's identity: callers may hold a reference to ``data``.
         self.data.clear()
         self.data.update(working)
@@ -712,7 +717,9 @@ class MemoryCheckpointer:
         """A successful write is a sign of life: renew, but never past the budget."""
         claim.alive_until = min(self._now() + claim.alive_for, claim.held_until)
 
-    def _insert(self, workflow: str, key: str, encoded: str) -> Recorded[object]:
+    def _insert(
+        self, workflow: str, key: str, encoded: str, announced: bool = True
+    ) -> Recorded[object]:
         records = self._records.setdefault(workflow, {})
         existing = records.get(key)
         if existing is not None:
@@ -721,7 +728,8 @@ class MemoryCheckpointer:
         # Keep landing times non-decreasing in record order even if the wall clock steps back.
         last = next(reversed(records.values())).at if records else 0.0
         records[key] = _Record(encoded, max(time.time(), last))
-        self._changes.announce(workflow, RECORDS)
+        if announced:
+            self._changes.announce(workflow, RECORDS)
         return Recorded(self._codec.decode(encoded), True)
 
 

@@ -51,6 +51,7 @@ from durably.stores.catalog import (
     line_read,
     tallied,
 )
+from durably.stores.changes import RecordSelector, every_record
 from durably.stores.codec import (
     CheckpointCodec,
     JsonCodec,
@@ -130,6 +131,7 @@ class PostgresCheckpointer:
         self._channel = self._tables.channel("changes")
         self._gates = PostgresGates(self._tables)
         self._changes = PostgresChanges(self._access.database, self._channel)
+        self._announced: RecordSelector = every_record
 
     async def close(self) -> None:
         """Stop the feed of changes and its listening connection (idempotent); the pool is
@@ -141,6 +143,14 @@ class PostgresCheckpointer:
         """The feed of this database's writes (`durably.stores.changes`), LISTENing on one
         connection outside the pool once started."""
         return self._changes
+
+    def announce_records(self, selected: RecordSelector) -> None:
+        """Announce a record a pass writes only when ``selected`` takes its key."""
+        self._announced = selected
+
+    def _told(self, key: str) -> str:
+        """The channel a pass's record under ``key`` is announced on ('' for none)."""
+        return self._channel if self._announced(key) else ""
 
     @classmethod
     async def open(
@@ -263,7 +273,7 @@ class PostgresCheckpointer:
         self, session: Session, holder: Pass, workflow: str, key: str, encoded: str
     ) -> Recorded[object]:
         if await session.count(
-            self._sql["record"], workflow, holder.token, key, encoded, self._channel
+            self._sql["record"], workflow, holder.token, key, encoded, self._told(key)
         ):
             return Recorded(self._codec.decode(encoded), True)
         if await self._write_counted(session, holder, key, encoded):
@@ -331,7 +341,7 @@ class PostgresCheckpointer:
                 holder.token,
                 key,
                 encoded,
-                self._channel,
+                self._told(key),
             )
         )[0]
         if not fenced_ok:

@@ -49,6 +49,7 @@ from durably.stores.catalog import (
     status_text,
     tallied,
 )
+from durably.stores.changes import RecordSelector, every_record
 from durably.stores.codec import (
     CheckpointCodec,
     JsonCodec,
@@ -172,6 +173,7 @@ class RedisCheckpointer:
         self._indexing = StatusIndex(self._redis, self._index, self._catalog, self._reported)
         self._transacts: OrderedDict[str, Script] = OrderedDict()
         self._changes = RedisChanges(client, keys.changes_channel(self._redis.key_prefix))
+        self._announced: RecordSelector = every_record
         self._gates = RedisGates(self._redis, self._run)
         # How a workflow a gate admits is made ready for its kind (each RedisDurable
         # registers its scheduler's): unless it is scheduled already, with ``absent``.
@@ -187,6 +189,10 @@ class RedisCheckpointer:
         """The feed of this server's writes (`durably.stores.changes`), subscribed on one
         connection of the client's pool once started."""
         return self._changes
+
+    def announce_records(self, selected: RecordSelector) -> None:
+        """Announce a record a pass writes only when ``selected`` takes its key."""
+        self._announced = selected
 
     @classmethod
     async def open(
@@ -380,7 +386,8 @@ class RedisCheckpointer:
         raw = encoded.encode()  # once: for the size check and as sent
         if len(raw) > self._redis.max_value_bytes:
             self._redis.check_bytes(len(raw), lambda: f"value of {key!r}")
-        args = (1, self._record_prefix(holder.workflow), str(holder.token), key, raw)
+        announced = b"1" if self._announced(key) else b"0"
+        args = (1, self._record_prefix(holder.workflow), str(holder.token), key, raw, announced)
         try:
             reply = await self._redis.retry.call(
                 _RECORD.run, self._redis.client, *args, *self._record_ttl

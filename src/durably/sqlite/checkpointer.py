@@ -42,7 +42,7 @@ from durably.stores.catalog import (
     line_read,
     tallied,
 )
-from durably.stores.changes import ENDED, RECORDS
+from durably.stores.changes import ENDED, RECORDS, RecordSelector, every_record
 from durably.stores.codec import (
     CheckpointCodec,
     JsonCodec,
@@ -508,6 +508,7 @@ class SqliteCheckpointer:
         self._encode = screened_encode(self._codec)
         self._max_bytes = database.settings.max_value_bytes
         self._changes = SqliteChanges(database)
+        self._announced: RecordSelector = every_record
 
     async def close(self) -> None:
         """Stop the feed of changes (idempotent): the database is its owner's."""
@@ -521,6 +522,10 @@ class SqliteCheckpointer:
     def announce(self, workflow: str, what: str) -> None:
         """Announce a committed write of ``workflow`` to this process's waiters."""
         self._changes.announce(workflow, what)
+
+    def announce_records(self, selected: RecordSelector) -> None:
+        """Announce a record a pass writes only when ``selected`` takes its key."""
+        self._announced = selected
 
     @property
     def codec(self) -> CheckpointCodec:
@@ -613,7 +618,8 @@ class SqliteCheckpointer:
         recorded = await self._db.transaction(
             lambda tx: self.bound(tx).record(holder, key, encoded)
         )
-        self.announce(holder.workflow, RECORDS)
+        if self._announced(key):
+            self.announce(holder.workflow, RECORDS)
         return recorded
 
     async def transact(self, holder: Pass, key: str, effect: SqliteEffect) -> Recorded[object]:
@@ -637,7 +643,8 @@ class SqliteCheckpointer:
             return bound.record(holder, key, self.encode(value))
 
         recorded = await self._db.transaction(run)
-        self.announce(holder.workflow, RECORDS)
+        if self._announced(key):
+            self.announce(holder.workflow, RECORDS)
         return recorded
 
     async def supply(self, workflow: str, key: str, value: object) -> Recorded[object]:

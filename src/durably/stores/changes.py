@@ -66,6 +66,33 @@ class Announcing(Protocol):
         ...
 
 
+RecordSelector = Callable[[str], bool]
+"""Whether a record a pass writes under a key is announced (`AnnouncingSome`)."""
+
+
+def every_record(key: str) -> bool:
+    """The default `RecordSelector`: every record a pass writes is announced."""
+    return True
+
+
+@runtime_checkable
+class AnnouncingSome(Protocol):
+    """The optional capability of announcing only the records of a pass its owner waits
+    for. Every shipped checkpointer has it.
+
+    An announcement is not free on every backing: on PostgreSQL a transaction that
+    notifies takes a lock every notifying commit of the server shares, up to and through
+    its commit's flush, so notifying commits line up one behind another; on Redis every
+    subscribed process reads every message. The App waits only for events, so it selects
+    those, and a step's record goes unannounced."""
+
+    def announce_records(self, selected: RecordSelector) -> None:
+        """From now on, announce a record a pass writes (`record`, `transact`) only when
+        ``selected`` takes its key (every one until this is called). Records written from
+        outside a pass (`supply`, messages) and every end are announced as before."""
+        ...
+
+
 def payload(workflow: str, what: str) -> str:
     """The text an announcement travels as (a NOTIFY payload, a pub/sub message)."""
     return what + workflow
@@ -111,9 +138,12 @@ __all__ = [
     "MISSED",
     "RECORDS",
     "Announcing",
+    "AnnouncingSome",
     "ChangeFeed",
     "LocalChanges",
     "OnChange",
+    "RecordSelector",
+    "every_record",
     "parsed",
     "payload",
 ]

@@ -139,21 +139,23 @@ WHERE workflow = $1::text AND token = $2::bigint;
 -- re-reads the newest token, and renews liveness only for the current pass. One row
 -- written (the command status; no RETURNING to read) means fenced, renewed and written;
 -- none means fenced out or already recorded, which record_counted then tells apart (the
--- common case pays for no counting). A write is announced on the changes channel ($5):
--- NOTIFY is delivered on commit, with the write.
+-- common case pays for no counting). A write is announced on the changes channel ($5;
+-- '' for a record not announced): NOTIFY is delivered on commit, with the write. A
+-- transaction that notifies holds a lock every notifying commit shares through its
+-- commit's flush, so a record nobody waits for is not announced.
 WITH fence AS ({_fence}), written AS (
     INSERT INTO {workflow_checkpoint} (workflow, key, value)
     SELECT $1::text, $3::text, $4::jsonb FROM fence
     ON CONFLICT (workflow, key) DO NOTHING
     RETURNING 1
 )
-SELECT pg_notify($5::text, 'r' || $1::text) FROM written;
+SELECT CASE WHEN $5::text <> '' THEN pg_notify($5::text, 'r' || $1::text) END FROM written;
 
 -- name: record_counted
 -- record, answering (fenced?, written?): for the case record could not tell, and for
 -- transact. Stamped with clock_timestamp(), because transact's transaction may have
 -- started long ago (the effect ran inside it); alone in its statement it is now().
--- A write is announced on the changes channel ($5).
+-- A write is announced on the changes channel ($5; '' for a record not announced).
 WITH fence AS (
     UPDATE {workflow_claim}
     SET alive_until = LEAST(clock_timestamp() + make_interval(secs => alive_for), held_until)
@@ -166,7 +168,9 @@ written AS (
     ON CONFLICT (workflow, key) DO NOTHING
     RETURNING 1
 ),
-told AS (SELECT pg_notify($5::text, 'r' || $1::text) FROM written)
+told AS (
+    SELECT CASE WHEN $5::text <> '' THEN pg_notify($5::text, 'r' || $1::text) END FROM written
+)
 SELECT (SELECT count(*) FROM fence), (SELECT count(*) FROM told);
 
 -- name: stored

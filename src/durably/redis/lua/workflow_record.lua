@@ -1,6 +1,8 @@
 -- Write a record under the fence. KEYS: the workflow's key prefix (its claim, token,
 -- records, written, seq and status keys are built from it: one slot, fewer arguments).
--- ARGV: token, key, encoded value, then the ttl (ms) if there is one.
+-- ARGV: token, key, encoded value, whether a first write is announced ('1' or '0': a
+-- record nobody waits for is not, as every subscriber reads every message), then the
+-- ttl (ms) if there is one.
 -- Answers 1 for a first write (the caller has the value), 0 when fenced, and otherwise
 -- the value stored before (this write lost). Written out flat, without the workflow
 -- prelude: each helper closure and call costs server time on every record.
@@ -34,15 +36,17 @@ if c[1] then
     redis.call('HSET', claim, 'alive_until', string.format('%.0f', alive))
   end
 end
-if ARGV[4] then
+if ARGV[5] then
   for _, name in ipairs({'token', 'records', 'written', 'seq', 'status'}) do
-    redis.call('PEXPIRE', p .. name, ARGV[4])
+    redis.call('PEXPIRE', p .. name, ARGV[5])
   end
 end
 if first then
-  -- Announced as workflow_lib's announce does (this script runs without the prelude).
-  local b = string.find(p, '{', 1, true)
-  redis.call('PUBLISH', string.sub(p, 1, b - 1) .. 'changes', 'r' .. string.sub(p, b))
+  if ARGV[4] == '1' then
+    -- Announced as workflow_lib's announce does (this script runs without the prelude).
+    local b = string.find(p, '{', 1, true)
+    redis.call('PUBLISH', string.sub(p, 1, b - 1) .. 'changes', 'r' .. string.sub(p, b))
+  end
   return 1
 end
 return redis.call('HGET', records, key)
