@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
 import os
 import sys
 import time
@@ -249,6 +250,10 @@ async def test_get_event_and_recv_wake_by_push(app: App) -> None:
     assert took <= PUSHED, f"the event came {took:.2f} s after the send"
 
 
+def _ended_once(seen: Counter[tuple[str, str]], key: str) -> bool:
+    return seen[(key, "e")] == 1
+
+
 async def test_a_pass_announces_its_events_and_not_its_steps(app: App) -> None:
     """A step's record wakes no handle, so it goes unannounced (on PostgreSQL a notifying
     commit waits for every other notifying commit's flush); an event is announced. Counted
@@ -285,8 +290,8 @@ async def test_a_pass_announces_its_events_and_not_its_steps(app: App) -> None:
         for name, (steps, event) in runs.items():
             handle = await body.start(steps, event)
             assert await handle.result(timeout=30) == steps
-            keys[name] = handle._key
-            await _until(lambda key=handle._key: seen[(key, "e")] == 1)
+            key = keys[name] = handle._key
+            await _until(functools.partial(_ended_once, seen, key))
     records = {name: seen[(key, "r")] for name, key in keys.items()}
     assert records["steps"] == records["bare"], records
     assert records["event"] == records["bare"] + 1, records

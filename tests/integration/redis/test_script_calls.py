@@ -188,7 +188,7 @@ async def test_a_status_read_goes_out_on_the_direct_path_and_reads_as_before(
         assert holder is not None
         await checkpointer.set_status(holder, WorkflowStatus.FAILED, attempts=3, error="boom")
         through: list[tuple[Any, ...]] = []
-        plain = Redis.execute_command
+        plain: Any = Redis.execute_command
 
         async def counted(self: Redis, *args: Any, **kwargs: Any) -> Any:
             through.append(args)
