@@ -157,10 +157,11 @@ async def command(client: Any, *parts: Any) -> Any:
     """The reply to the plain command ``parts`` (its name, then its arguments), a command
     of one key (routing uses the first argument), sent as `Script.run` sends a script
     call: on a plain client on a pooled connection directly, on a cluster to its slot's
-    primary, otherwise through redis-py (no response callback applies: an ``HMGET`` is
-    its list of values as the connection reads them)."""
+    primary, otherwise through redis-py, as it does for a client with a reply callback of
+    its own for the command (none applies on the direct path: an ``HMGET`` is its list of
+    values as the connection reads them)."""
     pool = direct_pool(client)
-    if pool is not None:
+    if pool is not None and not dict.__contains__(client.response_callbacks, parts[0].upper()):
         return await sent(pool, packed_command(parts) or parts)
     if type(client) is WaitingCluster:
         return await client.routed(parts[1], packed_command(parts), *parts)

@@ -87,9 +87,10 @@ class AnnouncingSome(Protocol):
     those, and a step's record goes unannounced."""
 
     def announce_records(self, selected: RecordSelector) -> None:
-        """From now on, announce a record a pass writes (`record`, `transact`) only when
-        ``selected`` takes its key (every one until this is called). Records written from
-        outside a pass (`supply`, messages) and every end are announced as before."""
+        """From now on, announce a record a pass writes (`record`, and `transact` where
+        the store announces it: not on Redis) only when ``selected`` takes its key (every
+        one until this is called). Records written from outside a pass (`supply`,
+        messages) and every end are announced as before."""
         ...
 
 

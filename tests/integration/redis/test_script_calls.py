@@ -202,3 +202,31 @@ async def test_a_status_read_goes_out_on_the_direct_path_and_reads_as_before(
         assert through == []
     finally:
         await client.aclose()
+
+
+async def test_a_status_read_keeps_a_reply_callback_the_client_sets_for_it(
+    redis_server: RedisServer,
+) -> None:
+    from durably.redis import RedisCheckpointer
+    from durably.stores.status import WorkflowStatus
+
+    client = Redis.from_pool(BlockingConnectionPool.from_url(redis_server.url, max_connections=2))
+    checkpointer = RedisCheckpointer(client, key_prefix=f"status-callback-{id(client)}")
+    try:
+        await checkpointer.supply("wf", "start", {"n": 1})
+        holder = await checkpointer.claim("wf", 60.0, 30.0)
+        assert holder is not None
+        await checkpointer.set_status(holder, WorkflowStatus.RUNNING, attempts=4)
+        replies: list[Any] = []
+
+        def callback(reply: Any, **options: Any) -> Any:
+            replies.append(reply)
+            return reply
+
+        client.set_response_callback("HMGET", callback)  # type: ignore[arg-type]
+        info = await checkpointer.get_status("wf")
+        assert info is not None
+        assert info.attempts == 4
+        assert len(replies) == 1  # through redis-py, which applied it
+    finally:
+        await client.aclose()
