@@ -8,6 +8,7 @@ DURABLY_REQUIRE_SERVICES=1).
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -283,6 +284,19 @@ async def effect_kit(pg_stores: Stores) -> PostgresEffectKit:
     return await PostgresEffectKit.create(pg_stores)
 
 
+def plan_nodes(explained: object) -> list[dict[str, Any]]:
+    """Every node of a plan, as ``EXPLAIN (FORMAT JSON)`` returns it in its one cell (text
+    or already decoded, by driver), root first."""
+    document: Any = json.loads(explained) if isinstance(explained, str) else explained
+    found: list[dict[str, Any]] = []
+    pending = [document[0]["Plan"]]
+    while pending:
+        node = pending.pop(0)
+        found.append(node)
+        pending.extend(node.get("Plans", []))
+    return found
+
+
 __all__ = [
     "PostgresEffectKit",
     "Stores",
@@ -293,5 +307,6 @@ __all__ = [
     "pg_driver",
     "pg_pool",
     "pg_stores",
+    "plan_nodes",
     "postgres_dsn",
 ]

@@ -4,14 +4,11 @@ settle on: a page costs the same at any store size (no scan of the catalog, no s
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import pytest
 
 from durably.postgres import statements as sql_files
 from durably.postgres.executor import database_for
-from tests.pg_service import Stores
+from tests.pg_service import Stores, plan_nodes
 
 pytestmark = pytest.mark.postgres
 
@@ -44,13 +41,6 @@ LINES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
-def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    found = [plan]
-    for child in plan.get("Plans", []):
-        found += _nodes(child)
-    return found
-
-
 def _literal(value: object) -> str:
     return str(value) if isinstance(value, int) else "'" + str(value) + "'"
 
@@ -74,7 +64,7 @@ async def test_each_catalog_line_seeks_its_own_index_without_a_scan_or_sort(
                 await session.fetch(f"SET plan_cache_mode = {mode}")
                 rows = await session.fetch(f"EXPLAIN (FORMAT JSON) EXECUTE probe({arguments})")
                 plan = rows[0][0]
-                nodes = _nodes((json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"])
+                nodes = plan_nodes(plan)
                 reads = [n for n in nodes if n.get("Relation Name") == catalog]
                 context = (statement, mode, nodes)
                 assert len(reads) == 1, context

@@ -7,15 +7,13 @@ index could match only the key, so each status write read the whole index (12 ms
 
 from __future__ import annotations
 
-import json
 import re
-from typing import Any
 
 import pytest
 
 from durably.postgres import statements as sql_files
 from durably.postgres.executor import database_for
-from tests.pg_service import Stores
+from tests.pg_service import Stores, plan_nodes
 
 pytestmark = pytest.mark.postgres
 
@@ -57,13 +55,6 @@ _SAMPLES = {
 }
 
 
-def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    found = [plan]
-    for child in plan.get("Plans", []):
-        found += _nodes(child)
-    return found
-
-
 def _arguments(statement: str) -> str:
     """A literal of each parameter's declared type (every parameter here is cast)."""
     types: dict[int, str] = {}
@@ -96,7 +87,7 @@ async def test_status_writes_probe_the_followed_run_on_both_index_columns(
                     f"EXPLAIN (FORMAT JSON) EXECUTE probe({_arguments(statement)})"
                 )
                 plan = rows[0][0]
-                nodes = _nodes((json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"])
+                nodes = plan_nodes(plan)
                 reads = [
                     n
                     for n in nodes

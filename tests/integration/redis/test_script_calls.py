@@ -4,6 +4,7 @@ answered an error goes back to the pool fit for the next call."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -11,8 +12,9 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from redis.exceptions import ResponseError
 
 from durably import ManualClock, WorkItem
-from durably.redis import RedisWorkQueue
+from durably.redis import RedisCheckpointer, RedisWorkQueue
 from durably.redis.scripts import Script
+from durably.stores.status import WorkflowStatus
 from tests.redis_service import RedisServer
 
 _FAILS = Script("return redis.error_reply('ERR refused on purpose')", "fails.lua")
@@ -174,12 +176,9 @@ async def test_a_script_run_after_a_command_finds_it_landed_even_when_sent_whole
         await client.aclose()
 
 
-async def test_a_status_read_goes_out_on_the_direct_path_and_reads_as_before(
-    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from durably.redis import RedisCheckpointer
-    from durably.stores.status import WorkflowStatus
-
+@pytest.fixture
+async def reported(redis_server: RedisServer) -> AsyncIterator[tuple[Redis, RedisCheckpointer]]:
+    """A plain client and its checkpointer, workflow ``wf`` reported failed (3 attempts)."""
     client = Redis.from_pool(BlockingConnectionPool.from_url(redis_server.url, max_connections=2))
     checkpointer = RedisCheckpointer(client, key_prefix=f"status-read-{id(client)}")
     try:
@@ -187,46 +186,42 @@ async def test_a_status_read_goes_out_on_the_direct_path_and_reads_as_before(
         holder = await checkpointer.claim("wf", 60.0, 30.0)
         assert holder is not None
         await checkpointer.set_status(holder, WorkflowStatus.FAILED, attempts=3, error="boom")
-        through: list[tuple[Any, ...]] = []
-        plain: Any = Redis.execute_command
-
-        async def counted(self: Redis, *args: Any, **kwargs: Any) -> Any:
-            through.append(args)
-            return await plain(self, *args, **kwargs)
-
-        monkeypatch.setattr(Redis, "execute_command", counted)
-        info = await checkpointer.get_status("wf")
-        assert info is not None
-        assert (info.status, info.attempts, info.last_error) == (WorkflowStatus.FAILED, 3, "boom")
-        assert await checkpointer.get_status("other") is None
-        assert through == []
+        yield client, checkpointer
     finally:
         await client.aclose()
+
+
+async def test_a_status_read_goes_out_on_the_direct_path_and_reads_as_before(
+    reported: tuple[Redis, RedisCheckpointer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, checkpointer = reported
+    through: list[tuple[Any, ...]] = []
+    plain: Any = Redis.execute_command
+
+    async def counted(self: Redis, *args: Any, **kwargs: Any) -> Any:
+        through.append(args)
+        return await plain(self, *args, **kwargs)
+
+    monkeypatch.setattr(Redis, "execute_command", counted)
+    info = await checkpointer.get_status("wf")
+    assert info is not None
+    assert (info.status, info.attempts, info.last_error) == (WorkflowStatus.FAILED, 3, "boom")
+    assert await checkpointer.get_status("other") is None
+    assert through == []
 
 
 async def test_a_status_read_keeps_a_reply_callback_the_client_sets_for_it(
-    redis_server: RedisServer,
+    reported: tuple[Redis, RedisCheckpointer],
 ) -> None:
-    from durably.redis import RedisCheckpointer
-    from durably.stores.status import WorkflowStatus
+    client, checkpointer = reported
+    replies: list[Any] = []
 
-    client = Redis.from_pool(BlockingConnectionPool.from_url(redis_server.url, max_connections=2))
-    checkpointer = RedisCheckpointer(client, key_prefix=f"status-callback-{id(client)}")
-    try:
-        await checkpointer.supply("wf", "start", {"n": 1})
-        holder = await checkpointer.claim("wf", 60.0, 30.0)
-        assert holder is not None
-        await checkpointer.set_status(holder, WorkflowStatus.RUNNING, attempts=4)
-        replies: list[Any] = []
+    def callback(reply: Any, **options: Any) -> Any:
+        replies.append(reply)
+        return reply
 
-        def callback(reply: Any, **options: Any) -> Any:
-            replies.append(reply)
-            return reply
-
-        client.set_response_callback("HMGET", callback)  # type: ignore[arg-type]
-        info = await checkpointer.get_status("wf")
-        assert info is not None
-        assert info.attempts == 4
-        assert len(replies) == 1  # through redis-py, which applied it
-    finally:
-        await client.aclose()
+    client.set_response_callback("HMGET", callback)  # type: ignore[arg-type]
+    info = await checkpointer.get_status("wf")
+    assert info is not None
+    assert info.attempts == 3
+    assert len(replies) == 1  # through redis-py, which applied it
