@@ -18,7 +18,7 @@ from durably.app import _layout as layout
 from durably.app import _runs as runs
 from durably.app import _tenancy as tenancy
 from durably.app._begins import AT_ONCE, Begins
-from durably.app._catalogue import catalogue
+from durably.app._catalogue import catalogue, entry_of
 from durably.app._context import (
     Context,
     bind,
@@ -56,6 +56,7 @@ from durably.errors import (
 from durably.otel.tracing import annotate, producing
 from durably.stores.gates import admit_through
 from durably.stores.runs import StateDelta
+from durably.stores.starting import WholeStart, whole_starter
 from durably.stores.work import WorkPriority
 from durably.stores.workflows import (
     DEFAULT_PRIORITY,
@@ -588,21 +589,47 @@ class Workflow(Generic[P, R]):
         start = await self._throttled(checkpointer, start)
         # The kind's scheduler is opened first: a start that admits workflows from the line
         # (a raised limit) makes them ready through it.
-        self._core.durable(self.kind)
+        durable = self._core.durable(self.kind)
+        gate = self.gates.gate(start.get("gate"), layout.start_priority(start))
+        whole = None if gate is not None else whole_starter(durable)
         try:
-            # Counted under its tenant by the store in the same write, and refused there
-            # (WorkflowLimitError, nothing written) past the tenant's caps; past its
-            # gate's limit, queued there (status QUEUED) and made ready by the store
-            # when a slot frees.
-            admission = await admit_through(
-                checkpointer,
-                key,
-                layout.START,
-                start,
-                tenant=tenant,
-                caps=self._core.caps,
-                gate=self.gates.gate(start.get("gate"), layout.start_priority(start)),
-            )
+            if whole is not None:
+                # Where the stores share a database: the record, its catalog entry, its
+                # run record and its wakeup in one commit.
+                started = await whole.start_whole(
+                    WholeStart(
+                        key,
+                        layout.START,
+                        start,
+                        tenant,
+                        layout.start_priority(start),
+                        entry_of(start),
+                        runs.opened_run(tenant, workflow, self.kind, key),
+                    ),
+                    caps=self._core.caps,
+                    state=stores.state,
+                )
+                recorded = started.recorded
+                self._adoptable(workflow, recorded.value, start)
+                if started.opened:
+                    return key, True
+                queued = False
+            else:
+                # Counted under its tenant by the store in the same write, and refused
+                # there (WorkflowLimitError, nothing written) past the tenant's caps; past
+                # its gate's limit, queued there (status QUEUED) and made ready by the
+                # store when a slot frees.
+                admission = await admit_through(
+                    checkpointer,
+                    key,
+                    layout.START,
+                    start,
+                    tenant=tenant,
+                    caps=self._core.caps,
+                    gate=gate,
+                )
+                recorded, queued = admission.recorded, admission.queued
+                self._adoptable(workflow, recorded.value, start)
         except (StatePersistenceError, InvalidInputError) as exc:
             # Refused by the store's own checks (its size limit, its codec), which run
             # before it writes: named here, as the caller's other bad input is.
@@ -611,8 +638,6 @@ class Workflow(Generic[P, R]):
             raise InvalidInputError(
                 f"workflow {self.kind!r}: the store refuses its arguments: {exc}"
             ) from None
-        recorded = admission.recorded
-        self._adoptable(workflow, recorded.value, start)
         # Every start catalogues (a repeat repairs a start that crashed before it did); the
         # first opens its run record too, before its wakeup, so no pass reports a status
         # its run record lacks. Neither reads what the other writes: both at once.
@@ -622,7 +647,7 @@ class Workflow(Generic[P, R]):
         for outcome in await asyncio.gather(*writes, return_exceptions=True):
             if isinstance(outcome, BaseException):
                 raise outcome
-        if not admission.queued:  # a queued one is made ready by the write admitting it
+        if not queued:  # a queued one is made ready by the write admitting it
             await self._ready(key, tenant, recorded.value, first=recorded.first)
         return key, recorded.first
 

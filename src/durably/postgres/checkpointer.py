@@ -174,6 +174,11 @@ class PostgresCheckpointer:
         """How this store reaches its database (shared with `PostgresDurable`)."""
         return self._access
 
+    @property
+    def tables(self) -> StateTables:
+        """The tables this store writes (a `PostgresDurable` writes across them)."""
+        return self._tables
+
     # --- reading --------------------------------------------------------------------------
 
     async def load(self, workflow: str) -> dict[str, object]:
@@ -378,7 +383,7 @@ class PostgresCheckpointer:
             )
 
         async def run(session: Session) -> Recorded[object]:
-            return (await self._admit_on(session, workflow, key, encoded, tenant, caps))[0]
+            return (await self.admit_on(session, workflow, key, encoded, tenant, caps))[0]
 
         return await self._access.run(run, errors=state_errors, transaction=True)
 
@@ -409,7 +414,7 @@ class PostgresCheckpointer:
 
         return await self._access.run(run, errors=state_errors, transaction=True)
 
-    async def _admit_on(
+    async def admit_on(
         self,
         session: Session,
         workflow: str,
@@ -418,8 +423,8 @@ class PostgresCheckpointer:
         tenant: str,
         caps: TenantCaps,
     ) -> tuple[Recorded[object], bool]:
-        """`admit` on ``session``, inside a transaction the caller opened; the record and
-        whether this call wrote it."""
+        """`admit` on ``session``, inside a transaction the caller opened (as
+        `PostgresDurable` does); the record and whether this call wrote it."""
         if not caps.capped:
             written = await session.fetch(
                 self._sql["admit_uncapped"], workflow, key, encoded, tenant
@@ -440,7 +445,7 @@ class PostgresCheckpointer:
     async def _admit_uncapped(
         self, session: Session, workflow: str, key: str, encoded: str, tenant: str
     ) -> Recorded[object]:
-        return (await self._admit_on(session, workflow, key, encoded, tenant, NO_CAPS))[0]
+        return (await self.admit_on(session, workflow, key, encoded, tenant, NO_CAPS))[0]
 
     async def admit_gated(
         self,
@@ -460,7 +465,7 @@ class PostgresCheckpointer:
         encoded = self._encode(value)
 
         async def run(session: Session) -> Admission:
-            recorded, wrote = await self._admit_on(session, workflow, key, encoded, tenant, caps)
+            recorded, wrote = await self.admit_on(session, workflow, key, encoded, tenant, caps)
             if wrote:
                 queued = await self._gates.admit(session, workflow, tenant, gate)
             else:
@@ -847,6 +852,10 @@ class PostgresCheckpointer:
         identifier(workflow, "workflow")
         await self._run(lambda s: self._catalog.enter(s, workflow, entry))
 
+    async def catalog_on(self, session: Session, workflow: str, entry: CatalogEntry) -> None:
+        """`catalog` on ``session`` (for `PostgresDurable`)."""
+        await self._catalog.enter(session, workflow, entry)
+
     async def catalog_many(self, entries: Sequence[tuple[str, CatalogEntry]]) -> None:
         """Enter each (workflow, entry) in the catalog in one statement (an entry already
         there is kept)."""
@@ -881,6 +890,13 @@ class PostgresCheckpointer:
         return tallied(await self._run(lambda s: self._catalog.tally(s, tenant)))
 
     # --- internals ------------------------------------------------------------------------
+
+    async def recorded_on(
+        self, session: Session, workflow: str, key: str, encoded: str
+    ) -> Recorded[object]:
+        """The record stored under ``key`` where a first-writer-wins write of ``encoded``
+        wrote nothing, on ``session`` (for `PostgresDurable`): ``first`` when it equals it."""
+        return await self._stored(session, workflow, key, encoded)
 
     async def _stored(
         self, session: Session, workflow: str, key: str, encoded: str

@@ -3,18 +3,28 @@ transaction, because both live in one database."""
 
 from __future__ import annotations
 
+import json
+import secrets
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from durably.errors import ConfigurationError
+from durably.postgres import statements
 from durably.postgres.checkpointer import PostgresCheckpointer, PostgresEffect
 from durably.postgres.executor import Session
 from durably.postgres.failures import state_errors
 from durably.postgres.scheduler import PostgresScheduler
-from durably.stores.workflows import Entry, Recorded, ready_priority, step_key
+from durably.postgres.state import PostgresStateStore
+from durably.stores.admission import TenantCaps
+from durably.stores.catalog import PENDING_TEXT
+from durably.stores.runs import StateStore
+from durably.stores.starting import WholeStart, WholeStarted
+from durably.stores.workflows import DEFAULT_PRIORITY, Entry, Recorded, ready_priority, step_key
 from durably.validation import identifier
 
 T = TypeVar("T")
+
+_TEMPLATES = statements.load("starting.sql", fragments_from=("scheduler.sql", "state.sql"))
 
 
 class PostgresDurable:
@@ -32,6 +42,7 @@ class PostgresDurable:
             )
         self._checkpointer = checkpointer
         self._scheduler = scheduler
+        self._start_sql = statements.render(_TEMPLATES["start_whole"], checkpointer.tables.names)
 
     @property
     def checkpointer(self) -> PostgresCheckpointer:
@@ -85,6 +96,85 @@ class PostgresDurable:
             return entry
 
         return await self._transaction(run)
+
+    async def start_whole(
+        self, start: WholeStart, *, caps: TenantCaps, state: StateStore
+    ) -> WholeStarted:
+        """Admit the start record and, for a first one, its catalog entry, run record and
+        wakeup (`durably.stores.starting.StartingWhole`): in one statement, or, for a
+        capped tenant (whose counts are read under a lock first), in one transaction."""
+        tables = self._checkpointer.tables
+        if (
+            not isinstance(state, PostgresStateStore)
+            or state.access.database.pool is not self._checkpointer.access.database.pool
+            or state.tables != tables
+            or self._scheduler.tables != tables
+        ):
+            raise ConfigurationError(
+                "PostgresDurable.start_whole needs a PostgresStateStore on its own pool and tables"
+            )
+        identifier(start.workflow, "workflow")
+        identifier(start.tenant, "tenant")
+        step_key(start.key)
+        rank = ready_priority(start.priority)
+        encoded = self._checkpointer.encode(start.value)  # refused before any I/O
+        rows = state.run_rows([start.run])
+        if caps.capped:
+            return await self._transaction(
+                lambda session: self._start_in_steps(
+                    session, start, encoded, caps, state, rows, rank
+                )
+            )
+        entry = start.entry
+        args = (
+            self._scheduler.namespace,
+            start.workflow,
+            start.key,
+            encoded,
+            start.tenant,
+            entry.kind,
+            entry.parent,
+            entry.created_us,
+            PENDING_TEXT,
+            json.dumps(rows[0]),
+            secrets.token_hex(8),
+            tables.channel("workflow"),
+            rank,
+            DEFAULT_PRIORITY,
+        )
+
+        async def run(session: Session) -> WholeStarted:
+            written, opened, _ = (await session.fetch(self._start_sql, *args))[0]
+            if not written:
+                recorded = await self._checkpointer.recorded_on(
+                    session, start.workflow, start.key, encoded
+                )
+                return WholeStarted(recorded, opened=False)
+            return WholeStarted(Recorded(start.value, True), bool(opened))
+
+        return await self._checkpointer.access.run(run, errors=state_errors)
+
+    async def _start_in_steps(
+        self,
+        session: Session,
+        start: WholeStart,
+        encoded: str,
+        caps: TenantCaps,
+        state: PostgresStateStore,
+        rows: list[dict[str, object]],
+        rank: int | None,
+    ) -> WholeStarted:
+        """`start_whole`'s writes one statement at a time, in the caller's transaction."""
+        recorded, wrote = await self._checkpointer.admit_on(
+            session, start.workflow, start.key, encoded, start.tenant, caps
+        )
+        if not wrote:
+            return WholeStarted(recorded, opened=False)
+        await self._checkpointer.catalog_on(session, start.workflow, start.entry)
+        opened = (await state.create_runs_on(session, rows))[0]
+        if opened:
+            await self._scheduler.make_ready_on(session, start.workflow, start.tenant, rank)
+        return WholeStarted(recorded, opened)
 
     async def delete(self, workflow: str) -> int:
         identifier(workflow, "workflow")

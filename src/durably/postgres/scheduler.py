@@ -96,6 +96,11 @@ class PostgresScheduler:
         return self._access
 
     @property
+    def tables(self) -> StateTables:
+        """The tables this store writes (a `PostgresDurable` writes across them)."""
+        return self._tables
+
+    @property
     def listener(self) -> Listener:
         """The LISTEN connection behind `next_ready` (started on first wait)."""
         return self._listener

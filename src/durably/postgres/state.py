@@ -87,6 +87,17 @@ class PostgresStateStore:
     async def close(self) -> None:
         """Nothing of its own to release (idempotent): the pool is its owner's."""
 
+    @property
+    def access(self) -> Access:
+        """How this store reaches its database (its pool tells `PostgresDurable` whether a
+        start's writes can share a transaction with it)."""
+        return self._access
+
+    @property
+    def tables(self) -> StateTables:
+        """The tables this store writes."""
+        return self._tables
+
     @classmethod
     async def open(
         cls,
@@ -146,9 +157,17 @@ class PostgresStateStore:
 
     async def create_runs(self, records: Sequence[RunRecord]) -> list[bool]:
         """Store each record whose run does not exist yet, in one statement."""
+        rows = self.run_rows(create_batch(records))
+        if not rows:
+            return []
+        return list(await self._run(lambda s: self.create_runs_on(s, rows)))
+
+    def run_rows(self, records: Sequence[RunRecord]) -> list[dict[str, object]]:
+        """``records`` checked and rendered as `create_runs_on` stores them, as new runs
+        (version 1, updated now); refused here as `put_run` refuses one."""
         now = self._clock.now()
         rows: list[dict[str, object]] = []
-        for n, record in enumerate(create_batch(records)):
+        for n, record in enumerate(records):
             stored = stored_run(
                 record,
                 version=1,
@@ -172,12 +191,13 @@ class PostgresStateStore:
                 n=n,
             )
             rows.append(row)
-        if not rows:
-            return []
+        return rows
+
+    async def create_runs_on(self, session: Session, rows: list[dict[str, object]]) -> list[bool]:
+        """Store each of ``rows`` (`run_rows`) whose run does not exist yet, on ``session``
+        (inside a transaction its caller may have opened): whether each was stored."""
         token = secrets.token_hex(8)
-        written = await self._run(
-            lambda s: s.fetch(self._sql["insert_runs"], json.dumps(rows), token)
-        )
+        written = await session.fetch(self._sql["insert_runs"], json.dumps(rows), token)
         stored_keys = {(str(tenant), str(run_id)) for tenant, run_id in written}
         return [(str(row["tenant"]), str(row["run_id"])) in stored_keys for row in rows]
 

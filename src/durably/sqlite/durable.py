@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from durably.errors import ConfigurationError
+from durably.sqlite import catalog as _catalog
 from durably.sqlite.checkpointer import SqliteCheckpointer, SqliteEffect
 from durably.sqlite.connection import Transaction
 from durably.sqlite.scheduler import SqliteScheduler
+from durably.sqlite.state import SqliteStateStore
+from durably.stores.admission import TenantCaps
 from durably.stores.changes import ENDED, RECORDS
+from durably.stores.runs import StateStore
+from durably.stores.starting import WholeStart, WholeStarted
 from durably.stores.workflows import Entry, Recorded, ready_priority, step_key
 from durably.validation import identifier
 
@@ -99,6 +104,39 @@ class SqliteDurable:
         self._db.notify_ready()
         self._checkpointer.announce(workflow, RECORDS)
         return entry
+
+    async def start_whole(
+        self, start: WholeStart, *, caps: TenantCaps, state: StateStore
+    ) -> WholeStarted:
+        """Admit the start record and, for a first one, its catalog entry, run record and
+        wakeup, in one commit (`durably.stores.starting.StartingWhole`)."""
+        if not isinstance(state, SqliteStateStore) or state.database is not self._db:
+            raise ConfigurationError(
+                "SqliteDurable.start_whole needs a SqliteStateStore on its own Database"
+            )
+        identifier(start.workflow, "workflow")
+        identifier(start.tenant, "tenant")
+        step_key(start.key)
+        rank = ready_priority(start.priority)
+        encoded = self._checkpointer.encode(start.value)  # refused before the write
+        run, text = state.prepared_run(start.run)
+
+        def write(tx: Transaction) -> WholeStarted:
+            recorded = self._checkpointer.bound(tx).admit(
+                start.workflow, start.key, encoded, tenant=start.tenant, caps=caps
+            )
+            if not recorded.first:
+                return WholeStarted(recorded, opened=False)
+            _catalog.enter(tx, start.workflow, start.entry)
+            opened = state.bound(tx).create_run(start.run, run, text)
+            if opened:
+                self._scheduler.bound(tx).make_ready(start.workflow, start.tenant, rank)
+            return WholeStarted(recorded, opened)
+
+        started = await self._db.transaction(write)
+        if started.opened:
+            self._db.notify_ready()
+        return started
 
     async def delete(self, workflow: str) -> int:
         """Cancel the workflow's wakeups and discard its records in one commit; the count."""

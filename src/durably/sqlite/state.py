@@ -236,10 +236,16 @@ class SqliteStateStore:
         _run_key(key)
         return await self._db.transaction(lambda tx: self.bound(tx).get_run(key), write=False)
 
+    def prepared_run(self, record: RunRecord) -> tuple[RunRecord, str]:
+        """``record`` checked and rendered as a write of it stores it (its stored form and
+        text), for a `BoundSqliteStateStore.create_run` in a wider transaction; refused
+        here as `put_run` refuses it."""
+        return _prepared_run(record, self._clock.now(), self._max_bytes, self._scrub)
+
     async def put_run(self, record: RunRecord) -> RunRecord:
         """Compare-and-set write; raises `StateConflictError` with both versions."""
         # Checked and rendered before the transaction opens (and only then).
-        saved, text = _prepared_run(record, self._clock.now(), self._max_bytes, self._scrub)
+        saved, text = self.prepared_run(record)
         return await self._db.transaction(lambda tx: self.bound(tx)._put_run(record, saved, text))
 
     async def create_runs(self, records: Sequence[RunRecord]) -> list[bool]:

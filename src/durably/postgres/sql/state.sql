@@ -147,6 +147,29 @@ WHERE tenant IN (
     LIMIT $2::integer
 );
 
+-- name: _run_fields
+-- A new run record as a JSON object holds it (insert_run's parameters by column name), as
+-- jsonb_to_record(set)'s column definitions.
+tenant text, run_id text, state text, session_id text, updated_at float8,
+input_tokens bigint, output_tokens bigint, cached_tokens bigint,
+cache_write_tokens bigint, reasoning_tokens bigint, requests bigint,
+tool_calls bigint, cost_micros bigint, iterations bigint, message_cursor bigint,
+body text
+
+-- name: _run_columns
+-- The columns a new run record is inserted with, and (_run_values) its values from such
+-- an object `a`, up to the write token and the tenant's place that follow them.
+tenant, run_id, version, state, session_id, updated_at,
+input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens,
+requests, tool_calls, cost_micros, iterations, message_cursor, body, write_token,
+tenant_seq
+
+-- name: _run_values
+a.tenant, a.run_id, 1, a.state, a.session_id, a.updated_at,
+a.input_tokens, a.output_tokens, a.cached_tokens, a.cache_write_tokens,
+a.reasoning_tokens, a.requests, a.tool_calls, a.cost_micros, a.iterations,
+a.message_cursor, a.body::jsonb
+
 -- name: insert_runs
 -- insert_run of each run not stored yet, in one statement: $1 the runs as a JSON array of
 -- objects (insert_run's parameters by column name, and n: the run's place in the array),
@@ -157,11 +180,7 @@ WHERE tenant IN (
 WITH asked AS (
     SELECT a.*, row_number() OVER (PARTITION BY a.tenant ORDER BY a.n) AS nth
     FROM jsonb_to_recordset($1::jsonb) AS a(
-        tenant text, run_id text, state text, session_id text, updated_at float8,
-        input_tokens bigint, output_tokens bigint, cached_tokens bigint,
-        cache_write_tokens bigint, reasoning_tokens bigint, requests bigint,
-        tool_calls bigint, cost_micros bigint, iterations bigint, message_cursor bigint,
-        body text, n bigint
+        {_run_fields}, n bigint
     )
     WHERE NOT EXISTS (
         SELECT 1 FROM {runs} AS r WHERE r.tenant = a.tenant AND r.run_id = a.run_id
@@ -179,18 +198,8 @@ place AS (
             + (SELECT w.n FROM wanted AS w WHERE w.tenant = excluded.tenant)
     RETURNING tenant, last
 )
-INSERT INTO {runs} (
-    tenant, run_id, version, state, session_id, updated_at,
-    input_tokens, output_tokens, cached_tokens, cache_write_tokens, reasoning_tokens,
-    requests, tool_calls, cost_micros, iterations, message_cursor, body, write_token,
-    tenant_seq
-)
-SELECT
-    a.tenant, a.run_id, 1, a.state, a.session_id, a.updated_at,
-    a.input_tokens, a.output_tokens, a.cached_tokens, a.cache_write_tokens,
-    a.reasoning_tokens, a.requests, a.tool_calls, a.cost_micros, a.iterations,
-    a.message_cursor, a.body::jsonb, $2::text,
-    place.last - w.n + a.nth
+INSERT INTO {runs} ({_run_columns})
+SELECT {_run_values}, $2::text, place.last - w.n + a.nth
 FROM asked AS a
 JOIN wanted AS w ON w.tenant = a.tenant
 JOIN place ON place.tenant = a.tenant
