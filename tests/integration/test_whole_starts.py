@@ -5,6 +5,7 @@ App's start through it costs one commit and serves as before."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -168,6 +169,23 @@ async def test_a_repeated_start_writes_nothing_more(stores: Stores) -> None:
     assert run is not None
     assert run.version == 1
     assert await _ready(stores) == []  # not woken again
+
+
+async def test_starts_of_one_id_racing_create_it_once(stores: Stores) -> None:
+    tenant = _tenant()
+    starter = _starter(stores)
+    racing = [_start(tenant, "a", {"n": n}) for n in range(12)]
+    started = await asyncio.gather(
+        *(starter.start_whole(start, caps=NO_CAPS, state=stores.state) for start in racing)
+    )
+    firsts = [s for s in started if s.recorded.first]
+    assert len(firsts) == 1
+    assert firsts[0].opened
+    assert {str(s.recorded.value) for s in started} == {str(firsts[0].recorded.value)}
+    stored = await _what_is_stored(stores, tenant, "a")
+    assert (stored["record"], stored["started"]) == (firsts[0].recorded.value, 1)
+    assert len(stored["entry"]) == 1
+    assert await _ready(stores) == [f"{tenant}/a"]
 
 
 async def test_a_run_of_the_tenant_under_the_id_is_left_to_the_caller(stores: Stores) -> None:
