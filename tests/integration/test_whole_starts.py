@@ -52,14 +52,16 @@ def _starter(stores: Stores) -> StartingWhole:
     return starter
 
 
-def _start(tenant: str, name: str, value: object = None) -> WholeStart:
+def _start(
+    tenant: str, name: str, value: object = None, priority: WorkPriority = WorkPriority.HIGH
+) -> WholeStart:
     key = f"{tenant}/{name}"
     return WholeStart(
         workflow=key,
         key="start",
         value={"n": name} if value is None else value,
         tenant=tenant,
-        priority=int(WorkPriority.HIGH),
+        priority=int(priority),
         entry=CatalogEntry(tenant, KIND, CREATED_US),
         run=RunRecord(run_id=name, tenant=tenant, agent_name=KIND, metadata={FOLLOWS: key}),
     )
@@ -109,7 +111,109 @@ async def test_a_first_start_lands_whole(stores: Stores) -> None:
         "run": (KIND, RunState.PENDING, f"{tenant}/a"),
         "started": 1,
     }
+    checkpointer: Any = stores.checkpointer
+    assert (await checkpointer.tenant_counts(tenant)).running == 1
     assert await _ready(stores) == [f"{tenant}/a"]
+
+
+async def test_a_whole_start_is_served_at_its_priority(stores: Stores) -> None:
+    tenant = _tenant()
+    starter = _starter(stores)
+    for name, priority in (("low", WorkPriority.LOW), ("urgent", WorkPriority.URGENT)):
+        await starter.start_whole(
+            _start(tenant, name, priority=priority), caps=NO_CAPS, state=stores.state
+        )
+    assert await _ready(stores) == [f"{tenant}/urgent", f"{tenant}/low"]
+
+
+async def test_a_whole_start_wakes_a_scheduler_waiting_elsewhere(stores: Stores) -> None:
+    if stores.backing != "postgresql":
+        pytest.skip("another process's scheduler is woken by PostgreSQL's notification")
+    other = await open_stores(stores_dsn(stores))
+    try:
+        waiting = asyncio.create_task(other.durable(KIND).scheduler.next_ready(10))
+        await asyncio.sleep(0.3)  # listening
+        tenant = _tenant()
+        began = asyncio.get_running_loop().time()
+        await _starter(stores).start_whole(_start(tenant, "a"), caps=NO_CAPS, state=stores.state)
+        delivery = await waiting
+        assert delivery is not None
+        assert delivery.workflow == f"{tenant}/a"
+        # Woken by the announcement, not by the scheduler's own poll a second later.
+        assert asyncio.get_running_loop().time() - began < 0.5
+    finally:
+        await other.close()
+
+
+async def test_a_start_whose_reply_was_lost_after_it_committed_is_its_own(
+    stores: Stores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if stores.backing != "postgresql":
+        pytest.skip("a reply is lost between a PostgreSQL server and its client only")
+    import secrets
+
+    tenant = _tenant()
+    starter = _starter(stores)
+    # The same call tried again (the driver's retry after a lost reply) carries its token.
+    monkeypatch.setattr(secrets, "token_hex", lambda n: "retried-call")
+    first = await starter.start_whole(_start(tenant, "a"), caps=NO_CAPS, state=stores.state)
+    again = await starter.start_whole(_start(tenant, "a"), caps=NO_CAPS, state=stores.state)
+    assert (first.opened, again.recorded.first, again.opened) == (True, True, True)
+    monkeypatch.undo()
+    # Another start with the same record but its own token did not write the run record.
+    other = await starter.start_whole(_start(tenant, "a"), caps=NO_CAPS, state=stores.state)
+    assert (other.recorded.first, other.opened) == (True, False)
+    run = await stores.state.get_run(StateKey(tenant=tenant, id="a"))
+    assert run is not None
+    assert run.version == 1
+
+
+async def test_a_start_takes_the_counts_before_the_run_totals(stores: Stores) -> None:
+    # A status write locks the catalog's counts, then the run totals (its run's trigger):
+    # a start taking them the other way round deadlocked with it.
+    if stores.backing != "postgresql":
+        pytest.skip("SQLite has one writer at a time")
+    import psycopg
+
+    tenant = _tenant()
+    starter = _starter(stores)
+    await starter.start_whole(_start(tenant, "seed"), caps=NO_CAPS, state=stores.state)
+    dsn = stores_dsn(stores)
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as setup:
+        await setup.execute(  # the run totals row the start's run record moves
+            "INSERT INTO durably_run_totals VALUES "
+            "(%s, 'pending', hashtext('a') & 7, 0, 0, 0, 0, 0, 0, 0, 0, 0) "
+            "ON CONFLICT (tenant, state, shard) DO NOTHING",
+            (tenant,),
+        )
+    async with await psycopg.AsyncConnection.connect(dsn) as holder:
+        shard = await (
+            await holder.execute("SELECT hashtext(%s) & 15", (f"{tenant}/a",))
+        ).fetchone()
+        assert shard is not None
+        # The counts row the start's entry moves, held as a status write holds it.
+        await holder.execute(
+            "INSERT INTO durably_workflow_counts (tenant, kind, status, shard, n) "
+            "VALUES (%s, %s, 'pending', %s, 0) ON CONFLICT (tenant, kind, status, shard) "
+            "DO UPDATE SET n = durably_workflow_counts.n",
+            (tenant, KIND, shard[0]),
+        )
+        starting = asyncio.create_task(
+            starter.start_whole(_start(tenant, "a"), caps=NO_CAPS, state=stores.state)
+        )
+        await asyncio.sleep(0.5)
+        assert not starting.done()  # waits on the counts row
+        async with await psycopg.AsyncConnection.connect(dsn) as probe:
+            # The run totals row the start's run record moves is not held meanwhile.
+            locked = await probe.execute(
+                "SELECT 1 FROM durably_run_totals WHERE tenant = %s AND state = 'pending' "
+                "AND shard = hashtext('a') & 7 FOR UPDATE NOWAIT",
+                (tenant,),
+            )
+            assert await locked.fetchall() == [(1,)]
+            await probe.rollback()
+        await holder.commit()
+    assert (await starting).opened
 
 
 async def _refuse_wakeups(stores: Stores) -> None:
@@ -237,8 +341,15 @@ async def test_stores_that_cannot_commit_together_have_no_whole_start() -> None:
         await memory.close()
 
 
-async def test_an_app_start_costs_one_commit_and_serves(tmp_path: Path) -> None:
-    app = App(f"sqlite:///{tmp_path / 'app.db'}")
+@pytest.fixture(params=["sqlite", "postgresql"])
+def app_dsn(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'app.db'}" if request.param == "sqlite" else create_database()
+
+
+async def test_an_app_start_costs_one_write_and_serves(
+    app_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = App(app_dsn)
 
     @app.step()
     async def double(n: int) -> int:
@@ -250,11 +361,31 @@ async def test_an_app_start_costs_one_commit_and_serves(tmp_path: Path) -> None:
 
     try:
         stores = await app.stores()
-        database: Any = stores.database
         await job.start(0)  # the kind's stores opened
-        before = database._commits
-        handle = await job.start(21, id="one")
-        assert database._commits - before == 1
+        if stores.backing == "sqlite":
+            database: Any = stores.database
+            before = database._commits
+            handle = await job.start(21, id="one")
+            assert database._commits - before == 1
+        else:
+            from durably.postgres.executor import PsycopgSession
+
+            sent: list[str] = []
+            fetch, count = PsycopgSession.fetch, PsycopgSession.count
+
+            async def fetched(session: Any, statement: str, *args: Any) -> Any:
+                sent.append(statement)
+                return await fetch(session, statement, *args)
+
+            async def counted(session: Any, statement: str, *args: Any) -> Any:
+                sent.append(statement)
+                return await count(session, statement, *args)
+
+            monkeypatch.setattr(PsycopgSession, "fetch", fetched)
+            monkeypatch.setattr(PsycopgSession, "count", counted)
+            handle = await job.start(21, id="one")
+            monkeypatch.undo()
+            assert len(sent) == 1  # one statement, autocommitted: one round trip
         assert handle.created
         async with served(app):
             assert await handle.result(timeout=10) == 42
@@ -266,9 +397,9 @@ async def test_an_app_start_costs_one_commit_and_serves(tmp_path: Path) -> None:
 
 
 async def test_an_app_start_over_a_run_of_the_users_own_keeps_it_and_serves(
-    tmp_path: Path,
+    app_dsn: str,
 ) -> None:
-    app = App(f"sqlite:///{tmp_path / 'app.db'}")
+    app = App(app_dsn)
 
     @app.workflow()
     async def job(ctx: Context, n: int) -> int:

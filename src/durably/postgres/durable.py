@@ -126,6 +126,7 @@ class PostgresDurable:
                 )
             )
         entry = start.entry
+        token = secrets.token_hex(8)  # one per call: tells its own retry from another start
         args = (
             self._scheduler.namespace,
             start.workflow,
@@ -137,7 +138,7 @@ class PostgresDurable:
             entry.created_us,
             PENDING_TEXT,
             json.dumps(rows[0]),
-            secrets.token_hex(8),
+            token,
             tables.channel("workflow"),
             rank,
             DEFAULT_PRIORITY,
@@ -145,12 +146,15 @@ class PostgresDurable:
 
         async def run(session: Session) -> WholeStarted:
             written, opened, _ = (await session.fetch(self._start_sql, *args))[0]
-            if not written:
-                recorded = await self._checkpointer.recorded_on(
-                    session, start.workflow, start.key, encoded
-                )
-                return WholeStarted(recorded, opened=False)
-            return WholeStarted(Recorded(start.value, True), bool(opened))
+            if written:
+                return WholeStarted(Recorded(start.value, True), bool(opened))
+            recorded = await self._checkpointer.recorded_on(
+                session, start.workflow, start.key, encoded
+            )
+            # A try of this call whose reply was lost after it committed wrote it all:
+            # its run record carries this call's token.
+            ours = recorded.first and await state.run_written_with(session, start.run, token)
+            return WholeStarted(recorded, opened=ours)
 
         return await self._checkpointer.access.run(run, errors=state_errors)
 

@@ -193,6 +193,12 @@ class PostgresStateStore:
             rows.append(row)
         return rows
 
+    async def run_written_with(self, session: Session, record: RunRecord, token: str) -> bool:
+        """Whether ``record``'s run is stored by the write that carried ``token``, on
+        ``session``."""
+        rows = await session.fetch(self._sql["run_version"], record.tenant, record.run_id, token)
+        return bool(rows) and bool(rows[0][1])
+
     async def create_runs_on(self, session: Session, rows: list[dict[str, object]]) -> list[bool]:
         """Store each of ``rows`` (`run_rows`) whose run does not exist yet, on ``session``
         (inside a transaction its caller may have opened): whether each was stored."""

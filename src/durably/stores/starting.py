@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from durably.errors import InvalidInputError
 from durably.stores.admission import TenantCaps
 from durably.stores.catalog import CatalogEntry
 from durably.stores.pacing import PacedDurable
@@ -39,6 +40,13 @@ class WholeStart:
     """Its catalog entry."""
     run: RunRecord
     """The run record that follows it (version 0: a new record)."""
+
+    def __post_init__(self) -> None:
+        for name, tenant in (("catalog entry", self.entry.tenant), ("run", self.run.tenant)):
+            if tenant != self.tenant:
+                raise InvalidInputError(
+                    f"a start of tenant {self.tenant!r} with a {name} of tenant {tenant!r}"
+                )
 
 
 @dataclass(frozen=True, slots=True)

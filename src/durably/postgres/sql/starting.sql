@@ -15,6 +15,11 @@
 -- workflow ready itself: answers 1, 0); the wakeup with the run record (answers 1, 1). The
 -- count's shard is the checkpointer's (hashtext(workflow) & 15); the wakeup's writes are
 -- scheduler.sql's make_ready, its tenant row placed by the same fragment.
+-- The run record hangs off the catalog entry, not only off the record: each row's
+-- trigger moves its counts at the statement's end, in the order the rows were written, so
+-- the catalog's counts are locked before the run totals, the order a status write takes
+-- them in (checkpointer.sql's _follow). Taken the other way, a start and another
+-- workflow's first status write deadlocked.
 WITH written AS (
     INSERT INTO {workflow_checkpoint} (workflow, key, value)
     VALUES ($2::text, $3::text, $4::jsonb)
@@ -38,9 +43,10 @@ entered AS (
            COALESCE((SELECT status FROM {workflow_status} WHERE workflow = $2::text), $9::text)
     FROM written
     ON CONFLICT (workflow) DO NOTHING
+    RETURNING workflow
 ),
 asked AS (
-    SELECT a.* FROM written, jsonb_to_record($10::jsonb) AS a({_run_fields})
+    SELECT a.* FROM entered, jsonb_to_record($10::jsonb) AS a({_run_fields})
     WHERE NOT EXISTS (
         SELECT 1 FROM {runs} AS r WHERE r.tenant = a.tenant AND r.run_id = a.run_id
     )
@@ -65,9 +71,11 @@ queued AS (
     FROM opened
     ON CONFLICT (namespace, workflow) DO UPDATE
         SET tenant = excluded.tenant, state = 'ready', visible_at = now(),
-            due = NULL, receipt = NULL, taken_at = NULL, priority = excluded.priority
+            due = NULL, receipt = NULL, taken_at = NULL,
+            priority = coalesce($13::smallint, q.priority)
         WHERE NOT (q.state = 'ready' AND q.receipt IS NULL AND q.visible_at <= now()
-                   AND q.tenant = excluded.tenant AND q.priority = excluded.priority)
+                   AND q.tenant = excluded.tenant
+                   AND q.priority = coalesce($13::smallint, q.priority))
     RETURNING q.tenant, q.visible_at, q.workflow
 ),
 {_place}
