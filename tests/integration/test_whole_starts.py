@@ -18,7 +18,7 @@ from durably.errors import ConfigurationError, WorkflowLimitError
 from durably.stores.admission import NO_CAPS, Admitting, TenantCaps
 from durably.stores.catalog import CatalogEntry, Cataloguing, Line
 from durably.stores.opening import Stores, open_stores
-from durably.stores.runs import FOLLOWS, RunRecord, RunState, StateKey
+from durably.stores.runs import FOLLOWS, RunRecord, RunState, StateDelta, StateKey
 from durably.stores.starting import StartingWhole, WholeStart, whole_starter
 from durably.stores.work import WorkPriority
 from tests.pg_service import create_database
@@ -273,6 +273,25 @@ async def test_a_repeated_start_writes_nothing_more(stores: Stores) -> None:
     assert run is not None
     assert run.version == 1
     assert await _ready(stores) == []  # not woken again
+
+
+async def test_a_repeated_start_of_the_very_same_record_writes_nothing_more(
+    stores: Stores,
+) -> None:
+    # Two starts can carry equal records (a frozen test clock): the second is told it
+    # matches (``first``), but its run record and wakeup are the first start's.
+    tenant = _tenant()
+    starter = _starter(stores)
+    await starter.start_whole(_start(tenant, "a"), caps=NO_CAPS, state=stores.state)
+    assert await _ready(stores) == [f"{tenant}/a"]
+    await stores.state.patch_run(StateKey(tenant=tenant, id="a"), StateDelta(cost_micros=500))
+    again = await starter.start_whole(_start(tenant, "a"), caps=NO_CAPS, state=stores.state)
+    assert (again.recorded.first, again.opened) == (True, False)
+    run = await stores.state.get_run(StateKey(tenant=tenant, id="a"))
+    assert run is not None
+    assert (run.version, run.cost_micros) == (2, 500)
+    assert await _ready(stores) == []
+    assert (await _what_is_stored(stores, tenant, "a"))["started"] == 1
 
 
 async def test_starts_of_one_id_racing_create_it_once(stores: Stores) -> None:

@@ -122,10 +122,12 @@ class SqliteDurable:
         run, text = state.prepared_run(start.run)
 
         def write(tx: Transaction) -> WholeStarted:
-            recorded = self._checkpointer.bound(tx).admit(
+            checkpointer = self._checkpointer.bound(tx)
+            fresh = checkpointer.recorded(start.workflow, start.key) is None
+            recorded = checkpointer.admit(
                 start.workflow, start.key, encoded, tenant=start.tenant, caps=caps
             )
-            if not recorded.first:
+            if not fresh:  # an earlier start's (``first`` where it equals this one's)
                 return WholeStarted(recorded, opened=False)
             _catalog.enter(tx, start.workflow, start.entry)
             opened = state.bound(tx).create_run(start.run, run, text)
