@@ -16,7 +16,10 @@ FILES = sorted(
 )
 
 # Files whose statements take in another file's fragments (as their loaders say).
-FRAGMENTS_FROM = {"gates.sql": ("checkpointer.sql",)}
+FRAGMENTS_FROM = {
+    "gates.sql": ("checkpointer.sql",),
+    "starting.sql": ("scheduler.sql", "state.sql"),
+}
 
 
 @pytest.mark.parametrize("filename", FILES)

@@ -34,6 +34,8 @@ from durably.stores.status import WorkflowStatus
 KILL_AFTER_BILLED = 7
 FINISH_TIMEOUT = 45.0
 POLL_SECONDS = 0.05
+SETTLE_SECONDS = 1.0
+"""How long the ledger stays unchanged, everything in it recorded, before the kill."""
 FIRST_WORKER = "demo-worker-1"
 """The worker the demo kills, as the provider's bill names it."""
 USAGE_RECORD = "durably:usage#"
@@ -302,13 +304,20 @@ class Demo:
 
     async def _wait_until_recorded(self, stores: Stores, ledger: Ledger, batch: int) -> None:
         """With the provider stalled no further call can be billed; wait until every
-        billed call, its usage and every tool run are recorded, so the kill lands only on
-        calls in flight."""
+        billed call, its usage and every tool run are recorded, and nothing more has been
+        billed or run for `SETTLE_SECONDS` (a tool whose model answer was recorded just
+        before starts within it), so the kill lands only on calls in flight."""
         deadline = time.monotonic() + 10.0
+        settled: tuple[int, int] | None = None
+        since = 0.0
         while time.monotonic() < deadline:
             billed = [c for c in await ledger.calls(batch) if c.billed]
             ran = [t for t in await ledger.tool_runs(batch) if t.outcome == "ran"]
-            if await _all_recorded(stores, billed, ran):
+            if not await _all_recorded(stores, billed, ran):
+                settled = None
+            elif settled != (len(billed), len(ran)):
+                settled, since = (len(billed), len(ran)), time.monotonic()
+            elif time.monotonic() - since >= SETTLE_SECONDS:
                 return
             await asyncio.sleep(POLL_SECONDS)
         raise DemoError("worker 1 did not record its billed calls in time")
