@@ -8,7 +8,7 @@
 -- (jsonb text), $5 the tenant, $6 the kind, $7 the parent (NULL: none), $8 created (µs),
 -- $9 the status of an entry that reported none, $10 the run record as a row (json, as
 -- state.sql's insert_runs takes them), $11 its write token, $12 the wakeup's channel, $13
--- its priority (NULL: the default), $14 the default priority.
+-- its priority (NULL: the one an existing entry has, else $14, the default).
 -- Each write hangs off the one before: the record written (a start already recorded
 -- writes nothing more and answers 0), then the count and the catalog entry; the run
 -- record unless the tenant has a run of its id (the caller settles that one and makes the
