@@ -278,8 +278,8 @@ async def test_a_repeated_start_writes_nothing_more(stores: Stores) -> None:
 async def test_a_repeated_start_of_the_very_same_record_writes_nothing_more(
     stores: Stores,
 ) -> None:
-    # Two starts can carry equal records (a frozen test clock): the second is told it
-    # matches (``first``), but its run record and wakeup are the first start's.
+    # A write of the very bytes stored (a retry; an App's start records each carry a
+    # token of their call) is told it matches (``first``), and writes nothing more.
     tenant = _tenant()
     starter = _starter(stores)
     await starter.start_whole(_start(tenant, "a"), caps=NO_CAPS, state=stores.state)
