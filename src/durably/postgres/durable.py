@@ -113,9 +113,6 @@ class PostgresDurable:
             raise ConfigurationError(
                 "PostgresDurable.start_whole needs a PostgresStateStore on its own pool and tables"
             )
-        identifier(start.workflow, "workflow")
-        identifier(start.tenant, "tenant")
-        step_key(start.key)
         rank = ready_priority(start.priority)
         encoded = self._checkpointer.encode(start.value)  # refused before any I/O
         rows = state.run_rows([start.run])

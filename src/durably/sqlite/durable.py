@@ -114,9 +114,6 @@ class SqliteDurable:
             raise ConfigurationError(
                 "SqliteDurable.start_whole needs a SqliteStateStore on its own Database"
             )
-        identifier(start.workflow, "workflow")
-        identifier(start.tenant, "tenant")
-        step_key(start.key)
         rank = ready_priority(start.priority)
         encoded = self._checkpointer.encode(start.value)  # refused before the write
         run, text = state.prepared_run(start.run)

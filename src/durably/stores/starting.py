@@ -19,12 +19,14 @@ from durably.stores.admission import TenantCaps
 from durably.stores.catalog import CatalogEntry
 from durably.stores.pacing import PacedDurable
 from durably.stores.runs import RunRecord, StateStore
-from durably.stores.workflows import Durable, Recorded
+from durably.stores.workflows import Durable, Recorded, step_key
+from durably.validation import identifier
 
 
 @dataclass(frozen=True, slots=True)
 class WholeStart:
-    """A workflow's first start, as `StartingWhole.start_whole` writes it."""
+    """A workflow's first start, as `StartingWhole.start_whole` writes it; its workflow,
+    tenant and key are checked when it is made (`InvalidInputError`), before any I/O."""
 
     workflow: str
     """The workflow's key in the store."""
@@ -42,6 +44,9 @@ class WholeStart:
     """The run record that follows it (version 0: a new record)."""
 
     def __post_init__(self) -> None:
+        identifier(self.workflow, "workflow")
+        identifier(self.tenant, "tenant")
+        step_key(self.key)
         for name, tenant in (("catalog entry", self.entry.tenant), ("run", self.run.tenant)):
             if tenant != self.tenant:
                 raise InvalidInputError(
